@@ -1,0 +1,57 @@
+"""The one exception hierarchy of distsketch.
+
+Every error the package raises on purpose derives from :class:`DistsketchError`,
+which is a :class:`ValueError` so that code written against scikit-learn's
+conventions (``except ValueError``) keeps working.  Messages say *what* was
+wrong, *where* (path, array, row or chunk) and *what to do*.
+
+All classes take a single message argument so that they pickle cleanly when a
+Dask worker raises them and the client re-raises them.
+"""
+
+from __future__ import annotations
+
+from sklearn.exceptions import NotFittedError as _SkNotFittedError
+
+__all__ = [
+    "ClusterError",
+    "ConfigError",
+    "DistsketchError",
+    "InputError",
+    "MemoryBudgetError",
+    "NotFittedError",
+    "StoreError",
+    "WorkflowError",
+]
+
+
+class DistsketchError(ValueError):
+    """Base class of every error raised by distsketch."""
+
+
+class InputError(DistsketchError):
+    """The data handed in is unusable (shape, dtype, NaN/Inf, zero rows, width)."""
+
+
+class StoreError(DistsketchError):
+    """A Zarr store or file is missing, corrupt, unreadable or unwritable."""
+
+
+class ConfigError(DistsketchError):
+    """A parameter, option or spec has an invalid value."""
+
+
+class MemoryBudgetError(DistsketchError, MemoryError):
+    """A planned task would need more memory than the configured budget."""
+
+
+class NotFittedError(DistsketchError, _SkNotFittedError):
+    """An estimator was used before ``fit``."""
+
+
+class ClusterError(DistsketchError):
+    """A Dask cluster could not be started or reached."""
+
+
+class WorkflowError(DistsketchError):
+    """A workflow run could not proceed (lock held, spec inconsistent with state)."""

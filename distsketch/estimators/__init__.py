@@ -1,0 +1,1 @@
+"""scikit-learn-style estimators composed of ops + summaries."""

@@ -1,0 +1,28 @@
+"""The only layer that builds Dask graphs; it knows no particular algorithm."""
+
+from distsketch.graph.arrays import as_dask, rechunk_rows
+from distsketch.graph.blocks import (
+    as_operand,
+    check_finite_block,
+    map_rows,
+    row_offsets,
+    tree_reduce,
+)
+from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
+from distsketch.graph.runtime import active_client, blas_single_thread, compute
+
+__all__ = [
+    "active_client",
+    "as_dask",
+    "as_operand",
+    "blas_single_thread",
+    "check_finite_block",
+    "check_task_memory",
+    "compute",
+    "map_rows",
+    "rechunk_rows",
+    "row_offsets",
+    "rows_for_budget",
+    "task_memory_budget",
+    "tree_reduce",
+]

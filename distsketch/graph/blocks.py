@@ -1,0 +1,265 @@
+"""Blockwise maps over row blocks and tree reductions of mergeable summaries.
+
+These two functions are the only graph builders that algorithms use:
+
+* :func:`map_rows` — ``func(block, row_offset, *operands) -> (rows, n_out)``
+  applied to every row block; the function learns the global row number of its
+  first row, so oblivious operators can key randomness by global index.
+* :func:`tree_reduce` — a :class:`~distsketch.summaries.base.Summary` computed per
+  block (``chunk``), merged ``split_every`` at a time up a tree (``merge``) with
+  :func:`dask.array.reduction`, then ``finalize``-d.
+
+Operands (operators learned in ``fit``: landmarks, projection matrices) enter
+the graph once, as single-chunk arrays, never copied into every task.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from distsketch.errors import InputError
+from distsketch.graph.budget import check_task_memory
+from distsketch.graph.runtime import pin_blas_for_tasks
+
+__all__ = ["as_operand", "check_finite_block", "map_rows", "row_offsets", "tree_reduce"]
+
+
+def row_offsets(chunks: Sequence[int]) -> np.ndarray:
+    """Global index of the first row of each block."""
+    return np.concatenate(([0], np.cumsum(chunks)[:-1])).astype(np.int64)
+
+
+def check_finite_block(block: Any, offset: int, where: str = "input") -> None:
+    """Raise :class:`InputError` naming the first row holding NaN or Inf."""
+    data = block.data if hasattr(block, "tocsr") else block
+    if np.issubdtype(np.asarray(data).dtype, np.floating) and not np.all(np.isfinite(data)):
+        if hasattr(block, "tocsr"):
+            csr = block.tocsr()
+            bad_rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[
+                ~np.isfinite(csr.data)]
+            row = int(bad_rows.min())
+        else:
+            row = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
+        raise InputError(
+            f"{where} contains NaN or Inf: first bad row is {offset + row} "
+            f"(block starting at row {offset}). Clean or impute the data first "
+            "(e.g. drop those rows before ingesting)."
+        )
+
+
+def as_operand(value: Any) -> da.Array:
+    """Wrap a NumPy operand as a one-chunk dask array (one key in the graph)."""
+    if isinstance(value, da.Array):
+        return value.rechunk(value.shape) if value.npartitions > 1 else value
+    arr = np.asarray(value)
+    return da.from_array(arr, chunks=arr.shape or (), name="operand-" + tokenize(arr))
+
+
+class _RowTask:
+    """Callable run on one block: offset, finite check, BLAS pinning."""
+
+    def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str):
+        self.func = func
+        self.kwargs = kwargs
+        self.check_finite = check_finite
+        self.where = where
+
+    def __call__(self, block, offset, *operands):
+        off = int(np.asarray(offset).ravel()[0])
+        if self.check_finite:
+            check_finite_block(block, off, self.where)
+        pin_blas_for_tasks()
+        return self.func(block, off, *operands, **self.kwargs)
+
+
+def _operand_args(operands: Sequence[Any]) -> list[Any]:
+    letters = iter(string.ascii_letters.replace("i", "").replace("j", "").replace("z", ""))
+    args: list[Any] = []
+    for op in operands:
+        op_da = as_operand(op)
+        args += [op_da, "".join(next(letters) for _ in range(op_da.ndim)) or None]
+    return args
+
+
+def _single_column_chunk(X: da.Array) -> da.Array:
+    return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
+
+
+def map_rows(
+    func: Callable[..., np.ndarray],
+    X: da.Array,
+    *operands: Any,
+    n_out: int,
+    dtype: Any,
+    kwargs: dict | None = None,
+    bytes_per_row: float | None = None,
+    fixed_bytes: float = 0.0,
+    check_finite: bool = True,
+    name: str = "map-rows",
+    where: str = "input",
+) -> da.Array:
+    """Apply ``func`` to every row block of ``X``.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(block, row_offset, *operands, **kwargs)`` returning an array of
+        shape ``(block.shape[0], n_out)``.  Runs with BLAS pinned to 1 thread.
+    X : dask.array.Array of shape (n, d)
+        Input; column chunks are merged so each block holds whole rows.
+    *operands : array_like
+        Arrays every block needs (passed once as single-chunk keys).
+    n_out : int
+        Number of output columns.
+    dtype : dtype
+        Output dtype.
+    kwargs : dict, optional
+        Small keyword arguments for ``func``.
+    bytes_per_row, fixed_bytes : float, optional
+        Per-task memory model, checked against the budget before building.
+    check_finite : bool, default True
+        Fail with the first bad global row on NaN/Inf.
+    name : str
+        Prefix of the task names.
+    where : str
+        Name of the input for error messages (a path or array name).
+
+    Returns
+    -------
+    dask.array.Array of shape (n, n_out)
+        Same row chunks as ``X``.
+
+    Notes
+    -----
+    Memory per task: ``bytes_per_row * block_rows + fixed_bytes``.  No
+    communication beyond one copy of each operand per worker.
+    """
+    X = _single_column_chunk(X)
+    if bytes_per_row is not None:
+        check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
+    offs = da.from_array(row_offsets(X.chunks[0]), chunks=1,
+                         name="offsets-" + tokenize(X.chunks[0]))
+    task = _RowTask(func, dict(kwargs or {}), check_finite, where)
+    meta = np.empty((0, 0), dtype=dtype)
+    return da.blockwise(
+        task, "iz", X, "ij", offs, "i", *_operand_args(operands),
+        new_axes={"z": n_out}, dtype=dtype, concatenate=True, align_arrays=False,
+        name=f"{name}-" + tokenize(func, X.name, operands, task.kwargs, n_out),
+        meta=meta,
+    )
+
+
+class _ChunkTask:
+    def __init__(self, summary: Any, check_finite: bool, where: str):
+        self.summary = summary
+        self.check_finite = check_finite
+        self.where = where
+
+    def __call__(self, block, offset, *operands):
+        off = int(np.asarray(offset).ravel()[0])
+        if self.check_finite:
+            check_finite_block(block, off, self.where)
+        pin_blas_for_tasks()
+        state = self.summary.chunk(block, off, *operands)
+        out = np.empty((1,), dtype=object)
+        out[0] = state
+        return out
+
+
+def _flatten(nested: Any) -> list[Any]:
+    flat: list[Any] = []
+    stack = [nested]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(reversed(v))
+        else:
+            flat.extend(np.asarray(v, dtype=object).ravel().tolist())
+    return flat
+
+
+class _Combine:
+    def __init__(self, summary: Any):
+        self.summary = summary
+
+    def __call__(self, parts, axis=None, keepdims=None):
+        pin_blas_for_tasks()
+        state = self.summary.merge(_flatten(parts))
+        out = np.empty((1,), dtype=object)
+        out[0] = state
+        return out
+
+
+class _Aggregate(_Combine):
+    def __call__(self, parts, axis=None, keepdims=None):
+        return super().__call__(parts)[0]
+
+
+def _identity(x, axis=None, keepdims=None):
+    return x
+
+
+def tree_reduce(
+    summary: Any,
+    X: da.Array,
+    *operands: Any,
+    split_every: int = 8,
+    bytes_per_row: float | None = None,
+    fixed_bytes: float = 0.0,
+    check_finite: bool = True,
+    name: str | None = None,
+    where: str = "input",
+) -> Any:
+    """Tree-reduce a mergeable summary over the row blocks of ``X``.
+
+    Parameters
+    ----------
+    summary : Summary
+        Object with ``chunk(block, row_offset, *operands) -> state`` and
+        ``merge(list_of_states) -> state`` (associative).
+    X : dask.array.Array of shape (n, d)
+    *operands : array_like
+        Arrays every chunk call needs (one key each in the graph).
+    split_every : int, default 8
+        Fan-in of each merge; memory of a merge task is
+        ``split_every x state size``.
+    bytes_per_row, fixed_bytes : float, optional
+        Per-task memory model of ``chunk``, checked against the budget.
+    check_finite : bool, default True
+        Fail with the first bad global row on NaN/Inf.
+    name : str, optional
+        Task-name prefix.
+    where : str
+        Name of the input for error messages.
+
+    Returns
+    -------
+    dask.array.Array of shape () and dtype object
+        Computes to the merged state (call ``summary.finalize`` on it).
+    """
+    if split_every < 2:
+        raise ValueError("split_every must be >= 2")
+    X = _single_column_chunk(X)
+    label = name or type(summary).__name__.lower()
+    if bytes_per_row is not None:
+        check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
+    offs = da.from_array(row_offsets(X.chunks[0]), chunks=1,
+                         name="offsets-" + tokenize(X.chunks[0]))
+    token = tokenize(summary, X.name, operands)
+    states = da.blockwise(
+        _ChunkTask(summary, check_finite, where), "i", X, "ij", offs, "i",
+        *_operand_args(operands), dtype=object, concatenate=True, align_arrays=False,
+        adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),
+        name=f"{label}-chunk-{token}",
+    )
+    return da.reduction(
+        states, _identity, _Aggregate(summary), combine=_Combine(summary), axis=0,
+        concatenate=False, split_every=split_every, dtype=object,
+        meta=np.empty((), dtype=object), keepdims=False, name=f"{label}-merge-{token}",
+    )

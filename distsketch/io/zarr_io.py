@@ -1,0 +1,350 @@
+"""Zarr arrays in and out: validated reads, row-aligned atomic writes.
+
+Reads go through :class:`ZarrRowReader`, which turns low-level failures
+(a corrupt chunk, a vanished file) into :class:`~distsketch.errors.StoreError`
+naming the store and the row range.  Writes create the target with row chunks
+that the dask blocks align to exactly (the ``to_zarr`` row-loss pitfall), store
+without a lock, then verify that every chunk arrived before committing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import zarr
+from dask.base import tokenize
+
+from distsketch.errors import InputError, StoreError
+from distsketch.graph.arrays import default_block_rows
+from distsketch.graph.runtime import compute
+from distsketch.io.atomic import atomic_dir
+
+__all__ = [
+    "MANIFEST_NAME",
+    "ZarrRowReader",
+    "create_array",
+    "fingerprint",
+    "open_array",
+    "open_zarr",
+    "read_manifest",
+    "write_array",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "distsketch-manifest.json"
+
+
+def _codecs(compressor: str | None) -> Any:
+    if compressor in (None, "none"):
+        return None
+    if compressor == "lz4":
+        return zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+    if compressor == "zstd":
+        return zarr.codecs.ZstdCodec(level=3)
+    raise InputError(f"unknown compressor {compressor!r}; use 'lz4', 'zstd' or None.")
+
+
+def open_zarr(path: str | os.PathLike, component: str | None = None) -> zarr.Array:
+    """Open a Zarr array read-only, with a clear error if it is missing or broken."""
+    p = str(path)
+    if "://" not in p and not Path(p).exists():
+        raise StoreError(
+            f"no Zarr store at {p}: the path does not exist. Check the path, or create it "
+            "with `distsketch ingest`."
+        )
+    try:
+        node = zarr.open(store=p, mode="r")
+    except Exception as exc:
+        raise StoreError(
+            f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
+            "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
+        ) from exc
+    if isinstance(node, zarr.Group):
+        names = sorted(node.array_keys())
+        key = component or ("X" if "X" in names else (names[0] if len(names) == 1 else None))
+        if key is None or key not in names:
+            raise StoreError(
+                f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
+                f"{p}::{names[0] if names else 'X'}."
+            )
+        node = node[key]
+    return node
+
+
+class ZarrRowReader:
+    """Array-like read adapter over a Zarr array for :func:`dask.array.from_array`.
+
+    Holds only the path, so it pickles cheaply to workers; opens lazily there.
+    """
+
+    def __init__(self, path: str, component: str | None, shape: tuple, dtype: np.dtype):
+        self.path = path
+        self.component = component
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(shape)
+        self._arr: zarr.Array | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_arr"} | {"_arr": None}
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        try:
+            if self._arr is None:
+                self._arr = open_zarr(self.path, self.component)
+            return np.asarray(self._arr[key])
+        except StoreError:
+            raise
+        except Exception as exc:
+            rows = key[0] if isinstance(key, tuple) else key
+            where = (f"rows {rows.start}..{rows.stop}" if isinstance(rows, slice)
+                     else f"selection {key!r}")
+            chunk = ""
+            if isinstance(rows, slice) and self._arr is not None:
+                c = self._arr.chunks[0]
+                chunk = f" (Zarr chunk(s) {rows.start // c}..{(rows.stop - 1) // c} on axis 0)"
+            raise StoreError(
+                f"cannot read {where}{chunk} of {self.path}: {type(exc).__name__}: {exc}. "
+                "The chunk is corrupt or unreadable; restore it or re-ingest the data."
+            ) from exc
+
+
+def _missing_chunks(arr: zarr.Array, path: str) -> list[tuple[int, ...]]:
+    if arr.nchunks_initialized >= arr.nchunks:
+        return []
+    grid = [int(np.ceil(s / c)) for s, c in zip(arr.shape, arr.shards or arr.chunks)]
+    base = Path(path)
+    missing = []
+    for idx in np.ndindex(*grid):
+        if arr.metadata.zarr_format == 3:
+            key = base / "c" / Path(*[str(i) for i in idx])
+        else:
+            key = base / ".".join(str(i) for i in idx)
+        if not key.exists():
+            missing.append(tuple(int(i) for i in idx))
+            if len(missing) >= 5:
+                break
+    return missing
+
+
+def open_array(
+    source: Any,
+    *,
+    component: str | None = None,
+    block_rows: int | None = None,
+    check_chunks: bool = True,
+) -> da.Array:
+    """A validated, row-chunked dask array from a Zarr path, NumPy or dask array.
+
+    Parameters
+    ----------
+    source : str, path-like, zarr.Array, ndarray or dask array
+        ``"store.zarr"``, ``"store.zarr::name"`` for an array in a group, or an
+        in-memory array.
+    component : str, optional
+        Array name inside a Zarr group.
+    block_rows : int, optional
+        Rows per dask block.  Default: whole shards/chunks, grouped to about
+        64 MiB per block.
+    check_chunks : bool, default True
+        Fail if chunks of the store are missing (Zarr would silently read the
+        fill value instead).
+
+    Returns
+    -------
+    dask.array.Array of shape (n, d)
+
+    Raises
+    ------
+    StoreError
+        Missing or corrupt store, missing chunks.
+    InputError
+        Not 2-D, not numeric, zero rows.
+    """
+    from distsketch.validation import check_input
+
+    if isinstance(source, da.Array) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
+        X = check_input(source, where="input array")
+        from distsketch.graph.arrays import as_dask
+
+        return as_dask(X, block_rows)
+    if isinstance(source, zarr.Array):
+        arr, path = source, str(source.store_path)
+    else:
+        path = os.fspath(source) if not isinstance(source, str) else source
+        if "::" in path and component is None:
+            path, component = path.split("::", 1)
+        arr = open_zarr(path, component)
+    from distsketch.validation import _check_shape_dtype
+
+    _check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
+    if check_chunks and isinstance(source, (str, os.PathLike)):
+        array_dir = str(Path(path) / component) if component else path
+        missing = _missing_chunks(arr, array_dir) if Path(array_dir).exists() else []
+        if missing:
+            raise StoreError(
+                f"Zarr array {path} is missing chunk(s) {missing} (grid index; rows "
+                f"{missing[0][0] * (arr.shards or arr.chunks)[0]}..). Reading would silently "
+                "return fill values; re-ingest or restore the data."
+            )
+    unit = (arr.shards or arr.chunks)[0]
+    if block_rows is None:
+        target = default_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize)
+        block_rows = max(unit, (target // unit) * unit)
+    reader = ZarrRowReader(path, component, arr.shape, arr.dtype)
+    name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
+                              _mtime(path))
+    return da.from_array(reader, chunks=(block_rows, arr.shape[1]), asarray=False,
+                         fancy=False, lock=False, name=name,
+                         meta=np.empty((0, 0), dtype=arr.dtype))
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0.0
+
+
+def create_array(path: str | os.PathLike, shape: tuple[int, int], dtype: Any, *,
+                 chunk_rows: int, compressor: str | None = "lz4",
+                 attrs: dict | None = None) -> zarr.Array:
+    """Create an empty Zarr array whose row chunks are ``chunk_rows``.
+
+    Empty chunks are written too, so a missing chunk always means a lost write.
+    """
+    try:
+        return zarr.create_array(
+            store=str(path), shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype),
+            chunks=(int(chunk_rows), int(shape[1])), compressors=_codecs(compressor),
+            attributes=attrs or {}, overwrite=True, config={"write_empty_chunks": True},
+        )
+    except OSError as exc:
+        raise StoreError(f"cannot create Zarr array at {path}: {exc}.") from exc
+
+
+def write_array(
+    X: Any,
+    path: str | os.PathLike,
+    *,
+    chunk_rows: int | None = None,
+    compressor: str | None = "lz4",
+    overwrite: bool = False,
+    attrs: dict | None = None,
+    manifest: dict | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Write a 2-D array to a new Zarr store atomically, without losing rows.
+
+    Parameters
+    ----------
+    X : ndarray or dask array of shape (n, d)
+    path : path-like
+        Output store (local directory).
+    chunk_rows : int, optional
+        Zarr row chunk; default the first dask block's rows.  The dask array is
+        rechunked to exactly these rows so every task writes whole chunks.
+    compressor : {"lz4", "zstd", None}
+        Codec: fast LZ4 for scratch features, zstd for archival.
+    overwrite : bool
+        Replace an existing store.
+    attrs : dict, optional
+        JSON attributes of the array.
+    manifest : dict, optional
+        Extra manifest entries; a manifest is written last.
+    progress : bool, optional
+        Progress bar.
+
+    Returns
+    -------
+    pathlib.Path
+        The committed path.
+    """
+    t0 = time.perf_counter()
+    Xd = X if isinstance(X, da.Array) else da.from_array(np.asarray(X))
+    if Xd.ndim != 2:
+        raise InputError(f"write_array expects a 2-D array, got shape {Xd.shape}.")
+    if chunk_rows is None:
+        chunk_rows = int(Xd.chunks[0][0]) if Xd.shape[0] else 1
+    chunk_rows = max(1, int(chunk_rows))
+    Xd = Xd.rechunk({0: chunk_rows, 1: Xd.shape[1]})
+    with atomic_dir(path, overwrite=overwrite) as tmp:
+        target = create_array(tmp, Xd.shape, Xd.dtype, chunk_rows=chunk_rows,
+                              compressor=compressor, attrs=attrs)
+        if Xd.shape[0]:
+            compute(da.store(Xd, target, lock=False, compute=False), progress=progress)
+        arr = zarr.open_array(str(tmp), mode="r")
+        if arr.nchunks_initialized != arr.nchunks:
+            raise StoreError(
+                f"writing {path}: only {arr.nchunks_initialized} of {arr.nchunks} chunks "
+                "arrived; nothing was committed. Retry the write."
+            )
+        info = {
+            "kind": "array",
+            "shape": list(Xd.shape),
+            "dtype": str(Xd.dtype),
+            "chunk_rows": chunk_rows,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        info.update(manifest or {})
+        write_manifest(tmp, info)
+    return Path(path).expanduser().absolute()
+
+
+def write_manifest(directory: str | os.PathLike, info: dict) -> None:
+    """Write the completion manifest (last step of an output)."""
+    from distsketch import __version__
+
+    body = {"distsketch_version": __version__, "written_at": time.time()} | info
+    tmp = Path(directory) / (MANIFEST_NAME + ".part")
+    tmp.write_text(json.dumps(body, indent=2, default=_json_default))
+    os.replace(tmp, Path(directory) / MANIFEST_NAME)
+
+
+def read_manifest(directory: str | os.PathLike) -> dict | None:
+    """The manifest of a committed output, or None if there is none."""
+    p = Path(directory) / MANIFEST_NAME
+    if not p.exists():
+        return None
+    return json.loads(p.read_text())
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return repr(o)
+
+
+def fingerprint(X: Any) -> dict:
+    """A cheap identity of an input: shape, dtype, chunks and a hash of a few rows.
+
+    For Zarr paths the first and last row blocks are hashed (two chunk reads);
+    for in-memory arrays up to 1024 rows at each end.
+    """
+    Xd = open_array(X) if isinstance(X, (str, os.PathLike)) else X
+    n = int(Xd.shape[0])
+    h = hashlib.blake2b(digest_size=16)
+    head = Xd[: min(n, 1024)]
+    tail = Xd[max(0, n - 1024):]
+    if isinstance(Xd, da.Array):
+        head, tail = da.compute(head, tail)
+    for part in (head, tail):
+        part = part.toarray() if hasattr(part, "toarray") else np.asarray(part)
+        h.update(np.ascontiguousarray(part).tobytes())
+    out = {"shape": [int(s) for s in Xd.shape], "dtype": str(Xd.dtype), "sample_hash": h.hexdigest()}
+    if isinstance(X, (str, os.PathLike)):
+        out["path"] = str(Path(X).expanduser().absolute()) if "://" not in str(X) else str(X)
+    return out

@@ -1,0 +1,1 @@
+"""Pure NumPy/SciPy per-block kernels: no Dask in this package."""

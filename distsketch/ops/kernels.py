@@ -1,0 +1,215 @@
+"""Exact kernel functions, evaluated block by block in NumPy.
+
+These are the references every approximation is measured against, and the
+kernels that Nyström/MEKA and the exact solvers evaluate on tiles.
+
+Kernels (``gamma`` is a scale, ``coef0``/``degree`` as in scikit-learn):
+
+=============  ==============================================================
+``"rbf"``      exp(-gamma ||x - y||^2)   (alias ``"gaussian"``)
+``"laplacian"`` exp(-gamma ||x - y||_1)
+``"cauchy"``   1 / (1 + gamma ||x - y||^2)
+``"polynomial"`` (gamma <x, y> + coef0) ** degree
+``"linear"``   <x, y>
+``"arccos0"``  1 - theta / pi                       (Cho & Saul, order 0)
+``"arccos1"``  |x||y| (sin theta + (pi - theta) cos theta) / pi   (order 1)
+``"ntk"``      |x||y| (cos theta * k0(theta) + k1(theta)), two-layer ReLU NTK
+=============  ==============================================================
+
+A user callable ``f(X, Y) -> ndarray (len(X), len(Y))`` is accepted wherever a
+kernel name is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError
+
+__all__ = [
+    "KERNELS",
+    "SHIFT_INVARIANT",
+    "kernel_diagonal",
+    "kernel_function",
+    "pairwise_kernel",
+    "resolve_kernel_params",
+]
+
+KernelFn = Callable[..., np.ndarray]
+
+
+def _sqdist(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    xx = np.einsum("ij,ij->i", X, X)[:, None]
+    yy = np.einsum("ij,ij->i", Y, Y)[None, :]
+    d = xx + yy - 2.0 * (X @ Y.T)
+    np.maximum(d, 0.0, out=d)
+    return d
+
+
+def _rbf(X, Y, *, gamma):
+    d = _sqdist(X, Y)
+    d *= -gamma
+    return np.exp(d, out=d)
+
+
+def _laplacian(X, Y, *, gamma):
+    out = np.empty((X.shape[0], Y.shape[0]), dtype=np.float64)
+    step = max(1, int(2**22 // max(1, Y.shape[0] * X.shape[1])))
+    for i in range(0, X.shape[0], step):
+        out[i:i + step] = np.abs(X[i:i + step, None, :] - Y[None, :, :]).sum(axis=2)
+    out *= -gamma
+    return np.exp(out, out=out)
+
+
+def _cauchy(X, Y, *, gamma):
+    d = _sqdist(X, Y)
+    d *= gamma
+    d += 1.0
+    return np.reciprocal(d, out=d)
+
+
+def _polynomial(X, Y, *, gamma, coef0, degree):
+    return (gamma * (X @ Y.T) + coef0) ** degree
+
+
+def _linear(X, Y):
+    return X @ Y.T
+
+
+def _cos_and_norms(X, Y):
+    nx = np.linalg.norm(X, axis=1)
+    ny = np.linalg.norm(Y, axis=1)
+    denom = np.outer(nx, ny)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(denom > 0, (X @ Y.T) / np.where(denom > 0, denom, 1.0), 0.0)
+    return np.clip(c, -1.0, 1.0), denom
+
+
+def arccos0_profile(t: np.ndarray) -> np.ndarray:
+    """kappa_0(t) = (pi - arccos t) / pi, the order-0 arc-cosine profile."""
+    return (np.pi - np.arccos(np.clip(t, -1.0, 1.0))) / np.pi
+
+
+def arccos1_profile(t: np.ndarray) -> np.ndarray:
+    """kappa_1(t) = (sqrt(1 - t^2) + (pi - arccos t) t) / pi."""
+    t = np.clip(t, -1.0, 1.0)
+    return (np.sqrt(1.0 - t * t) + (np.pi - np.arccos(t)) * t) / np.pi
+
+
+def ntk_profile(t: np.ndarray) -> np.ndarray:
+    """Two-layer ReLU NTK on the sphere: t * kappa_0(t) + kappa_1(t)."""
+    return t * arccos0_profile(t) + arccos1_profile(t)
+
+
+def _arccos0(X, Y):
+    c, _ = _cos_and_norms(X, Y)
+    return arccos0_profile(c)
+
+
+def _arccos1(X, Y):
+    c, n = _cos_and_norms(X, Y)
+    return n * arccos1_profile(c)
+
+
+def _ntk(X, Y):
+    c, n = _cos_and_norms(X, Y)
+    return n * ntk_profile(c)
+
+
+KERNELS: dict[str, tuple[KernelFn, tuple[str, ...]]] = {
+    "rbf": (_rbf, ("gamma",)),
+    "laplacian": (_laplacian, ("gamma",)),
+    "cauchy": (_cauchy, ("gamma",)),
+    "polynomial": (_polynomial, ("gamma", "coef0", "degree")),
+    "linear": (_linear, ()),
+    "arccos0": (_arccos0, ()),
+    "arccos1": (_arccos1, ()),
+    "ntk": (_ntk, ()),
+}
+_ALIASES = {"gaussian": "rbf", "poly": "polynomial", "cosine_arc0": "arccos0"}
+SHIFT_INVARIANT = frozenset({"rbf", "laplacian", "cauchy"})
+
+
+def resolve_kernel_params(
+    kernel: str | Callable, n_features: int, gamma: float | None = None,
+    degree: int = 3, coef0: float = 1.0,
+) -> tuple[str | Callable, dict[str, Any]]:
+    """Canonical kernel name and the parameters it takes.
+
+    ``gamma=None`` means ``1 / n_features`` (scikit-learn's default).
+    """
+    if callable(kernel):
+        return kernel, {}
+    name = _ALIASES.get(str(kernel), str(kernel))
+    if name not in KERNELS:
+        raise ConfigError(
+            f"unknown kernel {kernel!r}; choose one of {sorted(KERNELS)} or pass a callable "
+            "f(X, Y) returning the kernel block."
+        )
+    g = 1.0 / max(1, n_features) if gamma is None else float(gamma)
+    if g <= 0 and name != "polynomial":
+        raise ConfigError(f"gamma must be > 0 for the {name} kernel; got {gamma}.")
+    all_params = {"gamma": g, "coef0": float(coef0), "degree": int(degree)}
+    return name, {k: all_params[k] for k in KERNELS[name][1]}
+
+
+def kernel_function(kernel: str | Callable, **params: Any) -> KernelFn:
+    """A function ``f(X, Y)`` evaluating the named kernel with ``params`` bound."""
+    if callable(kernel):
+        return kernel
+    name = _ALIASES.get(kernel, kernel)
+    if name not in KERNELS:
+        raise ConfigError(f"unknown kernel {kernel!r}; choose one of {sorted(KERNELS)}.")
+    fn, names = KERNELS[name]
+    bound = {k: params[k] for k in names if k in params}
+    missing = [k for k in names if k not in bound]
+    if missing:
+        raise ConfigError(f"kernel {name!r} needs parameters {missing}.")
+
+    def f(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return fn(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), **bound)
+
+    return f
+
+
+def pairwise_kernel(
+    X: np.ndarray, Y: np.ndarray | None = None, kernel: str | Callable = "rbf", **params: Any
+) -> np.ndarray:
+    """Exact kernel block K(X, Y) in float64.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_a, d)
+    Y : ndarray of shape (n_b, d), default X
+    kernel : str or callable
+        A name from :data:`KERNELS` or a callable.
+    **params
+        Kernel parameters (``gamma``, ``coef0``, ``degree``).
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b), float64
+    """
+    return kernel_function(kernel, **params)(X, X if Y is None else Y)
+
+
+def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any) -> np.ndarray:
+    """The diagonal K(x_i, x_i) without forming the block (shape (n,))."""
+    name = kernel if callable(kernel) else _ALIASES.get(kernel, kernel)
+    X = np.asarray(X, dtype=np.float64)
+    if name in SHIFT_INVARIANT:
+        return np.ones(X.shape[0])
+    if name == "arccos0":
+        return np.where(np.any(X != 0, axis=1), 1.0, 0.5)
+    sq = np.einsum("ij,ij->i", X, X)
+    if name == "linear":
+        return sq
+    if name in ("arccos1", "ntk"):
+        return sq * (1.0 if name == "arccos1" else 2.0)
+    if name == "polynomial":
+        return (params["gamma"] * sq + params["coef0"]) ** params["degree"]
+    f = kernel_function(kernel, **params)
+    return np.array([f(X[i:i + 1], X[i:i + 1])[0, 0] for i in range(X.shape[0])])
