@@ -1,0 +1,73 @@
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from distsketch import RandomFourierFeatures
+from distsketch.errors import ConfigError, InputError
+from distsketch.validation import Interval, Options, check_input, check_targets
+
+
+@pytest.mark.parametrize("constraint,good,bad", [
+    (Interval(int, 1, None), [1, 10**9], [0, -3, 1.5, True]),
+    (Interval(float, 0, 1, closed="neither"), [0.5, 1e-9], [0.0, 1.0, "x"]),
+    (Interval(float, 0, None, closed="left"), [0.0, 7], [-1e-12]),
+    (Options({"fd", "rnca"}), ["fd", "rnca"], ["FD", None, 3]),
+])
+def test_constraints(constraint, good, bad):
+    assert all(constraint.accepts(v) for v in good)
+    assert not any(constraint.accepts(v) for v in bad)
+
+
+@pytest.mark.parametrize("param,value", [
+    ("n_components", 0), ("gamma", -1.0), ("kernel", "polynomial"), ("orthogonal", "yes"),
+    ("random_state", "seed"),
+])
+def test_invalid_parameters_named_in_error(param, value):
+    est = RandomFourierFeatures(**{param: value})
+    with pytest.raises(ConfigError, match=f"parameter {param}="):
+        est.fit(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("X,match", [
+    (np.ones(5), "expected a 2-D array"),
+    (np.ones((2, 2, 2)), "expected a 2-D array"),
+    (np.array([["a", "b"]]), "not real numeric"),
+    (np.ones((2, 2), dtype=complex), "not real numeric"),
+    (np.ones((0, 3)), "has 0 rows"),
+    (np.ones((3, 0)), "0 features"),
+])
+def test_bad_inputs(X, match):
+    with pytest.raises(InputError, match=match):
+        check_input(X)
+
+
+def test_nan_in_numpy_and_sparse_names_row():
+    X = np.ones((10, 2))
+    X[6, 0] = np.nan
+    with pytest.raises(InputError, match="first bad row is 6"):
+        check_input(X)
+    S = sp.csr_matrix(X)
+    with pytest.raises(InputError, match="first bad row is 6"):
+        check_input(S, allow_sparse=True)
+    with pytest.raises(InputError, match="sparse input is not supported"):
+        check_input(S)
+
+
+def test_dtypes_kept_or_promoted():
+    assert check_input(np.ones((2, 2), dtype=np.float32)).dtype == np.float32
+    assert check_input(np.ones((2, 2), dtype=np.int16)).dtype == np.float64
+    assert check_input(da.ones((4, 2), dtype=np.int8, chunks=2)).dtype == np.float64
+
+
+def test_targets():
+    with pytest.raises(InputError, match="y has 3 rows but X has 4"):
+        check_targets(np.ones(3), 4)
+    with pytest.raises(InputError, match="NaN or Inf \\(first at row 1\\)"):
+        check_targets(np.array([0.0, np.nan, 1.0]), 3)
+
+
+def test_feature_count_mismatch():
+    rff = RandomFourierFeatures(n_components=4, random_state=0).fit(np.ones((5, 3)))
+    with pytest.raises(InputError, match="X has 2 features, but RandomFourierFeatures was fitted with 3"):
+        rff.transform(np.ones((5, 2)))
