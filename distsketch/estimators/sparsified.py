@@ -1,0 +1,654 @@
+"""Sparsified / quantised Gram matrices and kernel PCA on them.
+
+:class:`SparsifiedGram` builds the simplified Gram matrix K̂ of Achlioptas,
+McSherry and Schölkopf tile by tile (see :mod:`distsketch.ops.sparsify`) and
+keeps only the kept entries; :class:`SparsifiedKernelPCA` finds its top
+eigenvectors by orthogonal iteration or Lanczos through a blockwise
+``LinearOperator``.
+
+Storage layout (in memory, and on disk when ``store`` is given)
+---------------------------------------------------------------
+K̂ is symmetric, so only its lower triangle (diagonal included) is kept, cut
+into row strips of ``tile_rows`` rows.  Strip s holds rows ``r0 .. r1`` as a
+CSR matrix of shape ``(r1 − r0, r1)`` whose column indices are global (all
+``<= row``).  On disk (a Zarr v3 group, written atomically, manifest last)::
+
+    gram.zarr/
+      zarr.json                 attrs: n, bounds, scale, p, quantize, kernel, seed,
+                                layout = "lower-csr-strips"
+      diagonal                  (n,) float64, the diagonal of K̂
+      strips/<s>/data           (nnz_s,) float64 values, or int8 signs (quantize)
+      strips/<s>/indices        (nnz_s,) int32 (int64 if n >= 2**31) global columns
+      strips/<s>/indptr         (r1 − r0 + 1,) int64
+      distsketch-manifest.json
+
+With ``quantize=True`` an entry is stored as one int8 sign and the matrix is
+``scale · signs`` with ``scale = b / p``.  Memory is proportional to the kept
+entries: about ``p·n²/2 · (8 + 4)`` bytes (``p·n²/2 · (1 + 4)`` quantised).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import zarr
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
+from distsketch.graph import as_dask, blas_single_thread, rechunk_rows
+from distsketch.io.atomic import atomic_dir
+from distsketch.io.zarr_io import write_manifest
+from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.random import random_rows
+from distsketch.ops.sparsify import kernel_bound, kernel_tile, orthogonal_iteration, simplify_tile
+from distsketch.summaries.base import Summary
+from distsketch.validation import Interval, Options, is_dask
+
+__all__ = ["SparseTiles", "SparsifiedGram", "SparsifiedKernelPCA"]
+
+_KERNELS = {"rbf", "gaussian", "laplacian", "cauchy", "polynomial", "poly", "linear",
+            "arccos0", "arccos1", "ntk"}
+
+
+class _StripSummary(Summary):
+    """Kept entries of one lower-triangle row strip, tree-reduced over column blocks.
+
+    ``chunk`` evaluates the tile (strip rows × block rows) and keeps the
+    sampled entries on or below the diagonal; states are COO triplets (dicts) and
+    ``merge`` concatenates them, so the result does not depend on the order.
+    """
+
+    def __init__(self, kernel: Any, params: dict, seed: int, p: float, quantize: bool,
+                 bound: float | None, r0: int, n: int):
+        self.kernel = kernel
+        self.params = params
+        self.seed = seed
+        self.p = p
+        self.quantize = quantize
+        self.bound = bound
+        self.r0 = r0
+        self.n = n
+
+    def chunk(self, block: Any, row_offset: int, XS: np.ndarray) -> Any:
+        kfun = kernel_function(self.kernel, **self.params)
+        K = kernel_tile(kfun, XS, self.r0, np.asarray(block), row_offset)
+        rows, cols, vals = simplify_tile(K, self.r0, row_offset, self.seed, self.p, self.quantize,
+                                         self.bound, lower=True)
+        return {"rows": rows.astype(np.int32), "cols": cols, "vals": vals}
+
+    def merge(self, states: list[Any]) -> Any:
+        return {k: np.concatenate([s[k] for s in states]) for k in ("rows", "cols", "vals")}
+
+
+def _index_dtype(n: int) -> np.dtype:
+    return np.dtype(np.int32) if n < 2**31 - 1 else np.dtype(np.int64)
+
+
+class SparseTiles:
+    """A symmetric sparse matrix stored as lower-triangle CSR row strips.
+
+    Parameters
+    ----------
+    n : int
+        Matrix size.
+    bounds : ndarray of shape (n_strips, 2)
+        Row range ``[r0, r1)`` of each strip.
+    diagonal : ndarray of shape (n,)
+        Diagonal of the matrix (in final units).
+    scale : float
+        Multiplier of the stored values (``b / p`` for int8 signs, else 1).
+    strips : list of scipy.sparse.csr_array, optional
+        In-memory strips (shape ``(r1 − r0, r1)`` each); else read from ``path``.
+    path : str, optional
+        Zarr group holding the strips (see the module docstring).
+
+    Notes
+    -----
+    A product with an n × m block reads each strip once and costs
+    O(nnz · m) flops; memory is one strip plus the n × m input and output.
+    """
+
+    def __init__(self, n: int, bounds: np.ndarray, diagonal: np.ndarray, scale: float,
+                 strips: list[sp.csr_array] | None = None, path: str | None = None):
+        self.n = int(n)
+        self.bounds = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+        self.diagonal = np.asarray(diagonal, dtype=np.float64)
+        self.scale = float(scale)
+        self.strips = strips
+        self.path = path
+        self._group: zarr.Group | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_group"} | {"_group": None}
+
+    def strip(self, s: int) -> sp.csr_array:
+        """The CSR strip ``s`` (stored units: multiply by ``scale``)."""
+        if self.strips is not None:
+            return self.strips[s]
+        try:
+            if self._group is None:
+                self._group = zarr.open_group(self.path, mode="r")
+            g = self._group[f"strips/{s}"]
+            r0, r1 = self.bounds[s]
+            return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
+                                 np.asarray(g["indptr"][...])), shape=(int(r1 - r0), int(r1)))
+        except Exception as exc:
+            raise StoreError(
+                f"cannot read strip {s} (rows {self.bounds[s][0]}..{self.bounds[s][1]}) of the "
+                f"sparse Gram store {self.path}: {exc}. Rebuild it with SparsifiedGram.fit."
+            ) from exc
+
+    @property
+    def nnz(self) -> int:
+        """Number of non-zeros of the full symmetric matrix."""
+        lower = sum(int(self.strip(s).nnz) for s in range(len(self.bounds)))
+        return 2 * lower - int(np.count_nonzero(self.diagonal))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored strips (data + indices + indptr) and the diagonal."""
+        total = self.diagonal.nbytes
+        for s in range(len(self.bounds)):
+            m = self.strip(s)
+            total += m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
+        return int(total)
+
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        """``K̂ @ V`` for V of shape (n,) or (n, m)."""
+        V = np.asarray(V, dtype=np.float64)
+        vec = V.ndim == 1
+        V2 = V[:, None] if vec else V
+        Y = np.zeros_like(V2)
+        for s, (r0, r1) in enumerate(self.bounds):
+            L = self.strip(s)
+            Y[r0:r1] += L @ V2[:r1]
+            Y[:r1] += L.T @ V2[r0:r1]
+        Y *= self.scale
+        Y -= self.diagonal[:, None] * V2  # the diagonal was added twice
+        return Y[:, 0] if vec else Y
+
+    def to_scipy(self) -> sp.csr_array:
+        """The full symmetric matrix as a scipy CSR array (n × n, float64)."""
+        L = sp.vstack([self._padded(s) for s in range(len(self.bounds))], format="csr") * self.scale
+        full = (L + L.T - sp.diags_array(self.diagonal)).tocsr()
+        full.sort_indices()
+        full.eliminate_zeros()
+        return sp.csr_array(full)
+
+    def _padded(self, s: int) -> sp.csr_array:
+        m = self.strip(s)
+        return sp.csr_array((m.data.astype(np.float64), m.indices, m.indptr),
+                            shape=(m.shape[0], self.n))
+
+    def __distsketch_state__(self) -> dict:
+        state: dict[str, Any] = {"n": self.n, "bounds": self.bounds, "diagonal": self.diagonal,
+                                 "scale": self.scale, "path": self.path}
+        if self.strips is not None:
+            for s, m in enumerate(self.strips):
+                state[f"data_{s}"] = m.data
+                state[f"indices_{s}"] = m.indices
+                state[f"indptr_{s}"] = m.indptr
+        return state
+
+    @classmethod
+    def __distsketch_restore__(cls, state: dict) -> SparseTiles:
+        bounds = np.asarray(state["bounds"]).reshape(-1, 2)
+        strips = None
+        if "data_0" in state or (state["path"] is None and len(bounds)):
+            strips = [sp.csr_array((state[f"data_{s}"], state[f"indices_{s}"], state[f"indptr_{s}"]),
+                                   shape=(int(r1 - r0), int(r1)))
+                      for s, (r0, r1) in enumerate(bounds)]
+        return cls(state["n"], bounds, state["diagonal"], state["scale"], strips, state["path"])
+
+
+def _write_1d(group: zarr.Group, name: str, arr: np.ndarray) -> None:
+    a = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
+                           chunks=(max(1, min(arr.shape[0], 2**22)),), overwrite=True)
+    if arr.size:
+        a[...] = arr
+
+
+def _diag_block(block: Any, offset: int, kernel: Any, params: dict) -> np.ndarray:
+    return kernel_diagonal(np.asarray(block), kernel, **params)[:, None]
+
+
+class SparsifiedGram(DistsketchEstimator):
+    """The sparsified and/or quantised Gram matrix K̂ with E[K̂] = K, built blockwise.
+
+    Every entry is kept with probability ``p`` and rescaled to ``K_ij / p``;
+    with ``quantize=True`` a kept entry is rounded to ``±b / p`` unbiasedly
+    (b >= max |K_ij|).  Decisions are hashes of ``(seed, min(i, j), max(i, j))``:
+    K̂ is symmetric and identical for any tiling or chunking of X.
+
+    Parameters
+    ----------
+    kernel : str or callable, default "rbf"
+        A kernel name of :mod:`distsketch.ops.kernels` or ``f(X, Y)``.
+    gamma : float, optional
+        Kernel scale; None means ``1 / n_features``.
+    degree : int, default 3
+        Polynomial degree.
+    coef0 : float, default 1.0
+        Polynomial offset.
+    p : float in (0, 1], default 0.1
+        Probability of keeping an entry.
+    quantize : bool, default False
+        Round kept entries to ``±b / p`` (one bit each).
+    quantize_bound : float, optional
+        The level b.  Default: 1 for kernels bounded by 1 (rbf, laplacian,
+        cauchy, arccos0), else ``max_i k(x_i, x_i)`` from one pass over X (a
+        bound for positive-definite kernels).
+    tile_rows : int, default 2048
+        Rows per strip and per tile side; multiples of 256 waste no work.
+    store : str or path, optional
+        Write the strips to this Zarr group (atomically) and read them from
+        there in products, so memory holds one strip at a time; None keeps
+        the strips in memory.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    n_features_in_ : int
+    n_samples_fit_ : int
+    tiles_ : SparseTiles
+        The stored matrix (lower-triangle CSR strips).
+    nnz_ : int
+        Non-zeros of K̂ (both triangles).
+    density_ : float
+        ``nnz_ / n²``.
+    memory_bytes_ : int
+        Bytes of the stored strips.
+    quantize_level_ : float or None
+        b (``quantize=True``), else None.
+    kernel_name_, kernel_params_ :
+        Resolved kernel.
+
+    Notes
+    -----
+    Work: all n²/2 lower-triangle kernel values are evaluated (tile GEMMs);
+    one strip pass reads X[:r1] once, so X is read about n / (2·tile_rows)
+    times.  Per-task memory: a ``tile_rows`` × block tile of float64 and its
+    hashes (~10 × 8 bytes per entry) plus the strip's ``tile_rows × d`` rows,
+    which travel once per strip.  Result memory ∝ kept entries (see the module
+    docstring for the layout).  With high probability
+    ‖K̂ − K‖₂ <= 4σ√n (Füredi–Komlós), σ² = b²(1 − p)/p, or b²/p if quantised.
+
+    References
+    ----------
+    Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import SparsifiedGram
+    >>> X = np.random.default_rng(0).normal(size=(300, 4))
+    >>> G = SparsifiedGram(gamma=0.2, p=0.3, random_state=0).fit(X)
+    >>> G.to_scipy().shape
+    (300, 300)
+    """
+
+    _parameter_constraints = {
+        "kernel": [Options(_KERNELS), "callable"],
+        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "degree": [Interval(int, 1, None)],
+        "coef0": [Interval(float, None, None)],
+        "p": [Interval(float, 0, 1, closed="right")],
+        "quantize": ["boolean"],
+        "quantize_bound": [Interval(float, 0, None, closed="neither"), None],
+        "tile_rows": [Interval(int, 1, None)],
+        "store": [str, os.PathLike, None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+                 coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
+                 quantize_bound: float | None = None, tile_rows: int = 2048,
+                 store: str | os.PathLike | None = None, random_state: Any = None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.p = p
+        self.quantize = quantize
+        self.quantize_bound = quantize_bound
+        self.tile_rows = tile_rows
+        self.store = store
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None, *, overwrite: bool = False) -> SparsifiedGram:
+        """Build K̂ for the rows of X.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or Zarr path of shape (n_samples, n_features)
+        y : ignored
+        overwrite : bool
+            Replace an existing ``store``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True)
+        seed = self._init_seed()
+        n, d = X.shape
+        name, params = resolve_kernel_params(self.kernel, d, self.gamma, self.degree, self.coef0)
+        self.kernel_name_ = name if isinstance(name, str) else "callable"
+        self.kernel_params_ = params
+        T = int(self.tile_rows)
+        Xd = rechunk_rows(X, T) if is_dask(X) else as_dask(X, block_rows=T)
+
+        bound = None
+        if self.quantize:
+            bound = self.quantize_bound or kernel_bound(name)
+            if bound is None:
+                diag = to_numpy(apply_rows(Xd, _diag_block, n_out=1, dtype=np.float64,
+                                           kwargs={"kernel": name, "params": params},
+                                           name="gram-diagonal"))
+                bound = float(np.abs(diag).max())
+                if bound <= 0:
+                    raise InputError("all kernel diagonal values are 0; quantisation needs b > 0.")
+        self.quantize_level_ = bound
+        scale = bound / self.p if self.quantize else 1.0
+
+        bounds = np.array([(r0, min(r0 + T, n)) for r0 in range(0, n, T)], dtype=np.int64)
+        diagonal = np.zeros(n)
+        idx_dtype = _index_dtype(n)
+        # kernel tile, broadcast indices, hash temporaries, keep mask, values: ~10 words per entry
+        bytes_per_row = 80.0 * T + 8.0 * d
+        fixed = 8.0 * T * d
+
+        def build(write_strip: Any) -> list[sp.csr_array] | None:
+            kept: list[sp.csr_array] = []
+            for s, (r0, r1) in enumerate(bounds):
+                XS = to_numpy(Xd[r0:r1]).astype(np.float64, copy=False)
+                summ = _StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
+                                     int(r0), n)
+                st = reduce_rows(summ, Xd[:r1], XS, bytes_per_row=bytes_per_row,
+                                 fixed_bytes=fixed, name="sparsified-gram-strip")
+                rows, cols, vals = st["rows"], st["cols"], st["vals"]
+                if self.quantize:
+                    vals = np.sign(vals).astype(np.int8)
+                m = sp.csr_array((vals, (rows, cols.astype(idx_dtype))), shape=(int(r1 - r0), int(r1)))
+                m.sum_duplicates()
+                m.sort_indices()
+                m.indices = m.indices.astype(idx_dtype, copy=False)
+                m.indptr = m.indptr.astype(np.int64, copy=False)
+                diagonal[r0:r1] = np.asarray(m.diagonal(k=int(r0)), dtype=np.float64) * scale
+                if write_strip is None:
+                    kept.append(m)
+                else:
+                    write_strip(s, m)
+            return kept if write_strip is None else None
+
+        if self.store is None:
+            strips = build(None)
+            self.tiles_ = SparseTiles(n, bounds, diagonal, scale, strips=strips)
+        else:
+            path = str(Path(self.store).expanduser().absolute())
+            with atomic_dir(path, overwrite=overwrite) as tmp:
+                root = zarr.open_group(store=str(tmp), mode="w")
+                grp = root.create_group("strips")
+
+                def write_strip(s: int, m: sp.csr_array) -> None:
+                    g = grp.create_group(str(s))
+                    _write_1d(g, "data", m.data)
+                    _write_1d(g, "indices", m.indices)
+                    _write_1d(g, "indptr", m.indptr)
+
+                build(write_strip)
+                _write_1d(root, "diagonal", diagonal)
+                root.attrs.update({"n": int(n), "bounds": bounds.tolist(), "scale": scale,
+                                   "p": float(self.p), "quantize": bool(self.quantize),
+                                   "kernel": self.kernel_name_, "seed": int(seed),
+                                   "layout": "lower-csr-strips"})
+                write_manifest(tmp, {"kind": "sparsified-gram", "n": int(n), "p": float(self.p),
+                                     "quantize": bool(self.quantize), "seed": int(seed)})
+            self.tiles_ = SparseTiles(n, bounds, diagonal, scale, path=path)
+        self.n_samples_fit_ = int(n)
+        self.nnz_ = self.tiles_.nnz
+        self.density_ = self.nnz_ / float(n) ** 2
+        self.memory_bytes_ = self.tiles_.nbytes
+        return self
+
+    def to_scipy(self) -> sp.csr_array:
+        """K̂ as a scipy CSR array of shape (n, n) (small n: it holds both triangles)."""
+        self._check_is_fitted("tiles_")
+        return self.tiles_.to_scipy()
+
+    def as_linear_operator(self, *, center: bool = False) -> LinearOperator:
+        """K̂ (or H K̂ H with H = I − 11ᵀ/n) as a scipy ``LinearOperator``.
+
+        Products stream over the strips (in memory or from the store): memory
+        is one strip plus the operand.
+
+        Parameters
+        ----------
+        center : bool
+            Double-centre, as kernel PCA does.
+
+        Returns
+        -------
+        scipy.sparse.linalg.LinearOperator of shape (n, n)
+        """
+        self._check_is_fitted("tiles_")
+        tiles = self.tiles_
+        n = tiles.n
+
+        def mm(V: np.ndarray) -> np.ndarray:
+            V = np.asarray(V, dtype=np.float64)
+            V2 = V.reshape(n, -1)
+            if center:
+                V2 = V2 - V2.mean(axis=0, keepdims=True)
+                Y = tiles.matmat(V2)
+                Y -= Y.mean(axis=0, keepdims=True)
+            else:
+                Y = tiles.matmat(V2)
+            return Y.reshape(V.shape) if V.ndim == 1 else Y
+
+        return LinearOperator((n, n), matvec=mm, matmat=mm, rmatvec=mm, rmatmat=mm,
+                              dtype=np.float64)
+
+
+def _kpca_block(block: Any, offset: int, X_fit: np.ndarray, coef: np.ndarray,
+                intercept: np.ndarray, kernel: Any, params: dict, rows: int) -> np.ndarray:
+    kfun = kernel_function(kernel, **params)
+    B = np.asarray(block, dtype=np.float64)
+    out = np.empty((B.shape[0], coef.shape[1]))
+    colsum = coef.sum(axis=0)
+    # sub-batches bound the (rows × n_fit) kernel block held at once
+    for i in range(0, B.shape[0], rows):
+        K = kfun(B[i:i + rows], X_fit)
+        out[i:i + rows] = K @ coef - K.mean(axis=1, keepdims=True) * colsum + intercept
+    return out
+
+
+class SparsifiedKernelPCA(DistsketchEstimator):
+    """Kernel PCA on the sparsified/quantised Gram matrix.
+
+    The top eigenvectors of the centred simplified matrix H K̂ H are found by
+    orthogonal iteration (the paper's method) or by Lanczos
+    (``scipy.sparse.linalg.eigsh``) on a blockwise ``LinearOperator``.
+    Conventions follow scikit-learn's ``KernelPCA``: ``eigenvalues_`` are
+    those of the centred matrix, ``fit_transform(X)`` is V·√λ, and
+    ``transform`` centres new kernel rows with the training statistics.
+
+    Parameters
+    ----------
+    n_components : int, default 8
+        Number of components k.
+    kernel, gamma, degree, coef0, p, quantize, quantize_bound, tile_rows, store
+        As in :class:`SparsifiedGram`.
+    solver : {"orthogonal_iteration", "lanczos"}, default "orthogonal_iteration"
+    max_iter : int, default 500
+        Iteration cap of orthogonal iteration.
+    tol : float, default 1e-9
+        Residual tolerance relative to λ₁ (orthogonal iteration) or relative
+        eigenvalue accuracy (Lanczos).
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    gram_ : SparsifiedGram
+        The fitted simplified matrix.
+    eigenvalues_ : ndarray of shape (n_components,)
+    eigenvectors_ : ndarray of shape (n_samples, n_components)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        Training points (the expansion's support).
+    dual_coef_ : ndarray of shape (n_samples, n_components)
+        V / √λ: feature j of x is Σᵢ dual_coef_[i, j] k̃(xᵢ, x).
+    intercept_ : ndarray of shape (n_components,)
+        The centring constant, so that (up to the row-mean term, which is
+        ≈ 0 because Vᵀ1 = 0) feature = k(x, X_fit_) @ dual_coef_ + intercept_.
+    K_fit_rows_ : ndarray of shape (n_samples,)
+        Column means of K̂ (estimates of those of K).
+    n_iter_ : int
+        Iterations of orthogonal iteration (0 for Lanczos).
+
+    Notes
+    -----
+    Cost: building K̂ (see :class:`SparsifiedGram`) plus per iteration one
+    product K̂·Q, O(nnz(K̂)·(k + 8)) flops and one pass over the strips;
+    O(n·(k + 8)) memory besides the stored matrix.  ``transform`` evaluates
+    the exact kernel against all n training points (memory per task:
+    ``256 × n`` floats, plus X_fit_ shipped once per worker); use
+    :class:`~distsketch.RoundedExpansion` to cut those evaluations.
+    By Davis–Kahan, the top-k subspace moves by at most
+    ‖K̂ − K‖₂ / (λ_k − λ_{k+1}) in sin-angle.
+
+    References
+    ----------
+    Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001.
+    Schölkopf, Smola, Müller. Nonlinear component analysis as a kernel eigenvalue
+    problem. Neural Computation 1998.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import SparsifiedKernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(400, 3))
+    >>> kpca = SparsifiedKernelPCA(n_components=2, gamma=0.5, p=0.3, random_state=0).fit(X)
+    >>> kpca.transform(X[:5]).shape
+    (5, 2)
+    """
+
+    _parameter_constraints = {
+        **SparsifiedGram._parameter_constraints,
+        "n_components": [Interval(int, 1, None)],
+        "solver": [Options({"orthogonal_iteration", "lanczos"})],
+        "max_iter": [Interval(int, 1, None)],
+        "tol": [Interval(float, 0, None)],
+    }
+
+    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | None = None,
+                 degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
+                 quantize_bound: float | None = None, solver: str = "orthogonal_iteration",
+                 tile_rows: int = 2048, store: str | os.PathLike | None = None,
+                 max_iter: int = 500, tol: float = 1e-9, random_state: Any = None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.p = p
+        self.quantize = quantize
+        self.quantize_bound = quantize_bound
+        self.solver = solver
+        self.tile_rows = tile_rows
+        self.store = store
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None) -> SparsifiedKernelPCA:
+        """Build K̂ and its top eigenvectors.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or Zarr path of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True)
+        seed = self._init_seed()
+        n = X.shape[0]
+        k = int(self.n_components)
+        if k >= n:
+            raise ConfigError(
+                f"n_components={k} must be smaller than the number of samples ({n}); "
+                "reduce n_components.")
+        gram = SparsifiedGram(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+                              coef0=self.coef0, p=self.p, quantize=self.quantize,
+                              quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
+                              store=self.store, random_state=seed).fit(X)
+        op = gram.as_linear_operator(center=True)
+        with blas_single_thread():  # n × (k + 8) blocks: BLAS threads only add contention
+            vals, vecs, n_iter = self._solve(op, n, k, seed)
+        # sign convention: the largest-magnitude entry of each vector is positive
+        idx = np.argmax(np.abs(vecs), axis=0)
+        vecs = vecs * np.sign(vecs[idx, np.arange(k)])[None, :]
+        self.gram_ = gram
+        self.eigenvalues_ = vals
+        self.eigenvectors_ = vecs
+        self.n_iter_ = int(n_iter)
+        self.X_fit_ = to_numpy(X).astype(np.float64, copy=False)
+        self.K_fit_rows_ = gram.tiles_.matmat(np.ones(n)) / n
+        K_fit_all = float(self.K_fit_rows_.mean())
+        with np.errstate(divide="ignore"):
+            inv = np.where(vals > 0, 1.0 / np.sqrt(np.where(vals > 0, vals, 1.0)), 0.0)
+        self.dual_coef_ = vecs * inv[None, :]
+        self.intercept_ = -self.K_fit_rows_ @ self.dual_coef_ + K_fit_all * self.dual_coef_.sum(0)
+        self.n_output_features_ = k
+        return self
+
+    def _solve(self, op: LinearOperator, n: int, k: int, seed: int) -> tuple:
+        if self.solver == "orthogonal_iteration":
+            return orthogonal_iteration(op.matmat, n, k, seed=seed, max_iter=self.max_iter,
+                                        tol=self.tol)
+        v0 = random_rows(seed, "kpca.lanczos.v0", 0, n, 1)[:, 0]
+        vals, vecs = eigsh(op, k=k, which="LA", v0=v0, tol=self.tol)
+        order = np.argsort(-vals, kind="stable")
+        return vals[order], vecs[:, order], 0
+
+    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""
+        self.fit(X)
+        return self.eigenvectors_ * np.sqrt(np.maximum(self.eigenvalues_, 0.0))[None, :]
+
+    def transform(self, X: Any) -> Any:
+        """Kernel PCA features of new points.
+
+        Parameters
+        ----------
+        X : ndarray or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples, n_components)
+            ``(k̃(x, X_fit_)) @ dual_coef_`` with k̃ the kernel centred by the
+            training statistics.
+        """
+        self._check_is_fitted("dual_coef_")
+        X = self._check_input(X, reset=False)
+        n_fit = self.X_fit_.shape[0]
+        rows = 256
+        return apply_rows(X, _kpca_block, self.X_fit_, self.dual_coef_, self.intercept_,
+                          n_out=self.n_output_features_, dtype=np.float64,
+                          kwargs={"kernel": self.gram_.kernel_name_ if isinstance(self.kernel, str)
+                                  else self.kernel, "params": self.gram_.kernel_params_,
+                                  "rows": rows},
+                          bytes_per_row=8.0 * (self.n_features_in_ + self.n_output_features_),
+                          fixed_bytes=8.0 * (2 * rows * n_fit + self.X_fit_.size + self.dual_coef_.size),
+                          name="sparsified-kpca-transform")

@@ -1,0 +1,325 @@
+"""Gram-matrix sparsification and quantisation, and orthogonal iteration (pure NumPy).
+
+The simplified Gram matrix of Achlioptas, McSherry and Schölkopf (2001) replaces
+every entry K_ij by an independent, unbiased random variable:
+
+* **sparsification** — ``K_ij / p`` with probability ``p``, else 0;
+* **quantisation** — ``+b`` with probability ``1/2 + K_ij / (2b)``, else ``-b``,
+  where ``b >= max |K_ij|``;
+* both — keep with probability ``p``, then quantise to ``±b / p``.
+
+The keep decision of entry (i, j) is ``hash_uniform(seed, "gram.keep", min(i, j),
+max(i, j)) < p`` and the quantisation coin is ``hash_uniform(seed, "gram.sign",
+min(i, j), max(i, j))``, so the simplified matrix is symmetric, reproducible and
+the same whichever tiles compute it.  Kernel values themselves are evaluated on
+canonical ``CELL x CELL`` cells aligned to global indices (:func:`kernel_tile`),
+so every entry is bitwise the same for any tiling of the matrix.
+
+The error matrix E = K̂ - K has independent zero-mean entries of variance at
+most σ² (:func:`entry_variance_bound`), so by Füredi–Komlós ‖E‖₂ = O(σ √n)
+with high probability (:func:`furedi_komlos_bound`).
+
+References
+----------
+Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001.
+Füredi, Komlós. The eigenvalues of random symmetric matrices. Combinatorica 1981.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from distsketch.errors import ConfigError
+from distsketch.ops.random import hash_uniform, random_rows
+
+__all__ = [
+    "BOUNDED_KERNELS",
+    "CELL",
+    "entry_variance_bound",
+    "furedi_komlos_bound",
+    "kernel_bound",
+    "kernel_tile",
+    "orthogonal_iteration",
+    "simplify_entries",
+    "simplify_tile",
+]
+
+CELL = 256
+# kernels with |k(x, y)| <= 1 for all inputs (the quantisation level b needs no pass)
+BOUNDED_KERNELS = frozenset({"rbf", "gaussian", "laplacian", "cauchy", "arccos0"})
+
+
+def kernel_bound(kernel: str | Callable) -> float | None:
+    """An analytic bound on ``|k(x, y)|``, or None when it depends on the data.
+
+    Parameters
+    ----------
+    kernel : str or callable
+
+    Returns
+    -------
+    float or None
+        1.0 for rbf, laplacian, cauchy and arccos0; None otherwise (then use
+        ``max_i k(x_i, x_i)``, a bound for positive-definite kernels).
+    """
+    return 1.0 if isinstance(kernel, str) and kernel in BOUNDED_KERNELS else None
+
+
+def kernel_tile(kfun: Callable[[np.ndarray, np.ndarray], np.ndarray], A: np.ndarray, a0: int,
+                B: np.ndarray, b0: int, cell: int = CELL) -> np.ndarray:
+    """The kernel block K(A, B) computed on canonical cells of global indices.
+
+    Each ``cell x cell`` cell of the global matrix is evaluated with the same
+    shapes and positions whatever tile asks for it (rows outside the tile are
+    zero-padded), so an entry's floating-point value depends only on (i, j)
+    and not on the tiling.
+
+    Parameters
+    ----------
+    kfun : callable
+        ``kfun(X, Y) -> (len(X), len(Y))`` kernel block in float64.
+    A : ndarray of shape (n_a, d)
+        Rows ``a0 .. a0 + n_a`` of the data.
+    a0 : int
+        Global index of ``A[0]``.
+    B : ndarray of shape (n_b, d)
+        Rows ``b0 .. b0 + n_b``.
+    b0 : int
+        Global index of ``B[0]``.
+    cell : int
+        Cell size.
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b), float64
+
+    Notes
+    -----
+    Memory: the output plus two ``cell x d`` pads and one ``cell x cell``
+    block.  Tiles aligned to multiples of ``cell`` waste no work.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    na, nb = A.shape[0], B.shape[0]
+    out = np.empty((na, nb), dtype=np.float64)
+    if na == 0 or nb == 0:
+        return out
+    d = A.shape[1]
+    pa = np.zeros((cell, d))
+    pb = np.zeros((cell, d))
+    for ca in range(a0 // cell, (a0 + na - 1) // cell + 1):
+        lo_a, hi_a = max(a0, ca * cell), min(a0 + na, (ca + 1) * cell)
+        pa[...] = 0.0
+        pa[lo_a - ca * cell: hi_a - ca * cell] = A[lo_a - a0: hi_a - a0]
+        for cb in range(b0 // cell, (b0 + nb - 1) // cell + 1):
+            lo_b, hi_b = max(b0, cb * cell), min(b0 + nb, (cb + 1) * cell)
+            pb[...] = 0.0
+            pb[lo_b - cb * cell: hi_b - cb * cell] = B[lo_b - b0: hi_b - b0]
+            block = kfun(pa, pb)
+            out[lo_a - a0: hi_a - a0, lo_b - b0: hi_b - b0] = \
+                block[lo_a - ca * cell: hi_a - ca * cell, lo_b - cb * cell: hi_b - cb * cell]
+    return out
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 < p <= 1.0:
+        raise ConfigError(f"sampling probability p={p} must be in (0, 1].")
+
+
+def simplify_entries(K: np.ndarray, i: np.ndarray, j: np.ndarray, seed: int, p: float,
+                     quantize: bool = False, bound: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Simplified values of given Gram entries.
+
+    Parameters
+    ----------
+    K : ndarray of float
+        Exact kernel values K_ij (any shape).
+    i, j : ndarray of int
+        Global indices of the entries, broadcastable with ``K``.
+    seed : int
+    p : float in (0, 1]
+        Keep probability.
+    quantize : bool
+        Round kept values to ``±bound / p`` unbiasedly.
+    bound : float, optional
+        Quantisation level b with ``|K_ij| <= b`` (required if ``quantize``).
+
+    Returns
+    -------
+    keep : ndarray of bool
+        Which entries are non-zero in the simplified matrix.
+    values : ndarray of float64
+        The simplified values (0 where not kept); ``E[values] = K``.
+
+    Raises
+    ------
+    ConfigError
+        If ``quantize`` and some ``|K_ij| > bound``.
+    """
+    _check_p(p)
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    K = np.asarray(K, dtype=np.float64)
+    keep = np.broadcast_to(hash_uniform(seed, "gram.keep", lo, hi) < p, K.shape) if p < 1.0 \
+        else np.ones(K.shape, dtype=bool)
+    if not quantize:
+        return keep, np.where(keep, K / p, 0.0)
+    if bound is None or bound <= 0:
+        raise ConfigError("quantize=True needs a positive bound b >= max |K_ij|.")
+    big = np.abs(K) > bound * (1 + 1e-9)
+    if np.any(big):
+        raise ConfigError(
+            f"kernel value {float(np.abs(K)[big].max()):.6g} exceeds the quantisation level "
+            f"b={bound:.6g}; the kernel is not bounded by its diagonal (not positive definite?). "
+            "Pass a larger quantize_bound."
+        )
+    u = hash_uniform(seed, "gram.sign", lo, hi)
+    sign = np.where(u < 0.5 + K / (2.0 * bound), 1.0, -1.0)
+    return keep, np.where(keep, sign * (bound / p), 0.0)
+
+
+def simplify_tile(K: np.ndarray, r0: int, c0: int, seed: int, p: float, quantize: bool = False,
+                  bound: float | None = None, lower: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kept entries of one tile of the simplified Gram matrix, as COO triplets.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n_r, n_c)
+        Exact kernel tile, rows ``r0 ..`` and columns ``c0 ..`` (global).
+    r0, c0 : int
+        Global index of the first row and column.
+    seed, p, quantize, bound
+        See :func:`simplify_entries`.
+    lower : bool, default True
+        Keep only entries with column <= row (the lower triangle incl. the
+        diagonal), the half that a symmetric store holds.
+
+    Returns
+    -------
+    rows : ndarray of int64
+        Tile-local row numbers.
+    cols : ndarray of int64
+        Global column numbers.
+    values : ndarray of float64
+        Simplified values, in row-major order.
+
+    Notes
+    -----
+    Memory: a few arrays of the tile's size (the hashes); the output is
+    proportional to the kept entries (about ``p`` of the tile).
+    """
+    nr, nc = K.shape
+    gi = np.arange(r0, r0 + nr, dtype=np.int64)[:, None]
+    gj = np.arange(c0, c0 + nc, dtype=np.int64)[None, :]
+    keep, vals = simplify_entries(K, gi, gj, seed, p, quantize, bound)
+    if lower:
+        keep = keep & (gj <= gi)
+    rows, cols = np.nonzero(keep)
+    return rows.astype(np.int64), cols.astype(np.int64) + c0, vals[rows, cols]
+
+
+def entry_variance_bound(p: float, quantize: bool, bound: float) -> float:
+    """Upper bound σ² on the variance of an entry of E = K̂ − K.
+
+    Sparsification: K²(1/p − 1) <= b²(1 − p)/p; quantisation: b² − K² <= b²;
+    both: b²/p − K² <= b²/p.
+
+    Parameters
+    ----------
+    p : float
+    quantize : bool
+    bound : float
+        b >= max |K_ij|.
+
+    Returns
+    -------
+    float
+    """
+    _check_p(p)
+    return bound**2 / p if quantize else bound**2 * (1.0 - p) / p
+
+
+def furedi_komlos_bound(n: int, sigma: float) -> float:
+    """The Füredi–Komlós spectral-norm bound ``4 σ √n`` on a random symmetric error matrix.
+
+    Parameters
+    ----------
+    n : int
+        Matrix size.
+    sigma : float
+        Entry standard deviation bound (√ of :func:`entry_variance_bound`).
+
+    Returns
+    -------
+    float
+        With high probability ‖K̂ − K‖₂ <= 4σ√n (for n large enough relative to
+        the entry magnitude bound).
+    """
+    return 4.0 * float(sigma) * float(np.sqrt(n))
+
+
+def orthogonal_iteration(matmat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *,
+                         seed: int, oversample: int = 8, max_iter: int = 300, tol: float = 1e-9
+                         ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Top-k eigenpairs of a symmetric operator by orthogonal (subspace) iteration.
+
+    Q₀ is a random orthonormal n × (k + oversample) basis (rows from
+    :func:`~distsketch.ops.random.random_rows`, keyed by row); repeat
+    ``Q ← orth(A Q)`` with a Rayleigh–Ritz step until the top-k Ritz pairs have
+    residuals ‖A v − λ v‖ <= ``tol`` · |λ₁|.
+
+    Parameters
+    ----------
+    matmat : callable
+        ``V (n, m) -> A V (n, m)`` for a symmetric A.
+    n : int
+        Size of A.
+    k : int
+        Number of eigenpairs.
+    seed : int
+        Seed of the start basis.
+    oversample : int
+        Extra basis vectors (faster convergence when λ_k ≈ λ_{k+1}).
+    max_iter : int
+        Iteration cap.
+    tol : float
+        Residual tolerance relative to |λ₁| (the eigenvector error is about
+        tol · |λ₁| / gap).
+
+    Returns
+    -------
+    eigenvalues : ndarray of shape (k,)
+        Largest-magnitude Ritz values, sorted descending (algebraically).
+    eigenvectors : ndarray of shape (n, k)
+    n_iter : int
+
+    Notes
+    -----
+    Per iteration: one product A Q (the dominant cost; O(nnz(A)·m) for sparse A)
+    and a QR of n × m (O(n m²)).  The error in the subspace decays like
+    (|λ_{m+1}| / |λ_k|)^t.
+
+    References
+    ----------
+    Golub, Van Loan. Matrix Computations, §8.2.4 (orthogonal iteration).
+    """
+    m = min(n, k + oversample)
+    Q, _ = np.linalg.qr(random_rows(seed, "kpca.orth-iter.Q0", 0, n, m))
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+        Z = np.asarray(matmat(Q), dtype=np.float64)
+        T = Q.T @ Z
+        vals, U = np.linalg.eigh(0.5 * (T + T.T))
+        order = np.argsort(-np.abs(vals))
+        vals, U = vals[order], U[:, order]
+        # Rayleigh–Ritz residuals of the top k: ‖A v − λ v‖ with A v = Z u
+        resid = np.linalg.norm(Z @ U[:, :k] - (Q @ U[:, :k]) * vals[None, :k], axis=0)
+        if resid.max() <= tol * max(abs(vals[0]), 1e-300):
+            break
+        Q, _ = np.linalg.qr(Z @ U)
+    vals, V = vals[:k], Q @ U[:, :k]
+    desc = np.argsort(-vals, kind="stable")
+    return vals[desc], V[:, desc], n_iter
