@@ -89,11 +89,14 @@ def connect(spec: Any = None, *, timeout: float = 20.0) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     if kind == "local":
-        kwargs = {k: v for k, v in cfg.items() if k != "kind" and v is not None}
+        # dashboard_address=None must reach LocalCluster (it disables the dashboard)
+        kwargs = {k: v for k, v in cfg.items()
+                  if k not in ("kind", "timeout") and (v is not None or k == "dashboard_address")}
         with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
             yield client
         return
     if kind == "scheduler":
+        timeout = float(cfg.get("timeout", timeout))
         try:
             if "scheduler_file" in cfg:
                 client = Client(scheduler_file=cfg["scheduler_file"], timeout=timeout)

@@ -103,17 +103,27 @@ class ZarrRowReader:
         except StoreError:
             raise
         except Exception as exc:
-            rows = key[0] if isinstance(key, tuple) else key
-            where = (f"rows {rows.start}..{rows.stop}" if isinstance(rows, slice)
-                     else f"selection {key!r}")
-            chunk = ""
-            if isinstance(rows, slice) and self._arr is not None:
-                c = self._arr.chunks[0]
-                chunk = f" (Zarr chunk(s) {rows.start // c}..{(rows.stop - 1) // c} on axis 0)"
-            raise StoreError(
-                f"cannot read {where}{chunk} of {self.path}: {type(exc).__name__}: {exc}. "
-                "The chunk is corrupt or unreadable; restore it or re-ingest the data."
-            ) from exc
+            raise StoreError(self._describe_failure(key, exc)) from exc
+
+    def _describe_failure(self, key: Any, exc: Exception) -> str:
+        rows = key[0] if isinstance(key, tuple) else key
+        if not isinstance(rows, slice) or self._arr is None:
+            return (f"cannot read selection {key!r} of {self.path}: {type(exc).__name__}: {exc}. "
+                    "Restore the data or re-ingest it.")
+        c = (self._arr.shards or self._arr.chunks)[0]
+        start = rows.start or 0
+        stop = self.shape[0] if rows.stop is None else rows.stop
+        bad = []
+        # re-read chunk by chunk so the message names the broken chunk, not the block
+        for i in range(start // c, (stop - 1) // c + 1):
+            try:
+                self._arr[i * c: min(self.shape[0], (i + 1) * c)]
+            except Exception:
+                bad.append(i)
+        where = ", ".join(f"chunk {i} (rows {i * c}..{min(self.shape[0], (i + 1) * c)})"
+                          for i in bad) or f"rows {start}..{stop}"
+        return (f"cannot read {where} of Zarr array {self.path}: {type(exc).__name__}: {exc}. "
+                "The chunk is corrupt or unreadable; restore it or re-ingest the data.")
 
 
 def _missing_chunks(arr: zarr.Array, path: str) -> list[tuple[int, ...]]:
