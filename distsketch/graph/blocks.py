@@ -19,6 +19,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -198,7 +199,13 @@ class _Combine:
 
 class _Aggregate(_Combine):
     def __call__(self, parts, axis=None, keepdims=None):
-        return super().__call__(parts)[0]
+        # keep the state wrapped: dask's array finalisation would try to
+        # concatenate a state that is itself a list or tuple
+        return super().__call__(parts).reshape(())
+
+
+def _unwrap(wrapped: np.ndarray) -> Any:
+    return wrapped.item()
 
 
 def _identity(x, axis=None, keepdims=None):
@@ -240,8 +247,9 @@ def tree_reduce(
 
     Returns
     -------
-    dask.array.Array of shape () and dtype object
-        Computes to the merged state (call ``summary.finalize`` on it).
+    dask.delayed.Delayed
+        Computes to the merged state (call ``summary.finalize`` on it).  States
+        may be any picklable object (dicts, arrays, lists, tuples).
     """
     if split_every < 2:
         raise ValueError("split_every must be >= 2")
@@ -258,8 +266,10 @@ def tree_reduce(
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),
         name=f"{label}-chunk-{token}",
     )
-    return da.reduction(
+    wrapped = da.reduction(
         states, _identity, _Aggregate(summary), combine=_Combine(summary), axis=0,
         concatenate=False, split_every=split_every, dtype=object,
         meta=np.empty((), dtype=object), keepdims=False, name=f"{label}-merge-{token}",
     )
+    return dask.delayed(_unwrap, pure=True)(wrapped.to_delayed().item(),
+                                            dask_key_name=f"{label}-state-{token}")

@@ -1,0 +1,671 @@
+"""Block kernel approximation (BKA) and Memory Efficient Kernel Approximation (MEKA)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+
+from distsketch.errors import ConfigError, InputError
+from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
+from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
+from distsketch.graph import blas_single_thread
+from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.meka import (
+    basis_block,
+    choose_ranks,
+    expand_block,
+    nearest_centre,
+    project_block,
+    scatter_basis,
+)
+from distsketch.ops.nystrom import inv_sqrt_map, link_matrix
+from distsketch.summaries.base import Summary
+from distsketch.summaries.landmarks import ClusterLandmarks
+from distsketch.validation import Interval, Options, is_dask
+
+__all__ = ["MEKA", "BlockKernelApproximation"]
+
+# Dense forms (to_dense, in-memory caches) are refused above these sizes.
+_DENSE_MAX_ROWS = 20000
+_CACHE_BYTES = 256 * 2**20
+
+
+def _source_path(X: Any) -> str | None:
+    if isinstance(X, (str, os.PathLike)):
+        return str(Path(os.fspath(X)).expanduser().absolute()) if "://" not in str(X) else str(X)
+    return None
+
+
+def _kernel_setup(est: Any, d: int) -> tuple[Any, dict]:
+    name, params = resolve_kernel_params(est.kernel, d, est.gamma, getattr(est, "degree", 3),
+                                         getattr(est, "coef0", 1.0))
+    return name, params
+
+
+class _Projection(Summary):
+    """Wᵀ V over row blocks of ``[basis coordinates | V]`` (merge by addition)."""
+
+    def __init__(self, width: int, offsets: np.ndarray, ranks: np.ndarray):
+        self.width = int(width)
+        self.offsets = np.asarray(offsets)
+        self.ranks = np.asarray(ranks)
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> np.ndarray:
+        block = np.asarray(block, dtype=np.float64)
+        return project_block(block[:, : self.width + 1], block[:, self.width + 1:],
+                             self.offsets, self.ranks)
+
+    def merge(self, states: list[np.ndarray]) -> np.ndarray:
+        return np.sum(states, axis=0)
+
+
+def _expand(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,
+            ranks: np.ndarray) -> np.ndarray:
+    return expand_block(np.asarray(block, dtype=np.float64), U, offsets, ranks)
+
+
+def _scattered(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.ndarray,
+               maps: np.ndarray, counts: np.ndarray, ranks: np.ndarray, offsets: np.ndarray, *,
+               kernel: Any, params: dict, width: int) -> np.ndarray:
+    coords = basis_block(block, row_offset, centres, landmarks, maps, counts, ranks,
+                         kernel=kernel, params=params, width=width)
+    return scatter_basis(coords, offsets, ranks)
+
+
+class MEKA(DistsketchEstimator):
+    """Memory Efficient Kernel Approximation G ≈ W L Wᵀ (Si, Hsieh, Dhillon 2014).
+
+    k-means partitions the rows in input space; each cluster s gets a rank-k_s
+    Nyström basis W⁽ˢ⁾ (rows z_s(x) = K(x, L_s) M_s from m landmarks of the
+    cluster, M_s an eigenvalue-truncated W_k^{+1/2}); diagonal link blocks are
+    the identity and each off-diagonal link block L⁽ˢᵗ⁾ is the least-squares fit
+    of a sampled kernel block (rows: the m landmarks of each cluster plus
+    (1+ρ)k further uniform rows), set to zero when
+    K(m_s, m_t) ≤ eps for the centres m_s, m_t (thresholding).
+
+    Parameters
+    ----------
+    n_clusters : int, default 8
+        c.
+    rank : int, default 32
+        k, the rank per cluster (the average rank with ``rank_rule="spectrum"``).
+    kernel : str or callable, default "rbf"
+        Meant for shift-invariant kernels (rbf, laplacian, cauchy); any kernel
+        of :mod:`distsketch.ops.kernels` or a callable works.
+    gamma : float, optional
+        Kernel scale (None: 1 / n_features).
+    degree, coef0 : int, float
+        Polynomial kernel parameters.
+    n_landmarks : int, optional
+        Nyström landmarks m per cluster (default 2k).
+    eps : float, default 0.0
+        Threshold on K(m_s, m_t) below which a link block is zero.
+    rho : float, default 2.0
+        Link blocks are fitted on (1+ρ)k sampled rows of each cluster.
+    rank_rule : {None, "spectrum"}
+        None: k_s = k; "spectrum": k_s from the top c·k eigenvalues of the
+        block-diagonal landmark matrix (section 4.2).
+    kmeans_sample : int, default 20000
+        Rows of the uniform sample k-means++ and Lloyd run on.
+    kmeans_iter : int, default 100
+        Lloyd iterations on the sample.
+    kmeans_full_iter : int, default 0
+        Further Lloyd iterations over all rows (one tree-reduced pass each).
+    link_rcond : float, default 1e-6
+        Singular values of the sampled bases below ``link_rcond`` · sqrt(p · K_max)
+        are ignored in the link least squares (K_max the largest kernel diagonal).
+    basis_path : str or path, optional
+        Write the basis coordinates W (n × (max k_s + 1), labels last) to this
+        Zarr store in fit; ``matvec`` then streams it instead of re-evaluating
+        kernels.  Without it the basis is recomputed blockwise from the stored
+        landmarks and maps (in-memory training data is cached as a sparse W
+        when it is small).
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    centres_ : ndarray of shape (c, d)
+    landmarks_ : ndarray of shape (c, m, d)
+        Cluster s uses ``landmarks_[s, :landmark_counts_[s]]``.
+    landmark_counts_ : ndarray of int64, shape (c,)
+    maps_ : ndarray of shape (c, m, max k_s)
+    ranks_ : ndarray of int64, shape (c,)
+    offsets_ : ndarray of int64, shape (c,)
+        Column offset of cluster s in W.
+    link_ : ndarray of shape (Σ k_s, Σ k_s)
+    cluster_sizes_ : ndarray of int64, shape (c,)
+    n_link_blocks_ : int
+        Off-diagonal link blocks fitted (pairs s < t above the threshold).
+    link_seconds_ : float
+    n_rows_seen_, n_features_in_ : int
+    basis_path_, train_path_ : str or None
+
+    Notes
+    -----
+    Passes over X: the k-means sample (skipped for small in-memory X), one
+    tree reduction collecting per-cluster landmarks and link samples (state
+    c·(m + p)·d floats), and optionally ``kmeans_full_iter`` Lloyd passes and
+    one basis write.  Driver work O(c m³ + c² p k²).  Storage
+    O(n k + (c k)²): the basis (n k_s values, recomputable from c·m·(d + k)
+    floats) plus the link matrix.  ``matvec`` costs two passes over the basis
+    with O(c k) communication per block.
+
+    References
+    ----------
+    Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014,
+    Algorithm 1, eq. (4), section 4.2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import MEKA
+    >>> X = np.random.default_rng(0).normal(size=(300, 4))
+    >>> mk = MEKA(n_clusters=3, rank=8, gamma=0.5, random_state=0).fit(X)
+    >>> mk.matvec(np.ones(300)).shape
+    (300,)
+    >>> mk.kernel_approx(X[:5], X[:7]).shape
+    (5, 7)
+    """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(int, 1, None)],
+        "rank": [Interval(int, 1, None)],
+        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "degree": [Interval(int, 1, None)],
+        "coef0": [Interval(float, None, None)],
+        "n_landmarks": [Interval(int, 1, None), None],
+        "eps": [Interval(float, None, None)],
+        "rho": [Interval(float, 0, None)],
+        "rank_rule": [Options({"spectrum"}), None],
+        "kmeans_sample": [Interval(int, 1, None)],
+        "kmeans_iter": [Interval(int, 0, None)],
+        "kmeans_full_iter": [Interval(int, 0, None)],
+        "link_rcond": [Interval(float, 0, None)],
+        "basis_path": [str, os.PathLike, None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_clusters: int = 8, rank: int = 32, kernel: Any = "rbf",
+                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 n_landmarks: int | None = None, eps: float = 0.0, rho: float = 2.0,
+                 rank_rule: str | None = None, kmeans_sample: int = 20000, kmeans_iter: int = 100,
+                 kmeans_full_iter: int = 0, link_rcond: float = 1e-6, basis_path: Any = None,
+                 random_state: Any = None):
+        self.n_clusters = n_clusters
+        self.rank = rank
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.eps = eps
+        self.rho = rho
+        self.rank_rule = rank_rule
+        self.kmeans_sample = kmeans_sample
+        self.kmeans_iter = kmeans_iter
+        self.kmeans_full_iter = kmeans_full_iter
+        self.link_rcond = link_rcond
+        self.basis_path = basis_path
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None) -> MEKA:
+        """Cluster, build per-cluster Nyström bases and fit the link matrix.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n, d)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        self.train_path_ = _source_path(X)
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        n, d = X.shape
+        c = int(self.n_clusters)
+        if n < c:
+            raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X; use fewer clusters.")
+        name, params = _kernel_setup(self, d)
+        self.kernel_params_ = params
+        kfun = kernel_function(name, **params)
+        k = int(self.rank)
+        m = int(self.n_landmarks) if self.n_landmarks is not None else 2 * k
+        if self.rank_rule == "spectrum":
+            m = max(m, 2 * k)  # room for clusters that get more than k
+        p = max(1, int(np.ceil((1.0 + self.rho) * k)))
+
+        self.centres_, self.inertia_ = fit_kmeans(
+            X, c, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
+            full_iter=self.kmeans_full_iter)
+        summary = ClusterLandmarks(c, [("meka.landmarks", m), ("meka.link", p)], seed)
+        state = reduce_rows(summary, X, self.centres_, bytes_per_row=8.0 * (d + c + 4),
+                            fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples")
+        res = summary.finalize(state)
+        self.cluster_sizes_ = np.asarray(res["count"], dtype=np.int64)
+        L_idx, L_rows, L_cnt = res["meka.landmarks"]
+        V_idx, V_rows, V_cnt = res["meka.link"]
+        # the least squares rows are the cluster's landmarks plus (1+ρ)k further
+        # uniform rows: the landmarks anchor the fit where the basis carries its
+        # energy, so nearly-zero sampled blocks (large γ) are never inverted into
+        # huge link entries
+        V_rows, V_cnt = _link_rows(L_idx, L_rows, L_cnt, V_idx, V_rows, V_cnt)
+
+        # small dense driver work: multi-threaded BLAS is far slower at these sizes
+        with blas_single_thread():
+            # per-cluster eigendecompositions of the landmark kernel matrices
+            eig = []
+            for s in range(c):
+                cnt = int(L_cnt[s])
+                if cnt == 0:
+                    eig.append((np.zeros(0), np.zeros((0, 0))))
+                    continue
+                M_s, vals = inv_sqrt_map(kfun(L_rows[s, :cnt], L_rows[s, :cnt]))
+                eig.append((vals, M_s))
+            ranks = choose_ranks([v for v, _ in eig], k, self.rank_rule)
+            width = max(1, int(ranks.max()) if ranks.size else 1)
+            self.ranks_ = ranks.astype(np.int64)
+            self.offsets_ = np.concatenate(([0], np.cumsum(ranks)[:-1])).astype(np.int64)
+            self.landmark_counts_ = np.asarray(L_cnt, dtype=np.int64)
+            self.landmarks_ = np.where(np.arange(m)[None, :, None] < L_cnt[:, None, None], L_rows, 0.0)
+            self.maps_ = np.zeros((c, m, width))
+            for s, (_, M_s) in enumerate(eig):
+                ks = int(ranks[s])
+                if ks:
+                    self.maps_[s, : M_s.shape[0], :ks] = M_s[:, :ks]
+
+            t0 = time.perf_counter()
+            self.link_ = self._fit_links(kfun, V_rows, V_cnt)
+            self.link_seconds_ = time.perf_counter() - t0
+        self.n_rows_seen_ = int(n)
+        self._X_fit = X
+        self._W_cache = None
+        self.basis_path_ = None
+        if self.basis_path is not None:
+            from distsketch.io.zarr_io import write_array
+
+            Xd = X if is_dask(X) else da.from_array(X, chunks=(min(n, 65536), d))
+            basis = apply_rows(Xd, basis_block, *self._basis_operands(), n_out=width + 1,
+                               dtype=np.float32, kwargs=self._basis_kwargs(),
+                               bytes_per_row=self._bytes_per_row(), name="meka-basis")
+            self.basis_path_ = str(write_array(basis, self.basis_path, overwrite=True,
+                                               manifest={"what": "MEKA basis", "seed": seed}))
+        return self
+
+    def _fit_links(self, kfun: Any, V_rows: np.ndarray, V_cnt: np.ndarray) -> np.ndarray:
+        c = int(self.n_clusters)
+        total = int(self.ranks_.sum())
+        link = np.zeros((total, total))
+        A = []
+        kmax = 0.0
+        for s in range(c):
+            ks, cnt = int(self.ranks_[s]), int(V_cnt[s])
+            if ks and cnt:
+                V = V_rows[s, :cnt]
+                A.append(kfun(V, self._landmarks(s)) @ self.maps_[s, : self.landmark_counts_[s], :ks])
+                kmax = max(kmax, float(np.max(kernel_diagonal(V, self.kernel, **self.kernel_params_))))
+            else:
+                A.append(None)
+            o = int(self.offsets_[s])
+            link[o:o + ks, o:o + ks] = np.eye(ks)
+        centre_k = kfun(self.centres_, self.centres_)
+        self.n_link_blocks_ = 0
+        for s in range(c):
+            for t in range(s + 1, c):
+                if A[s] is None or A[t] is None or not centre_k[s, t] > self.eps:
+                    continue
+                G = kfun(V_rows[s, : V_cnt[s]], V_rows[t, : V_cnt[t]])
+                tol = self.link_rcond * np.sqrt(max(A[s].shape[0], A[t].shape[0]) * max(kmax, 0.0))
+                Lst = link_matrix(A[s], G, A[t], tol=tol)
+                os_, ot = int(self.offsets_[s]), int(self.offsets_[t])
+                link[os_:os_ + Lst.shape[0], ot:ot + Lst.shape[1]] = Lst
+                link[ot:ot + Lst.shape[1], os_:os_ + Lst.shape[0]] = Lst.T
+                self.n_link_blocks_ += 1
+        return link
+
+    def _landmarks(self, s: int) -> np.ndarray:
+        return self.landmarks_[s, : int(self.landmark_counts_[s])]
+
+    # ------------------------------------------------------------ the basis
+    def _basis_operands(self) -> tuple:
+        return (self.centres_, self.landmarks_, self.maps_, self.landmark_counts_, self.ranks_)
+
+    def _basis_kwargs(self) -> dict:
+        return {"kernel": self.kernel, "params": self.kernel_params_, "width": self.maps_.shape[2]}
+
+    def _bytes_per_row(self) -> float:
+        m = self.landmarks_.shape[1]
+        return 8.0 * (self.n_features_in_ + self.n_clusters + 2 * m + 2 * self.maps_.shape[2] + 4)
+
+    def transform(self, X: Any) -> Any:
+        """Rows of the block-diagonal basis W for (new) points.
+
+        Each row is assigned to its nearest centre s and gets the Nyström
+        extension z_s(x) in the columns of cluster s (zeros elsewhere), so that
+        G̃(A, B) = transform(A) · link_ · transform(B)ᵀ.
+
+        Parameters
+        ----------
+        X : ndarray, sparse or dask array of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n, Σ k_s)
+            Same kind as X.
+        """
+        self._check_is_fitted("link_")
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        return apply_rows(X, _scattered, *self._basis_operands(), self.offsets_,
+                          n_out=int(self.ranks_.sum()), dtype=np.float64,
+                          kwargs=self._basis_kwargs(),
+                          bytes_per_row=self._bytes_per_row() + 8.0 * int(self.ranks_.sum()),
+                          name="meka-transform")
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Approximate kernel block G̃(A, B) = W(A) L W(B)ᵀ for small in-memory rows.
+
+        Parameters
+        ----------
+        A : ndarray of shape (a, d)
+        B : ndarray of shape (b, d), default A
+
+        Returns
+        -------
+        ndarray of shape (a, b)
+        """
+        WA = np.asarray(self.transform(np.asarray(A)))
+        WB = WA if B is None else np.asarray(self.transform(np.asarray(B)))
+        return WA @ self.link_ @ WB.T
+
+    def _training_basis(self) -> Any:
+        """Basis coordinates of the training rows: a NumPy array when cached or
+        small and in memory, else a lazy dask array."""
+        if self.basis_path_ is not None:
+            from distsketch.io.zarr_io import open_array
+
+            return open_array(self.basis_path_)
+        X = getattr(self, "_X_fit", None)
+        if X is None and self.train_path_ is not None:
+            from distsketch.io.zarr_io import open_array
+
+            X = self._X_fit = open_array(self.train_path_)
+        if X is None:
+            raise ConfigError(
+                "MEKA: the training rows are not available (the model was loaded and was fitted "
+                "from an in-memory array); refit with basis_path=... or from a Zarr path to use "
+                "matvec/matmat/to_dense."
+            )
+        Xd = X if is_dask(X) else da.from_array(X, chunks=(min(X.shape[0], 65536), X.shape[1]))
+        return apply_rows(Xd, basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
+                          dtype=np.float64, kwargs=self._basis_kwargs(),
+                          bytes_per_row=self._bytes_per_row(), name="meka-basis")
+
+    def _sparse_W(self) -> scipy.sparse.csr_matrix | None:
+        cache = getattr(self, "_W_cache", None)
+        if cache is not None:
+            return cache
+        n, width = self.n_rows_seen_, self.maps_.shape[2]
+        X = getattr(self, "_X_fit", None)
+        if self.basis_path_ is None and (X is None or is_dask(X) or n * (width + 1) * 8 > _CACHE_BYTES):
+            return None
+        coords = np.asarray(to_numpy(self._training_basis()), dtype=np.float64)
+        if n * (width + 1) * 8 > _CACHE_BYTES:
+            return None
+        labels = coords[:, width].astype(np.int64)
+        ks = self.ranks_[labels]
+        rows = np.repeat(np.arange(n), ks)
+        cols_in = np.concatenate([np.arange(k) for k in ks]) if n else np.zeros(0, np.int64)
+        cols = self.offsets_[labels][rows] + cols_in
+        W = scipy.sparse.csr_matrix((coords[rows, cols_in], (rows, cols)),
+                                    shape=(n, int(self.ranks_.sum())))
+        self._W_cache = W
+        return W
+
+    # ------------------------------------------------------------ operator
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        """G̃ V = W L Wᵀ V for the training rows, blockwise.
+
+        Parameters
+        ----------
+        V : ndarray of shape (n, p)
+
+        Returns
+        -------
+        ndarray of shape (n, p)
+
+        Notes
+        -----
+        Small in-memory training data: a cached sparse W (n k_s values).
+        Otherwise two passes over the basis (streamed from ``basis_path`` or
+        recomputed from X): a tree-reduced Wᵀ V ((Σ k_s) × p per task), then
+        W (L Wᵀ V) row block by row block.
+        """
+        self._check_is_fitted("link_")
+        V = np.asarray(V, dtype=np.float64)
+        vec = V.ndim == 1
+        V2 = V.reshape(-1, 1) if vec else V
+        if V2.ndim != 2 or V2.shape[0] != self.n_rows_seen_:
+            raise InputError(
+                f"MEKA.matmat: V has shape {V.shape} but the approximation is "
+                f"{self.n_rows_seen_} x {self.n_rows_seen_}; pass one row per training point."
+            )
+        W = self._sparse_W()
+        if W is not None:
+            out = W @ (self.link_ @ (W.T @ V2))
+        else:
+            B = self._training_basis()
+            width = self.maps_.shape[2]
+            Vd = da.from_array(V2, chunks=(B.chunks[0], V2.shape[1]))
+            BV = da.concatenate([B.astype(np.float64), Vd], axis=1)
+            U = reduce_rows(_Projection(width, self.offsets_, self.ranks_), BV,
+                            bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
+                            name="meka-project")
+            Y = apply_rows(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
+                           n_out=V2.shape[1], dtype=np.float64, name="meka-expand")
+            out = np.asarray(to_numpy(Y))
+        return out.ravel() if vec else out
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """G̃ v for a vector of length n (see :meth:`matmat`)."""
+        return self.matmat(np.asarray(v, dtype=np.float64).reshape(-1))
+
+    def as_linear_operator(self) -> scipy.sparse.linalg.LinearOperator:
+        """G̃ as a symmetric SciPy ``LinearOperator`` of shape (n, n) (for CG)."""
+        self._check_is_fitted("link_")
+        n = self.n_rows_seen_
+        return scipy.sparse.linalg.LinearOperator(
+            (n, n), matvec=self.matvec, rmatvec=self.matvec, matmat=self.matmat,
+            rmatmat=self.matmat, dtype=np.float64)
+
+    def to_dense(self) -> np.ndarray:
+        """The n × n matrix G̃ (only for n ≤ 20000)."""
+        self._check_is_fitted("link_")
+        n = self.n_rows_seen_
+        if n > _DENSE_MAX_ROWS:
+            raise ConfigError(
+                f"MEKA.to_dense: n={n} rows would need {8 * n * n / 2**30:.1f} GiB; use "
+                "matvec/matmat or kernel_approx on a sample instead."
+            )
+        coords = np.asarray(to_numpy(self._training_basis()), dtype=np.float64)
+        W = scatter_basis(coords, self.offsets_, self.ranks_)
+        return W @ self.link_ @ W.T
+
+    def approximation_bytes(self) -> int:
+        """Bytes of the stored approximation (float64): Σ n_s k_s basis values,
+        the non-zero link blocks, and the landmarks and maps that regenerate W."""
+        self._check_is_fitted("link_")
+        basis = int(np.sum(self.cluster_sizes_ * self.ranks_))
+        link = int(np.count_nonzero(self.link_))
+        ops = int(np.sum(self.landmark_counts_ * (self.n_features_in_ + self.ranks_)))
+        return 8 * (basis + link + ops + self.centres_.size)
+
+
+class BlockKernelApproximation(DistsketchEstimator):
+    """Block kernel approximation (BKA, eq. 1 of Si, Hsieh, Dhillon 2014).
+
+    G̃ = G⁽¹¹⁾ ⊕ … ⊕ G⁽ᶜᶜ⁾: exact kernel values between points of the same
+    k-means cluster, zero between clusters.
+
+    Parameters
+    ----------
+    n_clusters : int, default 8
+    kernel, gamma, degree, coef0
+        As in :class:`MEKA`.
+    kmeans_sample, kmeans_iter, kmeans_full_iter : int
+        As in :class:`MEKA`.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    centres_ : ndarray of shape (c, d)
+    cluster_sizes_ : ndarray of int64, shape (c,)
+    n_rows_seen_, n_features_in_ : int
+
+    Notes
+    -----
+    Storage of the explicit approximation is Σ n_s² values, so BKA is a
+    reference for large γ rather than a scalable method; ``kernel_approx``
+    needs only the centres, ``matvec`` and ``to_dense`` the training rows in
+    memory.
+
+    References
+    ----------
+    Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014, section 4.1.
+    """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(int, 1, None)],
+        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "degree": [Interval(int, 1, None)],
+        "coef0": [Interval(float, None, None)],
+        "kmeans_sample": [Interval(int, 1, None)],
+        "kmeans_iter": [Interval(int, 0, None)],
+        "kmeans_full_iter": [Interval(int, 0, None)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_clusters: int = 8, kernel: Any = "rbf", gamma: float | None = None,
+                 degree: int = 3, coef0: float = 1.0, kmeans_sample: int = 20000,
+                 kmeans_iter: int = 100, kmeans_full_iter: int = 0, random_state: Any = None):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kmeans_sample = kmeans_sample
+        self.kmeans_iter = kmeans_iter
+        self.kmeans_full_iter = kmeans_full_iter
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None) -> BlockKernelApproximation:
+        """Partition the rows by k-means.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n, d)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        if X.shape[0] < self.n_clusters:
+            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
+                             f"{X.shape[0]} rows of X; use fewer clusters.")
+        _, self.kernel_params_ = _kernel_setup(self, X.shape[1])
+        self.centres_, self.inertia_ = fit_kmeans(
+            X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
+            full_iter=self.kmeans_full_iter)
+        self._X_fit = X
+        self.n_rows_seen_ = int(X.shape[0])
+        labels = self._labels(X)
+        self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
+        return self
+
+    def _labels(self, X: Any) -> np.ndarray:
+        lab = apply_rows(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
+        return np.asarray(to_numpy(lab)).ravel()
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Cluster index (nearest centre) of each row, shape (n,)."""
+        self._check_is_fitted("centres_")
+        return self._labels(self._check_input(X, reset=False, allow_sparse=True))
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """K(A, B) where both rows share a cluster, else 0."""
+        self._check_is_fitted("centres_")
+        A = np.asarray(A, dtype=np.float64)
+        B = A if B is None else np.asarray(B, dtype=np.float64)
+        kfun = kernel_function(self.kernel, **self.kernel_params_)
+        la, _ = nearest_centre(A, self.centres_)
+        lb, _ = nearest_centre(B, self.centres_)
+        return np.where(la[:, None] == lb[None, :], kfun(A, B), 0.0)
+
+    def _train_rows(self) -> np.ndarray:
+        X = getattr(self, "_X_fit", None)
+        if X is None:
+            raise ConfigError("BlockKernelApproximation: training rows unavailable (loaded model); "
+                              "refit to use matvec/to_dense.")
+        return np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
+
+    def to_dense(self) -> np.ndarray:
+        """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""
+        self._check_is_fitted("centres_")
+        if self.n_rows_seen_ > _DENSE_MAX_ROWS:
+            raise ConfigError(f"BlockKernelApproximation.to_dense: n={self.n_rows_seen_} is too "
+                              "large; use matvec.")
+        X = self._train_rows()
+        return self.kernel_approx(X)
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """G̃ v, one diagonal block at a time in 4096-row tiles (training rows in memory)."""
+        self._check_is_fitted("centres_")
+        X = self._train_rows()
+        v = np.asarray(v, dtype=np.float64)
+        if v.shape[0] != X.shape[0]:
+            raise InputError(f"BlockKernelApproximation.matvec: v has {v.shape[0]} rows, "
+                             f"expected {X.shape[0]}.")
+        kfun = kernel_function(self.kernel, **self.kernel_params_)
+        labels, _ = nearest_centre(X, self.centres_)
+        out = np.zeros_like(v)
+        for s in range(self.n_clusters):
+            idx = np.flatnonzero(labels == s)
+            for a in range(0, len(idx), 4096):
+                rows = idx[a:a + 4096]
+                out[rows] = kfun(X[rows], X[idx]) @ v[idx]
+        return out
+
+
+def _link_rows(L_idx: np.ndarray, L_rows: np.ndarray, L_cnt: np.ndarray, V_idx: np.ndarray,
+               V_rows: np.ndarray, V_cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster union of landmark rows and link-sample rows (no duplicates)."""
+    c = L_rows.shape[0]
+    out = np.zeros((c, L_rows.shape[1] + V_rows.shape[1], L_rows.shape[2]))
+    cnt = np.zeros(c, dtype=np.int64)
+    for s in range(c):
+        idx = np.concatenate([L_idx[s, :L_cnt[s]], V_idx[s, :V_cnt[s]]])
+        rows = np.concatenate([L_rows[s, :L_cnt[s]], V_rows[s, :V_cnt[s]]])
+        _, first = np.unique(idx, return_index=True)
+        first = np.sort(first)
+        out[s, :len(first)] = rows[first]
+        cnt[s] = len(first)
+    return out, cnt
+
+
+def _label_block(block: Any, row_offset: int, centres: np.ndarray) -> np.ndarray:
+    return nearest_centre(block, centres, row_offset)[0].reshape(-1, 1)

@@ -1,0 +1,453 @@
+"""Nyström feature maps and streaming Nyström kernel PCA, blockwise and out of core."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError, InputError
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    RowMapTransformer,
+    apply_rows,
+    reduce_rows,
+    to_numpy,
+)
+from distsketch.graph import blas_single_thread
+from distsketch.ops.kernels import KERNELS, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.nystrom import (
+    ensemble_map,
+    inv_sqrt_map,
+    nystrom_map,
+    randomized_inv_sqrt_map,
+)
+from distsketch.summaries.covariance import Covariance
+from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
+from distsketch.summaries.landmarks import UniformLandmarks
+from distsketch.validation import Interval, Options, is_dask
+
+__all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
+
+_KERNEL_NAMES = set(KERNELS) | {"gaussian", "poly"}
+
+
+def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
+                     progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform landmarks: the bottom-``n_samples`` rows by priority hash(seed, row).
+
+    Returns
+    -------
+    index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
+    """
+    summary = UniformLandmarks(n_samples, seed, purpose)
+    d = X.shape[1]
+    state = reduce_rows(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
+                        progress=progress, name="landmarks")
+    return summary.finalize(state)
+
+
+def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, max_iter: int = 100,
+               full_iter: int = 0, progress: bool | None = None) -> tuple[np.ndarray, float]:
+    """k-means centres of X: k-means++ and Lloyd on a uniform row sample, then
+    ``full_iter`` Lloyd iterations over all rows as tree-reduced statistics.
+
+    Returns
+    -------
+    centres : ndarray of shape (n_clusters, d), inertia : float
+        The inertia is over all rows when ``full_iter > 0``, else on the sample.
+
+    Notes
+    -----
+    One pass for the sample (skipped for in-memory X of at most ``sample_size``
+    rows, where the sample is X itself) plus one pass per full iteration; state
+    O(c·d) per task.
+    """
+    n = X.shape[0]
+    if n <= sample_size and not is_dask(X):
+        sample = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    else:
+        _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
+    # small dense work on the driver: multi-threaded BLAS is much slower here
+    with blas_single_thread():
+        centres, inertia = kmeans_on_sample(sample, n_clusters, seed, max_iter=max_iter)
+    stats = KMeansStats(n_clusters)
+    for _ in range(int(full_iter)):
+        state = reduce_rows(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + n_clusters + 2),
+                            fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
+                            name="kmeans")
+        centres, inertia = lloyd_update(state, centres), float(state["inertia"])
+    return centres, inertia
+
+
+def _read_landmarks(value: Any, n_features: int) -> np.ndarray:
+    if isinstance(value, (str, os.PathLike)):
+        from distsketch.io.zarr_io import open_array
+
+        value = open_array(value)
+    arr = np.asarray(to_numpy(value), dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != n_features or arr.shape[0] < 1:
+        raise InputError(
+            f"landmarks must be a 2-D array with {n_features} columns (one row per landmark); "
+            f"got shape {arr.shape}. Pass landmarks in the same feature space as X."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InputError("landmarks contain NaN or Inf; clean them first.")
+    return arr
+
+
+class NystromFeatures(RowMapTransformer):
+    """Nyström feature map z(x) = K(x, L) · W_k^{+1/2}, blockwise and out of core.
+
+    z(x)·z(y) is the Nyström approximation K(x, L) W_k⁺ K(L, y) of the kernel.
+
+    Parameters
+    ----------
+    kernel : str or callable, default "rbf"
+        Any kernel of :mod:`distsketch.ops.kernels` ("rbf", "laplacian",
+        "cauchy", "polynomial", "linear", "arccos0", "arccos1", "ntk"), a callable
+        ``f(A, B) -> (len(A), len(B))``, or ``"precomputed"``: then ``fit`` takes
+        the m × m kernel matrix of the landmarks and ``transform`` takes rows of
+        kernel values K(x, L) (n × m).
+    gamma : float, optional
+        Kernel scale; None means 1 / n_features.
+    degree, coef0 : int, float
+        Polynomial kernel parameters.
+    n_components : int, default 100
+        Number of landmarks m (uniform sampling, k-means centres).
+    landmarks : {"uniform", "kmeans"}, array of shape (m, d) or Zarr path
+        "uniform": the bottom-m rows of priority hash(seed, row) (one pass,
+        chunking-independent); "kmeans": k-means centres (k-means++ and Lloyd on
+        a uniform sample of ``kmeans_sample`` rows; Zhang & Kwok); or the
+        landmarks themselves.
+    rank : int, optional
+        Keep the top ``rank`` eigenpairs of W (per expert for "ensemble";
+        required by "randomized", default ``n_components // 2`` there).
+    variant : {"standard", "ensemble", "randomized"}, default "standard"
+        "ensemble": ``n_ensemble`` experts on disjoint landmark subsets with
+        uniform weights (Kumar et al. 2009); "randomized": W_k from a randomized
+        SVD (Li, Kwok, Lu 2010).
+    n_ensemble : int, default 4
+    kmeans_sample : int, default 20000
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    landmarks_ : ndarray of shape (m, d)
+        (shape (0, m) for a precomputed kernel).
+    landmark_indices_ : ndarray of int64
+        Global rows of uniform landmarks (empty otherwise).
+    normalization_ : ndarray of shape (m, r)
+        The map W_k^{+1/2} (block-diagonal over experts for "ensemble").
+    eigenvalues_ : ndarray of shape (r,)
+        Kept eigenvalues of W (standard and randomized variants).
+    kernel_params_ : dict
+    n_features_in_, n_output_features_ : int
+
+    Notes
+    -----
+    Fit: one pass over X to sample landmarks (or the k-means sample), O(m³) on
+    the driver.  Transform per task: the block, a 256 × (m + r) tile and the
+    block × r output; the m × d landmarks and m × r map travel once per worker.
+    Each output row is bitwise independent of the chunking (canonical tiles).
+    Stored approximation: n × r floats of features (or m·(d + r) to recompute).
+
+    References
+    ----------
+    Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
+    Kumar, Mohri, Talwalkar. Ensemble Nyström method. NIPS 2009.
+    Zhang, Kwok. Clustered Nyström method for large scale manifold learning and
+    dimension reduction. IEEE TNN 2010.
+    Li, Kwok, Lu. Making large-scale Nyström approximation possible. ICML 2010.
+    Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014 (Table 2).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import NystromFeatures
+    >>> X = np.random.default_rng(0).normal(size=(200, 5))
+    >>> Z = NystromFeatures(gamma=0.2, n_components=50, random_state=0).fit_transform(X)
+    >>> Z.shape[0]
+    200
+    """
+
+    _parameter_constraints = {
+        "kernel": [Options(_KERNEL_NAMES | {"precomputed"}), "callable"],
+        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "degree": [Interval(int, 1, None)],
+        "coef0": [Interval(float, None, None)],
+        "n_components": [Interval(int, 1, None)],
+        "landmarks": [Options({"uniform", "kmeans"}), "array-like", str, os.PathLike],
+        "rank": [Interval(int, 1, None), None],
+        "variant": [Options({"standard", "ensemble", "randomized"})],
+        "n_ensemble": [Interval(int, 1, None)],
+        "kmeans_sample": [Interval(int, 1, None)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+                 coef0: float = 1.0, n_components: int = 100, landmarks: Any = "uniform",
+                 rank: int | None = None, variant: str = "standard", n_ensemble: int = 4,
+                 kmeans_sample: int = 20000, random_state: Any = None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.rank = rank
+        self.variant = variant
+        self.n_ensemble = n_ensemble
+        self.kmeans_sample = kmeans_sample
+        self.random_state = random_state
+
+    _accepts_sparse = True
+
+    def _precomputed(self) -> bool:
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+
+    def fit(self, X: Any, y: Any = None) -> NystromFeatures:
+        """Choose the landmarks and compute W_k^{+1/2}.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n, d)
+            Training rows; for ``kernel="precomputed"`` the (m, m) landmark kernel.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        self.landmark_indices_ = np.zeros(0, dtype=np.int64)
+        if self._precomputed():
+            W = np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
+            if W.shape[0] != W.shape[1]:
+                raise InputError(
+                    f"kernel='precomputed': fit expects the square m x m kernel matrix of the "
+                    f"landmarks, got shape {W.shape}."
+                )
+            self.kernel_params_ = {}
+            self.landmarks_ = np.zeros((0, W.shape[0]))
+        else:
+            name, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma,
+                                                 self.degree, self.coef0)
+            self.kernel_params_ = params
+            self.landmarks_ = self._choose_landmarks(X, seed)
+            W = pairwise_kernel(self.landmarks_, None, name, **params)
+        with blas_single_thread():
+            self._fit_map(W, seed)
+        return self
+
+    def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
+        spec = self.landmarks
+        if isinstance(spec, str) and spec == "uniform":
+            idx, rows = sample_landmarks(X, self.n_components, seed, "landmarks")
+            self.landmark_indices_ = idx
+            return rows
+        if isinstance(spec, str) and spec == "kmeans":
+            centres, _ = fit_kmeans(X, min(self.n_components, X.shape[0]), seed,
+                                    sample_size=self.kmeans_sample)
+            return centres
+        return _read_landmarks(spec, X.shape[1])
+
+    def _fit_map(self, W: np.ndarray, seed: int) -> None:
+        m = W.shape[0]
+        self.eigenvalues_ = np.zeros(0)
+        if self.variant == "standard":
+            self.normalization_, self.eigenvalues_ = inv_sqrt_map(W, self.rank)
+        elif self.variant == "ensemble":
+            if self.n_ensemble > m:
+                raise ConfigError(
+                    f"NystromFeatures: n_ensemble={self.n_ensemble} exceeds the {m} landmarks; "
+                    "use fewer experts or more landmarks."
+                )
+            self.normalization_ = ensemble_map(W, self.n_ensemble, self.rank)
+        else:
+            rank = self.rank if self.rank is not None else max(1, m // 2)
+            self.normalization_, self.eigenvalues_ = randomized_inv_sqrt_map(W, rank, seed)
+        self.n_output_features_ = int(self.normalization_.shape[1])
+
+    @property
+    def _map_block(self) -> Any:
+        # a partial of a module-level function: the graph carries no estimator
+        return functools.partial(nystrom_map, kernel=self.kernel, params=self.kernel_params_)
+
+    def _operands(self) -> tuple:
+        return (self.landmarks_, self.normalization_)
+
+    def _bytes_per_row(self) -> float:
+        m = self.normalization_.shape[0]
+        return 8.0 * (self.n_features_in_ + m + 2 * self.n_output_features_)
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Approximate kernel block z(A) z(B)ᵀ (rows of kernel values if precomputed)."""
+        return super().kernel_approx(A, B)
+
+    def approximation_bytes(self, n_rows: int | None = None) -> int:
+        """Bytes of the stored approximation: the n × r features (float64) when
+        ``n_rows`` is given, else the operator (landmarks + map)."""
+        self._check_is_fitted("normalization_")
+        if n_rows is not None:
+            return int(8 * n_rows * self.n_output_features_)
+        return int(8 * (self.landmarks_.size + self.normalization_.size))
+
+
+def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
+              shift: np.ndarray, *, kernel: Any, params: dict) -> np.ndarray:
+    out = nystrom_map(block, row_offset, landmarks, P, kernel=kernel, params=params)
+    out -= shift.astype(out.dtype)
+    return out
+
+
+class NystromKernelPCA(DistsketchEstimator):
+    """Streaming Nyström kernel PCA: top eigenvectors of the Nyström approximation.
+
+    With Z = K(X, L) W^{+1/2} (n × r), G̃ = Z Zᵀ; its principal directions come
+    from the r × r matrix ZᵀZ (= W^{+1/2} CᵀC W^{+1/2}, C = K(X, L)), which is
+    tree-reduced over row blocks in one pass.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of principal components k.
+    kernel, gamma, degree, coef0
+        As in :class:`NystromFeatures`.
+    n_landmarks : int, default 200
+        Uniform landmarks c.
+    center : bool, default False
+        Centre the features (kernel PCA of the centred kernel).  The streaming
+        baseline (Ghashami et al.) does not centre.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    landmarks_ : ndarray of shape (c, d)
+    normalization_ : ndarray of shape (c, r)
+    components_ : ndarray of shape (r, k)
+        Eigenvectors of ZᵀZ (columns).
+    eigenvalues_ : ndarray of shape (k,)
+        Eigenvalues of G̃ (of the centred G̃ when ``center``).
+    mean_ : ndarray of shape (r,)
+    n_rows_seen_, n_features_in_ : int
+
+    Notes
+    -----
+    Two passes (landmark sample, then the tree-reduced r × r Gram matrix).
+    Per task: the block, its block × r features and an r × r state;
+    communication O(r²) per merge.
+
+    References
+    ----------
+    Ghashami, Perry, Phillips. Streaming kernel principal component analysis.
+    AISTATS 2016 (streaming Nyström baseline).
+    Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None)],
+        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "degree": [Interval(int, 1, None)],
+        "coef0": [Interval(float, None, None)],
+        "n_landmarks": [Interval(int, 1, None)],
+        "center": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_components: int = 10, kernel: Any = "rbf", gamma: float | None = None,
+                 degree: int = 3, coef0: float = 1.0, n_landmarks: int = 200, center: bool = False,
+                 random_state: Any = None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.center = center
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
+        """Sample landmarks, tree-reduce ZᵀZ, and keep its top eigenvectors.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n, d)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
+                                          self.coef0)
+        self.kernel_params_ = params
+        self.landmark_indices_, self.landmarks_ = sample_landmarks(X, self.n_landmarks, seed)
+        W = pairwise_kernel(self.landmarks_, None, self.kernel, **params)
+        with blas_single_thread():
+            self.normalization_, _ = inv_sqrt_map(W)
+        r = self.normalization_.shape[1]
+        summary = Covariance(transform=functools.partial(nystrom_map, kernel=self.kernel,
+                                                         params=params, dtype=np.float64))
+        state = reduce_rows(summary, X, self.landmarks_, self.normalization_,
+                            bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
+                            fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
+                            name="nystrom-kpca")
+        n = int(state["n"])
+        self.n_rows_seen_ = n
+        self.mean_ = state["sum"] / n if self.center else np.zeros(r)
+        C = state["ztz"] - n * np.outer(self.mean_, self.mean_)
+        with blas_single_thread():
+            vals, vecs = np.linalg.eigh(0.5 * (C + C.T))
+        order = np.argsort(vals)[::-1][: min(self.n_components, r)]
+        self.eigenvalues_ = np.maximum(vals[order], 0.0)
+        V = vecs[:, order]
+        V = V * np.where(np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]) < 0,
+                         -1.0, 1.0)[None, :]
+        self.components_ = V
+        return self
+
+    def _projection(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.normalization_ @ self.components_, self.mean_ @ self.components_
+
+    def transform(self, X: Any) -> Any:
+        """Project rows onto the top kernel principal components.
+
+        Parameters
+        ----------
+        X : ndarray, sparse or dask array of shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n, n_components)
+            Same kind as X.
+        """
+        self._check_is_fitted("components_")
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        P, shift = self._projection()
+        dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
+        return apply_rows(X, _kpca_map, self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
+                          kwargs={"kernel": self.kernel, "params": self.kernel_params_},
+                          bytes_per_row=8.0 * (X.shape[1] + self.landmarks_.shape[0] + P.shape[1]),
+                          name="nystrom-kpca-transform")
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        return self.fit(X).transform(X)
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Rank-k approximation (K(A, L) P)(K(B, L) P)ᵀ with P = W^{+1/2} V_k."""
+        self._check_is_fitted("components_")
+        P, _ = self._projection()
+        ZA = nystrom_map(np.asarray(A, dtype=np.float64), 0, self.landmarks_, P,
+                         kernel=self.kernel, params=self.kernel_params_)
+        ZB = ZA if B is None else nystrom_map(np.asarray(B, dtype=np.float64), 0, self.landmarks_,
+                                              P, kernel=self.kernel, params=self.kernel_params_)
+        return ZA @ ZB.T

@@ -1,0 +1,130 @@
+"""Tile products ``Σ_j T(A_i, B_j) V_j`` over row blocks of two matrices, never forming T.
+
+:func:`tile_matvec` builds the graph of an implicit matrix–matrix product in
+which the n_a × n_b matrix is defined tile by tile by a function of one row
+block of A and one row block of B (a kernel block K(A_i, B_j), a distance
+block, ...).  Each tile task holds ``A_i``, ``B_j``, ``V_j`` and one
+``rows_i × rows_j`` tile; the per-tile partial products are summed over j up a
+tree of fan-in ``split_every``.  It knows nothing about what the tile is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from distsketch.graph.arrays import as_dask
+from distsketch.graph.blocks import row_offsets
+from distsketch.graph.budget import check_task_memory
+from distsketch.graph.runtime import active_client, pin_blas_for_tasks
+
+__all__ = ["persist_rows", "tile_matvec"]
+
+
+class _TileTask:
+    """One tile: ``T(A_i, B_j) @ V_j`` with global row offsets passed to ``tile_fn``."""
+
+    def __init__(self, tile_fn: Callable[..., np.ndarray], kwargs: dict):
+        self.tile_fn = tile_fn
+        self.kwargs = kwargs
+
+    def __call__(self, a, b, v, off_a, off_b):
+        pin_blas_for_tasks()
+        ia = int(np.asarray(off_a).ravel()[0])
+        ib = int(np.asarray(off_b).ravel()[0])
+        T = self.tile_fn(a, b, ia, ib, **self.kwargs)
+        return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
+
+
+def _whole_rows(X: da.Array) -> da.Array:
+    return X.rechunk({1: X.shape[1]}) if len(X.chunks[1]) > 1 else X
+
+
+def tile_matvec(
+    A: Any,
+    B: Any,
+    V: Any,
+    tile_fn: Callable[..., np.ndarray],
+    *,
+    kwargs: dict | None = None,
+    split_every: int = 8,
+    name: str = "tile-matvec",
+) -> da.Array:
+    """Lazy ``T(A, B) @ V`` where T is evaluated tile by tile and never stored.
+
+    Parameters
+    ----------
+    A : ndarray or dask array of shape (n_a, d)
+        Row points of T (its row blocks are the output's row blocks).
+    B : ndarray or dask array of shape (n_b, d)
+        Column points of T.
+    V : ndarray or dask array of shape (n_b, t)
+        Right-hand side; rechunked to B's row blocks.
+    tile_fn : callable
+        ``tile_fn(A_i, B_j, row_offset_i, row_offset_j, **kwargs)`` returning
+        the ``(len(A_i), len(B_j))`` tile of T.  It must be picklable for
+        ``distributed``.
+    kwargs : dict, optional
+        Small keyword arguments for ``tile_fn``.
+    split_every : int, default 8
+        Fan-in of the tree sum over column blocks.
+    name : str
+        Task-name prefix.
+
+    Returns
+    -------
+    dask.array.Array of shape (n_a, t), float64
+        Row blocks as A's.
+
+    Notes
+    -----
+    Memory per tile task: ``rows_i · rows_j`` tile values plus the two blocks
+    and ``rows_j × t`` of V (checked against the task budget).  Work:
+    one ``tile_fn`` call per (i, j) pair, i.e. ``n_a n_b`` tile entries; the
+    tree sum moves ``n_blocks(B)`` partial ``rows_i × t`` results per row
+    block.  B's blocks are shared inputs: on ``distributed`` each travels to
+    the workers that need it.
+    """
+    Ad = _whole_rows(as_dask(A))
+    Bd = _whole_rows(as_dask(B))
+    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
+    if Vd.ndim == 1:
+        Vd = Vd[:, None]
+    if Vd.shape[0] != Bd.shape[0]:
+        raise ValueError(f"tile_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
+    t = int(Vd.shape[1])
+    Vd = Vd.rechunk((Bd.chunks[0], t))
+    max_a, max_b = max(Ad.chunks[0]), max(Bd.chunks[0])
+    check_task_memory(name, max_a, 8.0 * max_b + 8.0 * (Ad.shape[1] + 2 * t),
+                      8.0 * max_b * (Bd.shape[1] + t))
+    off_a = da.from_array(row_offsets(Ad.chunks[0]), chunks=1, name="offsets-" +
+                          tokenize(Ad.chunks[0]))
+    off_b = da.from_array(row_offsets(Bd.chunks[0]), chunks=1, name="offsets-" +
+                          tokenize(Bd.chunks[0]))
+    task = _TileTask(tile_fn, dict(kwargs or {}))
+    parts = da.blockwise(
+        task, "ijk", Ad, "ia", Bd, "ja", Vd, "jk", off_a, "i", off_b, "j",
+        adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True, align_arrays=False,
+        meta=np.empty((0, 0, 0), dtype=np.float64),
+        name=f"{name}-tiles-" + tokenize(tile_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
+    )
+    return parts.sum(axis=1, split_every=split_every)
+
+
+def persist_rows(X: Any) -> Any:
+    """Keep the blocks of a lazy array in (cluster) memory for repeated passes.
+
+    Iterative solvers read X once per iteration; persisting turns every pass
+    after the first into memory reads.  NumPy input is returned unchanged.
+    Memory: the whole array, spread over the workers.
+    """
+    if not isinstance(X, da.Array):
+        return X
+    client = active_client()
+    if client is not None:
+        return client.persist(X)
+    return X.persist(scheduler="threads")

@@ -1,0 +1,170 @@
+"""Pure NumPy pieces of MEKA (Si, Hsieh, Dhillon, ICML 2014).
+
+MEKA approximates a kernel matrix as G̃ = W L Wᵀ with W = W⁽¹⁾ ⊕ … ⊕ W⁽ᶜ⁾
+block-diagonal over a k-means partition (rows of W⁽ˢ⁾ are the Nyström basis of
+cluster s, z_s(x) = K(x, L_s) M_s) and L a small (Σ k_s)² link matrix.
+
+This module holds what every block or the driver computes:
+
+* :func:`nearest_centre` — cluster labels, chunking-invariant;
+* :func:`choose_ranks` — the fixed rule k_s = k or the singular-value rule of
+  section 4.2 (top-ck eigenvalues of the block-diagonal landmark matrix);
+* :func:`basis_block` — the basis coordinates and labels of a row block;
+* :func:`scatter_basis` — basis rows spread into the Σ k_s columns of W;
+* :func:`project_block` / :func:`expand_block` — the two halves of a blockwise
+  product W L Wᵀ V.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.ops.kernels import kernel_function
+from distsketch.ops.linalg import row_stable_matmul
+
+__all__ = [
+    "basis_block",
+    "choose_ranks",
+    "expand_block",
+    "nearest_centre",
+    "project_block",
+    "scatter_basis",
+]
+
+
+def nearest_centre(X: Any, centres: np.ndarray, row_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the nearest centre (squared Euclidean) of every row, and the distance.
+
+    Distances are ‖x‖² − 2 x·c + ‖c‖² with the product computed by
+    :func:`~distsketch.ops.linalg.row_stable_matmul`, so labels do not depend on
+    the row chunking (ties go to the lowest centre index).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (b, d)
+    centres : ndarray of shape (c, d)
+    row_offset : int
+        Global index of ``X[0]``.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (b,)
+    sqdist : ndarray of float64, shape (b,)
+    """
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    X = np.asarray(X, dtype=np.float64)
+    C = np.asarray(centres, dtype=np.float64)
+    cross = row_stable_matmul(X, np.ascontiguousarray(C.T), row_offset)
+    d = np.einsum("ij,ij->i", X, X)[:, None] - 2.0 * cross + np.einsum("ij,ij->i", C, C)[None, :]
+    labels = np.argmin(d, axis=1).astype(np.int64)
+    return labels, np.maximum(d[np.arange(X.shape[0]), labels], 0.0)
+
+
+def choose_ranks(eigenvalues: list[np.ndarray], rank: int, rule: str | None) -> np.ndarray:
+    """Per-cluster ranks k_s.
+
+    Parameters
+    ----------
+    eigenvalues : list of ndarray
+        Decreasing, positive (already truncated) eigenvalues of each cluster's
+        landmark kernel matrix M⁽ˢ⁾.
+    rank : int
+        k.
+    rule : {None, "spectrum"}
+        None: k_s = min(k, available).  "spectrum": the top c·k eigenvalues of
+        the block-diagonal matrix M = ⊕ M⁽ˢ⁾ are picked and k_s counts how many
+        came from cluster s (section 4.2, rule (ii)).
+
+    Returns
+    -------
+    ndarray of int64, shape (c,)
+    """
+    avail = np.array([len(v) for v in eigenvalues], dtype=np.int64)
+    if rule is None:
+        return np.minimum(avail, int(rank))
+    pooled = np.concatenate([np.asarray(v, dtype=np.float64) for v in eigenvalues]) \
+        if eigenvalues else np.zeros(0)
+    owner = np.concatenate([np.full(len(v), s) for s, v in enumerate(eigenvalues)]) \
+        if eigenvalues else np.zeros(0, dtype=np.int64)
+    total = min(len(pooled), int(rank) * len(eigenvalues))
+    # stable order: larger eigenvalue first, then lower cluster index
+    order = np.lexsort((owner, -pooled))[:total]
+    return np.bincount(owner[order].astype(np.int64), minlength=len(eigenvalues)).astype(np.int64)
+
+
+def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.ndarray,
+                maps: np.ndarray, counts: np.ndarray, ranks: np.ndarray, *, kernel: Any,
+                params: dict, width: int) -> np.ndarray:
+    """Basis coordinates of a row block: columns ``0..width-1`` hold z_s(x) (zero
+    padded beyond k_s) and the last column the cluster label s.
+
+    Parameters
+    ----------
+    block : ndarray of shape (b, d)
+    row_offset : int
+    centres : ndarray of shape (c, d)
+    landmarks : ndarray of shape (c, m, d)
+        Per-cluster landmarks; cluster s uses the first ``counts[s]``.
+    maps : ndarray of shape (c, m, width)
+        Per-cluster maps M_s; cluster s uses ``[:counts[s], :ranks[s]]``.
+    counts, ranks : ndarray of int, shape (c,)
+    kernel, params
+        Kernel name/callable and its parameters.
+    width : int
+        max k_s.
+
+    Returns
+    -------
+    ndarray of shape (b, width + 1), float64
+
+    Notes
+    -----
+    Per task: the block, a 256-row tile of kernel values per cluster and the
+    b × (width + 1) output; landmarks and maps (c·m·(d + width) floats) once per
+    worker.
+    """
+    X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+    X = np.asarray(X, dtype=np.float64)
+    labels, _ = nearest_centre(X, centres, row_offset)
+    out = np.zeros((X.shape[0], width + 1))
+    out[:, width] = labels
+    kfun = kernel_function(kernel, **params)
+    for s in np.unique(labels):
+        rows = np.flatnonzero(labels == s)
+        m_s, k_s = int(counts[s]), int(ranks[s])
+        if k_s == 0 or m_s == 0:
+            continue
+        L_s = np.asarray(landmarks[s, :m_s], dtype=np.float64)
+        M_s = np.asarray(maps[s, :m_s, :k_s], dtype=np.float64)
+        # rows are grouped by cluster, so GEMM shapes follow the block's content:
+        # the result is chunking-invariant up to rounding (labels exactly)
+        out[rows, :k_s] = np.asarray(kfun(X[rows], L_s), dtype=np.float64) @ M_s
+    return out
+
+
+def scatter_basis(coords: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Spread basis coordinates (b × (width + 1), labels last) into W's Σ k_s columns."""
+    coords = np.asarray(coords, dtype=np.float64)
+    width = coords.shape[1] - 1
+    labels = coords[:, width].astype(np.int64)
+    total = int(np.sum(ranks))
+    W = np.zeros((coords.shape[0], total))
+    cols = np.arange(width)[None, :]
+    valid = cols < np.asarray(ranks)[labels][:, None]
+    r, c = np.nonzero(valid)
+    W[r, np.asarray(offsets)[labels[r]] + c] = coords[r, c]
+    return W
+
+
+def project_block(coords: np.ndarray, V: np.ndarray, offsets: np.ndarray,
+                  ranks: np.ndarray) -> np.ndarray:
+    """Wᵀ V restricted to one row block: (Σ k_s) × p."""
+    return scatter_basis(coords, offsets, ranks).T @ np.asarray(V, dtype=np.float64)
+
+
+def expand_block(coords: np.ndarray, U: np.ndarray, offsets: np.ndarray,
+                 ranks: np.ndarray) -> np.ndarray:
+    """W U for one row block, with U of shape (Σ k_s) × p: (b × p)."""
+    return scatter_basis(coords, offsets, ranks) @ np.asarray(U, dtype=np.float64)

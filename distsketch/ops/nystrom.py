@@ -1,0 +1,303 @@
+"""Nyström building blocks as pure NumPy functions (no Dask).
+
+With landmarks L (m × d) and W = K(L, L), the Nyström approximation of the
+kernel is G̃ = K(X, L) W_k⁺ K(L, X).  Writing W_k = U_k Λ_k U_kᵀ for the top-k
+eigenpairs with eigenvalues above a relative tolerance, the *map*
+M = U_k Λ_k^{-1/2} (m × k) gives features z(x) = K(x, L) M with
+z(x)·z(y) = G̃(x, y).
+
+Everything here is a per-block or small dense computation:
+
+* :func:`inv_sqrt_map` — eigenvalue-truncated W_k^{+1/2} (standard Nyström);
+* :func:`randomized_inv_sqrt_map` — the same from a randomized SVD of W
+  (Li, Kwok, Lu 2010);
+* :func:`ensemble_map` — block-diagonal map of an ensemble of Nyström experts
+  with uniform weights (Kumar, Mohri, Talwalkar 2009);
+* :func:`row_stable_apply` / :func:`nystrom_map` — K(x, L) M evaluated in
+  canonical tiles of global rows, so every row is bitwise independent of the
+  chunking of X;
+* :func:`link_matrix` / :func:`link_matrix_closed_form` — MEKA's least-squares
+  link matrix between two clusters.
+
+References
+----------
+Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
+Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError
+from distsketch.ops.kernels import kernel_function
+from distsketch.ops.linalg import ROW_TILE
+from distsketch.ops.random import random_rows
+
+__all__ = [
+    "DEFAULT_RCOND",
+    "ensemble_map",
+    "inv_sqrt_map",
+    "link_matrix",
+    "link_matrix_closed_form",
+    "nystrom_map",
+    "randomized_inv_sqrt_map",
+    "row_stable_apply",
+    "truncated_pinv",
+]
+
+# Eigenvalues below DEFAULT_RCOND * λ_max are treated as zero: their inverse
+# square roots would amplify rounding noise in K(x, L) without adding accuracy.
+DEFAULT_RCOND = 1e-10
+
+
+def _sym(W: np.ndarray) -> np.ndarray:
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+        raise ConfigError(f"expected a square landmark kernel matrix, got shape {W.shape}.")
+    return 0.5 * (W + W.T)
+
+
+def _truncate(vals: np.ndarray, vecs: np.ndarray, rank: int | None,
+              rcond: float) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], vecs[:, order]
+    top = float(vals[0]) if vals.size else 0.0
+    keep = vals > max(rcond * top, 0.0) if top > 0 else np.zeros(vals.shape, dtype=bool)
+    r = int(np.count_nonzero(keep))
+    if rank is not None:
+        r = min(r, int(rank))
+    # fix the sign of every eigenvector so the map is a deterministic function of W
+    vecs = vecs[:, :r]
+    if r:
+        flip = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(r)])
+        vecs = vecs * np.where(flip == 0, 1.0, flip)[None, :]
+    return vals[:r], vecs
+
+
+def inv_sqrt_map(W: np.ndarray, rank: int | None = None,
+                 rcond: float = DEFAULT_RCOND) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalue-truncated inverse square root W_k^{+1/2} as an m × r map.
+
+    Parameters
+    ----------
+    W : ndarray of shape (m, m)
+        Kernel matrix of the landmarks (symmetrised here).
+    rank : int, optional
+        Keep at most the top ``rank`` eigenpairs.
+    rcond : float
+        Eigenvalues ``<= rcond * λ_max`` are dropped.
+
+    Returns
+    -------
+    M : ndarray of shape (m, r)
+        ``U_r Λ_r^{-1/2}``, so that ``M Mᵀ = W_r⁺``.
+    eigenvalues : ndarray of shape (r,)
+        The kept eigenvalues, in decreasing order.
+
+    Notes
+    -----
+    O(m³) time, O(m²) memory; called once per fit on the driver.
+    """
+    vals, vecs = np.linalg.eigh(_sym(W))
+    vals, vecs = _truncate(vals, vecs, rank, rcond)
+    return vecs / np.sqrt(vals)[None, :], vals
+
+
+def randomized_inv_sqrt_map(W: np.ndarray, rank: int, seed: int, *, n_oversamples: int = 10,
+                            n_iter: int = 2, rcond: float = DEFAULT_RCOND
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """W_k^{+1/2} from a randomized eigendecomposition of W (Li, Kwok, Lu 2010).
+
+    The test matrix Ω (m × (rank + n_oversamples)) is a pure function of
+    ``(seed, "nystrom.rsvd")``; ``n_iter`` power iterations sharpen the range.
+
+    Returns
+    -------
+    M : ndarray of shape (m, r), eigenvalues : ndarray of shape (r,)
+
+    Notes
+    -----
+    O(m² (rank + p) n_iter) time instead of O(m³).
+    """
+    W = _sym(W)
+    m = W.shape[0]
+    ell = min(m, int(rank) + int(n_oversamples))
+    omega = random_rows(seed, "nystrom.rsvd", 0, m, ell)
+    Q, _ = np.linalg.qr(W @ omega)
+    for _ in range(int(n_iter)):
+        Q, _ = np.linalg.qr(W @ Q)
+    B = Q.T @ W @ Q
+    vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    vals, vecs = _truncate(vals, Q @ vecs, rank, rcond)
+    return vecs / np.sqrt(vals)[None, :], vals
+
+
+def ensemble_map(W: np.ndarray, n_experts: int, rank: int | None = None,
+                 rcond: float = DEFAULT_RCOND) -> np.ndarray:
+    """Block-diagonal map of an ensemble of Nyström experts with uniform weights.
+
+    Landmarks ``e, e + p, e + 2p, ...`` (p = ``n_experts``) form expert e; each
+    expert's map is scaled by sqrt(1/p), so that z(x)·z(y) is the average of the
+    experts' approximations (Kumar, Mohri, Talwalkar 2009, uniform weights).
+
+    Returns
+    -------
+    ndarray of shape (m, sum of expert ranks)
+    """
+    W = _sym(W)
+    m = W.shape[0]
+    p = int(n_experts)
+    if not 1 <= p <= m:
+        raise ConfigError(f"n_ensemble={p} must be between 1 and the number of landmarks ({m}).")
+    blocks = []
+    for e in range(p):
+        idx = np.arange(e, m, p)
+        Me, _ = inv_sqrt_map(W[np.ix_(idx, idx)], rank, rcond)
+        full = np.zeros((m, Me.shape[1]))
+        full[idx] = Me / np.sqrt(p)
+        blocks.append(full)
+    return np.hstack(blocks)
+
+
+def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_out: int,
+                     row_offset: int = 0, tile: int = ROW_TILE,
+                     dtype: Any = np.float64) -> np.ndarray:
+    """Apply a row-wise ``func`` on canonical tiles of global rows.
+
+    ``func`` maps a (tile, d) array to (tile, n_out) and treats rows
+    independently, but BLAS rounds a row differently depending on the matrix
+    height and the row's position.  Rows are therefore always processed inside
+    the full tile of ``tile`` rows aligned to multiples of ``tile`` in global
+    numbering (partial tiles padded with zeros), so each row's result does not
+    depend on how X was blocked.
+
+    Parameters
+    ----------
+    func : callable
+    X : ndarray of shape (n, d)
+    n_out : int
+    row_offset : int
+        Global index of ``X[0]``.
+    tile : int
+    dtype : dtype
+        Output dtype.
+
+    Returns
+    -------
+    ndarray of shape (n, n_out)
+    """
+    n = X.shape[0]
+    out = np.empty((n, n_out), dtype=dtype)
+    if n == 0:
+        return out
+    start, stop = int(row_offset), int(row_offset) + n
+    t = (start // tile) * tile
+    pad = None
+    while t < stop:
+        lo, hi = max(start, t), min(stop, t + tile)
+        if lo == t and hi == t + tile:
+            res = func(X[lo - start: hi - start])
+            out[lo - start: hi - start] = res
+        else:
+            if pad is None:
+                pad = np.zeros((tile, X.shape[1]), dtype=X.dtype)
+            else:
+                pad[...] = 0
+            pad[lo - t: hi - t] = X[lo - start: hi - start]
+            out[lo - start: hi - start] = func(pad)[lo - t: hi - t]
+        t += tile
+    return out
+
+
+def nystrom_map(block: Any, row_offset: int, landmarks: np.ndarray, M: np.ndarray, *,
+                kernel: Any = "rbf", params: dict | None = None, dtype: Any = None) -> np.ndarray:
+    """Nyström features K(block, L) · M of one row block, chunking-invariant.
+
+    Parameters
+    ----------
+    block : ndarray or sparse matrix of shape (b, d)
+        Rows of X; with ``kernel="precomputed"`` the block *is* K(rows, L) (b × m).
+    row_offset : int
+        Global index of the block's first row.
+    landmarks : ndarray of shape (m, d)
+    M : ndarray of shape (m, r)
+    kernel : str or callable
+    params : dict
+        Kernel parameters (gamma, degree, coef0).
+    dtype : dtype, optional
+        Output dtype (default: float32 for float32 blocks, else float64).
+
+    Returns
+    -------
+    ndarray of shape (b, r)
+
+    Notes
+    -----
+    Memory per task: the block plus 256 × (m + r) floats of tile workspace and
+    the b × r output.
+    """
+    X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+    if dtype is None:
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+    M = np.asarray(M, dtype=np.float64)
+    if isinstance(kernel, str) and kernel == "precomputed":
+        def f(T: np.ndarray) -> np.ndarray:
+            return np.asarray(T, dtype=np.float64) @ M
+    else:
+        kfun = kernel_function(kernel, **(params or {}))
+        L = np.asarray(landmarks, dtype=np.float64)
+
+        def f(T: np.ndarray) -> np.ndarray:
+            return np.asarray(kfun(T, L), dtype=np.float64) @ M
+    return row_stable_apply(f, X, M.shape[1], row_offset, dtype=dtype)
+
+
+def truncated_pinv(A: np.ndarray, tol: float) -> np.ndarray:
+    """Pseudo-inverse of A dropping singular values ``<= tol`` (an absolute level).
+
+    An absolute level (set from the kernel's scale, not from A's own largest
+    singular value) keeps a nearly-zero A from being inverted into a huge one.
+    """
+    U, s, Vt = np.linalg.svd(np.asarray(A, dtype=np.float64), full_matrices=False)
+    keep = s > tol
+    return (Vt[keep].T / s[keep][None, :]) @ U[:, keep].T
+
+
+def link_matrix(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray, *, tol: float = 0.0) -> np.ndarray:
+    """Least-squares link matrix L minimising ‖G − Ws L Wtᵀ‖_F.
+
+    Parameters
+    ----------
+    Ws : ndarray of shape (p_s, k_s)
+        Basis rows of cluster s at the sampled rows v_s.
+    G : ndarray of shape (p_s, p_t)
+        The sampled kernel block K(x_{v_s}, x_{v_t}).
+    Wt : ndarray of shape (p_t, k_t)
+    tol : float
+        Singular values of Ws and Wt at or below ``tol`` are treated as zero
+        (the minimum-norm solution), so rank-deficient samples cannot blow L up.
+
+    Returns
+    -------
+    ndarray of shape (k_s, k_t)
+        ``Ws⁺ G (Wt⁺)ᵀ``, which equals the closed form of the MEKA paper when
+        both bases have full column rank.
+
+    Notes
+    -----
+    O((p_s + p_t) k² + p_s p_t k) time; sizes are (1 + ρ) k, independent of n.
+    """
+    return truncated_pinv(Ws, tol) @ np.asarray(G, dtype=np.float64) @ truncated_pinv(Wt, tol).T
+
+
+def link_matrix_closed_form(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray) -> np.ndarray:
+    """The paper's closed form (WsᵀWs)⁻¹ Wsᵀ G Wt (WtᵀWt)⁻¹ (full column rank only)."""
+    Ws = np.asarray(Ws, dtype=np.float64)
+    Wt = np.asarray(Wt, dtype=np.float64)
+    left = np.linalg.solve(Ws.T @ Ws, Ws.T)
+    right = np.linalg.solve(Wt.T @ Wt, Wt.T).T
+    return left @ np.asarray(G, dtype=np.float64) @ right

@@ -1,0 +1,306 @@
+"""Small dense solvers behind sketched kernel ridge regression and kernel preconditioners.
+
+Pure NumPy/SciPy; everything here works on m × m (or s × m) matrices whose
+size does not depend on the number of rows n:
+
+* a ridge *path*: one eigendecomposition of ZᵀZ serves every λ;
+* centring of tree-reduced normal equations (intercept) and the validation
+  error of a fold computed from its summary alone (no second pass);
+* the Woodbury pieces of a low-rank-plus-ridge preconditioner
+  ``P = Z Zᵀ + λI`` (a Cholesky factor of ``ZᵀZ + λI``, i.e. the R of a QR
+  of ``[Z; √λ I]``) and the Falkon-style Nyström factor;
+* the statistical dimension ``s_λ(K) = Σ σᵢ / (σᵢ + λ)`` and its estimate
+  from a row sample's spectrum;
+* an SRHT along the feature axis (fast Walsh–Hadamard), whose randomness is a
+  pure function of the seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from distsketch.errors import ConfigError
+from distsketch.ops.random import hash_sign, hash_uniform
+
+__all__ = [
+    "centered_normal_equations",
+    "estimate_statistical_dimension",
+    "fwht",
+    "ridge_path",
+    "solve_path_from_eigh",
+    "srht_apply",
+    "srht_operator",
+    "statistical_dimension",
+    "summary_sse",
+    "woodbury_apply",
+    "woodbury_factor",
+]
+
+
+def centered_normal_equations(state: dict, fit_intercept: bool) -> tuple[np.ndarray, np.ndarray,
+                                                                         np.ndarray, np.ndarray]:
+    """Normal equations of a :class:`~distsketch.summaries.Covariance` state.
+
+    Parameters
+    ----------
+    state : dict
+        Keys ``n``, ``sum`` (m,), ``ztz`` (m, m), ``zty`` (m, t), ``ysum`` (t,).
+    fit_intercept : bool
+        Centre features and targets (the intercept is then ``ȳ − z̄ᵀw``).
+
+    Returns
+    -------
+    A : ndarray of shape (m, m)
+        ``Zcᵀ Zc`` (centred when ``fit_intercept``).
+    b : ndarray of shape (m, t)
+        ``Zcᵀ yc``.
+    z_mean : ndarray of shape (m,)
+        Feature means (zeros without intercept).
+    y_mean : ndarray of shape (t,)
+        Target means (zeros without intercept).
+    """
+    n = float(state["n"])
+    ztz = np.asarray(state["ztz"], dtype=np.float64)
+    zty = np.asarray(state["zty"], dtype=np.float64)
+    m, t = zty.shape
+    if not fit_intercept or n == 0:
+        return ztz, zty, np.zeros(m), np.zeros(t)
+    zm = np.asarray(state["sum"], dtype=np.float64) / n
+    ym = np.asarray(state["ysum"], dtype=np.float64) / n
+    A = ztz - n * np.outer(zm, zm)
+    b = zty - n * np.outer(zm, ym)
+    return (A + A.T) / 2, b, zm, ym
+
+
+def solve_path_from_eigh(evals: np.ndarray, evecs: np.ndarray, b: np.ndarray,
+                         alphas: np.ndarray) -> np.ndarray:
+    """Ridge solutions ``(A + λI)⁻¹ b`` for every λ from ``A = V diag(e) Vᵀ``.
+
+    Parameters
+    ----------
+    evals : ndarray of shape (m,)
+    evecs : ndarray of shape (m, m)
+    b : ndarray of shape (m, t)
+    alphas : ndarray of shape (p,)
+
+    Returns
+    -------
+    ndarray of shape (p, m, t)
+
+    Notes
+    -----
+    Cost O(p m² t) after the O(m³) eigendecomposition, instead of p solves.
+    """
+    evals = np.clip(evals, 0.0, None)  # ZᵀZ is PSD; clip rounding noise
+    vb = evecs.T @ b
+    out = np.empty((len(alphas), evecs.shape[0], b.shape[1]))
+    for k, lam in enumerate(np.asarray(alphas, dtype=np.float64)):
+        out[k] = evecs @ (vb / (evals + lam)[:, None])
+    return out
+
+
+def ridge_path(A: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """``(A + λI)⁻¹ b`` for a path of λ values from one eigendecomposition.
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, m), symmetric PSD
+    b : ndarray of shape (m, t)
+    alphas : array_like of shape (p,), every entry > 0
+
+    Returns
+    -------
+    ndarray of shape (p, m, t)
+    """
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    if np.any(~(alphas > 0)):
+        raise ConfigError(f"ridge_path: every alpha must be > 0, got {alphas.tolist()}.")
+    evals, evecs = np.linalg.eigh((A + A.T) / 2)
+    return solve_path_from_eigh(evals, evecs, np.asarray(b, dtype=np.float64), alphas)
+
+
+def summary_sse(state: dict, W: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Sum of squared residuals of ``y ≈ Z W + c`` over the rows of a summary.
+
+    ``Σ‖y − Zw − c‖² = yᵀy − 2wᵀZᵀy − 2c·Σy + wᵀZᵀZw + 2c·(Σz)ᵀw + n c²``,
+    evaluated per target from the fold's state alone.
+
+    Parameters
+    ----------
+    state : dict
+        Covariance state with targets (``n``, ``sum``, ``ztz``, ``zty``,
+        ``ysum``, ``yty``).
+    W : ndarray of shape (p, m, t)
+        Coefficients for p models.
+    c : ndarray of shape (p, t)
+        Intercepts.
+
+    Returns
+    -------
+    ndarray of shape (p, t)
+    """
+    n = float(state["n"])
+    ztz, zty = state["ztz"], state["zty"]
+    yty = np.diag(np.atleast_2d(state["yty"]))
+    zsum, ysum = state["sum"], state["ysum"]
+    quad = np.einsum("pmt,mk,pkt->pt", W, ztz, W)
+    cross = np.einsum("pmt,mt->pt", W, zty)
+    zw = np.einsum("m,pmt->pt", zsum, W)
+    return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
+
+
+def woodbury_factor(ztz: np.ndarray, lam: float) -> np.ndarray:
+    """Upper Cholesky factor R with ``RᵀR = ZᵀZ + λI`` (the R of QR([Z; √λ I])).
+
+    Parameters
+    ----------
+    ztz : ndarray of shape (m, m)
+    lam : float, > 0
+
+    Returns
+    -------
+    ndarray of shape (m, m), upper triangular
+    """
+    if not lam > 0:
+        raise ConfigError(f"woodbury_factor: the regularisation must be > 0, got {lam}.")
+    G = (ztz + ztz.T) / 2 + lam * np.eye(ztz.shape[0])
+    return sla.cholesky(G, lower=False)
+
+
+def woodbury_apply(Z: np.ndarray, R: np.ndarray, lam: float, V: np.ndarray) -> np.ndarray:
+    """``(Z Zᵀ + λI)⁻¹ V = (V − Z (RᵀR)⁻¹ Zᵀ V) / λ`` with R from :func:`woodbury_factor`.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, m)
+    R : ndarray of shape (m, m)
+    lam : float
+    V : ndarray of shape (n, t)
+
+    Returns
+    -------
+    ndarray of shape (n, t)
+
+    Notes
+    -----
+    O(n m t) flops; the m × m triangular solves are O(m² t).
+    """
+    U = Z.T @ V
+    U = sla.solve_triangular(R, sla.solve_triangular(R, U, trans="T", lower=False), lower=False)
+    return (V - Z @ U) / lam
+
+
+def nystrom_factor(kmm: np.ndarray, jitter: float = 1e-10) -> np.ndarray:
+    """Upper Cholesky factor T of ``K_MM + εI`` (Falkon's T).
+
+    ``Z = K_nM T⁻¹`` then satisfies ``Z Zᵀ = K_nM K_MM⁻¹ K_Mn`` (the Nyström
+    approximation); ε = ``jitter`` · trace/M keeps the factor defined when
+    landmarks (nearly) coincide.
+    """
+    M = kmm.shape[0]
+    eps = jitter * max(np.trace(kmm) / max(M, 1), 1e-300)
+    return sla.cholesky((kmm + kmm.T) / 2 + eps * np.eye(M), lower=False)
+
+
+def statistical_dimension(eigenvalues: np.ndarray, lam: float) -> float:
+    """``s_λ = Σᵢ σᵢ / (σᵢ + λ)`` over the eigenvalues σ of a PSD matrix."""
+    sig = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None)
+    return float(np.sum(sig / (sig + lam)))
+
+
+def estimate_statistical_dimension(Z_sample: np.ndarray, n_total: int, lam: float) -> float:
+    """Estimate ``s_λ(Z Zᵀ)`` from a uniform row sample of Z.
+
+    The nonzero eigenvalues of ``Z Zᵀ`` are those of ``ZᵀZ``; for a uniform
+    sample of n_s rows, ``(n/n_s) Z_sᵀZ_s`` is an unbiased estimate of ``ZᵀZ``.
+
+    Parameters
+    ----------
+    Z_sample : ndarray of shape (n_s, m)
+    n_total : int
+        Number of rows n of the full matrix.
+    lam : float
+
+    Returns
+    -------
+    float
+    """
+    Zs = np.asarray(Z_sample, dtype=np.float64)
+    if Zs.shape[0] == 0:
+        raise ConfigError("estimate_statistical_dimension needs at least one sampled row.")
+    # the nonzero spectra of ZᵀZ (m × m) and Z Zᵀ (n_s × n_s) agree: use the smaller
+    G = Zs @ Zs.T if Zs.shape[0] < Zs.shape[1] else Zs.T @ Zs
+    ev = np.linalg.eigvalsh(G) * (float(n_total) / Zs.shape[0])
+    return statistical_dimension(ev, lam)
+
+
+def fwht(A: np.ndarray) -> np.ndarray:
+    """Orthonormal fast Walsh–Hadamard transform along the last axis (length 2^k).
+
+    Returns a new array ``A @ H / √M`` with H the Sylvester Hadamard matrix.
+    """
+    A = np.array(A, dtype=np.float64, copy=True)
+    M = A.shape[-1]
+    if M & (M - 1):
+        raise ConfigError(f"fwht: length {M} is not a power of two.")
+    lead = A.shape[:-1]
+    h = 1
+    while h < M:
+        B = A.reshape(*lead, M // (2 * h), 2, h)
+        a = B[..., 0, :].copy()
+        B[..., 0, :] += B[..., 1, :]
+        B[..., 1, :] = a - B[..., 1, :]
+        h *= 2
+    return A / np.sqrt(M)
+
+
+def srht_operator(seed: int, m: int, s: int, purpose: str = "srht") -> tuple[np.ndarray, np.ndarray]:
+    """Signs and sampled coordinates of an SRHT from m to s coordinates.
+
+    Parameters
+    ----------
+    seed : int
+    m : int
+        Input dimension (padded to the next power of two M).
+    s : int
+        Output dimension, ``1 ≤ s ≤ M``.
+    purpose : str
+        Key of the randomness.
+
+    Returns
+    -------
+    signs : ndarray of shape (M,)
+        Rademacher diagonal D.
+    index : ndarray of shape (s,), int64
+        Sampled coordinates (without replacement, sorted): the s smallest of
+        per-coordinate hash priorities.
+    """
+    M = 1 << max(0, int(np.ceil(np.log2(max(m, 1)))))
+    if not 1 <= s <= M:
+        raise ConfigError(f"srht_operator: output size {s} must be in [1, {M}] for m={m}.")
+    coords = np.arange(M, dtype=np.int64)
+    signs = hash_sign(seed, purpose + ".sign", coords)
+    prio = hash_uniform(seed, purpose + ".index", coords)
+    index = np.sort(np.argsort(prio, kind="stable")[:s]).astype(np.int64)
+    return signs, index
+
+
+def srht_apply(Z: np.ndarray, signs: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``z ↦ √(M/s) (H D z)[index]`` for each row z of Z (inner products kept in expectation).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, m)
+    signs, index : from :func:`srht_operator`
+
+    Returns
+    -------
+    ndarray of shape (n, s), float64
+    """
+    M = signs.shape[0]
+    n, m = Z.shape
+    P = np.zeros((n, M))
+    P[:, :m] = Z
+    P *= signs[None, :]
+    return fwht(P)[:, index] * np.sqrt(M / len(index))

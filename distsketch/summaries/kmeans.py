@@ -1,0 +1,115 @@
+"""k-means as mergeable sufficient statistics, and k-means++ on a sample.
+
+One Lloyd iteration over an out-of-core array is a tree reduction: each block
+assigns its rows to the nearest current centre and returns per-centre sums,
+counts and the inertia; states merge by addition; the new centres are
+sums / counts.  Seeding (k-means++) runs on an in-memory row sample, which is
+also where the MEKA paper runs all of k-means for n > 20000.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import InputError
+from distsketch.ops.meka import nearest_centre
+from distsketch.summaries.base import Summary
+
+__all__ = ["KMeansStats", "kmeans_on_sample", "lloyd_update"]
+
+
+class KMeansStats(Summary):
+    """Per-centre sums, counts and inertia of one Lloyd assignment step.
+
+    Parameters
+    ----------
+    n_clusters : int
+        c.
+
+    Notes
+    -----
+    ``chunk(block, offset, centres)``: O(b·c·d) time; state c·d + c + 1
+    float64 values.  Merge adds states, so it is associative up to
+    floating-point summation order (labels are exactly chunking-invariant).
+    """
+
+    def __init__(self, n_clusters: int):
+        self.n_clusters = int(n_clusters)
+
+    def chunk(self, block: Any, row_offset: int, centres: np.ndarray) -> dict:
+        X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+        X = np.asarray(X, dtype=np.float64)
+        labels, dist = nearest_centre(X, centres, row_offset)
+        sums = np.zeros((self.n_clusters, X.shape[1]))
+        np.add.at(sums, labels, X)
+        return {"sum": sums, "count": np.bincount(labels, minlength=self.n_clusters).astype(np.int64),
+                "inertia": float(dist.sum())}
+
+    def merge(self, states: list[dict]) -> dict:
+        total = states[0]["sum"]
+        count = states[0]["count"]
+        for s in states[1:]:
+            # broadcasting lets the (c, 1) identity state meet any width d
+            total = total + s["sum"]
+            count = count + s["count"]
+        return {"sum": total, "count": count,
+                "inertia": float(sum(s["inertia"] for s in states))}
+
+    def empty(self, n_features: int = 1) -> dict:
+        return {"sum": np.zeros((self.n_clusters, n_features)),
+                "count": np.zeros(self.n_clusters, dtype=np.int64), "inertia": 0.0}
+
+
+def lloyd_update(state: dict, centres: np.ndarray) -> np.ndarray:
+    """New centres from merged statistics; an empty cluster keeps its centre."""
+    counts = state["count"]
+    new = np.array(centres, dtype=np.float64, copy=True)
+    nz = counts > 0
+    new[nz] = state["sum"][nz] / counts[nz, None]
+    return new
+
+
+def kmeans_on_sample(sample: np.ndarray, n_clusters: int, seed: int, *, max_iter: int = 100,
+                     tol: float = 1e-6) -> tuple[np.ndarray, float]:
+    """k-means++ seeding then Lloyd iterations on an in-memory sample.
+
+    Parameters
+    ----------
+    sample : ndarray of shape (s, d)
+        Rows (e.g. a :class:`~distsketch.summaries.landmarks.UniformLandmarks`
+        sample, in global row order).
+    n_clusters : int
+    seed : int
+        Seeds k-means++ (scikit-learn's ``kmeans_plusplus``).
+    max_iter : int
+    tol : float
+        Stop when the largest centre shift is below ``tol`` times the data scale.
+
+    Returns
+    -------
+    centres : ndarray of shape (n_clusters, d)
+    inertia : float
+        On the sample.
+    """
+    from sklearn.cluster import kmeans_plusplus
+
+    X = np.asarray(sample, dtype=np.float64)
+    if X.shape[0] < n_clusters:
+        raise InputError(
+            f"k-means needs at least n_clusters={n_clusters} rows; the sample has {X.shape[0]}. "
+            "Use fewer clusters or more data."
+        )
+    centres, _ = kmeans_plusplus(X, n_clusters, random_state=int(seed % (2**32)))
+    stats = KMeansStats(n_clusters)
+    scale = float(np.mean(np.var(X, axis=0))) or 1.0
+    state = stats.chunk(X, 0, centres)
+    for _ in range(int(max_iter)):
+        new = lloyd_update(state, centres)
+        shift = float(np.max(np.sum((new - centres) ** 2, axis=1)))
+        centres = new
+        state = stats.chunk(X, 0, centres)
+        if shift <= tol * scale:
+            break
+    return centres, float(state["inertia"])

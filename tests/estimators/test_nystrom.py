@@ -1,0 +1,148 @@
+"""NystromFeatures and NystromKernelPCA against exact kernels, scikit-learn and NumPy."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.decomposition import KernelPCA
+from sklearn.kernel_approximation import Nystroem
+
+from distsketch import InputError, NotFittedError, NystromFeatures, NystromKernelPCA, load
+from distsketch.errors import ConfigError
+from distsketch.io.zarr_io import write_array
+from distsketch.metrics import relative_kernel_error
+from distsketch.ops.kernels import pairwise_kernel
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(160, 5))
+
+
+@pytest.mark.parametrize("kernel,params", [
+    ("rbf", {"gamma": 0.3}),
+    ("laplacian", {"gamma": 0.2}),
+    ("polynomial", {"gamma": 0.5, "degree": 2, "coef0": 1.0}),
+    ("arccos1", {}),
+])
+def test_all_rows_as_landmarks_reproduce_kernel(kernel, params):
+    f = NystromFeatures(kernel=kernel, n_components=X.shape[0], random_state=0,
+                        **{k: v for k, v in params.items()}).fit(X)
+    G = pairwise_kernel(X, X, kernel, **({"gamma": f.kernel_params_.get("gamma")} | params
+                                         if "gamma" in f.kernel_params_ else params))
+    assert f.landmarks_.shape[0] == X.shape[0]
+    np.testing.assert_allclose(f.kernel_approx(X), G, atol=1e-6 * np.abs(G).max())
+
+
+def test_callable_kernel_and_landmark_array():
+    def k(A, B):
+        return (A @ B.T + 1.0) ** 2
+
+    f = NystromFeatures(kernel=k, landmarks=X, random_state=0).fit(X)
+    np.testing.assert_allclose(f.kernel_approx(X), k(X, X), atol=1e-6 * np.abs(k(X, X)).max())
+
+
+def test_precomputed_kernel_path():
+    L = X[:30]
+    fx = NystromFeatures(gamma=0.3, landmarks=L).fit(X)
+    fp = NystromFeatures(kernel="precomputed").fit(pairwise_kernel(L, L, "rbf", gamma=0.3))
+    Kxl = pairwise_kernel(X, L, "rbf", gamma=0.3)
+    np.testing.assert_allclose(fp.transform(Kxl), fx.transform(X), atol=1e-10)
+    with pytest.raises(InputError, match="square"):
+        NystromFeatures(kernel="precomputed").fit(Kxl)
+
+
+def test_matches_scikit_learn_nystroem_with_same_landmarks():
+    f = NystromFeatures(gamma=0.3, n_components=40, random_state=1).fit(X)
+    sk = Nystroem(gamma=0.3, n_components=40, random_state=0).fit(f.landmarks_)
+    # sklearn with all rows of its input as landmarks -> the same approximation
+    np.testing.assert_allclose(f.kernel_approx(X), sk.transform(X) @ sk.transform(X).T, atol=1e-8)
+
+
+def test_landmarks_from_zarr_path(tmp_path):
+    path = write_array(X[:25].astype(np.float64), tmp_path / "L.zarr")
+    a = NystromFeatures(gamma=0.3, landmarks=str(path)).fit(X)
+    b = NystromFeatures(gamma=0.3, landmarks=X[:25]).fit(X)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    with pytest.raises(InputError, match="columns"):
+        NystromFeatures(landmarks=np.ones((3, 2))).fit(X)
+
+
+def test_dask_in_dask_out_and_bitwise_chunking():
+    Xf = X.astype(np.float32)
+    f = NystromFeatures(gamma=0.3, n_components=30, random_state=0).fit(Xf)
+    ref = f.transform(Xf)
+    assert isinstance(ref, np.ndarray) and ref.dtype == np.float32
+    for chunks in (7, 61, 160):
+        out = f.transform(da.from_array(Xf, chunks=(chunks, 5)))
+        assert isinstance(out, da.Array)
+        np.testing.assert_array_equal(out.compute(), ref)
+
+
+def test_uniform_landmarks_independent_of_chunking():
+    a = NystromFeatures(gamma=0.3, n_components=30, random_state=4).fit(X)
+    b = NystromFeatures(gamma=0.3, n_components=30, random_state=4).fit(
+        da.from_array(X, chunks=(23, 5)))
+    np.testing.assert_array_equal(a.landmark_indices_, b.landmark_indices_)
+    np.testing.assert_array_equal(a.normalization_, b.normalization_)
+
+
+def test_variants_error_against_exact_kernel():
+    # clustered data, 60 landmarks: all variants approximate well, and k-means
+    # landmarks beat uniform ones (Zhang & Kwok; the MEKA paper's Table 2 pattern)
+    rng = np.random.default_rng(3)
+    C = rng.normal(scale=4.0, size=(6, 5))
+    Xc = np.vstack([c + rng.normal(size=(80, 5)) for c in C])
+    errs = {}
+    for name, kw in {"uniform": {}, "kmeans": {"landmarks": "kmeans"},
+                     "ensemble": {"variant": "ensemble", "n_ensemble": 3},
+                     "randomized": {"variant": "randomized", "rank": 40}}.items():
+        f = NystromFeatures(gamma=0.1, n_components=60, random_state=0, **kw).fit(Xc)
+        errs[name] = relative_kernel_error(Xc, f, gamma=0.1, n_sample=None)
+    assert errs["kmeans"] < errs["uniform"] < 0.3
+    assert errs["randomized"] < 0.4 and errs["ensemble"] < 0.6
+
+
+def test_parameter_and_fit_errors():
+    with pytest.raises(ConfigError, match="variant"):
+        NystromFeatures(variant="bogus").fit(X)
+    with pytest.raises(ConfigError, match="n_ensemble"):
+        NystromFeatures(n_components=3, variant="ensemble", n_ensemble=4).fit(X)
+    with pytest.raises(NotFittedError):
+        NystromFeatures().transform(X)
+    f = NystromFeatures(n_components=10, random_state=0).fit(X)
+    with pytest.raises(InputError, match="features"):
+        f.transform(X[:, :3])
+
+
+def test_save_load_round_trip(tmp_path):
+    f = NystromFeatures(gamma=0.3, n_components=20, random_state=0).fit(X)
+    f.save(tmp_path / "m.zarr")
+    g = load(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(g.transform(X), f.transform(X))
+
+
+def test_kpca_with_all_landmarks_equals_exact_kernel_pca():
+    Xs = X[:80]
+    k = NystromKernelPCA(n_components=4, gamma=0.3, n_landmarks=80, center=True,
+                         random_state=0).fit(Xs)
+    sk = KernelPCA(n_components=4, kernel="rbf", gamma=0.3).fit(Xs)
+    np.testing.assert_allclose(k.eigenvalues_, sk.eigenvalues_, rtol=1e-6)
+    # same subspace: projections agree up to the sign of each component
+    P, Q = k.transform(Xs), sk.transform(Xs)
+    np.testing.assert_allclose(np.abs(P), np.abs(Q), atol=1e-6 * np.abs(Q).max())
+
+
+def test_kpca_uncentred_eigenvalues_and_kernel_approx():
+    k = NystromKernelPCA(n_components=5, gamma=0.3, n_landmarks=50, random_state=0).fit(X)
+    f = NystromFeatures(gamma=0.3, landmarks=k.landmarks_).fit(X)
+    Z = f.transform(X)
+    Gt = Z @ Z.T
+    ev = np.linalg.eigvalsh(Gt)[::-1][:5]
+    np.testing.assert_allclose(k.eigenvalues_, ev, rtol=1e-8)
+    # kernel_approx is the best rank-5 approximation of the Nyström matrix
+    vals, vecs = np.linalg.eigh(Gt)
+    best = (vecs[:, -5:] * vals[-5:]) @ vecs[:, -5:].T
+    np.testing.assert_allclose(k.kernel_approx(X), best, atol=1e-8 * np.abs(Gt).max())
+    out = k.transform(da.from_array(X, chunks=(33, 5)))
+    assert isinstance(out, da.Array)
+    np.testing.assert_allclose(out.compute(), k.transform(X), rtol=1e-12, atol=1e-12)
