@@ -10,6 +10,7 @@ from distsketch.graph.blocks import (
 )
 from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
 from distsketch.graph.runtime import active_client, blas_single_thread, compute
+from distsketch.graph.tiles import persist_rows, tile_matvec
 
 __all__ = [
     "active_client",
@@ -20,9 +21,11 @@ __all__ = [
     "check_task_memory",
     "compute",
     "map_rows",
+    "persist_rows",
     "rechunk_rows",
     "row_offsets",
     "rows_for_budget",
     "task_memory_budget",
+    "tile_matvec",
     "tree_reduce",
 ]

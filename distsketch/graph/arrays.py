@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
+from dask.utils import parse_bytes
 
 __all__ = ["DEFAULT_BLOCK_BYTES", "as_dask", "default_block_rows", "rechunk_rows"]
 
@@ -13,8 +15,15 @@ DEFAULT_BLOCK_BYTES = 64 * 2**20
 
 
 def default_block_rows(n_rows: int, n_cols: int, itemsize: int,
-                       block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
-    """Rows per block so one block of input is about ``block_bytes``."""
+                       block_bytes: int | None = None) -> int:
+    """Rows per block so one block of input is about ``block_bytes``.
+
+    The default comes from dask config ``distsketch.block-bytes`` (64 MiB):
+    lower it to cut per-task memory of algorithms that upcast blocks.
+    """
+    if block_bytes is None:
+        value = dask.config.get("distsketch.block-bytes", DEFAULT_BLOCK_BYTES)
+        block_bytes = int(parse_bytes(value)) if isinstance(value, str) else int(value)
     rows = max(1, block_bytes // max(1, n_cols * itemsize))
     return int(min(max(n_rows, 1), rows))
 
