@@ -1,0 +1,484 @@
+"""k-Space approximate kernel PCA and approximate kernel principal component
+regression for the polynomial kernel (Avron, Nguyen, Woodruff 2014).
+
+k-Space (Algorithm 1): with two independent TensorSketches S (m columns) and
+T (r columns),
+
+1. compute φ(A)·S and φ(A)·T — here the tree-reduced products
+   G = (φ(A)S)ᵀ(φ(A)S) (m × m) and C = (φ(A)S)ᵀ(φ(A)T) (m × r), one pass;
+2. U = φ(A)·S·R⁻¹ is an orthonormal basis of the column space of φ(A)S, with
+   R⁻¹ from the eigendecomposition of G (a pseudo-inverse square root, so a
+   rank-deficient sketch is handled);
+3. W = top-k left singular vectors of Uᵀφ(A)T = R⁻ᵀC;
+4. V = U·W = φ(A)·S·R⁻¹·W.
+
+The mapping x ↦ TensorSketch_S(x)·R⁻¹·W applies to new points (the paper's
+experiments), so ``transform`` embeds any data.  ``sample`` fits the mapping on
+a row sample (bottom-k hash priorities) and applies it to all rows.
+Theorem 7's factorisation φ(A) ≈ V·U·φ(R) is computed on ``n_landmarks``
+sampled rows R with U = Vᵀ K(A, R) K(R, R)⁺ (a second pass), which also
+gives ``kernel_approx``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from distsketch.errors import ConfigError, InputError, NotFittedError
+from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
+from distsketch.estimators.polynomial import TensorSketch
+from distsketch.metrics import sample_rows
+from distsketch.ops.kernels import pairwise_kernel
+from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.random import hash_uint64
+from distsketch.summaries.base import Summary
+from distsketch.summaries.covariance import Covariance
+from distsketch.validation import Interval, Options, check_targets, is_dask
+
+__all__ = ["KSpaceKernelPCA", "KernelPCR"]
+
+
+def _sub_seed(seed: int, purpose: str) -> int:
+    return int(hash_uint64(seed, purpose, 0) >> np.uint64(1))
+
+
+def _dense(block: Any) -> np.ndarray:
+    return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+
+
+class _SketchGram(Summary):
+    """State {n, ss = ZsᵀZs, st = ZsᵀZt} of two sketches of the rows (float64, exact sums)."""
+
+    def __init__(self, S: TensorSketch, T: TensorSketch):
+        self.S = S
+        self.T = T
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        Zs = np.asarray(self.S._map_block(block, row_offset), dtype=np.float64)
+        Zt = np.asarray(self.T._map_block(block, row_offset), dtype=np.float64)
+        return {"n": Zs.shape[0], "ss": Zs.T @ Zs, "st": Zs.T @ Zt}
+
+    def merge(self, states: list[dict]) -> dict:
+        out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in states[0].items()}
+        for s in states[1:]:
+            for k, v in s.items():
+                out[k] = out[k] + v
+        return out
+
+
+class _FactorCross(Summary):
+    """State Vᵀ K(A, R) (k × l) for Theorem 7's factorisation."""
+
+    def __init__(self, model: KSpaceKernelPCA):
+        self.model = model
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> np.ndarray:
+        V = self.model._embed_block(block, row_offset)
+        K = self.model._kernel(_dense(block), self.model.landmarks_)
+        return V.T @ K
+
+    def merge(self, states: list[np.ndarray]) -> np.ndarray:
+        out = states[0].copy()
+        for s in states[1:]:
+            out += s
+        return out
+
+
+def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # row_stable_matmul: a row's output does not depend on the row blocking
+    out = row_stable_matmul(np.asarray(block, dtype=P.dtype), P, row_offset)
+    out += b
+    return out
+
+
+def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
+    dt = np.dtype(Z.dtype) if np.dtype(Z.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+    bias = np.zeros(P.shape[1]) if b is None else np.asarray(b)
+    return apply_rows(Z, _affine, P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
+                      bytes_per_row=8.0 * (Z.shape[1] + P.shape[1]), name="kspace-project")
+
+
+def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
+    """Columns Q Λ^{-1/2} over the eigenvalues above rtol·max (pseudo-inverse square root)."""
+    lam, Q = scipy.linalg.eigh(0.5 * (G + G.T))
+    keep = lam > rtol * max(lam.max(), 0.0) if lam.size and lam.max() > 0 else np.zeros(lam.size, bool)
+    return Q[:, keep] / np.sqrt(lam[keep])
+
+
+class KSpaceKernelPCA(DistsketchEstimator):
+    """Approximate polynomial-kernel PCA by k-Space (Algorithm 1 of Avron et al. 2014).
+
+    Kernel k(x, y) = (γ⟨x, y⟩ + c)^q with feature map φ.  Finds V = U·W with
+    orthonormal columns spanning a rank-k (1 + ε)-approximation of φ(A) and
+    the mapping x ↦ TensorSketch_S(x)·R⁻¹·W that produces it.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        k.
+    degree : int, default 3
+    gamma : float, default 1.0
+    coef0 : float, default 1.0
+    sketch_size : int or None, default None
+        m, columns of S (default 2k, the paper's experiments).
+    embed_size : int or None, default None
+        r, columns of T (default 4k).
+    sample : int or None, default None
+        Fit the mapping on this many rows (uniform, without replacement,
+        chunking-independent) instead of all rows.
+    n_landmarks : int or None, default None
+        Rows R of Theorem 7's factorisation V·U·φ(R) (a second pass); needed
+        for ``kernel_approx``.  None skips it.
+    split_every : int, default 8
+        Fan-in of the tree reduction.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    sketch_S_, sketch_T_ : TensorSketch
+        The fitted sketches S and T.
+    projection_ : ndarray of shape (m, k)
+        R⁻¹·W: ``transform(X) = sketch_S_.transform(X) @ projection_``.
+    singular_values_ : ndarray of shape (k,)
+        Top singular values of Uᵀφ(A)T (estimates of those of φ(A)).
+    n_samples_fit_ : int
+    landmarks_ : ndarray of shape (l, d)
+        R (with ``n_landmarks``).
+    factor_ : ndarray of shape (k, l)
+        U of Theorem 7 (with ``n_landmarks``).
+    feature_map_ : ndarray of shape (l, k)
+        Uᵀ (U K(R, R) Uᵀ)^{-1/2}: ``kernel_approx`` features are K(x, R) @ feature_map_.
+    n_features_in_ : int
+
+    Notes
+    -----
+    Pass 1 (``tree_reduce``): per task q CountSketches + FFTs of the block for
+    both sketches and two products, O(rows·(m + r)·m); state m² + m·r float64,
+    merged ``split_every`` at a time.  Driver: O(m³ + m²r).  Pass 2 (Theorem 7):
+    per task rows × l kernel block; state k × l.  Communication: the states
+    only.
+
+    References
+    ----------
+    Avron, Nguyen, Woodruff. Subspace embeddings for the polynomial kernel. NIPS
+    2014 (Algorithm 1, Theorems 6–7, Section 5).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import KSpaceKernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(200, 5))
+    >>> V = KSpaceKernelPCA(n_components=4, random_state=0).fit_transform(X)
+    >>> V.shape
+    (200, 4)
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None)],
+        "degree": [Interval(int, 1, None)],
+        "gamma": [Interval(float, 0, None, closed="neither")],
+        "coef0": [Interval(float, 0, None, closed="left")],
+        "sketch_size": [Interval(int, 1, None), None],
+        "embed_size": [Interval(int, 1, None), None],
+        "sample": [Interval(int, 2, None), None],
+        "n_landmarks": [Interval(int, 1, None), None],
+        "split_every": [Interval(int, 2, None)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float = 1.0,
+                 coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
+                 sample: int | None = None, n_landmarks: int | None = None, split_every: int = 8,
+                 random_state: Any = None):
+        self.n_components = n_components
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.sketch_size = sketch_size
+        self.embed_size = embed_size
+        self.sample = sample
+        self.n_landmarks = n_landmarks
+        self.split_every = split_every
+        self.random_state = random_state
+
+    def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return pairwise_kernel(A, B, "polynomial", gamma=self.gamma, coef0=self.coef0,
+                               degree=self.degree)
+
+    def fit(self, X: Any, y: Any = None) -> KSpaceKernelPCA:
+        """Run k-Space on X (or on a row sample of it).
+
+        Parameters
+        ----------
+        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        k = int(self.n_components)
+        m = int(self.sketch_size or 2 * k)
+        r = int(self.embed_size or 4 * k)
+        if m < k:
+            raise ConfigError(f"KSpaceKernelPCA: sketch_size={m} must be >= n_components={k}.")
+        A = X
+        if self.sample is not None and self.sample < X.shape[0]:
+            _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
+        common = {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+        self.sketch_S_ = TensorSketch(n_components=m, random_state=_sub_seed(seed, "kspace.S"),
+                                      **common).fit(A)
+        self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),
+                                      **common).fit(A)
+        state = reduce_rows(_SketchGram(self.sketch_S_, self.sketch_T_), A,
+                            split_every=self.split_every, name="kspace-gram",
+                            bytes_per_row=8.0 * (A.shape[1] + 4 * self.degree * (m + r)))
+        Rinv = _inv_sqrt(state["ss"])          # m × rank
+        UtT = Rinv.T @ state["st"]             # rank × r  = Uᵀ φ(A) T
+        if Rinv.shape[1] < k:
+            raise InputError(
+                f"KSpaceKernelPCA: the sketch φ(A)·S has numerical rank {Rinv.shape[1]} < "
+                f"n_components={k} ({state['n']} rows; φ of degree {self.degree} on {A.shape[1]} "
+                "features spans at most C(d + q, q) dimensions); lower n_components or fit on more rows.")
+        Wl, sig, _ = scipy.linalg.svd(UtT, full_matrices=False)
+        P = Rinv @ Wl[:, :k]
+        # fix the sign of each component (largest entry positive) so that fits on
+        # differently chunked data give the same embedding, not a sign flip of it
+        P *= np.sign(P[np.argmax(np.abs(P), axis=0), np.arange(k)])
+        self.projection_ = P
+        self.singular_values_ = sig[:k]
+        self.n_samples_fit_ = int(state["n"])
+        if self.n_landmarks is not None:
+            self._fit_factorisation(A, seed)
+        return self
+
+    def _embed_block(self, block: Any, row_offset: int) -> np.ndarray:
+        Z = np.asarray(self.sketch_S_._map_block(block, row_offset), dtype=np.float64)
+        return row_stable_matmul(Z, self.projection_, row_offset)
+
+    def _fit_factorisation(self, A: Any, seed: int) -> None:
+        _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
+        self.landmarks_ = R
+        VtK = reduce_rows(_FactorCross(self), A, split_every=self.split_every, name="kspace-factor")
+        Krr = self._kernel(R, R)
+        self.factor_ = VtK @ np.linalg.pinv(Krr, rcond=1e-10, hermitian=True)
+        C = self.factor_ @ Krr @ self.factor_.T
+        self.feature_map_ = self.factor_.T @ _inv_sqrt(C)   # l × rank
+
+    def transform(self, X: Any) -> Any:
+        """Embed rows: TensorSketch_S(X)·R⁻¹·W (equal to V for the fit rows).
+
+        Parameters
+        ----------
+        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples, n_components)
+        """
+        self._check_is_fitted("projection_")
+        return _apply_affine(self.sketch_S_.transform(X), self.projection_)
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        return self.fit(X).transform(X)
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """The kernel of φ projected on the rank-k subspace of Theorem 7: f(A) f(B)ᵀ.
+
+        f(x) = K(x, R) Uᵀ (U K(R, R) Uᵀ)^{-1/2}; requires ``n_landmarks``.
+        """
+        self._check_is_fitted("projection_")
+        if not hasattr(self, "factor_"):
+            raise NotFittedError("KSpaceKernelPCA.kernel_approx needs Theorem 7's factorisation: "
+                                 "set n_landmarks (e.g. 4 * n_components) and fit again.")
+        fa = self._kernel(np.asarray(A, dtype=np.float64), self.landmarks_) @ self.feature_map_
+        fb = fa if B is None else self._kernel(np.asarray(B, dtype=np.float64),
+                                               self.landmarks_) @ self.feature_map_
+        return fa @ fb.T
+
+
+class KernelPCR(DistsketchEstimator):
+    """Approximate polynomial-kernel principal component regression (Theorem 9).
+
+    k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)
+    approximation of φ(A); the coefficients solve min_x ‖V x − b‖ (plus an
+    optional ridge α‖x‖² and an intercept).  Classification is one-vs-rest
+    regression on ±1 targets (regularised least-squares classification,
+    RLSC), predicting the class of largest score.
+
+    Parameters
+    ----------
+    n_components : int, default 50
+        k, the number of approximate principal components.
+    degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, 1.0, 1.0
+    sketch_size, embed_size, sample : as in :class:`KSpaceKernelPCA`
+    alpha : float, default 0.0
+        Ridge added to the k × k normal equations.
+    fit_intercept : bool, default True
+    task : {"regression", "classification"}, default "regression"
+    n_landmarks : int or None, default None
+        Passed to the k-Space model (enables ``kernel_approx``).
+    split_every : int, default 8
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    kspace_ : KSpaceKernelPCA
+    coef_ : ndarray of shape (k, n_targets)
+    intercept_ : ndarray of shape (n_targets,)
+    classes_ : ndarray (classification only)
+    single_target_ : bool (regression only)
+        y was 1-D (``predict`` then returns shape (n_samples,)).
+    n_features_in_ : int
+
+    Notes
+    -----
+    Two passes: k-Space's sketch Gram, then the exact k × k summary
+    (VᵀV, Vᵀy) of the embedded rows, tree-reduced; memory per task the block
+    and rows × (m + k) features.
+
+    References
+    ----------
+    Avron, Nguyen, Woodruff. Subspace embeddings for the polynomial kernel. NIPS
+    2014 (Definition 8, Theorem 9, Table 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import KernelPCR
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> clf = KernelPCR(n_components=10, degree=2, task="classification", random_state=0).fit(X, y)
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
+
+    _parameter_constraints = {
+        **KSpaceKernelPCA._parameter_constraints,
+        "alpha": [Interval(float, 0, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "task": [Options({"regression", "classification"})],
+    }
+
+    def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float = 1.0,
+                 coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
+                 sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
+                 task: str = "regression", n_landmarks: int | None = None, split_every: int = 8,
+                 random_state: Any = None):
+        self.n_components = n_components
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.sketch_size = sketch_size
+        self.embed_size = embed_size
+        self.sample = sample
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.task = task
+        self.n_landmarks = n_landmarks
+        self.split_every = split_every
+        self.random_state = random_state
+
+    def _targets(self, y: Any, n: int) -> np.ndarray:
+        y = check_targets(y, n)
+        if is_dask(y):
+            from distsketch.estimators.base import to_numpy
+
+            y = to_numpy(y)
+        if self.task == "classification":
+            self.classes_, codes = np.unique(np.asarray(y).ravel(), return_inverse=True)
+            if self.classes_.size < 2:
+                raise InputError(f"KernelPCR: classification needs at least 2 classes; y has "
+                                 f"{self.classes_.size}.")
+            Y = -np.ones((n, self.classes_.size))
+            Y[np.arange(n), codes] = 1.0
+            return Y
+        y = np.asarray(y, dtype=np.float64)
+        self.single_target_ = y.ndim == 1
+        return y.reshape(n, -1)
+
+    def fit(self, X: Any, y: Any) -> KernelPCR:
+        """Fit k-Space on X, then least squares of y on the embedding.
+
+        Parameters
+        ----------
+        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
+        y : array_like of shape (n_samples,) or (n_samples, n_targets)
+            Real targets, or class labels when ``task="classification"``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        seed = self._init_seed()
+        Y = self._targets(y, X.shape[0])
+        params = {k: getattr(self, k) for k in ("n_components", "degree", "gamma", "coef0",
+                                                "sketch_size", "embed_size", "sample",
+                                                "n_landmarks", "split_every")}
+        self.kspace_ = KSpaceKernelPCA(random_state=seed, **params).fit(X)
+        V = self.kspace_.transform(X)
+        if is_dask(V):
+            import dask.array as da
+
+            VY = da.concatenate([V, da.from_array(Y, chunks=(V.chunks[0], Y.shape[1]))], axis=1)
+        else:
+            VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
+        st = reduce_rows(Covariance(n_targets=Y.shape[1]), VY, split_every=self.split_every,
+                         name="kernelpcr-normal")
+        n = st["n"]
+        ztz, zty = st["ztz"], st["zty"]
+        if self.fit_intercept:
+            mu, ybar = st["sum"] / n, st["ysum"] / n
+            ztz = ztz - n * np.outer(mu, mu)
+            zty = zty - n * np.outer(mu, ybar)
+        k = ztz.shape[0]
+        coef = scipy.linalg.lstsq(ztz + self.alpha * np.eye(k), zty)[0]
+        self.coef_ = coef
+        self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
+        return self
+
+    def decision_function(self, X: Any) -> Any:
+        """Scores V(X)·coef + intercept: shape (n_samples, n_targets or n_classes)."""
+        self._check_is_fitted("coef_")
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        return _apply_affine(self.kspace_.transform(X), self.coef_, self.intercept_)
+
+    def predict(self, X: Any) -> Any:
+        """Predicted targets, or class labels for ``task="classification"``.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        S = self.decision_function(X)
+        if self.task == "classification":
+            idx = S.argmax(axis=1)
+            return self.classes_[idx] if not is_dask(idx) else idx.map_blocks(
+                lambda i: self.classes_[i], dtype=self.classes_.dtype)
+        return S[:, 0] if getattr(self, "single_target_", False) else S
+
+    def score(self, X: Any, y: Any) -> float:
+        """Accuracy (classification) or the coefficient of determination R² (regression)."""
+        from sklearn.metrics import accuracy_score, r2_score
+
+        from distsketch.estimators.base import to_numpy
+
+        pred = to_numpy(self.predict(X))
+        yt = to_numpy(y)
+        if self.task == "classification":
+            return float(accuracy_score(yt, pred))
+        return float(r2_score(yt, pred))
+
+    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Kernel approximation of the underlying k-Space model (needs ``n_landmarks``)."""
+        self._check_is_fitted("kspace_")
+        return self.kspace_.kernel_approx(A, B)

@@ -1,0 +1,512 @@
+"""Oblivious sketches for linear and polynomial kernels: CountSketch, SRHT,
+TensorSketch, TensorSRHT and the recursive-squaring PolySketch.
+
+Every sketch here is ``combine(linear(x))``: a linear stage (CountSketches,
+sampled Hadamard transforms) that can be applied to column blocks of a wide
+input and summed, followed by a row-wise nonlinear stage (FFT product,
+elementwise product, recursive squaring).  All hashes, signs and sampled
+coordinates are pure functions of (seed, purpose, global column/coordinate),
+so the features of a row do not depend on the row or column chunking.
+
+The polynomial kernel is k(x, y) = (γ⟨x, y⟩ + c)^q.  It is the degree-q
+tensor power of x' = (sqrt(γ)·x, sqrt(c)): the input is scaled by sqrt(γ) and
+an extra coordinate sqrt(c) is appended as global column d (``n_features_in_``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError
+from distsketch.estimators.base import RowMapTransformer
+from distsketch.graph import as_dask, compute, map_rows, rows_for_budget, task_memory_budget
+from distsketch.graph.columns import map_row_columns
+from distsketch.ops.countsketch import countsketch
+from distsketch.ops.hadamard import next_pow2, srht
+from distsketch.ops.poly_sketch import (
+    BASES,
+    leaf_sketch,
+    poly_sketch_combine,
+    tensor_srht_combine,
+    tensor_srht_linear,
+)
+from distsketch.ops.tensor_sketch import FFT_ROWS, tensor_sketch_combine, tensor_sketch_linear
+from distsketch.validation import Interval, Options, is_dask
+
+__all__ = ["SRHT", "CountSketch", "PolySketch", "TensorSRHT", "TensorSketch"]
+
+_TARGET_TASK_BYTES = 256 * 2**20
+
+
+class LinearStageSketch(RowMapTransformer):
+    """Base of sketches ``combine(Σ_column blocks linear(block) + bias)``.
+
+    Subclasses implement ``_setup(d)`` (called in fit), ``_n_linear()``,
+    ``_linear(block, row_offset, col_offset)`` (linear in the block),
+    ``_bias()`` (the linear-stage image of constant coordinates, or None) and
+    ``_combine(summed, row_offset)``.  Operators are regenerated from
+    ``seed_`` in each task (cached per process), so nothing large is shipped.
+    """
+
+    _accepts_sparse = True
+
+    def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
+        """Fix the operator for X's number of features (reads only X's shape).
+
+        Parameters
+        ----------
+        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_input(X, reset=True, allow_sparse=True)
+        self._init_seed()
+        self._setup(X)
+        return self
+
+    # -- stages -------------------------------------------------------------------------------
+    def _setup(self, X: Any) -> None:
+        self.n_output_features_ = int(self.n_components)
+
+    def _n_linear(self) -> int:
+        return int(self.n_components)
+
+    def _bias(self) -> np.ndarray | None:
+        return None
+
+    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        return L
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _combine_with_bias(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        b = self._bias()
+        if b is not None:
+            L = L + b.astype(L.dtype)
+        return self._combine(L, row_offset)
+
+    def _map_block(self, block: Any, offset: int) -> np.ndarray:
+        L = self._linear(block, offset, 0)
+        b = self._bias()
+        if b is not None:
+            L += b.astype(L.dtype)      # L is this task's own buffer: add in place
+        return self._combine(L, offset)
+
+    def _dtype_of(self, block: Any) -> np.dtype:
+        dt = np.dtype(block.dtype)
+        return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
+
+    def _bytes_per_row(self) -> float:
+        # block row + padded transform buffer + linear stage (and its sum) + output, float64 worst case;
+        # FFT temporaries are bounded by FFT_ROWS rows and counted in _fixed_bytes
+        width = getattr(self, "_padded_dim", 0)
+        return 8.0 * (self.n_features_in_ + width + 2 * self._n_linear() + self.n_output_features_)
+
+    def _fixed_bytes(self) -> float:
+        # two complex (FFT_ROWS × m/2+1) spectra per FFT product
+        return 48.0 * FFT_ROWS * self.n_output_features_
+
+    def transform(self, X: Any) -> Any:
+        """Sketch the rows of X.
+
+        Parameters
+        ----------
+        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
+            A dask array may be chunked along columns too: the linear stage is
+            applied per column block and summed before the nonlinear stage.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples, n_output_features_)
+            Same kind as X; float32 input gives float32 output.
+        """
+        self._check_is_fitted("n_output_features_")
+        if is_dask(X) and X.ndim == 2 and len(X.chunks[1]) > 1:
+            X = self._check_input(X, reset=False, allow_sparse=True)
+            return map_row_columns(
+                self._linear, self._combine_with_bias, X, n_linear=self._n_linear(),
+                n_out=self.n_output_features_, dtype=self._output_dtype(X),
+                linear_bytes_per_row=8.0 * (max(X.chunks[1]) + 2 * self._n_linear()),
+                combine_bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        lazy = is_dask(X)
+        if not lazy:
+            # size blocks by the working set of a task (not only by the input bytes), so wide
+            # sketches of in-memory data neither exceed the budget nor thrash the cache
+            rows = rows_for_budget(self._bytes_per_row(), self._fixed_bytes(),
+                                   min(task_memory_budget(), _TARGET_TASK_BYTES))
+            X = as_dask(X, block_rows=max(256, min(rows, X.shape[0])))
+        out = map_rows(self._map_block, X, n_out=self.n_output_features_, dtype=self._output_dtype(X),
+                       bytes_per_row=self._bytes_per_row(), fixed_bytes=self._fixed_bytes(),
+                       name=type(self).__name__.lower())
+        if lazy:
+            return out
+        if out.npartitions == 1:
+            return compute(out, progress=False, scheduler="sync")[0]
+        return compute(out)[0]
+
+
+class _PolynomialMixin:
+    """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q."""
+
+    gamma: float
+    coef0: float
+    n_features_in_: int
+
+    def _extra(self) -> int:
+        return 1 if self.coef0 > 0 else 0
+
+    def _scaled(self, L: np.ndarray) -> np.ndarray:
+        if self.gamma != 1.0:
+            L *= L.dtype.type(np.sqrt(self.gamma))
+        return L
+
+    def _constant_row(self) -> np.ndarray:
+        return np.array([[np.sqrt(self.coef0)]], dtype=np.float64)
+
+
+_POLY_CONSTRAINTS = {
+    "degree": [Interval(int, 1, None)],
+    "gamma": [Interval(float, 0, None, closed="neither")],
+    "coef0": [Interval(float, 0, None, closed="left")],
+    "n_components": [Interval(int, 1, None)],
+    "random_state": ["random_state"],
+}
+
+
+class CountSketch(LinearStageSketch):
+    """CountSketch (sparse JL) feature map for the linear kernel ⟨x, y⟩.
+
+    z(x)_b = Σ_{j: h(j)=b} s(j) x_j with bucket h and sign s hashed from the
+    global input column, so E⟨z(x), z(y)⟩ = ⟨x, y⟩.
+
+    Parameters
+    ----------
+    n_components : int, default 100
+        Sketch size m.
+    random_state : int, Generator or None
+        Seed of the hash functions.
+
+    Attributes
+    ----------
+    seed_ : int
+    n_features_in_ : int
+    n_output_features_ : int
+
+    Notes
+    -----
+    Cost per task: O(nnz) for sparse blocks, O(rows·d) for dense ones; memory
+    the block plus rows × m output; hashes are regenerated from the seed
+    (O(d) per task, cached per process).  Column-chunked dask input is
+    sketched per column block and summed.
+
+    References
+    ----------
+    Charikar, Chen, Farach-Colton. Finding frequent items in data streams. ICALP 2002.
+    Avron, Nguyen, Woodruff. Subspace embeddings for the polynomial kernel. NIPS 2014.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import CountSketch
+    >>> X = np.random.default_rng(0).normal(size=(10, 50))
+    >>> CountSketch(n_components=16, random_state=0).fit_transform(X).shape
+    (10, 16)
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_components: int = 100, random_state: Any = None):
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        return countsketch(block, self.seed_, "countsketch", self.n_components, col_offset,
+                           self._dtype_of(block))
+
+
+class SRHT(LinearStageSketch):
+    """Subsampled randomized Hadamard transform (Definition 2.7 of Song et al. 2021).
+
+    z(x) = sqrt(D/m) · P · H · D_s · x with D = 2^⌈log2 d⌉ (input zero-padded),
+    H the orthonormal Hadamard matrix, D_s random signs and P a uniform sample
+    of m distinct coordinates, so the operator has orthogonal rows
+    (S Sᵀ = (D/m) I) and E⟨z(x), z(y)⟩ = ⟨x, y⟩.
+
+    Parameters
+    ----------
+    n_components : int, default 100
+        m; must be at most D.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    coordinates_ : ndarray of int64, shape (n_components,)
+        The sampled Hadamard coordinates.
+    n_features_in_ : int
+    n_output_features_ : int
+
+    Notes
+    -----
+    Dense blocks: one FWHT per row, O(D log D), with a rows × D buffer.
+    Sparse blocks and column blocks of wide data: the explicit sampled rows of
+    H, O(nnz·m) resp. O(width·m) per row.
+
+    References
+    ----------
+    Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of polynomial
+    degree. ICML 2021 (Definition 2.7).
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_components: int = 100, random_state: Any = None):
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _setup(self, X: Any) -> None:
+        D = next_pow2(X.shape[1])
+        if self.n_components > D:
+            raise ConfigError(
+                f"SRHT: n_components={self.n_components} exceeds the padded input dimension "
+                f"D={D} (next power of two >= n_features={X.shape[1]}); choose n_components <= {D}.")
+        from distsketch.ops.hadamard import srht_coordinates
+
+        self._padded_dim = D
+        self.coordinates_ = np.array(srht_coordinates(self.seed_, "srht", D, self.n_components))
+        self.n_output_features_ = int(self.n_components)
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        D = next_pow2(self.n_features_in_)
+        return srht(block, self.seed_, "srht", self.n_components, D, col_offset,
+                    dtype=self._dtype_of(block), row_offset=row_offset)
+
+
+class TensorSketch(_PolynomialMixin, LinearStageSketch):
+    """TensorSketch of the polynomial kernel (γ⟨x, y⟩ + c)^q (Pham & Pagh 2013).
+
+    q independent CountSketches of x' = (sqrt(γ)x, sqrt(c)) combined by FFT:
+    z(x) = IFFT(Π_l FFT(C_l x')).  This is exactly the CountSketch of
+    φ(x) = x'^{⊗q} with bucket H = Σ h_l mod m and sign S = Π s_l, an oblivious
+    subspace embedding for φ(A) (Avron et al. 2014) with E⟨z(x), z(y)⟩ = k(x, y).
+
+    Parameters
+    ----------
+    degree : int, default 2
+        q >= 1.
+    gamma : float, default 1.0
+        Scale of the inner product (the input is multiplied by sqrt(γ)).
+    coef0 : float, default 0.0
+        c >= 0; a coordinate sqrt(c) is appended (so c enters unscaled by γ).
+    n_components : int, default 100
+        Sketch size m.
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    n_features_in_ : int
+    n_output_features_ : int
+
+    Notes
+    -----
+    O(q·(nnz + m log m)) per row; per task the block, rows × q·m CountSketches
+    and FFT temporaries for 2048 rows at a time.
+
+    References
+    ----------
+    Pham, Pagh. Fast and scalable polynomial kernels via explicit feature maps. KDD 2013.
+    Avron, Nguyen, Woodruff. Subspace embeddings for the polynomial kernel. NIPS 2014.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsketch import TensorSketch
+    >>> X = np.random.default_rng(0).normal(size=(10, 5))
+    >>> TensorSketch(degree=3, coef0=1.0, n_components=64, random_state=0).fit_transform(X).shape
+    (10, 64)
+    """
+
+    _parameter_constraints = dict(_POLY_CONSTRAINTS)
+
+    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+                 n_components: int = 100, random_state: Any = None):
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _n_linear(self) -> int:
+        return self.degree * self.n_components
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        return self._scaled(tensor_sketch_linear(block, self.seed_, "tensorsketch", self.degree,
+                                                 self.n_components, col_offset, self._dtype_of(block)))
+
+    def _bias(self) -> np.ndarray | None:
+        if not self._extra():
+            return None
+        return tensor_sketch_linear(self._constant_row(), self.seed_, "tensorsketch", self.degree,
+                                    self.n_components, self.n_features_in_)[0]
+
+    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        return tensor_sketch_combine(L, self.degree, self.n_components)
+
+
+class TensorSRHT(_PolynomialMixin, LinearStageSketch):
+    """TensorSRHT of the polynomial kernel (Definition 2.9 of Song et al. 2021).
+
+    z(x) = (1/sqrt(m)) · (P_1 H D_1 x') ∘ … ∘ (P_q H D_q x') with H the ±1
+    Hadamard matrix of order D = 2^⌈log2(d + [c > 0])⌉, independent signs D_l and
+    independent coordinate samples P_l (with replacement), x' = (sqrt(γ)x, sqrt(c)).
+    E⟨z(x), z(y)⟩ = (γ⟨x, y⟩ + c)^q; degree 2 is Definition 2.9.
+
+    Parameters
+    ----------
+    degree : int, default 2
+    gamma : float, default 1.0
+    coef0 : float, default 0.0
+    n_components : int, default 100
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    n_features_in_ : int
+    n_output_features_ : int
+
+    Notes
+    -----
+    O(q·D log D) per dense row (q FWHTs), O(q·nnz·m) per sparse row; per task a
+    rows × D buffer.
+
+    References
+    ----------
+    Ahle et al. Oblivious sketching of high-degree polynomial kernels. SODA 2020.
+    Song, Woodruff, Yu, Zhang. ICML 2021 (Definition 2.9).
+    """
+
+    _parameter_constraints = dict(_POLY_CONSTRAINTS)
+
+    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+                 n_components: int = 100, random_state: Any = None):
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _setup(self, X: Any) -> None:
+        self._padded_dim = next_pow2(X.shape[1] + self._extra())
+        self.n_output_features_ = int(self.n_components)
+
+    def _D(self) -> int:
+        return next_pow2(self.n_features_in_ + self._extra())
+
+    def _n_linear(self) -> int:
+        return self.degree * self.n_components
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        return self._scaled(tensor_srht_linear(block, self.seed_, "tensorsrht", self.degree,
+                                               self.n_components, self._D(), col_offset,
+                                               self._dtype_of(block), row_offset))
+
+    def _bias(self) -> np.ndarray | None:
+        if not self._extra():
+            return None
+        return tensor_srht_linear(self._constant_row(), self.seed_, "tensorsrht", self.degree,
+                                  self.n_components, self._D(), self.n_features_in_)[0]
+
+    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        return tensor_srht_combine(L, self.degree, self.n_components)
+
+
+class PolySketch(_PolynomialMixin, LinearStageSketch):
+    """Recursive-squaring polynomial sketch (Algorithm 1 of Song et al. 2021).
+
+    y_0 = T x' with one base sketch T (SRHT or CountSketch), then
+    y_l = S_l(y_{l−1} ⊗ y_{l−1}) with a degree-2 sketch S_l (TensorSRHT or
+    TensorSketch) per level; a degree that is not a power of two combines the
+    pieces of its binary representation with further degree-2 sketches.  The
+    leading term costs one T per row whatever the degree, and the rest
+    O(log p · m log m), against O(p) CountSketches for TensorSketch.
+
+    Parameters
+    ----------
+    degree : int, default 2
+        p >= 1.
+    gamma : float, default 1.0
+    coef0 : float, default 0.0
+    n_components : int, default 100
+        m, the width of every intermediate sketch and of the output.
+    base : {"srht", "tensorsketch"}, default "srht"
+        (T, S) = (SRHT, TensorSRHT) or (CountSketch, TensorSketch).
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    seed_ : int
+    n_features_in_ : int
+    n_output_features_ : int
+
+    Notes
+    -----
+    Per row: T (O(D log D) dense, O(nnz) or O(nnz·m) sparse) plus
+    ⌊log2 p⌋ + popcount(p) − 1 degree-2 sketches of m-vectors.  Because the
+    same sketch is applied to both factors of each square, the estimate
+    ⟨z(x), z(y)⟩ carries a bias of order 1/m (it preserves the column space of
+    φ(A), Theorem 4.8, rather than being an OSE for arbitrary tensors).
+
+    References
+    ----------
+    Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of polynomial
+    degree. ICML 2021 (Algorithm 1, Lemma 4.3, Theorem 4.8).
+    """
+
+    _parameter_constraints = {**_POLY_CONSTRAINTS, "base": [Options(set(BASES))]}
+
+    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+                 n_components: int = 100, base: str = "srht", random_state: Any = None):
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.n_components = n_components
+        self.base = base
+        self.random_state = random_state
+
+    def _setup(self, X: Any) -> None:
+        self._padded_dim = next_pow2(X.shape[1] + self._extra())
+        self.n_output_features_ = int(self.n_components)
+
+    def _D(self) -> int:
+        return next_pow2(self.n_features_in_ + self._extra())
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        return self._scaled(leaf_sketch(block, self.seed_, "polysketch", self.n_components, self._D(),
+                                        self.base, col_offset, self._dtype_of(block), row_offset))
+
+    def _bias(self) -> np.ndarray | None:
+        if not self._extra():
+            return None
+        return leaf_sketch(self._constant_row(), self.seed_, "polysketch", self.n_components,
+                           self._D(), self.base, self.n_features_in_)[0]
+
+    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        return poly_sketch_combine(L, self.degree, self.seed_, "polysketch", self.n_components,
+                                   self.base, row_offset)

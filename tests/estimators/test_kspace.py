@@ -1,0 +1,129 @@
+"""k-Space kernel PCA (rank-k (1 + ε) bound on explicit φ(A), Theorem 7 factorisation,
+sampling, chunking) and approximate kernel PCR (digits: better than linear regression)."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import train_test_split
+
+from distsketch.errors import ConfigError, InputError, NotFittedError
+from distsketch.estimators.kspace import KernelPCR, KSpaceKernelPCA
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=(240, 4))
+AP = np.hstack([A, np.ones((240, 1))])
+PHI = np.einsum("ni,nj,nk->nijk", AP, AP, AP).reshape(240, -1)     # (x·y + 1)^3, 125 columns
+SV = np.linalg.svd(PHI, compute_uv=False)
+K = 5
+BEST = np.sqrt(np.sum(SV[K:] ** 2))
+
+
+def _ratio(est):
+    V = est.transform(A)
+    return np.linalg.norm(PHI - V @ (V.T @ PHI)) / BEST
+
+
+def test_explicit_feature_map_matches_kernel():
+    np.testing.assert_allclose(PHI @ PHI.T, (A @ A.T + 1) ** 3, rtol=1e-10, atol=1e-9)
+
+
+def test_rank_k_within_one_plus_eps_and_eps_shrinks():
+    # Lemmas 4–5: ‖φ(A) − VVᵀφ(A)‖_F ≤ (1 + ε)‖φ(A) − [φ(A)]_k‖_F, ε decreasing in (m, r)
+    small = [_ratio(KSpaceKernelPCA(n_components=K, sketch_size=10, embed_size=20, random_state=s).fit(A))
+             for s in range(4)]
+    large = [_ratio(KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, random_state=s).fit(A))
+             for s in range(4)]
+    assert min(small + large) >= 1.0 - 1e-9                 # never beats the optimum
+    assert max(large) < 1.06
+    assert np.mean(large) - 1 < 0.5 * (np.mean(small) - 1)
+
+
+def test_embedding_is_orthonormal_and_chunking_invariant():
+    est = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(A)
+    V = est.transform(A)
+    np.testing.assert_allclose(V.T @ V, np.eye(K), atol=1e-10)
+    Vd = est.transform(da.from_array(A, chunks=(37, 4)))
+    np.testing.assert_array_equal(Vd.compute(), V)
+    est2 = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
+        da.from_array(A, chunks=(50, 4)))
+    np.testing.assert_allclose(est2.projection_, est.projection_, rtol=1e-8, atol=1e-10)
+
+
+def test_sampled_fit_applies_to_all_rows():
+    est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
+    assert est.n_samples_fit_ == 120
+    V = est.transform(A)
+    Q, _ = np.linalg.qr(V)
+    # subspace found on half the rows still captures φ(A) well (Table 1's sampled column)
+    assert np.linalg.norm(PHI - Q @ (Q.T @ PHI)) / BEST < 1.3
+
+
+def test_theorem7_factorisation_and_kernel_approx():
+    est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, n_landmarks=60,
+                          random_state=0).fit(A)
+    V = est.transform(A)
+    # V · U · φ(R) against the rank-k optimum
+    Rp = np.hstack([est.landmarks_, np.ones((60, 1))])
+    phiR = np.einsum("ni,nj,nk->nijk", Rp, Rp, Rp).reshape(60, -1)
+    err = np.linalg.norm(V @ est.factor_ @ phiR - PHI)
+    assert err / BEST < 1.1
+    # kernel_approx = projection of φ onto the rank-k row space of U φ(R)
+    G = est.kernel_approx(A)
+    B = est.factor_ @ phiR
+    P = B.T @ np.linalg.pinv(B @ B.T) @ B
+    np.testing.assert_allclose(G, PHI @ P @ PHI.T, rtol=1e-6, atol=1e-6 * np.abs(G).max())
+    with pytest.raises(NotFittedError, match="n_landmarks"):
+        KSpaceKernelPCA(n_components=2, random_state=0).fit(A).kernel_approx(A)
+
+
+def test_kspace_errors():
+    with pytest.raises(ConfigError, match="sketch_size"):
+        KSpaceKernelPCA(n_components=5, sketch_size=3).fit(A)
+    with pytest.raises(ConfigError, match="degree"):
+        KSpaceKernelPCA(degree=0).fit(A)
+    with pytest.raises(InputError, match="rank"):
+        KSpaceKernelPCA(n_components=8, random_state=0).fit(A[:4])
+
+
+def test_pcr_digits_beats_linear_regression():
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    pcr = KernelPCR(n_components=100, degree=3, gamma=1 / 8, task="classification", random_state=0)
+    acc = pcr.fit(Xtr, ytr).score(Xte, yte)
+    # plain linear (one-vs-rest least squares) regression on the raw features
+    Y = -np.ones((len(ytr), 10))
+    Y[np.arange(len(ytr)), ytr] = 1
+    lin = LinearRegression().fit(Xtr, Y)
+    acc_lin = np.mean(lin.predict(Xte).argmax(axis=1) == yte)
+    assert acc > acc_lin + 0.02
+    assert set(np.unique(pcr.predict(Xte))) <= set(range(10))
+
+
+def test_pcr_regression_matches_least_squares_on_embedding():
+    y = A[:, 0] * A[:, 1] * A[:, 2] + A[:, 0] ** 2 + A[:, 3]
+    pcr = KernelPCR(n_components=30, degree=3, sketch_size=120, embed_size=240, random_state=0).fit(A, y)
+    V = pcr.kspace_.transform(A)
+    ref = LinearRegression().fit(V, y)
+    np.testing.assert_allclose(pcr.coef_[:, 0], ref.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(pcr.predict(A), ref.predict(V), rtol=1e-6, atol=1e-8)
+    assert pcr.score(A, y) > 0.9
+    pred = pcr.predict(da.from_array(A, chunks=(60, 4)))
+    np.testing.assert_allclose(pred.compute(), pcr.predict(A), rtol=1e-10, atol=1e-10)
+
+
+def test_save_load_roundtrip(tmp_path):
+    from distsketch.io.model import load
+
+    est = KSpaceKernelPCA(n_components=K, sketch_size=20, embed_size=40, n_landmarks=30,
+                          random_state=0).fit(A)
+    est.save(tmp_path / "ks")
+    back = load(tmp_path / "ks")
+    np.testing.assert_array_equal(back.transform(A), est.transform(A))
+    np.testing.assert_array_equal(back.kernel_approx(A[:5]), est.kernel_approx(A[:5]))
+    y = A[:, 0] * A[:, 1]
+    pcr = KernelPCR(n_components=10, degree=2, random_state=0).fit(A, y)
+    pcr.save(tmp_path / "pcr")
+    np.testing.assert_array_equal(load(tmp_path / "pcr").predict(A), pcr.predict(A))
