@@ -19,11 +19,21 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from distsketch.errors import NotFittedError
-from distsketch.graph import as_dask, compute, map_rows, tree_reduce
+from distsketch.graph import (
+    as_dask,
+    compute,
+    map_rows,
+    rows_for_budget,
+    task_memory_budget,
+    tree_reduce,
+)
+from distsketch.graph.arrays import default_block_rows
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import check_input, check_n_features, is_dask, validate_params
 
 __all__ = ["DistsketchEstimator", "RowMapTransformer", "apply_rows", "reduce_rows"]
+
+_WORKING_SET_TARGET = 256 * 2**20
 
 
 def apply_rows(
@@ -44,7 +54,16 @@ def apply_rows(
     blocks, computed, and returned as a NumPy array.
     """
     lazy = is_dask(X)
-    Xd = X if lazy else as_dask(X)
+    if lazy:
+        Xd = X
+    else:
+        rows = None
+        if bytes_per_row:
+            # size in-memory blocks by the working set, not only by the input bytes
+            target = min(task_memory_budget(), _WORKING_SET_TARGET)
+            rows = int(min(X.shape[0], max(256, rows_for_budget(bytes_per_row, fixed_bytes, target))))
+            rows = min(rows, default_block_rows(X.shape[0], X.shape[1], np.dtype(X.dtype).itemsize))
+        Xd = as_dask(X, block_rows=rows)
     out = map_rows(func, Xd, *operands, n_out=n_out, dtype=dtype, kwargs=kwargs,
                    bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes, name=name)
     if lazy:
