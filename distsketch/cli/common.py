@@ -1,0 +1,197 @@
+"""Options and helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, Any, NoReturn
+
+import numpy as np
+
+from distsketch.errors import ConfigError, DistsketchError, InputError
+
+__all__ = [
+    "add_block_rows_option",
+    "add_cluster_option",
+    "add_common_options",
+    "add_overwrite_option",
+    "add_progress_option",
+    "cluster",
+    "emit",
+    "fail",
+    "median_gamma",
+    "open_input",
+    "parse_params",
+    "result_stream",
+    "stage",
+]
+
+_RESULT: list[IO[str]] = []
+
+
+@contextlib.contextmanager
+def result_stream(stream: IO[str]) -> Iterator[None]:
+    """Make ``stream`` the target of :func:`emit` (the command's real stdout)."""
+    _RESULT.append(stream)
+    try:
+        yield
+    finally:
+        _RESULT.pop()
+
+
+def emit(text: str = "") -> None:
+    """Print a result line to the command's stdout (progress goes to stderr)."""
+    stream = _RESULT[-1] if _RESULT else sys.stdout
+    print(text, file=stream, flush=True)
+
+
+def stage(message: str) -> None:
+    """A progress message on stderr."""
+    print(f"[distsketch] {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str, cls: type[DistsketchError] = InputError) -> NoReturn:
+    """Abort the command with a one-line user error (exit code 2)."""
+    raise cls(message)
+
+
+def add_cluster_option(parser: argparse.ArgumentParser, *, used: bool = True) -> None:
+    help_text = (
+        "Dask cluster: 'local' (default: an embedded LocalCluster, one worker per core), "
+        "'sync' or 'threads' (no cluster), tcp://host:port, a scheduler file (.json) or a "
+        "cluster spec (.yaml)."
+    )
+    if not used:
+        help_text += " Accepted for uniformity; this command runs in this process only."
+    parser.add_argument("--cluster", default="local", metavar="SPEC", help=help_text)
+
+
+def add_progress_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="progress bars on stderr (default: on when stderr is a terminal)")
+
+
+def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing outputs (written atomically)")
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, cluster_used: bool = True,
+                       overwrite: bool = True) -> None:
+    """--cluster, --progress/--no-progress and (optionally) --overwrite."""
+    add_cluster_option(parser, used=cluster_used)
+    add_progress_option(parser)
+    if overwrite:
+        add_overwrite_option(parser)
+
+
+def apply_progress(args: argparse.Namespace) -> bool:
+    """Make ``--progress`` visible to the graph layer (which reads the environment)."""
+    from distsketch.graph.runtime import progress_enabled
+
+    if args.progress is not None:
+        os.environ["DISTSKETCH_PROGRESS"] = "1" if args.progress else "0"
+    return progress_enabled(args.progress)
+
+
+@contextlib.contextmanager
+def cluster(args: argparse.Namespace) -> Iterator[Any]:
+    """Connect to the cluster named by ``--cluster`` for the duration of a command."""
+    from distsketch.cluster import connect
+
+    spec = getattr(args, "cluster", "local")
+    t0 = time.perf_counter()
+    with connect(spec) as client:
+        if client is not None:
+            n = len(client.scheduler_info().get("workers", {}))
+            stage(f"connected to Dask at {client.scheduler.address} ({n} worker(s), "
+                  f"{time.perf_counter() - t0:.1f} s)")
+        else:
+            stage(f"using the local '{spec}' Dask scheduler (no cluster)")
+        yield client
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def parse_params(items: list[str] | None) -> dict[str, Any]:
+    """``["a=1", "b=rbf", "c=[1, 2]"]`` -> ``{"a": 1, "b": "rbf", "c": [1, 2]}`` (YAML values)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--param {item!r}: expected key=value, e.g. --param sketch_size=64.")
+        out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--block-rows", type=int, default=None,
+        help="rows per task (default: whole Zarr chunks grouped to about 16 MiB of input)")
+
+
+def open_input(path: str, block_rows: int | None = None) -> Any:
+    """Open a Zarr input as a dask array with moderate row blocks.
+
+    Tasks hold their block's mapped features (often 10x the input row), so the
+    default groups whole Zarr chunks to about 16 MiB of input per task rather
+    than the 64 MiB of :func:`distsketch.io.open_array`.
+    """
+    from distsketch.io.zarr_io import open_array, open_zarr
+
+    if block_rows is not None:
+        if block_rows < 1:
+            raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")
+        return open_array(path, block_rows=block_rows)
+    X = open_array(path)
+    p, _, comp = str(path).partition("::")
+    arr = open_zarr(p, comp or None)
+    unit = int((arr.shards or arr.chunks)[0])
+    per_row = max(1, X.shape[1] * X.dtype.itemsize)
+    target = max(unit, (16 * 2**20 // per_row) // unit * unit)
+    return X if target >= X.chunks[0][0] else open_array(path, block_rows=target)
+
+
+def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
+    """The median heuristic: ``gamma = 1 / median ‖xᵢ − xⱼ‖²`` over a row sample.
+
+    With this gamma a typical pair of points has Gaussian kernel value e⁻¹,
+    so the kernel is neither nearly diagonal nor nearly constant.  Rows are
+    sampled by hashed priorities (deterministic, chunking-independent).
+    """
+    from distsketch.metrics import sample_rows
+
+    _, S = sample_rows(X, n_sample, random_state)
+    sq = np.einsum("ij,ij->i", S, S)
+    D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
+    iu = np.triu_indices(S.shape[0], k=1)
+    med = float(np.median(np.maximum(D[iu], 0.0))) if iu[0].size else 0.0
+    if not med > 0:
+        raise InputError("cannot choose gamma by the median heuristic: the sampled rows are all "
+                         "identical; pass --gamma explicitly.")
+    return 1.0 / med
+
+
+def print_json(obj: Any) -> None:
+    emit(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    return str(o)

@@ -1,0 +1,152 @@
+"""``distsketch fit``: fit an estimator on a Zarr input and save the model."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import time
+from pathlib import Path
+from typing import Any
+
+from distsketch.cli.common import (
+    add_block_rows_option,
+    add_common_options,
+    apply_progress,
+    cluster,
+    emit,
+    median_gamma,
+    open_input,
+    parse_params,
+    stage,
+)
+from distsketch.errors import ConfigError, StoreError
+
+__all__ = ["add_parser", "resolve_estimator", "run"]
+
+# shortcuts for the streaming kernel PCA variants of Ghashami et al. (2016)
+_SHORTCUTS = {"skpca": ("StreamingKernelPCA", {"method": "fd"}),
+              "fd": ("StreamingKernelPCA", {"method": "fd"}),
+              "rnca": ("StreamingKernelPCA", {"method": "rnca"})}
+
+# CLI option -> estimator parameter
+_OPTION_PARAMS = {"n_components": "n_components", "kernel": "kernel", "gamma": "gamma",
+                  "rff_features": "n_features", "sketch_size": "sketch_size",
+                  "random_state": "random_state"}
+
+
+def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
+    """The estimator class and preset parameters named by ``--method``."""
+    import distsketch
+
+    key = method.strip()
+    if key.lower() in _SHORTCUTS:
+        name, preset = _SHORTCUTS[key.lower()]
+    else:
+        matches = [n for n in distsketch._LAZY if n.lower() == key.lower()]
+        if not matches:
+            names = sorted(n for n in distsketch._LAZY if n[0].isupper())
+            raise ConfigError(f"--method {method!r} is unknown; use skpca, rnca or one of "
+                              f"{', '.join(names)}.")
+        name, preset = matches[0], {}
+    try:
+        cls = getattr(distsketch, name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--method {method!r}: {name} is not available in this installation "
+                          f"({exc}).") from exc
+    if not (inspect.isclass(cls) and hasattr(cls, "fit")):
+        raise ConfigError(f"--method {method!r}: {name} is not an estimator.")
+    return cls, preset
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "fit", help="fit streaming kernel PCA (or any distsketch estimator) on a Zarr input",
+        description=(
+            "Fit an estimator out of core on INPUT (a Zarr store, 'store.zarr::X' for an array "
+            "in a group) and save it to MODEL (a Zarr group; load it with distsketch.load). "
+            "Default: StreamingKernelPCA (random Fourier features + Frequent Directions)."),
+    )
+    p.add_argument("input", help="input Zarr store (rows are points)")
+    p.add_argument("model", help="output model store (directory)")
+    p.add_argument("--method", default="skpca",
+                   help="skpca (default), rnca, or an estimator class name such as "
+                        "RandomFourierFeatures, NystromKernelPCA, SketchedKernelRidge")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
+                   help="estimator parameter (repeatable; values are YAML: 64, 0.5, true, rbf)")
+    p.add_argument("--y", default=None, help="targets for supervised estimators, e.g. "
+                                             "data.zarr::y")
+    p.add_argument("--n-components", type=int, default=None, help="components / features")
+    p.add_argument("--kernel", default=None, help="kernel name (e.g. rbf)")
+    p.add_argument("--gamma", default=None,
+                   help="kernel scale, or 'median' for 1/median squared distance of a sample")
+    p.add_argument("--rff-features", "--m", dest="rff_features", type=int, default=None,
+                   help="random Fourier features m (StreamingKernelPCA n_features)")
+    p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
+    p.add_argument("--random-state", type=int, default=None, help="seed")
+    add_block_rows_option(p)
+    add_common_options(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _read_targets(spec: str, n: int) -> Any:
+    import dask.array as da
+
+    from distsketch.io.zarr_io import open_zarr
+
+    path, _, comp = spec.partition("::")
+    arr = open_zarr(path, comp or None)
+    y = da.from_array(arr, chunks=arr.chunks) if arr.ndim else None
+    if y is None or y.shape[0] != n:
+        raise ConfigError(f"--y {spec}: has shape {arr.shape}, expected {n} rows like the input.")
+    return y
+
+
+def run(args: argparse.Namespace) -> int:
+    from distsketch.diagnostics import PeakMemory, format_bytes
+    from distsketch.io.model import save_model
+    from distsketch.io.zarr_io import fingerprint
+
+    apply_progress(args)
+    if Path(args.model).exists() and not args.overwrite:
+        raise StoreError(f"output {args.model} already exists; pass --overwrite to replace it.")
+    cls, params = resolve_estimator(args.method)
+    params = dict(params)
+    accepted = set(inspect.signature(cls).parameters)
+    for opt, name in _OPTION_PARAMS.items():
+        value = getattr(args, opt)
+        if value is None:
+            continue
+        if name not in accepted:
+            raise ConfigError(f"--{opt.replace('_', '-')} does not apply to {cls.__name__} (it "
+                              f"has no parameter {name!r}); its parameters: "
+                              f"{', '.join(sorted(accepted))}.")
+        params[name] = value
+    for name, value in parse_params(args.param).items():
+        if name not in accepted:
+            raise ConfigError(f"--param {name}=...: {cls.__name__} has no parameter {name!r}; "
+                              f"its parameters: {', '.join(sorted(accepted))}.")
+        params[name] = value
+    if isinstance(params.get("gamma"), str) and params["gamma"] != "median":
+        try:
+            params["gamma"] = float(params["gamma"])
+        except ValueError:
+            raise ConfigError(f"--gamma {params['gamma']!r}: use a number or 'median'.") from None
+    X = open_input(args.input, args.block_rows)
+    y = _read_targets(args.y, X.shape[0]) if args.y else None
+    with PeakMemory() as pm, cluster(args):
+        if params.get("gamma") == "median":
+            params["gamma"] = median_gamma(X)
+            stage(f"gamma = {params['gamma']:.6g} (median heuristic on 1000 rows)")
+        est = cls(**params)
+        stage(f"fitting {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())}) "
+              f"on {args.input}: {X.shape[0]} rows x {X.shape[1]} features")
+        t0 = time.perf_counter()
+        est.fit(X) if y is None else est.fit(X, y)
+        seconds = time.perf_counter() - t0
+    save_model(est, args.model, overwrite=args.overwrite,
+               extra={"input": str(args.input), "input_fingerprint": fingerprint(args.input),
+                      "fit_seconds": round(seconds, 3)})
+    emit(f"fitted {cls.__name__} on {X.shape[0]} rows in {seconds:.1f} s "
+         f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
+    return 0

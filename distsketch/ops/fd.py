@@ -1,0 +1,201 @@
+"""Frequent Directions (Liberty 2013; Ghashami et al. 2016) as pure NumPy kernels.
+
+A sketch ``B`` (ℓ × m) of a row stream ``A`` (n × m) satisfies, for every
+``k < ℓ``::
+
+    0 ⪯ AᵀA − BᵀB   and   ‖AᵀA − BᵀB‖₂ ≤ Δ ≤ ‖A − A_k‖_F² / (ℓ − k)
+
+where Δ is the total shrinkage applied.  Rows are processed ℓ at a time: the
+sketch and the next ℓ rows are stacked into one 2ℓ × m buffer, which is
+shrunk back to ℓ rows by subtracting its ℓ-th largest squared singular value
+δ from every squared singular value.
+
+The shrink works on the small 2ℓ × 2ℓ Gram matrix M Mᵀ (eigendecomposition)
+instead of an SVD of the 2ℓ × m buffer: with orthonormal eigenvectors U and
+eigenvalues λ, the new sketch is ``diag(√max(0, 1 − δ/λ)) Uᵀ M``, so
+``MᵀM − BᵀB = Mᵀ U diag(min(1, δ/λ)) Uᵀ M`` is positive semidefinite with norm
+δ up to rounding.  This is about 8× faster than ``numpy.linalg.svd`` on a
+128 × 1024 buffer here, and exactly the same update in exact arithmetic.
+
+All arithmetic is in float64 whatever the input dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from distsketch.errors import ConfigError, InputError
+
+__all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
+
+
+def _check_ell(ell: int) -> int:
+    if isinstance(ell, bool) or not isinstance(ell, (int, np.integer)) or ell < 1:
+        raise ConfigError(f"Frequent Directions sketch size must be an int >= 1; got {ell!r}.")
+    return int(ell)
+
+
+def fd_shrink(M: np.ndarray, ell: int) -> tuple[np.ndarray, float]:
+    """Shrink a small buffer of rows to an ℓ-row Frequent Directions sketch.
+
+    Parameters
+    ----------
+    M : ndarray of shape (r, m)
+        Rows to compress (typically a sketch stacked with ≤ ℓ new rows).
+    ell : int
+        Sketch size ℓ.
+
+    Returns
+    -------
+    sketch : ndarray of shape (ell, m), float64
+        Rows ordered by decreasing norm; zero rows pad a rank below ℓ.
+    shrinkage : float
+        δ, the ℓ-th largest squared singular value of M (0 if M has at most ℓ
+        rows, in which case ``sketch`` is M padded with zero rows).
+
+    Notes
+    -----
+    Cost: 2·r²·m flops for M Mᵀ, O(r³) for its eigendecomposition and
+    2·ℓ·r·m flops to rebuild the sketch; memory O(r·m + ℓ·m).
+    """
+    ell = _check_ell(ell)
+    M = np.asarray(M, dtype=np.float64)
+    if M.ndim != 2:
+        raise InputError(f"fd_shrink expects a 2-D array of rows; got shape {M.shape}.")
+    r, m = M.shape
+    out = np.zeros((ell, m), dtype=np.float64)
+    if r <= ell:
+        out[:r] = M
+        return out, 0.0
+    lam, U = np.linalg.eigh(M @ M.T)
+    # eigh is ascending: take the ℓ largest, largest first
+    lam = np.maximum(lam[::-1][:ell], 0.0)
+    U = U[:, ::-1][:, :ell]
+    delta = float(lam[-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(lam > 0.0, np.sqrt(np.maximum(0.0, 1.0 - delta / lam)), 0.0)
+    np.matmul((U * w[None, :]).T, M, out=out)
+    return out, delta
+
+
+def fd_sketch(A: np.ndarray, ell: int, *, sketch: np.ndarray | None = None,
+              shrinkage: float = 0.0) -> tuple[np.ndarray, float]:
+    """Fold the rows of ``A`` into a Frequent Directions sketch, ℓ rows at a time.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, m) or scipy sparse
+        New rows (any float dtype; copied into a float64 buffer piece by piece).
+    ell : int
+        Sketch size ℓ.
+    sketch : ndarray of shape (ell, m), optional
+        Sketch to continue from (default: empty).
+    shrinkage : float
+        Shrinkage already accumulated by ``sketch``.
+
+    Returns
+    -------
+    sketch : ndarray of shape (ell, m), float64
+    shrinkage : float
+        Total shrinkage Δ; ``‖AᵀA − BᵀB‖₂ ≤ Δ``.
+
+    Notes
+    -----
+    Rows are stacked onto the sketch ℓ at a time (never one by one) in a reused
+    2ℓ × m buffer.  The result depends only on the rows and the starting
+    sketch: splitting ``A`` at multiples of ℓ rows and chaining calls gives
+    bitwise the same sketch.  Cost per row: about 12·ℓ·m flops; memory
+    2ℓ·m float64 plus one ℓ-row piece of A.
+    """
+    ell = _check_ell(ell)
+    if A.ndim != 2:
+        raise InputError(f"fd_sketch expects a 2-D array of rows; got shape {A.shape}.")
+    n, m = A.shape
+    if sketch is None:
+        sketch = np.zeros((ell, m), dtype=np.float64)
+    elif sketch.shape != (ell, m):
+        raise InputError(
+            f"fd_sketch: the starting sketch has shape {sketch.shape}, expected {(ell, m)} "
+            "(sketch_size x number of columns)."
+        )
+    total = float(shrinkage)
+    buf = np.zeros((2 * ell, m), dtype=np.float64)
+    buf[:ell] = sketch
+    for start in range(0, n, ell):
+        stop = min(n, start + ell)
+        piece = A[start:stop]
+        if hasattr(piece, "toarray"):
+            piece = piece.toarray()
+        rows = stop - start
+        buf[ell: ell + rows] = piece
+        new, delta = fd_shrink(buf[: ell + rows], ell)
+        total += delta
+        buf[:ell] = new
+    return buf[:ell].copy(), total
+
+
+def fd_merge(sketches: Sequence[np.ndarray], ell: int,
+             shrinkages: Sequence[float] | None = None) -> tuple[np.ndarray, float]:
+    """Merge Frequent Directions sketches of disjoint row sets (stack + shrink).
+
+    Parameters
+    ----------
+    sketches : sequence of ndarray of shape (ell_i, m)
+        Sketches to merge, in order.
+    ell : int
+        Sketch size of the result.
+    shrinkages : sequence of float, optional
+        Their accumulated shrinkages (default 0).
+
+    Returns
+    -------
+    sketch : ndarray of shape (ell, m), float64
+    shrinkage : float
+        Sum of the inputs' shrinkages and of the merge's own.
+
+    Notes
+    -----
+    The merged sketch keeps the guarantee ‖AᵀA − BᵀB‖₂ ≤ ‖A − A_k‖_F²/(ℓ − k)
+    for the union of rows (Agarwal et al., Mergeable summaries, 2012).  The
+    inputs are folded into the first one ℓ rows at a time, so memory stays
+    O(ℓ·m) beyond the inputs whatever their number.
+    """
+    ell = _check_ell(ell)
+    if len(sketches) == 0:
+        raise InputError("fd_merge needs at least one sketch.")
+    widths = {s.shape[1] for s in sketches}
+    if len(widths) != 1:
+        raise InputError(f"fd_merge: sketches have different widths {sorted(widths)}; "
+                         "only sketches of the same feature space can be merged.")
+    shr = list(shrinkages) if shrinkages is not None else [0.0] * len(sketches)
+    first = np.asarray(sketches[0], dtype=np.float64)
+    if first.shape[0] == ell:
+        acc, total = first.copy(), float(shr[0])
+    else:
+        acc, total = fd_sketch(first, ell, shrinkage=float(shr[0]))
+    for s, d in zip(sketches[1:], shr[1:], strict=True):
+        acc, total = fd_sketch(np.asarray(s), ell, sketch=acc, shrinkage=total + float(d))
+    return acc, total
+
+
+def fd_sketch_components(sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Right singular vectors and singular values of a sketch (largest first).
+
+    Parameters
+    ----------
+    sketch : ndarray of shape (ell, m)
+
+    Returns
+    -------
+    components : ndarray of shape (min(ell, m), m)
+        Orthonormal rows; the sign of each row is fixed so that its largest
+        absolute entry is positive (deterministic output).
+    singular_values : ndarray of shape (min(ell, m),)
+    """
+    _, s, Vt = np.linalg.svd(np.asarray(sketch, dtype=np.float64), full_matrices=False)
+    idx = np.argmax(np.abs(Vt), axis=1)
+    signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
+    signs[signs == 0] = 1.0
+    return Vt * signs[:, None], s

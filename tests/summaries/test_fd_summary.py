@@ -1,0 +1,143 @@
+"""FrequentDirectionsSummary: mergeable-summary conformance (within the FD
+guarantee), exact replay of the reduction tree, and the RFF row map."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+from distsketch.errors import ConfigError
+from distsketch.graph import tree_reduce
+from distsketch.ops.fd import fd_sketch
+from distsketch.ops.rff import rff_map, rff_operator
+from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from mergeable import MergeableSummaryTests, assert_states_equal
+
+ELL = 6
+
+
+def _rff(block, offset, W, b):
+    return rff_map(block, W, b, offset)
+
+
+def check_fd_state(state: dict, Z: np.ndarray, ell: int) -> None:
+    """The state is a valid FD sketch of the rows Z."""
+    Z = np.asarray(Z, dtype=np.float64)
+    B = state["sketch"]
+    scale = float(np.sum(Z * Z))
+    assert state["n"] == Z.shape[0]
+    assert state["sq_frobenius"] == pytest.approx(scale, rel=1e-6)
+    C = Z.T @ Z - B.T @ B
+    err = np.linalg.norm(C, 2)
+    s2 = np.linalg.svd(Z, compute_uv=False) ** 2
+    bound = min(s2[k:].sum() / (ell - k) for k in range(ell))
+    assert err <= bound + 1e-9 * scale
+    assert err <= state["shrinkage"] + 1e-9 * scale
+    assert np.linalg.eigvalsh(C).min() >= -1e-9 * scale
+
+
+class TestFDSummaryRaw(MergeableSummaryTests):
+    def make_summary(self):
+        return FrequentDirectionsSummary(ELL, n_columns=10)
+
+    def make_data(self, rng):
+        return rng.normal(size=(150, 10)) * 0.8 ** np.arange(10)[None, :]
+
+    def assert_states_close(self, actual, expected, X):
+        # FD merge is associative only within its guarantee: both states must be
+        # valid sketches of the same rows
+        check_fd_state(actual, X, ELL)
+        check_fd_state(expected, X, ELL)
+
+
+class TestFDSummaryRFF(MergeableSummaryTests):
+    W, b = rff_operator(11, "rbf", 0.5, 3, 24)
+
+    def make_summary(self):
+        return FrequentDirectionsSummary(ELL, transform=_rff, n_columns=24, map_rows=ELL)
+
+    def operands(self):
+        return (self.W, self.b)
+
+    def make_data(self, rng):
+        return rng.normal(size=(130, 3))
+
+    def assert_states_close(self, actual, expected, X):
+        Z = rff_map(X, self.W, self.b, 0)
+        check_fd_state(actual, Z, ELL)
+        check_fd_state(expected, Z, ELL)
+
+
+def _replay(summary, X, chunks, split_every, *operands):
+    """NumPy replay of dask's reduction tree: groups of split_every consecutive states."""
+    offs = np.concatenate(([0], np.cumsum(chunks)[:-1]))
+    states = [summary.chunk(X[o: o + c], int(o), *operands) for o, c in zip(offs, chunks,
+                                                                              strict=True)]
+    while len(states) > split_every:
+        states = [summary.merge(states[i: i + split_every])
+                  for i in range(0, len(states), split_every)]
+    return summary.merge(states)
+
+
+@pytest.mark.parametrize(("chunks", "split_every"), [
+    ((200,), 8),                       # one block
+    ((70, 70, 60), 2),                 # 3 blocks, two levels
+    ((13, 50, 7, 30, 40, 1, 59), 3),   # ragged, three levels
+    ((20,) * 10, 4),                   # 10 blocks, fan-in 4
+])
+def test_tree_reduce_equals_numpy_replay_bitwise(chunks, split_every):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(sum(chunks), 5)).astype(np.float32)
+    W, b = rff_operator(5, "rbf", 0.2, 5, 32)
+    s = FrequentDirectionsSummary(8, transform=_rff, map_rows=16)
+    Xd = da.from_array(X, chunks=(chunks, 5))
+    with dask.config.set(scheduler="sync"):
+        got = tree_reduce(s, Xd, W, b, split_every=split_every).compute()
+    assert_states_equal(got, _replay(s, X, chunks, split_every, W, b))
+
+
+def test_same_chunking_bitwise_identical_sync_and_threads():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    W, b = rff_operator(2, "rbf", 0.3, 6, 64)
+    s = FrequentDirectionsSummary(10, transform=_rff)
+    Xd = da.from_array(X, chunks=(250, 6))
+    red = tree_reduce(s, Xd, W, b, split_every=3)
+    with dask.config.set(scheduler="sync"):
+        a = red.compute()
+    with dask.config.set(scheduler="threads", num_workers=2):
+        t1 = red.compute()
+        t2 = red.compute()
+    assert_states_equal(a, t1)
+    assert_states_equal(a, t2)
+
+
+def test_chunk_does_not_depend_on_map_rows():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(333, 4))
+    W, b = rff_operator(1, "rbf", 0.4, 4, 20)
+    states = [FrequentDirectionsSummary(5, transform=_rff, map_rows=r).chunk(X, 17, W, b)
+              for r in (5, 13, 4096)]
+    for st in states[1:]:
+        np.testing.assert_array_equal(st["sketch"], states[0]["sketch"])
+        assert st["shrinkage"] == states[0]["shrinkage"]
+        assert st["n"] == states[0]["n"]
+        # only the float64 sum of squares depends on the summation grouping
+        assert st["sq_frobenius"] == pytest.approx(states[0]["sq_frobenius"], rel=1e-13)
+    # and equals the plain FD sketch of the mapped rows
+    B, _ = fd_sketch(rff_map(X, W, b, 17), 5)
+    np.testing.assert_array_equal(states[0]["sketch"], B)
+
+
+def test_empty_needs_width_and_bad_size():
+    with pytest.raises(ConfigError, match="n_columns"):
+        FrequentDirectionsSummary(4).empty()
+    with pytest.raises(ConfigError, match="sketch_size"):
+        FrequentDirectionsSummary(0)
