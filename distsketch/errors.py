@@ -11,8 +11,6 @@ Dask worker raises them and the client re-raises them.
 
 from __future__ import annotations
 
-from sklearn.exceptions import NotFittedError as _SkNotFittedError
-
 __all__ = [
     "ClusterError",
     "ConfigError",
@@ -45,7 +43,7 @@ class MemoryBudgetError(DistsketchError, MemoryError):
     """A planned task would need more memory than the configured budget."""
 
 
-class NotFittedError(DistsketchError, _SkNotFittedError):
+class NotFittedError(DistsketchError, AttributeError):
     """An estimator was used before ``fit``."""
 
 

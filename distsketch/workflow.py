@@ -828,14 +828,7 @@ def run_workflow(
     key = _spec_key(cfg)
     if dry_run:
         return _dry_run(cfg, state_dir, result_dir, key, full, say)
-    try:
-        return _run(cfg, key, out_dir, state_dir, result_dir, cluster, full, wait, connect_timeout,
-                    say)
-    except StoreError as exc:
-        located = _locate_bad_chunks(cfg["input"], exc)
-        if located is exc:
-            raise
-        raise located from exc
+    return _run(cfg, key, out_dir, state_dir, result_dir, cluster, full, wait, connect_timeout, say)
 
 
 def _run(cfg: dict, key: str, out_dir: Path, state_dir: Path, result_dir: Path, cluster: Any,
@@ -1026,35 +1019,6 @@ def _read_targets(arr: Any, where: str, start: int, stop: int) -> np.ndarray:
     except Exception as exc:
         raise StoreError(f"cannot read rows {start}..{stop} of the targets {where}: "
                          f"{type(exc).__name__}: {exc}. Restore the chunk or re-ingest.") from exc
-
-
-def _locate_bad_chunks(source: str, exc: StoreError) -> StoreError:
-    """Re-read the Zarr chunks of the failed row range one by one to name the bad one(s)."""
-    import re
-
-    from distsketch.io.zarr_io import open_zarr
-
-    m = re.search(r"cannot read rows (\d+)\.\.(\d+)", str(exc))
-    if m is None or "://" in source:
-        return exc
-    path, _, comp = source.partition("::")
-    try:
-        arr = open_zarr(path, comp or None)
-    except StoreError:
-        return exc
-    unit = (arr.shards or arr.chunks)[0]
-    start, stop = int(m.group(1)), int(m.group(2))
-    bad = []
-    for c in range(start // unit, -(-stop // unit)):
-        try:
-            arr[c * unit: min((c + 1) * unit, arr.shape[0])]
-        except Exception as inner:  # the point is to find which chunk raises
-            bad.append(f"chunk {c} (rows {c * unit}..{min((c + 1) * unit, arr.shape[0])}): "
-                       f"{type(inner).__name__}: {inner}")
-    if not bad:
-        return exc
-    return StoreError(f"input {source} has unreadable Zarr chunk(s) on axis 0: {'; '.join(bad)}. "
-                      "Restore the chunk(s) or re-ingest the data; no output was written.")
 
 
 def _learn_scaler(X: Any) -> dict:

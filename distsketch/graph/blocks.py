@@ -26,7 +26,7 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
-from distsketch.graph.runtime import pin_blas_for_tasks
+from distsketch.graph.runtime import task_blas
 
 __all__ = ["as_operand", "check_finite_block", "map_rows", "row_offsets", "tree_reduce"]
 
@@ -75,8 +75,8 @@ class _RowTask:
         off = int(np.asarray(offset).ravel()[0])
         if self.check_finite:
             check_finite_block(block, off, self.where)
-        pin_blas_for_tasks()
-        return self.func(block, off, *operands, **self.kwargs)
+        with task_blas():
+            return self.func(block, off, *operands, **self.kwargs)
 
 
 def _operand_args(operands: Sequence[Any]) -> list[Any]:
@@ -166,8 +166,8 @@ class _ChunkTask:
         off = int(np.asarray(offset).ravel()[0])
         if self.check_finite:
             check_finite_block(block, off, self.where)
-        pin_blas_for_tasks()
-        state = self.summary.chunk(block, off, *operands)
+        with task_blas():
+            state = self.summary.chunk(block, off, *operands)
         out = np.empty((1,), dtype=object)
         out[0] = state
         return out
@@ -190,8 +190,8 @@ class _Combine:
         self.summary = summary
 
     def __call__(self, parts, axis=None, keepdims=None):
-        pin_blas_for_tasks()
-        state = self.summary.merge(_flatten(parts))
+        with task_blas():
+            state = self.summary.merge(_flatten(parts))
         out = np.empty((1,), dtype=object)
         out[0] = state
         return out

@@ -24,7 +24,7 @@ import dask
 from threadpoolctl import threadpool_limits
 
 __all__ = ["active_client", "blas_single_thread", "compute", "pin_blas_for_tasks",
-           "progress_enabled"]
+           "progress_enabled", "task_blas"]
 
 _PINNED = False
 
@@ -47,6 +47,19 @@ def pin_blas_for_tasks() -> None:
     if not _PINNED and threading.current_thread() is not threading.main_thread():
         threadpool_limits(limits=1)
         _PINNED = True
+
+
+def task_blas() -> contextlib.AbstractContextManager:
+    """Context for one task: BLAS on one thread.
+
+    In the main thread (the synchronous scheduler, also a bare ``.compute()``)
+    the limit is set and restored around the task; in pool threads it is set
+    once for the process, because set-and-restore would race between threads.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return threadpool_limits(limits=1)
+    pin_blas_for_tasks()
+    return contextlib.nullcontext()
 
 
 def active_client() -> Any | None:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,10 @@ def open_zarr(path: str | os.PathLike, component: str | None = None) -> zarr.Arr
             "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
         ) from exc
     if isinstance(node, zarr.Group):
-        names = sorted(node.array_keys())
+        with warnings.catch_warnings():
+            # the distsketch manifest beside the arrays is not a Zarr node
+            warnings.filterwarnings("ignore", message=".*not recognized.*")
+            names = sorted(node.array_keys())
         key = component or ("X" if "X" in names else (names[0] if len(names) == 1 else None))
         if key is None or key not in names:
             raise StoreError(
@@ -196,7 +200,8 @@ def open_array(
 
     _check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
     if check_chunks and isinstance(source, (str, os.PathLike)):
-        array_dir = str(Path(path) / component) if component else path
+        # arr.path is the array's location inside a group (e.g. "X"), "" for a bare array
+        array_dir = str(Path(path) / arr.path) if getattr(arr, "path", "") else path
         missing = _missing_chunks(arr, array_dir) if Path(array_dir).exists() else []
         if missing:
             raise StoreError(
