@@ -95,6 +95,11 @@ class DistsketchEstimator(BaseEstimator):
 
     def _check_input(self, X: Any, *, reset: bool, allow_sparse: bool = False,
                      dtype: Any = None) -> Any:
+        if reset and isinstance(X, (str, os.PathLike)):
+            # a model fitted from a store records which data it saw (saved with the model)
+            from distsketch.io.zarr_io import fingerprint
+
+            self.fingerprint_ = fingerprint(X)
         X = check_input(X, where=f"{type(self).__name__} input", allow_sparse=allow_sparse,
                         dtype=dtype)
         check_n_features(self, X, reset=reset)
