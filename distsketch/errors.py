@@ -11,6 +11,8 @@ Dask worker raises them and the client re-raises them.
 
 from __future__ import annotations
 
+from sklearn.exceptions import NotFittedError as _SkNotFittedError
+
 __all__ = [
     "ClusterError",
     "ConfigError",
@@ -43,7 +45,7 @@ class MemoryBudgetError(DistsketchError, MemoryError):
     """A planned task would need more memory than the configured budget."""
 
 
-class NotFittedError(DistsketchError, AttributeError):
+class NotFittedError(DistsketchError, _SkNotFittedError):
     """An estimator was used before ``fit``."""
 
 

@@ -175,6 +175,14 @@ def check_input(
             X = np.asarray(X)
         except (TypeError, ValueError) as exc:
             raise InputError(f"{where}: cannot be read as an array ({exc}).") from exc
+        if X.dtype == object:
+            # numbers held in an object array are accepted; a TypeError for
+            # non-scalar entries propagates with NumPy's own message
+            try:
+                X = X.astype(np.float64)
+            except ValueError as exc:
+                raise InputError(f"{where}: object array with non-numeric entries ({exc}); "
+                                 "convert to float32/float64 first.") from exc
     _check_shape_dtype(X.shape, X.dtype, where, min_rows)
     target = _target_dtype(X.dtype, dtype)
     if X.dtype != target:
@@ -198,17 +206,19 @@ def _check_shape_dtype(shape: tuple, dtype: np.dtype, where: str, min_rows: int)
     if len(shape) != 2:
         raise InputError(
             f"{where}: expected a 2-D array (rows are points), got {len(shape)}-D with shape "
-            f"{tuple(shape)}. Reshape it, e.g. X.reshape(-1, 1) for a single feature."
+            f"{tuple(shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a single feature."
         )
     if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)) or \
             np.issubdtype(dtype, np.complexfloating):
+        kind = "Complex data not supported: " if np.issubdtype(dtype, np.complexfloating) else ""
         raise InputError(
-            f"{where}: dtype {dtype} is not real numeric; convert to float32/float64 first."
+            f"{where}: {kind}dtype {dtype} is not real numeric; convert to float32/float64 first."
         )
     if shape[0] < min_rows:
         raise InputError(f"{where}: has {shape[0]} rows; at least {min_rows} needed.")
     if shape[1] < 1:
-        raise InputError(f"{where}: has 0 features (shape {tuple(shape)}).")
+        raise InputError(f"{where}: has 0 features: found array with 0 feature(s) "
+                         f"(shape={tuple(shape)}) while a minimum of 1 is required.")
 
 
 def check_n_features(estimator: Any, X: Any, *, reset: bool) -> None:
@@ -220,15 +230,23 @@ def check_n_features(estimator: Any, X: Any, *, reset: bool) -> None:
     expected = getattr(estimator, "n_features_in_", None)
     if expected is not None and n != expected:
         raise InputError(
-            f"X has {n} features, but {type(estimator).__name__} was fitted with {expected} "
-            "features; pass data with the same columns as in fit."
+            f"X has {n} features, but {type(estimator).__name__} is expecting {expected} features "
+            "as input (the number it was fitted with); pass data with the same columns as in fit."
         )
 
 
 def check_targets(y: Any, n_rows: int, *, where: str = "y") -> Any:
     """Validate regression/classification targets aligned with ``n_rows`` rows."""
+    if y is None:
+        raise InputError(f"{where}: this estimator requires y to be passed, but the target y is None.")
     if not is_dask(y):
         y = np.asarray(y)
+        if y.dtype == object:
+            try:
+                y = y.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"{where}: Unknown label type: y holds non-numeric values ({exc}); "
+                                 "pass numeric targets.") from exc
     if y.ndim not in (1, 2):
         raise InputError(f"{where}: expected 1-D or 2-D targets, got shape {y.shape}.")
     if y.shape[0] != n_rows:

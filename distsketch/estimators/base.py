@@ -16,7 +16,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 
 from distsketch.errors import NotFittedError
 from distsketch.graph import (
@@ -132,10 +132,11 @@ class DistsketchEstimator(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.sparse = bool(getattr(self, "_accepts_sparse", False))
         return tags
 
 
-class RowMapTransformer(DistsketchEstimator):
+class RowMapTransformer(TransformerMixin, DistsketchEstimator):
     """Base for oblivious/learned row maps ``x -> z(x)`` (feature maps).
 
     Subclasses implement ``_map_block(block, offset, *operands) -> ndarray`` and

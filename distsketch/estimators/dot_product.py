@@ -7,6 +7,12 @@ of its Taylor coefficient; the row factor (e^{−γ‖x‖²}, or ‖x‖^a with
 normalised to the unit sphere) multiplies the whole feature vector.  The
 linear stage (one leaf sketch per term plus ‖x‖²) is summable over column
 blocks, so wide inputs work as for the polynomial sketches.
+
+A degree-j recursive-squaring sketch is cheap but noisy: its relative
+variance grows like exp(O(j²/m_j)) (:func:`distsketch.ops.taylor.poly_sketch_log_moment`).
+Components are therefore split over the terms by that variance model, terms
+that would add more noise than weight are left out, and fit refuses (with
+the numbers) when the predicted error is too large to be useful.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from distsketch.errors import ConfigError
 from distsketch.estimators.base import reduce_rows
 from distsketch.estimators.polynomial import LinearStageSketch
 from distsketch.ops.hadamard import next_pow2
@@ -26,8 +33,10 @@ from distsketch.ops.taylor import (
     dot_product_coefficients,
     gaussian_coefficients,
     gaussian_degree,
+    gaussian_term_weights,
+    predicted_sketch_error,
     sample_tail_degrees,
-    split_components,
+    split_components_by_variance,
 )
 from distsketch.summaries.base import Summary
 from distsketch.validation import Interval, Options
@@ -54,6 +63,53 @@ class _MaxRowNorm(Summary):
         return float(max(states))
 
 
+class _ColumnSum(Summary):
+    """Row count and column sums (float64); merge = sum."""
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        if sp.issparse(block):
+            colsum = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
+        else:
+            colsum = np.asarray(block, dtype=np.float64).sum(axis=0)
+        return {"n": int(block.shape[0]), "sum": colsum}
+
+    def merge(self, states: list[dict]) -> dict:
+        return {"n": sum(s["n"] for s in states), "sum": np.sum([s["sum"] for s in states], axis=0)}
+
+
+def _centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
+    if sp.issparse(block):
+        b = sp.csr_matrix(block)
+        return np.maximum(_row_sq_norms(b) - 2.0 * (b @ center) + center @ center, 0.0)
+    return _row_sq_norms(np.asarray(block, dtype=np.float64) - center)
+
+
+_STAT_ROWS = 4096     # rows per sub-block of the term-weight pass (rows × (max_degree + 1) floats)
+
+
+class _GaussianStats(Summary):
+    """Radius after centring and per-degree Σ_x w_j(x), Σ_x w_j(x)² (Poisson weights); merge = max/sum."""
+
+    def __init__(self, gamma: float, max_degree: int):
+        self.gamma = gamma
+        self.max_degree = max_degree
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        sq = _centered_sq_norms(block, operands[0])
+        J = self.max_degree + 1
+        s1, s2 = np.zeros(J), np.zeros(J)
+        for i in range(0, sq.size, _STAT_ROWS):
+            w = gaussian_term_weights(sq[i:i + _STAT_ROWS], self.gamma, self.max_degree)
+            s1 += w.sum(axis=0)
+            s2 += np.einsum("ij,ij->j", w, w)
+        return {"n": int(sq.size), "max_sq": float(sq.max()) if sq.size else 0.0, "w": s1, "w2": s2}
+
+    def merge(self, states: list[dict]) -> dict:
+        return {"n": sum(s["n"] for s in states), "max_sq": max(s["max_sq"] for s in states),
+                "w": np.sum([s["w"] for s in states], axis=0),
+                "w2": np.sum([s["w2"] for s in states], axis=0)}
+
+
 class _TermSketch(LinearStageSketch):
     """Σ_t w_t ⟨P_{p_t}(x), P_{p_t}(y)⟩ with one PolySketch per term t.
 
@@ -70,7 +126,7 @@ class _TermSketch(LinearStageSketch):
         self._padded_dim = next_pow2(self.n_features_in_)
 
     def _leaf_terms(self) -> list[int]:
-        return [t for t, p in enumerate(self.term_degrees_) if p > 0]
+        return [t for t, p in enumerate(self.term_degrees_) if p > 0 and self.term_components_[t] > 0]
 
     def _n_linear(self) -> int:
         return int(sum(self.term_components_[t] for t in self._leaf_terms())) + 1
@@ -78,10 +134,28 @@ class _TermSketch(LinearStageSketch):
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         dt = self._dtype_of(block)
         D = next_pow2(self.n_features_in_)
-        parts = [leaf_sketch(block, self.seed_, f"{self._purpose}.term{t}", int(self.term_components_[t]),
-                             D, self.base, col_offset, dt, row_offset) for t in self._leaf_terms()]
-        parts.append(_row_sq_norms(block).astype(dt)[:, None])
+        c = self._center_slice(col_offset, block.shape[1])
+        sparse = sp.issparse(block)
+        if c is not None and not sparse:
+            block = np.asarray(block, dtype=dt) - c.astype(dt)
+        parts = []
+        for t in self._leaf_terms():
+            args = (self.seed_, f"{self._purpose}.term{t}", int(self.term_components_[t]), D, self.base,
+                    col_offset, dt)
+            P = leaf_sketch(block, *args, row_offset)
+            if c is not None and sparse:
+                # the leaf sketch is linear: T(x − c) = T x − T c keeps the block sparse
+                P -= leaf_sketch(c[None, :], *args, 0)
+            parts.append(P)
+        sq = _centered_sq_norms(block, c) if (c is not None and sparse) else _row_sq_norms(block)
+        parts.append(sq.astype(dt)[:, None])
         return np.concatenate(parts, axis=1)
+
+    def _center_slice(self, col_offset: int, width: int) -> np.ndarray | None:
+        c = getattr(self, "center_", None)
+        if c is None or not np.any(c):
+            return None
+        return c[col_offset:col_offset + width]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
         sq = np.maximum(L[:, -1].astype(np.float64), 0.0)
@@ -92,6 +166,8 @@ class _TermSketch(LinearStageSketch):
         for t, p in enumerate(self.term_degrees_):
             m = int(self.term_components_[t])
             w = np.sqrt(self.term_weights_[t])
+            if m == 0:
+                continue
             if p == 0:
                 out[:, pos_out:pos_out + m] = w / np.sqrt(m)
             else:
@@ -108,10 +184,12 @@ class _TermSketch(LinearStageSketch):
 class GaussianSketch(_TermSketch):
     """Gaussian kernel exp(−γ‖x − y‖²) by its truncated Taylor series (Theorem A.1).
 
-    exp(−γ‖x−y‖²) = e^{−γ‖x‖²} e^{−γ‖y‖²} Σ_j (2γ)^j ⟨x, y⟩^j / j!.  Terms
-    j = 0..q are kept; term j is sketched by a degree-j PolySketch of
-    sqrt(2γ)·x scaled by 1/sqrt(j!), with m_j ∝ its weight at the data radius;
-    the features are multiplied by e^{−γ‖x‖²}.
+    exp(−γ‖x−y‖²) = e^{−γ‖x‖²} e^{−γ‖y‖²} Σ_j (2γ)^j ⟨x, y⟩^j / j!, applied to
+    x − c with c = ``center_`` (the kernel is shift invariant, so nothing changes
+    but the radius, which can shrink a lot).  Terms j = 0..q are kept; term j is
+    sketched by a degree-j PolySketch of x − c scaled by sqrt((2γ)^j/j!), with a
+    share m_j of the components chosen from a variance model (Notes); the
+    features are multiplied by e^{−γ‖x − c‖²}.
 
     Parameters
     ----------
@@ -120,36 +198,67 @@ class GaussianSketch(_TermSketch):
         Total number of features (split over the terms).
     degree : int or None, default None
         Truncation degree q; None chooses the smallest q with
-        P[Poisson(2γR²) > q] <= tol, R the largest row norm of the fit data
-        (one pass over the data), which bounds the truncation error.
+        P[Poisson(2γR²) > q] <= tol, R the largest row norm of the (centred)
+        fit data, which bounds the truncation error.
     tol : float, default 1e-3
         Truncation tolerance used when ``degree`` is None.
     base : {"srht", "tensorsketch"}, default "srht"
         Base sketches of the PolySketches.
+    center : bool, default True
+        Sketch x − mean(X) (one extra pass over the data in fit).
+    check_variance : bool, default True
+        Raise :class:`~distsketch.errors.ConfigError` in fit when the predicted
+        RMS error of the sketched kernel diagonal (``predicted_error_``, Notes)
+        exceeds ``max_error``.
+    max_error : float, default 0.5
+        Largest accepted predicted RMS error of k̂(x, x) (k(x, x) = 1): 0.5 means
+        the noise would be half the kernel's own diagonal.
     random_state : int, Generator or None
 
     Attributes
     ----------
     seed_ : int
+    center_ : ndarray of shape (n_features_in_,)
+        Column mean of the fit data (rounded to float32 precision, so rounding
+        differences of the reduction order do not change it), or zeros.
     radius_ : float
-        Largest row norm seen in fit (NaN if ``degree`` was given).
+        Largest row norm of the centred fit data.
     degree_ : int
     term_degrees_, term_weights_, term_components_ : ndarray
-        Degree j, coefficient (2γ)^j/j! and sketch size of each term.
+        Degree j, coefficient (2γ)^j/j! and sketch size of each sketched term.
+    dropped_degrees_ : ndarray of int
+        Degrees <= q left out because sketching them would add more variance
+        than their weight (their mass is in ``predicted_error_``).
+    predicted_error_ : float
+        Predicted RMS error of k̂(x, x) over the fit rows (k(x, x) = 1).
     n_features_in_, n_output_features_ : int
 
     Notes
     -----
-    Per row: one leaf sketch per term (O(q·D log D) dense) and
-    O(Σ_j log j · m_j log m_j) for the squarings; memory a rows × D buffer.
-    Truncation error ≤ P[Poisson(2γR²) > q] for rows of norm ≤ R; it grows
-    quickly with γR², so scale the data (or use random Fourier features) when
-    γR² is large.
+    Fit makes two passes (column mean; radius and per-degree weights, both
+    tree-reduced, O(d) and O(q) state).  Per row in transform: one leaf sketch
+    per term (O(q·D log D) dense) and O(Σ_j log j · m_j log m_j) for the
+    squarings; memory a rows × (D + Σ m_j) buffer.
+
+    Variance.  On the diagonal, term j carries the weight
+    w_j(x) = e^{−2γ‖x‖²}(2γ‖x‖²)^j/j! (a Poisson(2γ‖x‖²) pmf, Σ_j w_j = 1).  A
+    degree-j recursive-squaring sketch with m_j rows reuses each level's output
+    in both factors of the next squaring, so its relative error compounds
+    multiplicatively: its relative variance is about e^{v_j} − 1 with
+    v_j = (8(j² − 1)/3 + 2j²)/m_j (:func:`~distsketch.ops.taylor.poly_sketch_log_moment`),
+    which explodes once m_j ≲ j².  The predicted RMS error of k̂(x, x) is
+    sqrt(Σ_j w̄_j² (e^{v_j} − 1)) (w̄_j² the mean of w_j(x)² over the fit rows) plus
+    the weight of dropped terms.  m_j ∝ w̄_j sqrt(v_j m_j) minimises it to first
+    order (terms with v_j > ln 2 are dropped instead).  As 2γR² grows the weights
+    move to degrees j ≈ 2γ‖x‖², so the components needed grow like (γR²)² for a
+    fixed error; below that the check raises with the numbers.  Use
+    :class:`~distsketch.RandomFourierFeatures` or NystromFeatures for such γ,
+    rescale the data, or raise ``n_components``.
 
     References
     ----------
     Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of polynomial
-    degree. ICML 2021 (Theorem A.1).
+    degree. ICML 2021 (Algorithm 1, Theorem A.1).
     """
 
     _parameter_constraints = {
@@ -158,33 +267,73 @@ class GaussianSketch(_TermSketch):
         "degree": [Interval(int, 1, None), None],
         "tol": [Interval(float, 0, 1, closed="neither")],
         "base": [Options(set(BASES))],
+        "center": ["boolean"],
+        "check_variance": ["boolean"],
+        "max_error": [Interval(float, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
     _purpose = "gaussian"
+    _max_degree = 200
 
     def __init__(self, *, gamma: float = 1.0, n_components: int = 256, degree: int | None = None,
-                 tol: float = 1e-3, base: str = "srht", random_state: Any = None):
+                 tol: float = 1e-3, base: str = "srht", center: bool = True, check_variance: bool = True,
+                 max_error: float = 0.5, random_state: Any = None):
         self.gamma = gamma
         self.n_components = n_components
         self.degree = degree
         self.tol = tol
         self.base = base
+        self.center = center
+        self.check_variance = check_variance
+        self.max_error = max_error
         self.random_state = random_state
 
     def _setup(self, X: Any) -> None:
-        if self.degree is None:
-            self.radius_ = float(reduce_rows(_MaxRowNorm(), X, name="gaussian-radius"))
-            self.degree_ = gaussian_degree(self.gamma, self.radius_, self.tol)
+        d = self.n_features_in_
+        if self.center:
+            st = reduce_rows(_ColumnSum(), X, name="gaussian-mean")
+            # rounded so that the summation order (chunking) cannot change the operator
+            self.center_ = (st["sum"] / max(st["n"], 1)).astype(np.float32).astype(np.float64)
         else:
-            self.radius_ = float("nan")
-            self.degree_ = int(self.degree)
+            self.center_ = np.zeros(d)
+        J = int(self._max_degree if self.degree is None else max(self.degree, 1))
+        st = reduce_rows(_GaussianStats(float(self.gamma), J), X, self.center_, name="gaussian-radius",
+                         bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
+        n = max(st["n"], 1)
+        self.radius_ = float(np.sqrt(st["max_sq"]))
+        self.degree_ = (gaussian_degree(self.gamma, self.radius_, self.tol, self._max_degree)
+                        if self.degree is None else int(self.degree))
         q = self.degree_
         coef = gaussian_coefficients(q, self.gamma)
-        R = self.radius_ if np.isfinite(self.radius_) and self.radius_ > 0 else 1.0
-        # weight of each term at the data radius, for the split of components
-        mass = coef * R ** (2 * np.arange(q + 1)) * np.exp(-2 * self.gamma * R * R)
-        comps = split_components(int(self.n_components) - 1, mass[1:])
-        self._setup_terms(np.arange(q + 1), coef, np.concatenate(([1], comps)))
+        rms = np.sqrt(st["w2"][:q + 1] / n)
+        comps = split_components_by_variance(int(self.n_components) - 1, rms[1:], np.arange(1, q + 1))
+        comps = np.concatenate(([1], comps))
+        # plus the mean diagonal mass beyond degree q (the truncation bias; tiny unless q was capped or given)
+        truncated = max(0.0, 1.0 - float(st["w"][:q + 1].sum()) / n)
+        self.predicted_error_ = predicted_sketch_error(rms[1:], np.arange(1, q + 1), comps[1:]) + truncated
+        kept = comps > 0
+        self.dropped_degrees_ = np.flatnonzero(~kept).astype(np.int64)
+        self._setup_terms(np.arange(q + 1)[kept], coef[kept], comps[kept])
+        if self.check_variance and self.predicted_error_ > self.max_error:
+            raise ConfigError(self._variance_message(rms, q))
+
+    def _variance_message(self, rms: np.ndarray, q: int) -> str:
+        target = 0.1
+        need = int(self.n_components)
+        for _ in range(60):     # doubling search for the size that reaches the target error
+            need *= 2
+            c = split_components_by_variance(need - 1, rms[1:], np.arange(1, q + 1))
+            if predicted_sketch_error(rms[1:], np.arange(1, q + 1), c) <= target:
+                break
+        lam = 2.0 * self.gamma * self.radius_ ** 2
+        return (f"GaussianSketch: gamma={self.gamma:g} is outside the range this Taylor-series sketch can "
+                f"resolve with n_components={self.n_components}: radius r={self.radius_:.4g} "
+                f"(after centring), 2*gamma*r^2={lam:.3g}, degree needed q={q} for tol={self.tol:g}; the "
+                f"predicted RMS error of k(x, x)=1 is {self.predicted_error_:.3g} > "
+                f"max_error={self.max_error:g}, and about n_components={need} would be needed for an "
+                f"error of {target}. Use RandomFourierFeatures or NystromFeatures for this gamma, "
+                f"rescale the data, or raise n_components "
+                f"(check_variance=False skips this check).")
 
     def _input_scale(self, sq: np.ndarray) -> np.ndarray:
         return np.ones_like(sq)
@@ -221,11 +370,22 @@ class DotProductKernelSketch(_TermSketch):
         moderate: the variance of a degree-p recursive-squaring sketch grows
         with p/m, so high sampled degrees need many components.
     base : {"srht", "tensorsketch"}, default "srht"
+    check_variance : bool, default True
+        Raise :class:`~distsketch.errors.ConfigError` in fit when the predicted
+        RMS relative error of k̂(x, x) (``predicted_error_``) exceeds ``max_error``.
+    max_error : float, default 0.5
     random_state : int, Generator or None
 
     Attributes
     ----------
     seed_ : int
+    predicted_error_ : float
+        Predicted RMS error of k̂(x̂, x̂)/κ(1) (variance model of
+        :func:`~distsketch.ops.taylor.poly_sketch_log_moment`, plus the weight of
+        dropped terms).
+    dropped_degrees_ : ndarray of int
+        Terms left out because their share of components would add more
+        variance than their weight.
     coefficients_ : ndarray of shape (max_degree + 1,)
     tail_mass_ : float
     residual_mass_ : float
@@ -236,7 +396,13 @@ class DotProductKernelSketch(_TermSketch):
     Notes
     -----
     Per row: one leaf sketch per term and O(log j) degree-2 sketches for a
-    degree-j term, so high sampled degrees stay cheap.
+    degree-j term.  Cheap, but not accurate: a degree-j recursive-squaring
+    sketch of size m_j has relative variance about e^{v_j} − 1 with
+    v_j ≈ (8(j² − 1)/3 + 2j²)/m_j, so sampled tail degrees need m_j ≳ j²
+    components.  Components are split to minimise the predicted error
+    Σ_j (c_j/κ(1))² (e^{v_j} − 1) (m_j ∝ c_j sqrt(v_j m_j)); a term whose share
+    would be worse than omitting it is dropped (its weight counts as bias in
+    ``predicted_error_``).
 
     References
     ----------
@@ -251,19 +417,23 @@ class DotProductKernelSketch(_TermSketch):
         "n_tail_samples": [Interval(int, 0, None)],
         "max_degree": [Interval(int, 1, None)],
         "base": [Options(set(BASES))],
+        "check_variance": ["boolean"],
+        "max_error": [Interval(float, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
     _purpose = "dotproduct"
 
     def __init__(self, *, kernel: str | Callable = "ntk", n_components: int = 512, n_exact: int = 4,
                  n_tail_samples: int = 2, max_degree: int = 16, base: str = "srht",
-                 random_state: Any = None):
+                 check_variance: bool = True, max_error: float = 0.5, random_state: Any = None):
         self.kernel = kernel
         self.n_components = n_components
         self.n_exact = n_exact
         self.n_tail_samples = n_tail_samples
         self.max_degree = max_degree
         self.base = base
+        self.check_variance = check_variance
+        self.max_error = max_error
         self.random_state = random_state
 
     def _setup(self, X: Any) -> None:
@@ -278,14 +448,32 @@ class DotProductKernelSketch(_TermSketch):
         term_deg = np.concatenate((np.arange(J), degrees))
         keep = weights > 0
         weights, term_deg = weights[keep], term_deg[keep]
-        # Variance of a degree-p PolySketch term grows like p/m (each squaring
-        # compounds the error of the level below): m_j ∝ c_j sqrt(p_j) minimises Σ c_j² p_j/m_j.
-        alloc = weights * np.sqrt(np.maximum(term_deg, 1))
+        # normalised so that the weights sum to k(x̂, x̂) = 1 on the unit sphere (the worst case)
+        scale = weights.sum()
         if term_deg[0] == 0:
-            comps = np.concatenate(([1], split_components(int(self.n_components) - 1, alloc[1:])))
+            comps = np.concatenate(([1], split_components_by_variance(int(self.n_components) - 1,
+                                                                      weights[1:] / scale, term_deg[1:])))
+            self.predicted_error_ = predicted_sketch_error(weights[1:] / scale, term_deg[1:], comps[1:])
         else:
-            comps = split_components(int(self.n_components), alloc)
-        self._setup_terms(term_deg, weights, comps)
+            comps = split_components_by_variance(int(self.n_components), weights / scale, term_deg)
+            self.predicted_error_ = predicted_sketch_error(weights / scale, term_deg, comps)
+        kept = comps > 0
+        self.dropped_degrees_ = term_deg[~kept]
+        self._setup_terms(term_deg[kept], weights[kept], comps[kept])
+        if self.check_variance and self.predicted_error_ > self.max_error:
+            need = int(self.n_components)
+            w1 = weights[term_deg > 0] / scale
+            p1 = term_deg[term_deg > 0]
+            for _ in range(60):
+                need *= 2
+                if predicted_sketch_error(w1, p1, split_components_by_variance(need, w1, p1)) <= 0.1:
+                    break
+            raise ConfigError(
+                f"DotProductKernelSketch: n_components={self.n_components} is too small for the terms of "
+                f"degrees {term_deg.tolist()} (n_exact={self.n_exact}, max_degree={self.max_degree}): the "
+                f"predicted RMS relative error of k(x, x) is {self.predicted_error_:.3g} > max_error="
+                f"{self.max_error:g}; about n_components={need} would give 0.1. Raise n_components, lower "
+                f"max_degree / n_tail_samples, or pass check_variance=False.")
 
     def _power(self) -> int:
         return 0 if callable(self.kernel) else DOT_PRODUCT_KERNELS[self.kernel][2]

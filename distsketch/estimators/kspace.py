@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+from sklearn.base import RegressorMixin, TransformerMixin
 
 from distsketch.errors import ConfigError, InputError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
@@ -108,7 +109,7 @@ def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     return Q[:, keep] / np.sqrt(lam[keep])
 
 
-class KSpaceKernelPCA(DistsketchEstimator):
+class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     """Approximate polynomial-kernel PCA by k-Space (Algorithm 1 of Avron et al. 2014).
 
     Kernel k(x, y) = (γ⟨x, y⟩ + c)^q with feature map φ.  Finds V = U·W with
@@ -304,7 +305,7 @@ class KSpaceKernelPCA(DistsketchEstimator):
         return fa @ fb.T
 
 
-class KernelPCR(DistsketchEstimator):
+class KernelPCR(RegressorMixin, DistsketchEstimator):
     """Approximate polynomial-kernel principal component regression (Theorem 9).
 
     k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)

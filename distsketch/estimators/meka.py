@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
+from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
@@ -79,7 +80,7 @@ def _scattered(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.n
     return scatter_basis(coords, offsets, ranks)
 
 
-class MEKA(DistsketchEstimator):
+class MEKA(TransformerMixin, DistsketchEstimator):
     """Memory Efficient Kernel Approximation G ≈ W L Wᵀ (Si, Hsieh, Dhillon 2014).
 
     k-means partitions the rows in input space; each cluster s gets a rank-k_s

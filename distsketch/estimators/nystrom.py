@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import numpy as np
+from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import (
@@ -305,7 +306,7 @@ def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
     return out
 
 
-class NystromKernelPCA(DistsketchEstimator):
+class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     """Streaming Nyström kernel PCA: top eigenvectors of the Nyström approximation.
 
     With Z = K(X, L) W^{+1/2} (n × r), G̃ = Z Zᵀ; its principal directions come

@@ -16,12 +16,15 @@ on s_λ instead of n or the first sketch's size.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import clone
+from sklearn.base import ClassifierMixin, RegressorMixin, clone
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import (
@@ -185,7 +188,7 @@ class _PredictBlock:
 
 # --------------------------------------------------------------------------- estimator
 
-class SketchedKernelRidge(DistsketchEstimator):
+class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     """Kernel ridge regression on a kernel feature map, with tree-reduced normal equations.
 
     Solves ``min_w ‖Z w + b − y‖² + λ‖w‖²`` with ``Z = z(X)`` exactly from the
@@ -393,6 +396,11 @@ class SketchedKernelRidge(DistsketchEstimator):
         self.intercept_ = c if isinstance(c, np.ndarray) else float(c)
         self._W = W
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = not isinstance(self, ClassifierMixin)
+        return tags
+
     # ---------------------------------------------------------------- fitting
     def fit(self, X: Any, y: Any) -> SketchedKernelRidge:
         """Fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass and solve.
@@ -407,6 +415,8 @@ class SketchedKernelRidge(DistsketchEstimator):
         self
         """
         self._validate_params()
+        if y is None:
+            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         for attr in ("coef_", "seed_", "_W"):
             self.__dict__.pop(attr, None)
         alphas_path, _ = self._alpha_grid()
@@ -548,6 +558,7 @@ class SketchedKernelRidge(DistsketchEstimator):
         (n_samples, n_alphas) or (n_samples, n_alphas, n_targets)
             Same kind as X.
         """
+        self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
@@ -575,7 +586,7 @@ class SketchedKernelRidge(DistsketchEstimator):
         return ZA @ ZB.T
 
 
-class SketchedKernelRidgeClassifier(SketchedKernelRidge):
+class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     """One-vs-rest classification with sketched kernel ridge regression.
 
     Classes are encoded as ±1 targets (one column per class; one column for
@@ -603,14 +614,23 @@ class SketchedKernelRidgeClassifier(SketchedKernelRidge):
     """
 
     def _encode(self, y: Any, classes: Any = None) -> np.ndarray:
+        if y is None:
+            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         y = to_numpy(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn(f"{type(self).__name__}: a column-vector y was passed when a 1-D array "
+                          "was expected; it is raveled.", DataConversionWarning, stacklevel=3)
+            y = y.ravel()
         if y.ndim != 1:
             raise InputError(f"{type(self).__name__}: y must be 1-D labels, got shape {y.shape}.")
+        if type_of_target(y) == "continuous":
+            raise InputError(f"{type(self).__name__}: Unknown label type: continuous. y holds "
+                             "real values; use SketchedKernelRidge for regression.")
         if classes is None:
             classes = np.unique(y)
         classes = np.asarray(classes)
         if classes.size < 2:
-            raise InputError(f"{type(self).__name__}: y has a single class {classes.tolist()}; "
+            raise InputError(f"{type(self).__name__}: y has only one class {classes.tolist()}; "
                              "classification needs at least two.")
         idx = np.searchsorted(classes, y)
         bad = (idx >= classes.size) | (classes[np.minimum(idx, classes.size - 1)] != y)
@@ -648,10 +668,12 @@ class SketchedKernelRidgeClassifier(SketchedKernelRidge):
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""
+        self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
+        self._check_is_fitted("coef_")
         D = self._decision(X)
         classes = self.classes_
         if classes.size == 2:

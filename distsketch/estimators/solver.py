@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import clone
+from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
@@ -121,7 +121,7 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
 
 
-class KernelSolver(DistsketchEstimator):
+class KernelSolver(RegressorMixin, DistsketchEstimator):
     """Exact kernel ridge regression ``(K + λI) α = y`` by blockwise (preconditioned) CG.
 
     Parameters
@@ -308,6 +308,11 @@ class KernelSolver(DistsketchEstimator):
         return np.asarray(to_numpy(fmap.transform(Xb)), dtype=np.float64)
 
     # ------------------------------------------------------------------ fit
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X: Any, y: Any) -> KernelSolver:
         """Solve ``(K + λI) α = y`` by CG.
 
@@ -382,6 +387,7 @@ class KernelSolver(DistsketchEstimator):
         ndarray or dask array of shape (n_new,) or (n_new, n_targets)
         """
         self._check_is_fitted("dual_coef_")
+        self._check_is_fitted("dual_coef_")
         X = self._check_input(X, reset=False)
         A = self._blocks(X)
         alpha = np.asarray(self.dual_coef_, dtype=np.float64)
@@ -396,7 +402,7 @@ class KernelSolver(DistsketchEstimator):
         return _r2(np.asarray(to_numpy(self.predict(X))), y)
 
 
-class MEKAKernelRidge(DistsketchEstimator):
+class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
     """Kernel ridge regression on a MEKA approximation ``G̃ = W L Wᵀ`` by CG.
 
     Solves ``(G̃ + λI) α = y`` with conjugate gradient whose only access to G̃

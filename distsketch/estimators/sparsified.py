@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
@@ -470,7 +471,7 @@ def _kpca_block(block: Any, offset: int, X_fit: np.ndarray, coef: np.ndarray,
     return out
 
 
-class SparsifiedKernelPCA(DistsketchEstimator):
+class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     """Kernel PCA on the sparsified/quantised Gram matrix.
 
     The top eigenvectors of the centred simplified matrix H K̂ H are found by

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import numpy as np
+from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
@@ -89,7 +90,7 @@ def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Vt * signs[:, None], np.sqrt(lam)
 
 
-class StreamingKernelPCA(DistsketchEstimator):
+class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     """Kernel PCA of data too large for memory, in one pass (Ghashami et al. 2016).
 
     Rows are mapped blockwise to m random Fourier features z(x) (float32 for

@@ -64,3 +64,63 @@ def test_split_components_and_callable_checks():
         dot_product_coefficients(lambda j: -np.ones(j.size), 4)
     with pytest.raises(ConfigError, match="unknown"):
         dot_product_coefficients("nope", 4)
+
+
+# --- variance model of the recursive-squaring PolySketch and the split it drives ---------------------
+from distsketch.ops.poly_sketch import poly_sketch  # noqa: E402
+from distsketch.ops.taylor import (  # noqa: E402
+    gaussian_term_weights,
+    poly_sketch_log_moment,
+    predicted_sketch_error,
+    split_components_by_variance,
+)
+
+
+def test_gaussian_term_weights_are_poisson_pmf():
+    sq = np.array([0.0, 0.3, 2.0])
+    w = gaussian_term_weights(sq, 0.7, 60)
+    lam = 1.4 * sq
+    expect = np.exp(-lam)[:, None] * lam[:, None] ** np.arange(61) / factorial(np.arange(61))
+    np.testing.assert_allclose(w, expect, atol=1e-15)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-12)     # Σ_j w_j(x) = k(x, x) = 1
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 64), (4, 128), (8, 128)])
+def test_log_moment_predicts_polysketch_norm_variance(p, m):
+    # empirical relative variance of ‖z(x)‖²/‖x‖^{2p} over 25 seeds × 40 rows vs e^v − 1 of the model
+    X = np.random.default_rng(p).uniform(-1, 1, size=(40, 8))
+    nx = np.sum(X * X, axis=1) ** p
+    r = np.array([np.sum(poly_sketch(X, s, "v", p, m) ** 2, axis=1) / nx for s in range(25)])
+    model = np.expm1(poly_sketch_log_moment(p, m))
+    assert model / 4 < r.var() < 4 * model
+    # and the (shared-squaring) bias grows with the degree as the model says: E‖z‖² >= ‖x‖^{2p}
+    assert r.mean() > 1 - 3 * r.std() / np.sqrt(r.size)
+
+
+def test_log_moment_shape():
+    v = poly_sketch_log_moment(np.array([0, 1, 2, 4, 8]), 100)
+    assert v[0] == 0 and np.all(np.diff(v) > 0)
+    # quadratic in the degree, inverse in m
+    np.testing.assert_allclose(poly_sketch_log_moment(8, 100) / poly_sketch_log_moment(4, 100),
+                               (8 * 63 / 3 + 2 * 64) / (8 * 15 / 3 + 2 * 16))
+    np.testing.assert_allclose(poly_sketch_log_moment(3, 50), 2 * poly_sketch_log_moment(3, 100))
+
+
+def test_split_by_variance_beats_proportional_split():
+    degrees = np.arange(1, 21)
+    w = np.exp(-0.5 * (degrees - 10.0) ** 2 / 9)          # heavy high-degree terms
+    a = poly_sketch_log_moment(degrees, 1.0)
+    for total in (500, 3000):
+        m = split_components_by_variance(total, w, degrees)
+        assert m.sum() == total and np.all(m >= 0) and (m == 0).any()
+        plain = split_components(total, w * np.sqrt(a))       # every term sketched, m_j ∝ w_j sqrt(a_j)
+        assert predicted_sketch_error(w, degrees, m) < predicted_sketch_error(w, degrees, plain) / 10
+    # with enough components (nearly) every term is kept and the predicted error falls
+    big = split_components_by_variance(200_000, w, degrees)
+    assert np.sum(big > 0) >= 18
+    assert predicted_sketch_error(w, degrees, big) < predicted_sketch_error(w, degrees, m) / 5
+
+
+def test_predicted_error_counts_dropped_terms_by_weight():
+    got = predicted_sketch_error(np.array([0.3, 0.2]), np.array([1, 2]), np.array([10, 0]))
+    assert got == pytest.approx(0.3 * np.sqrt(np.expm1(2.0 / 10)) + 0.2)
