@@ -69,5 +69,6 @@ def test_targets():
 
 def test_feature_count_mismatch():
     rff = RandomFourierFeatures(n_components=4, random_state=0).fit(np.ones((5, 3)))
-    with pytest.raises(InputError, match="X has 2 features, but RandomFourierFeatures is expecting 3 features"):
+    with pytest.raises(InputError,
+                       match="X has 2 features, but RandomFourierFeatures is expecting 3 features"):
         rff.transform(np.ones((5, 2)))

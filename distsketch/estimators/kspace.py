@@ -178,6 +178,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     (200, 4)
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "degree": [Interval(int, 1, None)],
@@ -360,6 +362,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     >>> clf.predict(X[:3]).shape
     (3,)
     """
+
+    _accepts_sparse = True
 
     _parameter_constraints = {
         **KSpaceKernelPCA._parameter_constraints,

@@ -176,6 +176,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     (5, 7)
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1, None)],
         "rank": [Interval(int, 1, None)],
@@ -237,7 +239,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         n, d = X.shape
         c = int(self.n_clusters)
         if n < c:
-            raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X; use fewer clusters.")
+            raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X (n_samples={n}); "
+                             "use fewer clusters.")
         name, params = _kernel_setup(self, d)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)

@@ -351,6 +351,8 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "kernel": [Options(_KERNEL_NAMES), "callable"],

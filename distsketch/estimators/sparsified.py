@@ -588,7 +588,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         k = int(self.n_components)
         if k >= n:
             raise ConfigError(
-                f"n_components={k} must be smaller than the number of samples ({n}); "
+                f"n_components={k} must be smaller than the number of samples (n_samples={n}); "
                 "reduce n_components.")
         gram = SparsifiedGram(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
                               coef0=self.coef0, p=self.p, quantize=self.quantize,

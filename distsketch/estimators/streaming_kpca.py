@@ -181,6 +181,8 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     (2000, 5)
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "kernel": [Options({"rbf", "gaussian", "laplacian", "cauchy"})],
