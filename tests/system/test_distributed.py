@@ -51,7 +51,9 @@ class ProcessCluster:
             if time.monotonic() > deadline or self.procs[0].poll() is not None:
                 raise RuntimeError("the dask scheduler did not start: "
                                    + (self.folder / "scheduler.log").read_text()[-2000:])
-            time.sleep(0.1)
+            # poll for readiness: returns early if the scheduler process exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.procs[0].wait(timeout=0.1)
 
     def _start(self, cmd: list[str], name: str) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "wb")  # closed with the folder

@@ -36,13 +36,14 @@ def _start_rss_sampler(dask_worker) -> None:
 
     import psutil
 
-    state = {"peak": 0, "stop": False}
+    stop = threading.Event()
+    state = {"peak": 0, "stop": stop}
 
     def loop() -> None:
         proc = psutil.Process()
-        while not state["stop"]:
+        # sample every 10 ms until told to stop
+        while not stop.wait(0.01):
             state["peak"] = max(state["peak"], proc.memory_info().rss)
-            time.sleep(0.01)
 
     dask_worker._meka_test_rss = state
     threading.Thread(target=loop, daemon=True).start()
@@ -50,7 +51,7 @@ def _start_rss_sampler(dask_worker) -> None:
 
 def _peak_rss(dask_worker) -> int:
     state = dask_worker._meka_test_rss
-    state["stop"] = True
+    state["stop"].set()
     return int(state["peak"])
 
 
