@@ -36,17 +36,25 @@ _KERNEL_NAMES = set(KERNELS) | {"gaussian", "poly"}
 
 
 def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
-                     progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     progress: bool | None = None, *, row_base: int = 0,
+                     previous: tuple[np.ndarray, np.ndarray] | None = None,
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """Uniform landmarks: the bottom-``n_samples`` rows by priority hash(seed, row).
+
+    ``row_base`` numbers the rows of X from there (rows appended to earlier
+    data); ``previous`` = (index, rows) of the earlier sample is merged in, so
+    the result equals one pass over all rows.
 
     Returns
     -------
     index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
     """
-    summary = UniformLandmarks(n_samples, seed, purpose)
+    summary = UniformLandmarks(n_samples, seed, purpose, row_base=row_base)
     d = X.shape[1]
     state = reduce_rows(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
                         progress=progress, name="landmarks")
+    if previous is not None:
+        state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)
 
 
@@ -243,6 +251,43 @@ class NystromFeatures(RowMapTransformer):
             W = pairwise_kernel(self.landmarks_, None, name, **params)
         with blas_single_thread():
             self._fit_map(W, seed)
+        self.n_rows_seen_ = int(X.shape[0])
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
+        """Fold appended rows into the uniform landmark sample and refresh the map.
+
+        The rows of X are numbered after the ``n_rows_seen_`` rows already seen;
+        the bottom-k reservoir of the new rows is merged with the stored sample,
+        so the result equals ``fit`` on all rows at once.  Only
+        ``landmarks="uniform"`` is mergeable this way.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n_new, d)
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "normalization_"):
+            return self.fit(X)
+        if not (isinstance(self.landmarks, str) and self.landmarks == "uniform"):
+            raise ConfigError(
+                f"NystromFeatures.partial_fit needs landmarks='uniform' (a mergeable sample); "
+                f"landmarks={self.landmarks!r} must be refitted on all rows with fit."
+            )
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        previous = (self.landmark_indices_, self.landmarks_)
+        idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
+                                     row_base=self.n_rows_seen_, previous=previous)
+        self.landmark_indices_, self.landmarks_ = idx, rows
+        name, _ = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
+                                        self.coef0)
+        W = pairwise_kernel(rows, None, name, **self.kernel_params_)
+        with blas_single_thread():
+            self._fit_map(W, self.seed_)
+        self.n_rows_seen_ += int(X.shape[0])
         return self
 
     def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:

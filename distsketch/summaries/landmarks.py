@@ -81,14 +81,18 @@ class UniformLandmarks(Summary):
     returned when the array has fewer rows.
     """
 
-    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks"):
+    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks", row_base: int = 0):
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.purpose = str(purpose)
+        # global index of the first row of the array summarised (rows appended later
+        # continue the numbering, so their priorities are those of a single pass)
+        self.row_base = int(row_base)
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         b = block.shape[0]
-        index = np.arange(row_offset, row_offset + b, dtype=np.int64)
+        start = self.row_base + row_offset
+        index = np.arange(start, start + b, dtype=np.int64)
         priority = hash_uniform(self.seed, self.purpose, index)
         sel = bottom_k(priority, index, self.n_samples)
         out = _empty_reservoir(self.n_samples, block.shape[1])
@@ -104,6 +108,12 @@ class UniformLandmarks(Summary):
 
     def empty(self, n_features: int = 1) -> dict:
         return _empty_reservoir(self.n_samples, n_features)
+
+    def state_of(self, index: np.ndarray, rows: np.ndarray) -> dict:
+        """Rebuild the state of a finalized sample (priorities are recomputed)."""
+        index = np.asarray(index, dtype=np.int64)
+        return _keep(hash_uniform(self.seed, self.purpose, index), index,
+                     np.asarray(rows, dtype=np.float64).reshape(len(index), -1), self.n_samples)
 
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
         valid = state["index"] != _NO_INDEX

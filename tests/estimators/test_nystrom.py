@@ -146,3 +146,22 @@ def test_kpca_uncentred_eigenvalues_and_kernel_approx():
     out = k.transform(da.from_array(X, chunks=(33, 5)))
     assert isinstance(out, da.Array)
     np.testing.assert_allclose(out.compute(), k.transform(X), rtol=1e-12, atol=1e-12)
+
+
+def test_partial_fit_equals_fit_on_all_rows():
+    from distsketch import NystromFeatures
+    from distsketch.errors import ConfigError
+
+    rng_local = np.random.default_rng(11)
+    Xa = rng_local.normal(size=(700, 5))
+    Xb = rng_local.normal(size=(500, 5))
+    full = NystromFeatures(n_components=60, gamma=0.2, random_state=4).fit(np.vstack([Xa, Xb]))
+    inc = NystromFeatures(n_components=60, gamma=0.2, random_state=4)
+    inc.partial_fit(Xa[:300]).partial_fit(Xa[300:]).partial_fit(Xb)
+    assert inc.n_rows_seen_ == 1200
+    np.testing.assert_array_equal(inc.landmark_indices_, full.landmark_indices_)
+    np.testing.assert_array_equal(inc.landmarks_, full.landmarks_)
+    np.testing.assert_array_equal(inc.transform(Xb[:20]), full.transform(Xb[:20]))
+    fixed = NystromFeatures(n_components=5, landmarks="kmeans", random_state=0).fit(Xa)
+    with pytest.raises(ConfigError, match="landmarks='uniform'"):
+        fixed.partial_fit(Xb)
