@@ -125,7 +125,7 @@ CASES = [
          ["transform", "{d}/model.zarr", "{d}/nan.zarr", "{d}/out", "--cluster", "sync"]),
     Case("nan-ingest", InputError, ["in.csv", "row 2", "line 4", "NaN"],
          lambda d: ingest(d / "in.csv", d / "out"), ["ingest", "{d}/in.csv", "{d}/out"]),
-    Case("width-transform", InputError, ["6 features", "fitted with 5"],
+    Case("width-transform", InputError, ["6 features", "expecting 5 features"],
          lambda d: _transform_to(d, d / "good6.zarr"),
          ["transform", "{d}/model.zarr", "{d}/good6.zarr", "{d}/out", "--cluster", "sync"]),
     Case("width-evaluate", InputError, ["6 features", "5"],
