@@ -110,7 +110,7 @@ def main() -> None:
     n = 20_000 if args.quick else 100_000
     d, m, q = 256, 1024, 3
     dtype = np.float32
-    X = np.random.default_rng(0).normal(size=(n, d)).astype(dtype) / np.sqrt(d)
+    X = (np.random.default_rng(0).normal(size=(n, d)) / np.sqrt(d)).astype(dtype)
     dask.config.set(scheduler="synchronous")
 
     print("# distsketch polynomial sketch benchmark")

@@ -22,6 +22,7 @@ from distsketch.errors import NotFittedError
 from distsketch.graph import (
     as_dask,
     compute,
+    compute_array,
     map_rows,
     rows_for_budget,
     task_memory_budget,
@@ -70,7 +71,7 @@ def apply_rows(
         return out
     if Xd.npartitions == 1:
         return compute(out, progress=False, scheduler="sync")[0]
-    return compute(out, progress=progress)[0]
+    return compute_array(out, progress=progress)
 
 
 def reduce_rows(summary: Any, X: Any, *operands: Any, split_every: int = 8,

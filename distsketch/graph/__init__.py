@@ -9,7 +9,7 @@ from distsketch.graph.blocks import (
     tree_reduce,
 )
 from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
-from distsketch.graph.runtime import active_client, blas_single_thread, compute
+from distsketch.graph.runtime import active_client, blas_single_thread, compute, compute_array
 from distsketch.graph.tiles import persist_rows, tile_matvec
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "check_finite_block",
     "check_task_memory",
     "compute",
+    "compute_array",
     "map_rows",
     "persist_rows",
     "rechunk_rows",

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from distsketch.errors import ConfigError
 from distsketch.ops.random import hash_bucket, hash_sign
 
-__all__ = ["countsketch", "countsketch_hashes", "countsketch_matrix"]
+__all__ = ["countsketch", "countsketch_hashes", "countsketch_matrix", "countsketch_transposed"]
 
 
 @lru_cache(maxsize=64)
@@ -65,6 +65,24 @@ def countsketch_matrix(seed: int, purpose: str, start: int, stop: int, m: int,
     return sp.csr_matrix((s.astype(dtype), h, np.arange(w + 1, dtype=np.int64)), shape=(w, m))
 
 
+@lru_cache(maxsize=64)
+def _bucket_major(seed: int, purpose: str, start: int, stop: int, m: int, dtype: str) -> sp.csr_matrix:
+    # Cᵀ (m × w) in CSR, built once per process: tasks sketch many row slices with it
+    return countsketch_matrix(seed, purpose, start, stop, m, dtype=np.dtype(dtype)).T.tocsr()
+
+
+def countsketch_transposed(XT: np.ndarray, seed: int, purpose: str, m: int,
+                           col_offset: int = 0) -> np.ndarray:
+    """``Cᵀ Xᵀ`` for a dense transposed block ``XT`` of shape (w, n): the sketch, (m, n).
+
+    Each output entry sums its bucket's columns in a fixed order, the same for
+    every row blocking (SciPy's CSR-times-dense kernel).
+    """
+    CT = _bucket_major(int(seed), str(purpose), int(col_offset), int(col_offset) + XT.shape[0], int(m),
+                       XT.dtype.str)
+    return CT @ XT
+
+
 def countsketch(X: Any, seed: int, purpose: str, m: int, col_offset: int = 0,
                 dtype: Any = None) -> np.ndarray:
     """CountSketch of the rows of X: ``out[i, h(j)] += s(j) X[i, j]``.
@@ -92,11 +110,12 @@ def countsketch(X: Any, seed: int, purpose: str, m: int, col_offset: int = 0,
     Memory: the n × m output plus the w-long hash arrays.
     """
     dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
-    C = countsketch_matrix(seed, purpose, col_offset, col_offset + X.shape[1], m, dtype=dt)
     if sp.issparse(X):
+        C = _bucket_major(int(seed), str(purpose), int(col_offset), int(col_offset) + X.shape[1], int(m),
+                          dt.str).T
         return np.asarray((sp.csr_matrix(X).astype(dt, copy=False) @ C).toarray())
     # (Cᵀ Xᵀ)ᵀ runs as SciPy's sparse-times-dense kernel (several times faster than a
     # gather + reduceat here); each output entry sums its bucket's columns in a fixed
     # order, the same for every row blocking
     Xd = np.asarray(X, dtype=dt)
-    return np.ascontiguousarray((C.T @ Xd.T).T)
+    return np.ascontiguousarray(countsketch_transposed(Xd.T, seed, purpose, m, col_offset).T)

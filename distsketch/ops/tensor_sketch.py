@@ -18,11 +18,14 @@ import numpy as np
 import scipy.fft
 import scipy.sparse as sp
 
-from distsketch.ops.countsketch import countsketch, countsketch_matrix
+from distsketch.ops.countsketch import countsketch, countsketch_transposed
 
-__all__ = ["FFT_ROWS", "tensor_sketch", "tensor_sketch_combine", "tensor_sketch_linear"]
+__all__ = ["FFT_ROWS", "FUSED_ROWS", "tensor_sketch", "tensor_sketch_combine", "tensor_sketch_dense",
+           "tensor_sketch_linear"]
 
 FFT_ROWS = 2048
+# rows per slice of the fused kernel: q·m-wide temporaries of this many rows stay in cache
+FUSED_ROWS = 128
 
 
 def tensor_sketch_linear(X: Any, seed: int, purpose: str, degree: int, m: int,
@@ -42,8 +45,7 @@ def tensor_sketch_linear(X: Any, seed: int, purpose: str, degree: int, m: int,
     XT = np.ascontiguousarray(np.asarray(X, dtype=dt).T)
     out = np.empty((X.shape[0], degree * m), dtype=dt)
     for l in range(degree):
-        C = countsketch_matrix(seed, f"{purpose}.cs{l}", col_offset, col_offset + X.shape[1], m, dtype=dt)
-        out[:, l * m:(l + 1) * m] = (C.T @ XT).T
+        out[:, l * m:(l + 1) * m] = countsketch_transposed(XT, seed, f"{purpose}.cs{l}", m, col_offset).T
     return out
 
 
@@ -84,8 +86,65 @@ def tensor_sketch_combine(C: np.ndarray, degree: int, m: int, out: np.ndarray | 
     return out
 
 
+def tensor_sketch_dense(X: np.ndarray, seed: int, purpose: str, degree: int, m: int,
+                        scale: float = 1.0, bias: np.ndarray | None = None, dtype: Any = None,
+                        block_rows: int = FUSED_ROWS) -> np.ndarray:
+    """Both stages fused, for a dense block holding all columns.
+
+    Equal, bit for bit, to ``tensor_sketch_combine(tensor_sketch_linear(X) · scale + bias)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    seed, purpose, degree, m
+        As in :func:`tensor_sketch_linear`.
+    scale : float
+        Factor applied to the linear stage (sqrt(γ) of the polynomial kernel).
+    bias : ndarray of shape (degree * m,), optional
+        Added to the scaled linear stage (the image of constant coordinates).
+    dtype : dtype, optional
+    block_rows : int
+        Rows per slice.
+
+    Returns
+    -------
+    ndarray of shape (n, m)
+
+    Notes
+    -----
+    Slices of ``block_rows`` rows go through the whole pipeline in the
+    bucket-major (m × rows) layout that the sparse CountSketch product
+    produces, with FFTs along axis 0: one transposed copy per slice instead of
+    one per CountSketch, and every temporary stays in cache.  Each column of
+    a slice is an independent transform, so results do not depend on slicing.
+    """
+    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
+    n = X.shape[0]
+    out = np.empty((n, m), dtype=dt)
+    sc = dt.type(scale)
+    b = None if bias is None else np.asarray(bias, dtype=dt).reshape(degree, m, 1)
+    for a in range(0, n, block_rows):
+        XT = np.ascontiguousarray(np.asarray(X[a:a + block_rows], dtype=dt).T)
+        P = None
+        for l in range(degree):
+            Y = countsketch_transposed(XT, seed, f"{purpose}.cs{l}", m)
+            if scale != 1.0:
+                Y *= sc
+            if b is not None:
+                Y += b[l]
+            if degree == 1:
+                P = Y
+                break
+            F = scipy.fft.rfft(Y, axis=0)
+            P = F if P is None else np.multiply(P, F, out=P)
+        out[a:a + block_rows] = (P if degree == 1 else scipy.fft.irfft(P, n=m, axis=0)).T
+    return out
+
+
 def tensor_sketch(X: Any, seed: int, purpose: str, degree: int, m: int,
                   dtype: Any = None) -> np.ndarray:
     """TensorSketch of the rows of X (all columns present): shape (n, m)."""
+    if not sp.issparse(X):
+        return tensor_sketch_dense(np.asarray(X), seed, purpose, degree, m, dtype=dtype)
     C = tensor_sketch_linear(X, seed, purpose, degree, m, 0, dtype)
     return tensor_sketch_combine(C, degree, m)

@@ -199,3 +199,15 @@ def test_gaussian_fit_and_transform_independent_of_row_chunking(rows, fit_rows):
     np.testing.assert_array_equal(est.term_components_, ref_est.term_components_)
     got = est.transform(da.from_array(U[:120] + 3.0, chunks=(rows, 8))).compute()
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("make", [lambda: GaussianSketch(gamma=0.5, n_components=128, random_state=1),
+                                  lambda: DotProductKernelSketch(n_components=128, random_state=1)])
+def test_in_task_row_slices_change_no_bit(make, monkeypatch):
+    # tasks sketch their block in cache-sized row slices; 16-row slices must give the same bits
+    import distsketch.estimators.polynomial as poly
+
+    est = make().fit(X)
+    ref = est.transform(X)
+    monkeypatch.setattr(poly, "_FUSED_BYTES", 0)
+    np.testing.assert_array_equal(est.transform(da.from_array(X, chunks=(45, 10))).compute(), ref)

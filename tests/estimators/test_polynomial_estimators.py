@@ -164,3 +164,21 @@ def test_wide_sparse_input_column_chunked(est, d):
     Wd = da.from_array(W, chunks=(15, d // 3 + 1), asarray=False, meta=W[:0])
     np.testing.assert_allclose(est.transform(Wd).compute(), ref, atol=1e-12, rtol=0)
     assert np.abs(ref).sum() > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_in_task_row_slices_change_no_bit(name, monkeypatch):
+    # a task sketches its block in cache-sized row slices; force 16-row slices and blocks
+    # misaligned with them (50 rows) and compare with the unsliced result
+    import distsketch.estimators.polynomial as poly
+
+    monkeypatch.setattr(poly, "_FUSED_BYTES", 0)
+    est = _make(name).fit(X)
+    assert est._fused_rows(8) == 16
+    np.testing.assert_array_equal(est.transform(da.from_array(X, chunks=(50, 12))).compute(), REF[name])
+    Xs = sp.csr_matrix(np.where(np.abs(X) > 0.2, X, 0.0))
+    ref_sparse = _make(name).fit(Xs)
+    monkeypatch.setattr(poly, "_FUSED_BYTES", 2**30)
+    whole = ref_sparse.transform(Xs)
+    monkeypatch.setattr(poly, "_FUSED_BYTES", 0)
+    np.testing.assert_array_equal(ref_sparse.transform(Xs), whole)
