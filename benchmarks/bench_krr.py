@@ -293,7 +293,8 @@ def main() -> None:
     if args.only in (None, "large"):
         n = args.n or (100_000 if quick else 1_000_000)
         m = args.m or (1024 if quick else 4096)
-        large_fit(n, m, 25_000 if quick else 50_000, args.cluster)
+        # blocks sized so one task's features (rows × m float64) stay within the task budget
+        large_fit(n, m, max(5_000, (25_000 if quick else 50_000) * 1024 // max(m, 1024)), args.cluster)
     if args.only in (None, "cg"):
         cg_counts([500, 1000, 2000] if quick else [1000, 2000, 4000, 8000], gamma=0.1, lam=1e-3)
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.fft
 
 from distsketch.errors import ConfigError
-from distsketch.ops.countsketch import countsketch
+from distsketch.ops.countsketch import countsketch, countsketch_transposed
 from distsketch.ops.hadamard import next_pow2, srht
-from distsketch.ops.tensor_sketch import tensor_sketch_combine
 
 __all__ = [
     "BASES",
@@ -97,9 +97,13 @@ def degree2_sketch(U: np.ndarray, V: np.ndarray, seed: int, purpose: str, m: int
         a *= a.dtype.type(1.0 / np.sqrt(m))
         return a
     if base == "tensorsketch":
-        C = np.concatenate([countsketch(U, seed, purpose + ".cs0", m),
-                            countsketch(V, seed, purpose + ".cs1", m)], axis=1)
-        return tensor_sketch_combine(C, 2, m)
+        # bucket-major (m × n) layout straight from the sparse products, FFTs along axis 0:
+        # the same numbers as CountSketches side by side + tensor_sketch_combine, one transpose
+        UT = np.ascontiguousarray(U.T)
+        VT = UT if V is U else np.ascontiguousarray(V.T)
+        P = scipy.fft.rfft(countsketch_transposed(UT, seed, purpose + ".cs0", m), axis=0)
+        P *= scipy.fft.rfft(countsketch_transposed(VT, seed, purpose + ".cs1", m), axis=0)
+        return np.ascontiguousarray(scipy.fft.irfft(P, n=m, axis=0).T)
     raise ConfigError(f"unknown base sketch {base!r}; choose one of {BASES}.")
 
 
