@@ -155,19 +155,25 @@ class ClusterLandmarks(Summary):
         b, d = block.shape
         labels, _ = nearest_centre(block, centres, row_offset)
         index = np.arange(row_offset, row_offset + b, dtype=np.int64)
-        state: dict[str, Any] = {"count": np.bincount(labels, minlength=c).astype(np.int64)}
+        counts = np.bincount(labels, minlength=c).astype(np.int64)
+        state: dict[str, Any] = {"count": counts}
+        # rows grouped by label, in index order within a group (a stable sort of small
+        # integers, radix-sorted by NumPy)
+        by_label = np.argsort(labels.astype(np.int32 if c > 2**15 else np.int16), kind="stable")
+        ends = np.cumsum(counts)
+        starts = ends - counts
         for purpose, k in self.samples:
             priority = hash_uniform(self.seed, purpose, index)
             res = _empty_reservoir(k, d, (c,))
-            # rows in (label, priority, index) order: a stable sort by priority
-            # (rows are in index order), then a stable radix sort by label
-            order = np.argsort(priority, kind="stable")
-            order = order[np.argsort(labels[order], kind="stable")]
-            lab_sorted = labels[order]
-            starts = np.searchsorted(lab_sorted, np.arange(c))
-            ends = np.searchsorted(lab_sorted, np.arange(c), side="right")
             for s in range(c):
-                sel = order[starts[s]: min(ends[s], starts[s] + k)]
+                members = by_label[starts[s]:ends[s]]
+                p_s = priority[members]
+                if members.size > k:
+                    # every row at or below the k-th smallest priority, still in index order,
+                    # so the stable sort below breaks ties by index exactly as a full sort would
+                    keep = p_s <= np.partition(p_s, k - 1)[k - 1]
+                    members, p_s = members[keep], p_s[keep]
+                sel = members[np.argsort(p_s, kind="stable")[:k]]
                 res["priority"][s, : len(sel)] = priority[sel]
                 res["index"][s, : len(sel)] = index[sel]
                 res["rows"][s, : len(sel)] = _rows(block, sel)

@@ -93,6 +93,27 @@ class TestClusterLandmarks(MergeableSummaryTests):
                 np.testing.assert_array_equal(idx[c, : cnt[c]], expect)
                 np.testing.assert_array_equal(rows[c, : cnt[c]], X[expect])
 
+    def test_priority_ties_broken_by_row_index(self, monkeypatch):
+        # coarse priorities force many ties at the k-th place; the reservoir must keep the
+        # rows of smallest (priority, index), as a full sort would
+        import distsketch.summaries.landmarks as mod
+
+        def coarse(seed, purpose, idx):
+            return np.floor(hash_uniform(seed, purpose, idx) * 5) / 5
+
+        monkeypatch.setattr(mod, "hash_uniform", coarse)
+        X = self._data()
+        s = self.make_summary()
+        out = s.finalize(s.chunk(X, 7, CENTRES))
+        labels, _ = nearest_centre(X, CENTRES)
+        for purpose, k in (("a", 6), ("b", 4)):
+            idx, _, cnt = out[purpose]
+            pri = coarse(11, purpose, np.arange(7, 7 + X.shape[0]))
+            for c in range(3):
+                members = np.flatnonzero(labels == c)
+                expect = np.sort(members[np.lexsort((members, pri[members]))[:k]]) + 7
+                np.testing.assert_array_equal(idx[c, : cnt[c]], expect)
+
 
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(block=st.integers(1, 300))
