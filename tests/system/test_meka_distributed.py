@@ -13,9 +13,9 @@ from distsketch.io.zarr_io import create_array, open_array, write_manifest
 
 pytestmark = pytest.mark.system
 
-N_ROWS, N_COLS, CHUNK = 600_000, 256, 5_000     # 614 MB of float32
+N_ROWS, N_COLS, CHUNK = 1_000_000, 256, 5_000   # 1.02 GB of float32
 # A worker process holds ~135 MiB after imports and peaked at ~195 MiB in this fit.
-LIMIT = 240 * 2**20                             # per worker: store / limit = 2.4
+LIMIT = 240 * 2**20                             # per worker: store / limit = 4.1
 CENTRES = np.random.default_rng(0).normal(scale=3.0, size=(6, N_COLS))
 
 
@@ -64,7 +64,7 @@ def test_meka_fit_out_of_core_under_distributed(tmp_path):
     path = tmp_path / "X.zarr"
     _write_store(path)
     store_bytes = N_ROWS * N_COLS * 4
-    assert store_bytes > 2.4 * LIMIT
+    assert store_bytes > 4 * LIMIT
     X = open_array(str(path), block_rows=CHUNK)
     # no pausing or spilling: the limit is enforced by the nanny killing a worker
     # above 95% of it, which the test detects as a changed worker set
@@ -84,7 +84,7 @@ def test_meka_fit_out_of_core_under_distributed(tmp_path):
         assert sorted(client.scheduler_info()["workers"]) == workers
     assert max(peaks.values()) < LIMIT, (peaks, LIMIT)
     assert mk.cluster_sizes_.sum() == N_ROWS
-    # the six generating clusters are found: sizes near N/6 (multinomial sd ~ 290)
+    # the six generating clusters are found: sizes near N/6 (multinomial sd ~ 370)
     np.testing.assert_allclose(np.sort(mk.cluster_sizes_), N_ROWS / 6, rtol=0.01)
     err = relative_kernel_error(X, mk, gamma=0.002, n_sample=1500)
     assert err < 0.1, err
