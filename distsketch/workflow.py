@@ -427,8 +427,10 @@ class _Method:
         self.params = dict(cfg["method"]["params"])
         self.seed = cfg["seed"]
         self.cls = _method_class(self.name, "workflow spec")
-        # without partial_fit there is no summary to merge: new rows mean a refit on all rows
-        self.incremental = self.cls is RNCAModel or hasattr(self.cls, "partial_fit")
+        # without an exact partial_fit there is no summary to merge: new rows mean a refit on all
+        # rows (NystromKernelPCA.partial_fit keeps its first landmarks, so it would not equal a refit)
+        self.incremental = self.cls is RNCAModel or (
+            hasattr(self.cls, "partial_fit") and getattr(self.cls, "_partial_fit_equals_fit", True))
         if "random_state" in inspect.signature(self.cls).parameters:
             self.params.setdefault("random_state", self.seed)
         self.state: Any = None
@@ -871,7 +873,9 @@ def _run(cfg: dict, key: str, out_dir: Path, state_dir: Path, result_dir: Path, 
             return RunResult("up-to-date", n, n, 0, result_dir, manifest, msg)
         before = int(manifest["rows"]["after"]) if same and state is not None else 0
         if state is not None and not method.incremental and done < n:
-            say(f"{method.name} has no partial_fit: refitting on all {n} rows")
+            why = ("has no partial_fit" if not hasattr(method.cls, "partial_fit")
+                   else "cannot merge new rows into a result equal to a refit")
+            say(f"{method.name} {why}: refitting on all {n} rows")
             state, done = None, 0
         if state is None:
             status = "full"

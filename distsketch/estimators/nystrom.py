@@ -381,11 +381,16 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     eigenvalues_ : ndarray of shape (k,)
         Eigenvalues of G̃ (of the centred G̃ when ``center``).
     mean_ : ndarray of shape (r,)
+    gram_ : ndarray of shape (r, r)
+        ZᵀZ over all rows seen (the mergeable state of ``partial_fit``).
+    feature_sum_ : ndarray of shape (r,)
+        Column sums of Z over all rows seen.
     n_rows_seen_, n_features_in_ : int
 
     Notes
     -----
-    Two passes (landmark sample, then the tree-reduced r × r Gram matrix).
+    Two passes (landmark sample, then the tree-reduced r × r Gram matrix);
+    ``partial_fit`` makes one pass over the new rows.
     Per task: the block, its block × r features and an r × r state;
     communication O(r²) per merge.
 
@@ -397,6 +402,8 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     """
 
     _accepts_sparse = True
+    # partial_fit keeps the first batch's landmarks: exact sums, but not a refit on all rows
+    _partial_fit_equals_fit = False
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
@@ -442,17 +449,56 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         W = pairwise_kernel(self.landmarks_, None, self.kernel, **params)
         with blas_single_thread():
             self.normalization_, _ = inv_sqrt_map(W)
+        state = self._gram_state(X)
+        self.gram_, self.feature_sum_, self.n_rows_seen_ = state["ztz"], state["sum"], int(state["n"])
+        self._solve()
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
+        """Fold new rows into the stored r × r Gram matrix and refresh the components.
+
+        The first call fits (and samples the landmarks from that batch); later
+        calls keep the landmarks, so the feature map z is fixed and ZᵀZ, the
+        feature sums and the row count are exact sums: the result equals one
+        pass over all rows with those landmarks.
+
+        Parameters
+        ----------
+        X : ndarray, sparse, dask array or Zarr path of shape (n_new, d)
+
+        Returns
+        -------
+        self
+
+        Notes
+        -----
+        One pass over the new rows only; the landmarks of the first batch stay.
+        To resample landmarks over all rows, call ``fit`` on all rows instead.
+        """
+        if not hasattr(self, "gram_"):
+            return self.fit(X)
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        state = self._gram_state(X)
+        self.gram_ = self.gram_ + state["ztz"]
+        self.feature_sum_ = self.feature_sum_ + state["sum"]
+        self.n_rows_seen_ += int(state["n"])
+        self._solve()
+        return self
+
+    def _gram_state(self, X: Any) -> dict:
         r = self.normalization_.shape[1]
         summary = Covariance(transform=functools.partial(nystrom_map, kernel=self.kernel,
-                                                         params=params, dtype=np.float64))
-        state = reduce_rows(summary, X, self.landmarks_, self.normalization_,
-                            bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
-                            fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
-                            name="nystrom-kpca")
-        n = int(state["n"])
-        self.n_rows_seen_ = n
-        self.mean_ = state["sum"] / n if self.center else np.zeros(r)
-        C = state["ztz"] - n * np.outer(self.mean_, self.mean_)
+                                                         params=self.kernel_params_, dtype=np.float64))
+        return reduce_rows(summary, X, self.landmarks_, self.normalization_,
+                           bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
+                           fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
+                           name="nystrom-kpca")
+
+    def _solve(self) -> None:
+        r = self.normalization_.shape[1]
+        n = self.n_rows_seen_
+        self.mean_ = self.feature_sum_ / n if self.center else np.zeros(r)
+        C = self.gram_ - n * np.outer(self.mean_, self.mean_)
         with blas_single_thread():
             vals, vecs = np.linalg.eigh(0.5 * (C + C.T))
         order = np.argsort(vals)[::-1][: min(self.n_components, r)]
@@ -461,7 +507,6 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         V = V * np.where(np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]) < 0,
                          -1.0, 1.0)[None, :]
         self.components_ = V
-        return self
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray]:
         return self.normalization_ @ self.components_, self.mean_ @ self.components_

@@ -165,3 +165,32 @@ def test_partial_fit_equals_fit_on_all_rows():
     fixed = NystromFeatures(n_components=5, landmarks="kmeans", random_state=0).fit(Xa)
     with pytest.raises(ConfigError, match="landmarks='uniform'"):
         fixed.partial_fit(Xb)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_kpca_partial_fit_folds_rows_with_fixed_landmarks(center, tmp_path):
+    rng_local = np.random.default_rng(5)
+    Xa, Xb, Xc = (rng_local.normal(size=(n, 4)) for n in (300, 200, 150))
+    inc = NystromKernelPCA(n_components=4, gamma=0.4, n_landmarks=40, center=center, random_state=2)
+    inc.partial_fit(Xa)
+    L, N = inc.landmarks_.copy(), inc.normalization_.copy()
+    inc.partial_fit(da.from_array(Xb, chunks=(64, 4)))
+    # landmarks stay those of the first batch; the rest is the exact one-pass result
+    np.testing.assert_array_equal(inc.landmarks_, L)
+    assert inc.n_rows_seen_ == 500
+    Z = pairwise_kernel(np.vstack([Xa, Xb]), L, "rbf", gamma=0.4) @ N
+    mu = Z.mean(axis=0) if center else np.zeros(Z.shape[1])
+    vals, vecs = np.linalg.eigh((Z - mu).T @ (Z - mu))
+    np.testing.assert_allclose(inc.eigenvalues_, vals[::-1][:4], rtol=1e-9)
+    np.testing.assert_allclose(np.abs(inc.components_), np.abs(vecs[:, ::-1][:, :4]), atol=1e-8)
+    np.testing.assert_allclose(np.abs(inc.transform(Xc)), np.abs((pairwise_kernel(Xc, L, "rbf", gamma=0.4)
+                                                                 @ N - mu) @ vecs[:, ::-1][:, :4]),
+                               atol=1e-8)
+    # the stored state survives save/load: continuing from disk equals continuing in memory
+    inc.save(tmp_path / "kpca.zarr")
+    again = load(tmp_path / "kpca.zarr").partial_fit(Xc)
+    inc.partial_fit(Xc)
+    np.testing.assert_array_equal(again.gram_, inc.gram_)
+    np.testing.assert_array_equal(again.transform(Xa), inc.transform(Xa))
+    with pytest.raises(InputError, match="features"):
+        inc.partial_fit(rng_local.normal(size=(10, 3)))

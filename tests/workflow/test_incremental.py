@@ -174,3 +174,24 @@ def test_estimator_without_partial_fit_is_refitted_on_all_rows(tmp_path):
     feats = zarr.open_array(str(tmp_path / "out" / "result" / "features.zarr"))[...]
     np.testing.assert_allclose(feats, _model(tmp_path).transform(X), rtol=1e-12, atol=1e-12)
     assert run_workflow(spec(tmp_path, method=method), log=quiet).status == "up-to-date"
+
+
+def test_nystrom_kpca_refits_instead_of_merging(tmp_path):
+    # its partial_fit keeps the first landmarks; a workflow promises refit-equal results
+    X = data(500, seed=8)
+    method = {"name": "NystromKernelPCA", "params": {"gamma": GAMMA, "n_components": 3,
+                                                      "n_landmarks": 40}}
+    make_input(tmp_path / "X.zarr", X[:200])
+    run_workflow(spec(tmp_path, method=method), log=quiet)
+    append_rows(tmp_path / "X.zarr", X[200:])
+    logs = []
+    res = run_workflow(spec(tmp_path, method=method), log=logs.append)
+    assert (res.status, res.rows_after, res.segments) == ("full", 500, 1)
+    assert any("cannot merge new rows into a result equal to a refit: refitting on all 500 rows" in m
+               for m in logs)
+    model = _model(tmp_path)
+    ref = distsketch.NystromKernelPCA(gamma=GAMMA, n_components=3, n_landmarks=40,
+                                      random_state=model.random_state).fit(X)
+    # landmarks drawn over all 500 rows, as a fit on all rows draws them (not from the first 200)
+    np.testing.assert_array_equal(model.landmark_indices_, ref.landmark_indices_)
+    assert model.n_rows_seen_ == 500
