@@ -12,6 +12,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.graph.arrays import default_block_rows
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows, resolve_seed
 
@@ -19,6 +20,7 @@ __all__ = ["load_digits_array", "make_random_noisy_zarr", "random_noisy",
            "random_noisy_rows"]
 
 
+@single_threaded_blas
 def _signal_basis(seed: int, signal_dim: int, n_features: int) -> np.ndarray:
     # U (s × d) with orthonormal rows: Q of a d × s Gaussian, transposed
     G = random_rows(seed, "random_noisy.U", 0, n_features, signal_dim)

@@ -17,6 +17,7 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from distsketch.errors import ConfigError
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.random import hash_uniform, resolve_seed
 from distsketch.validation import check_input, is_dask
@@ -62,6 +63,7 @@ def _diff_block(S: np.ndarray, kfun: Callable, approx: Any, a: slice, b: slice) 
     return kfun(S[a], S[b]) - np.asarray(approx.kernel_approx(S[a], S[b]), dtype=np.float64)
 
 
+@single_threaded_blas
 def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[float, float, float]:
     n = S.shape[0]
     if n <= _DENSE_LIMIT:

@@ -56,6 +56,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError, DistsketchError, StoreError, WorkflowError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
 from distsketch.validation import Interval
@@ -345,6 +346,7 @@ class RNCAModel(DistsketchEstimator):
                             name="rnca-covariance")
         return self.finalize_from(state, X.shape[1])
 
+    @single_threaded_blas
     def finalize_from(self, state: dict, n_features: int) -> RNCAModel:
         """Set the learned attributes from a merged covariance state."""
         self._validate_params()

@@ -25,6 +25,7 @@ from distsketch.graph import (
     compute_array,
     map_rows,
     rows_for_budget,
+    single_threaded_blas,
     task_memory_budget,
     tree_reduce,
 )
@@ -86,10 +87,27 @@ def reduce_rows(summary: Any, X: Any, *operands: Any, split_every: int = 8,
     return compute(red, progress=progress)[0]
 
 
+_SINGLE_THREADED = ("fit", "partial_fit", "merge")
+
+
 class DistsketchEstimator(BaseEstimator):
-    """Base class: parameter validation, input checks, fitted checks, save."""
+    """Base class: parameter validation, input checks, fitted checks, save.
+
+    ``fit``, ``partial_fit`` and ``merge`` of every subclass run with BLAS on
+    one thread: LAPACK results change in the last bits with the thread count,
+    and a fitted model must be bitwise the same in any process.
+    """
 
     _parameter_constraints: dict[str, list[Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _SINGLE_THREADED:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "_single_threaded", False):
+                wrapped = single_threaded_blas(method)
+                wrapped._single_threaded = True
+                setattr(cls, name, wrapped)
 
     def _validate_params(self) -> None:
         validate_params(self)

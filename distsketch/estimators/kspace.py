@@ -31,6 +31,7 @@ from sklearn.base import RegressorMixin, TransformerMixin
 from distsketch.errors import ConfigError, InputError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
 from distsketch.estimators.polynomial import TensorSketch
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import row_stable_matmul
@@ -102,6 +103,7 @@ def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
                       bytes_per_row=8.0 * (Z.shape[1] + P.shape[1]), name="kspace-project")
 
 
+@single_threaded_blas
 def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     """Columns Q Λ^{-1/2} over the eigenvalues above rtol·max (pseudo-inverse square root)."""
     lam, Q = scipy.linalg.eigh(0.5 * (G + G.T))

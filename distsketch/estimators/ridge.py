@@ -37,6 +37,7 @@ from distsketch.estimators.base import (
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import compute, tree_reduce
 from distsketch.graph.arrays import as_dask
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_bucket, hash_uniform
 from distsketch.ops.sketch_solve import (
@@ -366,6 +367,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return {"n": self.n_rows_seen_, "sum": self.zsum_, "ztz": self.gram_, "zty": self.zty_,
                 "ysum": self.ysum_, "yty": self.yty_}
 
+    @single_threaded_blas
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         A, b, zm, ym = centered_normal_equations(state, self.fit_intercept)
         W = None

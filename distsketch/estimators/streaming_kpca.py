@@ -12,6 +12,7 @@ from sklearn.base import TransformerMixin
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
 from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import resolve_kernel_params
 from distsketch.ops.linalg import row_stable_matmul
@@ -80,6 +81,7 @@ class _BlockedCovariance(Covariance):
         return self.merge(states) if len(states) > 1 else states[0]
 
 
+@single_threaded_blas
 def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lam, V = np.linalg.eigh(np.asarray(ztz, dtype=np.float64))
     lam = np.maximum(lam[::-1], 0.0)

@@ -9,7 +9,13 @@ from distsketch.graph.blocks import (
     tree_reduce,
 )
 from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
-from distsketch.graph.runtime import active_client, blas_single_thread, compute, compute_array
+from distsketch.graph.runtime import (
+    active_client,
+    blas_single_thread,
+    compute,
+    compute_array,
+    single_threaded_blas,
+)
 from distsketch.graph.tiles import persist_rows, tile_matvec
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "rechunk_rows",
     "row_offsets",
     "rows_for_budget",
+    "single_threaded_blas",
     "task_memory_budget",
     "tile_matvec",
     "tree_reduce",

@@ -14,10 +14,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
@@ -25,16 +26,43 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "pin_blas_for_tasks",
-           "progress_enabled", "task_blas"]
+           "progress_enabled", "single_threaded_blas", "task_blas"]
 
 _PINNED = False
+_DEPTH = 0
 
 
 @contextlib.contextmanager
 def blas_single_thread() -> Iterator[None]:
-    """Limit BLAS/OpenMP pools to one thread for the duration of a task."""
-    with threadpool_limits(limits=1):
+    """Limit BLAS/OpenMP pools to one thread for the duration of the block.
+
+    Besides speed, this is part of the determinism contract: LAPACK results
+    (``eigh``, ``svd``, ``qr``, Cholesky) change in the last bits with the
+    number of BLAS threads, so every dense factorisation whose result becomes
+    model state runs on one thread, in any process.  Re-entrant, and free when
+    the limit is already held (nested use, pinned pool threads).
+    """
+    global _DEPTH
+    if _PINNED or _DEPTH:
         yield
+        return
+    with threadpool_limits(limits=1):
+        _DEPTH += 1
+        try:
+            yield
+        finally:
+            _DEPTH -= 1
+
+
+def single_threaded_blas(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run ``func`` under :func:`blas_single_thread`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with blas_single_thread():
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 def pin_blas_for_tasks() -> None:
@@ -58,7 +86,7 @@ def task_blas() -> contextlib.AbstractContextManager:
     once for the process, because set-and-restore would race between threads.
     """
     if threading.current_thread() is threading.main_thread():
-        return threadpool_limits(limits=1)
+        return blas_single_thread()
     pin_blas_for_tasks()
     return contextlib.nullcontext()
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
+from distsketch.graph.runtime import single_threaded_blas
 
 __all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
 
@@ -180,6 +181,7 @@ def fd_merge(sketches: Sequence[np.ndarray], ell: int,
     return acc, total
 
 
+@single_threaded_blas
 def fd_sketch_components(sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Right singular vectors and singular values of a sketch (largest first).
 

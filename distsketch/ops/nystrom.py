@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import ROW_TILE
 from distsketch.ops.random import random_rows
@@ -78,6 +79,7 @@ def _truncate(vals: np.ndarray, vecs: np.ndarray, rank: int | None,
     return vals[:r], vecs
 
 
+@single_threaded_blas
 def inv_sqrt_map(W: np.ndarray, rank: int | None = None,
                  rcond: float = DEFAULT_RCOND) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalue-truncated inverse square root W_k^{+1/2} as an m × r map.
@@ -107,6 +109,7 @@ def inv_sqrt_map(W: np.ndarray, rank: int | None = None,
     return vecs / np.sqrt(vals)[None, :], vals
 
 
+@single_threaded_blas
 def randomized_inv_sqrt_map(W: np.ndarray, rank: int, seed: int, *, n_oversamples: int = 10,
                             n_iter: int = 2, rcond: float = DEFAULT_RCOND
                             ) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +259,7 @@ def nystrom_map(block: Any, row_offset: int, landmarks: np.ndarray, M: np.ndarra
     return row_stable_apply(f, X, M.shape[1], row_offset, dtype=dtype)
 
 
+@single_threaded_blas
 def truncated_pinv(A: np.ndarray, tol: float) -> np.ndarray:
     """Pseudo-inverse of A dropping singular values ``<= tol`` (an absolute level).
 
@@ -294,6 +298,7 @@ def link_matrix(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray, *, tol: float = 0
     return truncated_pinv(Ws, tol) @ np.asarray(G, dtype=np.float64) @ truncated_pinv(Wt, tol).T
 
 
+@single_threaded_blas
 def link_matrix_closed_form(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray) -> np.ndarray:
     """The paper's closed form (WsᵀWs)⁻¹ Wsᵀ G Wt (WtᵀWt)⁻¹ (full column rank only)."""
     Ws = np.asarray(Ws, dtype=np.float64)

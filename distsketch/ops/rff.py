@@ -14,12 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows
 
 __all__ = ["rff_map", "rff_operator"]
 
 
+@single_threaded_blas
 def _orthogonal_gaussian(seed: int, m: int, d: int) -> np.ndarray:
     # Orthogonal random features (Yu et al. 2016): stack d x d orthogonal blocks,
     # rescale rows to chi(d)-distributed norms so marginals match N(0, I).

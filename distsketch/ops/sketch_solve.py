@@ -21,6 +21,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from distsketch.errors import ConfigError
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.random import hash_sign, hash_uniform
 
 __all__ = [
@@ -100,6 +101,7 @@ def solve_path_from_eigh(evals: np.ndarray, evecs: np.ndarray, b: np.ndarray,
     return out
 
 
+@single_threaded_blas
 def ridge_path(A: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     """``(A + λI)⁻¹ b`` for a path of λ values from one eigendecomposition.
 
@@ -150,6 +152,7 @@ def summary_sse(state: dict, W: np.ndarray, c: np.ndarray) -> np.ndarray:
     return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
 
 
+@single_threaded_blas
 def woodbury_factor(ztz: np.ndarray, lam: float) -> np.ndarray:
     """Upper Cholesky factor R with ``RᵀR = ZᵀZ + λI`` (the R of QR([Z; √λ I])).
 
@@ -191,6 +194,7 @@ def woodbury_apply(Z: np.ndarray, R: np.ndarray, lam: float, V: np.ndarray) -> n
     return (V - Z @ U) / lam
 
 
+@single_threaded_blas
 def nystrom_factor(kmm: np.ndarray, jitter: float = 1e-10) -> np.ndarray:
     """Upper Cholesky factor T of ``K_MM + εI`` (Falkon's T).
 
@@ -209,6 +213,7 @@ def statistical_dimension(eigenvalues: np.ndarray, lam: float) -> float:
     return float(np.sum(sig / (sig + lam)))
 
 
+@single_threaded_blas
 def estimate_statistical_dimension(Z_sample: np.ndarray, n_total: int, lam: float) -> float:
     """Estimate ``s_λ(Z Zᵀ)`` from a uniform row sample of Z.
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [
@@ -261,6 +262,7 @@ def furedi_komlos_bound(n: int, sigma: float) -> float:
     return 4.0 * float(sigma) * float(np.sqrt(n))
 
 
+@single_threaded_blas
 def orthogonal_iteration(matmat: Callable[[np.ndarray], np.ndarray], n: int, k: int, *,
                          seed: int, oversample: int = 8, max_iter: int = 300, tol: float = 1e-9
                          ) -> tuple[np.ndarray, np.ndarray, int]:
