@@ -38,14 +38,9 @@ import numpy as np
 
 
 def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from distsketch.diagnostics import cpu_model
+
+    return cpu_model()
 
 
 def _gemm_rate(n: int = 1500) -> float:

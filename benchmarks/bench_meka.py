@@ -40,15 +40,9 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from distsketch.diagnostics import cpu_model
+
+    cpu = cpu_model()
     import dask
     import sklearn
 

@@ -50,14 +50,9 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from distsketch.diagnostics import cpu_model
+
+    return cpu_model()
 
 
 def _fft_bound(n: int, m: int, q: int, dtype, block: int = 2048) -> float:

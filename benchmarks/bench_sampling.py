@@ -38,15 +38,9 @@ def _machine() -> str:
     import scipy
     import sklearn
 
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from distsketch.diagnostics import cpu_model
+
+    cpu = cpu_model()
     try:
         import psutil
 

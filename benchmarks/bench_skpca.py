@@ -73,15 +73,9 @@ class PeakRSS:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from distsketch.diagnostics import cpu_model
+
+    cpu = cpu_model()
     return (f"{cpu}; {os.cpu_count()} logical cores; "
             f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM; Python "
             f"{platform.python_version()}; NumPy {np.__version__}")

@@ -8,6 +8,7 @@ report and the workflow runner use it.
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from types import TracebackType
@@ -15,7 +16,19 @@ from typing import Any
 
 import psutil
 
-__all__ = ["PeakMemory", "format_bytes", "rss_tree_bytes"]
+__all__ = ["PeakMemory", "cpu_model", "format_bytes", "rss_tree_bytes"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from ``/proc/cpuinfo`` on Linux), for benchmark reports."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def rss_tree_bytes(pid: int | None = None) -> int:
