@@ -205,6 +205,19 @@ class _PolynomialMixin:
         return np.array([[np.sqrt(self.coef0)]], dtype=np.float64)
 
 
+class _PaddedPolynomialMixin(_PolynomialMixin):
+    """Sketches over the Hadamard-padded width D = next_pow2(d + constant coordinate)."""
+
+    n_components: int
+
+    def _setup(self, X: Any) -> None:
+        self._padded_dim = next_pow2(X.shape[1] + self._extra())
+        self.n_output_features_ = int(self.n_components)
+
+    def _D(self) -> int:
+        return next_pow2(self.n_features_in_ + self._extra())
+
+
 _POLY_CONSTRAINTS = {
     "degree": [Interval(int, 1, None)],
     "gamma": [Interval(float, 0, None, closed="neither")],
@@ -409,7 +422,7 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
                                    dtype=self._dtype_of(block))
 
 
-class TensorSRHT(_PolynomialMixin, LinearStageSketch):
+class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     """TensorSRHT of the polynomial kernel (Definition 2.9 of Song et al. 2021).
 
     z(x) = (1/sqrt(m)) · (P_1 H D_1 x') ∘ … ∘ (P_q H D_q x') with H the ±1
@@ -452,13 +465,6 @@ class TensorSRHT(_PolynomialMixin, LinearStageSketch):
         self.n_components = n_components
         self.random_state = random_state
 
-    def _setup(self, X: Any) -> None:
-        self._padded_dim = next_pow2(X.shape[1] + self._extra())
-        self.n_output_features_ = int(self.n_components)
-
-    def _D(self) -> int:
-        return next_pow2(self.n_features_in_ + self._extra())
-
     def _n_linear(self) -> int:
         return self.degree * self.n_components
 
@@ -477,7 +483,7 @@ class TensorSRHT(_PolynomialMixin, LinearStageSketch):
         return tensor_srht_combine(L, self.degree, self.n_components)
 
 
-class PolySketch(_PolynomialMixin, LinearStageSketch):
+class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     """Recursive-squaring polynomial sketch (Algorithm 1 of Song et al. 2021).
 
     y_0 = T x' with one base sketch T (SRHT or CountSketch), then
@@ -529,13 +535,6 @@ class PolySketch(_PolynomialMixin, LinearStageSketch):
         self.n_components = n_components
         self.base = base
         self.random_state = random_state
-
-    def _setup(self, X: Any) -> None:
-        self._padded_dim = next_pow2(X.shape[1] + self._extra())
-        self.n_output_features_ = int(self.n_components)
-
-    def _D(self) -> int:
-        return next_pow2(self.n_features_in_ + self._extra())
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return self._scaled(leaf_sketch(block, self.seed_, "polysketch", self.n_components, self._D(),
