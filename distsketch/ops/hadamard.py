@@ -144,8 +144,16 @@ def srht_coordinates(seed: int, purpose: str, D: int, m: int, replace: bool = Fa
 
 
 def srht_signs(seed: int, purpose: str, start: int, stop: int) -> np.ndarray:
-    """Random signs (D_s of the SRHT) of global input columns ``start:stop``."""
-    return hash_sign(seed, purpose + ".D", np.arange(start, stop, dtype=np.int64))
+    """Random signs (D_s of the SRHT) of global input columns ``start:stop`` (read-only)."""
+    return _signs(int(seed), str(purpose), int(start), int(stop))
+
+
+@lru_cache(maxsize=64)
+def _signs(seed: int, purpose: str, start: int, stop: int) -> np.ndarray:
+    # rebuilt per process once: tasks apply the same operator to many row slices
+    out = hash_sign(seed, purpose + ".D", np.arange(start, stop, dtype=np.int64))
+    out.setflags(write=False)
+    return out
 
 
 def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
@@ -208,7 +216,8 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
     if col_offset == 0 and w * 4 >= D and D <= 1 << 20:
         buf = np.zeros((n, D), dtype=dt)
         np.multiply(X, signs.astype(dt), out=buf[:, :w])
-        out = _fwht_rows(buf, row_offset)[:, P]
+        # np.take gathers columns ~5x faster than fancy indexing (same values)
+        out = np.take(_fwht_rows(buf, row_offset), P, axis=1)
         out *= sc
         return out
     out = np.zeros((n, m), dtype=dt)
