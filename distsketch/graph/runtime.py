@@ -30,6 +30,7 @@ __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "p
 
 _PINNED = False
 _DEPTH = 0
+_DEPTH_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -47,11 +48,13 @@ def blas_single_thread() -> Iterator[None]:
         yield
         return
     with threadpool_limits(limits=1):
-        _DEPTH += 1
+        with _DEPTH_LOCK:
+            _DEPTH += 1
         try:
             yield
         finally:
-            _DEPTH -= 1
+            with _DEPTH_LOCK:
+                _DEPTH -= 1
 
 
 def single_threaded_blas(func: Callable[..., Any]) -> Callable[..., Any]:
