@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import InputError
+from distsketch.graph.runtime import blas_single_thread
 from distsketch.ops.meka import nearest_centre
 from distsketch.summaries.base import Summary
 
@@ -75,8 +76,8 @@ def lloyd_update(state: dict, centres: np.ndarray) -> np.ndarray:
 
 
 def kmeans_on_sample(sample: np.ndarray, n_clusters: int, seed: int, *, max_iter: int = 100,
-                     tol: float = 1e-6) -> tuple[np.ndarray, float]:
-    """k-means++ seeding then Lloyd iterations on an in-memory sample.
+                     tol: float = 1e-4) -> tuple[np.ndarray, float]:
+    """k-means++ seeding then Lloyd iterations on an in-memory sample (scikit-learn).
 
     Parameters
     ----------
@@ -85,18 +86,24 @@ def kmeans_on_sample(sample: np.ndarray, n_clusters: int, seed: int, *, max_iter
         sample, in global row order).
     n_clusters : int
     seed : int
-        Seeds k-means++ (scikit-learn's ``kmeans_plusplus``).
+        Seeds k-means++.
     max_iter : int
     tol : float
-        Stop when the largest centre shift is below ``tol`` times the data scale.
+        scikit-learn's relative tolerance: stop when the squared centre shift
+        summed over centres is below ``tol`` times the mean feature variance.
 
     Returns
     -------
     centres : ndarray of shape (n_clusters, d)
     inertia : float
         On the sample.
+
+    Notes
+    -----
+    Runs scikit-learn's compiled Lloyd (``KMeans(n_init=1)``) with BLAS and
+    OpenMP pinned to one thread, so the centres are the same in any process.
     """
-    from sklearn.cluster import kmeans_plusplus
+    from sklearn.cluster import KMeans
 
     X = np.asarray(sample, dtype=np.float64)
     if X.shape[0] < n_clusters:
@@ -104,15 +111,8 @@ def kmeans_on_sample(sample: np.ndarray, n_clusters: int, seed: int, *, max_iter
             f"k-means needs at least n_clusters={n_clusters} rows; the sample has {X.shape[0]}. "
             "Use fewer clusters or more data."
         )
-    centres, _ = kmeans_plusplus(X, n_clusters, random_state=int(seed % (2**32)))
-    stats = KMeansStats(n_clusters)
-    scale = float(np.mean(np.var(X, axis=0))) or 1.0
-    state = stats.chunk(X, 0, centres)
-    for _ in range(int(max_iter)):
-        new = lloyd_update(state, centres)
-        shift = float(np.max(np.sum((new - centres) ** 2, axis=1)))
-        centres = new
-        state = stats.chunk(X, 0, centres)
-        if shift <= tol * scale:
-            break
-    return centres, float(state["inertia"])
+    km = KMeans(n_clusters=n_clusters, init="k-means++", n_init=1, max_iter=int(max_iter), tol=tol,
+                algorithm="lloyd", random_state=int(seed % (2**32)))
+    with blas_single_thread():
+        km.fit(X)
+    return np.asarray(km.cluster_centers_, dtype=np.float64), float(km.inertia_)
