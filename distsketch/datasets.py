@@ -10,9 +10,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.graph.arrays import default_block_rows
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows, resolve_seed
 

@@ -16,8 +16,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.random import hash_uniform, resolve_seed
 from distsketch.validation import check_input, is_dask

@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, DistsketchError, StoreError, WorkflowError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
 from distsketch.validation import Interval

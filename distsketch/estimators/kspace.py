@@ -28,10 +28,10 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import RegressorMixin, TransformerMixin
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
 from distsketch.estimators.polynomial import TensorSketch
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import row_stable_matmul

@@ -26,6 +26,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import (
     DistsketchEstimator,
@@ -37,7 +38,6 @@ from distsketch.estimators.base import (
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import compute, tree_reduce
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_bucket, hash_uniform
 from distsketch.ops.sketch_solve import (

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import resolve_kernel_params
 from distsketch.ops.linalg import row_stable_matmul

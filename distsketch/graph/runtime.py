@@ -14,72 +14,18 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
 import numpy as np
-from threadpoolctl import threadpool_limits
+
+from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas
 
 __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "pin_blas_for_tasks",
            "progress_enabled", "single_threaded_blas", "task_blas"]
-
-_PINNED = False
-_DEPTH = 0
-_DEPTH_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def blas_single_thread() -> Iterator[None]:
-    """Limit BLAS/OpenMP pools to one thread for the duration of the block.
-
-    Besides speed, this is part of the determinism contract: LAPACK results
-    (``eigh``, ``svd``, ``qr``, Cholesky) change in the last bits with the
-    number of BLAS threads, so every dense factorisation whose result becomes
-    model state runs on one thread, in any process.  Re-entrant, and free when
-    the limit is already held (nested use, pinned pool threads).
-    """
-    global _DEPTH
-    if _PINNED or _DEPTH:
-        yield
-        return
-    with threadpool_limits(limits=1):
-        with _DEPTH_LOCK:
-            _DEPTH += 1
-        try:
-            yield
-        finally:
-            with _DEPTH_LOCK:
-                _DEPTH -= 1
-
-
-def single_threaded_blas(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: run ``func`` under :func:`blas_single_thread`."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with blas_single_thread():
-            return func(*args, **kwargs)
-
-    return wrapper
-
-
-def pin_blas_for_tasks() -> None:
-    """Pin BLAS to one thread, once per process, when running in a pool thread.
-
-    Called at the start of every distsketch task.  In the main thread (the
-    synchronous scheduler) nothing is changed: :func:`compute` already holds
-    the limit there.
-    """
-    global _PINNED
-    if not _PINNED and threading.current_thread() is not threading.main_thread():
-        threadpool_limits(limits=1)
-        _PINNED = True
-
 
 def task_blas() -> contextlib.AbstractContextManager:
     """Context for one task: BLAS on one thread.

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
-from distsketch.graph.runtime import single_threaded_blas
 
 __all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import ROW_TILE
 from distsketch.ops.random import random_rows

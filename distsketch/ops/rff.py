@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.random import hash_sign, hash_uniform
 
 __all__ = [

@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.runtime import single_threaded_blas
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import InputError
-from distsketch.graph.runtime import blas_single_thread
 from distsketch.ops.meka import nearest_centre
 from distsketch.summaries.base import Summary
 

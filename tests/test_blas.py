@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-import distsketch.graph.runtime as runtime
+import distsketch.blas as blas_control
 from distsketch import (
     MEKA,
     KSpaceKernelPCA,
@@ -57,7 +57,7 @@ def test_fit_is_bitwise_independent_of_blas_threads(name, monkeypatch):
     fitted = {}
     for threads in (1, 2):
         # a fresh process state: not yet pinned by an earlier threaded computation
-        monkeypatch.setattr(runtime, "_PINNED", False)
+        monkeypatch.setattr(blas_control, "_PINNED", False)
         with threadpool_limits(limits=threads):
             est = make()
             est.fit(X, Y) if supervised else est.fit(X)
@@ -70,7 +70,7 @@ def test_fit_is_bitwise_independent_of_blas_threads(name, monkeypatch):
 def test_data_generation_and_error_metrics_independent_of_blas_threads(monkeypatch):
     out = {}
     for threads in (1, 2):
-        monkeypatch.setattr(runtime, "_PINNED", False)
+        monkeypatch.setattr(blas_control, "_PINNED", False)
         with threadpool_limits(limits=threads):
             A = np.asarray(random_noisy(600, 300, signal_dim=50, random_state=1))
             model = StreamingKernelPCA(method="rnca", n_components=5, n_features=256, gamma=0.01,
