@@ -120,7 +120,7 @@ def accuracy_vs_time(n_train: int, n_test: int, gamma: float, lam: float) -> Non
         RandomFourierFeatures,
         SketchedKernelRidge,
     )
-    from distsketch.estimators.ridge import StatisticalDimensionSketch
+    from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 
     X, y = _data(n_train + n_test)
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]

@@ -44,16 +44,16 @@ _LAZY: dict[str, str] = {
     # Nystrom family and MEKA
     "NystromFeatures": "distsketch.estimators.nystrom",
     "NystromKernelPCA": "distsketch.estimators.nystrom",
-    "BlockKernelApproximation": "distsketch.estimators.meka",
+    "BlockKernelApproximation": "distsketch.estimators.block_kernel",
     "MEKA": "distsketch.estimators.meka",
     # kernel ridge regression and kernel systems
     "SketchedKernelRidge": "distsketch.estimators.ridge",
-    "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge",
+    "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge_classifier",
     "KernelSolver": "distsketch.estimators.solver",
     "MEKAKernelRidge": "distsketch.estimators.solver",
     # sampling techniques
     "SparsifiedGram": "distsketch.estimators.sparsified",
-    "SparsifiedKernelPCA": "distsketch.estimators.sparsified",
+    "SparsifiedKernelPCA": "distsketch.estimators.sparsified_kpca",
     "RoundedExpansion": "distsketch.estimators.rounding",
     "DatabaseFriendlyProjection": "distsketch.estimators.projection",
 }

@@ -1,4 +1,5 @@
-"""Block kernel approximation (BKA) and Memory Efficient Kernel Approximation (MEKA)."""
+"""Memory Efficient Kernel Approximation (MEKA); the block-diagonal BKA is in
+:mod:`distsketch.estimators.block_kernel`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from distsketch.ops.meka import (
     basis_block,
     choose_ranks,
     expand_block,
-    nearest_centre,
     project_block,
     scatter_basis,
 )
@@ -31,7 +31,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import ClusterLandmarks
 from distsketch.validation import Interval, Options, is_dask
 
-__all__ = ["MEKA", "BlockKernelApproximation"]
+__all__ = ["MEKA"]
 
 # Dense forms (to_dense, in-memory caches) are refused above these sizes.
 _DENSE_MAX_ROWS = 20000
@@ -515,146 +515,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         return 8 * (basis + link + ops + self.centres_.size)
 
 
-class BlockKernelApproximation(DistsketchEstimator):
-    """Block kernel approximation (BKA, eq. 1 of Si, Hsieh, Dhillon 2014).
-
-    G̃ = G⁽¹¹⁾ ⊕ … ⊕ G⁽ᶜᶜ⁾: exact kernel values between points of the same
-    k-means cluster, zero between clusters.
-
-    Parameters
-    ----------
-    n_clusters : int, default 8
-    kernel, gamma, degree, coef0
-        As in :class:`MEKA`.
-    kmeans_sample, kmeans_iter, kmeans_full_iter : int
-        As in :class:`MEKA`.
-    random_state : int, Generator or None
-
-    Attributes
-    ----------
-    seed_ : int
-    centres_ : ndarray of shape (c, d)
-    cluster_sizes_ : ndarray of int64, shape (c,)
-    n_rows_seen_, n_features_in_ : int
-
-    Notes
-    -----
-    Storage of the explicit approximation is Σ n_s² values, so BKA is a
-    reference for large γ rather than a scalable method; ``kernel_approx``
-    needs only the centres, ``matvec`` and ``to_dense`` the training rows in
-    memory.
-
-    References
-    ----------
-    Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014, section 4.1.
-    """
-
-    _parameter_constraints = {
-        "n_clusters": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
-        "degree": [Interval(int, 1, None)],
-        "coef0": [Interval(float, None, None)],
-        "kmeans_sample": [Interval(int, 1, None)],
-        "kmeans_iter": [Interval(int, 0, None)],
-        "kmeans_full_iter": [Interval(int, 0, None)],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, *, n_clusters: int = 8, kernel: Any = "rbf", gamma: float | None = None,
-                 degree: int = 3, coef0: float = 1.0, kmeans_sample: int = 20000,
-                 kmeans_iter: int = 100, kmeans_full_iter: int = 0, random_state: Any = None):
-        self.n_clusters = n_clusters
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.kmeans_sample = kmeans_sample
-        self.kmeans_iter = kmeans_iter
-        self.kmeans_full_iter = kmeans_full_iter
-        self.random_state = random_state
-
-    def fit(self, X: Any, y: Any = None) -> BlockKernelApproximation:
-        """Partition the rows by k-means.
-
-        Parameters
-        ----------
-        X : ndarray, sparse, dask array or Zarr path of shape (n, d)
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        X = self._check_input(X, reset=True, allow_sparse=True)
-        seed = self._init_seed()
-        if X.shape[0] < self.n_clusters:
-            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
-                             f"{X.shape[0]} rows of X; use fewer clusters.")
-        _, self.kernel_params_ = _kernel_setup(self, X.shape[1])
-        self.centres_, self.inertia_ = fit_kmeans(
-            X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
-            full_iter=self.kmeans_full_iter)
-        self._X_fit = X
-        self.n_rows_seen_ = int(X.shape[0])
-        labels = self._labels(X)
-        self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
-        return self
-
-    def _labels(self, X: Any) -> np.ndarray:
-        lab = apply_rows(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
-        return np.asarray(to_numpy(lab)).ravel()
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Cluster index (nearest centre) of each row, shape (n,)."""
-        self._check_is_fitted("centres_")
-        return self._labels(self._check_input(X, reset=False, allow_sparse=True))
-
-    def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
-        """K(A, B) where both rows share a cluster, else 0."""
-        self._check_is_fitted("centres_")
-        A = np.asarray(A, dtype=np.float64)
-        B = A if B is None else np.asarray(B, dtype=np.float64)
-        kfun = kernel_function(self.kernel, **self.kernel_params_)
-        la, _ = nearest_centre(A, self.centres_)
-        lb, _ = nearest_centre(B, self.centres_)
-        return np.where(la[:, None] == lb[None, :], kfun(A, B), 0.0)
-
-    def _train_rows(self) -> np.ndarray:
-        X = getattr(self, "_X_fit", None)
-        if X is None:
-            raise ConfigError("BlockKernelApproximation: training rows unavailable (loaded model); "
-                              "refit to use matvec/to_dense.")
-        return np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
-
-    def to_dense(self) -> np.ndarray:
-        """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""
-        self._check_is_fitted("centres_")
-        if self.n_rows_seen_ > _DENSE_MAX_ROWS:
-            raise ConfigError(f"BlockKernelApproximation.to_dense: n={self.n_rows_seen_} is too "
-                              "large; use matvec.")
-        X = self._train_rows()
-        return self.kernel_approx(X)
-
-    def matvec(self, v: np.ndarray) -> np.ndarray:
-        """G̃ v, one diagonal block at a time in 4096-row tiles (training rows in memory)."""
-        self._check_is_fitted("centres_")
-        X = self._train_rows()
-        v = np.asarray(v, dtype=np.float64)
-        if v.shape[0] != X.shape[0]:
-            raise InputError(f"BlockKernelApproximation.matvec: v has {v.shape[0]} rows, "
-                             f"expected {X.shape[0]}.")
-        kfun = kernel_function(self.kernel, **self.kernel_params_)
-        labels, _ = nearest_centre(X, self.centres_)
-        out = np.zeros_like(v)
-        for s in range(self.n_clusters):
-            idx = np.flatnonzero(labels == s)
-            for a in range(0, len(idx), 4096):
-                rows = idx[a:a + 4096]
-                out[rows] = kfun(X[rows], X[idx]) @ v[idx]
-        return out
-
-
 def _link_rows(L_idx: np.ndarray, L_rows: np.ndarray, L_cnt: np.ndarray, V_idx: np.ndarray,
                V_rows: np.ndarray, V_cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-cluster union of landmark rows and link-sample rows (no duplicates)."""
@@ -669,7 +529,3 @@ def _link_rows(L_idx: np.ndarray, L_rows: np.ndarray, L_cnt: np.ndarray, V_idx: 
         out[s, :len(first)] = rows[first]
         cnt[s] = len(first)
     return out, cnt
-
-
-def _label_block(block: Any, row_offset: int, centres: np.ndarray) -> np.ndarray:
-    return nearest_centre(block, centres, row_offset)[0].reshape(-1, 1)

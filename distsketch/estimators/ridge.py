@@ -8,23 +8,18 @@ solves them exactly.  The kernel ridge problem ``(K + λI)α = y`` with
 ``z(x)ᵀw``, so with exact features the model equals exact kernel ridge
 regression.
 
-``StatisticalDimensionSketch`` is the composition of Song et al. (2021),
-Theorem E.2: a kernel sketch followed by an SRHT whose size follows the
-(estimated) statistical dimension s_λ of the kernel, so the solve costs depend
-on s_λ instead of n or the first sketch's size.
+The classifier lives in :mod:`distsketch.estimators.ridge_classifier`, the
+statistical-dimension sketch in :mod:`distsketch.estimators.statistical_dimension`.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import type_of_target
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
@@ -39,13 +34,10 @@ from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import compute, tree_reduce
 from distsketch.graph.arrays import as_dask
 from distsketch.ops.linalg import row_stable_matmul
-from distsketch.ops.random import hash_bucket, hash_uniform
+from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
-    estimate_statistical_dimension,
     solve_path_from_eigh,
-    srht_apply,
-    srht_operator,
     summary_sse,
 )
 from distsketch.summaries.base import Summary
@@ -54,8 +46,6 @@ from distsketch.validation import Interval, check_targets, is_dask
 __all__ = [
     "RidgeSummary",
     "SketchedKernelRidge",
-    "SketchedKernelRidgeClassifier",
-    "StatisticalDimensionSketch",
     "feature_block_function",
 ]
 
@@ -586,248 +576,3 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ZB = ZA if B is None else np.asarray(to_numpy(self.features_.transform(np.asarray(B))),
                                              dtype=np.float64)
         return ZA @ ZB.T
-
-
-class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
-    """One-vs-rest classification with sketched kernel ridge regression.
-
-    Classes are encoded as ±1 targets (one column per class; one column for
-    two classes), exactly as scikit-learn's ``RidgeClassifier`` does, and the
-    regression is solved once for all columns from the same summary.
-
-    Parameters
-    ----------
-    See :class:`SketchedKernelRidge` (``alpha`` must be a scalar, or use ``cv``).
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    coef_ : ndarray of shape (m,) for two classes else (n_classes, m)
-    Other attributes as :class:`SketchedKernelRidge`.
-
-    Notes
-    -----
-    Same cost as the regressor with t = n_classes targets (t = 1 for two
-    classes).  ``predict`` returns labels; ``decision_function`` the scores.
-
-    References
-    ----------
-    Song, Woodruff, Yu, Zhang. ICML 2021, Appendix E.
-    """
-
-    def _encode(self, y: Any, classes: Any = None) -> np.ndarray:
-        if y is None:
-            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        y = to_numpy(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn(f"{type(self).__name__}: a column-vector y was passed when a 1-D array "
-                          "was expected; it is raveled.", DataConversionWarning, stacklevel=3)
-            y = y.ravel()
-        if y.ndim != 1:
-            raise InputError(f"{type(self).__name__}: y must be 1-D labels, got shape {y.shape}.")
-        if type_of_target(y) == "continuous":
-            raise InputError(f"{type(self).__name__}: Unknown label type: continuous. y holds "
-                             "real values; use SketchedKernelRidge for regression.")
-        if classes is None:
-            classes = np.unique(y)
-        classes = np.asarray(classes)
-        if classes.size < 2:
-            raise InputError(f"{type(self).__name__}: y has only one class {classes.tolist()}; "
-                             "classification needs at least two.")
-        idx = np.searchsorted(classes, y)
-        bad = (idx >= classes.size) | (classes[np.minimum(idx, classes.size - 1)] != y)
-        if bad.any():
-            raise InputError(f"{type(self).__name__}: label {y[bad][0]!r} (row "
-                             f"{int(np.flatnonzero(bad)[0])}) is not one of classes "
-                             f"{classes.tolist()}.")
-        Y = -np.ones((y.shape[0], classes.size))
-        Y[np.arange(y.shape[0]), idx] = 1.0
-        self.classes_ = classes
-        return Y[:, 1:] if classes.size == 2 else Y
-
-    def fit(self, X: Any, y: Any) -> SketchedKernelRidgeClassifier:
-        """Fit on labels y of shape (n_samples,)."""
-        if np.ndim(self.alpha) > 0 and self.cv is None:
-            raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
-                              "choose among alphas).")
-        Y = self._encode(y)
-        super().fit(X, Y)
-        return self
-
-    def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
-        # the ±1 matrix has one column for two classes: reported as one output
-        Y, _ = super()._prepare_targets(y, n_rows)
-        return Y, self.classes_.size == 2
-
-    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> SketchedKernelRidgeClassifier:
-        """Merge new labelled rows; ``classes`` is required on the first call."""
-        first = not hasattr(self, "coef_")
-        if first and classes is None:
-            raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
-                              "on the first call.")
-        Y = self._encode(y, classes if first else self.classes_)
-        return super().partial_fit(X, Y)
-
-    def decision_function(self, X: Any) -> Any:
-        """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""
-        self._check_is_fitted("coef_")
-        return self._shape_output(self._decision(X))
-
-    def predict(self, X: Any) -> Any:
-        """Class labels of shape (n_samples,) (dask in -> dask out)."""
-        self._check_is_fitted("coef_")
-        D = self._decision(X)
-        classes = self.classes_
-        if classes.size == 2:
-            idx = (D[:, 0] > 0).astype(np.int64)
-        else:
-            idx = D.argmax(axis=1)
-        if is_dask(idx):
-            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
-        return classes[idx]
-
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy."""
-        if sample_weight is not None:
-            raise ConfigError(f"{type(self).__name__}.score does not support sample_weight.")
-        return float(np.mean(to_numpy(self.predict(X)) == to_numpy(y)))
-
-
-# --------------------------------------------------------------------------- Theorem E.2 sketch
-
-class _BottomKRows(Summary):
-    """The k rows with the smallest hash priorities (a chunking-independent uniform sample)."""
-
-    def __init__(self, k: int, seed: int):
-        self.k = int(k)
-        self.seed = int(seed)
-
-    def chunk(self, block: Any, row_offset: int) -> dict:
-        rows = np.arange(row_offset, row_offset + block.shape[0], dtype=np.int64)
-        prio = hash_uniform(self.seed, "sdim.sample", rows)
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {"prio": prio[keep], "rows": np.asarray(block[keep], dtype=np.float64)}
-
-    def merge(self, states: list) -> dict:
-        prio = np.concatenate([s["prio"] for s in states])
-        rows = np.concatenate([s["rows"] for s in states])
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {"prio": prio[keep], "rows": rows[keep]}
-
-
-class _ComposedMap:
-    def __init__(self, fn: Any, n_ops: int):
-        self.fn = fn
-        self.n_ops = n_ops
-
-    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
-        Z = self.fn(block, offset, *operands[: self.n_ops])
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1])
-
-
-class StatisticalDimensionSketch(RowMapTransformer):
-    """A kernel sketch composed with an SRHT sized by the statistical dimension.
-
-    ``z(x) = S · φ̃(x)`` where ``φ̃`` is a first kernel sketch with m features
-    (a polynomial sketch in Song et al., Theorem E.2) and ``S`` an SRHT from m
-    to ``s ≈ oversampling · s_λ · ln s_λ`` coordinates, with
-    ``s_λ = Σ σᵢ/(σᵢ + λ)`` estimated from the spectrum of ``φ̃`` on a
-    uniform sample of rows.  Ridge regression on z then costs
-    ``O(n s² + s³)`` instead of ``O(n m² + m³)``.
-
-    Parameters
-    ----------
-    base : feature map, default None
-        First sketch (e.g. ``PolySketch``); None means
-        ``RandomFourierFeatures(n_components=1024)``.
-    alpha : float, default 1.0
-        The ridge λ that defines s_λ (use the regression's λ).
-    oversampling : float, default 2.0
-        Constant in front of ``s_λ ln s_λ``.
-    n_sample : int, default 2000
-        Rows in the sample used to estimate s_λ.
-    min_components : int, default 16
-        Lower bound on s.
-    random_state : int, Generator or None
-
-    Attributes
-    ----------
-    base_ : fitted first sketch
-    statistical_dimension_ : float
-        Estimated s_λ of the first sketch's kernel on the training rows.
-    n_output_features_ : int
-        s, the SRHT size (at most the base size m).
-    srht_signs_ : ndarray of shape (M,)
-    srht_index_ : ndarray of shape (s,)
-
-    Notes
-    -----
-    ``fit`` reads X once to draw the uniform row sample (bottom-k hash
-    priorities, merged up a tree: per task ``n_sample × d`` values).  The
-    estimate scales the sample's eigenvalues by n/n_sample.  Transform cost per
-    row: the base map plus an O(M log M) Walsh–Hadamard transform.
-
-    References
-    ----------
-    Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of
-    polynomial degree. ICML 2021, Theorem E.2 / Definition E.1.
-    Avron, Clarkson, Woodruff. Sharper bounds for regularized data fitting.
-    APPROX/RANDOM 2017 (sketch size in terms of s_λ).
-    """
-
-    _parameter_constraints = {
-        "base": [None, "estimator"],
-        "alpha": [Interval(float, 0, None, closed="neither")],
-        "oversampling": [Interval(float, 0, None, closed="neither")],
-        "n_sample": [Interval(int, 1, None)],
-        "min_components": [Interval(int, 1, None)],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, *, base: Any = None, alpha: float = 1.0, oversampling: float = 2.0,
-                 n_sample: int = 2000, min_components: int = 16, random_state: Any = None):
-        self.base = base
-        self.alpha = alpha
-        self.oversampling = oversampling
-        self.n_sample = n_sample
-        self.min_components = min_components
-        self.random_state = random_state
-
-    def fit(self, X: Any, y: Any = None) -> StatisticalDimensionSketch:
-        """Fit the base sketch, estimate s_λ from a row sample and draw the SRHT."""
-        self._validate_params()
-        X = self._check_input(X, reset=True)
-        seed = self._init_seed()
-        base = self.base if self.base is not None else RandomFourierFeatures(n_components=1024)
-        if not hasattr(base, "n_output_features_"):
-            base = clone(base)
-            if "random_state" in base.get_params(deep=False) and \
-                    base.get_params(deep=False)["random_state"] is None:
-                base.set_params(random_state=seed)
-            base.fit(X)
-        self.base_ = base
-        sample = reduce_rows(_BottomKRows(self.n_sample, seed), X, name="sdim-sample")["rows"]
-        Zs = np.asarray(to_numpy(base.transform(sample.astype(X.dtype))), dtype=np.float64)
-        s_lam = estimate_statistical_dimension(Zs, X.shape[0], float(self.alpha))
-        self.statistical_dimension_ = s_lam
-        m = int(base.n_output_features_)
-        s = int(np.ceil(self.oversampling * s_lam * max(1.0, np.log(max(s_lam, 1.0)))))
-        s = int(min(m, max(self.min_components, s)))
-        self.srht_signs_, self.srht_index_ = srht_operator(seed, m, s, "sdim.srht")
-        self.n_output_features_ = s
-        return self
-
-    def _operands(self) -> tuple:
-        _, ops = feature_block_function(self.base_)
-        return (*ops, self.srht_signs_, self.srht_index_)
-
-    def _output_dtype(self, X: Any) -> np.dtype:
-        return np.dtype(np.float64)
-
-    def _bytes_per_row(self) -> float:
-        return 8.0 * (self.n_features_in_ + 3 * self.srht_signs_.shape[0])
-
-    def _map_block(self, block: Any, offset: int, *operands: Any) -> np.ndarray:
-        fn, ops = feature_block_function(self.base_)
-        return _ComposedMap(fn, len(ops))(block, offset, *operands)

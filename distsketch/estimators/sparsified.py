@@ -2,9 +2,8 @@
 
 :class:`SparsifiedGram` builds the simplified Gram matrix K̂ of Achlioptas,
 McSherry and Schölkopf tile by tile (see :mod:`distsketch.ops.sparsify`) and
-keeps only the kept entries; :class:`SparsifiedKernelPCA` finds its top
-eigenvectors by orthogonal iteration or Lanczos through a blockwise
-``LinearOperator``.
+keeps only the kept entries; :class:`~distsketch.estimators.sparsified_kpca.SparsifiedKernelPCA`
+finds its top eigenvectors through a blockwise ``LinearOperator``.
 
 Storage layout (in memory, and on disk when ``store`` is given)
 ---------------------------------------------------------------
@@ -36,21 +35,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import zarr
-from scipy.sparse.linalg import LinearOperator, eigsh
-from sklearn.base import TransformerMixin
+from scipy.sparse.linalg import LinearOperator
 
-from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
-from distsketch.graph import as_dask, blas_single_thread, rechunk_rows
+from distsketch.graph import as_dask, rechunk_rows
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.zarr_io import write_manifest
 from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
-from distsketch.ops.random import random_rows
-from distsketch.ops.sparsify import kernel_bound, kernel_tile, orthogonal_iteration, simplify_tile
+from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
 from distsketch.validation import Interval, Options, is_dask
 
-__all__ = ["SparseTiles", "SparsifiedGram", "SparsifiedKernelPCA"]
+__all__ = ["SparseTiles", "SparsifiedGram"]
 
 _KERNELS = {"rbf", "gaussian", "laplacian", "cauchy", "polynomial", "poly", "linear",
             "arccos0", "arccos1", "ntk"}
@@ -456,200 +453,3 @@ class SparsifiedGram(DistsketchEstimator):
 
         return LinearOperator((n, n), matvec=mm, matmat=mm, rmatvec=mm, rmatmat=mm,
                               dtype=np.float64)
-
-
-def _kpca_block(block: Any, offset: int, X_fit: np.ndarray, coef: np.ndarray,
-                intercept: np.ndarray, kernel: Any, params: dict, rows: int) -> np.ndarray:
-    kfun = kernel_function(kernel, **params)
-    B = np.asarray(block, dtype=np.float64)
-    out = np.empty((B.shape[0], coef.shape[1]))
-    colsum = coef.sum(axis=0)
-    # sub-batches bound the (rows × n_fit) kernel block held at once
-    for i in range(0, B.shape[0], rows):
-        K = kfun(B[i:i + rows], X_fit)
-        out[i:i + rows] = K @ coef - K.mean(axis=1, keepdims=True) * colsum + intercept
-    return out
-
-
-class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
-    """Kernel PCA on the sparsified/quantised Gram matrix.
-
-    The top eigenvectors of the centred simplified matrix H K̂ H are found by
-    orthogonal iteration (the paper's method) or by Lanczos
-    (``scipy.sparse.linalg.eigsh``) on a blockwise ``LinearOperator``.
-    Conventions follow scikit-learn's ``KernelPCA``: ``eigenvalues_`` are
-    those of the centred matrix, ``fit_transform(X)`` is V·√λ, and
-    ``transform`` centres new kernel rows with the training statistics.
-
-    Parameters
-    ----------
-    n_components : int, default 8
-        Number of components k.
-    kernel, gamma, degree, coef0, p, quantize, quantize_bound, tile_rows, store
-        As in :class:`SparsifiedGram`.
-    solver : {"orthogonal_iteration", "lanczos"}, default "orthogonal_iteration"
-    max_iter : int, default 500
-        Iteration cap of orthogonal iteration.
-    tol : float, default 1e-9
-        Residual tolerance relative to λ₁ (orthogonal iteration) or relative
-        eigenvalue accuracy (Lanczos).
-    random_state : int, Generator or None
-
-    Attributes
-    ----------
-    seed_ : int
-    gram_ : SparsifiedGram
-        The fitted simplified matrix.
-    eigenvalues_ : ndarray of shape (n_components,)
-    eigenvectors_ : ndarray of shape (n_samples, n_components)
-    X_fit_ : ndarray of shape (n_samples, n_features)
-        Training points (the expansion's support).
-    dual_coef_ : ndarray of shape (n_samples, n_components)
-        V / √λ: feature j of x is Σᵢ dual_coef_[i, j] k̃(xᵢ, x).
-    intercept_ : ndarray of shape (n_components,)
-        The centring constant, so that (up to the row-mean term, which is
-        ≈ 0 because Vᵀ1 = 0) feature = k(x, X_fit_) @ dual_coef_ + intercept_.
-    K_fit_rows_ : ndarray of shape (n_samples,)
-        Column means of K̂ (estimates of those of K).
-    n_iter_ : int
-        Iterations of orthogonal iteration (0 for Lanczos).
-
-    Notes
-    -----
-    Cost: building K̂ (see :class:`SparsifiedGram`) plus per iteration one
-    product K̂·Q, O(nnz(K̂)·(k + 8)) flops and one pass over the strips;
-    O(n·(k + 8)) memory besides the stored matrix.  ``transform`` evaluates
-    the exact kernel against all n training points (memory per task:
-    ``256 × n`` floats, plus X_fit_ shipped once per worker); use
-    :class:`~distsketch.RoundedExpansion` to cut those evaluations.
-    By Davis–Kahan, the top-k subspace moves by at most
-    ‖K̂ − K‖₂ / (λ_k − λ_{k+1}) in sin-angle.
-
-    References
-    ----------
-    Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001.
-    Schölkopf, Smola, Müller. Nonlinear component analysis as a kernel eigenvalue
-    problem. Neural Computation 1998.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from distsketch import SparsifiedKernelPCA
-    >>> X = np.random.default_rng(0).normal(size=(400, 3))
-    >>> kpca = SparsifiedKernelPCA(n_components=2, gamma=0.5, p=0.3, random_state=0).fit(X)
-    >>> kpca.transform(X[:5]).shape
-    (5, 2)
-    """
-
-    _parameter_constraints = {
-        **SparsifiedGram._parameter_constraints,
-        "n_components": [Interval(int, 1, None)],
-        "solver": [Options({"orthogonal_iteration", "lanczos"})],
-        "max_iter": [Interval(int, 1, None)],
-        "tol": [Interval(float, 0, None)],
-    }
-
-    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | None = None,
-                 degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
-                 quantize_bound: float | None = None, solver: str = "orthogonal_iteration",
-                 tile_rows: int = 2048, store: str | os.PathLike | None = None,
-                 max_iter: int = 500, tol: float = 1e-9, random_state: Any = None):
-        self.n_components = n_components
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.p = p
-        self.quantize = quantize
-        self.quantize_bound = quantize_bound
-        self.solver = solver
-        self.tile_rows = tile_rows
-        self.store = store
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
-
-    def fit(self, X: Any, y: Any = None) -> SparsifiedKernelPCA:
-        """Build K̂ and its top eigenvectors.
-
-        Parameters
-        ----------
-        X : ndarray, dask array or Zarr path of shape (n_samples, n_features)
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        X = self._check_input(X, reset=True)
-        seed = self._init_seed()
-        n = X.shape[0]
-        k = int(self.n_components)
-        if k >= n:
-            raise ConfigError(
-                f"n_components={k} must be smaller than the number of samples (n_samples={n}); "
-                "reduce n_components.")
-        gram = SparsifiedGram(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
-                              coef0=self.coef0, p=self.p, quantize=self.quantize,
-                              quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
-                              store=self.store, random_state=seed).fit(X)
-        op = gram.as_linear_operator(center=True)
-        with blas_single_thread():  # n × (k + 8) blocks: BLAS threads only add contention
-            vals, vecs, n_iter = self._solve(op, n, k, seed)
-        # sign convention: the largest-magnitude entry of each vector is positive
-        idx = np.argmax(np.abs(vecs), axis=0)
-        vecs = vecs * np.sign(vecs[idx, np.arange(k)])[None, :]
-        self.gram_ = gram
-        self.eigenvalues_ = vals
-        self.eigenvectors_ = vecs
-        self.n_iter_ = int(n_iter)
-        self.X_fit_ = to_numpy(X).astype(np.float64, copy=False)
-        self.K_fit_rows_ = gram.tiles_.matmat(np.ones(n)) / n
-        K_fit_all = float(self.K_fit_rows_.mean())
-        with np.errstate(divide="ignore"):
-            inv = np.where(vals > 0, 1.0 / np.sqrt(np.where(vals > 0, vals, 1.0)), 0.0)
-        self.dual_coef_ = vecs * inv[None, :]
-        self.intercept_ = -self.K_fit_rows_ @ self.dual_coef_ + K_fit_all * self.dual_coef_.sum(0)
-        self.n_output_features_ = k
-        return self
-
-    def _solve(self, op: LinearOperator, n: int, k: int, seed: int) -> tuple:
-        if self.solver == "orthogonal_iteration":
-            return orthogonal_iteration(op.matmat, n, k, seed=seed, max_iter=self.max_iter,
-                                        tol=self.tol)
-        v0 = random_rows(seed, "kpca.lanczos.v0", 0, n, 1)[:, 0]
-        vals, vecs = eigsh(op, k=k, which="LA", v0=v0, tol=self.tol)
-        order = np.argsort(-vals, kind="stable")
-        return vals[order], vecs[:, order], 0
-
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""
-        self.fit(X)
-        return self.eigenvectors_ * np.sqrt(np.maximum(self.eigenvalues_, 0.0))[None, :]
-
-    def transform(self, X: Any) -> Any:
-        """Kernel PCA features of new points.
-
-        Parameters
-        ----------
-        X : ndarray or dask array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray or dask array of shape (n_samples, n_components)
-            ``(k̃(x, X_fit_)) @ dual_coef_`` with k̃ the kernel centred by the
-            training statistics.
-        """
-        self._check_is_fitted("dual_coef_")
-        X = self._check_input(X, reset=False)
-        n_fit = self.X_fit_.shape[0]
-        rows = 256
-        return apply_rows(X, _kpca_block, self.X_fit_, self.dual_coef_, self.intercept_,
-                          n_out=self.n_output_features_, dtype=np.float64,
-                          kwargs={"kernel": self.gram_.kernel_name_ if isinstance(self.kernel, str)
-                                  else self.kernel, "params": self.gram_.kernel_params_,
-                                  "rows": rows},
-                          bytes_per_row=8.0 * (self.n_features_in_ + self.n_output_features_),
-                          fixed_bytes=8.0 * (2 * rows * n_fit + self.X_fit_.size + self.dual_coef_.size),
-                          name="sparsified-kpca-transform")
