@@ -29,7 +29,7 @@ import zarr
 
 from distsketch.errors import StoreError
 from distsketch.io.atomic import atomic_dir
-from distsketch.io.zarr_io import write_manifest
+from distsketch.io.manifest import write_manifest
 
 __all__ = ["load", "save_model"]
 
