@@ -232,7 +232,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         self.train_path_ = _source_path(X)
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
@@ -585,7 +584,6 @@ class BlockKernelApproximation(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         if X.shape[0] < self.n_clusters:

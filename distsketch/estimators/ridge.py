@@ -416,7 +416,6 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         if y is None:
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         for attr in ("coef_", "seed_", "_W"):
@@ -493,7 +492,6 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         """
         first = not hasattr(self, "coef_")
         if first:
-            self._validate_params()
             self._alpha_grid()
             X = self._check_input(X, reset=True)
             Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
@@ -796,7 +794,6 @@ class StatisticalDimensionSketch(RowMapTransformer):
 
     def fit(self, X: Any, y: Any = None) -> StatisticalDimensionSketch:
         """Fit the base sketch, estimate s_λ from a row sample and draw the SRHT."""
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         base = self.base if self.base is not None else RandomFourierFeatures(n_components=1024)

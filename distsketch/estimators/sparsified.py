@@ -336,7 +336,6 @@ class SparsifiedGram(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         n, d = X.shape
@@ -581,7 +580,6 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         n = X.shape[0]
