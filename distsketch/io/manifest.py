@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from distsketch._version import __version__
+
 __all__ = ["MANIFEST_NAME", "read_manifest", "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
@@ -21,8 +23,6 @@ MANIFEST_NAME = "distsketch-manifest.json"
 
 def write_manifest(directory: str | os.PathLike, info: dict) -> None:
     """Write the completion manifest (last step of an output)."""
-    from distsketch import __version__
-
     body = {"distsketch_version": __version__, "written_at": time.time()} | info
     tmp = Path(directory) / (MANIFEST_NAME + ".part")
     tmp.write_text(json.dumps(body, indent=2, default=_json_default))
