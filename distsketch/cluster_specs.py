@@ -28,35 +28,38 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ClusterError, ConfigError
+from distsketch.validation import InstanceOf, check_section, load_yaml
 
 __all__ = ["KINDS", "load_spec", "render_job_script", "start_cluster", "validate_spec"]
 
-# kind -> {option: accepted python types}; "extra" passes keyword arguments through
-_NUM = (int, float)
-_STR = (str,)
-_STRS = (list,)
+# kind -> {option: [constraint]}; "extra" passes keyword arguments through
+_NUM = [InstanceOf(int, float)]
+_STR = [InstanceOf(str)]
+_STRS = [InstanceOf(list)]
+_INT = [InstanceOf(int)]
+_DICT = [InstanceOf(dict)]
 _JOBQUEUE = {
-    "n_workers": (int,), "cores": (int,), "memory": _STR, "processes": (int,),
+    "n_workers": _INT, "cores": _INT, "memory": _STR, "processes": _INT,
     "queue": _STR, "account": _STR, "walltime": _STR, "interface": _STR,
     "local_directory": _STR, "log_directory": _STR, "python": _STR,
     "job_extra_directives": _STRS, "job_script_prologue": _STRS, "worker_extra_args": _STRS,
-    "name": _STR, "adapt": (dict,), "extra": (dict,), "timeout": _NUM,
+    "name": _STR, "adapt": _DICT, "extra": _DICT, "timeout": _NUM,
 }
-KINDS: dict[str, dict[str, tuple]] = {
-    "local": {"n_workers": (int, type(None)), "threads_per_worker": (int,),
-              "memory_limit": (str, int), "processes": (bool,),
-              "dashboard_address": (str, type(None))},
+KINDS: dict[str, dict[str, list]] = {
+    "local": {"n_workers": [InstanceOf(int, type(None))], "threads_per_worker": _INT,
+              "memory_limit": [InstanceOf(str, int)], "processes": [InstanceOf(bool)],
+              "dashboard_address": [InstanceOf(str, type(None))]},
     "scheduler": {"address": _STR, "scheduler_file": _STR, "timeout": _NUM},
     "sync": {},
     "threads": {},
     "slurm": _JOBQUEUE,
     "pbs": _JOBQUEUE,
-    "ssh": {"hosts": _STRS, "connect_options": (dict,), "worker_options": (dict,),
-            "scheduler_options": (dict,), "remote_python": _STR, "extra": (dict,),
+    "ssh": {"hosts": _STRS, "connect_options": _DICT, "worker_options": _DICT,
+            "scheduler_options": _DICT, "remote_python": _STR, "extra": _DICT,
             "timeout": _NUM},
-    "kubernetes": {"name": _STR, "image": _STR, "n_workers": (int,), "namespace": _STR,
-                   "resources": (dict,), "env": (dict,), "adapt": (dict,),
-                   "extra": (dict,), "timeout": _NUM},
+    "kubernetes": {"name": _STR, "image": _STR, "n_workers": _INT, "namespace": _STR,
+                   "resources": _DICT, "env": _DICT, "adapt": _DICT,
+                   "extra": _DICT, "timeout": _NUM},
 }
 _EXTRA_HINT = {
     "slurm": ("dask_jobqueue", "pip install 'distsketch[cluster]' (dask-jobqueue)"),
@@ -93,22 +96,9 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     kind = cfg.get("kind")
     if kind not in KINDS:
         raise ConfigError(f"{where}: unknown cluster kind {kind!r}; use one of {sorted(KINDS)}.")
-    allowed = KINDS[kind]
-    for key, value in cfg.items():
-        if key == "kind":
-            continue
-        if key not in allowed:
-            raise ConfigError(f"{where}: option {key!r} is not known for kind {kind!r}; known options: "
-                              f"{sorted(allowed)} (pass anything else under 'extra').")
-        types = allowed[key]
-        if isinstance(value, bool) and bool not in types:
-            ok = False
-        else:
-            ok = isinstance(value, types)
-        if not ok:
-            names = "/".join(t.__name__ for t in types)
-            raise ConfigError(f"{where}: option {key!r} of kind {kind!r} must be {names}, got "
-                              f"{value!r}.")
+    options = {k: v for k, v in cfg.items() if k != "kind"}
+    check_section(options, KINDS[kind], where, owner=f"kind {kind!r}",
+                  hint=" (pass anything else under 'extra')")
     if kind == "scheduler" and ("address" in cfg) == ("scheduler_file" in cfg):
         raise ConfigError(f"{where}: kind 'scheduler' needs exactly one of 'address' "
                           "(tcp://host:port) or 'scheduler_file'.")
@@ -145,15 +135,8 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     ConfigError
         Missing, unparsable or invalid spec.
     """
-    import yaml
-
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ConfigError(f"cluster spec {p} does not exist; see clusters/ for examples.")
-    try:
-        cfg = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cluster spec {p} is not valid YAML: {exc}") from exc
+    cfg = load_yaml(p, "cluster spec", "see clusters/ for examples")
     cfg = validate_spec(cfg, where=f"cluster spec {p}")
     if "scheduler_file" in cfg and not Path(cfg["scheduler_file"]).is_absolute():
         cfg["scheduler_file"] = str((p.parent / cfg["scheduler_file"]).absolute())

@@ -118,12 +118,12 @@ def cluster(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def _parse_value(text: str) -> Any:
-    import yaml
+    from distsketch.validation import loads_yaml
 
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+        return loads_yaml(text)
+    except ConfigError:
+        return text  # not YAML: the plain string
 
 
 def parse_params(items: list[str] | None) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def open_input(path: str, block_rows: int | None = None) -> Any:
     default groups whole Zarr chunks to about 16 MiB of input per task rather
     than the 64 MiB of :func:`distsketch.io.open_array`.
     """
-    from distsketch.io.zarr_io import open_array, open_zarr
+    from distsketch.io.arrays import open_array, open_zarr
 
     if block_rows is not None:
         if block_rows < 1:

@@ -21,8 +21,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("source", help="input file: .npy, .csv/.tsv/.txt, .svm/.svmlight/.libsvm, "
                                   "*-ubyte (MNIST idx); each optionally .gz")
     p.add_argument("dest", help="output Zarr store (directory)")
-    p.add_argument("--format", choices=["npy", "csv", "svmlight", "idx"], default=None,
-                   help="file format (default: from the file name)")
+    p.add_argument("--format", default=None, metavar="FORMAT",
+                   help="file format: npy, csv, svmlight, idx or another registered reader "
+                        "(default: from the file name, else its first bytes)")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per Zarr chunk "
                    "(default: about 8 MiB per chunk)")
     p.add_argument("--dtype", default="float32", help="stored dtype of X (default float32)")
@@ -43,8 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from distsketch.io.readers import ingest
-    from distsketch.io.zarr_io import read_manifest
+    from distsketch.io import ingest, read_manifest
 
     show = apply_progress(args)
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None

@@ -1,7 +1,8 @@
 """Shared machinery of distsketch estimators (scikit-learn conventions).
 
 * keyword-only ``__init__`` that only stores parameters;
-* ``_parameter_constraints`` checked by :meth:`DistsketchMixin._validate_params`;
+* ``_parameter_constraints`` checked before every ``fit``/``partial_fit`` by
+  the wrapper :meth:`DistsketchEstimator.__init_subclass__` puts around them;
 * randomness drawn once in ``fit`` into an integer ``seed_`` from which every
   operator is regenerated, on any worker;
 * NumPy in, NumPy out; dask in, dask out (lazy);
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +33,13 @@ from distsketch.graph import (
 )
 from distsketch.graph.arrays import default_block_rows
 from distsketch.ops.random import resolve_seed
-from distsketch.validation import check_input, check_n_features, is_dask, validate_params
+from distsketch.validation import (
+    check_estimator_params,
+    check_input,
+    check_n_features,
+    is_dask,
+    is_path_like,
+)
 
 __all__ = ["DistsketchEstimator", "RowMapTransformer", "apply_rows", "reduce_rows"]
 
@@ -88,14 +96,28 @@ def reduce_rows(summary: Any, X: Any, *operands: Any, split_every: int = 8,
 
 
 _SINGLE_THREADED = ("fit", "partial_fit", "merge")
+_VALIDATED = ("fit", "partial_fit")
+
+
+def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Check the estimator's parameters before ``method`` runs (scikit-learn's ``_fit_context``)."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check_estimator_params(self)
+        return method(self, *args, **kwargs)
+
+    wrapper._validates_params = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 class DistsketchEstimator(BaseEstimator):
     """Base class: parameter validation, input checks, fitted checks, save.
 
-    ``fit``, ``partial_fit`` and ``merge`` of every subclass run with BLAS on
-    one thread: LAPACK results change in the last bits with the thread count,
-    and a fitted model must be bitwise the same in any process.
+    ``fit`` and ``partial_fit`` of every subclass check the parameters
+    against ``_parameter_constraints`` before they run.  ``fit``,
+    ``partial_fit`` and ``merge`` run with BLAS on one thread: LAPACK results
+    change in the last bits with the thread count, and a fitted model must be
+    bitwise the same in any process.
     """
 
     _parameter_constraints: dict[str, list[Any]] = {}
@@ -104,21 +126,28 @@ class DistsketchEstimator(BaseEstimator):
         super().__init_subclass__(**kwargs)
         for name in _SINGLE_THREADED:
             method = cls.__dict__.get(name)
-            if callable(method) and not getattr(method, "_single_threaded", False):
-                wrapped = single_threaded_blas(method)
-                wrapped._single_threaded = True
-                setattr(cls, name, wrapped)
+            if not callable(method):
+                continue
+            if name in _VALIDATED and not getattr(method, "_validates_params", False):
+                method = _validating(method)
+            if not getattr(method, "_single_threaded", False):
+                method = single_threaded_blas(method)
+                method._single_threaded = True
+            setattr(cls, name, method)
 
     def _validate_params(self) -> None:
-        validate_params(self)
+        check_estimator_params(self)
 
     def _check_input(self, X: Any, *, reset: bool, allow_sparse: bool = False,
                      dtype: Any = None) -> Any:
-        if reset and isinstance(X, (str, os.PathLike)):
-            # a model fitted from a store records which data it saw (saved with the model)
-            from distsketch.io.zarr_io import fingerprint
+        if is_path_like(X):
+            # only io opens paths; a model fitted from a store records which data it saw
+            from distsketch.io import fingerprint, open_array
 
-            self.fingerprint_ = fingerprint(X)
+            source = X
+            X = open_array(X)
+            if reset and isinstance(source, (str, os.PathLike)):
+                self.fingerprint_ = fingerprint(X, path=source)
         X = check_input(X, where=f"{type(self).__name__} input", allow_sparse=allow_sparse,
                         dtype=dtype)
         check_n_features(self, X, reset=reset)

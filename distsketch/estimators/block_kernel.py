@@ -87,7 +87,6 @@ class BlockKernelApproximation(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         if X.shape[0] < self.n_clusters:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -117,13 +116,8 @@ class FrequentDirections(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         for attr in ("sketch_", "fingerprint_"):
             self.__dict__.pop(attr, None)
-        if isinstance(X, (str, os.PathLike)):
-            from distsketch.io.zarr_io import fingerprint
-
-            self.fingerprint_ = fingerprint(X)
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._set_state(self._sketch_state(X))
         return self
@@ -142,7 +136,6 @@ class FrequentDirections(DistsketchEstimator):
         """
         if not hasattr(self, "sketch_"):
             return self.fit(X)
-        self._validate_params()
         X = self._check_input(X, reset=False, allow_sparse=True)
         new = self._sketch_state(X)
         self._set_state(self._summary().merge([self._state(), new]))

@@ -226,7 +226,6 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         k = int(self.n_components)
@@ -424,7 +423,6 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         Y = self._targets(y, X.shape[0])

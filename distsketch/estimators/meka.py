@@ -232,7 +232,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         self.train_path_ = _source_path(X)
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()

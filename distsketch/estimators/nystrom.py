@@ -230,7 +230,6 @@ class NystromFeatures(RowMapTransformer):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         self.landmark_indices_ = np.zeros(0, dtype=np.int64)
@@ -439,7 +438,6 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,

@@ -71,7 +71,6 @@ class LinearStageSketch(RowMapTransformer):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._init_seed()
         self._setup(X)

@@ -95,7 +95,6 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         k = (jl_min_dim(X.shape[0], self.eps) if self.n_components == "auto"

@@ -83,7 +83,6 @@ class RandomFourierFeatures(RowMapTransformer):
 
     def fit(self, X: Any, y: Any = None) -> RandomFourierFeatures:
         """Draw the operator for X's number of features (reads only X's shape)."""
-        self._validate_params()
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         name, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)

@@ -406,7 +406,6 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         if y is None:
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         for attr in ("coef_", "seed_", "_W"):
@@ -483,7 +482,6 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         """
         first = not hasattr(self, "coef_")
         if first:
-            self._validate_params()
             self._alpha_grid()
             X = self._check_input(X, reset=True)
             Y, self.single_output_ = self._prepare_targets(y, X.shape[0])

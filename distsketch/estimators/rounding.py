@@ -217,7 +217,6 @@ class RoundedExpansion(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         if self.threshold is not None and self.budget is not None:
             raise ConfigError("RoundedExpansion: give threshold or budget, not both.")
         kernel_args = {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,

@@ -325,7 +325,6 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         self.__dict__.pop("seed_", None)
         source = X
         X = self._check_input(X, reset=True)
@@ -460,7 +459,6 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
 
     def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
         """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y`` by CG."""
-        self._validate_params()
         X = self._check_input(X, reset=True)
         Y, one_d = _targets(self, y, X.shape[0])
         seed = self._init_seed()

@@ -333,7 +333,6 @@ class SparsifiedGram(DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         n, d = X.shape

@@ -144,7 +144,6 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         self
         """
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         n = X.shape[0]

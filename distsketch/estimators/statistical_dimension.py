@@ -124,7 +124,6 @@ class StatisticalDimensionSketch(RowMapTransformer):
 
     def fit(self, X: Any, y: Any = None) -> StatisticalDimensionSketch:
         """Fit the base sketch, estimate s_λ from a row sample and draw the SRHT."""
-        self._validate_params()
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         base = self.base if self.base is not None else RandomFourierFeatures(n_components=1024)

@@ -3,7 +3,6 @@ an exact feature covariance (RNCA), both out of core and mergeable."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -212,7 +211,6 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
-        self._validate_params()
         limit = min(self.sketch_size, self.n_features) if self.method == "fd" else self.n_features
         if self.n_components > limit:
             what = ("min(sketch_size, n_features)" if self.method == "fd" else "n_features")
@@ -280,10 +278,6 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         self._check_params()
         for attr in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
             delattr(self, attr)
-        if isinstance(X, (str, os.PathLike)):
-            from distsketch.io.zarr_io import fingerprint
-
-            self.fingerprint_ = fingerprint(X)
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)

@@ -1,15 +1,29 @@
-"""Zarr and file I/O: open, ingest, atomic writes, model save/load, manifests."""
+"""Zarr and file I/O, one module per responsibility.
 
+========================= ==================================================
+module                    holds
+========================= ==================================================
+``io.arrays``             open a Zarr path/array as a validated dask array;
+                          create and write row-aligned arrays atomically
+``io.codecs``             chunk codecs by name
+``io.atomic``             temporary-sibling-then-rename outputs
+``io.manifest``           the completion manifest
+``io.fingerprints``       the one input fingerprint (whole input or prefix)
+``io.model``              model save/load
+``io.readers``            file formats behind one reader interface, a
+                          registry, one Zarr sink and :func:`ingest`
+========================= ==================================================
+
+Only this package opens paths; array checks live in
+:mod:`distsketch.validation`, which imports nothing from here.
+"""
+
+from distsketch.io.arrays import create_array, open_array, write_array
 from distsketch.io.atomic import atomic_dir
+from distsketch.io.fingerprints import fingerprint
+from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model import load, save_model
-from distsketch.io.zarr_io import (
-    create_array,
-    fingerprint,
-    open_array,
-    read_manifest,
-    write_array,
-    write_manifest,
-)
+from distsketch.io.readers import ingest
 
 __all__ = [
     "atomic_dir",
@@ -24,12 +38,3 @@ __all__ = [
     "write_manifest",
 ]
 
-
-def ingest(*args, **kwargs):
-    """Stream a file (.npy, CSV, svmlight/libsvm, MNIST idx) into Zarr.
-
-    See :func:`distsketch.io.readers.ingest` for parameters.
-    """
-    from distsketch.io.readers import ingest as _ingest
-
-    return _ingest(*args, **kwargs)

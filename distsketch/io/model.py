@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import zarr
 
+from distsketch._version import __version__
 from distsketch.errors import StoreError
 from distsketch.io.atomic import atomic_dir
-from distsketch.io.zarr_io import write_manifest
+from distsketch.io.manifest import write_manifest
 
 __all__ = ["load", "save_model"]
 
@@ -180,8 +181,6 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     -------
     pathlib.Path
     """
-    from distsketch import __version__
-
     with atomic_dir(path, overwrite=overwrite) as tmp:
         root = zarr.open_group(store=str(tmp), mode="w")
         _write_estimator(root, est)

@@ -1,126 +1,38 @@
-"""Input and parameter validation with errors from :mod:`distsketch.errors`.
+"""Array checks: shape, dtype, finiteness, width and targets of in-memory arrays.
 
-Parameters are checked against a declared constraint table (as scikit-learn
-does): each estimator lists ``_parameter_constraints = {name: [constraint, ...]}``
-and :func:`validate_params` raises :class:`~distsketch.errors.ConfigError`
-naming the parameter, the value and what is allowed.
+These checks take arrays (NumPy, SciPy sparse, dask), never paths: opening a
+store is :mod:`distsketch.io`'s job, which calls back into these checks for
+what it opened.  Nothing here imports :mod:`distsketch.io`.
 """
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import os
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
-from distsketch.errors import ConfigError, InputError
+from distsketch.errors import InputError
 
 __all__ = [
-    "Interval",
-    "Options",
     "check_input",
     "check_n_features",
+    "check_shape_dtype",
     "check_targets",
     "is_dask",
-    "validate_params",
+    "is_path_like",
 ]
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A numeric range constraint: ``kind`` is ``int`` or ``float`` (real)."""
-
-    kind: type
-    left: float | None
-    right: float | None
-    closed: str = "both"  # "both", "left", "right", "neither"
-
-    def accepts(self, value: Any) -> bool:
-        if isinstance(value, bool):
-            return False
-        if self.kind is int:
-            if not isinstance(value, numbers.Integral):
-                return False
-        elif not isinstance(value, numbers.Real):
-            return False
-        lo_ok = self.left is None or (
-            value >= self.left if self.closed in ("both", "left") else value > self.left)
-        hi_ok = self.right is None or (
-            value <= self.right if self.closed in ("both", "right") else value < self.right)
-        return bool(lo_ok and hi_ok)
-
-    def __str__(self) -> str:
-        lb = "[" if self.closed in ("both", "left") else "("
-        rb = "]" if self.closed in ("both", "right") else ")"
-        lo = "-inf" if self.left is None else self.left
-        hi = "inf" if self.right is None else self.right
-        return f"{'an int' if self.kind is int else 'a float'} in {lb}{lo}, {hi}{rb}"
-
-
-@dataclass(frozen=True)
-class Options:
-    """One of a fixed set of values."""
-
-    values: frozenset
-
-    def __init__(self, values: Iterable[Any]):
-        object.__setattr__(self, "values", frozenset(values))
-
-    def accepts(self, value: Any) -> bool:
-        try:
-            return value in self.values
-        except TypeError:
-            return False
-
-    def __str__(self) -> str:
-        return "one of " + ", ".join(repr(v) for v in sorted(self.values, key=str))
-
-
-def _accepts(constraint: Any, value: Any) -> bool:
-    if constraint is None:
-        return value is None
-    if constraint == "random_state":
-        return value is None or isinstance(value, (numbers.Integral, np.random.Generator,
-                                                   np.random.RandomState))
-    if constraint == "boolean":
-        return isinstance(value, (bool, np.bool_))
-    if constraint == "callable":
-        return callable(value)
-    if constraint == "array-like":
-        return hasattr(value, "shape") or isinstance(value, (list, tuple))
-    if constraint == "str":
-        return isinstance(value, str)
-    if constraint == "estimator":
-        return hasattr(value, "fit") or hasattr(value, "transform")
-    if isinstance(constraint, type):
-        return isinstance(value, constraint)
-    if isinstance(constraint, (Interval, Options)):
-        return constraint.accepts(value)
-    raise TypeError(f"unknown constraint {constraint!r}")
-
-
-def validate_params(estimator: Any) -> None:
-    """Check every parameter of ``estimator`` against its constraint table."""
-    table: dict[str, list[Any]] = getattr(estimator, "_parameter_constraints", {})
-    params = estimator.get_params(deep=False)
-    for name, constraints in table.items():
-        if name not in params:
-            continue
-        value = params[name]
-        if not any(_accepts(c, value) for c in constraints):
-            allowed = " or ".join(str(c) if not isinstance(c, str) else c for c in constraints)
-            raise ConfigError(
-                f"{type(estimator).__name__}: parameter {name}={value!r} is invalid; "
-                f"it must be {allowed}."
-            )
 
 
 def is_dask(X: Any) -> bool:
     """True for dask arrays."""
     return isinstance(X, da.Array)
+
+
+def is_path_like(X: Any) -> bool:
+    """True for what :func:`distsketch.io.open_array` opens: a path or a Zarr array."""
+    return isinstance(X, (str, os.PathLike)) or type(X).__module__.startswith("zarr")
 
 
 def check_input(
@@ -135,12 +47,13 @@ def check_input(
 
     Checks that the input is 2-D, numeric, has at least ``min_rows`` rows; for
     NumPy input also that it is finite (dask input is checked lazily, block by
-    block, in :func:`distsketch.graph.map_rows`).  Zarr arrays and paths are
-    opened with :func:`distsketch.io.open_array`.
+    block, in :func:`distsketch.graph.map_rows`).  Paths and Zarr arrays are
+    not accepted here: open them with :func:`distsketch.io.open_array`, which
+    applies these checks.
 
     Parameters
     ----------
-    X : array_like, dask array, zarr array or path
+    X : array_like, sparse matrix or dask array of shape (n_samples, n_features)
     where : str
         Name used in messages.
     allow_sparse : bool
@@ -154,16 +67,20 @@ def check_input(
     Returns
     -------
     ndarray, scipy.sparse.csr_matrix or dask.array.Array
-    """
-    if isinstance(X, (str,)) or type(X).__module__.startswith("zarr") or hasattr(X, "__fspath__"):
-        from distsketch.io.zarr_io import open_array
 
-        return open_array(X)
+    Raises
+    ------
+    InputError
+        A path or Zarr array, not 2-D, not real numeric, too few rows, NaN/Inf.
+    """
+    if is_path_like(X):
+        raise InputError(f"{where}: got a path or Zarr array ({X!r}); open it with "
+                         "distsketch.open_array first.")
     if hasattr(X, "tocsr") and not is_dask(X):
         if not allow_sparse:
             raise InputError(f"{where}: sparse input is not supported here; pass a dense array.")
         X = X.tocsr()
-        _check_shape_dtype(X.shape, X.dtype, where, min_rows)
+        check_shape_dtype(X.shape, X.dtype, where, min_rows)
         X = X.astype(_target_dtype(X.dtype, dtype), copy=False)
         if not np.all(np.isfinite(X.data)):
             from distsketch.graph.blocks import check_finite_block
@@ -183,7 +100,7 @@ def check_input(
             except ValueError as exc:
                 raise InputError(f"{where}: object array with non-numeric entries ({exc}); "
                                  "convert to float32/float64 first.") from exc
-    _check_shape_dtype(X.shape, X.dtype, where, min_rows)
+    check_shape_dtype(X.shape, X.dtype, where, min_rows)
     target = _target_dtype(X.dtype, dtype)
     if X.dtype != target:
         X = X.astype(target)
@@ -202,7 +119,16 @@ def _target_dtype(current: np.dtype, requested: Any) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def _check_shape_dtype(shape: tuple, dtype: np.dtype, where: str, min_rows: int) -> None:
+def check_shape_dtype(shape: tuple, dtype: np.dtype, where: str, min_rows: int = 1) -> None:
+    """Check that ``shape``/``dtype`` describe a 2-D real numeric matrix with rows.
+
+    Works on metadata only, so a store can be checked before any chunk is read.
+
+    Raises
+    ------
+    InputError
+        Not 2-D, complex or non-numeric, fewer than ``min_rows`` rows, no columns.
+    """
     if len(shape) != 2:
         raise InputError(
             f"{where}: expected a 2-D array (rows are points), got {len(shape)}-D with shape "
@@ -257,10 +183,3 @@ def check_targets(y: Any, n_rows: int, *, where: str = "y") -> Any:
         bad = int(np.flatnonzero(~np.isfinite(y.reshape(y.shape[0], -1)).any(axis=1))[0])
         raise InputError(f"{where} contains NaN or Inf (first at row {bad}); clean the targets.")
     return y
-
-
-def as_callable_or_name(kernel: Any) -> str | Callable:
-    """Accept a kernel name or a callable."""
-    if isinstance(kernel, str) or callable(kernel):
-        return kernel
-    raise ConfigError(f"kernel must be a name or a callable, got {type(kernel).__name__}.")

@@ -14,16 +14,13 @@ import struct
 import tracemalloc
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
 from distsketch.errors import ConfigError, InputError, StoreError
-from distsketch.io import open_array, read_manifest, write_array
+from distsketch.io import open_array, read_manifest
 from distsketch.io.readers import infer_format, ingest
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -290,30 +287,3 @@ def test_large_npy_is_streamed(tmp_path):
     got = zarr.open_group(str(tmp_path / "big.zarr"))["X"]
     np.testing.assert_array_equal(got[-7:], ref[-7:].astype(np.float32))
     np.testing.assert_array_equal(got[123_456], ref[123_456].astype(np.float32))
-
-
-# ------------------------------------------------------------------ write_array row safety
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n=st.integers(1, 400), dask_rows=st.integers(1, 130), zarr_rows=st.integers(1, 130))
-def test_write_array_never_loses_rows(tmp_path_factory, n, dask_rows, zarr_rows):
-    """Dask chunks smaller than, larger than and misaligned with the Zarr chunks."""
-    A = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
-    out = tmp_path_factory.mktemp("w") / "a.zarr"
-    write_array(da.from_array(A, chunks=(dask_rows, 3)), out, chunk_rows=zarr_rows)
-    arr = zarr.open_array(str(out), mode="r")
-    assert arr.chunks[0] == zarr_rows and arr.nchunks_initialized == arr.nchunks
-    np.testing.assert_array_equal(arr[...], A)
-    assert read_manifest(out)["shape"] == [n, 3]
-
-
-@pytest.mark.parametrize(("dask_rows", "zarr_rows"), [(7, 50), (50, 7), (33, 50), (1000, 1000)])
-def test_write_array_threaded_scheduler(tmp_path, dask_rows, zarr_rows):
-    A = np.random.default_rng(3).normal(size=(1000, 5)).astype(np.float32)
-    import dask
-
-    with dask.config.set(scheduler="threads"):
-        write_array(da.from_array(A, chunks=(dask_rows, 5)), tmp_path / "a.zarr",
-                    chunk_rows=zarr_rows)
-    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a.zarr"))[...], A)

@@ -1,0 +1,188 @@
+"""The reader interface and the helpers every format shares.
+
+A reader says which files it recognises — by name (:meth:`Reader.guess_can_open`)
+and by their first bytes (:meth:`Reader.guess_from_content`) — and opens one
+as a :class:`Stream`: a :class:`Header` (width, rows if known, source dtype)
+and an iterator of :class:`Block` ``(X, y)`` row blocks.  Casting, NaN/Inf
+checks, progress and writing are done once, by :func:`distsketch.io.ingest`
+and the Zarr sink, for every format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import numpy as np
+
+from distsketch.errors import ConfigError, InputError, StoreError
+
+__all__ = [
+    "Block",
+    "Header",
+    "ReadOptions",
+    "Reader",
+    "Stream",
+    "check_finite",
+    "open_binary",
+    "plain_name",
+    "target_dtype",
+]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The format options of :func:`distsketch.io.ingest` a reader may use."""
+
+    delimiter: str | None = None
+    skip_header: int | None = None
+    zero_based: bool | str = "auto"
+    n_features: int | None = None
+
+
+@dataclass
+class Header:
+    """What a reader knows before the first block.
+
+    Attributes
+    ----------
+    n_features : int
+        Width of ``X`` (1 for a 1-D source).
+    n_rows : int or None
+        Rows, when the header or a scan tells them; None when only the end of
+        the file does (CSV).
+    source_dtype : numpy.dtype or None
+        The stored values' dtype (kept when ``dtype=None``); None for text
+        formats, whose values are parsed as float64.
+    labelled : bool
+        Blocks carry labels ``y``.
+    progress_total : int
+        Total of :attr:`Block.position` (bytes of the file, or rows).
+    progress_unit : str
+        ``"file"`` (position is a byte offset) or ``"rows"``.
+    info : dict
+        Manifest entries (source dtype, shape, options the reader chose); a
+        reader may add to it while its blocks are read.
+    """
+
+    n_features: int
+    n_rows: int | None
+    source_dtype: np.dtype | None
+    progress_total: int
+    labelled: bool = False
+    progress_unit: str = "file"
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Block:
+    """Consecutive rows: ``X`` of shape (k, n_features) and labels ``y`` of shape (k,).
+
+    ``position`` is the progress so far (in :attr:`Header.progress_unit`);
+    ``line_of(r)`` gives the file line of row ``r`` of the block, for
+    messages, where the format has lines.
+    """
+
+    X: np.ndarray
+    y: np.ndarray | None
+    position: int
+    line_of: Callable[[int], int] | None = None
+
+
+@dataclass
+class Stream:
+    """An opened source: its header and a function of the rows per block."""
+
+    header: Header
+    blocks: Callable[[int], Iterator[Block]]
+
+
+class Reader:
+    """One file format.  Subclasses set the class attributes and implement :meth:`open`.
+
+    Register a new format with
+    :func:`distsketch.io.readers.register_reader`.
+    """
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    suffixes: ClassVar[tuple[str, ...]] = ()
+
+    def guess_can_open(self, path: Path) -> bool:
+        """Whether the file name (``.gz`` looked through) says this format."""
+        return file_suffix(path) in self.suffixes
+
+    def guess_from_content(self, head: bytes) -> bool:
+        """Whether the first bytes (decompressed) say this format."""
+        return False
+
+    def open(self, source: Path, options: ReadOptions) -> contextlib.AbstractContextManager[Stream]:
+        """Open ``source`` and return its :class:`Stream` (a context manager)."""
+        raise NotImplementedError
+
+
+def plain_name(path: Path) -> str:
+    """The lower-case file name without a ``.gz`` suffix."""
+    return path.name.lower().removesuffix(".gz")
+
+
+def file_suffix(path: Path) -> str:
+    """The last dotted part of :func:`plain_name` ("" when there is none)."""
+    name = plain_name(path)
+    return name.rsplit(".", 1)[-1] if "." in name else ""
+
+
+@contextlib.contextmanager
+def open_binary(path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """Yield (decoded stream, raw file): the raw file's position measures progress."""
+    try:
+        raw = open(path, "rb")  # closed in the finally clause
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc}. Check the path and permissions.") from exc
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                yield gz, raw
+        else:
+            yield raw, raw
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise StoreError(
+            f"cannot read {path}: {type(exc).__name__}: {exc}. The file is truncated or not "
+            "the compression its name says; re-download or re-compress it."
+        ) from exc
+    finally:
+        raw.close()
+
+
+def check_finite(block: np.ndarray, first_row: int, source: Path,
+                 line_of: Callable[[int], int] | None = None) -> None:
+    """Raise naming the first row (and line) holding NaN or Inf."""
+    if np.issubdtype(block.dtype, np.floating) and not np.all(np.isfinite(block)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(block.reshape(block.shape[0], -1)), axis=1))[0])
+        where = f"row {first_row + bad}"
+        if line_of is not None:
+            where += f" (line {line_of(bad)})"
+        raise InputError(
+            f"{source}: NaN or Inf at {where}. Clean or impute the data before ingesting, or "
+            "pass allow_nan=True (CLI: --allow-nan) to store it as is."
+        )
+
+
+def target_dtype(dtype: Any, source_dtype: np.dtype | None) -> np.dtype:
+    """The stored dtype: ``dtype``, or the source's in native byte order when None."""
+    if dtype is None:
+        if source_dtype is None or not np.issubdtype(source_dtype, np.number):
+            return np.dtype(np.float64)
+        return np.dtype(source_dtype).newbyteorder("=")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ConfigError(f"dtype={dtype!r} is not a NumPy dtype; use 'float32' or 'float64'.") \
+            from exc
+    if not (np.issubdtype(dt, np.number) or dt == np.bool_):
+        raise ConfigError(f"dtype={dtype!r} is not numeric; use 'float32' or 'float64'.")
+    return dt

@@ -1,0 +1,178 @@
+"""Delimited text (``*.csv``, ``*.tsv``, ``*.txt``), read ``chunk_rows`` lines at a time."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from distsketch.errors import InputError
+from distsketch.io.readers.base import (
+    Block,
+    Header,
+    Reader,
+    ReadOptions,
+    Stream,
+    open_binary,
+    plain_name,
+)
+
+__all__ = ["CsvReader"]
+
+
+class CsvReader(Reader):
+    """Numbers separated by a delimiter, one row per line; ``#`` starts a comment.
+
+    The first data line decides the width and, unless ``skip_header`` is
+    given, whether one header line is skipped (when it is not numeric).
+    """
+
+    name = "csv"
+    aliases = ("tsv", "txt", "text")
+    suffixes = ("csv", "tsv", "txt")
+
+    @contextlib.contextmanager
+    def open(self, source: Path, options: ReadOptions) -> Iterator[Stream]:
+        delimiter = options.delimiter if options.delimiter is not None else \
+            _default_delimiter(source)
+        size = source.stat().st_size
+        if size == 0:
+            raise InputError(f"{source} is empty; nothing to ingest.")
+        with open_binary(source) as (fb, raw):
+            f = io.TextIOWrapper(fb, encoding="utf-8", errors="strict", newline=None)
+            lineno = 0
+            skip = options.skip_header
+            header: list[str] = []
+            first: str | None = None
+            # the first data line decides the header (when auto) and the width
+            while True:
+                try:
+                    line = f.readline()
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"{source}: not UTF-8 text near line {lineno + 1} ({exc}); "
+                                     "is it a binary file? pass format=.") from exc
+                if not line:
+                    break
+                lineno += 1
+                if skip is not None and lineno <= skip:
+                    header.append(line.rstrip("\r\n"))
+                    continue
+                tokens = _split_tokens(line, delimiter)
+                if not tokens:
+                    continue
+                if delimiter is None and "," in line and not _looks_numeric(tokens):
+                    delimiter = ","
+                    tokens = _split_tokens(line, delimiter)
+                if skip is None and not header and not _looks_numeric(tokens):
+                    header.append(line.rstrip("\r\n"))
+                    continue
+                first = line
+                break
+            if first is None:
+                raise InputError(f"{source}: no data rows (only {lineno} header/blank/comment "
+                                 "line(s)); nothing to ingest.")
+            n_cols = len(_split_tokens(first, delimiter))
+
+            def blocks(rows: int) -> Iterator[Block]:
+                pending = [first]
+                block_first_line = lineno
+                while True:
+                    try:
+                        while len(pending) < rows:
+                            line = f.readline()
+                            if not line:
+                                break
+                            pending.append(line)
+                    except UnicodeDecodeError as exc:
+                        raise InputError(f"{source}: not UTF-8 text after line "
+                                         f"{block_first_line} ({exc}); is it a binary file?") \
+                            from exc
+                    if not pending:
+                        break
+                    try:
+                        with np.errstate(all="ignore"):
+                            block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
+                                               comments="#", ndmin=2, quotechar='"')
+                    except ValueError:
+                        raise _diagnose(pending, block_first_line, delimiter, n_cols,
+                                        source) from None
+                    if block.size and block.shape[1] != n_cols:
+                        raise _diagnose(pending, block_first_line, delimiter, n_cols, source)
+                    if not block.shape[0]:
+                        block = np.empty((0, n_cols))
+                    yield Block(block, None, raw.tell(),
+                                _line_numbers(pending, block_first_line, delimiter))
+                    block_first_line += len(pending)
+                    done = len(pending) < rows
+                    pending = []
+                    if done:
+                        break
+
+            info = {"delimiter": delimiter, "header": header}
+            yield Stream(Header(n_cols, None, None, size, info=info), blocks)
+
+
+def _line_numbers(lines: list[str], first_line: int, delimiter: str | None):
+    """row of a block -> file line; worked out only when a message needs it."""
+    def line_of(row: int) -> int:
+        data = [first_line + i for i, ln in enumerate(lines) if _split_tokens(ln, delimiter)]
+        return data[row]
+    return line_of
+
+
+def _default_delimiter(path: Path) -> str | None:
+    name = plain_name(path)
+    if name.endswith(".csv"):
+        return ","
+    if name.endswith(".tsv"):
+        return "\t"
+    return None
+
+
+def _split_tokens(line: str, delimiter: str | None) -> list[str]:
+    body = line.split("#", 1)[0].strip()
+    if not body:
+        return []
+    parts = body.split(delimiter) if delimiter is not None else body.split()
+    return [p.strip().strip('"') for p in parts]
+
+
+def _looks_numeric(tokens: list[str]) -> bool:
+    try:
+        for t in tokens:
+            float(t)
+    except ValueError:
+        return False
+    return True
+
+
+def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
+              source: Path) -> InputError:
+    """Find the first bad line of a block that NumPy refused and describe it."""
+    for i, line in enumerate(lines):
+        tokens = _split_tokens(line, delimiter)
+        if not tokens:
+            continue
+        lineno = first_line + i
+        if n_cols is not None and len(tokens) != n_cols:
+            return InputError(
+                f"{source}, line {lineno}: has {len(tokens)} fields but earlier rows have "
+                f"{n_cols} (ragged rows). Fix or drop that line"
+                f"{'' if delimiter else ', or pass the right delimiter= (CLI: --delimiter)'}."
+            )
+        for j, t in enumerate(tokens):
+            try:
+                float(t)
+            except ValueError:
+                return InputError(
+                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number. Fix the "
+                    "value, pass skip_header= if it is a header line (CLI: --skip-header), or "
+                    "check the delimiter."
+                )
+        if n_cols is None:
+            n_cols = len(tokens)
+    return InputError(f"{source}: cannot parse lines {first_line}..{first_line + len(lines) - 1} "
+                      "as numbers; check the delimiter and the file's encoding.")

@@ -1,0 +1,244 @@
+""":func:`ingest`: any registered format into a row-chunked Zarr store, streamed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.io.codecs import COMPRESSORS
+from distsketch.io.readers.base import (
+    Header,
+    ReadOptions,
+    Stream,
+    check_finite,
+    open_binary,
+    plain_name,
+    target_dtype,
+)
+from distsketch.io.readers.idx import read_header as idx_header
+from distsketch.io.readers.progress import Progress
+from distsketch.io.readers.registry import find_reader
+from distsketch.io.readers.sink import RowWriter, ZarrSink
+from distsketch.validation.params import Interval, StrOptions, validate_params
+
+__all__ = ["ingest"]
+
+_CHUNK_BYTES = 8 * 2**20
+_PATH = [str, os.PathLike]
+
+
+def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
+                   n_rows: int | None = None) -> int:
+    """Rows per Zarr chunk: ``chunk_rows``, or about 8 MiB of rows (at most ``n_rows``)."""
+    if chunk_rows is not None:
+        return int(chunk_rows)
+    rows = max(1, _CHUNK_BYTES // max(1, n_cols * itemsize))
+    if n_rows is not None:
+        rows = min(rows, max(1, n_rows))
+    return int(rows)
+
+
+@validate_params({
+    "source": _PATH,
+    "dest": _PATH,
+    "format": [str, None],
+    "chunk_rows": [Interval(int, 1, None), None],
+    "n_features": [Interval(int, 1, None), None],
+    "delimiter": [str, None],
+    "skip_header": [Interval(int, 0, None), None],
+    "labels": [*_PATH, None],
+    "zero_based": ["boolean", StrOptions({"auto"})],
+    "allow_nan": ["boolean"],
+    "compressor": [StrOptions({c for c in COMPRESSORS if c} | {"none"}), None],
+    "overwrite": ["boolean"],
+    "progress": ["boolean", None],
+})
+def ingest(
+    source: str | os.PathLike,
+    dest: str | os.PathLike,
+    *,
+    format: str | None = None,
+    chunk_rows: int | None = None,
+    dtype: Any = "float32",
+    n_features: int | None = None,
+    delimiter: str | None = None,
+    skip_header: int | None = None,
+    labels: str | os.PathLike | None = None,
+    zero_based: bool | str = "auto",
+    allow_nan: bool = False,
+    compressor: str | None = "lz4",
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> Path:
+    """Stream a file into a row-chunked Zarr store, never holding the whole file.
+
+    Parameters
+    ----------
+    source : path-like
+        ``.npy``, ``.csv``/``.tsv``/``.txt``, ``.svm``/``.svmlight``/``.libsvm``
+        or an MNIST idx file (``*-ubyte``), each optionally ``.gz``, or any
+        format registered with :func:`~distsketch.io.readers.register_reader`.
+    dest : path-like
+        Output directory: a Zarr group with ``X`` (n, d) and, for labelled
+        inputs, ``y`` (n,).  Committed atomically; nothing is left on failure.
+    format : str, optional
+        A registered format name ("npy", "csv", "svmlight", "idx") or alias.
+        Default: recognised from the file name, else from its first bytes.
+    chunk_rows : int, optional
+        Rows per Zarr chunk (default: about 8 MiB per chunk).
+    dtype : dtype, default "float32"
+        Stored dtype of ``X``; None keeps the source dtype (npy, idx).
+    n_features : int, optional
+        svmlight only: width of ``X`` (default: the largest index in the file).
+    delimiter : str, optional
+        CSV field separator (default: "," for .csv, tab for .tsv, otherwise
+        whitespace, or "," if the first data line has commas).
+    skip_header : int, optional
+        CSV lines to skip at the top.  Default: one header line is skipped if
+        the first non-blank line is not numeric.
+    labels : path-like, optional
+        A 1-D idx (e.g. ``train-labels-idx1-ubyte.gz``) or ``.npy`` file of
+        labels stored as ``y``; it must have as many records as ``source``.
+    zero_based : bool or "auto", default "auto"
+        svmlight feature indices start at 0 (True) or 1 (False); "auto" picks
+        0 if any index is 0.
+    allow_nan : bool, default False
+        Store NaN/Inf as they are instead of raising.
+    compressor : {"lz4", "zstd", "none", None}, default "lz4"
+        Codec of the chunks.
+    overwrite : bool, default False
+        Replace an existing ``dest``.
+    progress : bool, optional
+        Progress line on stderr (default: when stderr is a terminal).
+
+    Returns
+    -------
+    pathlib.Path
+        The committed store (``open_array(path)`` gives ``X``).
+
+    Raises
+    ------
+    InputError
+        Empty file, ragged or non-numeric CSV rows, malformed svmlight lines,
+        NaN/Inf, not 2-D — naming the file and the line or row.
+    StoreError
+        Unreadable or corrupt files (bad idx magic, truncated data), an
+        existing ``dest`` without ``overwrite``.
+    ConfigError
+        Unknown format or invalid option.
+
+    Notes
+    -----
+    Memory: one chunk of rows (plus the parser's temporaries for it) at a
+    time; a ``.npy`` file is memory-mapped and copied a block at a time.
+    svmlight files are read twice (first to learn n, the width and the index
+    base).  Writes are sequential and chunk-aligned, and the row and chunk
+    counts are verified before the store is committed with its manifest
+    (source path, size, modification time, format, rows).
+    """
+    t0 = time.perf_counter()
+    src = Path(source).expanduser().absolute()
+    if not src.exists():
+        raise StoreError(f"no file at {src}; check the path.")
+    if src.is_dir():
+        raise StoreError(f"{src} is a directory; ingest reads one file.")
+    reader = find_reader(src, format)
+    target_dtype(dtype, None)  # fail early on a bad dtype
+    from distsketch.graph.runtime import progress_enabled
+
+    show = progress_enabled(progress)
+    options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
+                          n_features=n_features)
+    with ZarrSink.open(dest, compressor=compressor, overwrite=overwrite) as sink:
+        with reader.open(src, options) as stream:
+            info = _copy(stream, sink, src, dtype, chunk_rows, allow_nan, show)
+        n = int(info["rows"])
+        xw = sink.writers["X"]
+        if labels is not None:
+            if "y" in sink.writers:
+                raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
+            info["labels_source"] = str(_ingest_labels(
+                Path(labels).expanduser().absolute(), n, xw.chunk_rows,
+                sink.array, allow_nan, show))
+        st = src.stat()
+        manifest = {"kind": "ingest", "source": str(src), "source_bytes": st.st_size,
+                    "source_mtime": st.st_mtime, "format": reader.name,
+                    "arrays": sorted(sink.writers), "dtype": str(np.dtype(xw.dtype)),
+                    "chunk_rows": xw.chunk_rows, "compressor": compressor,
+                    "seconds": round(time.perf_counter() - t0, 3)}
+        manifest.update(info)
+        sink.commit(n, src, manifest)
+    return Path(dest).expanduser().absolute()
+
+
+def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: int | None,
+          allow_nan: bool, show: bool) -> dict:
+    """Cast, check and write every block of ``stream``; the reader's manifest entries."""
+    hdr: Header = stream.header
+    dt = target_dtype(dtype, hdr.source_dtype)
+    rows = chunk_rows_for(chunk_rows, hdr.n_features, dt.itemsize, hdr.n_rows)
+    xw = sink.array("X", dt, rows, hdr.n_rows)
+    yw = sink.array("y", np.dtype(np.float64), rows, hdr.n_rows) if hdr.labelled else None
+    prog = Progress(f"ingest {source.name}", hdr.progress_total, hdr.progress_unit, show)
+    done = 0
+    for block in stream.blocks(rows):
+        X = block.X if block.X.dtype == dt else block.X.astype(dt)
+        if not allow_nan:
+            check_finite(X, done, source, block.line_of)
+        xw.write(X)
+        if yw is not None:
+            yw.write(block.y)
+        done += X.shape[0]
+        prog.update(block.position, done)
+    prog.close(done)
+    if hdr.n_rows is not None and done != hdr.n_rows:
+        raise StoreError(f"{source} changed while being ingested ({hdr.n_rows} rows, then "
+                         f"{done}); retry when it is no longer being written.")
+    return {"rows": done, "n_features": hdr.n_features} | hdr.info
+
+
+def _ingest_labels(path: Path, n: int, chunk_rows: int, make_writer: Any, allow_nan: bool,
+                   show: bool) -> Path:
+    """Store a 1-D .npy or idx labels file of ``n`` records as ``y``."""
+    if not path.exists():
+        raise StoreError(f"no labels file at {path}; check the path.")
+    if plain_name(path).endswith(".npy"):
+        if path.name.lower().endswith(".gz"):
+            raise InputError(f"{path}: labels from .npy.gz are not supported; decompress it.")
+        y = np.load(path, mmap_mode="r", allow_pickle=False)
+        if y.ndim != 1 or y.shape[0] != n:
+            raise InputError(f"labels {path} have shape {y.shape}; expected ({n},) to match "
+                             "the rows of the data.")
+        w: RowWriter = make_writer("y", target_dtype(None, y.dtype), chunk_rows, n)
+        for a in range(0, n, chunk_rows):
+            w.write(np.asarray(y[a:a + chunk_rows]))
+        w.close()
+        return path
+    reader = find_reader(path)
+    if reader.name != "idx":
+        raise ConfigError(f"labels {path}: use a 1-D idx (*-ubyte) or .npy file.")
+    with open_binary(path) as (f, _raw):
+        dims, _, _ = idx_header(f, path)
+    if len(dims) != 1 or dims[0] != n:
+        raise InputError(f"labels {path} have idx shape {dims}; expected ({n},) to match the "
+                         f"{n} rows of the data. Pair images and labels of the same split.")
+    with reader.open(path, ReadOptions()) as stream:
+        dt = target_dtype(None, stream.header.source_dtype)
+        w = make_writer("y", dt, chunk_rows, n)
+        prog = Progress(f"ingest {path.name}", stream.header.progress_total, "file", show)
+        done = 0
+        for block in stream.blocks(chunk_rows):
+            y = block.X.reshape(-1)
+            y = y if y.dtype == dt else y.astype(dt)
+            if not allow_nan:
+                check_finite(y.reshape(-1, 1), done, path)
+            w.write(y)
+            done += y.shape[0]
+            prog.update(block.position, done)
+        prog.close(done)
+    return path

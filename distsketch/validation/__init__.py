@@ -1,0 +1,52 @@
+"""Validation: parameter constraints, array checks and spec loading.
+
+* :mod:`~distsketch.validation.params` — the constraint vocabulary
+  (:class:`Interval`, :class:`Options`, :class:`StrOptions`,
+  :class:`InstanceOf`), checked for estimators, public functions
+  (:func:`validate_params`) and spec sections (:func:`check_section`);
+* :mod:`~distsketch.validation.arrays` — shape, dtype, finiteness, width and
+  target checks of arrays (never paths);
+* :mod:`~distsketch.validation.config` — the one YAML loader.
+
+This package imports nothing from :mod:`distsketch.io`; ``io`` opens paths
+and then uses these checks.
+"""
+
+from distsketch.validation.arrays import (
+    check_input,
+    check_n_features,
+    check_shape_dtype,
+    check_targets,
+    is_dask,
+    is_path_like,
+)
+from distsketch.validation.config import load_yaml, loads_yaml
+from distsketch.validation.params import (
+    InstanceOf,
+    Interval,
+    Options,
+    StrOptions,
+    check_estimator_params,
+    check_params,
+    check_section,
+    validate_params,
+)
+
+__all__ = [
+    "InstanceOf",
+    "Interval",
+    "Options",
+    "StrOptions",
+    "check_estimator_params",
+    "check_input",
+    "check_n_features",
+    "check_params",
+    "check_section",
+    "check_shape_dtype",
+    "check_targets",
+    "is_dask",
+    "is_path_like",
+    "load_yaml",
+    "loads_yaml",
+    "validate_params",
+]
