@@ -90,16 +90,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _read_targets(spec: str, n: int) -> Any:
-    import dask.array as da
+    from distsketch.io.targets import open_targets
 
-    from distsketch.io.zarr_io import open_zarr
-
-    path, _, comp = spec.partition("::")
-    arr = open_zarr(path, comp or None)
-    y = da.from_array(arr, chunks=arr.chunks) if arr.ndim else None
-    if y is None or y.shape[0] != n:
-        raise ConfigError(f"--y {spec}: has shape {arr.shape}, expected {n} rows like the input.")
-    return y
+    return open_targets(spec, n, where=f"--y {spec}").as_dask()
 
 
 def run(args: argparse.Namespace) -> int:

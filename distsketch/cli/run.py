@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
+    from distsketch.cli.common import emit
     from distsketch.workflow import run_workflow
 
     if args.progress is not None:
@@ -65,10 +66,6 @@ def run(args: argparse.Namespace) -> int:
     log = (lambda msg: None) if args.quiet else None
     result = run_workflow(args.spec, cluster=args.cluster, full=args.full, wait=wait,
                           dry_run=args.dry_run, connect_timeout=args.connect_timeout, log=log)
-    try:
-        from distsketch.cli.common import emit
-    except ImportError:  # pragma: no cover - common is part of the package
-        emit = print
     emit(result.message)
     return 0
 

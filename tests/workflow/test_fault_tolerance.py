@@ -25,7 +25,7 @@ import zarr
 import distsketch
 from distsketch.errors import StoreError
 from distsketch.io.zarr_io import read_manifest
-from distsketch.workflow import FAULT_ENV, FAULT_POINT_ENV, run_workflow
+from distsketch.workflow import run_workflow
 
 pytestmark = pytest.mark.system
 
@@ -50,8 +50,8 @@ def write_spec(tmp, out="out", seg=200, m=40, cluster="sync", block_rows=None):
     cfg = {
         "input": str(tmp / "X.zarr"), "seed": 5, "segment_rows": seg, "block_rows": block_rows,
         "preprocessing": {"standardize": True},
-        "method": {"name": "rnca", "params": {"feature_params": {"gamma": 0.25, "n_components": m},
-                                               "n_components": 3}},
+        "method": {"name": "StreamingKernelPCA", "params": {"method": "rnca", "gamma": 0.25,
+                                                             "n_features": m, "n_components": 3}},
         "outputs": {"dir": str(tmp / out)}, "cluster": cluster,
         "report": {"kernel_error": False, "png": False},  # not under test here; keeps runs short
     }
@@ -60,13 +60,49 @@ def write_spec(tmp, out="out", seg=200, m=40, cluster="sync", block_rows=None):
     return p
 
 
-def cli(spec, *extra, env=None, wait=True):
+def cli(spec, *extra, wait=True):
     cmd = [sys.executable, "-m", "distsketch.cli.run", str(spec), *extra]
-    full_env = dict(os.environ, **(env or {}))
     if not wait:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=full_env, start_new_session=True)
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
+                                start_new_session=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+# a run that ends its process (as a kill would) at a hook point; argv: spec, point, segment, code
+KILL_AT = """
+import os, sys
+from distsketch.workflow import WorkflowHooks, run_workflow
+
+spec, point, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+
+def die():
+    sys.stderr.flush()
+    os._exit(int(sys.argv[4]))
+
+
+class Kill(WorkflowHooks):
+    def after_segment(self, segment):
+        if point == "after-segment" and segment.index == index:
+            die()
+
+    def before_outputs(self, result_tmp):
+        if point == "before-outputs":
+            die()
+
+    def before_commit(self, result_tmp):
+        if point == "before-commit":
+            die()
+
+
+run_workflow(spec, hooks=Kill(), log=lambda msg: None)
+raise SystemExit("the hook point was never reached")
+"""
+
+
+def run_killed_at(spec, point, index=0):
+    cmd = [sys.executable, "-c", KILL_AT, str(spec), point, str(index), str(FAULT_EXIT)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 def quiet(msg):
@@ -74,8 +110,9 @@ def quiet(msg):
 
 
 def covariance(out: Path) -> dict:
-    with np.load(out / "state" / "summary" / "covariance.npz") as z:
-        return {k: z[k] for k in z.files}
+    """The checkpointed summary: ZᵀZ and the rows it covers."""
+    state = distsketch.load(out / "state" / "summary" / "model.zarr")
+    return {"n": state.n_rows_seen_, "ztz": state.covariance_}
 
 
 def assert_same_result(out: Path, ref: Path, n: int):
@@ -114,15 +151,16 @@ def appended(tmp_path):
     return tmp_path, spec, X
 
 
-@pytest.mark.parametrize("env, expect_status", [
-    ({FAULT_ENV: "1"}, "resumed"),                   # killed after the first new segment
-    ({FAULT_ENV: "3"}, "resumed"),                   # killed after the third
-    ({FAULT_POINT_ENV: "before-result"}, "refreshed"),    # state complete, no outputs yet
-    ({FAULT_POINT_ENV: "before-manifest"}, "refreshed"),  # outputs written but not committed
+@pytest.mark.parametrize("point, index, expect_status", [
+    ("after-segment", 1, "resumed"),     # killed after the first new segment
+    ("after-segment", 3, "resumed"),     # killed after the third
+    ("before-outputs", 0, "refreshed"),  # state complete, no outputs yet
+    ("before-commit", 0, "refreshed"),   # outputs written but not committed
 ])
-def test_killed_run_keeps_previous_result_and_next_run_finishes(appended, env, expect_status):
+def test_killed_run_keeps_previous_result_and_next_run_finishes(appended, point, index,
+                                                                 expect_status):
     tmp, spec, _ = appended
-    proc = cli(spec, env=env)
+    proc = run_killed_at(spec, point, index)
     assert proc.returncode == FAULT_EXIT, proc.stderr
     assert_previous_result_intact(tmp / "out", 400)
     res = run_workflow(spec, log=quiet)
@@ -307,7 +345,7 @@ def _chunk_counter():
             self.count = 0
 
         def transition(self, key, start, finish, *args, **kwargs):
-            if finish == "memory" and "rnca-covariance-chunk" in str(key):
+            if finish == "memory" and "skpca-rnca-chunk" in str(key):
                 self.count += 1
 
     return ChunkCounter()

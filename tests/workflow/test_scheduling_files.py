@@ -116,12 +116,12 @@ def test_shipped_workflow_specs_are_valid(name):
             load_workflow_spec(path)
         return
     cfg = load_workflow_spec(path)
-    assert Path(cfg["outputs"]["dir"]).is_absolute()
-    assert cfg["input"].startswith(str(ROOT))  # relative to the spec file, inside the repo tree
+    assert Path(cfg.outputs.dir).is_absolute()
+    assert cfg.input.startswith(str(ROOT))  # relative to the spec file, inside the repo tree
     cls = getattr(distsketch, method)
     accepted = set(inspect.signature(cls).parameters)
-    assert set(cfg["method"]["params"]) <= accepted, set(cfg["method"]["params"]) - accepted
-    cls(**cfg["method"]["params"])._validate_params()  # the values pass the constraint table
+    assert set(cfg.method.params) <= accepted, set(cfg.method.params) - accepted
+    cls(**cfg.method.params)._validate_params()  # the values pass the constraint table
 
 
 def test_orchestrator_example_compiles(tmp_path):
@@ -134,5 +134,5 @@ def test_orchestrator_example_compiles(tmp_path):
 def test_workflows_readme_mentions_every_scheduling_file():
     text = (WF / "README.md").read_text()
     for needle in ("distsketch.crontab", "distsketch-nightly.service", "distsketch-nightly.timer",
-                   "dagster_skpca.py", "--full", "--wait", "DISTSKETCH_FAULT_AFTER_SEGMENT"):
+                   "dagster_skpca.py", "--full", "--wait", "WorkflowHooks"):
         assert needle in text, needle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import importlib.util
 import json
@@ -20,10 +21,13 @@ from hypothesis import strategies as st
 import distsketch
 from distsketch.errors import ConfigError, StoreError, WorkflowError
 from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.estimators.streaming_kpca import StreamingKernelPCA
 from distsketch.io.zarr_io import read_manifest
 from distsketch.workflow import load_workflow_spec, run_workflow
+from distsketch.workflow.spec import MethodSpec
 
 GAMMA, M, K = 0.2, 48, 4
+RNCA = {"method": "rnca", "gamma": GAMMA, "n_features": M, "n_components": K}
 
 
 def make_input(path: Path, X: np.ndarray, chunk_rows: int = 100) -> str:
@@ -42,8 +46,7 @@ def spec(tmp: Path, **over) -> dict:
     cfg = {
         "input": str(tmp / "X.zarr"), "seed": 7, "segment_rows": 300,
         "preprocessing": {"standardize": True},
-        "method": {"name": "rnca", "params": {"feature_params": {"gamma": GAMMA, "n_components": M},
-                                               "n_components": K}},
+        "method": {"name": "StreamingKernelPCA", "params": RNCA},
         "outputs": {"dir": str(tmp / "out")}, "cluster": "sync", "report": {"n_sample": 200},
     }
     cfg.update(over)
@@ -64,6 +67,17 @@ def rnca_reference(X: np.ndarray, seed: int, standardize: bool = True):
     return vals / X.shape[0], Z @ vecs[:, :K]
 
 
+def standardised(X: np.ndarray) -> np.ndarray:
+    """What the workflow's frozen scaler does to X (same float64 arithmetic)."""
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd == 0, 1.0, sd)
+
+
+def eigenvalues(model) -> np.ndarray:
+    """Eigenvalues of ZᵀZ / n, as the RNCA reference computes them."""
+    return model.singular_values_ ** 2 / model.n_rows_seen_
+
+
 # ----------------------------------------------------------------------------- spec
 
 
@@ -73,6 +87,7 @@ def rnca_reference(X: np.ndarray, seed: int, standardize: bool = True):
     ({"seed": -1}, "seed must be a non-negative integer"),    # bad seed
     ({"segment_rows": 0}, "segment_rows must be a positive"),
     ({"method": {"name": "NoSuchThing"}}, "unknown method 'NoSuchThing'"),
+    ({"method": {"name": "rnca"}}, "'rnca' is StreamingKernelPCA with method: rnca"),  # old built-in
     ({"method": {"name": "open_array"}}, "is not an estimator"),  # a public function, not a method
     ({"outputs": {}}, "outputs needs 'dir'"),
     ({"outputs": {"dir": "o", "model": "../x"}}, "plain file name"),
@@ -95,13 +110,16 @@ def test_invalid_specs_raise_config_error(tmp_path, patch, needle):
 def test_yaml_spec_paths_resolve_against_spec_folder(tmp_path):
     (tmp_path / "sub").mkdir()
     p = tmp_path / "sub" / "w.yaml"
-    p.write_text(yaml.safe_dump({"input": "../X.zarr::X", "method": "rnca", "outputs": {"dir": "o"},
-                                 "cluster": "../c.yaml"}))
+    p.write_text(yaml.safe_dump({"input": "../X.zarr::X", "method": "StreamingKernelPCA",
+                                 "outputs": {"dir": "o"}, "cluster": "../c.yaml"}))
     cfg = load_workflow_spec(p)
-    assert cfg["input"] == str(tmp_path / "X.zarr") + "::X"
-    assert cfg["outputs"]["dir"] == str(tmp_path / "sub" / "o")
-    assert cfg["cluster"] == str(tmp_path / "c.yaml")
-    assert cfg["seed"] == 0 and cfg["method"] == {"name": "rnca", "params": {}}
+    assert cfg.input == str(tmp_path / "X.zarr") + "::X"
+    assert cfg.outputs.dir == str(tmp_path / "sub" / "o")
+    assert cfg.cluster == str(tmp_path / "c.yaml")
+    assert cfg.seed == 0 and cfg.method == MethodSpec("StreamingKernelPCA", {})
+    assert load_workflow_spec(cfg) is cfg  # a checked spec passes through
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seed = 1
 
 
 # ----------------------------------------------------------------------------- runs
@@ -115,9 +133,17 @@ def test_full_run_matches_numpy_reference_and_writes_complete_result(tmp_path):
     out = tmp_path / "out" / "result"
     vals, emb = rnca_reference(X, seed=7)
     model = distsketch.load(out / "model.zarr")
-    np.testing.assert_allclose(model.eigenvalues_, vals, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
     feats = zarr.open_array(str(out / "features.zarr"))[...]
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
+    # the model equals a fresh StreamingKernelPCA(method="rnca") fed the same standardised
+    # segments (one dask block each, as in the run): bitwise
+    fresh = StreamingKernelPCA(**RNCA, random_state=7)
+    for a in range(0, 900, 300):
+        fresh.partial_fit(standardised(X)[a: a + 300])
+    np.testing.assert_array_equal(model.covariance_, fresh.covariance_)
+    np.testing.assert_array_equal(model.components_, fresh.components_)
+    np.testing.assert_array_equal(feats, fresh.transform(standardised(X)))
     man = read_manifest(out)
     assert man["rows"] == {"before": 0, "after": 900, "new": 900}
     assert man["seed"] == 7 and man["input_fingerprint"]["shape"] == [900, 5]
@@ -137,19 +163,25 @@ def test_full_run_matches_numpy_reference_and_writes_complete_result(tmp_path):
     assert errs["available"] and 0 < errs["relative_frobenius"] < 1
 
 
-def test_rnca_model_fit_matches_reference():
-    from distsketch.workflow import RNCAModel
-
+def test_rnca_fit_matches_reference_and_partial_fit_equals_fit():
     X = data(seed=4)
-    sd = X.std(axis=0)
-    Xs = (X - X.mean(axis=0)) / sd
-    model = RNCAModel(feature_params={"gamma": GAMMA, "n_components": M}, n_components=K,
-                      random_state=7).fit(Xs)
+    Xs = standardised(X)
+    model = StreamingKernelPCA(**RNCA, random_state=7).fit(Xs)
     vals, emb = rnca_reference(X, seed=7)
-    np.testing.assert_allclose(model.eigenvalues_, vals, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model.transform(Xs), emb, rtol=1e-7, atol=1e-9)
     G = model.kernel_approx(Xs[:50], Xs[50:80])
     np.testing.assert_allclose(G, emb[:50] @ emb[50:80].T, rtol=1e-7, atol=1e-9)
+    # segments folded by partial_fit: new rows are numbered after the rows seen, so each
+    # row has the features it has in fit and the covariance is the same exact sum
+    inc = StreamingKernelPCA(**RNCA, random_state=7)
+    for a, b in ((0, 250), (250, 600), (600, 900)):
+        inc.partial_fit(Xs[a:b])
+    assert inc.n_rows_seen_ == model.n_rows_seen_ == 900
+    np.testing.assert_array_equal(inc.features_.transform(Xs), model.features_.transform(Xs))
+    np.testing.assert_allclose(inc.covariance_, model.covariance_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(inc.feature_sum_, model.feature_sum_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(inc.components_, model.components_, rtol=1e-8, atol=1e-10)
 
 
 @settings(max_examples=4, deadline=None)
@@ -164,7 +196,7 @@ def test_result_independent_of_block_chunking(tmp_path_factory, block_rows):
     # sums of ZᵀZ change order with the blocking: equal to rounding only
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
     model = distsketch.load(tmp / "out" / "result" / "model.zarr")
-    np.testing.assert_allclose(model.eigenvalues_, vals, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
 
 
 def test_streaming_kpca_method_runs_with_estimator_params(tmp_path):
@@ -236,7 +268,7 @@ def test_two_concurrent_cli_runs_serialise_without_corruption(tmp_path):
     man = read_manifest(tmp_path / "out" / "result")
     assert man["rows"]["after"] == 900
     vals, _ = rnca_reference(data(), seed=7)
-    np.testing.assert_allclose(distsketch.load(tmp_path / "out" / "result" / "model.zarr").eigenvalues_,
+    np.testing.assert_allclose(eigenvalues(distsketch.load(tmp_path / "out" / "result" / "model.zarr")),
                                vals, rtol=1e-9, atol=1e-12)
 
 
@@ -253,5 +285,6 @@ def test_manifest_is_json_serialisable_spec_roundtrip(tmp_path):
     make_input(tmp_path / "X.zarr", data())
     res = run_workflow(spec(tmp_path), log=lambda m: None)
     man = json.loads((res.result_dir / "distsketch-manifest.json").read_text())
-    assert man["spec"]["method"]["name"] == "rnca" and man["spec_key"] == res.manifest["spec_key"]
+    assert man["spec"]["method"]["name"] == "StreamingKernelPCA"
+    assert man["spec_key"] == res.manifest["spec_key"]
     assert man["status"] == "full" and man["segments"] == 3

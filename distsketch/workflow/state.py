@@ -1,0 +1,118 @@
+"""Checkpoint state: ``state/state.json`` plus the method's summary, written atomically.
+
+``state.json`` records what the summary depends on (spec key, input width and
+dtype, scaler) and how far the run got (``rows_done``, ``in_progress``, a
+fingerprint of the consumed rows).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import StoreError, WorkflowError
+from distsketch.workflow.methods import MethodAdapter
+
+__all__ = ["STATE_VERSION", "check_state", "prefix_fingerprint", "read_state", "save_state",
+           "store_error"]
+
+STATE_VERSION = 1
+#: the summary file of the former built-in RNCA method, which is no longer read
+_OLD_RNCA_SUMMARY = "covariance.npz"
+
+
+def store_error(exc: OSError, what: str) -> StoreError:
+    """An OS error while writing ``what``, as a StoreError that says what to do."""
+    hint = "the disk is full; free space" if exc.errno == errno.ENOSPC else "check the path and permissions"
+    return StoreError(f"cannot write {what}: {exc}. {hint} and rerun; the previous result is intact.")
+
+
+def read_state(state_dir: Path) -> dict | None:
+    """The committed ``state.json``, or None when there is no checkpoint."""
+    p = state_dir / "state.json"
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkflowError(f"the workflow state {p} is unreadable ({exc}); rerun with --full to "
+                            "rebuild it from the input.") from exc
+
+
+def save_state(state_dir: Path, method: MethodAdapter, meta: dict) -> None:
+    """Commit ``meta`` and the method's summary as the new checkpoint (one atomic swap)."""
+    from distsketch.io.atomic import atomic_dir
+
+    try:
+        with atomic_dir(state_dir, overwrite=True) as tmp:
+            summary = tmp / "summary"
+            summary.mkdir()
+            method.save(summary)
+            (tmp / "state.json").write_text(json.dumps(meta, indent=2))
+    except OSError as exc:
+        raise store_error(exc, f"the checkpoint {state_dir}") from exc
+
+
+def check_state(state: dict, input_path: str, key: str, X: Any, seed: int, state_dir: Path) -> None:
+    """Refuse a checkpoint that does not belong to this spec and input.
+
+    Raises
+    ------
+    WorkflowError
+        Written in an older format, by another spec, or the consumed rows of
+        the input changed (rows may only be appended).  The fix is ``--full``.
+    """
+    if (state_dir / "summary" / _OLD_RNCA_SUMMARY).exists():
+        raise WorkflowError(
+            f"the stored state in {state_dir} was written by the former built-in 'rnca' method "
+            f"({_OLD_RNCA_SUMMARY}), which this version no longer reads; rerun with --full to refit "
+            "with StreamingKernelPCA (method: rnca).")
+    if state.get("version") != STATE_VERSION or state.get("spec_key") != key:
+        raise WorkflowError(
+            f"the stored state in {state_dir} was written by a different spec (input, method, params, "
+            "seed, preprocessing or segment_rows changed); rerun with --full to refit from scratch."
+        )
+    n, d = int(X.shape[0]), int(X.shape[1])
+    done = int(state["rows_done"])
+    if d != state["n_features"] or str(X.dtype) != state["dtype"] or n < done:
+        raise WorkflowError(
+            f"input {input_path} changed in place: it now has shape ({n}, {d}) and dtype {X.dtype}, "
+            f"but {done} rows of width {state['n_features']} ({state['dtype']}) were already consumed. "
+            "Rows may only be appended; rerun with --full to refit on the current data."
+        )
+    if prefix_fingerprint(X, done, seed) != state["prefix_fingerprint"]:
+        raise WorkflowError(
+            f"input {input_path} changed in place: the already consumed rows 0..{done} no longer "
+            "match their fingerprint. Rows may only be appended; rerun with --full to refit on the "
+            "current data."
+        )
+
+
+def prefix_fingerprint(X: Any, stop: int, seed: int) -> str:
+    """Hash of the consumed rows [0, stop): first and last 512 rows plus 16 probes.
+
+    Notes
+    -----
+    Reads at most 1024 + 16·16 rows wherever ``stop`` is.
+    """
+    from distsketch.graph import compute
+    from distsketch.ops.random import hash_bucket
+
+    if stop <= 0:
+        return "empty"
+    parts = [X[: min(stop, 512)], X[max(0, stop - 512): stop]]
+    if stop > 1024:
+        starts = hash_bucket(seed, "workflow.fingerprint", np.arange(16, dtype=np.int64),
+                             max(1, stop - 16))
+        parts += [X[int(s): int(s) + 16] for s in np.sort(starts)]
+    arrays = compute(*parts, progress=False)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{stop}:{X.shape[1]}:{X.dtype}".encode())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()

@@ -1,0 +1,60 @@
+"""Folder locks and recovery of interrupted atomic swaps."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+import pytest
+
+from distsketch.errors import WorkflowError
+from distsketch.io.locks import folder_lock, recover_swap, remove_tmp
+
+
+def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
+    with folder_lock(tmp_path / "out"):
+        assert (tmp_path / "out" / ".lock").read_text() == str(os.getpid())
+        fd = os.open(tmp_path / "out" / ".lock", os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # the OS lock is really held
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    # released on exit: a new holder gets it at once
+    with folder_lock(tmp_path / "out", wait=0):
+        pass
+
+
+def test_lock_held_elsewhere_refuses_after_the_wait(tmp_path):
+    (tmp_path / "out").mkdir()
+    fd = os.open(tmp_path / "out" / ".lock", os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"4242")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(WorkflowError, match=r"pid 4242.*--wait"):
+            with folder_lock(tmp_path / "out", wait=0.2):
+                pass
+    finally:
+        os.close(fd)
+
+
+def test_recover_swap_restores_the_old_output_killed_between_renames(tmp_path):
+    old = tmp_path / ".result.old-abc"
+    old.mkdir()
+    (old / "f").write_text("previous")
+    recover_swap(tmp_path / "result")
+    assert (tmp_path / "result" / "f").read_text() == "previous" and not old.exists()
+
+
+def test_recover_swap_drops_leftover_copies_when_the_output_exists(tmp_path):
+    (tmp_path / "result").mkdir()
+    (tmp_path / ".result.old-1").mkdir()
+    recover_swap(tmp_path / "result")
+    assert (tmp_path / "result").exists() and not (tmp_path / ".result.old-1").exists()
+
+
+def test_remove_tmp_removes_only_uncommitted_siblings(tmp_path):
+    (tmp_path / ".result.tmp-1").mkdir()
+    (tmp_path / ".other.tmp-1").mkdir()
+    remove_tmp(tmp_path / "result")
+    assert not (tmp_path / ".result.tmp-1").exists() and (tmp_path / ".other.tmp-1").exists()
