@@ -78,10 +78,12 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "ingest": "distsketch.io.readers",
 })
 
-# Non-public classes a saved model may hold as a nested stateful object
-# (``__distsketch_state__``/``__distsketch_restore__``); loadable, not exported.
+# Classes a saved model may hold but that are not exported: nested stateful
+# objects (``__distsketch_state__``/``__distsketch_restore__``) and feature maps
+# passed as ``SketchedKernelRidge(features=...)``.
 _STORED_OBJECTS: Mapping[str, str] = MappingProxyType({
     "SparseTiles": "distsketch.estimators.sparsified",
+    "StatisticalDimensionSketch": "distsketch.estimators.ridge",
 })
 
 # scikit-learn transformers a model may hold as an estimator-valued parameter
