@@ -36,14 +36,19 @@ Optional hooks and attributes:
 ``rtol``, ``atol``
     Tolerances of the default comparison.
 
+:func:`raise_on_compute` makes any dask computation inside a ``with`` block
+raise, to prove that a method only builds a graph.
+
 Requires the ``test`` extra (pytest, hypothesis).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import dask
@@ -56,11 +61,47 @@ from hypothesis import strategies as st
 from distsketch.graph import tree_reduce
 
 __all__ = [
+    "ComputeError",
     "MergeableSummaryTests",
     "assert_states_equal",
     "checkpoint_round_trip",
+    "raise_on_compute",
     "states_allclose",
 ]
+
+
+class ComputeError(AssertionError):
+    """Raised by :func:`raise_on_compute` when something computes."""
+
+
+def _refuse(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    raise ComputeError(f"a dask graph was computed (keys {list(keys)[:3]}...) where only "
+                       "building one was expected")
+
+
+@contextlib.contextmanager
+def raise_on_compute() -> Iterator[None]:
+    """Within the block, any dask computation raises :class:`ComputeError`.
+
+    The raising scheduler is both the configured default and every named
+    scheduler (``"sync"``, ``"threads"``, ``"processes"``), so code that asks
+    for a scheduler by name is caught too.  Use it to prove that building a
+    graph (``transform`` of a dask array) computes nothing::
+
+        est.fit(X)                       # outside: fitting may compute
+        with raise_on_compute():
+            Z = est.transform(X_dask)    # must only build a graph
+    """
+    from dask import base
+
+    saved = dict(base.named_schedulers)
+    base.named_schedulers.update(dict.fromkeys(saved, _refuse))
+    try:
+        with dask.config.set(scheduler=_refuse):
+            yield
+    finally:
+        base.named_schedulers.clear()
+        base.named_schedulers.update(saved)
 
 
 def assert_states_equal(a: Any, b: Any, path: str = "state") -> None:
