@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from distsketch import registry as _registry
 from distsketch._version import __version__
 from distsketch.errors import (
     ClusterError,
@@ -21,42 +22,8 @@ from distsketch.errors import (
     WorkflowError,
 )
 
-# public name -> module that defines it
-_LAZY: dict[str, str] = {
-    # foundation / streaming kernel PCA
-    "RandomFourierFeatures": "distsketch.estimators.rff",
-    "FrequentDirections": "distsketch.estimators.frequent_directions",
-    "StreamingKernelPCA": "distsketch.estimators.streaming_kpca",
-    "load": "distsketch.io.model",
-    "open_array": "distsketch.io.zarr_io",
-    "write_array": "distsketch.io.zarr_io",
-    "ingest": "distsketch.io.readers",
-    # polynomial and dot-product kernel sketches
-    "CountSketch": "distsketch.estimators.polynomial",
-    "TensorSketch": "distsketch.estimators.polynomial",
-    "SRHT": "distsketch.estimators.polynomial",
-    "TensorSRHT": "distsketch.estimators.polynomial",
-    "PolySketch": "distsketch.estimators.polynomial",
-    "GaussianSketch": "distsketch.estimators.dot_product",
-    "DotProductKernelSketch": "distsketch.estimators.dot_product",
-    "KSpaceKernelPCA": "distsketch.estimators.kspace",
-    "KernelPCR": "distsketch.estimators.kspace",
-    # Nystrom family and MEKA
-    "NystromFeatures": "distsketch.estimators.nystrom",
-    "NystromKernelPCA": "distsketch.estimators.nystrom",
-    "BlockKernelApproximation": "distsketch.estimators.block_kernel",
-    "MEKA": "distsketch.estimators.meka",
-    # kernel ridge regression and kernel systems
-    "SketchedKernelRidge": "distsketch.estimators.ridge",
-    "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge_classifier",
-    "KernelSolver": "distsketch.estimators.solver",
-    "MEKAKernelRidge": "distsketch.estimators.solver",
-    # sampling techniques
-    "SparsifiedGram": "distsketch.estimators.sparsified",
-    "SparsifiedKernelPCA": "distsketch.estimators.sparsified_kpca",
-    "RoundedExpansion": "distsketch.estimators.rounding",
-    "DatabaseFriendlyProjection": "distsketch.estimators.projection",
-}
+# kept until every caller resolves through distsketch.registry; not public
+_LAZY: dict[str, str] = {**_registry.ESTIMATORS, **_registry.FUNCTIONS}
 
 __all__ = [
     "ClusterError",
@@ -68,7 +35,7 @@ __all__ = [
     "StoreError",
     "WorkflowError",
     "__version__",
-    *sorted(_LAZY),
+    *_registry.public_names(),
 ]
 
 
@@ -76,10 +43,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'distsketch' has no attribute {name!r}")
+    # the module comes from the registry's table; an ImportError stays one
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    # the public API only: no imported modules or private helpers
+    return sorted(__all__)

@@ -36,26 +36,21 @@ _OPTION_PARAMS = {"n_components": "n_components", "kernel": "kernel", "gamma": "
 
 def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
     """The estimator class and preset parameters named by ``--method``."""
-    import distsketch
+    from distsketch import registry
 
-    key = method.strip()
-    if key.lower() in _SHORTCUTS:
-        name, preset = _SHORTCUTS[key.lower()]
+    key = method.strip().lower()
+    if key in _SHORTCUTS:
+        name, preset = _SHORTCUTS[key]
     else:
-        matches = [n for n in distsketch._LAZY if n.lower() == key.lower()]
-        if not matches:
-            names = sorted(n for n in distsketch._LAZY if n[0].isupper())
-            raise ConfigError(f"--method {method!r} is unknown; use skpca, rnca or one of "
-                              f"{', '.join(names)}.")
-        name, preset = matches[0], {}
+        name, preset = method, {}
     try:
-        cls = getattr(distsketch, name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--method {method!r}: {name} is not available in this installation "
-                          f"({exc}).") from exc
+        cls = registry.resolve(name, kind="estimator", where=f"--method {method!r}")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} The shortcuts skpca (or fd) and rnca select "
+                          "StreamingKernelPCA.") from exc
     if not (inspect.isclass(cls) and hasattr(cls, "fit")):
-        raise ConfigError(f"--method {method!r}: {name} is not an estimator.")
-    return cls, preset
+        raise ConfigError(f"--method {method!r}: {cls.__name__} is not an estimator.")
+    return cls, dict(preset)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

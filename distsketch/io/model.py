@@ -19,7 +19,6 @@ are neither arrays, JSON values nor estimators may implement
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from distsketch import registry
 from distsketch._version import __version__
 from distsketch.errors import StoreError
 from distsketch.io.atomic import atomic_dir
@@ -38,16 +38,13 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def _class_path(obj: Any) -> str:
-    cls = type(obj) if not isinstance(obj, type) else obj
-    return f"{cls.__module__}.{cls.__qualname__}"
+    # only classes the registry can load back are written
+    return registry.qualified_name(obj)
 
 
-def _import(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise StoreError(f"model refers to class {path}, which cannot be imported: {exc}.") from exc
+def _import(path: Any) -> Any:
+    # a class named in a store is looked up in the registry, never imported by its path
+    return registry.stored_class(path)
 
 
 def _to_json(v: Any) -> tuple[bool, Any]:

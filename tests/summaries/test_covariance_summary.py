@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 
 from distsketch.ops.rff import rff_map, rff_operator
 from distsketch.summaries import Covariance
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from mergeable import MergeableSummaryTests
+from distsketch.testing import MergeableSummaryTests
 
 
 def _rff(block, offset, W, b):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import dask.array as da
 import numpy as np
 import pytest
@@ -14,9 +11,7 @@ from hypothesis import strategies as st
 from distsketch.errors import InputError
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from mergeable import MergeableSummaryTests
+from distsketch.testing import MergeableSummaryTests
 
 TRUE = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0], [6.0, 6.0]])
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import dask.array as da
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -14,9 +11,7 @@ from distsketch.estimators.base import reduce_rows
 from distsketch.ops.meka import nearest_centre
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.landmarks import ClusterLandmarks, UniformLandmarks
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from mergeable import MergeableSummaryTests
+from distsketch.testing import MergeableSummaryTests
 
 CENTRES = np.array([[0.0, 0.0, 0.0], [5.0, 5.0, 5.0], [-5.0, 5.0, 0.0]])
 

@@ -1,0 +1,322 @@
+"""Conformance tests for mergeable summaries, reusable by any package.
+
+Every :class:`distsketch.summaries.Summary` should pass the same checks:
+``chunk`` is deterministic, ``merge`` is associative, the identity state (if
+the summary has one) changes nothing, a state survives the forms it travels
+and is checkpointed in (pickle between processes; arrays + JSON in a Zarr
+group, as models and workflow checkpoints store it), and a real
+:func:`distsketch.graph.tree_reduce` over *any* chunking gives the
+single-block result.  Subclass :class:`MergeableSummaryTests` in a pytest
+module and define the hooks::
+
+    from distsketch.testing import MergeableSummaryTests
+
+    class TestMySummary(MergeableSummaryTests):
+        def make_summary(self):
+            return MySummary(...)
+
+        def make_data(self, rng):
+            return rng.normal(size=(120, 5))       # the rows (at least 30)
+
+Optional hooks and attributes:
+
+``exact = True``
+    Merged states must agree within ``rtol``/``atol`` whatever the merge
+    order.  A summary that is mergeable only within a guarantee (Frequent
+    Directions: ‖AᵀA − BᵀB‖₂ ≤ ‖A − A_k‖_F²/(ℓ − k)) sets ``exact = False``
+    and implements :meth:`~MergeableSummaryTests.check_guarantee`, which is
+    then asserted for every state instead of closeness.
+``has_identity = True``
+    False for summaries without ``empty()`` (which must then raise
+    ``NotImplementedError``).
+``operands()``
+    Arrays passed to ``chunk`` after the row offset.
+``assert_states_close(actual, expected, X)``
+    Override for a custom comparison.
+``rtol``, ``atol``
+    Tolerances of the default comparison.
+
+:func:`raise_on_compute` makes any dask computation inside a ``with`` block
+raise, to prove that a method only builds a graph.
+
+Requires the ``test`` extra (pytest, hypothesis).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distsketch.graph import tree_reduce
+
+__all__ = [
+    "ComputeError",
+    "MergeableSummaryTests",
+    "assert_states_equal",
+    "checkpoint_round_trip",
+    "raise_on_compute",
+    "states_allclose",
+]
+
+
+class ComputeError(AssertionError):
+    """Raised by :func:`raise_on_compute` when something computes."""
+
+
+def _refuse(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    raise ComputeError(f"a dask graph was computed (keys {list(keys)[:3]}...) where only "
+                       "building one was expected")
+
+
+@contextlib.contextmanager
+def raise_on_compute() -> Iterator[None]:
+    """Within the block, any dask computation raises :class:`ComputeError`.
+
+    The raising scheduler is both the configured default and every named
+    scheduler (``"sync"``, ``"threads"``, ``"processes"``), so code that asks
+    for a scheduler by name is caught too.  Use it to prove that building a
+    graph (``transform`` of a dask array) computes nothing::
+
+        est.fit(X)                       # outside: fitting may compute
+        with raise_on_compute():
+            Z = est.transform(X_dask)    # must only build a graph
+    """
+    from dask import base
+
+    saved = dict(base.named_schedulers)
+    base.named_schedulers.update(dict.fromkeys(saved, _refuse))
+    try:
+        with dask.config.set(scheduler=_refuse):
+            yield
+    finally:
+        base.named_schedulers.clear()
+        base.named_schedulers.update(saved)
+
+
+def assert_states_equal(a: Any, b: Any, path: str = "state") -> None:
+    """Bitwise equality of two (nested dict/list/array/scalar) states, dtypes included."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {set(a)} vs {set(b)}"
+        for k in a:
+            assert_states_equal(a[k], b[k], f"{path}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths {len(a)} vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_states_equal(x, y, f"{path}[{i}]")
+    elif hasattr(a, "toarray"):
+        np.testing.assert_array_equal(a.toarray(), b.toarray(), err_msg=path)
+    elif isinstance(a, np.ndarray) or np.isscalar(a):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=path)
+        assert np.asarray(a).dtype == np.asarray(b).dtype or np.isscalar(a), path
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def states_allclose(a: Any, b: Any, rtol: float, atol: float, path: str = "state") -> None:
+    """Assert two states are equal within tolerances, recursively."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {set(a)} vs {set(b)}"
+        for k in a:
+            states_allclose(a[k], b[k], rtol, atol, f"{path}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths {len(a)} vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            states_allclose(x, y, rtol, atol, f"{path}[{i}]")
+    elif hasattr(a, "toarray"):
+        np.testing.assert_allclose(a.toarray(), b.toarray(), rtol=rtol, atol=atol, err_msg=path)
+    else:
+        aa, bb = np.asarray(a), np.asarray(b)
+        if aa.dtype.kind in "fc":
+            np.testing.assert_allclose(aa, bb, rtol=rtol, atol=atol, err_msg=path)
+        else:
+            np.testing.assert_array_equal(aa, bb, err_msg=path)
+
+
+# ------------------------------------------------------------- checkpoint form
+
+def _write(group: Any, name: str, value: Any, path: str) -> Any:
+    """Store ``value`` under ``name``; return its JSON descriptor."""
+    if isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value), f"{path}: state keys must be strings"
+        sub = group.create_group(name)
+        return {"dict": {k: _write(sub, k, v, f"{path}[{k!r}]") for k, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        sub = group.create_group(name)
+        items = [_write(sub, str(i), v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return {"tuple" if isinstance(value, tuple) else "list": items}
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        assert arr.dtype != object, f"{path}: object arrays cannot be checkpointed"
+        z = group.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks=arr.shape or None)
+        if arr.size:
+            z[...] = arr
+        return {"array": name, "scalar": isinstance(value, np.generic)}
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return {"json": json.loads(json.dumps(value))}
+    raise AssertionError(f"{path}: a {type(value).__name__} cannot be checkpointed; states "
+                         "hold arrays, JSON scalars, and dicts/lists of them")
+
+
+def _read(group: Any, desc: dict, name: str) -> Any:
+    if "dict" in desc:
+        sub = group[name]
+        return {k: _read(sub, d, k) for k, d in desc["dict"].items()}
+    for kind in ("list", "tuple"):
+        if kind in desc:
+            sub = group[name]
+            items = [_read(sub, d, str(i)) for i, d in enumerate(desc[kind])]
+            return items if kind == "list" else tuple(items)
+    if "array" in desc:
+        arr = np.asarray(group[desc["array"]][...])
+        return arr[()] if desc["scalar"] else arr
+    return desc["json"]
+
+
+def checkpoint_round_trip(state: Any) -> Any:
+    """``state`` written to and read back from an in-memory Zarr group.
+
+    Checkpoints (a fitted model's learned state, a workflow's summary) hold
+    NumPy arrays as Zarr arrays and everything else as JSON attributes; a
+    state that needs anything else (object arrays, arbitrary classes) cannot
+    be checkpointed and fails here with its path in the state.
+    """
+    import zarr
+
+    root = zarr.open_group(store=zarr.storage.MemoryStore(), mode="w")
+    desc = _write(root, "state", state, "state")
+    root.attrs["state"] = desc
+    return _read(root, dict(root.attrs["state"]), "state")
+
+
+def _blocks(n: int, cuts: set[int]) -> tuple[int, ...]:
+    edges = [0, *sorted(c for c in cuts if 0 < c < n), n]
+    return tuple(b - a for a, b in itertools.pairwise(edges))
+
+
+class MergeableSummaryTests:
+    """Conformance tests every mergeable summary should pass.
+
+    Hooks: :meth:`make_summary`, :meth:`make_data`, optionally
+    :meth:`operands`, :meth:`check_guarantee` (with ``exact = False``) and
+    :meth:`assert_states_close`.
+    """
+
+    exact: bool = True
+    has_identity: bool = True
+    rtol: float = 1e-10
+    atol: float = 1e-12
+
+    # ------------------------------------------------------------------ hooks
+    def make_summary(self) -> Any:
+        raise NotImplementedError
+
+    def make_data(self, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def operands(self) -> tuple:
+        return ()
+
+    def check_guarantee(self, state: Any, X: np.ndarray) -> None:
+        """Assert ``state`` meets the summary's guarantee for the rows X (``exact = False``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} sets exact = False: implement check_guarantee(state, X)")
+
+    def assert_states_close(self, actual: Any, expected: Any, X: np.ndarray) -> None:
+        """Assert two states of the rows X agree: within rtol/atol when ``exact``,
+        else both within the summary's guarantee."""
+        if self.exact:
+            states_allclose(actual, expected, self.rtol, self.atol)
+        else:
+            self.check_guarantee(actual, X)
+            self.check_guarantee(expected, X)
+
+    # ---------------------------------------------------------------- helpers
+    def _data(self) -> np.ndarray:
+        return self.make_data(np.random.default_rng(20240601))
+
+    def _chunk(self, summary: Any, X: np.ndarray, start: int, stop: int) -> Any:
+        return summary.chunk(X[start:stop], start, *self.operands())
+
+    # ------------------------------------------------------------------ tests
+    def test_declares_exact_or_guarantee(self) -> None:
+        if not self.exact:
+            # an inexact summary must say what it guarantees, and the state of all rows meets it
+            assert type(self).check_guarantee is not MergeableSummaryTests.check_guarantee
+            X = self._data()
+            self.check_guarantee(self._chunk(self.make_summary(), X, 0, X.shape[0]), X)
+        else:
+            assert self.rtol <= 1e-6, "an exact summary compares with a tight tolerance"
+
+    def test_chunk_is_deterministic(self) -> None:
+        X = self._data()
+        s = self.make_summary()
+        assert_states_equal(self._chunk(s, X, 0, X.shape[0]), self._chunk(s, X, 0, X.shape[0]))
+
+    def test_merge_is_associative(self) -> None:
+        X = self._data()
+        n = X.shape[0]
+        s = self.make_summary()
+        a, b, c = (self._chunk(s, X, lo, hi) for lo, hi in
+                   ((0, n // 3), (n // 3, 2 * n // 3), (2 * n // 3, n)))
+        left = s.merge([s.merge([a, b]), c])
+        right = s.merge([a, s.merge([b, c])])
+        flat = s.merge([a, b, c])
+        self.assert_states_close(left, right, X)
+        self.assert_states_close(flat, left, X)
+        self.assert_states_close(flat, self._chunk(s, X, 0, n), X)
+
+    def test_merge_with_identity(self) -> None:
+        X = self._data()
+        s = self.make_summary()
+        state = self._chunk(s, X, 0, X.shape[0])
+        if not self.has_identity:
+            # a summary without an identity must say so through the protocol
+            with pytest.raises(NotImplementedError):
+                s.empty()
+            return
+        empty = s.empty()
+        self.assert_states_close(s.merge([empty, state]), state, X)
+        self.assert_states_close(s.merge([state, empty]), state, X)
+
+    def test_pickle_round_trip(self) -> None:
+        X = self._data()
+        s = self.make_summary()
+        state = self._chunk(s, X, 0, X.shape[0])
+        assert_states_equal(pickle.loads(pickle.dumps(state)), state)
+        s2 = pickle.loads(pickle.dumps(s))
+        assert_states_equal(self._chunk(s2, X, 0, X.shape[0]), state)
+
+    def test_checkpoint_round_trip(self) -> None:
+        X = self._data()
+        n = X.shape[0]
+        s = self.make_summary()
+        first = self._chunk(s, X, 0, n // 2)
+        back = checkpoint_round_trip(first)
+        assert_states_equal(back, first)
+        # a restored state merges with later rows exactly as the live one (partial_fit)
+        later = self._chunk(s, X, n // 2, n)
+        assert_states_equal(s.merge([back, later]), s.merge([first, later]))
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cuts=st.sets(st.integers(1, 10_000), max_size=7), split_every=st.integers(2, 5))
+    def test_tree_reduce_any_chunking_matches_single_block(self, cuts: set[int],
+                                                           split_every: int) -> None:
+        X = self._data()
+        n = X.shape[0]
+        chunks = _blocks(n, {c % n for c in cuts})
+        s = self.make_summary()
+        Xd = da.from_array(X, chunks=(chunks, X.shape[1]))
+        with dask.config.set(scheduler="sync"):
+            got = tree_reduce(s, Xd, *self.operands(), split_every=split_every).compute()
+        self.assert_states_close(got, self._chunk(s, X, 0, n), X)
