@@ -22,9 +22,6 @@ from distsketch.errors import (
     WorkflowError,
 )
 
-# kept until every caller resolves through distsketch.registry; not public
-_LAZY: dict[str, str] = {**_registry.ESTIMATORS, **_registry.FUNCTIONS}
-
 __all__ = [
     "ClusterError",
     "ConfigError",
@@ -40,7 +37,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = _registry.ESTIMATORS.get(name) or _registry.FUNCTIONS.get(name)
     if module is None:
         raise AttributeError(f"module 'distsketch' has no attribute {name!r}")
     # the module comes from the registry's table; an ImportError stays one

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from distsketch import registry
 from distsketch.errors import ConfigError, WorkflowError
 
 __all__ = ["MethodAdapter", "resolve_method"]
@@ -17,8 +17,8 @@ __all__ = ["MethodAdapter", "resolve_method"]
 def resolve_method(name: str, where: str) -> type:
     """The estimator class a spec's method name stands for.
 
-    The one place the workflow turns a name into a class; only names of the
-    package's public estimators resolve (nothing is imported by a dotted path).
+    Names resolve through :mod:`distsketch.registry` (public estimators only;
+    nothing is imported by a dotted path).
 
     Raises
     ------
@@ -26,22 +26,12 @@ def resolve_method(name: str, where: str) -> type:
         Unknown name, a public name that is not an estimator, or an estimator
         whose optional dependencies are missing.
     """
-    import distsketch
-
     if name.lower() == "rnca":
         raise ConfigError(
             f"{where}: the method 'rnca' is StreamingKernelPCA with method: rnca; write "
             "method: {name: StreamingKernelPCA, params: {method: rnca, n_features: m, "
             "n_components: k, gamma: ...}} and rerun with --full.")
-    module = distsketch._LAZY.get(name)
-    if module is None:
-        raise ConfigError(f"{where}: unknown method {name!r}; use one of the estimators "
-                          f"{sorted(distsketch._LAZY)}.")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{where}: method {name!r} (module {module}) is not available in this "
-                          f"installation: {exc}.") from exc
+    cls = registry.resolve(name, kind="estimator", where=where)
     if not hasattr(cls, "fit"):
         raise ConfigError(f"{where}: {name} is not an estimator (it has no fit method).")
     return cls

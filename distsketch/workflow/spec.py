@@ -27,6 +27,8 @@ from typing import Any
 
 from distsketch.errors import ConfigError
 from distsketch.validation import Interval
+from distsketch.validation.config import load_yaml
+from distsketch.validation.params import accepts
 
 __all__ = [
     "MethodSpec",
@@ -50,21 +52,8 @@ _POSITIVE_OR_NONE = [Interval(int, 1, None), None]
 _BOOLEAN = ["boolean"]
 
 
-def _accepts(constraints: list[Any], value: Any) -> bool:
-    for c in constraints:
-        if c is None:
-            if value is None:
-                return True
-        elif c == "boolean":
-            if isinstance(value, bool):
-                return True
-        elif c.accepts(value):
-            return True
-    return False
-
-
 def _check(value: Any, constraints: list[Any], message: str) -> Any:
-    if not _accepts(constraints, value):
+    if not any(accepts(c, value) for c in constraints):
         raise ConfigError(message)
     return value
 
@@ -172,18 +161,6 @@ def _resolve_path(value: Any, base: Path) -> str:
     return os.path.normpath(p) + (sep + comp if sep else "")
 
 
-def _read_yaml(path: Path, where: str) -> Any:
-    """The spec file's content (the one place a workflow spec's YAML is parsed)."""
-    import yaml
-
-    if not path.exists():
-        raise ConfigError(f"{where} does not exist; see workflows/ for examples.")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
-
-
 def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> WorkflowSpec:
     """Read and validate a workflow spec.
 
@@ -214,7 +191,7 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
     else:
         p = Path(spec).expanduser()
         where = f"workflow spec {p}"
-        raw = _read_yaml(p, where)
+        raw = load_yaml(p, "workflow spec", hint="see workflows/ for examples")
         base_dir = Path(base) if base is not None else p.parent.absolute()
     cfg = _check_keys(raw, _TOP_KEYS, where)
     for key in ("input", "method", "outputs"):

@@ -8,14 +8,12 @@ fingerprint of the consumed rows).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from distsketch.errors import StoreError, WorkflowError
+from distsketch.io.fingerprints import fingerprint
 from distsketch.workflow.methods import MethodAdapter
 
 __all__ = ["STATE_VERSION", "check_state", "prefix_fingerprint", "read_state", "save_state",
@@ -94,25 +92,5 @@ def check_state(state: dict, input_path: str, key: str, X: Any, seed: int, state
 
 
 def prefix_fingerprint(X: Any, stop: int, seed: int) -> str:
-    """Hash of the consumed rows [0, stop): first and last 512 rows plus 16 probes.
-
-    Notes
-    -----
-    Reads at most 1024 + 16·16 rows wherever ``stop`` is.
-    """
-    from distsketch.graph import compute
-    from distsketch.ops.random import hash_bucket
-
-    if stop <= 0:
-        return "empty"
-    parts = [X[: min(stop, 512)], X[max(0, stop - 512): stop]]
-    if stop > 1024:
-        starts = hash_bucket(seed, "workflow.fingerprint", np.arange(16, dtype=np.int64),
-                             max(1, stop - 16))
-        parts += [X[int(s): int(s) + 16] for s in np.sort(starts)]
-    arrays = compute(*parts, progress=False)
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{stop}:{X.shape[1]}:{X.dtype}".encode())
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
+    """Hash of the consumed rows [0, stop) (see :func:`distsketch.io.fingerprint`)."""
+    return fingerprint(X, n_rows=stop, seed=seed)["sample_hash"]

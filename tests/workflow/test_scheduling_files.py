@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import configparser
-import importlib
 import inspect
 import py_compile
 import shlex
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import distsketch
+from distsketch import registry
 from distsketch.errors import ConfigError
 from distsketch.workflow import load_workflow_spec
 
@@ -98,8 +98,8 @@ def test_systemd_analyze_verify(tmp_path):
 
 def _estimator_available(name: str) -> bool:
     try:
-        getattr(importlib.import_module(distsketch._LAZY[name]), name)
-    except (ImportError, AttributeError):
+        registry.resolve(name)
+    except ConfigError:
         return False
     return True
 
