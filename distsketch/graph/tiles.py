@@ -18,7 +18,7 @@ import numpy as np
 from dask.base import tokenize
 
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.blocks import row_offsets
+from distsketch.graph.blocks import block_starts
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
@@ -34,8 +34,8 @@ class _TileTask:
 
     def __call__(self, a, b, v, off_a, off_b):
         pin_blas_for_tasks()
-        ia = int(np.asarray(off_a).ravel()[0])
-        ib = int(np.asarray(off_b).ravel()[0])
+        ia = int(off_a)
+        ib = int(off_b)
         T = self.tile_fn(a, b, ia, ib, **self.kwargs)
         return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
 
@@ -101,10 +101,8 @@ def tile_matvec(
     max_a, max_b = max(Ad.chunks[0]), max(Bd.chunks[0])
     check_task_memory(name, max_a, 8.0 * max_b + 8.0 * (Ad.shape[1] + 2 * t),
                       8.0 * max_b * (Bd.shape[1] + t))
-    off_a = da.from_array(row_offsets(Ad.chunks[0]), chunks=1, name="offsets-" +
-                          tokenize(Ad.chunks[0]))
-    off_b = da.from_array(row_offsets(Bd.chunks[0]), chunks=1, name="offsets-" +
-                          tokenize(Bd.chunks[0]))
+    off_a = block_starts(Ad.chunks[0])
+    off_b = block_starts(Bd.chunks[0])
     task = _TileTask(tile_fn, dict(kwargs or {}))
     parts = da.blockwise(
         task, "ijk", Ad, "ia", Bd, "ja", Vd, "jk", off_a, "i", off_b, "j",
