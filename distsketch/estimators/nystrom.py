@@ -78,7 +78,8 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
         centres, inertia = kmeans_on_sample(sample, n_clusters, seed, max_iter=max_iter)
     stats = KMeansStats(n_clusters)
     for _ in range(int(full_iter)):
-        state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + n_clusters + 2),
+        # float64 block, b × c distances with two temporaries, labels and one-hot index (measured)
+        state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + 3 * n_clusters + 8),
                               fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
                               name="kmeans")
         centres, inertia = lloyd_update(state, centres), float(state["inertia"])
