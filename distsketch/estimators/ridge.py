@@ -25,8 +25,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph import compute, map_blocks, reduce_blocks, tree_reduce
-from distsketch.graph.arrays import as_dask
+from distsketch.graph import compute, map_blocks, plan_rows, reduce_blocks, tree_reduce
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import (
@@ -152,7 +151,7 @@ def _stack_xy(X: Any, Y: Any) -> Any:
         Xd = X.rechunk({1: X.shape[1]})
         return da.concatenate([Xd.astype(np.float64), Yd.astype(np.float64)], axis=1)
     XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
-    rows = as_dask(np.asarray(X)).chunks[0][0]
+    rows = plan_rows(X).plan.block_rows
     return da.from_array(XY, chunks=(rows, XY.shape[1]))
 
 

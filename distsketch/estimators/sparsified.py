@@ -39,13 +39,13 @@ from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
-from distsketch.graph import as_dask, map_blocks, rechunk_rows, reduce_blocks
+from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.zarr_io import write_manifest
 from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
-from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation import Interval, Options
 
 __all__ = ["SparseTiles", "SparsifiedGram"]
 
@@ -341,7 +341,7 @@ class SparsifiedGram(DistsketchEstimator):
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
         T = int(self.tile_rows)
-        Xd = rechunk_rows(X, T) if is_dask(X) else as_dask(X, block_rows=T)
+        Xd = plan_rows(X, block_rows=T).data
 
         bound = None
         if self.quantize:
