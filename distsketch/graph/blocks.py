@@ -30,7 +30,7 @@ from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import task_blas
 
 __all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
-           "tree_reduce"]
+           "tree_reduce", "whole_rows"]
 
 
 def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
@@ -113,7 +113,8 @@ def _operand_args(operands: Sequence[Any]) -> list[Any]:
     return args
 
 
-def _single_column_chunk(X: da.Array) -> da.Array:
+def whole_rows(X: da.Array) -> da.Array:
+    """``X`` with one column block, so every block holds whole rows."""
     return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
 
 
@@ -169,7 +170,7 @@ def map_rows(
     Memory per task: ``bytes_per_row * block_rows + fixed_bytes``.  No
     communication beyond one copy of each operand per worker.
     """
-    X = _single_column_chunk(X)
+    X = whole_rows(X)
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     task = _RowTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
@@ -288,7 +289,7 @@ def tree_reduce(
     """
     if split_every < 2:
         raise ValueError("split_every must be >= 2")
-    X = _single_column_chunk(X)
+    X = whole_rows(X)
     label = name or type(summary).__name__.lower()
     if bytes_per_row is not None:
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)

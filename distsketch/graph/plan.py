@@ -30,7 +30,7 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
-from distsketch.graph.blocks import map_rows, tree_reduce
+from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
 from distsketch.graph.budget import rows_for_budget, task_memory_budget
 from distsketch.graph.runtime import compute, compute_array
 
@@ -152,10 +152,6 @@ def _plan_of(chunks: tuple[int, ...], input_row_bytes: float, bytes_per_row: flo
                      task_bytes=int(rows * per_row + fixed_bytes))
 
 
-def _whole_rows(X: da.Array) -> da.Array:
-    return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
-
-
 def _as_blocks(X: Any, rows: int) -> da.Array:
     if hasattr(X, "tocsr"):
         csr = X.tocsr()
@@ -272,7 +268,7 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
         X = np.asarray(X)
     row_bytes = input_bytes_per_row(X)
     if lazy:
-        data = _whole_rows(X)
+        data = whole_rows(X)
         if block_rows is not None:
             data = data.rechunk({0: int(block_rows)})
         plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes)

@@ -18,7 +18,7 @@ import numpy as np
 from dask.base import tokenize
 
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.blocks import block_starts
+from distsketch.graph.blocks import block_starts, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
@@ -38,10 +38,6 @@ class _TileTask:
         ib = int(off_b)
         T = self.tile_fn(a, b, ia, ib, **self.kwargs)
         return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
-
-
-def _whole_rows(X: da.Array) -> da.Array:
-    return X.rechunk({1: X.shape[1]}) if len(X.chunks[1]) > 1 else X
 
 
 def tile_matvec(
@@ -89,8 +85,8 @@ def tile_matvec(
     block.  B's blocks are shared inputs: on ``distributed`` each travels to
     the workers that need it.
     """
-    Ad = _whole_rows(as_dask(A))
-    Bd = _whole_rows(as_dask(B))
+    Ad = whole_rows(as_dask(A))
+    Bd = whole_rows(as_dask(B))
     Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
     if Vd.ndim == 1:
         Vd = Vd[:, None]
