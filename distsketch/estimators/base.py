@@ -16,84 +16,20 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from distsketch.errors import NotFittedError
-from distsketch.graph import (
-    as_dask,
-    compute,
-    compute_array,
-    map_rows,
-    rows_for_budget,
-    single_threaded_blas,
-    task_memory_budget,
-    tree_reduce,
-)
-from distsketch.graph.arrays import default_block_rows
+from distsketch.graph import map_blocks, single_threaded_blas, to_numpy
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
     check_estimator_params,
     check_input,
     check_n_features,
-    is_dask,
     is_path_like,
 )
 
-__all__ = ["DistsketchEstimator", "RowMapTransformer", "apply_rows", "reduce_rows"]
-
-_WORKING_SET_TARGET = 256 * 2**20
-
-
-def apply_rows(
-    X: Any,
-    func: Callable[..., np.ndarray],
-    *operands: Any,
-    n_out: int,
-    dtype: Any,
-    kwargs: dict | None = None,
-    bytes_per_row: float | None = None,
-    fixed_bytes: float = 0.0,
-    name: str = "map-rows",
-    progress: bool | None = None,
-) -> Any:
-    """Map ``func`` over the row blocks of X, returning the same kind as X.
-
-    Dask input gives a lazy dask array; NumPy/sparse input is split into
-    blocks, computed, and returned as a NumPy array.
-    """
-    lazy = is_dask(X)
-    if lazy:
-        Xd = X
-    else:
-        rows = None
-        if bytes_per_row:
-            # size in-memory blocks by the working set, not only by the input bytes
-            target = min(task_memory_budget(), _WORKING_SET_TARGET)
-            rows = int(min(X.shape[0], max(256, rows_for_budget(bytes_per_row, fixed_bytes, target))))
-            rows = min(rows, default_block_rows(X.shape[0], X.shape[1], np.dtype(X.dtype).itemsize))
-        Xd = as_dask(X, block_rows=rows)
-    out = map_rows(func, Xd, *operands, n_out=n_out, dtype=dtype, kwargs=kwargs,
-                   bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes, name=name)
-    if lazy:
-        return out
-    if Xd.npartitions == 1:
-        return compute(out, progress=False, scheduler="sync")[0]
-    return compute_array(out, progress=progress)
-
-
-def reduce_rows(summary: Any, X: Any, *operands: Any, split_every: int = 8,
-                bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
-                progress: bool | None = None, name: str | None = None) -> Any:
-    """Tree-reduce ``summary`` over X (NumPy, sparse or dask) and return the state."""
-    Xd = X if is_dask(X) else as_dask(X)
-    red = tree_reduce(summary, Xd, *operands, split_every=split_every,
-                      bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes, name=name)
-    if Xd.npartitions == 1:
-        return compute(red, progress=False, scheduler="sync")[0]
-    return compute(red, progress=progress)[0]
-
+__all__ = ["DistsketchEstimator", "RowMapTransformer", "to_numpy"]
 
 _SINGLE_THREADED = ("fit", "partial_fit", "merge")
 _VALIDATED = ("fit", "partial_fit")
@@ -218,7 +154,7 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("n_output_features_")
         X = self._check_input(X, reset=False, allow_sparse=getattr(self, "_accepts_sparse", False))
-        return apply_rows(X, self._map_block, *self._operands(),
+        return map_blocks(X, self._map_block, *self._operands(),
                           n_out=self.n_output_features_, dtype=self._output_dtype(X),
                           bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
 
@@ -235,9 +171,3 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         name = type(self).__name__.lower()
         return np.asarray([f"{name}{i}" for i in range(self.n_output_features_)], dtype=object)
 
-
-def to_numpy(X: Any) -> np.ndarray:
-    """Materialise a (small) dask or NumPy array."""
-    if isinstance(X, da.Array):
-        return compute(X, progress=False)[0]
-    return np.asarray(X)

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.meka import _DENSE_MAX_ROWS, _kernel_setup
 from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
+from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.meka import nearest_centre
 from distsketch.validation import Interval, Options
@@ -103,7 +104,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         return self
 
     def _labels(self, X: Any) -> np.ndarray:
-        lab = apply_rows(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
+        lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
         return np.asarray(to_numpy(lab)).ravel()
 
     def predict(self, X: Any) -> np.ndarray:

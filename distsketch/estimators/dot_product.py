@@ -24,8 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import reduce_rows
 from distsketch.estimators.polynomial import LinearStageSketch
+from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
 from distsketch.ops.poly_sketch import BASES, leaf_sketch, poly_sketch_combine
 from distsketch.ops.taylor import (
@@ -291,14 +291,14 @@ class GaussianSketch(_TermSketch):
     def _setup(self, X: Any) -> None:
         d = self.n_features_in_
         if self.center:
-            st = reduce_rows(_ColumnSum(), X, name="gaussian-mean")
+            st = reduce_blocks(_ColumnSum(), X, name="gaussian-mean")
             # rounded so that the summation order (chunking) cannot change the operator
             self.center_ = (st["sum"] / max(st["n"], 1)).astype(np.float32).astype(np.float64)
         else:
             self.center_ = np.zeros(d)
         J = int(self._max_degree if self.degree is None else max(self.degree, 1))
-        st = reduce_rows(_GaussianStats(float(self.gamma), J), X, self.center_, name="gaussian-radius",
-                         bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
+        st = reduce_blocks(_GaussianStats(float(self.gamma), J), X, self.center_, name="gaussian-radius",
+                           bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
         n = max(st["n"], 1)
         self.radius_ = float(np.sqrt(st["max_sq"]))
         self.degree_ = (gaussian_degree(self.gamma, self.radius_, self.tol, self._max_degree)

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, reduce_rows
+from distsketch.estimators.base import DistsketchEstimator
+from distsketch.graph import reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.validation import Interval
@@ -85,13 +86,13 @@ class FrequentDirections(DistsketchEstimator):
     def _summary(self) -> FrequentDirectionsSummary:
         return FrequentDirectionsSummary(self.sketch_size, n_columns=self.n_features_in_)
 
-    def _sketch_state(self, X: Any) -> dict:
+    def _sketch_state(self, X: Any, row_start: int = 0) -> dict:
         summary = self._summary()
         itemsize = np.dtype(X.dtype).itemsize
-        return reduce_rows(summary, X, split_every=self.split_every,
-                           bytes_per_row=summary.bytes_per_row(X.shape[1], itemsize),
-                           fixed_bytes=summary.fixed_bytes(X.shape[1], itemsize),
-                           name="frequent-directions")
+        return reduce_blocks(summary, X, split_every=self.split_every,
+                             bytes_per_row=summary.bytes_per_row(X.shape[1], itemsize),
+                             fixed_bytes=summary.fixed_bytes(X.shape[1], itemsize),
+                             row_start=row_start, name="frequent-directions")
 
     def _set_state(self, state: dict) -> None:
         self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
@@ -137,7 +138,7 @@ class FrequentDirections(DistsketchEstimator):
         if not hasattr(self, "sketch_"):
             return self.fit(X)
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._sketch_state(X)
+        new = self._sketch_state(X, row_start=self.n_rows_seen_)
         self._set_state(self._summary().merge([self._state(), new]))
         return self
 

@@ -30,8 +30,9 @@ from sklearn.base import RegressorMixin, TransformerMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
+from distsketch.estimators.base import DistsketchEstimator
 from distsketch.estimators.polynomial import TensorSketch
+from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import row_stable_matmul
@@ -99,7 +100,7 @@ def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) ->
 def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
     dt = np.dtype(Z.dtype) if np.dtype(Z.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
     bias = np.zeros(P.shape[1]) if b is None else np.asarray(b)
-    return apply_rows(Z, _affine, P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
+    return map_blocks(Z, _affine, P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
                       bytes_per_row=8.0 * (Z.shape[1] + P.shape[1]), name="kspace-project")
 
 
@@ -241,9 +242,9 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
                                       **common).fit(A)
         self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),
                                       **common).fit(A)
-        state = reduce_rows(_SketchGram(self.sketch_S_, self.sketch_T_), A,
-                            split_every=self.split_every, name="kspace-gram",
-                            bytes_per_row=8.0 * (A.shape[1] + 4 * self.degree * (m + r)))
+        state = reduce_blocks(_SketchGram(self.sketch_S_, self.sketch_T_), A,
+                              split_every=self.split_every, name="kspace-gram",
+                              bytes_per_row=8.0 * (A.shape[1] + 4 * self.degree * (m + r)))
         Rinv = _inv_sqrt(state["ss"])          # m × rank
         UtT = Rinv.T @ state["st"]             # rank × r  = Uᵀ φ(A) T
         if Rinv.shape[1] < k:
@@ -270,7 +271,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     def _fit_factorisation(self, A: Any, seed: int) -> None:
         _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
         self.landmarks_ = R
-        VtK = reduce_rows(_FactorCross(self), A, split_every=self.split_every, name="kspace-factor")
+        VtK = reduce_blocks(_FactorCross(self), A, split_every=self.split_every, name="kspace-factor")
         Krr = self._kernel(R, R)
         self.factor_ = VtK @ np.linalg.pinv(Krr, rcond=1e-10, hermitian=True)
         C = self.factor_ @ Krr @ self.factor_.T
@@ -437,8 +438,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             VY = da.concatenate([V, da.from_array(Y, chunks=(V.chunks[0], Y.shape[1]))], axis=1)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
-        st = reduce_rows(Covariance(n_targets=Y.shape[1]), VY, split_every=self.split_every,
-                         name="kernelpcr-normal")
+        st = reduce_blocks(Covariance(n_targets=Y.shape[1]), VY, split_every=self.split_every,
+                           name="kernelpcr-normal")
         n = st["n"]
         ztz, zty = st["ztz"], st["zty"]
         if self.fit_intercept:

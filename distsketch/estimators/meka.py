@@ -15,9 +15,9 @@ import scipy.sparse.linalg
 from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
-from distsketch.graph import blas_single_thread
+from distsketch.graph import blas_single_thread, map_blocks, reduce_blocks
 from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.meka import (
     basis_block,
@@ -253,8 +253,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             X, c, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
             full_iter=self.kmeans_full_iter)
         summary = ClusterLandmarks(c, [("meka.landmarks", m), ("meka.link", p)], seed)
-        state = reduce_rows(summary, X, self.centres_, bytes_per_row=8.0 * (d + c + 4),
-                            fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples")
+        state = reduce_blocks(summary, X, self.centres_, bytes_per_row=8.0 * (d + c + 4),
+                              fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples")
         res = summary.finalize(state)
         self.cluster_sizes_ = np.asarray(res["count"], dtype=np.int64)
         L_idx, L_rows, L_cnt = res["meka.landmarks"]
@@ -299,7 +299,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             from distsketch.io.zarr_io import write_array
 
             Xd = X if is_dask(X) else da.from_array(X, chunks=(min(n, 65536), d))
-            basis = apply_rows(Xd, basis_block, *self._basis_operands(), n_out=width + 1,
+            basis = map_blocks(Xd, basis_block, *self._basis_operands(), n_out=width + 1,
                                dtype=np.float32, kwargs=self._basis_kwargs(),
                                bytes_per_row=self._bytes_per_row(), name="meka-basis")
             self.basis_path_ = str(write_array(basis, self.basis_path, overwrite=True,
@@ -369,7 +369,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("link_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        return apply_rows(X, _scattered, *self._basis_operands(), self.offsets_,
+        return map_blocks(X, _scattered, *self._basis_operands(), self.offsets_,
                           n_out=int(self.ranks_.sum()), dtype=np.float64,
                           kwargs=self._basis_kwargs(),
                           bytes_per_row=self._bytes_per_row() + 8.0 * int(self.ranks_.sum()),
@@ -410,7 +410,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
                 "matvec/matmat/to_dense."
             )
         Xd = X if is_dask(X) else da.from_array(X, chunks=(min(X.shape[0], 65536), X.shape[1]))
-        return apply_rows(Xd, basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
+        return map_blocks(Xd, basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
                           dtype=np.float64, kwargs=self._basis_kwargs(),
                           bytes_per_row=self._bytes_per_row(), name="meka-basis")
 
@@ -471,10 +471,10 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             width = self.maps_.shape[2]
             Vd = da.from_array(V2, chunks=(B.chunks[0], V2.shape[1]))
             BV = da.concatenate([B.astype(np.float64), Vd], axis=1)
-            U = reduce_rows(_Projection(width, self.offsets_, self.ranks_), BV,
-                            bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
-                            name="meka-project")
-            Y = apply_rows(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
+            U = reduce_blocks(_Projection(width, self.offsets_, self.ranks_), BV,
+                              bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
+                              name="meka-project")
+            Y = map_blocks(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
                            n_out=V2.shape[1], dtype=np.float64, name="meka-expand")
             out = np.asarray(to_numpy(Y))
         return out.ravel() if vec else out

@@ -10,14 +10,8 @@ import numpy as np
 from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import (
-    DistsketchEstimator,
-    RowMapTransformer,
-    apply_rows,
-    reduce_rows,
-    to_numpy,
-)
-from distsketch.graph import blas_single_thread
+from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
+from distsketch.graph import blas_single_thread, map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNELS, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.nystrom import (
     ensemble_map,
@@ -36,12 +30,12 @@ _KERNEL_NAMES = set(KERNELS) | {"gaussian", "poly"}
 
 
 def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
-                     progress: bool | None = None, *, row_base: int = 0,
+                     progress: bool | None = None, *, row_start: int = 0,
                      previous: tuple[np.ndarray, np.ndarray] | None = None,
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Uniform landmarks: the bottom-``n_samples`` rows by priority hash(seed, row).
 
-    ``row_base`` numbers the rows of X from there (rows appended to earlier
+    ``row_start`` numbers the rows of X from there (rows appended to earlier
     data); ``previous`` = (index, rows) of the earlier sample is merged in, so
     the result equals one pass over all rows.
 
@@ -49,10 +43,10 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
     -------
     index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
     """
-    summary = UniformLandmarks(n_samples, seed, purpose, row_base=row_base)
+    summary = UniformLandmarks(n_samples, seed, purpose)
     d = X.shape[1]
-    state = reduce_rows(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
-                        progress=progress, name="landmarks")
+    state = reduce_blocks(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
+                          row_start=row_start, progress=progress, name="landmarks")
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)
@@ -84,9 +78,10 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
         centres, inertia = kmeans_on_sample(sample, n_clusters, seed, max_iter=max_iter)
     stats = KMeansStats(n_clusters)
     for _ in range(int(full_iter)):
-        state = reduce_rows(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + n_clusters + 2),
-                            fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
-                            name="kmeans")
+        # float64 block, b × c distances with two temporaries, labels and one-hot index (measured)
+        state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + 3 * n_clusters + 8),
+                              fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
+                              name="kmeans")
         centres, inertia = lloyd_update(state, centres), float(state["inertia"])
     return centres, inertia
 
@@ -279,7 +274,7 @@ class NystromFeatures(RowMapTransformer):
         X = self._check_input(X, reset=False, allow_sparse=True)
         previous = (self.landmark_indices_, self.landmarks_)
         idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
-                                     row_base=self.n_rows_seen_, previous=previous)
+                                     row_start=self.n_rows_seen_, previous=previous)
         self.landmark_indices_, self.landmarks_ = idx, rows
         name, _ = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
                                         self.coef0)
@@ -476,21 +471,21 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         if not hasattr(self, "gram_"):
             return self.fit(X)
         X = self._check_input(X, reset=False, allow_sparse=True)
-        state = self._gram_state(X)
+        state = self._gram_state(X, row_start=self.n_rows_seen_)
         self.gram_ = self.gram_ + state["ztz"]
         self.feature_sum_ = self.feature_sum_ + state["sum"]
         self.n_rows_seen_ += int(state["n"])
         self._solve()
         return self
 
-    def _gram_state(self, X: Any) -> dict:
+    def _gram_state(self, X: Any, row_start: int = 0) -> dict:
         r = self.normalization_.shape[1]
         summary = Covariance(transform=functools.partial(nystrom_map, kernel=self.kernel,
                                                          params=self.kernel_params_, dtype=np.float64))
-        return reduce_rows(summary, X, self.landmarks_, self.normalization_,
-                           bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
-                           fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
-                           name="nystrom-kpca")
+        return reduce_blocks(summary, X, self.landmarks_, self.normalization_,
+                             bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
+                             fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
+                             row_start=row_start, name="nystrom-kpca")
 
     def _solve(self) -> None:
         r = self.normalization_.shape[1]
@@ -525,7 +520,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         P, shift = self._projection()
         dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
-        return apply_rows(X, _kpca_map, self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
+        return map_blocks(X, _kpca_map, self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
                           kwargs={"kernel": self.kernel, "params": self.kernel_params_},
                           bytes_per_row=8.0 * (X.shape[1] + self.landmarks_.shape[0] + P.shape[1]),
                           name="nystrom-kpca-transform")

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.graph import as_dask, compute, compute_array, map_rows, rows_for_budget, task_memory_budget
+from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
 from distsketch.ops.countsketch import countsketch
 from distsketch.ops.hadamard import next_pow2, srht
@@ -43,7 +43,6 @@ from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["SRHT", "CountSketch", "PolySketch", "TensorSRHT", "TensorSketch"]
 
-_TARGET_TASK_BYTES = 256 * 2**20
 _FUSED_BYTES = 2 * 2**20
 
 
@@ -168,21 +167,9 @@ class LinearStageSketch(RowMapTransformer):
                 linear_bytes_per_row=8.0 * (max(X.chunks[1]) + 2 * self._n_linear()),
                 combine_bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
         X = self._check_input(X, reset=False, allow_sparse=True)
-        lazy = is_dask(X)
-        if not lazy:
-            # size blocks by the working set of a task (not only by the input bytes), so wide
-            # sketches of in-memory data neither exceed the budget nor thrash the cache
-            rows = rows_for_budget(self._bytes_per_row(), self._fixed_bytes(),
-                                   min(task_memory_budget(), _TARGET_TASK_BYTES))
-            X = as_dask(X, block_rows=max(256, min(rows, X.shape[0])))
-        out = map_rows(self._map_block, X, n_out=self.n_output_features_, dtype=self._output_dtype(X),
-                       bytes_per_row=self._bytes_per_row(), fixed_bytes=self._fixed_bytes(),
-                       name=type(self).__name__.lower())
-        if lazy:
-            return out
-        if out.npartitions == 1:
-            return compute(out, progress=False, scheduler="sync")[0]
-        return compute_array(out)
+        return map_blocks(X, self._map_block, n_out=self.n_output_features_,
+                          dtype=self._output_dtype(X), bytes_per_row=self._bytes_per_row(),
+                          fixed_bytes=self._fixed_bytes(), name=type(self).__name__.lower())
 
 
 class _PolynomialMixin:

@@ -23,16 +23,9 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import (
-    DistsketchEstimator,
-    RowMapTransformer,
-    apply_rows,
-    reduce_rows,
-    to_numpy,
-)
+from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph import compute, tree_reduce
-from distsketch.graph.arrays import as_dask
+from distsketch.graph import compute, map_blocks, plan_rows, reduce_blocks, tree_reduce
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import (
@@ -158,7 +151,7 @@ def _stack_xy(X: Any, Y: Any) -> Any:
         Xd = X.rechunk({1: X.shape[1]})
         return da.concatenate([Xd.astype(np.float64), Yd.astype(np.float64)], axis=1)
     XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
-    rows = as_dask(np.asarray(X)).chunks[0][0]
+    rows = plan_rows(X).plan.block_rows
     return da.from_array(XY, chunks=(rows, XY.shape[1]))
 
 
@@ -328,7 +321,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Y = y.reshape(-1, 1) if one_d else y
         return Y, one_d
 
-    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int) -> list:
+    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0) -> list:
         fns, ops, counts = [], [], []
         for f in maps:
             fn, o = feature_block_function(f)
@@ -339,10 +332,10 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                                n_folds=n_folds, seed=self.seed_)
         XY = _stack_xy(X, Y)
         if not is_dask(X):
-            return reduce_rows(summary, XY, *ops, split_every=self.split_every,
-                               name="ridge-summary")["maps"]
+            return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
+                                 row_start=row_start, name="ridge-summary")["maps"]
         red = tree_reduce(summary, XY, *ops, split_every=self.split_every, name="ridge-summary",
-                          where=f"{type(self).__name__} input X and targets y")
+                          where=f"{type(self).__name__} input X and targets y", row_start=row_start)
         return compute(red)[0]["maps"]
 
     def _store_state(self, state: dict) -> None:
@@ -498,7 +491,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             if Y.shape[1] != self.n_targets_:
                 raise InputError(f"{type(self).__name__}.partial_fit: y has {Y.shape[1]} targets, "
                                  f"the model was fitted with {self.n_targets_}.")
-        state = self._reduce(X, Y, [self.features_], 0)[0]
+        # new rows are numbered after those already seen, as in fit on all rows
+        start = 0 if first else self.n_rows_seen_
+        state = self._reduce(X, Y, [self.features_], 0, row_start=start)[0]
         if not first:
             state = _add(self._state(), state)
         self._store_state(state)
@@ -522,7 +517,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         fn, ops = feature_block_function(self.features_)
         Wm, c = self._weights()
         m = Wm.shape[0]
-        return apply_rows(X, _PredictBlock(fn, len(ops)), *ops, Wm, c, n_out=Wm.shape[1],
+        return map_blocks(X, _PredictBlock(fn, len(ops)), *ops, Wm, c, n_out=Wm.shape[1],
                           dtype=np.float64, bytes_per_row=8.0 * (X.shape[1] + 2 * m + Wm.shape[1]),
                           fixed_bytes=8.0 * Wm.size, name="ridge-predict")
 

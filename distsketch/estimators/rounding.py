@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows
+from distsketch.estimators.base import DistsketchEstimator
+from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.rounding import (
     expected_nonzeros,
@@ -297,7 +298,7 @@ class RoundedExpansion(DistsketchEstimator):
         X = self._check_input(X, reset=False)
         rows = 256
         kernel = self.kernel_name_ if self.kernel_name_ != "callable" else self._kernel_obj
-        out = apply_rows(X, _expansion_block, self.support_vectors_, self.coef_, self.intercept_,
+        out = map_blocks(X, _expansion_block, self.support_vectors_, self.coef_, self.intercept_,
                          n_out=self.n_outputs_, dtype=np.float64,
                          kwargs={"kernel": kernel, "params": self.kernel_params_, "rows": rows},
                          bytes_per_row=8.0 * (self.n_features_in_ + self.n_outputs_),

@@ -29,8 +29,8 @@ import scipy.linalg as sla
 from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
-from distsketch.graph import compute
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.graph import compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, tile_matvec
 from distsketch.ops.cg import pcg
@@ -287,13 +287,13 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             return None
         if self.preconditioner == "nystrom":
             M = min(int(self.sketch_size), Xb.shape[0])
-            st = reduce_rows(_UniformRows(M, self.seed_, "solver.landmarks"), Xb,
-                             name="solver-landmarks")
+            st = reduce_blocks(_UniformRows(M, self.seed_, "solver.landmarks"), Xb,
+                               name="solver-landmarks")
             L = st["rows"]
             self.landmark_index_ = np.sort(st["index"])
             Kmm = pairwise_kernel(L, L, self.kernel_name_, **self.kernel_params_)
             T = nystrom_factor(Kmm)
-            C = apply_rows(Xb, _kernel_columns, L, n_out=M, dtype=np.float64,
+            C = map_blocks(Xb, _kernel_columns, L, n_out=M, dtype=np.float64,
                            kwargs={"kernel": self.kernel_name_, "params": self.kernel_params_},
                            bytes_per_row=8.0 * (Xb.shape[1] + 2 * M), name="solver-knm")
             C = np.asarray(to_numpy(C), dtype=np.float64)
@@ -497,7 +497,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
         stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
-        wta = reduce_rows(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta")["atb"]
+        wta = reduce_blocks(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta")["atb"]
         self.coef_ = meka.link_ @ wta
         return self
 
@@ -515,7 +515,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
         W = self.meka_.transform(X)
-        out = apply_rows(W, _rows_times, self.coef_, n_out=self.coef_.shape[1],
+        out = map_blocks(W, _rows_times, self.coef_, n_out=self.coef_.shape[1],
                          dtype=np.float64, name="meka-krr-predict")
         return out[:, 0] if np.ndim(self.dual_coef_) == 1 else out
 

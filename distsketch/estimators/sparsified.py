@@ -38,14 +38,14 @@ import zarr
 from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
-from distsketch.graph import as_dask, rechunk_rows
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.zarr_io import write_manifest
 from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
-from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation import Interval, Options
 
 __all__ = ["SparseTiles", "SparsifiedGram"]
 
@@ -340,13 +340,13 @@ class SparsifiedGram(DistsketchEstimator):
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
         T = int(self.tile_rows)
-        Xd = rechunk_rows(X, T) if is_dask(X) else as_dask(X, block_rows=T)
+        Xd = plan_rows(X, block_rows=T).data
 
         bound = None
         if self.quantize:
             bound = self.quantize_bound or kernel_bound(name)
             if bound is None:
-                diag = to_numpy(apply_rows(Xd, _diag_block, n_out=1, dtype=np.float64,
+                diag = to_numpy(map_blocks(Xd, _diag_block, n_out=1, dtype=np.float64,
                                            kwargs={"kernel": name, "params": params},
                                            name="gram-diagonal"))
                 bound = float(np.abs(diag).max())
@@ -368,8 +368,8 @@ class SparsifiedGram(DistsketchEstimator):
                 XS = to_numpy(Xd[r0:r1]).astype(np.float64, copy=False)
                 summ = _StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
                                      int(r0), n)
-                st = reduce_rows(summ, Xd[:r1], XS, bytes_per_row=bytes_per_row,
-                                 fixed_bytes=fixed, name="sparsified-gram-strip")
+                st = reduce_blocks(summ, Xd[:r1], XS, bytes_per_row=bytes_per_row,
+                                   fixed_bytes=fixed, name="sparsified-gram-strip")
                 rows, cols, vals = st["rows"], st["cols"], st["vals"]
                 if self.quantize:
                     vals = np.sign(vals).astype(np.int8)

@@ -10,9 +10,9 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.sparsified import SparsifiedGram
-from distsketch.graph import blas_single_thread
+from distsketch.graph import blas_single_thread, map_blocks
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.random import random_rows
 from distsketch.ops.sparsify import orthogonal_iteration
@@ -207,7 +207,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False)
         n_fit = self.X_fit_.shape[0]
         rows = 256
-        return apply_rows(X, _kpca_block, self.X_fit_, self.dual_coef_, self.intercept_,
+        return map_blocks(X, _kpca_block, self.X_fit_, self.dual_coef_, self.intercept_,
                           n_out=self.n_output_features_, dtype=np.float64,
                           kwargs={"kernel": self.gram_.kernel_name_ if isinstance(self.kernel, str)
                                   else self.kernel, "params": self.gram_.kernel_params_,

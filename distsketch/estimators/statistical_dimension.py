@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from distsketch.estimators.base import RowMapTransformer, reduce_rows, to_numpy
+from distsketch.estimators.base import RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge import feature_block_function
+from distsketch.graph import reduce_blocks
 from distsketch.ops.random import hash_uniform
 from distsketch.ops.sketch_solve import estimate_statistical_dimension, srht_apply, srht_operator
 from distsketch.summaries.base import Summary
@@ -134,7 +135,7 @@ class StatisticalDimensionSketch(RowMapTransformer):
                 base.set_params(random_state=seed)
             base.fit(X)
         self.base_ = base
-        sample = reduce_rows(_BottomKRows(self.n_sample, seed), X, name="sdim-sample")["rows"]
+        sample = reduce_blocks(_BottomKRows(self.n_sample, seed), X, name="sdim-sample")["rows"]
         Zs = np.asarray(to_numpy(base.transform(sample.astype(X.dtype))), dtype=np.float64)
         s_lam = estimate_statistical_dimension(Zs, X.shape[0], float(self.alpha))
         self.statistical_dimension_ = s_lam

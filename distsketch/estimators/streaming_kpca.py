@@ -10,8 +10,9 @@ from sklearn.base import TransformerMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
+from distsketch.estimators.base import DistsketchEstimator
 from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import resolve_kernel_params
 from distsketch.ops.linalg import row_stable_matmul
@@ -28,20 +29,17 @@ _MAP_ROWS = 2048
 class _RFFRows:
     """Picklable row map z(x) for the summaries.
 
-    ``base`` is the global index of the first row of the data being reduced:
-    ``partial_fit`` numbers new rows after the ``n_rows_seen_`` rows already
-    seen, so every row meets the same row-stable GEMM tiling as in ``fit`` on
-    the concatenation and gets bitwise the same features.
+    ``offset`` is the global index of the block's first row: ``partial_fit``
+    reduces new rows with ``row_start`` at the rows already seen, so every
+    row meets the same row-stable GEMM tiling as in ``fit`` on the
+    concatenation and gets bitwise the same features.
     """
 
-    def __init__(self, base: int = 0):
-        self.base = int(base)
-
     def __call__(self, block: Any, offset: int, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return rff_map(block, W, b, self.base + offset)
+        return rff_map(block, W, b, offset)
 
     def __dask_tokenize__(self) -> Any:
-        return ("distsketch.skpca.rff-rows", self.base)
+        return ("distsketch.skpca.rff-rows",)
 
 
 def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
@@ -219,13 +217,13 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
                 "lower n_components or raise sketch_size/n_features.")
 
     # --------------------------------------------------------------- summaries
-    def _summary(self, base: int = 0) -> Any:
+    def _summary(self) -> Any:
         if self.method == "fd":
-            return FrequentDirectionsSummary(self.sketch_size, transform=_RFFRows(base),
+            return FrequentDirectionsSummary(self.sketch_size, transform=_RFFRows(),
                                              n_columns=self.n_features, map_rows=_MAP_ROWS)
-        return _BlockedCovariance(transform=_RFFRows(base))
+        return _BlockedCovariance(transform=_RFFRows())
 
-    def _reduce(self, X: Any, base: int = 0) -> dict:
+    def _reduce(self, X: Any, row_start: int = 0) -> dict:
         m = int(self.n_features)
         d = int(X.shape[1])
         itemsize = np.dtype(X.dtype).itemsize
@@ -235,9 +233,10 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         else:
             state_bytes = 2 * m * m * 8
         fixed = d * m * 8 + m * 8 + _MAP_ROWS * m * (feat + 8) + state_bytes
-        return reduce_rows(self._summary(base), X, *self.features_._operands(),
-                           split_every=self.split_every, bytes_per_row=float(d * itemsize),
-                           fixed_bytes=float(fixed), name=f"skpca-{self.method}")
+        return reduce_blocks(self._summary(), X, *self.features_._operands(),
+                             split_every=self.split_every, bytes_per_row=float(d * itemsize),
+                             fixed_bytes=float(fixed), row_start=row_start,
+                             name=f"skpca-{self.method}")
 
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
@@ -309,7 +308,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             return self.fit(X)
         self._check_params()
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._reduce(X, base=self.n_rows_seen_)
+        new = self._reduce(X, row_start=self.n_rows_seen_)
         self._set_state(self._summary().merge([self._state(), new]))
         return self
 
@@ -333,7 +332,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         m = int(self.n_features)
         k = int(self.components_.shape[0])
         V = np.ascontiguousarray(self.components_.T)
-        return apply_rows(X, _embed_rows, *self.features_._operands(), V, n_out=k, dtype=dt,
+        return map_blocks(X, _embed_rows, *self.features_._operands(), V, n_out=k, dtype=dt,
                           bytes_per_row=float(X.shape[1] * dt.itemsize + k * dt.itemsize),
                           fixed_bytes=float(X.shape[1] * m * 8 + m * k * 8
                                             + 2 * _MAP_ROWS * m * dt.itemsize),

@@ -3,12 +3,22 @@
 from distsketch.graph.arrays import as_dask, rechunk_rows
 from distsketch.graph.blocks import (
     as_operand,
+    block_starts,
     check_finite_block,
     map_rows,
     row_offsets,
     tree_reduce,
 )
 from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
+from distsketch.graph.plan import (
+    BlockPlan,
+    RowBlocks,
+    choose_block_rows,
+    map_blocks,
+    plan_rows,
+    reduce_blocks,
+    to_numpy,
+)
 from distsketch.graph.runtime import (
     active_client,
     blas_single_thread,
@@ -19,21 +29,29 @@ from distsketch.graph.runtime import (
 from distsketch.graph.tiles import persist_rows, tile_matvec
 
 __all__ = [
+    "BlockPlan",
+    "RowBlocks",
     "active_client",
     "as_dask",
     "as_operand",
     "blas_single_thread",
+    "block_starts",
     "check_finite_block",
     "check_task_memory",
+    "choose_block_rows",
     "compute",
     "compute_array",
+    "map_blocks",
     "map_rows",
     "persist_rows",
+    "plan_rows",
     "rechunk_rows",
+    "reduce_blocks",
     "row_offsets",
     "rows_for_budget",
     "single_threaded_blas",
     "task_memory_budget",
     "tile_matvec",
+    "to_numpy",
     "tree_reduce",
 ]

@@ -23,17 +23,34 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.layers import ArrayValuesDep
 
 from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import task_blas
 
-__all__ = ["as_operand", "check_finite_block", "map_rows", "row_offsets", "tree_reduce"]
+__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
+           "tree_reduce", "whole_rows"]
 
 
-def row_offsets(chunks: Sequence[int]) -> np.ndarray:
-    """Global index of the first row of each block."""
-    return np.concatenate(([0], np.cumsum(chunks)[:-1])).astype(np.int64)
+def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
+    """Global index of the first row (or column) of each block.
+
+    The one offset helper: blocks of ``chunks`` rows whose first row is the
+    global row ``start``.
+    """
+    ends = np.cumsum(np.asarray(chunks, dtype=np.int64))
+    return (int(start) + np.concatenate(([0], ends[:-1]))).astype(np.int64)
+
+
+def block_starts(chunks: Sequence[int], start: int = 0) -> ArrayValuesDep:
+    """The blocks' global first rows as a blockwise argument (index ``i``).
+
+    Each value is written into its block's task as a plain int, so numbering
+    rows costs no task of its own.
+    """
+    offs = row_offsets(chunks, start)
+    return ArrayValuesDep((tuple(chunks),), {(i,): int(v) for i, v in enumerate(offs)})
 
 
 def check_finite_block(block: Any, offset: int, where: str = "input") -> None:
@@ -63,16 +80,24 @@ def as_operand(value: Any) -> da.Array:
 
 
 class _RowTask:
-    """Callable run on one block: offset, finite check, BLAS pinning."""
+    """Callable run on one block: offset, finite check, BLAS pinning.
 
-    def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str):
+    ``bytes_per_row`` and ``fixed_bytes`` are the task's projected memory
+    (None when the stage states none), kept on the task so that measurements
+    can be compared with the plan.
+    """
+
+    def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str,
+                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
         self.func = func
         self.kwargs = kwargs
         self.check_finite = check_finite
         self.where = where
+        self.bytes_per_row = bytes_per_row
+        self.fixed_bytes = float(fixed_bytes)
 
     def __call__(self, block, offset, *operands):
-        off = int(np.asarray(offset).ravel()[0])
+        off = int(offset)
         if self.check_finite:
             check_finite_block(block, off, self.where)
         with task_blas():
@@ -88,7 +113,8 @@ def _operand_args(operands: Sequence[Any]) -> list[Any]:
     return args
 
 
-def _single_column_chunk(X: da.Array) -> da.Array:
+def whole_rows(X: da.Array) -> da.Array:
+    """``X`` with one column block, so every block holds whole rows."""
     return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
 
 
@@ -104,6 +130,7 @@ def map_rows(
     check_finite: bool = True,
     name: str = "map-rows",
     where: str = "input",
+    row_start: int = 0,
 ) -> da.Array:
     """Apply ``func`` to every row block of ``X``.
 
@@ -130,6 +157,8 @@ def map_rows(
         Prefix of the task names.
     where : str
         Name of the input for error messages (a path or array name).
+    row_start : int, default 0
+        Global index of the first row of ``X``.
 
     Returns
     -------
@@ -141,29 +170,33 @@ def map_rows(
     Memory per task: ``bytes_per_row * block_rows + fixed_bytes``.  No
     communication beyond one copy of each operand per worker.
     """
-    X = _single_column_chunk(X)
+    X = whole_rows(X)
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
-    offs = da.from_array(row_offsets(X.chunks[0]), chunks=1,
-                         name="offsets-" + tokenize(X.chunks[0]))
-    task = _RowTask(func, dict(kwargs or {}), check_finite, where)
+    task = _RowTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
     meta = np.empty((0, 0), dtype=dtype)
     return da.blockwise(
-        task, "iz", X, "ij", offs, "i", *_operand_args(operands),
+        task, "iz", X, "ij", block_starts(X.chunks[0], row_start), "i",
+        *_operand_args(operands),
         new_axes={"z": n_out}, dtype=dtype, concatenate=True, align_arrays=False,
-        name=f"{name}-" + tokenize(func, X.name, operands, task.kwargs, n_out),
+        name=f"{name}-" + tokenize(func, X.name, operands, task.kwargs, n_out, int(row_start)),
         meta=meta,
     )
 
 
 class _ChunkTask:
-    def __init__(self, summary: Any, check_finite: bool, where: str):
+    """A summary's ``chunk`` on one block, with its projected memory (as :class:`_RowTask`)."""
+
+    def __init__(self, summary: Any, check_finite: bool, where: str,
+                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
         self.summary = summary
         self.check_finite = check_finite
         self.where = where
+        self.bytes_per_row = bytes_per_row
+        self.fixed_bytes = float(fixed_bytes)
 
     def __call__(self, block, offset, *operands):
-        off = int(np.asarray(offset).ravel()[0])
+        off = int(offset)
         if self.check_finite:
             check_finite_block(block, off, self.where)
         with task_blas():
@@ -222,6 +255,7 @@ def tree_reduce(
     check_finite: bool = True,
     name: str | None = None,
     where: str = "input",
+    row_start: int = 0,
 ) -> Any:
     """Tree-reduce a mergeable summary over the row blocks of ``X``.
 
@@ -244,6 +278,8 @@ def tree_reduce(
         Task-name prefix.
     where : str
         Name of the input for error messages.
+    row_start : int, default 0
+        Global index of the first row of ``X``: ``chunk`` sees global rows.
 
     Returns
     -------
@@ -253,15 +289,14 @@ def tree_reduce(
     """
     if split_every < 2:
         raise ValueError("split_every must be >= 2")
-    X = _single_column_chunk(X)
+    X = whole_rows(X)
     label = name or type(summary).__name__.lower()
     if bytes_per_row is not None:
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
-    offs = da.from_array(row_offsets(X.chunks[0]), chunks=1,
-                         name="offsets-" + tokenize(X.chunks[0]))
-    token = tokenize(summary, X.name, operands)
+    token = tokenize(summary, X.name, operands, int(row_start))
     states = da.blockwise(
-        _ChunkTask(summary, check_finite, where), "i", X, "ij", offs, "i",
+        _ChunkTask(summary, check_finite, where, bytes_per_row, fixed_bytes), "i", X, "ij",
+        block_starts(X.chunks[0], row_start), "i",
         *_operand_args(operands), dtype=object, concatenate=True, align_arrays=False,
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),
         name=f"{label}-chunk-{token}",

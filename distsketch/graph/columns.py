@@ -18,14 +18,14 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from distsketch.graph.blocks import map_rows
+from distsketch.graph.blocks import map_rows, row_offsets
 
 __all__ = ["column_offsets", "map_row_columns"]
 
 
 def column_offsets(chunks: tuple[int, ...]) -> list[int]:
     """Global index of the first column of each column block."""
-    return [int(v) for v in np.concatenate(([0], np.cumsum(chunks)[:-1]))]
+    return [int(v) for v in row_offsets(chunks)]
 
 
 class _ColumnBlockLinear:

@@ -18,7 +18,7 @@ import numpy as np
 from dask.base import tokenize
 
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.blocks import row_offsets
+from distsketch.graph.blocks import block_starts, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
@@ -34,14 +34,10 @@ class _TileTask:
 
     def __call__(self, a, b, v, off_a, off_b):
         pin_blas_for_tasks()
-        ia = int(np.asarray(off_a).ravel()[0])
-        ib = int(np.asarray(off_b).ravel()[0])
+        ia = int(off_a)
+        ib = int(off_b)
         T = self.tile_fn(a, b, ia, ib, **self.kwargs)
         return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
-
-
-def _whole_rows(X: da.Array) -> da.Array:
-    return X.rechunk({1: X.shape[1]}) if len(X.chunks[1]) > 1 else X
 
 
 def tile_matvec(
@@ -89,8 +85,8 @@ def tile_matvec(
     block.  B's blocks are shared inputs: on ``distributed`` each travels to
     the workers that need it.
     """
-    Ad = _whole_rows(as_dask(A))
-    Bd = _whole_rows(as_dask(B))
+    Ad = whole_rows(as_dask(A))
+    Bd = whole_rows(as_dask(B))
     Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
     if Vd.ndim == 1:
         Vd = Vd[:, None]
@@ -101,10 +97,8 @@ def tile_matvec(
     max_a, max_b = max(Ad.chunks[0]), max(Bd.chunks[0])
     check_task_memory(name, max_a, 8.0 * max_b + 8.0 * (Ad.shape[1] + 2 * t),
                       8.0 * max_b * (Bd.shape[1] + t))
-    off_a = da.from_array(row_offsets(Ad.chunks[0]), chunks=1, name="offsets-" +
-                          tokenize(Ad.chunks[0]))
-    off_b = da.from_array(row_offsets(Bd.chunks[0]), chunks=1, name="offsets-" +
-                          tokenize(Bd.chunks[0]))
+    off_a = block_starts(Ad.chunks[0])
+    off_b = block_starts(Bd.chunks[0])
     task = _TileTask(tile_fn, dict(kwargs or {}))
     parts = da.blockwise(
         task, "ijk", Ad, "ia", Bd, "ja", Vd, "jk", off_a, "i", off_b, "j",

@@ -81,17 +81,16 @@ class UniformLandmarks(Summary):
     returned when the array has fewer rows.
     """
 
-    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks", row_base: int = 0):
+    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks"):
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.purpose = str(purpose)
-        # global index of the first row of the array summarised (rows appended later
-        # continue the numbering, so their priorities are those of a single pass)
-        self.row_base = int(row_base)
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         b = block.shape[0]
-        start = self.row_base + row_offset
+        # row_offset is global: rows appended later are reduced with the graph's
+        # row_start, so their priorities are those of a single pass
+        start = row_offset
         index = np.arange(start, start + b, dtype=np.int64)
         priority = hash_uniform(self.seed, self.purpose, index)
         sel = bottom_k(priority, index, self.n_samples)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from distsketch.estimators.base import reduce_rows
+from distsketch.graph import reduce_blocks
 from distsketch.summaries.base import Summary
 
 __all__ = ["apply_scaler", "learn_scaler"]
@@ -50,7 +50,7 @@ def learn_scaler(X: Any) -> dict:
     -----
     Per task: one block and a 3·d state; communication: one state per block.
     """
-    mom = reduce_rows(_Moments(), X, name="standardize-moments", progress=False)
+    mom = reduce_blocks(_Moments(), X, name="standardize-moments", progress=False)
     n = max(int(mom["n"]), 1)
     scale = np.sqrt(mom["m2"] / n)
     scale[scale == 0] = 1.0  # constant columns are centred only

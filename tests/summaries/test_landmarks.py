@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distsketch.estimators.base import reduce_rows
+from distsketch.graph import reduce_blocks
 from distsketch.ops.meka import nearest_centre
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.landmarks import ClusterLandmarks, UniformLandmarks
@@ -112,10 +112,10 @@ class TestClusterLandmarks(MergeableSummaryTests):
 
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(block=st.integers(1, 300))
-def test_reduce_rows_same_landmarks_for_any_block_size(block):
+def test_reduce_blocks_same_landmarks_for_any_block_size(block):
     X = np.random.default_rng(1).normal(size=(257, 3))
     s = UniformLandmarks(20, seed=3)
     ref = s.finalize(s.chunk(X, 0))
-    got = s.finalize(reduce_rows(s, da.from_array(X, chunks=(block, 3)), progress=False))
+    got = s.finalize(reduce_blocks(s, da.from_array(X, chunks=(block, 3)), progress=False))
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
