@@ -38,6 +38,7 @@ from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 
 __all__ = ["KSpaceKernelPCA", "KernelPCR"]
@@ -51,7 +52,7 @@ def _dense(block: Any) -> np.ndarray:
     return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
 
 
-class _SketchGram(Summary):
+class _SketchGram(SumMerge, Summary):
     """State {n, ss = ZsᵀZs, st = ZsᵀZt} of two sketches of the rows (float64, exact sums)."""
 
     def __init__(self, S: TensorSketch, T: TensorSketch):
@@ -63,15 +64,8 @@ class _SketchGram(Summary):
         Zt = np.asarray(self.T._map_block(block, row_offset), dtype=np.float64)
         return {"n": Zs.shape[0], "ss": Zs.T @ Zs, "st": Zs.T @ Zt}
 
-    def merge(self, states: list[dict]) -> dict:
-        out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in states[0].items()}
-        for s in states[1:]:
-            for k, v in s.items():
-                out[k] = out[k] + v
-        return out
 
-
-class _FactorCross(Summary):
+class _FactorCross(SumMerge, Summary):
     """State Vᵀ K(A, R) (k × l) for Theorem 7's factorisation."""
 
     def __init__(self, model: KSpaceKernelPCA):
@@ -81,12 +75,6 @@ class _FactorCross(Summary):
         V = self.model._embed_block(block, row_offset)
         K = self.model._kernel(_dense(block), self.model.landmarks_)
         return V.T @ K
-
-    def merge(self, states: list[np.ndarray]) -> np.ndarray:
-        out = states[0].copy()
-        for s in states[1:]:
-            out += s
-        return out
 
 
 def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from distsketch.ops.meka import (
 from distsketch.ops.nystrom import inv_sqrt_map, link_matrix
 from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import ClusterLandmarks
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["MEKA"]
@@ -50,7 +51,7 @@ def _kernel_setup(est: Any, d: int) -> tuple[Any, dict]:
     return name, params
 
 
-class _Projection(Summary):
+class _Projection(SumMerge, Summary):
     """Wᵀ V over row blocks of ``[basis coordinates | V]`` (merge by addition)."""
 
     def __init__(self, width: int, offsets: np.ndarray, ranks: np.ndarray):
@@ -62,9 +63,6 @@ class _Projection(Summary):
         block = np.asarray(block, dtype=np.float64)
         return project_block(block[:, : self.width + 1], block[:, self.width + 1:],
                              self.offsets, self.ranks)
-
-    def merge(self, states: list[np.ndarray]) -> np.ndarray:
-        return np.sum(states, axis=0)
 
 
 def _expand(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,

@@ -38,6 +38,7 @@ from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_ker
 from distsketch.ops.sketch_solve import nystrom_factor, woodbury_apply, woodbury_factor
 from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
@@ -66,7 +67,7 @@ def _rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
     return np.asarray(block, dtype=np.float64) @ B
 
 
-class _CrossProduct(Summary):
+class _CrossProduct(SumMerge, Summary):
     """``Aᵀ B`` for blocks holding ``[A | B]`` (B: the last ``n_right`` columns)."""
 
     def __init__(self, n_right: int):
@@ -75,9 +76,6 @@ class _CrossProduct(Summary):
     def chunk(self, block: Any, row_offset: int) -> dict:
         blk = np.asarray(block, dtype=np.float64)
         return {"atb": blk[:, : -self.n_right].T @ blk[:, -self.n_right:]}
-
-    def merge(self, states: list) -> dict:
-        return {"atb": sum(s["atb"] for s in states)}
 
 
 def _r2(pred: np.ndarray, y: Any) -> float:
