@@ -15,7 +15,8 @@ from sklearn.base import clone
 from distsketch.estimators.base import RowMapTransformer, reduce_rows, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge import feature_block_function
-from distsketch.ops.sketch_solve import estimate_statistical_dimension, srht_apply, srht_operator
+from distsketch.ops.hadamard import srht_apply, srht_operator
+from distsketch.ops.sketch_solve import estimate_statistical_dimension
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval
 
@@ -30,7 +31,7 @@ class _ComposedMap:
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
         Z = self.fn(block, offset, *operands[: self.n_ops])
         Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1])
+        return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1], offset)
 
 
 class StatisticalDimensionSketch(RowMapTransformer):
