@@ -34,7 +34,7 @@ from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_r
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
-from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
@@ -244,8 +244,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         P = Rinv @ Wl[:, :k]
         # fix the sign of each component (largest entry positive) so that fits on
         # differently chunked data give the same embedding, not a sign flip of it
-        P *= np.sign(P[np.argmax(np.abs(P), axis=0), np.arange(k)])
-        self.projection_ = P
+        self.projection_ = fix_signs(P, axis=0)
         self.singular_values_ = sig[:k]
         self.n_samples_fit_ = int(state["n"])
         if self.n_landmarks is not None:

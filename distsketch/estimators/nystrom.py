@@ -19,6 +19,7 @@ from distsketch.estimators.base import (
 )
 from distsketch.graph import blas_single_thread
 from distsketch.ops.kernels import KERNELS, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.linalg import fix_signs
 from distsketch.ops.nystrom import (
     ensemble_map,
     inv_sqrt_map,
@@ -504,9 +505,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         order = np.argsort(vals)[::-1][: min(self.n_components, r)]
         self.eigenvalues_ = np.maximum(vals[order], 0.0)
         V = vecs[:, order]
-        V = V * np.where(np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]) < 0,
-                         -1.0, 1.0)[None, :]
-        self.components_ = V
+        self.components_ = fix_signs(V, axis=0)
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray]:
         return self.normalization_ @ self.components_, self.mean_ @ self.components_

@@ -15,7 +15,7 @@ from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_r
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import resolve_kernel_params
-from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.rff import rff_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -85,11 +85,7 @@ class _BlockedCovariance(Covariance):
 def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lam, V = np.linalg.eigh(np.asarray(ztz, dtype=np.float64))
     lam = np.maximum(lam[::-1], 0.0)
-    Vt = V[:, ::-1].T
-    idx = np.argmax(np.abs(Vt), axis=1)
-    signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return Vt * signs[:, None], np.sqrt(lam)
+    return fix_signs(V[:, ::-1].T, axis=1), np.sqrt(lam)
 
 
 class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
