@@ -16,9 +16,9 @@ from sklearn.base import TransformerMixin
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
-from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
+from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import blas_single_thread
-from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.meka import (
     basis_block,
     choose_ranks,
@@ -179,7 +179,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1, None)],
         "rank": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

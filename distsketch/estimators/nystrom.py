@@ -18,7 +18,7 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.graph import blas_single_thread
-from distsketch.ops.kernels import KERNELS, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.nystrom import (
     ensemble_map,
@@ -32,9 +32,6 @@ from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
-
-_KERNEL_NAMES = set(KERNELS) | {"gaussian", "poly"}
-
 
 def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
                      progress: bool | None = None, *, row_base: int = 0,
@@ -185,7 +182,7 @@ class NystromFeatures(RowMapTransformer):
     """
 
     _parameter_constraints = {
-        "kernel": [Options(_KERNEL_NAMES | {"precomputed"}), "callable"],
+        "kernel": [Options(KERNEL_NAMES | {"precomputed"}), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
@@ -408,7 +405,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

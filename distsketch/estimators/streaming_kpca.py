@@ -14,7 +14,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.ops.fd import fd_sketch_components
-from distsketch.ops.kernels import resolve_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.rff import rff_map
 from distsketch.summaries.covariance import Covariance
@@ -183,7 +183,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
-        "kernel": [Options({"rbf", "gaussian", "laplacian", "cauchy"})],
+        "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "n_features": [Interval(int, 1, None)],
         "sketch_size": [Interval(int, 1, None)],
