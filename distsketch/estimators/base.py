@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import NotFittedError
 from distsketch.graph import (
     as_dask,
@@ -25,7 +26,6 @@ from distsketch.graph import (
     compute_array,
     map_rows,
     rows_for_budget,
-    single_threaded_blas,
     task_memory_budget,
     tree_reduce,
 )

@@ -14,10 +14,10 @@ import scipy.sparse
 import scipy.sparse.linalg
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, reduce_rows, to_numpy
 from distsketch.estimators.nystrom import fit_kmeans
-from distsketch.graph import blas_single_thread
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.meka import (
     basis_block,

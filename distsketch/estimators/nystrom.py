@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import (
     DistsketchEstimator,
@@ -17,7 +18,6 @@ from distsketch.estimators.base import (
     reduce_rows,
     to_numpy,
 )
-from distsketch.graph import blas_single_thread
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.nystrom import (

@@ -9,10 +9,10 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, apply_rows, to_numpy
 from distsketch.estimators.sparsified import SparsifiedGram
-from distsketch.graph import blas_single_thread
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
