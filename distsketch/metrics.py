@@ -50,7 +50,7 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
         else:
             state = sampler.chunk(X, 0)
         return sampler.finalize(state)
-    rows = X[np.arange(n)]
+    rows = X
     if is_dask(rows):
         from distsketch.graph import compute
 
