@@ -9,9 +9,11 @@ fitted where BLAS is pinned; determinism requires one thread everywhere.
 
 BLAS limits are process-global (threadpoolctl): :func:`blas_single_thread`
 holds the limit for a block and is free when it is already held;
-:func:`pin_blas_for_tasks` pins a process's pool threads once for good.  This
-module depends on threadpoolctl only, so ``distsketch.ops`` can use it without
-importing Dask.
+:func:`pin_blas_for_tasks` pins a process's pool threads once for good, and
+:func:`task_blas` chooses between the two for one Dask task.  This is the only
+place that sets BLAS limits; it depends on threadpoolctl only, so
+``distsketch.ops`` can use it without importing Dask (``distsketch.graph``
+re-exports it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-__all__ = ["blas_single_thread", "pin_blas_for_tasks", "single_threaded_blas"]
+__all__ = ["blas_single_thread", "pin_blas_for_tasks", "single_threaded_blas", "task_blas"]
 
 _PINNED = False
 _DEPTH = 0
@@ -79,3 +81,14 @@ def pin_blas_for_tasks() -> None:
         _PINNED = True
 
 
+def task_blas() -> contextlib.AbstractContextManager:
+    """Context for one task: BLAS on one thread.
+
+    In the main thread (the synchronous scheduler, also a bare ``.compute()``)
+    the limit is set and restored around the task; in pool threads it is set
+    once for the process, because set-and-restore would race between threads.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return blas_single_thread()
+    pin_blas_for_tasks()
+    return contextlib.nullcontext()

@@ -19,7 +19,8 @@ import scipy.sparse.linalg
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
-from distsketch.ops.random import hash_uniform, resolve_seed
+from distsketch.ops.random import resolve_seed
+from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
 
 __all__ = ["kernel_errors", "relative_kernel_error", "sample_rows"]
@@ -31,7 +32,8 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
     """Rows of X chosen uniformly without replacement (all rows if n is small).
 
     The choice keeps the ``n_sample`` rows of smallest priority
-    ``hash(seed, row)``: deterministic and independent of chunking.
+    ``hash(seed, row)`` (:class:`~distsketch.summaries.landmarks.UniformLandmarks`,
+    one pass over X): deterministic and independent of chunking.
 
     Returns
     -------
@@ -39,19 +41,22 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
     rows : ndarray of shape (len(index), d), float64
     """
     n = X.shape[0]
-    if n_sample is None or n_sample >= n:
-        idx = np.arange(n)
-    else:
-        seed = resolve_seed(random_state)
-        pri = hash_uniform(seed, "metrics.sample", np.arange(n, dtype=np.int64))
-        idx = np.sort(np.argpartition(pri, n_sample)[:n_sample])
-    rows = X[idx]
+    if n_sample is not None and n_sample < n:
+        sampler = UniformLandmarks(n_sample, resolve_seed(random_state), "metrics.sample")
+        if is_dask(X):
+            from distsketch.graph import compute, tree_reduce
+
+            state = compute(tree_reduce(sampler, X, name="metrics-sample"), progress=False)[0]
+        else:
+            state = sampler.chunk(X, 0)
+        return sampler.finalize(state)
+    rows = X
     if is_dask(rows):
         from distsketch.graph import compute
 
         rows = compute(rows, progress=False)[0]
     rows = rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)
-    return idx, rows.astype(np.float64)
+    return np.arange(n), rows.astype(np.float64)
 
 
 def _tiles(n: int, step: int):

@@ -78,3 +78,21 @@ def test_data_generation_and_error_metrics_independent_of_blas_threads(monkeypat
             out[threads] = (A, kernel_errors(A, model, gamma=0.01, n_sample=None))
     np.testing.assert_array_equal(out[1][0], out[2][0])
     assert out[1][1] == out[2][1]
+
+
+def test_one_blas_pin_for_every_layer():
+    import distsketch.graph as graph
+    import distsketch.graph.runtime as runtime
+
+    for name in ("blas_single_thread", "pin_blas_for_tasks", "single_threaded_blas", "task_blas"):
+        assert getattr(runtime, name) is getattr(blas_control, name)
+    assert graph.blas_single_thread is blas_control.blas_single_thread
+    assert graph.single_threaded_blas is blas_control.single_threaded_blas
+
+
+def test_task_blas_limits_the_main_thread_for_the_block():
+    from threadpoolctl import threadpool_info
+
+    with blas_control.task_blas():
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 1 for p in blas)

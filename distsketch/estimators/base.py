@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from distsketch.blas import single_threaded_blas
 from distsketch.errors import NotFittedError
-from distsketch.graph import map_blocks, single_threaded_blas, to_numpy
+from distsketch.graph import map_blocks, to_numpy
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
     check_estimator_params,

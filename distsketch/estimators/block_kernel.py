@@ -9,9 +9,9 @@ import numpy as np
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.meka import _DENSE_MAX_ROWS, _kernel_setup
-from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
+from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
-from distsketch.ops.kernels import kernel_function
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
 from distsketch.ops.meka import nearest_centre
 from distsketch.validation import Interval, Options
 
@@ -54,7 +54,7 @@ class BlockKernelApproximation(DistsketchEstimator):
 
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

@@ -39,6 +39,7 @@ from distsketch.ops.taylor import (
     split_components_by_variance,
 )
 from distsketch.summaries.base import Summary
+from distsketch.summaries.sums import SumMerge, sum_states
 from distsketch.validation import Interval, Options
 
 __all__ = ["DotProductKernelSketch", "GaussianSketch"]
@@ -63,7 +64,7 @@ class _MaxRowNorm(Summary):
         return float(max(states))
 
 
-class _ColumnSum(Summary):
+class _ColumnSum(SumMerge, Summary):
     """Row count and column sums (float64); merge = sum."""
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
@@ -72,9 +73,6 @@ class _ColumnSum(Summary):
         else:
             colsum = np.asarray(block, dtype=np.float64).sum(axis=0)
         return {"n": int(block.shape[0]), "sum": colsum}
-
-    def merge(self, states: list[dict]) -> dict:
-        return {"n": sum(s["n"] for s in states), "sum": np.sum([s["sum"] for s in states], axis=0)}
 
 
 def _centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
@@ -105,9 +103,9 @@ class _GaussianStats(Summary):
         return {"n": int(sq.size), "max_sq": float(sq.max()) if sq.size else 0.0, "w": s1, "w2": s2}
 
     def merge(self, states: list[dict]) -> dict:
-        return {"n": sum(s["n"] for s in states), "max_sq": max(s["max_sq"] for s in states),
-                "w": np.sum([s["w"] for s in states], axis=0),
-                "w2": np.sum([s["w2"] for s in states], axis=0)}
+        out = sum_states([{k: s[k] for k in ("n", "w", "w2")} for s in states])
+        out["max_sq"] = max(s["max_sq"] for s in states)
+        return out
 
 
 class _TermSketch(LinearStageSketch):

@@ -35,10 +35,11 @@ from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
-from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 
 __all__ = ["KSpaceKernelPCA", "KernelPCR"]
@@ -52,7 +53,7 @@ def _dense(block: Any) -> np.ndarray:
     return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
 
 
-class _SketchGram(Summary):
+class _SketchGram(SumMerge, Summary):
     """State {n, ss = ZsᵀZs, st = ZsᵀZt} of two sketches of the rows (float64, exact sums)."""
 
     def __init__(self, S: TensorSketch, T: TensorSketch):
@@ -64,15 +65,8 @@ class _SketchGram(Summary):
         Zt = np.asarray(self.T._map_block(block, row_offset), dtype=np.float64)
         return {"n": Zs.shape[0], "ss": Zs.T @ Zs, "st": Zs.T @ Zt}
 
-    def merge(self, states: list[dict]) -> dict:
-        out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in states[0].items()}
-        for s in states[1:]:
-            for k, v in s.items():
-                out[k] = out[k] + v
-        return out
 
-
-class _FactorCross(Summary):
+class _FactorCross(SumMerge, Summary):
     """State Vᵀ K(A, R) (k × l) for Theorem 7's factorisation."""
 
     def __init__(self, model: KSpaceKernelPCA):
@@ -82,12 +76,6 @@ class _FactorCross(Summary):
         V = self.model._embed_block(block, row_offset)
         K = self.model._kernel(_dense(block), self.model.landmarks_)
         return V.T @ K
-
-    def merge(self, states: list[np.ndarray]) -> np.ndarray:
-        out = states[0].copy()
-        for s in states[1:]:
-            out += s
-        return out
 
 
 def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -256,8 +244,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         P = Rinv @ Wl[:, :k]
         # fix the sign of each component (largest entry positive) so that fits on
         # differently chunked data give the same embedding, not a sign flip of it
-        P *= np.sign(P[np.argmax(np.abs(P), axis=0), np.arange(k)])
-        self.projection_ = P
+        self.projection_ = fix_signs(P, axis=0)
         self.singular_values_ = sig[:k]
         self.n_samples_fit_ = int(state["n"])
         if self.n_landmarks is not None:

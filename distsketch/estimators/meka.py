@@ -14,11 +14,12 @@ import scipy.sparse
 import scipy.sparse.linalg
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
-from distsketch.estimators.nystrom import _KERNEL_NAMES, fit_kmeans
-from distsketch.graph import blas_single_thread, map_blocks, reduce_blocks
-from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.estimators.nystrom import fit_kmeans
+from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.meka import (
     basis_block,
     choose_ranks,
@@ -29,6 +30,7 @@ from distsketch.ops.meka import (
 from distsketch.ops.nystrom import inv_sqrt_map, link_matrix
 from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import ClusterLandmarks
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["MEKA"]
@@ -50,7 +52,7 @@ def _kernel_setup(est: Any, d: int) -> tuple[Any, dict]:
     return name, params
 
 
-class _Projection(Summary):
+class _Projection(SumMerge, Summary):
     """Wᵀ V over row blocks of ``[basis coordinates | V]`` (merge by addition)."""
 
     def __init__(self, width: int, offsets: np.ndarray, ranks: np.ndarray):
@@ -62,9 +64,6 @@ class _Projection(Summary):
         block = np.asarray(block, dtype=np.float64)
         return project_block(block[:, : self.width + 1], block[:, self.width + 1:],
                              self.offsets, self.ranks)
-
-    def merge(self, states: list[np.ndarray]) -> np.ndarray:
-        return np.sum(states, axis=0)
 
 
 def _expand(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,
@@ -181,7 +180,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1, None)],
         "rank": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
-from distsketch.graph import blas_single_thread, map_blocks, reduce_blocks
-from distsketch.ops.kernels import KERNELS, pairwise_kernel, resolve_kernel_params
+from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.linalg import fix_signs
 from distsketch.ops.nystrom import (
     ensemble_map,
     inv_sqrt_map,
@@ -25,9 +27,6 @@ from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
-
-_KERNEL_NAMES = set(KERNELS) | {"gaussian", "poly"}
-
 
 def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
                      progress: bool | None = None, *, row_start: int = 0,
@@ -179,7 +178,7 @@ class NystromFeatures(RowMapTransformer):
     """
 
     _parameter_constraints = {
-        "kernel": [Options(_KERNEL_NAMES | {"precomputed"}), "callable"],
+        "kernel": [Options(KERNEL_NAMES | {"precomputed"}), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
@@ -401,7 +400,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
-        "kernel": [Options(_KERNEL_NAMES), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
@@ -497,9 +496,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         order = np.argsort(vals)[::-1][: min(self.n_components, r)]
         self.eigenvalues_ = np.maximum(vals[order], 0.0)
         V = vecs[:, order]
-        V = V * np.where(np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]) < 0,
-                         -1.0, 1.0)[None, :]
-        self.components_ = V
+        self.components_ = fix_signs(V, axis=0)
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray]:
         return self.normalization_ @ self.components_, self.mean_ @ self.components_

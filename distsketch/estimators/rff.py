@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.ops.kernels import resolve_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.rff import rff_map, rff_operator
 from distsketch.validation import Interval, Options
 
@@ -64,7 +64,7 @@ class RandomFourierFeatures(RowMapTransformer):
     """
 
     _parameter_constraints = {
-        "kernel": [Options({"rbf", "gaussian", "laplacian", "cauchy"})],
+        "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": [Interval(float, 0, None, closed="neither")],
         "n_components": [Interval(int, 1, None)],
         "orthogonal": ["boolean"],

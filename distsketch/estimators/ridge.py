@@ -34,6 +34,8 @@ from distsketch.ops.sketch_solve import (
     summary_sse,
 )
 from distsketch.summaries.base import Summary
+from distsketch.summaries.covariance import covariance_state
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, check_targets, is_dask
 
 __all__ = [
@@ -82,16 +84,11 @@ def _is_fitted(features: Any) -> bool:
 
 # --------------------------------------------------------------------------- the summary
 
-def _cov_state(Z: np.ndarray, y: np.ndarray) -> dict:
-    return {"n": Z.shape[0], "sum": Z.sum(axis=0), "ztz": Z.T @ Z, "zty": Z.T @ y,
-            "ysum": y.sum(axis=0), "yty": y.T @ y}
-
-
 def _add(a: dict, b: dict, sign: float = 1.0) -> dict:
     return {k: a[k] + sign * b[k] for k in _STATE_KEYS}
 
 
-class RidgeSummary(Summary):
+class RidgeSummary(SumMerge, Summary):
     """Normal equations ``ZᵀZ, Zᵀy`` (and sums) of one or several feature maps, per fold.
 
     The block holds the ``d`` input columns followed by ``n_targets`` target
@@ -127,19 +124,10 @@ class RidgeSummary(Summary):
             pos += k
             Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
             if self.n_folds:
-                out.append([_cov_state(Z[fold == f], y[fold == f]) for f in range(self.n_folds)])
+                out.append([covariance_state(Z[fold == f], y[fold == f]) for f in range(self.n_folds)])
             else:
-                out.append(_cov_state(Z, y))
+                out.append(covariance_state(Z, y))
         # a dict, not a list: the tree reducer flattens nested lists of states
-        return {"maps": out}
-
-    def merge(self, states: list) -> dict:
-        out = states[0]["maps"]
-        for s in states[1:]:
-            if self.n_folds:
-                out = [[_add(a, b) for a, b in zip(ga, gb)] for ga, gb in zip(out, s["maps"])]
-            else:
-                out = [_add(a, b) for a, b in zip(out, s["maps"])]
         return {"maps": out}
 
 

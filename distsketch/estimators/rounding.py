@@ -9,7 +9,7 @@ import numpy as np
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator
 from distsketch.graph import map_blocks
-from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.rounding import (
     expected_nonzeros,
     hoeffding_bound,
@@ -22,8 +22,6 @@ from distsketch.validation import Interval, Options
 
 __all__ = ["RoundedExpansion", "expansion_from_model"]
 
-_KERNELS = {"rbf", "gaussian", "laplacian", "cauchy", "polynomial", "poly", "linear",
-            "arccos0", "arccos1", "ntk"}
 
 
 def expansion_from_model(model: Any) -> dict[str, Any]:
@@ -177,7 +175,7 @@ class RoundedExpansion(DistsketchEstimator):
     """
 
     _parameter_constraints = {
-        "kernel": [Options(_KERNELS), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

@@ -35,9 +35,10 @@ from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, tile_matvec
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
-from distsketch.ops.random import hash_uniform
 from distsketch.ops.sketch_solve import nystrom_factor, woodbury_apply, woodbury_factor
 from distsketch.summaries.base import Summary
+from distsketch.summaries.landmarks import UniformLandmarks
+from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
@@ -66,27 +67,7 @@ def _rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
     return np.asarray(block, dtype=np.float64) @ B
 
 
-class _UniformRows(Summary):
-    """The ``k`` rows of smallest priority hash(seed, global row): a uniform,
-    chunking-independent sample, merged by keeping the k smallest."""
-
-    def __init__(self, k: int, seed: int, purpose: str):
-        self.k, self.seed, self.purpose = int(k), int(seed), str(purpose)
-
-    def chunk(self, block: Any, row_offset: int) -> dict:
-        rows = np.arange(row_offset, row_offset + block.shape[0], dtype=np.int64)
-        prio = hash_uniform(self.seed, self.purpose, rows)
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {"prio": prio[keep], "index": rows[keep],
-                "rows": np.asarray(block[keep], dtype=np.float64)}
-
-    def merge(self, states: list) -> dict:
-        prio = np.concatenate([s["prio"] for s in states])
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {k: np.concatenate([s[k] for s in states])[keep] for k in ("prio", "index", "rows")}
-
-
-class _CrossProduct(Summary):
+class _CrossProduct(SumMerge, Summary):
     """``Aᵀ B`` for blocks holding ``[A | B]`` (B: the last ``n_right`` columns)."""
 
     def __init__(self, n_right: int):
@@ -95,9 +76,6 @@ class _CrossProduct(Summary):
     def chunk(self, block: Any, row_offset: int) -> dict:
         blk = np.asarray(block, dtype=np.float64)
         return {"atb": blk[:, : -self.n_right].T @ blk[:, -self.n_right:]}
-
-    def merge(self, states: list) -> dict:
-        return {"atb": sum(s["atb"] for s in states)}
 
 
 def _r2(pred: np.ndarray, y: Any) -> float:
@@ -287,10 +265,9 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             return None
         if self.preconditioner == "nystrom":
             M = min(int(self.sketch_size), Xb.shape[0])
-            st = reduce_blocks(_UniformRows(M, self.seed_, "solver.landmarks"), Xb,
-                               name="solver-landmarks")
-            L = st["rows"]
-            self.landmark_index_ = np.sort(st["index"])
+            sampler = UniformLandmarks(M, self.seed_, "solver.landmarks", order="priority")
+            index, L = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-landmarks"))
+            self.landmark_index_ = np.sort(index)
             Kmm = pairwise_kernel(L, L, self.kernel_name_, **self.kernel_params_)
             T = nystrom_factor(Kmm)
             C = map_blocks(Xb, _kernel_columns, L, n_out=M, dtype=np.float64,

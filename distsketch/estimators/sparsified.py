@@ -42,15 +42,13 @@ from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.zarr_io import write_manifest
-from distsketch.ops.kernels import kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
 from distsketch.validation import Interval, Options
 
 __all__ = ["SparseTiles", "SparsifiedGram"]
 
-_KERNELS = {"rbf", "gaussian", "laplacian", "cauchy", "polynomial", "poly", "linear",
-            "arccos0", "arccos1", "ntk"}
 
 
 class _StripSummary(Summary):
@@ -292,7 +290,7 @@ class SparsifiedGram(DistsketchEstimator):
     """
 
     _parameter_constraints = {
-        "kernel": [Options(_KERNELS), "callable"],
+        "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],

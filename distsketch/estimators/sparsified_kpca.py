@@ -9,11 +9,13 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import TransformerMixin
 
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.sparsified import SparsifiedGram
-from distsketch.graph import blas_single_thread, map_blocks
+from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_function
+from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
 from distsketch.ops.sparsify import orthogonal_iteration
 from distsketch.validation import Interval, Options
@@ -160,8 +162,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         with blas_single_thread():  # n × (k + 8) blocks: BLAS threads only add contention
             vals, vecs, n_iter = self._solve(op, n, k, seed)
         # sign convention: the largest-magnitude entry of each vector is positive
-        idx = np.argmax(np.abs(vecs), axis=0)
-        vecs = vecs * np.sign(vecs[idx, np.arange(k)])[None, :]
+        vecs = fix_signs(vecs, axis=0)
         self.gram_ = gram
         self.eigenvalues_ = vals
         self.eigenvectors_ = vecs

@@ -16,32 +16,12 @@ from distsketch.estimators.base import RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge import feature_block_function
 from distsketch.graph import reduce_blocks
-from distsketch.ops.random import hash_uniform
-from distsketch.ops.sketch_solve import estimate_statistical_dimension, srht_apply, srht_operator
-from distsketch.summaries.base import Summary
+from distsketch.ops.hadamard import srht_apply, srht_operator
+from distsketch.ops.sketch_solve import estimate_statistical_dimension
+from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval
 
 __all__ = ["StatisticalDimensionSketch"]
-
-
-class _BottomKRows(Summary):
-    """The k rows with the smallest hash priorities (a chunking-independent uniform sample)."""
-
-    def __init__(self, k: int, seed: int):
-        self.k = int(k)
-        self.seed = int(seed)
-
-    def chunk(self, block: Any, row_offset: int) -> dict:
-        rows = np.arange(row_offset, row_offset + block.shape[0], dtype=np.int64)
-        prio = hash_uniform(self.seed, "sdim.sample", rows)
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {"prio": prio[keep], "rows": np.asarray(block[keep], dtype=np.float64)}
-
-    def merge(self, states: list) -> dict:
-        prio = np.concatenate([s["prio"] for s in states])
-        rows = np.concatenate([s["rows"] for s in states])
-        keep = np.argsort(prio, kind="stable")[: self.k]
-        return {"prio": prio[keep], "rows": rows[keep]}
 
 
 class _ComposedMap:
@@ -52,7 +32,7 @@ class _ComposedMap:
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
         Z = self.fn(block, offset, *operands[: self.n_ops])
         Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1])
+        return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1], offset)
 
 
 class StatisticalDimensionSketch(RowMapTransformer):
@@ -135,7 +115,8 @@ class StatisticalDimensionSketch(RowMapTransformer):
                 base.set_params(random_state=seed)
             base.fit(X)
         self.base_ = base
-        sample = reduce_blocks(_BottomKRows(self.n_sample, seed), X, name="sdim-sample")["rows"]
+        sampler = UniformLandmarks(self.n_sample, seed, "sdim.sample", order="priority")
+        _, sample = sampler.finalize(reduce_blocks(sampler, X, name="sdim-sample"))
         Zs = np.asarray(to_numpy(base.transform(sample.astype(X.dtype))), dtype=np.float64)
         s_lam = estimate_statistical_dimension(Zs, X.shape[0], float(self.alpha))
         self.statistical_dimension_ = s_lam

@@ -14,8 +14,8 @@ from distsketch.estimators.base import DistsketchEstimator
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
-from distsketch.ops.kernels import resolve_kernel_params
-from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
+from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.rff import rff_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -82,11 +82,7 @@ class _BlockedCovariance(Covariance):
 def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lam, V = np.linalg.eigh(np.asarray(ztz, dtype=np.float64))
     lam = np.maximum(lam[::-1], 0.0)
-    Vt = V[:, ::-1].T
-    idx = np.argmax(np.abs(Vt), axis=1)
-    signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return Vt * signs[:, None], np.sqrt(lam)
+    return fix_signs(V[:, ::-1].T, axis=1), np.sqrt(lam)
 
 
 class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
@@ -184,7 +180,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
-        "kernel": [Options({"rbf", "gaussian", "laplacian", "cauchy"})],
+        "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
         "n_features": [Interval(int, 1, None)],
         "sketch_size": [Interval(int, 1, None)],

@@ -6,6 +6,7 @@
   between concurrent tasks; instead :func:`compute` pins BLAS for the whole
   local computation, and tasks running in pool threads (a user's own
   ``.compute()``, ``distributed`` workers) pin it once for their process.
+  The pinning itself lives in :mod:`distsketch.blas` (re-exported here).
 * :func:`compute` runs collections on the active scheduler with a progress bar
   that works both locally (``dask.diagnostics.ProgressBar``) and under
   ``distributed`` (``distributed.progress``).
@@ -13,32 +14,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import threading
 from typing import Any
 
 import dask
 import numpy as np
 
-from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas
+from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
 
 __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "pin_blas_for_tasks",
            "progress_enabled", "single_threaded_blas", "task_blas"]
-
-def task_blas() -> contextlib.AbstractContextManager:
-    """Context for one task: BLAS on one thread.
-
-    In the main thread (the synchronous scheduler, also a bare ``.compute()``)
-    the limit is set and restored around the task; in pool threads it is set
-    once for the process, because set-and-restore would race between threads.
-    """
-    if threading.current_thread() is threading.main_thread():
-        return blas_single_thread()
-    pin_blas_for_tasks()
-    return contextlib.nullcontext()
-
 
 def active_client() -> Any | None:
     """The current ``distributed.Client`` if Dask is set to use one, else None."""

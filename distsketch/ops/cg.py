@@ -62,7 +62,6 @@ def pcg(
     x0: np.ndarray | None = None,
     tol: float = 1e-6,
     max_iter: int = 1000,
-    callback: Callable[[int, np.ndarray], None] | None = None,
 ) -> CGResult:
     """Solve ``A x = b`` for SPD ``A`` by (preconditioned) conjugate gradient.
 
@@ -80,8 +79,6 @@ def pcg(
         Stop when ``‖b − A x‖ ≤ tol · ‖b‖`` for every column.
     max_iter : int, default 1000
         Maximum number of operator applications.
-    callback : callable, optional
-        ``callback(iteration, x)`` after every iteration.
 
     Returns
     -------
@@ -143,8 +140,6 @@ def pcg(
         history.append(float(rel.max(initial=0.0)))
         col_hist.append(rel.copy())
         active = active & (rel > tol)
-        if callback is not None:
-            callback(it, X)
         if not active.any():
             break
         Zp = precond(R) if precond is not None else R

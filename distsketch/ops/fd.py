@@ -28,6 +28,7 @@ import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
+from distsketch.ops.linalg import fix_signs
 
 __all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
 
@@ -197,7 +198,4 @@ def fd_sketch_components(sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     singular_values : ndarray of shape (min(ell, m),)
     """
     _, s, Vt = np.linalg.svd(np.asarray(sketch, dtype=np.float64), full_matrices=False)
-    idx = np.argmax(np.abs(Vt), axis=1)
-    signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return Vt * signs[:, None], s
+    return fix_signs(Vt, axis=1), s

@@ -12,6 +12,10 @@ uses signs ``D_s`` keyed by global input column and ``m`` sampled coordinates
 (bottom-m hash priorities, i.e. without replacement, so the rows of the
 operator are orthogonal) keyed by the Hadamard coordinate: both pure functions
 of (seed, purpose, index).
+
+:func:`srht_operator` / :func:`srht_apply` are the same transform with the
+operator held as explicit arrays (signs and sorted coordinates), as the
+statistical-dimension sketch stores it in its model.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ __all__ = [
     "hadamard_entries",
     "next_pow2",
     "srht",
+    "srht_apply",
     "srht_coordinates",
+    "srht_operator",
     "srht_signs",
 ]
 
@@ -118,12 +124,13 @@ def hadamard_entries(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _coords(seed: int, purpose: str, D: int, m: int, replace: bool) -> np.ndarray:
+def _coords(seed: int, key: str, D: int, m: int, replace: bool) -> np.ndarray:
+    # key: the full purpose of the hash stream (purpose + ".P" for srht_coordinates)
     if replace:
-        u = hash_uniform(seed, purpose + ".P", np.arange(m, dtype=np.int64))
+        u = hash_uniform(seed, key, np.arange(m, dtype=np.int64))
         out = np.minimum((u * D).astype(np.int64), D - 1)
     else:
-        pri = hash_uniform(seed, purpose + ".P", np.arange(D, dtype=np.int64))
+        pri = hash_uniform(seed, key, np.arange(D, dtype=np.int64))
         # bottom-m priorities, listed in priority order: a uniform sample without replacement
         sel = np.argpartition(pri, m - 1)[:m] if m < D else np.arange(D)
         out = sel[np.argsort(pri[sel], kind="stable")].astype(np.int64)
@@ -140,19 +147,30 @@ def srht_coordinates(seed: int, purpose: str, D: int, m: int, replace: bool = Fa
         raise ConfigError(
             f"SRHT: n_components={m} exceeds the padded dimension D={D} (next power of two of "
             "the input width); choose n_components <= D or use a TensorSketch/CountSketch.")
-    return _coords(int(seed), str(purpose), int(D), int(m), bool(replace))
+    return _coords(int(seed), str(purpose) + ".P", int(D), int(m), bool(replace))
 
 
 def srht_signs(seed: int, purpose: str, start: int, stop: int) -> np.ndarray:
     """Random signs (D_s of the SRHT) of global input columns ``start:stop`` (read-only)."""
-    return _signs(int(seed), str(purpose), int(start), int(stop))
+    return _signs(int(seed), str(purpose) + ".D", int(start), int(stop))
 
 
 @lru_cache(maxsize=64)
-def _signs(seed: int, purpose: str, start: int, stop: int) -> np.ndarray:
+def _signs(seed: int, key: str, start: int, stop: int) -> np.ndarray:
     # rebuilt per process once: tasks apply the same operator to many row slices
-    out = hash_sign(seed, purpose + ".D", np.arange(start, stop, dtype=np.int64))
+    out = hash_sign(seed, key, np.arange(start, stop, dtype=np.int64))
     out.setflags(write=False)
+    return out
+
+
+def _srht_dense(X: np.ndarray, signs: np.ndarray, P: np.ndarray, D: int, scale: Any,
+                dt: np.dtype, row_offset: int) -> np.ndarray:
+    """``scale · (pad_D(X · D_s) @ H)[:, P]`` by one FWHT of the zero-padded rows."""
+    buf = np.zeros((X.shape[0], D), dtype=dt)
+    np.multiply(X, signs[: X.shape[1]].astype(dt), out=buf[:, : X.shape[1]])
+    # np.take gathers columns ~5x faster than fancy indexing (same values)
+    out = np.take(_fwht_rows(buf, row_offset), P, axis=1)
+    out *= scale
     return out
 
 
@@ -214,12 +232,7 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
         return out
     X = np.asarray(X)
     if col_offset == 0 and w * 4 >= D and D <= 1 << 20:
-        buf = np.zeros((n, D), dtype=dt)
-        np.multiply(X, signs.astype(dt), out=buf[:, :w])
-        # np.take gathers columns ~5x faster than fancy indexing (same values)
-        out = np.take(_fwht_rows(buf, row_offset), P, axis=1)
-        out *= sc
-        return out
+        return _srht_dense(X, signs, P, D, sc, dt, row_offset)
     out = np.zeros((n, m), dtype=dt)
     # Per-row sums in a fixed column-tile order keep rows independent of the blocking.
     for t in range(0, w, _COL_TILE):
@@ -228,3 +241,61 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
         out += row_stable_matmul(np.ascontiguousarray(X[:, c], dtype=dt), Hc, row_offset)
     out *= sc
     return out
+
+
+def srht_operator(seed: int, m: int, s: int, purpose: str = "srht") -> tuple[np.ndarray, np.ndarray]:
+    """Signs and sampled coordinates of an SRHT from m to s coordinates, as arrays.
+
+    Parameters
+    ----------
+    seed : int
+    m : int
+        Input dimension (padded to the next power of two M).
+    s : int
+        Output dimension, ``1 <= s <= M``.
+    purpose : str
+        Key of the randomness (signs ``purpose + ".sign"``, coordinate
+        priorities ``purpose + ".index"``).
+
+    Returns
+    -------
+    signs : ndarray of shape (M,)
+        Rademacher diagonal D.
+    index : ndarray of shape (s,), int64
+        Sampled coordinates (without replacement, sorted): the s smallest of
+        per-coordinate hash priorities.
+    """
+    M = next_pow2(max(int(m), 1))
+    if not 1 <= s <= M:
+        raise ConfigError(f"srht_operator: output size {s} must be in [1, {M}] for m={m}.")
+    signs = _signs(int(seed), str(purpose) + ".sign", 0, M).copy()
+    index = np.sort(_coords(int(seed), str(purpose) + ".index", M, int(s), False))
+    return signs, index
+
+
+def srht_apply(Z: np.ndarray, signs: np.ndarray, index: np.ndarray, row_offset: int = 0) -> np.ndarray:
+    """``z ↦ √(M/s) (H D z)[index]`` for each row z of Z, H orthonormal (inner products kept
+    in expectation).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, m)
+    signs, index : from :func:`srht_operator`
+    row_offset : int
+        Global index of Z's first row (the result of a row is then bitwise the
+        same for any row blocking).
+
+    Returns
+    -------
+    ndarray of shape (n, s), float64
+
+    Notes
+    -----
+    One FWHT of the zero-padded rows (:func:`fwht`): O(n·M·log M) time and an
+    n × M float64 buffer.
+    """
+    M = signs.shape[0]
+    dt = np.dtype(np.float64)
+    # √(M/s) · 1/√M with the ±1 matrix H
+    return _srht_dense(np.asarray(Z, dtype=dt), np.asarray(signs), np.asarray(index), M,
+                       dt.type(1.0 / np.sqrt(len(index))), dt, row_offset)

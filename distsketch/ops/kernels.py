@@ -30,8 +30,13 @@ import numpy as np
 from distsketch.errors import ConfigError
 
 __all__ = [
+    "BOUNDED_KERNELS",
     "KERNELS",
+    "KERNEL_ALIASES",
+    "KERNEL_NAMES",
+    "PROJECTABLE_KERNELS",
     "SHIFT_INVARIANT",
+    "SHIFT_INVARIANT_NAMES",
     "kernel_diagonal",
     "kernel_function",
     "pairwise_kernel",
@@ -129,8 +134,20 @@ KERNELS: dict[str, tuple[KernelFn, tuple[str, ...]]] = {
     "arccos1": (_arccos1, ()),
     "ntk": (_ntk, ()),
 }
-_ALIASES = {"gaussian": "rbf", "poly": "polynomial", "cosine_arc0": "arccos0"}
+KERNEL_ALIASES = {"gaussian": "rbf", "poly": "polynomial", "cosine_arc0": "arccos0"}
+_ALIASES = KERNEL_ALIASES
+# The kernel names an estimator's ``kernel`` parameter accepts: every kernel above and
+# the scikit-learn spellings "gaussian" and "poly" ("cosine_arc0" resolves but is not
+# offered).
+KERNEL_NAMES = frozenset(KERNELS) | {"gaussian", "poly"}
 SHIFT_INVARIANT = frozenset({"rbf", "laplacian", "cauchy"})
+# names accepted where a shift-invariant kernel is needed (random Fourier features)
+SHIFT_INVARIANT_NAMES = SHIFT_INVARIANT | {"gaussian"}
+# kernels with |k(x, y)| <= 1 for all inputs (sparsification's quantisation level needs no pass)
+BOUNDED_KERNELS = frozenset({"rbf", "gaussian", "laplacian", "cauchy", "arccos0"})
+# kernels that depend on the data only through distances, inner products and norms, so a
+# random projection preserves them (the L1 laplacian kernel does not qualify)
+PROJECTABLE_KERNELS = KERNEL_NAMES - {"laplacian"}
 
 
 def resolve_kernel_params(

@@ -4,9 +4,44 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ROW_TILE", "row_stable_matmul"]
+__all__ = ["ROW_TILE", "fix_signs", "row_stable_matmul"]
 
 ROW_TILE = 256
+
+
+def fix_signs(V: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Flip each vector of V so that its largest-magnitude entry is positive.
+
+    Eigen- and singular vectors are defined up to sign; this convention makes
+    them a deterministic function of the matrix they come from.
+
+    Parameters
+    ----------
+    V : ndarray of shape (p, k)
+        The vectors.
+    axis : {0, 1}, default 0
+        The axis their entries run along: 0 when the vectors are the columns
+        (``eigh``'s layout), 1 when they are the rows (``components_``).
+
+    Returns
+    -------
+    ndarray of the shape and dtype of V
+        A new array; a vector whose entries are all zero is left as is, and of
+        entries tied in magnitude the first decides.
+    """
+    V = np.asarray(V)
+    if axis not in (0, 1) or V.ndim != 2:
+        raise ValueError(f"fix_signs: needs a 2-D array and axis 0 or 1; got shape {V.shape}, "
+                         f"axis={axis}.")
+    if V.size == 0:
+        return V.copy()
+    lead = np.argmax(np.abs(V), axis=axis)
+    if axis == 0:
+        signs = np.sign(V[lead, np.arange(V.shape[1])])
+    else:
+        signs = np.sign(V[np.arange(V.shape[0]), lead])
+    signs[signs == 0] = 1
+    return V * (signs[None, :] if axis == 0 else signs[:, None])
 
 
 def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,

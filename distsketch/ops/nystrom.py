@@ -35,7 +35,7 @@ import numpy as np
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.ops.kernels import kernel_function
-from distsketch.ops.linalg import ROW_TILE
+from distsketch.ops.linalg import ROW_TILE, fix_signs
 from distsketch.ops.random import random_rows
 
 __all__ = [
@@ -72,11 +72,7 @@ def _truncate(vals: np.ndarray, vecs: np.ndarray, rank: int | None,
     if rank is not None:
         r = min(r, int(rank))
     # fix the sign of every eigenvector so the map is a deterministic function of W
-    vecs = vecs[:, :r]
-    if r:
-        flip = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(r)])
-        vecs = vecs * np.where(flip == 0, 1.0, flip)[None, :]
-    return vals[:r], vecs
+    return vals[:r], fix_signs(vecs[:, :r], axis=0)
 
 
 @single_threaded_blas

@@ -30,14 +30,12 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.ops.kernels import PROJECTABLE_KERNELS
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows
 
 __all__ = ["PROJECTABLE_KERNELS", "jl_min_dim", "project", "projection_matrix"]
 
-# kernels that depend on the data only through distances, inner products and norms
-PROJECTABLE_KERNELS = frozenset(
-    {"rbf", "gaussian", "cauchy", "polynomial", "poly", "linear", "arccos0", "arccos1", "ntk"})
 
 
 def projection_matrix(seed: int, n_features: int, n_components: int, density: str = "dense",

@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 TILE_ROWS = 256
-_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def resolve_seed(random_state: int | np.random.Generator | np.random.RandomState | None) -> int:

@@ -10,9 +10,10 @@ size does not depend on the number of rows n:
   ``P = Z Zᵀ + λI`` (a Cholesky factor of ``ZᵀZ + λI``, i.e. the R of a QR
   of ``[Z; √λ I]``) and the Falkon-style Nyström factor;
 * the statistical dimension ``s_λ(K) = Σ σᵢ / (σᵢ + λ)`` and its estimate
-  from a row sample's spectrum;
-* an SRHT along the feature axis (fast Walsh–Hadamard), whose randomness is a
-  pure function of the seed.
+  from a row sample's spectrum.
+
+The SRHT along the feature axis lives with the Walsh–Hadamard transform in
+:mod:`distsketch.ops.hadamard` (``srht_operator``, ``srht_apply``).
 """
 
 from __future__ import annotations
@@ -22,16 +23,12 @@ import scipy.linalg as sla
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.ops.random import hash_sign, hash_uniform
 
 __all__ = [
     "centered_normal_equations",
     "estimate_statistical_dimension",
-    "fwht",
     "ridge_path",
     "solve_path_from_eigh",
-    "srht_apply",
-    "srht_operator",
     "statistical_dimension",
     "summary_sse",
     "woodbury_apply",
@@ -238,74 +235,3 @@ def estimate_statistical_dimension(Z_sample: np.ndarray, n_total: int, lam: floa
     G = Zs @ Zs.T if Zs.shape[0] < Zs.shape[1] else Zs.T @ Zs
     ev = np.linalg.eigvalsh(G) * (float(n_total) / Zs.shape[0])
     return statistical_dimension(ev, lam)
-
-
-def fwht(A: np.ndarray) -> np.ndarray:
-    """Orthonormal fast Walsh–Hadamard transform along the last axis (length 2^k).
-
-    Returns a new array ``A @ H / √M`` with H the Sylvester Hadamard matrix.
-    """
-    A = np.array(A, dtype=np.float64, copy=True)
-    M = A.shape[-1]
-    if M & (M - 1):
-        raise ConfigError(f"fwht: length {M} is not a power of two.")
-    lead = A.shape[:-1]
-    h = 1
-    while h < M:
-        B = A.reshape(*lead, M // (2 * h), 2, h)
-        a = B[..., 0, :].copy()
-        B[..., 0, :] += B[..., 1, :]
-        B[..., 1, :] = a - B[..., 1, :]
-        h *= 2
-    return A / np.sqrt(M)
-
-
-def srht_operator(seed: int, m: int, s: int, purpose: str = "srht") -> tuple[np.ndarray, np.ndarray]:
-    """Signs and sampled coordinates of an SRHT from m to s coordinates.
-
-    Parameters
-    ----------
-    seed : int
-    m : int
-        Input dimension (padded to the next power of two M).
-    s : int
-        Output dimension, ``1 ≤ s ≤ M``.
-    purpose : str
-        Key of the randomness.
-
-    Returns
-    -------
-    signs : ndarray of shape (M,)
-        Rademacher diagonal D.
-    index : ndarray of shape (s,), int64
-        Sampled coordinates (without replacement, sorted): the s smallest of
-        per-coordinate hash priorities.
-    """
-    M = 1 << max(0, int(np.ceil(np.log2(max(m, 1)))))
-    if not 1 <= s <= M:
-        raise ConfigError(f"srht_operator: output size {s} must be in [1, {M}] for m={m}.")
-    coords = np.arange(M, dtype=np.int64)
-    signs = hash_sign(seed, purpose + ".sign", coords)
-    prio = hash_uniform(seed, purpose + ".index", coords)
-    index = np.sort(np.argsort(prio, kind="stable")[:s]).astype(np.int64)
-    return signs, index
-
-
-def srht_apply(Z: np.ndarray, signs: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``z ↦ √(M/s) (H D z)[index]`` for each row z of Z (inner products kept in expectation).
-
-    Parameters
-    ----------
-    Z : ndarray of shape (n, m)
-    signs, index : from :func:`srht_operator`
-
-    Returns
-    -------
-    ndarray of shape (n, s), float64
-    """
-    M = signs.shape[0]
-    n, m = Z.shape
-    P = np.zeros((n, M))
-    P[:, :m] = Z
-    P *= signs[None, :]
-    return fwht(P)[:, index] * np.sqrt(M / len(index))

@@ -33,6 +33,7 @@ import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
+from distsketch.ops.kernels import BOUNDED_KERNELS
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [
@@ -48,8 +49,6 @@ __all__ = [
 ]
 
 CELL = 256
-# kernels with |k(x, y)| <= 1 for all inputs (the quantisation level b needs no pass)
-BOUNDED_KERNELS = frozenset({"rbf", "gaussian", "laplacian", "cauchy", "arccos0"})
 
 
 def kernel_bound(kernel: str | Callable) -> float | None:

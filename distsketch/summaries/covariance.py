@@ -7,17 +7,29 @@ from typing import Any
 import numpy as np
 
 from distsketch.summaries.base import Summary
+from distsketch.summaries.sums import SumMerge
 
-__all__ = ["Covariance"]
+__all__ = ["Covariance", "covariance_state"]
 
 
-class Covariance(Summary):
+def covariance_state(Z: np.ndarray, y: np.ndarray | None = None) -> dict:
+    """``{n, sum, ztz}`` of float64 rows Z (b × m) and, with targets y (b × t),
+    ``zty, ysum, yty``."""
+    state = {"n": Z.shape[0], "sum": Z.sum(axis=0), "ztz": Z.T @ Z}
+    if y is not None:
+        state["zty"] = Z.T @ y
+        state["ysum"] = y.sum(axis=0)
+        state["yty"] = y.T @ y
+    return state
+
+
+class Covariance(SumMerge, Summary):
     """Exact Gram/covariance summary of a (feature) matrix.
 
     ``chunk`` maps the block through ``transform(block, offset, *operands)``
     (identity by default), then returns ``{"n", "sum", "ztz"}`` and, when
-    ``with_targets`` is set, ``"zty"`` and ``"yty"`` from targets stored as the
-    last ``n_targets`` columns of the block.
+    ``n_targets > 0``, ``"zty"``, ``"ysum"`` and ``"yty"`` from targets stored
+    as the last ``n_targets`` columns of the block (:func:`covariance_state`).
 
     State size: m² + m(t + 1) float64 values; merge is exact (sums), hence
     associative and commutative up to floating-point rounding order.
@@ -33,16 +45,4 @@ class Covariance(Summary):
             block = block[:, : -self.n_targets]
         Z = block if self.transform is None else self.transform(block, row_offset, *operands)
         Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        state = {"n": Z.shape[0], "sum": Z.sum(axis=0), "ztz": Z.T @ Z}
-        if self.n_targets:
-            state["zty"] = Z.T @ y
-            state["ysum"] = y.sum(axis=0)
-            state["yty"] = y.T @ y
-        return state
-
-    def merge(self, states: list[dict]) -> dict:
-        out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in states[0].items()}
-        for s in states[1:]:
-            for k, v in s.items():
-                out[k] = out[k] + v
-        return out
+        return covariance_state(Z, y if self.n_targets else None)

@@ -18,11 +18,12 @@ from distsketch.blas import blas_single_thread
 from distsketch.errors import InputError
 from distsketch.ops.meka import nearest_centre
 from distsketch.summaries.base import Summary
+from distsketch.summaries.sums import SumMerge, sum_states
 
 __all__ = ["KMeansStats", "kmeans_on_sample", "lloyd_update"]
 
 
-class KMeansStats(Summary):
+class KMeansStats(SumMerge, Summary):
     """Per-centre sums, counts and inertia of one Lloyd assignment step.
 
     Parameters
@@ -52,14 +53,10 @@ class KMeansStats(Summary):
                 "inertia": float(dist.sum())}
 
     def merge(self, states: list[dict]) -> dict:
-        total = states[0]["sum"]
-        count = states[0]["count"]
-        for s in states[1:]:
-            # broadcasting lets the (c, 1) identity state meet any width d
-            total = total + s["sum"]
-            count = count + s["count"]
-        return {"sum": total, "count": count,
-                "inertia": float(sum(s["inertia"] for s in states))}
+        # broadcasting lets the (c, 1) identity state meet any width d
+        out = sum_states(states)
+        out["inertia"] = float(out["inertia"])
+        return out
 
     def empty(self, n_features: int = 1) -> dict:
         return {"sum": np.zeros((self.n_clusters, n_features)),

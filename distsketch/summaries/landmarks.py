@@ -72,19 +72,26 @@ class UniformLandmarks(Summary):
         Seed of the priorities.
     purpose : str
         Names the priority stream; different purposes give independent samples.
+    order : {"index", "priority"}, default "index"
+        Order of the rows ``finalize`` returns: by global row index, or by
+        priority (the order in which the reservoir ranks them).
 
     Notes
     -----
     State: k priorities, k global row indices and the k × d rows (float64), so
     O(k·d) whatever n; merge is exact and associative.  ``finalize`` returns
-    ``(index, rows)`` sorted by global row index; fewer than k rows are
-    returned when the array has fewer rows.
+    ``(index, rows)``; fewer than k rows are returned when the array has fewer
+    rows.
     """
 
-    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks"):
+    def __init__(self, n_samples: int, seed: int, purpose: str = "landmarks",
+                 order: str = "index"):
+        if order not in ("index", "priority"):
+            raise ValueError(f"UniformLandmarks: order must be 'index' or 'priority', got {order!r}.")
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.purpose = str(purpose)
+        self.order = order
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         b = block.shape[0]
@@ -117,6 +124,9 @@ class UniformLandmarks(Summary):
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
         valid = state["index"] != _NO_INDEX
         idx = state["index"][valid]
+        if self.order == "priority":
+            # the reservoir is kept in (priority, index) order, unused slots last
+            return idx, state["rows"][valid]
         order = np.argsort(idx, kind="stable")
         return idx[order], state["rows"][valid][order]
 

@@ -23,11 +23,12 @@ from distsketch import (
     load,
 )
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.ridge import RidgeSummary, _cov_state
+from distsketch.estimators.ridge import RidgeSummary
 from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import statistical_dimension
+from distsketch.summaries.covariance import covariance_state
 
 
 class ExplicitPoly2(RowMapTransformer):
@@ -175,7 +176,7 @@ def test_cv_fold_summaries_equal_summaries_of_fold_rows():
     Z = feats.transform(X)
     assert sum(s["n"] for s in merged) == 100
     for f in range(4):
-        ref = _cov_state(Z[fold == f], y[fold == f])
+        ref = covariance_state(Z[fold == f], y[fold == f])
         for key, val in ref.items():
             np.testing.assert_allclose(merged[f][key], val, rtol=1e-10, atol=1e-12)
 

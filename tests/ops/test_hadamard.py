@@ -11,8 +11,11 @@ from distsketch.ops.hadamard import (
     hadamard_entries,
     next_pow2,
     srht,
+    srht_apply,
     srht_coordinates,
+    srht_operator,
 )
+from distsketch.ops.random import hash_sign, hash_uniform
 
 
 @pytest.mark.parametrize("D", [1, 2, 8, 64, 256])
@@ -68,3 +71,36 @@ def test_srht_norm_unbiased():
 def test_srht_size_error():
     with pytest.raises(ConfigError, match="exceeds the padded dimension"):
         srht_coordinates(0, "s", 16, 17)
+
+
+def test_srht_operator_is_the_hashed_signs_and_bottom_s_coordinates():
+    signs, idx = srht_operator(7, 100, 40, "p")
+    assert signs.shape == (128,) and signs.flags.writeable
+    np.testing.assert_array_equal(signs, hash_sign(7, "p.sign", np.arange(128)))
+    pri = hash_uniform(7, "p.index", np.arange(128))
+    np.testing.assert_array_equal(idx, np.sort(np.argsort(pri, kind="stable")[:40]))
+    s2, _ = srht_operator(7, 100, 128, "p")
+    np.testing.assert_array_equal(s2, signs)
+    with pytest.raises(ConfigError):
+        srht_operator(7, 100, 200)
+
+
+def test_srht_apply_is_the_orthonormal_hadamard_map():
+    H = scipy.linalg.hadamard(128) / np.sqrt(128)
+    signs, idx = srht_operator(7, 100, 40)
+    Z = np.random.default_rng(5).normal(size=(6, 100))
+    P = np.zeros((6, 128))
+    P[:, :100] = Z * signs[:100]
+    np.testing.assert_allclose(srht_apply(Z, signs, idx), (P @ H)[:, idx] * np.sqrt(128 / 40),
+                               rtol=1e-12, atol=1e-12)
+    full_signs, full_idx = srht_operator(7, 100, 128)
+    full = srht_apply(Z, full_signs, full_idx)  # s = M: an orthogonal map, inner products exact
+    np.testing.assert_allclose(full @ full.T, Z @ Z.T, rtol=1e-10, atol=1e-10)
+
+
+def test_srht_apply_rows_do_not_depend_on_the_blocking():
+    signs, idx = srht_operator(3, 1000, 300)
+    Z = np.random.default_rng(6).normal(size=(700, 1000))
+    whole = srht_apply(Z, signs, idx)
+    parts = np.vstack([srht_apply(Z[a:a + 123], signs, idx, row_offset=a) for a in range(0, 700, 123)])
+    np.testing.assert_array_equal(parts, whole)

@@ -61,3 +61,35 @@ def test_parameter_errors():
     with pytest.raises(ConfigError, match="gamma must be > 0"):
         resolve_kernel_params("rbf", 3, gamma=-1.0)
     assert resolve_kernel_params("gaussian", 4)[1] == {"gamma": 0.25}
+
+
+def test_kernel_name_sets():
+    from distsketch.ops.kernels import (
+        BOUNDED_KERNELS,
+        KERNEL_ALIASES,
+        KERNEL_NAMES,
+        KERNELS,
+        PROJECTABLE_KERNELS,
+        SHIFT_INVARIANT_NAMES,
+    )
+
+    every = {"rbf", "laplacian", "cauchy", "polynomial", "linear", "arccos0", "arccos1", "ntk"}
+    assert set(KERNELS) == every
+    assert KERNEL_NAMES == every | {"gaussian", "poly"}
+    assert SHIFT_INVARIANT_NAMES == {"rbf", "gaussian", "laplacian", "cauchy"}
+    assert BOUNDED_KERNELS == {"rbf", "gaussian", "laplacian", "cauchy", "arccos0"}
+    assert PROJECTABLE_KERNELS == KERNEL_NAMES - {"laplacian"}
+    # every accepted name resolves to a kernel
+    assert {KERNEL_ALIASES.get(k, k) for k in KERNEL_NAMES} == every
+
+
+def test_estimators_accept_the_shared_kernel_names():
+    from distsketch.estimators.meka import MEKA
+    from distsketch.estimators.nystrom import NystromFeatures, NystromKernelPCA
+    from distsketch.estimators.rff import RandomFourierFeatures
+    from distsketch.ops.kernels import KERNEL_NAMES, SHIFT_INVARIANT_NAMES
+
+    for cls in (MEKA, NystromKernelPCA):
+        assert cls._parameter_constraints["kernel"][0].values == KERNEL_NAMES
+    assert NystromFeatures._parameter_constraints["kernel"][0].values == KERNEL_NAMES | {"precomputed"}
+    assert RandomFourierFeatures._parameter_constraints["kernel"][0].values == SHIFT_INVARIANT_NAMES

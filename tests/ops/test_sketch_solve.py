@@ -8,11 +8,8 @@ from distsketch.errors import ConfigError
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
     estimate_statistical_dimension,
-    fwht,
     nystrom_factor,
     ridge_path,
-    srht_apply,
-    srht_operator,
     statistical_dimension,
     summary_sse,
     woodbury_apply,
@@ -85,18 +82,3 @@ def test_statistical_dimension_estimate():
     est = estimate_statistical_dimension(Z[::8], Z.shape[0], lam)
     # a 1/8 sample: eigenvalues within ~ sqrt(m/n_s) relative error; s_λ moves less than that
     assert abs(est - exact) <= 0.15 * exact
-
-
-def test_fwht_is_orthonormal_hadamard_and_srht_preserves_norms():
-    H = sla.hadamard(16) / 4.0
-    A = np.random.default_rng(4).normal(size=(3, 16))
-    np.testing.assert_allclose(fwht(A), A @ H, atol=1e-12)
-    signs, idx = srht_operator(7, 100, 128)
-    assert len(idx) == 128 and np.all(np.diff(idx) > 0)
-    Z = np.random.default_rng(5).normal(size=(4, 100))
-    full = srht_apply(Z, signs, idx)  # s = M: an orthogonal map, inner products exact
-    np.testing.assert_allclose(full @ full.T, Z @ Z.T, rtol=1e-10, atol=1e-10)
-    s2, i2 = srht_operator(7, 100, 40)
-    assert np.array_equal(s2, signs) and set(i2) <= set(range(128))
-    with pytest.raises(ConfigError):
-        srht_operator(7, 100, 200)

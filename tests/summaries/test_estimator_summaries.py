@@ -9,8 +9,8 @@ from distsketch.estimators.dot_product import _ColumnSum, _GaussianStats, _MaxRo
 from distsketch.estimators.kspace import KSpaceKernelPCA, _FactorCross, _SketchGram
 from distsketch.estimators.meka import _Projection
 from distsketch.estimators.polynomial import TensorSketch
-from distsketch.estimators.ridge import RidgeSummary, _BottomKRows
-from distsketch.estimators.solver import _CrossProduct, _UniformRows
+from distsketch.estimators.ridge import RidgeSummary
+from distsketch.estimators.solver import _CrossProduct
 from distsketch.estimators.sparsified import _StripSummary
 from distsketch.estimators.streaming_kpca import _MAP_ROWS, _BlockedCovariance, _RFFRows
 from distsketch.ops.meka import project_block
@@ -141,7 +141,7 @@ class TestBlockedCovariance(MergeableSummaryTests):
     W, b = rff_operator(9, "rbf", 0.4, 3, 16)
 
     def make_summary(self):
-        return _BlockedCovariance(transform=_RFFRows(0))
+        return _BlockedCovariance(transform=_RFFRows())
 
     def operands(self):
         return (self.W, self.b)
@@ -158,22 +158,6 @@ class TestBlockedCovariance(MergeableSummaryTests):
 
 
 # ---------------------------------------------------------------------- solver
-
-class TestUniformRows(MergeableSummaryTests):
-    has_identity = False
-
-    def make_summary(self):
-        return _UniformRows(12, 3, "solver.landmarks")
-
-    def make_data(self, rng):
-        return rng.normal(size=(100, 3))
-
-    def test_keeps_k_rows_in_priority_order(self):
-        X = self._data()
-        st = self.make_summary().chunk(X, 0)
-        assert st["rows"].shape == (12, 3) and np.all(np.diff(st["prio"]) >= 0)
-        np.testing.assert_array_equal(st["rows"], X[st["index"]])
-
 
 class TestCrossProduct(MergeableSummaryTests):
     has_identity = False
@@ -225,27 +209,6 @@ class TestRidgeSummaryFolds(TestRidgeSummary):
     """Cross-validation folds chosen by hash(seed, global row): still chunking-independent."""
 
     n_folds = 3
-
-
-class TestBottomKRows(MergeableSummaryTests):
-    has_identity = False
-
-    def make_summary(self):
-        return _BottomKRows(10, 5)
-
-    def make_data(self, rng):
-        return rng.normal(size=(95, 3))
-
-    def test_keeps_k_smallest_priorities(self):
-        st = self.make_summary().chunk(self._data(), 0)
-        assert st["rows"].shape == (10, 3) and np.all(np.diff(st["prio"]) >= 0)
-
-
-# ------------------------------------------------------------------ sparsified
-
-def _sorted_coo(state):
-    order = np.lexsort((state["cols"], state["rows"]))
-    return {k: state[k][order] for k in ("rows", "cols", "vals")}
 
 
 class TestStripSummary(MergeableSummaryTests):
