@@ -148,7 +148,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         R⁻¹·W: ``transform(X) = sketch_S_.transform(X) @ projection_``.
     singular_values_ : ndarray of shape (k,)
         Top singular values of Uᵀφ(A)T (estimates of those of φ(A)).
-    n_samples_fit_ : int
+    n_samples_seen_ : int
+        Rows the mapping was fitted on (``sample`` of them when set).
     landmarks_ : ndarray of shape (l, d)
         R (with ``n_landmarks``).
     factor_ : ndarray of shape (k, l)
@@ -259,7 +260,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         P *= np.sign(P[np.argmax(np.abs(P), axis=0), np.arange(k)])
         self.projection_ = P
         self.singular_values_ = sig[:k]
-        self.n_samples_fit_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         if self.n_landmarks is not None:
             self._fit_factorisation(A, seed)
         return self

@@ -154,6 +154,8 @@ class NystromFeatures(RowMapTransformer):
     eigenvalues_ : ndarray of shape (r,)
         Kept eigenvalues of W (standard and randomized variants).
     kernel_params_ : dict
+    n_samples_seen_ : int
+        Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -251,13 +253,13 @@ class NystromFeatures(RowMapTransformer):
             W = pairwise_kernel(self.landmarks_, None, name, **params)
         with blas_single_thread():
             self._fit_map(W, seed)
-        self.n_rows_seen_ = int(X.shape[0])
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
 
-        The rows of X are numbered after the ``n_rows_seen_`` rows already seen;
+        The rows of X are numbered after the ``n_samples_seen_`` rows already seen;
         the bottom-k reservoir of the new rows is merged with the stored sample,
         so the result equals ``fit`` on all rows at once.  Only
         ``landmarks="uniform"`` is mergeable this way.
@@ -280,14 +282,14 @@ class NystromFeatures(RowMapTransformer):
         X = self._check_input(X, reset=False, allow_sparse=True)
         previous = (self.landmark_indices_, self.landmarks_)
         idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
-                                     row_base=self.n_rows_seen_, previous=previous)
+                                     row_base=self.n_samples_seen_, previous=previous)
         self.landmark_indices_, self.landmarks_ = idx, rows
         name, _ = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
                                         self.coef0)
         W = pairwise_kernel(rows, None, name, **self.kernel_params_)
         with blas_single_thread():
             self._fit_map(W, self.seed_)
-        self.n_rows_seen_ += int(X.shape[0])
+        self.n_samples_seen_ += int(X.shape[0])
         return self
 
     def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
@@ -385,7 +387,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         ZᵀZ over all rows seen (the mergeable state of ``partial_fit``).
     feature_sum_ : ndarray of shape (r,)
         Column sums of Z over all rows seen.
-    n_rows_seen_, n_features_in_ : int
+    n_samples_seen_, n_features_in_ : int
 
     Notes
     -----
@@ -450,7 +452,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         with blas_single_thread():
             self.normalization_, _ = inv_sqrt_map(W)
         state = self._gram_state(X)
-        self.gram_, self.feature_sum_, self.n_rows_seen_ = state["ztz"], state["sum"], int(state["n"])
+        self.gram_, self.feature_sum_, self.n_samples_seen_ = state["ztz"], state["sum"], int(state["n"])
         self._solve()
         return self
 
@@ -481,7 +483,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         state = self._gram_state(X)
         self.gram_ = self.gram_ + state["ztz"]
         self.feature_sum_ = self.feature_sum_ + state["sum"]
-        self.n_rows_seen_ += int(state["n"])
+        self.n_samples_seen_ += int(state["n"])
         self._solve()
         return self
 
@@ -496,7 +498,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _solve(self) -> None:
         r = self.normalization_.shape[1]
-        n = self.n_rows_seen_
+        n = self.n_samples_seen_
         self.mean_ = self.feature_sum_ / n if self.center else np.zeros(r)
         C = self.gram_ - n * np.outer(self.mean_, self.mean_)
         with blas_single_thread():

@@ -30,7 +30,7 @@ class _RFFRows:
     """Picklable row map z(x) for the summaries.
 
     ``base`` is the global index of the first row of the data being reduced:
-    ``partial_fit`` numbers new rows after the ``n_rows_seen_`` rows already
+    ``partial_fit`` numbers new rows after the ``n_samples_seen_`` rows already
     seen, so every row meets the same row-stable GEMM tiling as in ``fit`` on
     the concatenation and gets bitwise the same features.
     """
@@ -146,7 +146,8 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         Column sums of Z ("rnca" only).
     sq_frobenius_ : float
         ‖Z‖_F².
-    n_rows_seen_ : int
+    n_samples_seen_ : int
+        Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_ : int
     seed_ : int
     fingerprint_ : dict
@@ -243,7 +244,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
-        self.n_rows_seen_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         if self.method == "fd":
             self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
             self.shrinkage_ = float(state["shrinkage"])
@@ -256,13 +257,13 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             Vt, s = _eig_components(self.covariance_)
         self.components_ = np.ascontiguousarray(Vt[:k])
         self.singular_values_ = s
-        self.explained_variance_ = s[:k] ** 2 / max(1, self.n_rows_seen_)
+        self.explained_variance_ = s[:k] ** 2 / max(1, self.n_samples_seen_)
 
     def _state(self) -> dict:
         if self.method == "fd":
-            return {"sketch": self.sketch_, "n": self.n_rows_seen_,
+            return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                     "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
-        return {"n": self.n_rows_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
+        return {"n": self.n_samples_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
 
     # --------------------------------------------------------------------- API
     def fit(self, X: Any, y: Any = None) -> StreamingKernelPCA:
@@ -315,7 +316,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             return self.fit(X)
         self._check_params()
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._reduce(X, base=self.n_rows_seen_)
+        new = self._reduce(X, base=self.n_samples_seen_)
         self._set_state(self._summary().merge([self._state(), new]))
         return self
 

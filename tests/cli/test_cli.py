@@ -52,7 +52,7 @@ def test_pipeline_ingest_fit_transform_evaluate(data):
     assert "fitted StreamingKernelPCA on 3000 rows" in res.stdout
     assert "gamma =" in res.stderr and "fitting StreamingKernelPCA" in res.stderr
     model = load(d / "model.zarr")
-    assert isinstance(model, StreamingKernelPCA) and model.n_rows_seen_ == 3000
+    assert isinstance(model, StreamingKernelPCA) and model.n_samples_seen_ == 3000
     assert model.components_.shape == (3, 128) and model.seed_ == 4
     info = zarr.open_group(str(d / "model.zarr")).attrs["info"]
     assert info["input_fingerprint"]["shape"] == [3000, 8]

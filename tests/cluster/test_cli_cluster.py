@@ -117,7 +117,7 @@ def test_fit_command_through_scheduler_file(tmp_path, dask_cluster):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "connected to Dask at tcp://127.0.0.1:" in proc.stderr
-    assert distsketch.load(model).n_rows_seen_ == 2000
+    assert distsketch.load(model).n_samples_seen_ == 2000
 
 
 def test_unreachable_scheduler_is_a_clear_error_in_bounded_time(tmp_path):

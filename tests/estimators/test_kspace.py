@@ -53,7 +53,7 @@ def test_embedding_is_orthonormal_and_chunking_invariant():
 
 def test_sampled_fit_applies_to_all_rows():
     est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
-    assert est.n_samples_fit_ == 120
+    assert est.n_samples_seen_ == 120
     V = est.transform(A)
     Q, _ = np.linalg.qr(V)
     # subspace found on half the rows still captures φ(A) well (Table 1's sampled column)

@@ -120,7 +120,7 @@ def test_partial_fit_rnca_equals_fit_on_concatenation(noisy):
     inc = StreamingKernelPCA(**kw)
     for lo in range(0, 3000, 1100):
         inc.partial_fit(noisy[lo: lo + 1100])
-    assert inc.n_rows_seen_ == full.n_rows_seen_ == 3000
+    assert inc.n_samples_seen_ == full.n_samples_seen_ == 3000
     np.testing.assert_allclose(inc.covariance_, full.covariance_, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(inc.feature_sum_, full.feature_sum_, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(inc.explained_variance_, full.explained_variance_, rtol=1e-9)
@@ -132,7 +132,7 @@ def test_partial_fit_fd_keeps_guarantee_on_all_rows(noisy):
     inc = StreamingKernelPCA(n_components=4, n_features=64, sketch_size=10, random_state=3)
     for lo in range(0, 3000, 900):
         inc.partial_fit(da.from_array(noisy[lo: lo + 900], chunks=(400, 20)))
-    assert inc.n_rows_seen_ == 3000
+    assert inc.n_samples_seen_ == 3000
     _fd_check(_Z(inc, noisy), inc)
 
 
@@ -225,7 +225,7 @@ def test_save_load_round_trip(tmp_path, noisy, method):
     back.partial_fit(noisy[2000:])
     model.partial_fit(noisy[2000:])
     np.testing.assert_array_equal(back.components_, model.components_)
-    assert back.n_rows_seen_ == 3000
+    assert back.n_samples_seen_ == 3000
 
 
 def test_errors(noisy):

@@ -168,7 +168,7 @@ def test_skpca_save_load_round_trip(tmp_path):
     back = load(save_model(model, tmp_path / "m.zarr", extra={"input": "memory"}))
     np.testing.assert_array_equal(back.components_, model.components_)
     np.testing.assert_array_equal(back.transform(X), model.transform(X))
-    assert back.n_rows_seen_ == 300
+    assert back.n_samples_seen_ == 300
     assert zarr.open_group(str(tmp_path / "m.zarr")).attrs["info"]["input"] == "memory"
 
 

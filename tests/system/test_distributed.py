@@ -163,7 +163,7 @@ def test_out_of_core_larger_than_worker_memory(tmp_path, process_cluster):
                 stack.enter_context(m)
             model = StreamingKernelPCA(n_components=2, n_features=16, sketch_size=4,
                                        gamma=1.0 / d, random_state=0).fit(X)
-    assert model.n_rows_seen_ == n  # every row went through the sketch
+    assert model.n_samples_seen_ == n  # every row went through the sketch
     # RFF rows have squared norm about 1, so ||Z||_F^2 is about n
     assert 0.8 * n < model.sq_frobenius_ < 1.2 * n
     for m in monitors:
