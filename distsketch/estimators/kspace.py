@@ -144,8 +144,9 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
-    projection_ : ndarray of shape (m, k)
-        R⁻¹·W: ``transform(X) = sketch_S_.transform(X) @ projection_``.
+    components_ : ndarray of shape (n_components, m)
+        (R⁻¹·W)ᵀ, the principal directions in the m-dimensional sketch
+        space of S: ``transform(X) = sketch_S_.transform(X) @ components_.T``.
     singular_values_ : ndarray of shape (k,)
         Top singular values of Uᵀφ(A)T (estimates of those of φ(A)).
     n_samples_seen_ : int
@@ -258,7 +259,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         # fix the sign of each component (largest entry positive) so that fits on
         # differently chunked data give the same embedding, not a sign flip of it
         P *= np.sign(P[np.argmax(np.abs(P), axis=0), np.arange(k)])
-        self.projection_ = P
+        self.components_ = np.ascontiguousarray(P.T)
         self.singular_values_ = sig[:k]
         self.n_samples_seen_ = int(state["n"])
         if self.n_landmarks is not None:
@@ -267,7 +268,11 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _embed_block(self, block: Any, row_offset: int) -> np.ndarray:
         Z = np.asarray(self.sketch_S_._map_block(block, row_offset), dtype=np.float64)
-        return row_stable_matmul(Z, self.projection_, row_offset)
+        return row_stable_matmul(Z, self._projection(), row_offset)
+
+    def _projection(self) -> np.ndarray:
+        # the C-ordered (m, k) matrix R⁻¹·W: GEMM rounds as it did when it was stored so
+        return np.ascontiguousarray(self.components_.T)
 
     def _fit_factorisation(self, A: Any, seed: int) -> None:
         _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
@@ -289,8 +294,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         ndarray or dask array of shape (n_samples, n_components)
         """
-        self._check_is_fitted("projection_")
-        return _apply_affine(self.sketch_S_.transform(X), self.projection_)
+        self._check_is_fitted("components_")
+        return _apply_affine(self.sketch_S_.transform(X), self._projection())
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         return self.fit(X).transform(X)
@@ -300,7 +305,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
 
         f(x) = K(x, R) Uᵀ (U K(R, R) Uᵀ)^{-1/2}; requires ``n_landmarks``.
         """
-        self._check_is_fitted("projection_")
+        self._check_is_fitted("components_")
         if not hasattr(self, "factor_"):
             raise NotFittedError("KSpaceKernelPCA.kernel_approx needs Theorem 7's factorisation: "
                                  "set n_landmarks (e.g. 4 * n_components) and fit again.")

@@ -378,8 +378,10 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     landmarks_ : ndarray of shape (c, d)
     normalization_ : ndarray of shape (c, r)
-    components_ : ndarray of shape (r, k)
-        Eigenvectors of ZᵀZ (columns).
+    components_ : ndarray of shape (n_components, r)
+        Top eigenvectors of the (centred) ZᵀZ, one per row: the principal
+        directions in the r-dimensional Nyström feature space, so that
+        ``transform(X) = (z(X) - mean_) @ components_.T``.
     eigenvalues_ : ndarray of shape (k,)
         Eigenvalues of G̃ (of the centred G̃ when ``center``).
     mean_ : ndarray of shape (r,)
@@ -508,10 +510,13 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         V = vecs[:, order]
         V = V * np.where(np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]) < 0,
                          -1.0, 1.0)[None, :]
-        self.components_ = V
+        self.components_ = np.ascontiguousarray(V.T)
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.normalization_ @ self.components_, self.mean_ @ self.components_
+        # the transposed view of the C-ordered rows is the column-major (r, k) eigenvector
+        # matrix that eigh returns, so the products round as they always have
+        V = np.ascontiguousarray(self.components_).T
+        return self.normalization_ @ V, self.mean_ @ V
 
     def transform(self, X: Any) -> Any:
         """Project rows onto the top kernel principal components.

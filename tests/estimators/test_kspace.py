@@ -48,7 +48,7 @@ def test_embedding_is_orthonormal_and_chunking_invariant():
     np.testing.assert_array_equal(Vd.compute(), V)
     est2 = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
         da.from_array(A, chunks=(50, 4)))
-    np.testing.assert_allclose(est2.projection_, est.projection_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(est2.components_, est.components_, rtol=1e-8, atol=1e-10)
 
 
 def test_sampled_fit_applies_to_all_rows():

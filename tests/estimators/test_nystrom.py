@@ -182,7 +182,7 @@ def test_kpca_partial_fit_folds_rows_with_fixed_landmarks(center, tmp_path):
     mu = Z.mean(axis=0) if center else np.zeros(Z.shape[1])
     vals, vecs = np.linalg.eigh((Z - mu).T @ (Z - mu))
     np.testing.assert_allclose(inc.eigenvalues_, vals[::-1][:4], rtol=1e-9)
-    np.testing.assert_allclose(np.abs(inc.components_), np.abs(vecs[:, ::-1][:, :4]), atol=1e-8)
+    np.testing.assert_allclose(np.abs(inc.components_), np.abs(vecs[:, ::-1][:, :4].T), atol=1e-8)
     np.testing.assert_allclose(np.abs(inc.transform(Xc)), np.abs((pairwise_kernel(Xc, L, "rbf", gamma=0.4)
                                                                  @ N - mu) @ vecs[:, ::-1][:, :4]),
                                atol=1e-8)
