@@ -78,7 +78,7 @@ def _spec(tmp: Path, out: str, cluster: str) -> Path:
         arr[...] = X
     cfg = {"input": str(tmp / "X.zarr"), "seed": 1, "segment_rows": 1000, "block_rows": 250,
            "method": {"name": "StreamingKernelPCA", "params": {
-               "n_components": 3, "n_features": 64, "sketch_size": 16, "gamma": 0.2}},
+               "n_components": 3, "n_random_features": 64, "sketch_size": 16, "gamma": 0.2}},
            "outputs": {"dir": str(tmp / out)}, "cluster": cluster,
            "report": {"kernel_error": False, "png": False}}
     p = tmp / f"{out}.yaml"

@@ -29,7 +29,7 @@ CASES = [
      ("check_dont_overwrite_parameters", "check_methods_sample_order_invariance",
       "check_methods_subset_invariance", "check_fit2d_1sample", "check_fit2d_1feature",
       "check_fit2d_predict1d")),
-    (ds.StreamingKernelPCA(n_components=2, n_features=32, sketch_size=8, random_state=0), ()),
+    (ds.StreamingKernelPCA(n_components=2, n_random_features=32, sketch_size=8, random_state=0), ()),
     (ds.NystromFeatures(n_components=5, random_state=0), ()),
     (ds.NystromKernelPCA(n_components=2, n_landmarks=10, random_state=0), ()),
     (ds.MEKA(n_clusters=2, rank=2, random_state=0), ()),
