@@ -38,7 +38,7 @@ from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
-from distsketch.validation import Interval, Options, check_targets, is_dask
+from distsketch.validation import Interval, check_targets, is_dask
 
 __all__ = ["KSpaceKernelPCA", "KernelPCR"]
 
@@ -320,9 +320,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
 
     k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)
     approximation of φ(A); the coefficients solve min_x ‖V x − b‖ (plus an
-    optional ridge α‖x‖² and an intercept).  Classification is one-vs-rest
-    regression on ±1 targets (regularised least-squares classification,
-    RLSC), predicting the class of largest score.
+    optional ridge α‖x‖² and an intercept).  For classification use
+    :class:`~distsketch.estimators.kspace_classifier.KernelPCRClassifier`.
 
     Parameters
     ----------
@@ -333,7 +332,6 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
     fit_intercept : bool, default True
-    task : {"regression", "classification"}, default "regression"
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
     split_every : int, default 8
@@ -344,8 +342,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     kspace_ : KSpaceKernelPCA
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
-    classes_ : ndarray (classification only)
-    single_target_ : bool (regression only)
+    single_target_ : bool
         y was 1-D (``predict`` then returns shape (n_samples,)).
     n_features_in_ : int
 
@@ -365,9 +362,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     >>> import numpy as np
     >>> from distsketch import KernelPCR
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    >>> clf = KernelPCR(n_components=10, degree=2, task="classification", random_state=0).fit(X, y)
-    >>> clf.predict(X[:3]).shape
+    >>> X = rng.normal(size=(300, 4)); y = X[:, 0] * X[:, 1]
+    >>> pcr = KernelPCR(n_components=10, degree=2, random_state=0).fit(X, y)
+    >>> pcr.predict(X[:3]).shape
     (3,)
     """
 
@@ -377,13 +374,12 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         **KSpaceKernelPCA._parameter_constraints,
         "alpha": [Interval(float, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "task": [Options({"regression", "classification"})],
     }
 
     def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float = 1.0,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
-                 task: str = "regression", n_landmarks: int | None = None, split_every: int = 8,
+                 n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
         self.n_components = n_components
         self.degree = degree
@@ -394,25 +390,17 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.sample = sample
         self.alpha = alpha
         self.fit_intercept = fit_intercept
-        self.task = task
         self.n_landmarks = n_landmarks
         self.split_every = split_every
         self.random_state = random_state
 
     def _targets(self, y: Any, n: int) -> np.ndarray:
+        """The (n, n_targets) float64 matrix the least squares fit."""
         y = check_targets(y, n)
         if is_dask(y):
             from distsketch.estimators.base import to_numpy
 
             y = to_numpy(y)
-        if self.task == "classification":
-            self.classes_, codes = np.unique(np.asarray(y).ravel(), return_inverse=True)
-            if self.classes_.size < 2:
-                raise InputError(f"KernelPCR: classification needs at least 2 classes; y has "
-                                 f"{self.classes_.size}.")
-            Y = -np.ones((n, self.classes_.size))
-            Y[np.arange(n), codes] = 1.0
-            return Y
         y = np.asarray(y, dtype=np.float64)
         self.single_target_ = y.ndim == 1
         return y.reshape(n, -1)
@@ -424,7 +412,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         ----------
         X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
         y : array_like of shape (n_samples,) or (n_samples, n_targets)
-            Real targets, or class labels when ``task="classification"``.
+            Real targets.
 
         Returns
         -------
@@ -459,37 +447,29 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
         return self
 
-    def decision_function(self, X: Any) -> Any:
-        """Scores V(X)·coef + intercept: shape (n_samples, n_targets or n_classes)."""
+    def _decision(self, X: Any) -> Any:
+        # V(X)·coef + intercept, shape (n_samples, n_targets)
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False, allow_sparse=True)
         return _apply_affine(self.kspace_.transform(X), self.coef_, self.intercept_)
 
     def predict(self, X: Any) -> Any:
-        """Predicted targets, or class labels for ``task="classification"``.
+        """Predicted targets.
 
         Returns
         -------
         ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
         """
-        S = self.decision_function(X)
-        if self.task == "classification":
-            idx = S.argmax(axis=1)
-            return self.classes_[idx] if not is_dask(idx) else idx.map_blocks(
-                lambda i: self.classes_[i], dtype=self.classes_.dtype)
+        S = self._decision(X)
         return S[:, 0] if getattr(self, "single_target_", False) else S
 
     def score(self, X: Any, y: Any) -> float:
-        """Accuracy (classification) or the coefficient of determination R² (regression)."""
-        from sklearn.metrics import accuracy_score, r2_score
+        """The coefficient of determination R²."""
+        from sklearn.metrics import r2_score
 
         from distsketch.estimators.base import to_numpy
 
-        pred = to_numpy(self.predict(X))
-        yt = to_numpy(y)
-        if self.task == "classification":
-            return float(accuracy_score(yt, pred))
-        return float(r2_score(yt, pred))
+        return float(r2_score(to_numpy(y), to_numpy(self.predict(X))))
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """Kernel approximation of the underlying k-Space model (needs ``n_landmarks``)."""
