@@ -178,7 +178,7 @@ def main() -> None:
                 _, t_map, mem_map = timed(
                     lambda mapped=mapped: compute(mapped.sum(), progress=False))
                 model, t_fit, mem_fit = timed(lambda X=X: StreamingKernelPCA(
-                    n_components=k, n_features=m, sketch_size=ell, gamma=gamma,
+                    n_components=k, n_random_features=m, sketch_size=ell, gamma=gamma,
                     random_state=0).fit(X))
                 err = kernel_errors(X, model, "rbf", gamma=gamma, n_sample=2000)
                 if n in sizes:

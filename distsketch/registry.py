@@ -53,6 +53,7 @@ ESTIMATORS: Mapping[str, str] = MappingProxyType({
     "DotProductKernelSketch": "distsketch.estimators.dot_product",
     "KSpaceKernelPCA": "distsketch.estimators.kspace",
     "KernelPCR": "distsketch.estimators.kspace",
+    "KernelPCRClassifier": "distsketch.estimators.kspace_classifier",
     # Nystrom family and MEKA
     "NystromFeatures": "distsketch.estimators.nystrom",
     "NystromKernelPCA": "distsketch.estimators.nystrom",

@@ -31,9 +31,9 @@ Y = np.sin(X[:, 0]) + 0.1 * RNG.normal(size=900)
 
 def _models():
     return {
-        "skpca-rnca": (lambda: StreamingKernelPCA(method="rnca", n_components=5, n_features=384,
+        "skpca-rnca": (lambda: StreamingKernelPCA(method="rnca", n_components=5, n_random_features=384,
                                                   gamma=0.1, random_state=0), False),
-        "skpca-fd": (lambda: StreamingKernelPCA(n_components=5, n_features=384, sketch_size=32,
+        "skpca-fd": (lambda: StreamingKernelPCA(n_components=5, n_random_features=384, sketch_size=32,
                                                 gamma=0.1, random_state=0), False),
         "nystrom-kpca": (lambda: NystromKernelPCA(n_components=5, n_landmarks=300, gamma=0.1,
                                                   random_state=0), False),
@@ -73,7 +73,7 @@ def test_data_generation_and_error_metrics_independent_of_blas_threads(monkeypat
         monkeypatch.setattr(blas_control, "_PINNED", False)
         with threadpool_limits(limits=threads):
             A = np.asarray(random_noisy(600, 300, signal_dim=50, random_state=1))
-            model = StreamingKernelPCA(method="rnca", n_components=5, n_features=256, gamma=0.01,
+            model = StreamingKernelPCA(method="rnca", n_components=5, n_random_features=256, gamma=0.01,
                                        random_state=0).fit(A)
             out[threads] = (A, kernel_errors(A, model, gamma=0.01, n_sample=None))
     np.testing.assert_array_equal(out[1][0], out[2][0])

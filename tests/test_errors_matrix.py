@@ -30,12 +30,12 @@ pytestmark = [pytest.mark.system, pytest.mark.filterwarnings("ignore::UserWarnin
 
 CLI = [sys.executable, "-c", "import sys; from distsketch.cli import main; sys.exit(main())"]
 
-SMALL = ["--cluster", "sync", "--n-components", "2", "--rff-features", "32", "--sketch-size", "4",
+SMALL = ["--cluster", "sync", "--n-components", "2", "--n-random-features", "32", "--sketch-size", "4",
          "--random-state", "0", "--gamma", "0.1"]
 
 
 def _model_kwargs() -> dict[str, Any]:
-    return dict(n_components=2, n_features=32, sketch_size=4, random_state=0, gamma=0.1)
+    return dict(n_components=2, n_random_features=32, sketch_size=4, random_state=0, gamma=0.1)
 
 
 @dataclass

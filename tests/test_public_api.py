@@ -18,8 +18,8 @@ labels = (y > np.median(y)).astype(int)
 # (class name, constructor kwargs, needs y, method whose output must round-trip)
 CASES = [
     ("RandomFourierFeatures", {"n_components": 32}, None, "transform"),
-    ("StreamingKernelPCA", {"n_components": 3, "n_features": 64, "sketch_size": 8}, None, "transform"),
-    ("StreamingKernelPCA", {"n_components": 3, "n_features": 64, "method": "rnca"}, None, "transform"),
+    ("StreamingKernelPCA", {"n_components": 3, "n_random_features": 64, "sketch_size": 8}, None, "transform"),
+    ("StreamingKernelPCA", {"n_components": 3, "n_random_features": 64, "method": "rnca"}, None, "transform"),
     ("CountSketch", {"n_components": 16}, None, "transform"),
     ("TensorSketch", {"degree": 2, "n_components": 32}, None, "transform"),
     ("SRHT", {"n_components": 4}, None, "transform"),

@@ -28,10 +28,9 @@ _SHORTCUTS = {"skpca": ("StreamingKernelPCA", {"method": "fd"}),
               "fd": ("StreamingKernelPCA", {"method": "fd"}),
               "rnca": ("StreamingKernelPCA", {"method": "rnca"})}
 
-# CLI option -> estimator parameter
-_OPTION_PARAMS = {"n_components": "n_components", "kernel": "kernel", "gamma": "gamma",
-                  "rff_features": "n_features", "sketch_size": "sketch_size",
-                  "random_state": "random_state"}
+# options that set the estimator parameter of the same name
+_OPTION_PARAMS = ("n_components", "kernel", "gamma", "n_random_features", "sketch_size",
+                  "random_state")
 
 
 def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
@@ -70,12 +69,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="estimator parameter (repeatable; values are YAML: 64, 0.5, true, rbf)")
     p.add_argument("--y", default=None, help="targets for supervised estimators, e.g. "
                                              "data.zarr::y")
-    p.add_argument("--n-components", type=int, default=None, help="components / features")
+    p.add_argument("--n-components", type=int, default=None,
+                   help="output width: components, or features of a feature map")
     p.add_argument("--kernel", default=None, help="kernel name (e.g. rbf)")
     p.add_argument("--gamma", default=None,
                    help="kernel scale, or 'median' for 1/median squared distance of a sample")
-    p.add_argument("--rff-features", "--m", dest="rff_features", type=int, default=None,
-                   help="random Fourier features m (StreamingKernelPCA n_features)")
+    p.add_argument("--n-random-features", type=int, default=None,
+                   help="width m of an inner random feature map (StreamingKernelPCA)")
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
     p.add_argument("--random-state", type=int, default=None, help="seed")
     add_block_rows_option(p)
@@ -101,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
     cls, params = resolve_estimator(args.method)
     params = dict(params)
     accepted = set(inspect.signature(cls).parameters)
-    for opt, name in _OPTION_PARAMS.items():
-        value = getattr(args, opt)
+    for name in _OPTION_PARAMS:
+        value = getattr(args, name)
         if value is None:
             continue
         if name not in accepted:
-            raise ConfigError(f"--{opt.replace('_', '-')} does not apply to {cls.__name__} (it "
+            raise ConfigError(f"--{name.replace('_', '-')} does not apply to {cls.__name__} (it "
                               f"has no parameter {name!r}); its parameters: "
                               f"{', '.join(sorted(accepted))}.")
         params[name] = value

@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--out", default="distsketch-quickstart",
                    help="working folder for data.zarr, model.zarr, embeddings.zarr, report.json "
                         "(default ./distsketch-quickstart)")
-    p.add_argument("--n-features", type=int, default=1024,
+    p.add_argument("--n-random-features", type=int, default=1024,
                    help="random Fourier features m (default 1024)")
     p.add_argument("--sketch-size", type=int, default=64,
                    help="Frequent Directions sketch rows l (default 64)")
@@ -71,7 +71,7 @@ def _data_is_complete(path: Path, rows: int, features: int, seed: int) -> bool:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    for name in ("rows", "features", "n_features", "sketch_size", "n_components", "chunk_rows"):
+    for name in ("rows", "features", "n_random_features", "sketch_size", "n_components", "chunk_rows"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1; got "
                               f"{getattr(args, name)}.")
@@ -123,10 +123,11 @@ def run(args: argparse.Namespace) -> int:
             stage(f"[2/5] gamma = {gamma:.6g} (1 / median squared distance of 1000 rows)")
 
             t0 = time.perf_counter()
-            stage(f"[3/5] fitting StreamingKernelPCA (m={args.n_features}, "
+            stage(f"[3/5] fitting StreamingKernelPCA (m={args.n_random_features}, "
                   f"l={args.sketch_size}, k={args.n_components}) out of core")
             model = StreamingKernelPCA(n_components=args.n_components, gamma=gamma,
-                                       n_features=args.n_features, sketch_size=args.sketch_size,
+                                       n_random_features=args.n_random_features,
+                                       sketch_size=args.sketch_size,
                                        method="fd", random_state=args.seed)
             model.fit(X)
             times["fit"] = time.perf_counter() - t0
@@ -149,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         "rows": args.rows, "features": args.features, "data": str(data), "data_reused": reused,
         "model": str(model_path), "embeddings": str(emb_path), "cluster": args.cluster,
-        "workers": workers, "gamma": gamma, "n_features": args.n_features,
+        "workers": workers, "gamma": gamma,
+        "n_random_features": args.n_random_features,
         "sketch_size": args.sketch_size, "n_components": args.n_components,
         "seconds": {k: round(v, 3) for k, v in times.items()} | {"total": round(total, 3)},
         "fit_rows_per_second": args.rows / times["fit"] if times["fit"] > 0 else None,
@@ -170,7 +172,7 @@ def _print_report(r: dict, peak: int, format_bytes: Any) -> None:
     emit(f"  data          {r['rows']} x {r['features']} float32 RandomNoisy (s=50, zeta=10)"
          f"{' (reused)' if r['data_reused'] else ''}: {r['data']}")
     emit(f"  cluster       {r['cluster']} ({r['workers']} worker(s))")
-    emit(f"  model         m={r['n_features']} RFF, l={r['sketch_size']}, k={r['n_components']}, "
+    emit(f"  model         m={r['n_random_features']} RFF, l={r['sketch_size']}, k={r['n_components']}, "
          f"rbf gamma={r['gamma']:.4g} (median heuristic)")
     emit("  time          " + ", ".join(f"{k} {v:.1f} s" for k, v in r["seconds"].items()))
     if r["fit_rows_per_second"]:

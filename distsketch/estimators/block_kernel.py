@@ -38,7 +38,7 @@ class BlockKernelApproximation(DistsketchEstimator):
     seed_ : int
     centres_ : ndarray of shape (c, d)
     cluster_sizes_ : ndarray of int64, shape (c,)
-    n_rows_seen_, n_features_in_ : int
+    n_samples_seen_, n_features_in_ : int
 
     Notes
     -----
@@ -98,7 +98,7 @@ class BlockKernelApproximation(DistsketchEstimator):
             X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
             full_iter=self.kmeans_full_iter)
         self._X_fit = X
-        self.n_rows_seen_ = int(X.shape[0])
+        self.n_samples_seen_ = int(X.shape[0])
         labels = self._labels(X)
         self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
         return self
@@ -132,8 +132,8 @@ class BlockKernelApproximation(DistsketchEstimator):
     def to_dense(self) -> np.ndarray:
         """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""
         self._check_is_fitted("centres_")
-        if self.n_rows_seen_ > _DENSE_MAX_ROWS:
-            raise ConfigError(f"BlockKernelApproximation.to_dense: n={self.n_rows_seen_} is too "
+        if self.n_samples_seen_ > _DENSE_MAX_ROWS:
+            raise ConfigError(f"BlockKernelApproximation.to_dense: n={self.n_samples_seen_} is too "
                               "large; use matvec.")
         X = self._train_rows()
         return self.kernel_approx(X)

@@ -40,7 +40,8 @@ class FrequentDirections(DistsketchEstimator):
         Total shrinkage Δ ≥ ‖AᵀA − BᵀB‖₂.
     sq_frobenius_ : float
         ‖A‖_F² of the rows seen.
-    n_rows_seen_ : int
+    n_samples_seen_ : int
+        Rows sketched so far.
     n_features_in_ : int
     fingerprint_ : dict
         Identity of the input when fitted from a Zarr path.
@@ -98,11 +99,11 @@ class FrequentDirections(DistsketchEstimator):
         self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
         self.shrinkage_ = float(state["shrinkage"])
         self.sq_frobenius_ = float(state["sq_frobenius"])
-        self.n_rows_seen_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         self.components_, self.singular_values_ = fd_sketch_components(self.sketch_)
 
     def _state(self) -> dict:
-        return {"sketch": self.sketch_, "n": self.n_rows_seen_,
+        return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                 "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
 
     def fit(self, X: Any, y: Any = None) -> FrequentDirections:
@@ -138,7 +139,7 @@ class FrequentDirections(DistsketchEstimator):
         if not hasattr(self, "sketch_"):
             return self.fit(X)
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._sketch_state(X, row_start=self.n_rows_seen_)
+        new = self._sketch_state(X, row_start=self.n_samples_seen_)
         self._set_state(self._summary().merge([self._state(), new]))
         return self
 

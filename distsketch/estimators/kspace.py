@@ -40,7 +40,7 @@ from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.sums import SumMerge
-from distsketch.validation import Interval, Options, check_targets, is_dask
+from distsketch.validation import Interval, check_targets, is_dask
 
 __all__ = ["KSpaceKernelPCA", "KernelPCR"]
 
@@ -133,11 +133,13 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
-    projection_ : ndarray of shape (m, k)
-        R⁻¹·W: ``transform(X) = sketch_S_.transform(X) @ projection_``.
+    components_ : ndarray of shape (n_components, m)
+        (R⁻¹·W)ᵀ, the principal directions in the m-dimensional sketch
+        space of S: ``transform(X) = sketch_S_.transform(X) @ components_.T``.
     singular_values_ : ndarray of shape (k,)
         Top singular values of Uᵀφ(A)T (estimates of those of φ(A)).
-    n_samples_fit_ : int
+    n_samples_seen_ : int
+        Rows the mapping was fitted on (``sample`` of them when set).
     landmarks_ : ndarray of shape (l, d)
         R (with ``n_landmarks``).
     factor_ : ndarray of shape (k, l)
@@ -244,16 +246,20 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         P = Rinv @ Wl[:, :k]
         # fix the sign of each component (largest entry positive) so that fits on
         # differently chunked data give the same embedding, not a sign flip of it
-        self.projection_ = fix_signs(P, axis=0)
+        self.components_ = np.ascontiguousarray(fix_signs(P, axis=0).T)
         self.singular_values_ = sig[:k]
-        self.n_samples_fit_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         if self.n_landmarks is not None:
             self._fit_factorisation(A, seed)
         return self
 
     def _embed_block(self, block: Any, row_offset: int) -> np.ndarray:
         Z = np.asarray(self.sketch_S_._map_block(block, row_offset), dtype=np.float64)
-        return row_stable_matmul(Z, self.projection_, row_offset)
+        return row_stable_matmul(Z, self._projection(), row_offset)
+
+    def _projection(self) -> np.ndarray:
+        # the C-ordered (m, k) matrix R⁻¹·W: GEMM rounds as it did when it was stored so
+        return np.ascontiguousarray(self.components_.T)
 
     def _fit_factorisation(self, A: Any, seed: int) -> None:
         _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
@@ -275,8 +281,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         -------
         ndarray or dask array of shape (n_samples, n_components)
         """
-        self._check_is_fitted("projection_")
-        return _apply_affine(self.sketch_S_.transform(X), self.projection_)
+        self._check_is_fitted("components_")
+        return _apply_affine(self.sketch_S_.transform(X), self._projection())
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         return self.fit(X).transform(X)
@@ -286,7 +292,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
 
         f(x) = K(x, R) Uᵀ (U K(R, R) Uᵀ)^{-1/2}; requires ``n_landmarks``.
         """
-        self._check_is_fitted("projection_")
+        self._check_is_fitted("components_")
         if not hasattr(self, "factor_"):
             raise NotFittedError("KSpaceKernelPCA.kernel_approx needs Theorem 7's factorisation: "
                                  "set n_landmarks (e.g. 4 * n_components) and fit again.")
@@ -301,9 +307,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
 
     k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)
     approximation of φ(A); the coefficients solve min_x ‖V x − b‖ (plus an
-    optional ridge α‖x‖² and an intercept).  Classification is one-vs-rest
-    regression on ±1 targets (regularised least-squares classification,
-    RLSC), predicting the class of largest score.
+    optional ridge α‖x‖² and an intercept).  For classification use
+    :class:`~distsketch.estimators.kspace_classifier.KernelPCRClassifier`.
 
     Parameters
     ----------
@@ -314,7 +319,6 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
     fit_intercept : bool, default True
-    task : {"regression", "classification"}, default "regression"
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
     split_every : int, default 8
@@ -325,8 +329,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     kspace_ : KSpaceKernelPCA
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
-    classes_ : ndarray (classification only)
-    single_target_ : bool (regression only)
+    single_target_ : bool
         y was 1-D (``predict`` then returns shape (n_samples,)).
     n_features_in_ : int
 
@@ -346,9 +349,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     >>> import numpy as np
     >>> from distsketch import KernelPCR
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    >>> clf = KernelPCR(n_components=10, degree=2, task="classification", random_state=0).fit(X, y)
-    >>> clf.predict(X[:3]).shape
+    >>> X = rng.normal(size=(300, 4)); y = X[:, 0] * X[:, 1]
+    >>> pcr = KernelPCR(n_components=10, degree=2, random_state=0).fit(X, y)
+    >>> pcr.predict(X[:3]).shape
     (3,)
     """
 
@@ -358,13 +361,12 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         **KSpaceKernelPCA._parameter_constraints,
         "alpha": [Interval(float, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
-        "task": [Options({"regression", "classification"})],
     }
 
     def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float = 1.0,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
-                 task: str = "regression", n_landmarks: int | None = None, split_every: int = 8,
+                 n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
         self.n_components = n_components
         self.degree = degree
@@ -375,25 +377,17 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.sample = sample
         self.alpha = alpha
         self.fit_intercept = fit_intercept
-        self.task = task
         self.n_landmarks = n_landmarks
         self.split_every = split_every
         self.random_state = random_state
 
     def _targets(self, y: Any, n: int) -> np.ndarray:
+        """The (n, n_targets) float64 matrix the least squares fit."""
         y = check_targets(y, n)
         if is_dask(y):
             from distsketch.estimators.base import to_numpy
 
             y = to_numpy(y)
-        if self.task == "classification":
-            self.classes_, codes = np.unique(np.asarray(y).ravel(), return_inverse=True)
-            if self.classes_.size < 2:
-                raise InputError(f"KernelPCR: classification needs at least 2 classes; y has "
-                                 f"{self.classes_.size}.")
-            Y = -np.ones((n, self.classes_.size))
-            Y[np.arange(n), codes] = 1.0
-            return Y
         y = np.asarray(y, dtype=np.float64)
         self.single_target_ = y.ndim == 1
         return y.reshape(n, -1)
@@ -405,7 +399,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         ----------
         X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
         y : array_like of shape (n_samples,) or (n_samples, n_targets)
-            Real targets, or class labels when ``task="classification"``.
+            Real targets.
 
         Returns
         -------
@@ -439,37 +433,29 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
         return self
 
-    def decision_function(self, X: Any) -> Any:
-        """Scores V(X)·coef + intercept: shape (n_samples, n_targets or n_classes)."""
+    def _decision(self, X: Any) -> Any:
+        # V(X)·coef + intercept, shape (n_samples, n_targets)
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False, allow_sparse=True)
         return _apply_affine(self.kspace_.transform(X), self.coef_, self.intercept_)
 
     def predict(self, X: Any) -> Any:
-        """Predicted targets, or class labels for ``task="classification"``.
+        """Predicted targets.
 
         Returns
         -------
         ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
         """
-        S = self.decision_function(X)
-        if self.task == "classification":
-            idx = S.argmax(axis=1)
-            return self.classes_[idx] if not is_dask(idx) else idx.map_blocks(
-                lambda i: self.classes_[i], dtype=self.classes_.dtype)
+        S = self._decision(X)
         return S[:, 0] if getattr(self, "single_target_", False) else S
 
     def score(self, X: Any, y: Any) -> float:
-        """Accuracy (classification) or the coefficient of determination R² (regression)."""
-        from sklearn.metrics import accuracy_score, r2_score
+        """The coefficient of determination R²."""
+        from sklearn.metrics import r2_score
 
         from distsketch.estimators.base import to_numpy
 
-        pred = to_numpy(self.predict(X))
-        yt = to_numpy(y)
-        if self.task == "classification":
-            return float(accuracy_score(yt, pred))
-        return float(r2_score(yt, pred))
+        return float(r2_score(to_numpy(y), to_numpy(self.predict(X))))
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """Kernel approximation of the underlying k-Space model (needs ``n_landmarks``)."""

@@ -145,7 +145,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     n_link_blocks_ : int
         Off-diagonal link blocks fitted (pairs s < t above the threshold).
     link_seconds_ : float
-    n_rows_seen_, n_features_in_ : int
+    n_samples_seen_, n_features_in_ : int
     basis_path_, train_path_ : str or None
 
     Notes
@@ -290,7 +290,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             t0 = time.perf_counter()
             self.link_ = self._fit_links(kfun, V_rows, V_cnt)
             self.link_seconds_ = time.perf_counter() - t0
-        self.n_rows_seen_ = int(n)
+        self.n_samples_seen_ = int(n)
         self._X_fit = X
         self._W_cache = None
         self.basis_path_ = None
@@ -417,7 +417,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         cache = getattr(self, "_W_cache", None)
         if cache is not None:
             return cache
-        n, width = self.n_rows_seen_, self.maps_.shape[2]
+        n, width = self.n_samples_seen_, self.maps_.shape[2]
         X = getattr(self, "_X_fit", None)
         if self.basis_path_ is None and (X is None or is_dask(X) or n * (width + 1) * 8 > _CACHE_BYTES):
             return None
@@ -457,10 +457,10 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         V = np.asarray(V, dtype=np.float64)
         vec = V.ndim == 1
         V2 = V.reshape(-1, 1) if vec else V
-        if V2.ndim != 2 or V2.shape[0] != self.n_rows_seen_:
+        if V2.ndim != 2 or V2.shape[0] != self.n_samples_seen_:
             raise InputError(
                 f"MEKA.matmat: V has shape {V.shape} but the approximation is "
-                f"{self.n_rows_seen_} x {self.n_rows_seen_}; pass one row per training point."
+                f"{self.n_samples_seen_} x {self.n_samples_seen_}; pass one row per training point."
             )
         W = self._sparse_W()
         if W is not None:
@@ -485,7 +485,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def as_linear_operator(self) -> scipy.sparse.linalg.LinearOperator:
         """G̃ as a symmetric SciPy ``LinearOperator`` of shape (n, n) (for CG)."""
         self._check_is_fitted("link_")
-        n = self.n_rows_seen_
+        n = self.n_samples_seen_
         return scipy.sparse.linalg.LinearOperator(
             (n, n), matvec=self.matvec, rmatvec=self.matvec, matmat=self.matmat,
             rmatmat=self.matmat, dtype=np.float64)
@@ -493,7 +493,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def to_dense(self) -> np.ndarray:
         """The n × n matrix G̃ (only for n ≤ 20000)."""
         self._check_is_fitted("link_")
-        n = self.n_rows_seen_
+        n = self.n_samples_seen_
         if n > _DENSE_MAX_ROWS:
             raise ConfigError(
                 f"MEKA.to_dense: n={n} rows would need {8 * n * n / 2**30:.1f} GiB; use "

@@ -148,6 +148,8 @@ class NystromFeatures(RowMapTransformer):
     eigenvalues_ : ndarray of shape (r,)
         Kept eigenvalues of W (standard and randomized variants).
     kernel_params_ : dict
+    n_samples_seen_ : int
+        Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -244,13 +246,13 @@ class NystromFeatures(RowMapTransformer):
             W = pairwise_kernel(self.landmarks_, None, name, **params)
         with blas_single_thread():
             self._fit_map(W, seed)
-        self.n_rows_seen_ = int(X.shape[0])
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
 
-        The rows of X are numbered after the ``n_rows_seen_`` rows already seen;
+        The rows of X are numbered after the ``n_samples_seen_`` rows already seen;
         the bottom-k reservoir of the new rows is merged with the stored sample,
         so the result equals ``fit`` on all rows at once.  Only
         ``landmarks="uniform"`` is mergeable this way.
@@ -273,14 +275,14 @@ class NystromFeatures(RowMapTransformer):
         X = self._check_input(X, reset=False, allow_sparse=True)
         previous = (self.landmark_indices_, self.landmarks_)
         idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
-                                     row_start=self.n_rows_seen_, previous=previous)
+                                     row_start=self.n_samples_seen_, previous=previous)
         self.landmark_indices_, self.landmarks_ = idx, rows
         name, _ = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
                                         self.coef0)
         W = pairwise_kernel(rows, None, name, **self.kernel_params_)
         with blas_single_thread():
             self._fit_map(W, self.seed_)
-        self.n_rows_seen_ += int(X.shape[0])
+        self.n_samples_seen_ += int(X.shape[0])
         return self
 
     def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
@@ -369,8 +371,10 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     landmarks_ : ndarray of shape (c, d)
     normalization_ : ndarray of shape (c, r)
-    components_ : ndarray of shape (r, k)
-        Eigenvectors of ZᵀZ (columns).
+    components_ : ndarray of shape (n_components, r)
+        Top eigenvectors of the (centred) ZᵀZ, one per row: the principal
+        directions in the r-dimensional Nyström feature space, so that
+        ``transform(X) = (z(X) - mean_) @ components_.T``.
     eigenvalues_ : ndarray of shape (k,)
         Eigenvalues of G̃ (of the centred G̃ when ``center``).
     mean_ : ndarray of shape (r,)
@@ -378,7 +382,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         ZᵀZ over all rows seen (the mergeable state of ``partial_fit``).
     feature_sum_ : ndarray of shape (r,)
         Column sums of Z over all rows seen.
-    n_rows_seen_, n_features_in_ : int
+    n_samples_seen_, n_features_in_ : int
 
     Notes
     -----
@@ -442,7 +446,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         with blas_single_thread():
             self.normalization_, _ = inv_sqrt_map(W)
         state = self._gram_state(X)
-        self.gram_, self.feature_sum_, self.n_rows_seen_ = state["ztz"], state["sum"], int(state["n"])
+        self.gram_, self.feature_sum_, self.n_samples_seen_ = state["ztz"], state["sum"], int(state["n"])
         self._solve()
         return self
 
@@ -470,10 +474,10 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         if not hasattr(self, "gram_"):
             return self.fit(X)
         X = self._check_input(X, reset=False, allow_sparse=True)
-        state = self._gram_state(X, row_start=self.n_rows_seen_)
+        state = self._gram_state(X, row_start=self.n_samples_seen_)
         self.gram_ = self.gram_ + state["ztz"]
         self.feature_sum_ = self.feature_sum_ + state["sum"]
-        self.n_rows_seen_ += int(state["n"])
+        self.n_samples_seen_ += int(state["n"])
         self._solve()
         return self
 
@@ -488,7 +492,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _solve(self) -> None:
         r = self.normalization_.shape[1]
-        n = self.n_rows_seen_
+        n = self.n_samples_seen_
         self.mean_ = self.feature_sum_ / n if self.center else np.zeros(r)
         C = self.gram_ - n * np.outer(self.mean_, self.mean_)
         with blas_single_thread():
@@ -496,10 +500,13 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         order = np.argsort(vals)[::-1][: min(self.n_components, r)]
         self.eigenvalues_ = np.maximum(vals[order], 0.0)
         V = vecs[:, order]
-        self.components_ = fix_signs(V, axis=0)
+        self.components_ = np.ascontiguousarray(fix_signs(V, axis=0).T)
 
     def _projection(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.normalization_ @ self.components_, self.mean_ @ self.components_
+        # the transposed view of the C-ordered rows is the column-major (r, k) eigenvector
+        # matrix that eigh returns, so the products round as they always have
+        V = np.ascontiguousarray(self.components_).T
+        return self.normalization_ @ V, self.mean_ @ V
 
     def transform(self, X: Any) -> Any:
         """Project rows onto the top kernel principal components.

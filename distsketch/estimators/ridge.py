@@ -213,7 +213,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     gram_, zty_, zsum_, ysum_, yty_ : ndarray
         The merged summary (``ZᵀZ``, ``Zᵀy``, ``Σz``, ``Σy``, ``yᵀy``), kept for
         ``partial_fit``.
-    n_rows_seen_ : int
+    n_samples_seen_ : int
+        Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_ : int
     seed_ : int
 
@@ -327,7 +328,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return compute(red)[0]["maps"]
 
     def _store_state(self, state: dict) -> None:
-        self.n_rows_seen_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         self.zsum_ = np.asarray(state["sum"], dtype=np.float64)
         self.gram_ = np.asarray(state["ztz"], dtype=np.float64)
         self.zty_ = np.asarray(state["zty"], dtype=np.float64)
@@ -335,7 +336,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self.yty_ = np.asarray(state["yty"], dtype=np.float64)
 
     def _state(self) -> dict:
-        return {"n": self.n_rows_seen_, "sum": self.zsum_, "ztz": self.gram_, "zty": self.zty_,
+        return {"n": self.n_samples_seen_, "sum": self.zsum_, "ztz": self.gram_, "zty": self.zty_,
                 "ysum": self.ysum_, "yty": self.yty_}
 
     @single_threaded_blas
@@ -480,7 +481,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                 raise InputError(f"{type(self).__name__}.partial_fit: y has {Y.shape[1]} targets, "
                                  f"the model was fitted with {self.n_targets_}.")
         # new rows are numbered after those already seen, as in fit on all rows
-        start = 0 if first else self.n_rows_seen_
+        start = 0 if first else self.n_samples_seen_
         state = self._reduce(X, Y, [self.features_], 0, row_start=start)[0]
         if not first:
             state = _add(self._state(), state)

@@ -449,9 +449,9 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
             if meka.get_params(deep=False).get("random_state", 0) is None:
                 meka.set_params(random_state=seed)
             meka.fit(X)
-        elif int(getattr(meka, "n_rows_seen_", X.shape[0])) != X.shape[0]:
+        elif int(getattr(meka, "n_samples_seen_", X.shape[0])) != X.shape[0]:
             raise InputError(
-                f"MEKAKernelRidge: the fitted MEKA covers {meka.n_rows_seen_} rows but X has "
+                f"MEKAKernelRidge: the fitted MEKA covers {meka.n_samples_seen_} rows but X has "
                 f"{X.shape[0]}; pass the MEKA fitted on this X or an unfitted one."
             )
         self.meka_ = meka

@@ -251,7 +251,8 @@ class SparsifiedGram(DistsketchEstimator):
     ----------
     seed_ : int
     n_features_in_ : int
-    n_samples_fit_ : int
+    n_samples_seen_ : int
+        Rows of the fitted Gram matrix.
     tiles_ : SparseTiles
         The stored matrix (lower-triangle CSR strips).
     nnz_ : int
@@ -407,7 +408,7 @@ class SparsifiedGram(DistsketchEstimator):
                 write_manifest(tmp, {"kind": "sparsified-gram", "n": int(n), "p": float(self.p),
                                      "quantize": bool(self.quantize), "seed": int(seed)})
             self.tiles_ = SparseTiles(n, bounds, diagonal, scale, path=path)
-        self.n_samples_fit_ = int(n)
+        self.n_samples_seen_ = int(n)
         self.nnz_ = self.tiles_.nnz
         self.density_ = self.nnz_ / float(n) ** 2
         self.memory_bytes_ = self.tiles_.nbytes

@@ -71,6 +71,10 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         Training points (the expansion's support).
     dual_coef_ : ndarray of shape (n_samples, n_components)
         V / √λ: feature j of x is Σᵢ dual_coef_[i, j] k̃(xᵢ, x).
+    components_ : ndarray of shape (n_components, n_samples)
+        ``dual_coef_.T`` (a read-only view): the principal directions as
+        expansions over the training points, so that ``transform(X)`` is
+        the centred kernel rows k̃(X, X_fit_) @ components_.T.
     intercept_ : ndarray of shape (n_components,)
         The centring constant, so that (up to the row-mean term, which is
         ≈ 0 because Vᵀ1 = 0) feature = k(x, X_fit_) @ dual_coef_ + intercept_.
@@ -78,6 +82,8 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         Column means of K̂ (estimates of those of K).
     n_iter_ : int
         Iterations of orthogonal iteration (0 for Lanczos).
+    n_samples_seen_ : int
+        Rows the model was fitted on (= n_samples).
 
     Notes
     -----
@@ -175,7 +181,13 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.dual_coef_ = vecs * inv[None, :]
         self.intercept_ = -self.K_fit_rows_ @ self.dual_coef_ + K_fit_all * self.dual_coef_.sum(0)
         self.n_output_features_ = k
+        self.n_samples_seen_ = int(n)
         return self
+
+    @property
+    def components_(self) -> np.ndarray:
+        # derived from dual_coef_ (which RoundedExpansion reads), not stored twice
+        return self.dual_coef_.T
 
     def _solve(self, op: LinearOperator, n: int, k: int, seed: int) -> tuple:
         if self.solver == "orthogonal_iteration":

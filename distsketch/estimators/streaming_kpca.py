@@ -99,14 +99,15 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     Parameters
     ----------
     n_components : int, default 10
-        k, the number of principal components (≤ ``sketch_size`` for "fd",
-        ≤ ``n_features``).
+        k, the output width: the number of principal components (≤
+        ``sketch_size`` for "fd", ≤ ``n_random_features``).
     kernel : {"rbf", "laplacian", "cauchy"}, default "rbf"
         Shift-invariant kernel (see :class:`~distsketch.RandomFourierFeatures`).
     gamma : float or None, default None
         Kernel scale; None means 1 / n_features_in_.
-    n_features : int, default 1024
-        m, the number of random Fourier features.
+    n_random_features : int, default 1024
+        m, the width of the inner random Fourier feature map (the
+        ``n_components`` of its :class:`~distsketch.RandomFourierFeatures`).
     sketch_size : int, default 64
         ℓ, rows of the Frequent Directions sketch (``method="fd"``).
     method : {"fd", "rnca"}, default "fd"
@@ -122,24 +123,26 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     ----------
     features_ : RandomFourierFeatures
         The fitted feature map (m features).
-    components_ : ndarray of shape (n_components, n_features)
-        Vₖ, orthonormal rows in feature space.
+    components_ : ndarray of shape (n_components, n_random_features)
+        Vₖ, orthonormal rows in feature space:
+        ``transform(X) = features_.transform(X) @ components_.T`` (uncentred).
     explained_variance_ : ndarray of shape (n_components,)
         σᵢ²/n: the (uncentred) second moment of the rows of Z along each
         component, as captured by the sketch.
-    singular_values_ : ndarray of shape (min(sketch_size, n_features),) or (n_features,)
+    singular_values_ : ndarray of shape (min(sketch_size, n_random_features),) or (n_random_features,)
         All singular values of B ("fd") or of Z ("rnca").
-    sketch_ : ndarray of shape (sketch_size, n_features)
+    sketch_ : ndarray of shape (sketch_size, n_random_features)
         The Frequent Directions sketch ("fd" only).
     shrinkage_ : float
         Δ ≥ ‖ZᵀZ − BᵀB‖₂ ("fd" only).
-    covariance_ : ndarray of shape (n_features, n_features)
+    covariance_ : ndarray of shape (n_random_features, n_random_features)
         ZᵀZ ("rnca" only).
-    feature_sum_ : ndarray of shape (n_features,)
+    feature_sum_ : ndarray of shape (n_random_features,)
         Column sums of Z ("rnca" only).
     sq_frobenius_ : float
         ‖Z‖_F².
-    n_rows_seen_ : int
+    n_samples_seen_ : int
+        Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_ : int
     seed_ : int
     fingerprint_ : dict
@@ -170,7 +173,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     >>> import numpy as np
     >>> from distsketch import StreamingKernelPCA
     >>> X = np.random.default_rng(0).normal(size=(2000, 10)).astype(np.float32)
-    >>> kpca = StreamingKernelPCA(n_components=5, n_features=256, sketch_size=32,
+    >>> kpca = StreamingKernelPCA(n_components=5, n_random_features=256, sketch_size=32,
     ...                           random_state=0).fit(X)
     >>> kpca.transform(X).shape
     (2000, 5)
@@ -182,7 +185,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         "n_components": [Interval(int, 1, None)],
         "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": [Interval(float, 0, None, closed="neither"), None],
-        "n_features": [Interval(int, 1, None)],
+        "n_random_features": [Interval(int, 1, None)],
         "sketch_size": [Interval(int, 1, None)],
         "method": [Options({"fd", "rnca"})],
         "orthogonal": ["boolean"],
@@ -191,12 +194,12 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, n_components: int = 10, kernel: str = "rbf", gamma: float | None = None,
-                 n_features: int = 1024, sketch_size: int = 64, method: str = "fd",
+                 n_random_features: int = 1024, sketch_size: int = 64, method: str = "fd",
                  orthogonal: bool = False, split_every: int = 8, random_state: Any = None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
-        self.n_features = n_features
+        self.n_random_features = n_random_features
         self.sketch_size = sketch_size
         self.method = method
         self.orthogonal = orthogonal
@@ -205,22 +208,24 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
-        limit = min(self.sketch_size, self.n_features) if self.method == "fd" else self.n_features
+        m = self.n_random_features
+        limit = min(self.sketch_size, m) if self.method == "fd" else m
         if self.n_components > limit:
-            what = ("min(sketch_size, n_features)" if self.method == "fd" else "n_features")
+            what = ("min(sketch_size, n_random_features)" if self.method == "fd"
+                    else "n_random_features")
             raise ConfigError(
                 f"StreamingKernelPCA: n_components={self.n_components} exceeds {what}={limit}; "
-                "lower n_components or raise sketch_size/n_features.")
+                "lower n_components or raise sketch_size/n_random_features.")
 
     # --------------------------------------------------------------- summaries
     def _summary(self) -> Any:
         if self.method == "fd":
             return FrequentDirectionsSummary(self.sketch_size, transform=_RFFRows(),
-                                             n_columns=self.n_features, map_rows=_MAP_ROWS)
+                                             n_columns=self.n_random_features, map_rows=_MAP_ROWS)
         return _BlockedCovariance(transform=_RFFRows())
 
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
-        m = int(self.n_features)
+        m = int(self.n_random_features)
         d = int(X.shape[1])
         itemsize = np.dtype(X.dtype).itemsize
         feat = itemsize if itemsize == 4 else 8
@@ -236,7 +241,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
-        self.n_rows_seen_ = int(state["n"])
+        self.n_samples_seen_ = int(state["n"])
         if self.method == "fd":
             self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
             self.shrinkage_ = float(state["shrinkage"])
@@ -249,13 +254,13 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             Vt, s = _eig_components(self.covariance_)
         self.components_ = np.ascontiguousarray(Vt[:k])
         self.singular_values_ = s
-        self.explained_variance_ = s[:k] ** 2 / max(1, self.n_rows_seen_)
+        self.explained_variance_ = s[:k] ** 2 / max(1, self.n_samples_seen_)
 
     def _state(self) -> dict:
         if self.method == "fd":
-            return {"sketch": self.sketch_, "n": self.n_rows_seen_,
+            return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                     "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
-        return {"n": self.n_rows_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
+        return {"n": self.n_samples_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
 
     # --------------------------------------------------------------------- API
     def fit(self, X: Any, y: Any = None) -> StreamingKernelPCA:
@@ -277,7 +282,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)
         self.features_ = RandomFourierFeatures(
-            kernel=self.kernel, gamma=params["gamma"], n_components=self.n_features,
+            kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
             orthogonal=self.orthogonal, random_state=seed).fit(X[:1])
         self._set_state(self._reduce(X))
         return self
@@ -304,7 +309,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             return self.fit(X)
         self._check_params()
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._reduce(X, row_start=self.n_rows_seen_)
+        new = self._reduce(X, row_start=self.n_samples_seen_)
         self._set_state(self._summary().merge([self._state(), new]))
         return self
 
@@ -325,7 +330,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else \
             np.dtype(np.float64)
-        m = int(self.n_features)
+        m = int(self.n_random_features)
         k = int(self.components_.shape[0])
         V = np.ascontiguousarray(self.components_.T)
         return map_blocks(X, _embed_rows, *self.features_._operands(), V, n_out=k, dtype=dt,

@@ -184,7 +184,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         info = {
             "distsketch_version": __version__,
             "seed": getattr(est, "seed_", None),
-            "n_rows_seen": getattr(est, "n_rows_seen_", None),
+            "n_samples_seen": getattr(est, "n_samples_seen_", None),
             "fingerprint": getattr(est, "fingerprint_", None),
         }
         ok, info_json = _to_json({k: v for k, v in (extra or {}).items()} | info)

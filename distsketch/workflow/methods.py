@@ -29,7 +29,7 @@ def resolve_method(name: str, where: str) -> type:
     if name.lower() == "rnca":
         raise ConfigError(
             f"{where}: the method 'rnca' is StreamingKernelPCA with method: rnca; write "
-            "method: {name: StreamingKernelPCA, params: {method: rnca, n_features: m, "
+            "method: {name: StreamingKernelPCA, params: {method: rnca, n_random_features: m, "
             "n_components: k, gamma: ...}} and rerun with --full.")
     cls = registry.resolve(name, kind="estimator", where=where)
     if not hasattr(cls, "fit"):

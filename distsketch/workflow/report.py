@@ -32,7 +32,7 @@ def versions() -> dict[str, str]:
 def spectrum(model: Any) -> np.ndarray | None:
     """Eigenvalue estimates (per row) a model exposes, descending; None if it has none."""
     sv = getattr(model, "singular_values_", None)
-    n = getattr(model, "n_rows_seen_", None)
+    n = getattr(model, "n_samples_seen_", None)
     if isinstance(sv, np.ndarray) and sv.ndim == 1 and sv.size and n:
         return np.asarray(sv, dtype=np.float64) ** 2 / n
     for attr in ("eigenvalues_", "explained_variance_", "lambdas_"):

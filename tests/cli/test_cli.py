@@ -47,17 +47,17 @@ def test_pipeline_ingest_fit_transform_evaluate(data):
     np.testing.assert_array_equal(open_array(str(d / "x.zarr")).compute(), X)
 
     res = run("fit", d / "x.zarr", d / "model.zarr", "--cluster", "threads", "--n-components",
-              "3", "--rff-features", "128", "--sketch-size", "16", "--random-state", "4",
+              "3", "--n-random-features", "128", "--sketch-size", "16", "--random-state", "4",
               "--gamma", "median", "--progress")
     assert "fitted StreamingKernelPCA on 3000 rows" in res.stdout
     assert "gamma =" in res.stderr and "fitting StreamingKernelPCA" in res.stderr
     model = load(d / "model.zarr")
-    assert isinstance(model, StreamingKernelPCA) and model.n_rows_seen_ == 3000
+    assert isinstance(model, StreamingKernelPCA) and model.n_samples_seen_ == 3000
     assert model.components_.shape == (3, 128) and model.seed_ == 4
     info = zarr.open_group(str(d / "model.zarr")).attrs["info"]
     assert info["input_fingerprint"]["shape"] == [3000, 8]
     # the same fit in this process gives the same sketch (same chunking, same seed)
-    ref = StreamingKernelPCA(n_components=3, n_features=128, sketch_size=16, random_state=4,
+    ref = StreamingKernelPCA(n_components=3, n_random_features=128, sketch_size=16, random_state=4,
                              gamma=model.gamma).fit(open_array(str(d / "x.zarr")))
     np.testing.assert_array_equal(ref.sketch_, model.sketch_)
 
@@ -80,7 +80,7 @@ def test_evaluate_table_output(data, capsys):
     from distsketch.io import ingest
 
     ingest(d / "x.npy", d / "t.zarr", chunk_rows=1000)
-    model = StreamingKernelPCA(n_components=2, n_features=64, sketch_size=8, gamma=0.1,
+    model = StreamingKernelPCA(n_components=2, n_random_features=64, sketch_size=8, gamma=0.1,
                                random_state=0).fit(X)
     model.save(d / "t-model.zarr")
     assert cli.main(["evaluate", str(d / "t-model.zarr"), str(d / "t.zarr"), "--n-sample",
@@ -144,7 +144,7 @@ def test_missing_subcommand_module_does_not_break_others(monkeypatch, capsys):
 
 def test_quickstart_small(tmp_path, capsys):
     out = tmp_path / "qs"
-    args = ("quickstart", "--rows", "10000", "--out", out, "--n-features", "256",
+    args = ("quickstart", "--rows", "10000", "--out", out, "--n-random-features", "256",
             "--sketch-size", "32", "--n-sample", "500", "--chunk-rows", "2500")
     res = run(*args)  # default --cluster: the embedded local cluster
     report = json.loads((out / "report.json").read_text())

@@ -78,7 +78,7 @@ def _spec(tmp: Path, out: str, cluster: str) -> Path:
         arr[...] = X
     cfg = {"input": str(tmp / "X.zarr"), "seed": 1, "segment_rows": 1000, "block_rows": 250,
            "method": {"name": "StreamingKernelPCA", "params": {
-               "n_components": 3, "n_features": 64, "sketch_size": 16, "gamma": 0.2}},
+               "n_components": 3, "n_random_features": 64, "sketch_size": 16, "gamma": 0.2}},
            "outputs": {"dir": str(tmp / out)}, "cluster": cluster,
            "report": {"kernel_error": False, "png": False}}
     p = tmp / f"{out}.yaml"
@@ -117,7 +117,7 @@ def test_fit_command_through_scheduler_file(tmp_path, dask_cluster):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "connected to Dask at tcp://127.0.0.1:" in proc.stderr
-    assert distsketch.load(model).n_rows_seen_ == 2000
+    assert distsketch.load(model).n_samples_seen_ == 2000
 
 
 def test_unreachable_scheduler_is_a_clear_error_in_bounded_time(tmp_path):

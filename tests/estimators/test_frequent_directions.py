@@ -29,7 +29,7 @@ def _check_guarantee(A, fd, ell):
         assert err <= s2[k:].sum() / (ell - k) + 1e-9 * scale
         # the certified bound is computed from the sketch alone and is never below the error
         assert err <= fd.covariance_error_bound(k) + 1e-9 * scale
-    assert fd.n_rows_seen_ == A.shape[0]
+    assert fd.n_samples_seen_ == A.shape[0]
     assert fd.sq_frobenius_ == pytest.approx(scale, rel=1e-6)
 
 
@@ -74,7 +74,7 @@ def test_partial_fit_and_merge_keep_guarantee():
     right = FrequentDirections(sketch_size=ell).fit(da.from_array(A[1200:], chunks=(500, 16)))
     merged = left.merge(right)
     _check_guarantee(A, merged, ell)
-    assert merged is not left and left.n_rows_seen_ == 1200
+    assert merged is not left and left.n_samples_seen_ == 1200
 
 
 def test_bitwise_deterministic_for_same_chunking():
@@ -91,7 +91,7 @@ def test_save_load_round_trip(tmp_path):
     np.testing.assert_array_equal(back.sketch_, fd.sketch_)
     assert back.covariance_error_bound(1) == fd.covariance_error_bound(1)
     back.partial_fit(_data(300, 6, seed=9))
-    assert back.n_rows_seen_ == 800
+    assert back.n_samples_seen_ == 800
 
 
 def test_errors():

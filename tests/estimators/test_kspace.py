@@ -4,12 +4,14 @@ sampling, chunking) and approximate kernel PCR (digits: better than linear regre
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.base import is_classifier
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import train_test_split
 
 from distsketch.errors import ConfigError, InputError, NotFittedError
 from distsketch.estimators.kspace import KernelPCR, KSpaceKernelPCA
+from distsketch.estimators.kspace_classifier import KernelPCRClassifier
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(size=(240, 4))
@@ -48,12 +50,12 @@ def test_embedding_is_orthonormal_and_chunking_invariant():
     np.testing.assert_array_equal(Vd.compute(), V)
     est2 = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
         da.from_array(A, chunks=(50, 4)))
-    np.testing.assert_allclose(est2.projection_, est.projection_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(est2.components_, est.components_, rtol=1e-8, atol=1e-10)
 
 
 def test_sampled_fit_applies_to_all_rows():
     est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
-    assert est.n_samples_fit_ == 120
+    assert est.n_samples_seen_ == 120
     V = est.transform(A)
     Q, _ = np.linalg.qr(V)
     # subspace found on half the rows still captures φ(A) well (Table 1's sampled column)
@@ -91,7 +93,7 @@ def test_pcr_digits_beats_linear_regression():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
-    pcr = KernelPCR(n_components=100, degree=3, gamma=1 / 8, task="classification", random_state=0)
+    pcr = KernelPCRClassifier(n_components=100, degree=3, gamma=1 / 8, random_state=0)
     acc = pcr.fit(Xtr, ytr).score(Xte, yte)
     # plain linear (one-vs-rest least squares) regression on the raw features
     Y = -np.ones((len(ytr), 10))
@@ -127,3 +129,22 @@ def test_save_load_roundtrip(tmp_path):
     pcr = KernelPCR(n_components=10, degree=2, random_state=0).fit(A, y)
     pcr.save(tmp_path / "pcr")
     np.testing.assert_array_equal(load(tmp_path / "pcr").predict(A), pcr.predict(A))
+
+
+def test_pcr_classifier_is_the_regression_of_pm1_class_columns():
+    y = np.where(A[:, 0] * A[:, 1] > 0, "pos", "neg")
+    clf = KernelPCRClassifier(n_components=10, degree=2, random_state=0).fit(A, y)
+    assert is_classifier(clf) and not hasattr(KernelPCR, "decision_function")
+    np.testing.assert_array_equal(clf.classes_, ["neg", "pos"])
+    Y = np.where(y[:, None] == clf.classes_[None, :], 1.0, -1.0)
+    reg = KernelPCR(n_components=10, degree=2, random_state=0).fit(A, Y)
+    np.testing.assert_array_equal(clf.coef_, reg.coef_)
+    np.testing.assert_array_equal(clf.decision_function(A), reg.predict(A))
+    pred = clf.predict(A)
+    np.testing.assert_array_equal(pred, clf.classes_[reg.predict(A).argmax(axis=1)])
+    assert clf.score(A, y) == np.mean(pred == y) > 0.7  # chance is 0.5
+    np.testing.assert_array_equal(clf.predict(da.from_array(A, chunks=(60, 4))).compute(), pred)
+    with pytest.raises(InputError, match="only one class"):
+        KernelPCRClassifier(n_components=3, degree=2).fit(A, np.zeros(len(A)))
+    with pytest.raises(InputError, match="continuous"):
+        KernelPCRClassifier(n_components=3, degree=2).fit(A, A[:, 0])

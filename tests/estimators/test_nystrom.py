@@ -158,7 +158,7 @@ def test_partial_fit_equals_fit_on_all_rows():
     full = NystromFeatures(n_components=60, gamma=0.2, random_state=4).fit(np.vstack([Xa, Xb]))
     inc = NystromFeatures(n_components=60, gamma=0.2, random_state=4)
     inc.partial_fit(Xa[:300]).partial_fit(Xa[300:]).partial_fit(Xb)
-    assert inc.n_rows_seen_ == 1200
+    assert inc.n_samples_seen_ == 1200
     np.testing.assert_array_equal(inc.landmark_indices_, full.landmark_indices_)
     np.testing.assert_array_equal(inc.landmarks_, full.landmarks_)
     np.testing.assert_array_equal(inc.transform(Xb[:20]), full.transform(Xb[:20]))
@@ -177,12 +177,12 @@ def test_kpca_partial_fit_folds_rows_with_fixed_landmarks(center, tmp_path):
     inc.partial_fit(da.from_array(Xb, chunks=(64, 4)))
     # landmarks stay those of the first batch; the rest is the exact one-pass result
     np.testing.assert_array_equal(inc.landmarks_, L)
-    assert inc.n_rows_seen_ == 500
+    assert inc.n_samples_seen_ == 500
     Z = pairwise_kernel(np.vstack([Xa, Xb]), L, "rbf", gamma=0.4) @ N
     mu = Z.mean(axis=0) if center else np.zeros(Z.shape[1])
     vals, vecs = np.linalg.eigh((Z - mu).T @ (Z - mu))
     np.testing.assert_allclose(inc.eigenvalues_, vals[::-1][:4], rtol=1e-9)
-    np.testing.assert_allclose(np.abs(inc.components_), np.abs(vecs[:, ::-1][:, :4]), atol=1e-8)
+    np.testing.assert_allclose(np.abs(inc.components_), np.abs(vecs[:, ::-1][:, :4].T), atol=1e-8)
     np.testing.assert_allclose(np.abs(inc.transform(Xc)), np.abs((pairwise_kernel(Xc, L, "rbf", gamma=0.4)
                                                                  @ N - mu) @ vecs[:, ::-1][:, :4]),
                                atol=1e-8)

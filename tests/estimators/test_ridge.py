@@ -159,7 +159,7 @@ def test_partial_fit_merges_to_the_full_fit():
     inc = SketchedKernelRidge(features=feats, alpha=0.2)
     for lo, hi in [(0, 31), (31, 32), (32, 90)]:
         inc.partial_fit(X[lo:hi], y[lo:hi])
-    assert inc.n_rows_seen_ == 90
+    assert inc.n_samples_seen_ == 90
     np.testing.assert_allclose(inc.coef_, full.coef_, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(inc.intercept_, full.intercept_, rtol=1e-8, atol=1e-10)
 
@@ -358,4 +358,4 @@ def test_save_and_load_round_trip(tmp_path):
     again = load(tmp_path / "krr")
     assert np.array_equal(again.predict(X), model.predict(X))
     again.partial_fit(X, y)
-    assert again.n_rows_seen_ == 100
+    assert again.n_samples_seen_ == 100

@@ -44,7 +44,7 @@ def _fd_check(Z, model):
 
 
 def test_fd_single_block_equals_numpy_reference(noisy):
-    model = StreamingKernelPCA(n_components=5, n_features=128, sketch_size=16,
+    model = StreamingKernelPCA(n_components=5, n_random_features=128, sketch_size=16,
                                random_state=0).fit(noisy)
     Z = model.features_.transform(noisy)            # float32 features, as sketched
     B, delta = fd_sketch(Z, 16)
@@ -56,7 +56,7 @@ def test_fd_single_block_equals_numpy_reference(noisy):
 
 
 def test_rnca_equals_exact_feature_pca(noisy):
-    model = StreamingKernelPCA(n_components=6, n_features=64, method="rnca",
+    model = StreamingKernelPCA(n_components=6, n_random_features=64, method="rnca",
                                random_state=0).fit(da.from_array(noisy, chunks=(700, 20)))
     Z = _Z(model, noisy)
     C = Z.T @ Z
@@ -76,21 +76,21 @@ def test_any_chunking_exact_features_and_fd_guarantee(noisy, cuts, split_every):
     edges = [0, *sorted(cuts), 3000]
     chunks = tuple(b - a for a, b in itertools.pairwise(edges))
     Xd = da.from_array(noisy, chunks=(chunks, 20))
-    fd = StreamingKernelPCA(n_components=4, n_features=96, sketch_size=12,
+    fd = StreamingKernelPCA(n_components=4, n_random_features=96, sketch_size=12,
                             split_every=split_every, random_state=2).fit(Xd)
     Z = _Z(fd, noisy)
     _fd_check(Z, fd)
     # embeddings of every row are bitwise those of the single-block NumPy computation
     np.testing.assert_array_equal(fd.transform(Xd).compute(scheduler="sync"),
                                   fd.transform(noisy))
-    rn = StreamingKernelPCA(n_components=4, n_features=96, method="rnca",
+    rn = StreamingKernelPCA(n_components=4, n_random_features=96, method="rnca",
                             split_every=split_every, random_state=2).fit(Xd)
     np.testing.assert_allclose(rn.covariance_, Z.T @ Z, rtol=1e-5, atol=1e-5)
 
 
 def test_transform_rows_identical_for_chunkings_1000_7919_and_one():
     X = random_noisy(8500, 10, signal_dim=5, chunk_rows=8500, random_state=4)
-    model = StreamingKernelPCA(n_components=3, n_features=32, sketch_size=8,
+    model = StreamingKernelPCA(n_components=3, n_random_features=32, sketch_size=8,
                                random_state=0).fit(X)
     ref = model.transform(X).compute(scheduler="sync")
     for rows in (1000, 7919):
@@ -103,7 +103,7 @@ def test_transform_rows_identical_for_chunkings_1000_7919_and_one():
 @pytest.mark.parametrize("method", ["fd", "rnca"])
 def test_same_chunking_bitwise_identical_across_schedulers(noisy, method):
     Xd = da.from_array(noisy, chunks=(230, 20))
-    kw = dict(n_components=4, n_features=64, sketch_size=8, method=method, split_every=3,
+    kw = dict(n_components=4, n_random_features=64, sketch_size=8, method=method, split_every=3,
               random_state=7)
     with dask.config.set(scheduler="sync"):
         a = StreamingKernelPCA(**kw).fit(Xd)
@@ -115,12 +115,12 @@ def test_same_chunking_bitwise_identical_across_schedulers(noisy, method):
 
 
 def test_partial_fit_rnca_equals_fit_on_concatenation(noisy):
-    kw = dict(n_components=5, n_features=64, method="rnca", random_state=3)
+    kw = dict(n_components=5, n_random_features=64, method="rnca", random_state=3)
     full = StreamingKernelPCA(**kw).fit(noisy)
     inc = StreamingKernelPCA(**kw)
     for lo in range(0, 3000, 1100):
         inc.partial_fit(noisy[lo: lo + 1100])
-    assert inc.n_rows_seen_ == full.n_rows_seen_ == 3000
+    assert inc.n_samples_seen_ == full.n_samples_seen_ == 3000
     np.testing.assert_allclose(inc.covariance_, full.covariance_, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(inc.feature_sum_, full.feature_sum_, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(inc.explained_variance_, full.explained_variance_, rtol=1e-9)
@@ -129,17 +129,17 @@ def test_partial_fit_rnca_equals_fit_on_concatenation(noisy):
 
 
 def test_partial_fit_fd_keeps_guarantee_on_all_rows(noisy):
-    inc = StreamingKernelPCA(n_components=4, n_features=64, sketch_size=10, random_state=3)
+    inc = StreamingKernelPCA(n_components=4, n_random_features=64, sketch_size=10, random_state=3)
     for lo in range(0, 3000, 900):
         inc.partial_fit(da.from_array(noisy[lo: lo + 900], chunks=(400, 20)))
-    assert inc.n_rows_seen_ == 3000
+    assert inc.n_samples_seen_ == 3000
     _fd_check(_Z(inc, noisy), inc)
 
 
 def _errors(X, method, m, ell, k, seeds=(0, 1, 2), n_sample=None):
     out = []
     for seed in seeds:
-        model = StreamingKernelPCA(n_components=k, n_features=m, sketch_size=ell, method=method,
+        model = StreamingKernelPCA(n_components=k, n_random_features=m, sketch_size=ell, method=method,
                                    random_state=seed).fit(X)
         e = kernel_errors(X, model, "rbf", gamma=1.0 / X.shape[1], n_sample=n_sample)
         out.append([e["spectral"], e["frobenius"]])
@@ -193,7 +193,7 @@ def test_fd_close_to_rnca_at_same_rank(datasets):
 
 
 def test_kinds_dtypes_and_kernel_approx(noisy):
-    model = StreamingKernelPCA(n_components=3, n_features=32, sketch_size=8,
+    model = StreamingKernelPCA(n_components=3, n_random_features=32, sketch_size=8,
                                random_state=0).fit(noisy)
     out = model.transform(noisy[:50])
     assert isinstance(out, np.ndarray) and out.shape == (50, 3) and out.dtype == np.float32
@@ -206,7 +206,7 @@ def test_kinds_dtypes_and_kernel_approx(noisy):
 
 def test_zarr_path_fit_and_transform(tmp_path, noisy):
     path = write_array(noisy, tmp_path / "X.zarr", chunk_rows=800)
-    model = StreamingKernelPCA(n_components=3, n_features=32, sketch_size=8,
+    model = StreamingKernelPCA(n_components=3, n_random_features=32, sketch_size=8,
                                random_state=0).fit(str(path))
     assert model.fingerprint_["shape"] == [3000, 20]
     emb = model.transform(str(path))
@@ -216,7 +216,7 @@ def test_zarr_path_fit_and_transform(tmp_path, noisy):
 
 @pytest.mark.parametrize("method", ["fd", "rnca"])
 def test_save_load_round_trip(tmp_path, noisy, method):
-    model = StreamingKernelPCA(n_components=3, n_features=32, sketch_size=8, method=method,
+    model = StreamingKernelPCA(n_components=3, n_random_features=32, sketch_size=8, method=method,
                                random_state=0).fit(noisy[:2000])
     model.save(tmp_path / "m.zarr")
     back = distsketch.load(tmp_path / "m.zarr")
@@ -225,14 +225,14 @@ def test_save_load_round_trip(tmp_path, noisy, method):
     back.partial_fit(noisy[2000:])
     model.partial_fit(noisy[2000:])
     np.testing.assert_array_equal(back.components_, model.components_)
-    assert back.n_rows_seen_ == 3000
+    assert back.n_samples_seen_ == 3000
 
 
 def test_errors(noisy):
     with pytest.raises(ConfigError, match="n_components"):
         StreamingKernelPCA(n_components=20, sketch_size=8).fit(noisy)
     with pytest.raises(ConfigError, match="n_components"):
-        StreamingKernelPCA(n_components=40, n_features=32, method="rnca").fit(noisy)
+        StreamingKernelPCA(n_components=40, n_random_features=32, method="rnca").fit(noisy)
     with pytest.raises(ConfigError, match="method"):
         StreamingKernelPCA(method="nystrom").fit(noisy)
     with pytest.raises(ConfigError, match="gamma"):
@@ -241,7 +241,7 @@ def test_errors(noisy):
         StreamingKernelPCA(kernel="polynomial").fit(noisy)
     with pytest.raises(NotFittedError):
         StreamingKernelPCA().transform(noisy)
-    model = StreamingKernelPCA(n_components=2, n_features=16, sketch_size=4,
+    model = StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=4,
                                random_state=0).fit(noisy)
     with pytest.raises(InputError, match="features"):
         model.transform(np.ones((3, 7)))
@@ -256,7 +256,7 @@ def test_errors(noisy):
 def test_memory_budget_is_checked_before_computing(noisy):
     with dask.config.set({"distsketch.task-memory": "1MiB"}):
         with pytest.raises(MemoryBudgetError, match="budget"):
-            StreamingKernelPCA(n_components=2, n_features=1024, sketch_size=64,
+            StreamingKernelPCA(n_components=2, n_random_features=1024, sketch_size=64,
                                random_state=0).fit(noisy)
 
 
@@ -264,7 +264,7 @@ def test_sparse_input_matches_dense(noisy):
     import scipy.sparse as sp
 
     X = np.where(np.abs(noisy[:1500]) > 0.5, noisy[:1500], 0).astype(np.float64)
-    kw = dict(n_components=3, n_features=48, sketch_size=8, random_state=0)
+    kw = dict(n_components=3, n_random_features=48, sketch_size=8, random_state=0)
     dense = StreamingKernelPCA(**kw).fit(X)
     sparse = StreamingKernelPCA(**kw).fit(sp.csr_matrix(X))
     # sparse products differ from the row-stable dense GEMM only by rounding

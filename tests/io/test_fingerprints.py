@@ -72,7 +72,7 @@ def test_fit_from_store_fingerprints_once(tmp_path, A, monkeypatch):
     import distsketch.io as dio
 
     monkeypatch.setattr(dio, "fingerprint", fp.fingerprint)
-    model = StreamingKernelPCA(n_components=2, n_features=16, sketch_size=4,
+    model = StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=4,
                                random_state=0).fit(str(path))
     assert len(calls) == 1
     assert model.fingerprint_ == fingerprint(str(path))

@@ -33,12 +33,12 @@ def test_rff_save_load_round_trip(tmp_path):
 
 def test_skpca_save_load_round_trip(tmp_path):
     X = np.random.default_rng(2).normal(size=(300, 5)).astype(np.float32)
-    model = StreamingKernelPCA(n_components=3, n_features=64, sketch_size=8, gamma=0.2,
+    model = StreamingKernelPCA(n_components=3, n_random_features=64, sketch_size=8, gamma=0.2,
                                random_state=3).fit(X)
     back = load(save_model(model, tmp_path / "m.zarr", extra={"input": "memory"}))
     np.testing.assert_array_equal(back.components_, model.components_)
     np.testing.assert_array_equal(back.transform(X), model.transform(X))
-    assert back.n_rows_seen_ == 300
+    assert back.n_samples_seen_ == 300
     assert zarr.open_group(str(tmp_path / "m.zarr")).attrs["info"]["input"] == "memory"
 
 

@@ -211,6 +211,13 @@ class TestRidgeSummaryFolds(TestRidgeSummary):
     n_folds = 3
 
 
+# ------------------------------------------------------------------ sparsified
+
+def _sorted_coo(state):
+    order = np.lexsort((state["cols"], state["rows"]))
+    return {k: state[k][order] for k in ("rows", "cols", "vals")}
+
+
 class TestStripSummary(MergeableSummaryTests):
     """The strip is rows 40..60; the reduced blocks are the rows 0..60 (the lower triangle)."""
 

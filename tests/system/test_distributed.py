@@ -114,7 +114,7 @@ def process_cluster(tmp_path) -> Iterator[ProcessCluster]:
 
 
 def _fit_and_embed(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    model = StreamingKernelPCA(n_components=4, n_features=256, sketch_size=16, split_every=4,
+    model = StreamingKernelPCA(n_components=4, n_random_features=256, sketch_size=16, split_every=4,
                                gamma=0.05, random_state=11).fit(X)
     # distsketch's compute pins BLAS to one thread on every scheduler (a bare
     # .compute() under the synchronous scheduler would run BLAS multi-threaded)
@@ -175,9 +175,9 @@ def test_out_of_core_larger_than_worker_memory(tmp_path, process_cluster, monkey
         with contextlib.ExitStack() as stack:
             for m in monitors:
                 stack.enter_context(m)
-            model = StreamingKernelPCA(n_components=2, n_features=16, sketch_size=4,
+            model = StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=4,
                                        gamma=1.0 / d, random_state=0).fit(X)
-    assert model.n_rows_seen_ == n  # every row went through the sketch
+    assert model.n_samples_seen_ == n  # every row went through the sketch
     # RFF rows have squared norm about 1, so ||Z||_F^2 is about n
     assert 0.8 * n < model.sq_frobenius_ < 1.2 * n
     assert len(projected) == 1 and projected[0] >= rows * d * 4

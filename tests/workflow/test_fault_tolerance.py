@@ -51,7 +51,7 @@ def write_spec(tmp, out="out", seg=200, m=40, cluster="sync", block_rows=None):
         "input": str(tmp / "X.zarr"), "seed": 5, "segment_rows": seg, "block_rows": block_rows,
         "preprocessing": {"standardize": True},
         "method": {"name": "StreamingKernelPCA", "params": {"method": "rnca", "gamma": 0.25,
-                                                             "n_features": m, "n_components": 3}},
+                                                             "n_random_features": m, "n_components": 3}},
         "outputs": {"dir": str(tmp / out)}, "cluster": cluster,
         "report": {"kernel_error": False, "png": False},  # not under test here; keeps runs short
     }
@@ -112,7 +112,7 @@ def quiet(msg):
 def covariance(out: Path) -> dict:
     """The checkpointed summary: ZᵀZ and the rows it covers."""
     state = distsketch.load(out / "state" / "summary" / "model.zarr")
-    return {"n": state.n_rows_seen_, "ztz": state.covariance_}
+    return {"n": state.n_samples_seen_, "ztz": state.covariance_}
 
 
 def assert_same_result(out: Path, ref: Path, n: int):
@@ -122,7 +122,7 @@ def assert_same_result(out: Path, ref: Path, n: int):
     np.testing.assert_array_equal(a["ztz"], b["ztz"])
     ma = distsketch.load(out / "result" / "model.zarr")
     mb = distsketch.load(ref / "result" / "model.zarr")
-    assert ma.n_rows_seen_ == n
+    assert ma.n_samples_seen_ == n
     np.testing.assert_array_equal(ma.components_, mb.components_)
     fa = zarr.open_array(str(out / "result" / "features.zarr"))
     assert fa.shape[0] == n and fa.nchunks_initialized == fa.nchunks
@@ -134,7 +134,7 @@ def assert_previous_result_intact(out: Path, n_prev: int):
     man = read_manifest(out / "result")
     assert man is not None and man["rows"]["after"] == n_prev
     model = distsketch.load(out / "result" / "model.zarr")
-    assert model.n_rows_seen_ == n_prev
+    assert model.n_samples_seen_ == n_prev
     assert zarr.open_array(str(out / "result" / "features.zarr")).shape[0] == n_prev
 
 

@@ -24,7 +24,7 @@ def spec(tmp):
     return {
         "input": str(tmp / "X.zarr"), "seed": 3, "segment_rows": 200,
         "method": {"name": "StreamingKernelPCA", "params": {"method": "rnca", "gamma": 0.3,
-                                                             "n_features": 32, "n_components": 2}},
+                                                             "n_random_features": 32, "n_components": 2}},
         "outputs": {"dir": str(tmp / "out")}, "cluster": "sync",
         "report": {"kernel_error": False, "png": False},
     }
@@ -88,7 +88,7 @@ def test_failing_hook_reports_the_error_and_keeps_the_previous_result(tmp_path):
     res = run_workflow(spec(tmp_path), log=lambda m: None)  # every segment was checkpointed
     assert res.status == "refreshed" and res.rows_after == 600
     model = distsketch.load(tmp_path / "out" / "result" / "model.zarr")
-    assert model.n_rows_seen_ == 600
+    assert model.n_samples_seen_ == 600
 
 
 def test_no_module_reads_fault_switches_from_the_environment():

@@ -37,7 +37,7 @@ def spec(tmp, out="out", method=None, standardize=False, seg=200):
         "input": str(tmp / "X.zarr"), "seed": 11, "segment_rows": seg,
         "preprocessing": {"standardize": standardize},
         "method": method or {"name": "StreamingKernelPCA", "params": {
-            "method": "rnca", "gamma": GAMMA, "n_features": M, "n_components": K}},
+            "method": "rnca", "gamma": GAMMA, "n_random_features": M, "n_components": K}},
         "outputs": {"dir": str(tmp / out)}, "cluster": "sync", "report": {"n_sample": 100},
     }
 
@@ -66,7 +66,7 @@ def test_incremental_rnca_equals_full_refit(tmp_path, n1):
     ref = run_workflow(spec(tmp_path, out="ref"), log=quiet)
     assert ref.status == "full" and ref.segments == 5
     inc, full = _model(tmp_path), _model(tmp_path, "ref")
-    assert inc.n_rows_seen_ == full.n_rows_seen_ == 1000  # no row lost or counted twice
+    assert inc.n_samples_seen_ == full.n_samples_seen_ == 1000  # no row lost or counted twice
     if n1 % 200 == 0:
         np.testing.assert_array_equal(inc.covariance_, full.covariance_)
         np.testing.assert_array_equal(inc.singular_values_, full.singular_values_)
@@ -105,7 +105,7 @@ def test_changed_rows_refuse_until_full(tmp_path):
     # the previous result is untouched and --full refits on the current data
     assert read_manifest(tmp_path / "out" / "result")["rows"]["after"] == 800
     res = run_workflow(spec(tmp_path), full=True, log=quiet)
-    assert res.status == "full" and _model(tmp_path).n_rows_seen_ == 800
+    assert res.status == "full" and _model(tmp_path).n_samples_seen_ == 800
 
 
 def test_truncated_input_and_changed_spec_refuse(tmp_path):
@@ -140,14 +140,14 @@ def test_incremental_frequent_directions_within_fd_guarantee(tmp_path):
     """SKPCA (FD): the merged sketch of an incremental run obeys the FD bound for all rows."""
     ell, k = 16, 3
     method = {"name": "StreamingKernelPCA", "params": {
-        "n_components": k, "n_features": 48, "sketch_size": ell, "gamma": GAMMA}}
+        "n_components": k, "n_random_features": 48, "sketch_size": ell, "gamma": GAMMA}}
     X = data(1200, seed=5)
     make_input(tmp_path / "X.zarr", X[:500])
     run_workflow(spec(tmp_path, method=method), log=quiet)
     append_rows(tmp_path / "X.zarr", X[500:])
     assert run_workflow(spec(tmp_path, method=method), log=quiet).status == "incremental"
     model = _model(tmp_path)
-    assert model.n_rows_seen_ == 1200
+    assert model.n_samples_seen_ == 1200
     Z = model.features_.transform(X)
     B = model.sketch_
     err = np.linalg.norm(Z.T @ Z - B.T @ B, 2)
@@ -196,4 +196,4 @@ def test_nystrom_kpca_refits_instead_of_merging(tmp_path):
                                       random_state=model.random_state).fit(X)
     # landmarks drawn over all 500 rows, as a fit on all rows draws them (not from the first 200)
     np.testing.assert_array_equal(model.landmark_indices_, ref.landmark_indices_)
-    assert model.n_rows_seen_ == 500
+    assert model.n_samples_seen_ == 500

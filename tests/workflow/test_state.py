@@ -19,7 +19,7 @@ def test_old_rnca_checkpoint_asks_for_full(tmp_path):
                             chunks=(100, 3))
     arr[...] = X
     cfg = {"input": str(tmp_path / "X.zarr"), "segment_rows": 100, "cluster": "sync",
-           "method": {"name": "StreamingKernelPCA", "params": {"method": "rnca", "n_features": 16,
+           "method": {"name": "StreamingKernelPCA", "params": {"method": "rnca", "n_random_features": 16,
                                                                 "n_components": 2}},
            "outputs": {"dir": str(tmp_path / "out")}, "report": {"kernel_error": False}}
     # what the former built-in rnca method left: state.json and an np.savez covariance

@@ -27,7 +27,7 @@ from distsketch.workflow import load_workflow_spec, run_workflow
 from distsketch.workflow.spec import MethodSpec
 
 GAMMA, M, K = 0.2, 48, 4
-RNCA = {"method": "rnca", "gamma": GAMMA, "n_features": M, "n_components": K}
+RNCA = {"method": "rnca", "gamma": GAMMA, "n_random_features": M, "n_components": K}
 
 
 def make_input(path: Path, X: np.ndarray, chunk_rows: int = 100) -> str:
@@ -75,7 +75,7 @@ def standardised(X: np.ndarray) -> np.ndarray:
 
 def eigenvalues(model) -> np.ndarray:
     """Eigenvalues of ZᵀZ / n, as the RNCA reference computes them."""
-    return model.singular_values_ ** 2 / model.n_rows_seen_
+    return model.singular_values_ ** 2 / model.n_samples_seen_
 
 
 # ----------------------------------------------------------------------------- spec
@@ -177,7 +177,7 @@ def test_rnca_fit_matches_reference_and_partial_fit_equals_fit():
     inc = StreamingKernelPCA(**RNCA, random_state=7)
     for a, b in ((0, 250), (250, 600), (600, 900)):
         inc.partial_fit(Xs[a:b])
-    assert inc.n_rows_seen_ == model.n_rows_seen_ == 900
+    assert inc.n_samples_seen_ == model.n_samples_seen_ == 900
     np.testing.assert_array_equal(inc.features_.transform(Xs), model.features_.transform(Xs))
     np.testing.assert_allclose(inc.covariance_, model.covariance_, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(inc.feature_sum_, model.feature_sum_, rtol=1e-12, atol=1e-12)
@@ -203,12 +203,12 @@ def test_streaming_kpca_method_runs_with_estimator_params(tmp_path):
     X = data(seed=2).astype(np.float32)
     make_input(tmp_path / "X.zarr", X)
     cfg = spec(tmp_path, method={"name": "StreamingKernelPCA", "params": {
-        "n_components": 3, "n_features": 64, "sketch_size": 16, "gamma": GAMMA}},
+        "n_components": 3, "n_random_features": 64, "sketch_size": 16, "gamma": GAMMA}},
         preprocessing={"standardize": False})
     res = run_workflow(cfg, log=lambda m: None)
     out = res.result_dir
     model = distsketch.load(out / "model.zarr")
-    assert model.n_rows_seen_ == 900 and model.seed_ == 7  # the workflow seed reaches the estimator
+    assert model.n_samples_seen_ == 900 and model.seed_ == 7  # the workflow seed reaches the estimator
     feats = zarr.open_array(str(out / "features.zarr"))[...]
     np.testing.assert_allclose(feats, model.transform(X), rtol=1e-6, atol=1e-6)
     assert read_manifest(out)["kernel_errors"]["available"]
@@ -227,7 +227,7 @@ def test_supervised_method_reads_targets_and_writes_predictions(tmp_path):
     model = distsketch.load(res.result_dir / "model.zarr")
     pred = zarr.open_array(str(res.result_dir / "features.zarr"))[...]
     np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-10, atol=1e-10)
-    assert model.n_rows_seen_ == 900
+    assert model.n_samples_seen_ == 900
 
 
 def test_dry_run_writes_nothing(tmp_path):
