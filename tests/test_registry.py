@@ -202,7 +202,7 @@ def test_every_concrete_estimator_class_can_be_saved():
 
 
 def test_statistical_dimension_sketch_as_features_round_trips(tmp_path):
-    from distsketch.estimators.ridge import StatisticalDimensionSketch
+    from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 
     feats = StatisticalDimensionSketch(base=distsketch.RandomFourierFeatures(n_components=32),
                                        alpha=0.1, random_state=0)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import distsketch as ds
-from distsketch.estimators.ridge import StatisticalDimensionSketch
+from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 from distsketch.testing import ComputeError, raise_on_compute
 
 rng = np.random.default_rng(3)
@@ -36,7 +36,7 @@ CASES = [
     (ds.DatabaseFriendlyProjection(n_components=4, random_state=0), False, "transform"),
     (StatisticalDimensionSketch(base=ds.RandomFourierFeatures(n_components=32), alpha=0.1,
                                 random_state=0), False, "transform"),
-    (ds.StreamingKernelPCA(n_components=3, n_features=32, sketch_size=8, random_state=0), False,
+    (ds.StreamingKernelPCA(n_components=3, n_random_features=32, sketch_size=8, random_state=0), False,
      "transform"),
     (ds.NystromKernelPCA(n_components=3, n_landmarks=12, random_state=0), False, "transform"),
     (ds.KSpaceKernelPCA(n_components=3, degree=2, random_state=0), False, "transform"),

@@ -76,7 +76,7 @@ def test_ridge_row_signed_map_is_row_dependent(data):
 @pytest.mark.parametrize("method", ["fd", "rnca"])
 def test_streaming_kpca_partial_fit_equals_fit(data, method):
     X, _ = data
-    kw = dict(n_components=2, n_features=64, sketch_size=16, method=method, random_state=1)
+    kw = dict(n_components=2, n_random_features=64, sketch_size=16, method=method, random_state=1)
     full = StreamingKernelPCA(**kw).fit(_halves(X))
     inc = StreamingKernelPCA(**kw).partial_fit(X[:HALF]).partial_fit(X[HALF:])
     assert inc.components_.tobytes() == full.components_.tobytes()

@@ -89,7 +89,7 @@ MAPS = {
     "tensorsketch": lambda X, y: TensorSketch(n_components=256, degree=3, random_state=0).fit(X),
     "polysketch": lambda X, y: PolySketch(n_components=256, degree=4, random_state=0).fit(X),
     "nystrom": lambda X, y: _fitted(NystromFeatures(n_components=100, random_state=0), X),
-    "skpca": lambda X, y: _fitted(StreamingKernelPCA(n_components=4, n_features=256,
+    "skpca": lambda X, y: _fitted(StreamingKernelPCA(n_components=4, n_random_features=256,
                                                      sketch_size=16, random_state=0), X),
     "nystrom-kpca": lambda X, y: _fitted(NystromKernelPCA(n_components=4, n_landmarks=100,
                                                           random_state=0), X),
@@ -113,9 +113,9 @@ def test_ridge_predict_within_projection(measured, X, y):
 
 
 SUMMARIES = {
-    "skpca-fd": lambda X: StreamingKernelPCA(n_components=4, n_features=256, sketch_size=16,
+    "skpca-fd": lambda X: StreamingKernelPCA(n_components=4, n_random_features=256, sketch_size=16,
                                              random_state=0).fit(X),
-    "skpca-rnca": lambda X: StreamingKernelPCA(n_components=4, n_features=256, method="rnca",
+    "skpca-rnca": lambda X: StreamingKernelPCA(n_components=4, n_random_features=256, method="rnca",
                                                random_state=0).fit(X),
     "frequent-directions": lambda X: FrequentDirections(sketch_size=8).fit(X),
     "landmarks": lambda X: NystromFeatures(n_components=100, random_state=0).fit(X),

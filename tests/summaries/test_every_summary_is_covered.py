@@ -30,6 +30,8 @@ def test_every_summary_subclass_has_a_conformance_test():
         modules.append(importlib.util.module_from_spec(spec))
         spec.loader.exec_module(modules[-1])
     tested = {type(t().make_summary()) for t in _subclasses(MergeableSummaryTests)}
-    assert len(summaries) >= 18
+    # discovery really walked the package: the shared summaries and an estimator's own are found
+    names = {c.__qualname__ for c in summaries}
+    assert {"Covariance", "UniformLandmarks", "FrequentDirectionsSummary", "RidgeSummary"} <= names
     missing = sorted(f"{c.__module__}.{c.__qualname__}" for c in summaries - tested)
     assert not missing, f"summaries without a MergeableSummaryTests subclass: {missing}"

@@ -6,7 +6,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from distsketch.estimators.base import reduce_rows
+from distsketch.graph import reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.landmarks import UniformLandmarks
@@ -19,7 +19,7 @@ def _data() -> np.ndarray:
 def test_priority_order_lists_rows_by_increasing_priority():
     X = _data()
     s = UniformLandmarks(40, seed=9, purpose="p", order="priority")
-    index, rows = s.finalize(reduce_rows(s, da.from_array(X, chunks=(70, 3))))
+    index, rows = s.finalize(reduce_blocks(s, da.from_array(X, chunks=(70, 3))))
     pri = hash_uniform(9, "p", np.arange(500))
     np.testing.assert_array_equal(index, np.argsort(pri, kind="stable")[:40])
     np.testing.assert_array_equal(rows, X[index])

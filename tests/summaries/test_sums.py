@@ -8,6 +8,7 @@ import pytest
 
 from distsketch.graph import reduce_blocks
 from distsketch.summaries.sums import SumSummary, add_states, sum_states
+from distsketch.testing import MergeableSummaryTests
 
 
 def _moments(block, row_offset):
@@ -55,3 +56,21 @@ def test_sum_summary_tree_reduces_to_the_whole_array_moments():
     assert state["n"] == 300
     np.testing.assert_allclose(state["parts"][0], X.sum(axis=0), rtol=1e-12)
     np.testing.assert_allclose(state["parts"][1], X.T @ X, rtol=1e-12)
+
+
+class TestSumSummary(MergeableSummaryTests):
+    """The generic sum merge over a block function (count, column sums, Gram)."""
+
+    has_identity = False
+
+    def make_summary(self):
+        return SumSummary(_moments)
+
+    def make_data(self, rng):
+        return rng.normal(size=(90, 4))
+
+    def test_matches_numpy(self):
+        X = self._data()
+        st = self.make_summary().chunk(X, 0)
+        assert st["n"] == 90
+        np.testing.assert_allclose(st["parts"][1], X.T @ X, rtol=1e-12)

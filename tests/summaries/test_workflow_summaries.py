@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distsketch.summaries.landmarks import UniformLandmarks
-from distsketch.testing import MergeableSummaryTests, assert_states_equal
-from distsketch.workflow import _Moments, _Shifted
+from distsketch.testing import MergeableSummaryTests
+from distsketch.workflow.preprocess import _Moments
 
 
 class TestMoments(MergeableSummaryTests):
@@ -25,25 +24,3 @@ class TestMoments(MergeableSummaryTests):
         assert st["n"] == 88
         np.testing.assert_allclose(st["mean"], X.mean(axis=0), rtol=1e-12)
         np.testing.assert_allclose(st["m2"], X.var(axis=0) * 88, rtol=1e-10)
-
-
-class TestShiftedLandmarks(MergeableSummaryTests):
-    """Bottom-k landmarks of rows numbered from 1000: exact, and they depend on the shift."""
-
-    rtol = 0.0
-    atol = 0.0
-    has_identity = False
-
-    def make_summary(self):
-        return _Shifted(UniformLandmarks(9, seed=2), 1000)
-
-    def make_data(self, rng):
-        return rng.normal(size=(120, 3))
-
-    def test_numbers_rows_from_the_base(self):
-        X = self._data()
-        shifted = self.make_summary()
-        got = shifted.chunk(X, 0)
-        assert_states_equal(got, UniformLandmarks(9, seed=2).chunk(X, 1000))
-        idx, _ = UniformLandmarks(9, seed=2).finalize(got)
-        assert idx.min() >= 1000

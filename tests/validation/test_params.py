@@ -95,7 +95,7 @@ def test_check_section_returns_a_copy():
 
 
 def test_parameters_checked_by_the_fit_wrapper_also_in_partial_fit():
-    est = StreamingKernelPCA(n_components=2, n_features=16, sketch_size=4, random_state=0)
+    est = StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=4, random_state=0)
     est.partial_fit(np.random.default_rng(0).normal(size=(20, 3)))
     est.set_params(sketch_size=0)
     with pytest.raises(ConfigError, match="sketch_size=0"):
