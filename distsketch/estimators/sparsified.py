@@ -34,14 +34,12 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import zarr
 from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
-from distsketch.io.atomic import atomic_dir
-from distsketch.io.zarr_io import write_manifest
+from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
@@ -117,22 +115,15 @@ class SparseTiles:
         self.scale = float(scale)
         self.strips = strips
         self.path = path
-        self._group: zarr.Group | None = None
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_group"} | {"_group": None}
+        self._reader = CSRStripReader(path) if path is not None else None
 
     def strip(self, s: int) -> sp.csr_array:
         """The CSR strip ``s`` (stored units: multiply by ``scale``)."""
         if self.strips is not None:
             return self.strips[s]
         try:
-            if self._group is None:
-                self._group = zarr.open_group(self.path, mode="r")
-            g = self._group[f"strips/{s}"]
             r0, r1 = self.bounds[s]
-            return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
-                                 np.asarray(g["indptr"][...])), shape=(int(r1 - r0), int(r1)))
+            return self._reader.strip(s, (int(r1 - r0), int(r1)))
         except Exception as exc:
             raise StoreError(
                 f"cannot read strip {s} (rows {self.bounds[s][0]}..{self.bounds[s][1]}) of the "
@@ -200,13 +191,6 @@ class SparseTiles:
                                    shape=(int(r1 - r0), int(r1)))
                       for s, (r0, r1) in enumerate(bounds)]
         return cls(state["n"], bounds, state["diagonal"], state["scale"], strips, state["path"])
-
-
-def _write_1d(group: zarr.Group, name: str, arr: np.ndarray) -> None:
-    a = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
-                           chunks=(max(1, min(arr.shape[0], 2**22)),), overwrite=True)
-    if arr.size:
-        a[...] = arr
 
 
 def _diag_block(block: Any, offset: int, kernel: Any, params: dict) -> np.ndarray:
@@ -389,24 +373,15 @@ class SparsifiedGram(DistsketchEstimator):
             self.tiles_ = SparseTiles(n, bounds, diagonal, scale, strips=strips)
         else:
             path = str(Path(self.store).expanduser().absolute())
-            with atomic_dir(path, overwrite=overwrite) as tmp:
-                root = zarr.open_group(store=str(tmp), mode="w")
-                grp = root.create_group("strips")
-
-                def write_strip(s: int, m: sp.csr_array) -> None:
-                    g = grp.create_group(str(s))
-                    _write_1d(g, "data", m.data)
-                    _write_1d(g, "indices", m.indices)
-                    _write_1d(g, "indptr", m.indptr)
-
-                build(write_strip)
-                _write_1d(root, "diagonal", diagonal)
-                root.attrs.update({"n": int(n), "bounds": bounds.tolist(), "scale": scale,
-                                   "p": float(self.p), "quantize": bool(self.quantize),
-                                   "kernel": self.kernel_name_, "seed": int(seed),
-                                   "layout": "lower-csr-strips"})
-                write_manifest(tmp, {"kind": "sparsified-gram", "n": int(n), "p": float(self.p),
-                                     "quantize": bool(self.quantize), "seed": int(seed)})
+            attrs = {"n": int(n), "bounds": bounds.tolist(), "scale": scale, "p": float(self.p),
+                     "quantize": bool(self.quantize), "kernel": self.kernel_name_, "seed": int(seed),
+                     "layout": "lower-csr-strips"}
+            manifest = {"kind": "sparsified-gram", "n": int(n), "p": float(self.p),
+                        "quantize": bool(self.quantize), "seed": int(seed)}
+            with write_csr_strips(path, attrs=attrs, manifest=manifest,
+                                  overwrite=overwrite) as writer:
+                build(writer.strip)
+                writer.diagonal(diagonal)
             self.tiles_ = SparseTiles(n, bounds, diagonal, scale, path=path)
         self.n_samples_seen_ = int(n)
         self.nnz_ = self.tiles_.nnz

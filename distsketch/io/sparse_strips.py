@@ -1,0 +1,105 @@
+"""Zarr storage of a symmetric sparse matrix as lower-triangular CSR row strips.
+
+Layout (a Zarr v3 group, written atomically, manifest last)::
+
+    <path>/
+      zarr.json                 attrs given by the writer
+      diagonal                  (n,) float64
+      strips/<s>/data           (nnz_s,) values
+      strips/<s>/indices        (nnz_s,) global column indices
+      strips/<s>/indptr         (rows_s + 1,) int64
+      distsketch-manifest.json
+
+Estimators hold no Zarr handles: they write through :func:`write_csr_strips`
+and read through :class:`CSRStripReader`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import zarr
+
+from distsketch.io.atomic import atomic_dir
+from distsketch.io.manifest import write_manifest
+
+__all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
+
+_CHUNK = 2**22
+
+
+def _write_1d(group: zarr.Group, name: str, arr: np.ndarray) -> None:
+    a = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
+                           chunks=(max(1, min(arr.shape[0], _CHUNK)),), overwrite=True)
+    if arr.size:
+        a[...] = arr
+
+
+class CSRStripWriter:
+    """Writes strips into an open temporary group (see :func:`write_csr_strips`)."""
+
+    def __init__(self, root: zarr.Group):
+        self._root = root
+        self._strips = root.create_group("strips")
+
+    def strip(self, s: int, m: sp.csr_array) -> None:
+        """Store strip ``s`` (its data, indices and indptr)."""
+        g = self._strips.create_group(str(s))
+        _write_1d(g, "data", np.asarray(m.data))
+        _write_1d(g, "indices", np.asarray(m.indices))
+        _write_1d(g, "indptr", np.asarray(m.indptr))
+
+    def diagonal(self, diagonal: np.ndarray) -> None:
+        """Store the (n,) diagonal."""
+        _write_1d(self._root, "diagonal", np.asarray(diagonal))
+
+
+@contextlib.contextmanager
+def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest: dict[str, Any],
+                     overwrite: bool = False) -> Iterator[CSRStripWriter]:
+    """Write a strip store atomically: strips and diagonal inside the block, then
+    the attributes and the manifest, then the rename into place.
+
+    Parameters
+    ----------
+    path : path-like
+        The store to create.
+    attrs : dict
+        JSON-serialisable group attributes (sizes, bounds, parameters).
+    manifest : dict
+        Fields of the manifest written last.
+    overwrite : bool, default False
+        Replace an existing store.
+    """
+    with atomic_dir(path, overwrite=overwrite) as tmp:
+        root = zarr.open_group(store=str(tmp), mode="w")
+        yield CSRStripWriter(root)
+        root.attrs.update(attrs)
+        write_manifest(tmp, manifest)
+
+
+class CSRStripReader:
+    """Read-only access to the strips of a store, opened on first use.
+
+    Picklable: the Zarr handle is dropped and reopened where it is used.
+    """
+
+    def __init__(self, path: str):
+        self.path = str(path)
+        self._group: zarr.Group | None = None
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "_group": None}
+
+    def strip(self, s: int, shape: tuple[int, int]) -> sp.csr_array:
+        """Strip ``s`` as a CSR array of ``shape`` (errors propagate to the caller)."""
+        if self._group is None:
+            self._group = zarr.open_group(self.path, mode="r")
+        g = self._group[f"strips/{s}"]
+        return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
+                             np.asarray(g["indptr"][...])), shape=shape)
