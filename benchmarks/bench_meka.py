@@ -148,7 +148,7 @@ def scale_run(n: int, d: int, c: int, k: int, gamma: float, workdir: Path,
     from sklearn.kernel_approximation import Nystroem
 
     from distsketch import MEKA, NystromFeatures
-    from distsketch.io.zarr_io import create_array, open_array, write_manifest
+    from distsketch.io import create_array, open_array, write_manifest
     from distsketch.metrics import relative_kernel_error
 
     path = workdir / "X.zarr"
@@ -170,7 +170,7 @@ def scale_run(n: int, d: int, c: int, k: int, gamma: float, workdir: Path,
     r = max(2, round(mk.approximation_bytes() / (8 * n)))
 
     def nystrom():
-        from distsketch.io.zarr_io import write_array
+        from distsketch.io import write_array
 
         ny = NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=0).fit(str(path))
         write_array(ny.transform(Xd), workdir / "Z.zarr", overwrite=True)

@@ -164,7 +164,7 @@ def make_random_noisy_zarr(path: str | os.PathLike, n_samples: int, n_features: 
     -------
     pathlib.Path
     """
-    from distsketch.io.zarr_io import write_array
+    from distsketch.io import write_array
 
     X = random_noisy(n_samples, n_features, chunk_rows=chunk_rows, **kw)
     info = {"generator": "random_noisy", "n_samples": int(n_samples),

@@ -116,7 +116,7 @@ def sentinel(tmp_path, monkeypatch):
 HOSTILE = ["os.system", "subprocess.Popen", "builtins.eval", "ds_sentinel.Thing",
            # non-registered distsketch internals
            "distsketch.estimators.base.DistsketchEstimator", "distsketch.workflow.RNCAModel",
-           "distsketch.io.zarr_io.open_zarr", "distsketch.cli.main",
+           "distsketch.io.arrays.open_zarr", "distsketch.cli.main",
            # a registered name under a non-distsketch module
            "ds_sentinel.SRHT"]
 

@@ -92,8 +92,8 @@ def _read_targets(spec: str, n: int) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from distsketch.diagnostics import PeakMemory, format_bytes
+    from distsketch.io import fingerprint
     from distsketch.io.model import save_model
-    from distsketch.io.zarr_io import fingerprint
 
     apply_progress(args)
     if Path(args.model).exists() and not args.overwrite:

@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _data_is_complete(path: Path, rows: int, features: int, seed: int) -> bool:
-    from distsketch.io.zarr_io import open_zarr, read_manifest
+    from distsketch.io.arrays import open_zarr
+    from distsketch.io.manifest import read_manifest
 
     info = read_manifest(path) if path.exists() else None
     if not info or info.get("generator") != "random_noisy":
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.datasets import make_random_noisy_zarr
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+    from distsketch.io import fingerprint, open_array, write_array
     from distsketch.io.model import save_model
-    from distsketch.io.zarr_io import fingerprint, open_array, write_array
     from distsketch.metrics import kernel_errors
 
     _check_args(args)

@@ -43,8 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from distsketch.diagnostics import PeakMemory, format_bytes
+    from distsketch.io import fingerprint, write_array
     from distsketch.io.model import load
-    from distsketch.io.zarr_io import fingerprint, write_array
 
     show = apply_progress(args)
     if Path(args.output).exists() and not args.overwrite:

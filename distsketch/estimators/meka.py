@@ -295,7 +295,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self._W_cache = None
         self.basis_path_ = None
         if self.basis_path is not None:
-            from distsketch.io.zarr_io import write_array
+            from distsketch.io import write_array
 
             Xd = X if is_dask(X) else da.from_array(X, chunks=(min(n, 65536), d))
             basis = map_blocks(Xd, basis_block, *self._basis_operands(), n_out=width + 1,
@@ -394,12 +394,12 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         """Basis coordinates of the training rows: a NumPy array when cached or
         small and in memory, else a lazy dask array."""
         if self.basis_path_ is not None:
-            from distsketch.io.zarr_io import open_array
+            from distsketch.io import open_array
 
             return open_array(self.basis_path_)
         X = getattr(self, "_X_fit", None)
         if X is None and self.train_path_ is not None:
-            from distsketch.io.zarr_io import open_array
+            from distsketch.io import open_array
 
             X = self._X_fit = open_array(self.train_path_)
         if X is None:

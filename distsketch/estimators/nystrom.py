@@ -87,7 +87,7 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
 
 def _read_landmarks(value: Any, n_features: int) -> np.ndarray:
     if isinstance(value, (str, os.PathLike)):
-        from distsketch.io.zarr_io import open_array
+        from distsketch.io import open_array
 
         value = open_array(value)
     arr = np.asarray(to_numpy(value), dtype=np.float64)

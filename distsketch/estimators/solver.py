@@ -346,7 +346,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             if self.X_fit_ is not None:
                 self._train_blocks = self._blocks(self.X_fit_)
             else:
-                from distsketch.io.zarr_io import open_array
+                from distsketch.io import open_array
 
                 self._train_blocks = self._blocks(open_array(self.X_path_))
         return self._train_blocks

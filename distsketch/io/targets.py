@@ -88,7 +88,7 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
     InputError
         Not 1-D or 2-D, or its row count does not match the input.
     """
-    from distsketch.io.zarr_io import open_zarr
+    from distsketch.io.arrays import open_zarr
 
     spec = os.fspath(path)
     where = where or spec

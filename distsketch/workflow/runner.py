@@ -166,7 +166,7 @@ class _Run:
         self.timings: dict[str, float] = {}
 
     def _open(self) -> Any:
-        from distsketch.io.zarr_io import open_array
+        from distsketch.io import open_array
 
         return open_array(self.spec.input, block_rows=self.spec.block_rows)
 
@@ -193,7 +193,7 @@ class _Run:
     def _locked(self, t_run: float, peak: Any) -> RunResult:
         """The run once the output folder is locked and recovered."""
         from distsketch.cluster import connect
-        from distsketch.io.zarr_io import read_manifest
+        from distsketch.io import read_manifest
 
         spec, timings = self.spec, self.timings
         t0 = time.perf_counter()
@@ -264,7 +264,7 @@ class _Run:
     def _info(self, status: str, X: Any, before: int, segments: int, errors: dict,
               model: Any) -> dict:
         """The manifest's content, less what is known only at the end."""
-        from distsketch.io.zarr_io import fingerprint
+        from distsketch.io import fingerprint
 
         n, d = int(X.shape[0]), int(X.shape[1])
         return {
@@ -279,7 +279,7 @@ class _Run:
 
     def _finish(self, tmp: Path, info: dict, model: Any, errors: dict) -> None:
         """Report, then the manifest last: it marks the result complete."""
-        from distsketch.io.zarr_io import write_manifest
+        from distsketch.io import write_manifest
 
         try:
             if self.spec.outputs.report:
@@ -303,8 +303,8 @@ class _Run:
 
     def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int) -> dict:
         """Model, features and kernel error estimate into the uncommitted result folder."""
+        from distsketch.io import write_array
         from distsketch.io.model import save_model
-        from distsketch.io.zarr_io import write_array
 
         out, timings = self.spec.outputs, self.timings
         try:
@@ -330,7 +330,7 @@ class _Run:
 
     def dry_run(self) -> RunResult:
         """What :meth:`execute` would do, computing and writing nothing."""
-        from distsketch.io.zarr_io import read_manifest
+        from distsketch.io import read_manifest
 
         spec = self.spec
         X = self._open()

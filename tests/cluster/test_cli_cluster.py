@@ -18,7 +18,7 @@ import yaml
 import zarr
 
 import distsketch
-from distsketch.io.zarr_io import read_manifest
+from distsketch.io import read_manifest
 from distsketch.workflow import run_workflow
 
 pytestmark = pytest.mark.system

@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 
 from distsketch import MEKA, BlockKernelApproximation, NystromFeatures, load
 from distsketch.errors import ConfigError, InputError, NotFittedError
-from distsketch.io.zarr_io import write_array
+from distsketch.io import write_array
 from distsketch.metrics import relative_kernel_error
 from distsketch.ops.kernels import pairwise_kernel
 

@@ -10,7 +10,7 @@ from sklearn.kernel_approximation import Nystroem
 
 from distsketch import InputError, NotFittedError, NystromFeatures, NystromKernelPCA, load
 from distsketch.errors import ConfigError
-from distsketch.io.zarr_io import write_array
+from distsketch.io import write_array
 from distsketch.metrics import relative_kernel_error
 from distsketch.ops.kernels import pairwise_kernel
 

@@ -9,7 +9,7 @@ import dask
 import numpy as np
 import pytest
 
-from distsketch.io.zarr_io import create_array, open_array, write_manifest
+from distsketch.io import create_array, open_array, write_manifest
 
 pytestmark = pytest.mark.system
 

@@ -24,7 +24,7 @@ import zarr
 
 import distsketch
 from distsketch.errors import StoreError
-from distsketch.io.zarr_io import read_manifest
+from distsketch.io import read_manifest
 from distsketch.workflow import run_workflow
 
 pytestmark = pytest.mark.system

@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 import distsketch
-from distsketch.io.zarr_io import read_manifest
+from distsketch.io import read_manifest
 from distsketch.workflow import Segment, WorkflowHooks, run_workflow
 
 

@@ -8,7 +8,7 @@ import zarr
 
 import distsketch
 from distsketch.errors import WorkflowError
-from distsketch.io.zarr_io import read_manifest
+from distsketch.io import read_manifest
 from distsketch.workflow import run_workflow
 
 GAMMA, M, K = 0.3, 40, 3

@@ -22,7 +22,7 @@ import distsketch
 from distsketch.errors import ConfigError, StoreError, WorkflowError
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.streaming_kpca import StreamingKernelPCA
-from distsketch.io.zarr_io import read_manifest
+from distsketch.io import read_manifest
 from distsketch.workflow import load_workflow_spec, run_workflow
 from distsketch.workflow.spec import MethodSpec
 
