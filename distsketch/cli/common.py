@@ -140,16 +140,23 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
 def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--block-rows", type=int, default=None,
-        help="rows per task (default: whole Zarr chunks grouped to about 16 MiB of input)")
+        help="rows per task (default: whole Zarr chunks, sized by the block rule to about 16 MiB of input)")
+
+
+# A CLI stage maps each row to features about ten times as wide as the input;
+# with the input and temporaries its working set is about this many input rows.
+_STAGE_ROW_FACTOR = 16
 
 
 def open_input(path: str, block_rows: int | None = None) -> Any:
-    """Open a Zarr input as a dask array with moderate row blocks.
+    """Open a Zarr input as a dask array whose row blocks the graph's rule chose.
 
-    Tasks hold their block's mapped features (often 10x the input row), so the
-    default groups whole Zarr chunks to about 16 MiB of input per task rather
-    than the 64 MiB of :func:`distsketch.io.open_array`.
+    The blocks are whole store chunks (or shards), sized by
+    :func:`distsketch.graph.choose_block_rows` for a stage whose working set is
+    about ``_STAGE_ROW_FACTOR`` input rows per row (about 16 MiB of input per
+    task), since the command's estimator is not known here.
     """
+    from distsketch.graph.plan import choose_block_rows, input_bytes_per_row
     from distsketch.io.arrays import open_array, open_zarr
 
     if block_rows is not None:
@@ -159,10 +166,10 @@ def open_input(path: str, block_rows: int | None = None) -> Any:
     X = open_array(path)
     p, _, comp = str(path).partition("::")
     arr = open_zarr(p, comp or None)
-    unit = int((arr.shards or arr.chunks)[0])
-    per_row = max(1, X.shape[1] * X.dtype.itemsize)
-    target = max(unit, (16 * 2**20 // per_row) // unit * unit)
-    return X if target >= X.chunks[0][0] else open_array(path, block_rows=target)
+    row_bytes = input_bytes_per_row(X)
+    plan = choose_block_rows(X.shape[0], row_bytes, bytes_per_row=_STAGE_ROW_FACTOR * row_bytes,
+                             align=int((arr.shards or arr.chunks)[0]))
+    return X if plan.block_rows >= X.chunks[0][0] else open_array(path, block_rows=plan.block_rows)
 
 
 def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
