@@ -8,9 +8,13 @@ fitted in a process whose BLAS runs several threads would differ from one
 fitted where BLAS is pinned; determinism requires one thread everywhere.
 
 BLAS limits are process-global (threadpoolctl): :func:`blas_single_thread`
-holds the limit for a block and is free when it is already held;
-:func:`pin_blas_for_tasks` pins a process's pool threads once for good, and
-:func:`task_blas` chooses between the two for one Dask task.  This is the only
+holds the limit for a block of the main thread and is free when the limit is
+already in force; :func:`pin_blas_for_tasks` sets it for pool threads without
+restoring it (a restore would race with the other pool threads), and
+:func:`task_blas` chooses between the two for one Dask task.  Whether the
+limit is in force is read from the libraries themselves (a few microseconds),
+never remembered in a flag: a main-thread block that ends restores the limit
+it found, which would make such a flag stale.  This is the only
 place that sets BLAS limits; it depends on threadpoolctl only, so
 ``distsketch.ops`` can use it without importing Dask (``distsketch.graph``
 re-exports it).
@@ -20,17 +24,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 __all__ = ["blas_single_thread", "pin_blas_for_tasks", "single_threaded_blas", "task_blas"]
 
-_PINNED = False
+_CONTROLLER: ThreadpoolController | None = None
+_CONTROLLER_MODULES = -1  # len(sys.modules) when _CONTROLLER scanned the loaded libraries
 _DEPTH = 0
 _DEPTH_LOCK = threading.Lock()
+
+
+def _single_threaded_now() -> bool:
+    """Whether every BLAS/OpenMP pool of the process runs one thread right now."""
+    global _CONTROLLER, _CONTROLLER_MODULES
+    # scanning the loaded libraries takes milliseconds: rescan only after imports,
+    # which is how a new BLAS (SciPy's own OpenBLAS, say) enters the process
+    if _CONTROLLER is None or len(sys.modules) != _CONTROLLER_MODULES:
+        _CONTROLLER_MODULES = len(sys.modules)
+        _CONTROLLER = ThreadpoolController()
+    return all(lib.num_threads == 1 for lib in _CONTROLLER.lib_controllers)
 
 
 @contextlib.contextmanager
@@ -41,10 +58,15 @@ def blas_single_thread() -> Iterator[None]:
     (``eigh``, ``svd``, ``qr``, Cholesky) change in the last bits with the
     number of BLAS threads, so every dense factorisation whose result becomes
     model state runs on one thread, in any process.  Re-entrant, and free when
-    the limit is already held (nested use, pinned pool threads).
+    the limit is already in force.  In a pool thread the limit is set and
+    left in place (:func:`pin_blas_for_tasks`).
     """
     global _DEPTH
-    if _PINNED or _DEPTH:
+    if threading.current_thread() is not threading.main_thread():
+        pin_blas_for_tasks()
+        yield
+        return
+    if _DEPTH or _single_threaded_now():
         yield
         return
     with threadpool_limits(limits=1):
@@ -69,16 +91,15 @@ def single_threaded_blas(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pin_blas_for_tasks() -> None:
-    """Pin BLAS to one thread, once per process, when running in a pool thread.
+    """Pin BLAS to one thread when running in a pool thread.
 
-    Called at the start of every distsketch task.  In the main thread (the
-    synchronous scheduler) nothing is changed: :func:`compute` already holds
-    the limit there.
+    Called at the start of every distsketch task.  The limit is set (and never
+    restored) whenever it is not in force, also after a main-thread block
+    restored a larger one.  In the main thread (the synchronous scheduler)
+    nothing is changed: :func:`compute` already holds the limit there.
     """
-    global _PINNED
-    if not _PINNED and threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() and not _single_threaded_now():
         threadpool_limits(limits=1)
-        _PINNED = True
 
 
 def task_blas() -> contextlib.AbstractContextManager:

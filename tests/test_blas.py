@@ -52,12 +52,10 @@ def _learned(est):
 
 
 @pytest.mark.parametrize("name", list(_models()))
-def test_fit_is_bitwise_independent_of_blas_threads(name, monkeypatch):
+def test_fit_is_bitwise_independent_of_blas_threads(name):
     make, supervised = _models()[name]
     fitted = {}
     for threads in (1, 2):
-        # a fresh process state: not yet pinned by an earlier threaded computation
-        monkeypatch.setattr(blas_control, "_PINNED", False)
         with threadpool_limits(limits=threads):
             est = make()
             est.fit(X, Y) if supervised else est.fit(X)
@@ -67,10 +65,9 @@ def test_fit_is_bitwise_independent_of_blas_threads(name, monkeypatch):
         np.testing.assert_array_equal(fitted[1][key], fitted[2][key], err_msg=key)
 
 
-def test_data_generation_and_error_metrics_independent_of_blas_threads(monkeypatch):
+def test_data_generation_and_error_metrics_independent_of_blas_threads():
     out = {}
     for threads in (1, 2):
-        monkeypatch.setattr(blas_control, "_PINNED", False)
         with threadpool_limits(limits=threads):
             A = np.asarray(random_noisy(600, 300, signal_dim=50, random_state=1))
             model = StreamingKernelPCA(method="rnca", n_components=5, n_random_features=256, gamma=0.01,
@@ -96,3 +93,25 @@ def test_task_blas_limits_the_main_thread_for_the_block():
     with blas_control.task_blas():
         blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
         assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+def test_a_restored_limit_is_pinned_again_in_pool_threads():
+    """A main-thread block that ends restores the limit it found; the next pool task
+    must see that and pin again (a remembered "already pinned" flag went stale here)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    def blas_threads_in_task() -> list[int]:
+        blas_control.pin_blas_for_tasks()
+        return blas_threads()
+
+    threadpool_limits(limits=2)  # a process whose BLAS runs two threads
+    with ThreadPoolExecutor(1) as pool:
+        with blas_control.blas_single_thread():
+            assert set(pool.submit(blas_threads_in_task).result()) == {1}
+        assert set(blas_threads()) == {2}  # the block restored what it found
+        assert set(pool.submit(blas_threads_in_task).result()) == {1}
