@@ -93,25 +93,3 @@ def test_task_blas_limits_the_main_thread_for_the_block():
     with blas_control.task_blas():
         blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
         assert blas and all(p["num_threads"] == 1 for p in blas)
-
-
-def test_a_restored_limit_is_pinned_again_in_pool_threads():
-    """A main-thread block that ends restores the limit it found; the next pool task
-    must see that and pin again (a remembered "already pinned" flag went stale here)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from threadpoolctl import threadpool_info
-
-    def blas_threads() -> list[int]:
-        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
-
-    def blas_threads_in_task() -> list[int]:
-        blas_control.pin_blas_for_tasks()
-        return blas_threads()
-
-    threadpool_limits(limits=2)  # a process whose BLAS runs two threads
-    with ThreadPoolExecutor(1) as pool:
-        with blas_control.blas_single_thread():
-            assert set(pool.submit(blas_threads_in_task).result()) == {1}
-        assert set(blas_threads()) == {2}  # the block restored what it found
-        assert set(pool.submit(blas_threads_in_task).result()) == {1}
