@@ -9,10 +9,21 @@ time of n·m float32 cos (measured on a reused buffer).  Reported as ratios:
   NumPy (sync scheduler, one core) vs the bound;
 * scikit-learn's ``RBFSampler.transform`` (BLAS pinned to one thread) vs ours.
 
+The ``error`` section measures the kernel approximation error at equal output
+width D of the offset form √(2/D)·cos(Wᵀx + b), the paired form
+√(2/D)·[cos(Wᵀx), sin(Wᵀx)] (D/2 frequencies) and scikit-learn's
+``RBFSampler`` (the offset form), on scikit-learn's digits scaled to [0, 1]
+with the median-heuristic γ = 1 / median ‖xᵢ − xⱼ‖² and with γ = 1/d: the relative Frobenius
+error ‖ZZᵀ − G‖_F / ‖G‖_F, mean ± sd over seeds, beside its expectation
+sqrt(Σᵢⱼ Var) / ‖G‖_F from the closed-form variances (offset (V + 1/2)/D,
+paired 2V/D, V = (1 − k²)²/2 for the Gaussian kernel).
+
 Usage::
 
-    python benchmarks/bench_rff.py            # n = 200 000 rows × 100 → 1024 features
-    python benchmarks/bench_rff.py --quick    # n = 20 000
+    python benchmarks/bench_rff.py                # both sections
+    python benchmarks/bench_rff.py --quick        # n = 20 000; error on 600 digits, 3 seeds
+    python benchmarks/bench_rff.py --only error   # kernel error only
+    python benchmarks/bench_rff.py --only throughput
 """
 
 from __future__ import annotations
@@ -45,13 +56,77 @@ def best_of(f, repeat: int = 3) -> float:
     return min(times)
 
 
+def kernel_error(quick: bool, seeds: int | None = None) -> None:
+    """Relative Frobenius kernel error at equal width: offset vs paired vs RBFSampler."""
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data / 16.0
+    if quick:
+        X = X[:600]
+    n_seeds = seeds or (3 if quick else 5)
+    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    median = 1.0 / float(np.median(sq[np.triu_indices(len(X), 1)]))
+    for gamma, rule in ((median, "median heuristic"), (1.0 / X.shape[1], "1/d")):
+        _error_table(X, gamma, rule, n_seeds)
+
+
+def _error_table(X: np.ndarray, gamma: float, rule: str, n_seeds: int) -> None:
+    from sklearn.kernel_approximation import RBFSampler
+    from threadpoolctl import threadpool_limits
+
+    from distsketch import RandomFourierFeatures
+    from distsketch.ops.kernels import pairwise_kernel
+
+    G = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    norm = np.linalg.norm(G)
+    V = (1.0 - G ** 2) ** 2 / 2.0
+
+    def features(method: str, D: int, seed: int) -> np.ndarray:
+        if method == "sklearn RBFSampler":
+            return RBFSampler(gamma=gamma, n_components=D, random_state=seed).fit_transform(X)
+        form = "paired" if method.startswith("paired") else "offset"
+        return RandomFourierFeatures(gamma=gamma, n_components=D, form=form,
+                                     random_state=seed).fit_transform(X)
+
+    print(f"# RFF kernel error at equal width D, digits scaled to [0, 1]: n={len(X)}, "
+          f"d={X.shape[1]}, gamma={gamma:.4f} ({rule}), mean off-diagonal k = "
+          f"{(G.sum() - len(X)) / (len(X) ** 2 - len(X)):.3f}, {n_seeds} seeds")
+    print("| D | method | relative Frobenius error (mean ± sd) | expected (theory) |")
+    print("|---|---|---|---|")
+    methods = ["offset (distsketch)", "paired (distsketch)", "sklearn RBFSampler"]
+    summary = {}
+    with threadpool_limits(limits=1):
+        for D in (256, 1024, 4096):
+            for method in methods:
+                errs = []
+                for seed in range(n_seeds):
+                    Z = np.asarray(features(method, D, seed), dtype=np.float64)
+                    errs.append(np.linalg.norm(Z @ Z.T - G) / norm)
+                var = 2.0 * V / D if method.startswith("paired") else (V + 0.5) / D
+                summary[(D, method)] = np.mean(errs)
+                print(f"| {D} | {method} | {np.mean(errs):.4f} ± {np.std(errs):.4f} | "
+                      f"{np.sqrt(var.sum()) / norm:.4f} |")
+    for D in (256, 1024, 4096):
+        ratio = summary[(D, "paired (distsketch)")] / summary[(D, "offset (distsketch)")]
+        print(f"D={D}: paired / offset error ratio {ratio:.2f}")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small run (20 000 rows)")
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--features", type=int, default=1024)
     ap.add_argument("--dim", type=int, default=100)
+    ap.add_argument("--only", choices=("throughput", "error"), default=None,
+                    help="run one section (default: both)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds of the error section")
     args = ap.parse_args()
+    if args.only != "throughput":
+        kernel_error(args.quick, args.seeds)
+        if args.only == "error":
+            return
+        print()
     n = args.rows or (20_000 if args.quick else 200_000)
     d, m = args.dim, args.features
 
