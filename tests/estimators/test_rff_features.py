@@ -282,3 +282,19 @@ def test_paired_form_inside_streaming_kpca_and_ridge(X8k):
     Zr = feats.fit(Xd).transform(Xd)
     w = np.linalg.solve(Zr.T @ Zr + 0.1 * np.eye(40), Zr.T @ y)
     np.testing.assert_allclose(model.predict(Xd), Zr @ w, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(("kernel", "orthogonal"), [("rbf", False), ("rbf", True),
+                                                     ("laplacian", False), ("cauchy", False)])
+def test_paired_within_hoeffding_tolerance(kernel, orthogonal):
+    # paired: k̂ is the mean of m/2 terms cos(wᵀΔ) ∈ [−1, 1]; Hoeffding gives
+    # P(|k̂ − k| ≥ t) ≤ 2 exp(−(m/2) t²/2), so t = sqrt(4 ln(2P/1e-6)/m) over P pairs
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 4)) * 0.5
+    m = 4096
+    Z = RandomFourierFeatures(kernel=kernel, gamma=0.3, n_components=m, orthogonal=orthogonal,
+                              form="paired", random_state=11).fit_transform(X)
+    G = pairwise_kernel(X, X, kernel, gamma=0.3)
+    P = 30 * 31 // 2
+    t = np.sqrt(4 * np.log(2 * P / 1e-6) / m)
+    assert np.max(np.abs(Z @ Z.T - G)) <= t
