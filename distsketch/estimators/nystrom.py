@@ -133,6 +133,14 @@ class NystromFeatures(RowMapTransformer):
         uniform weights (Kumar et al. 2009); "randomized": W_k from a randomized
         SVD (Li, Kwok, Lu 2010).
     n_ensemble : int, default 4
+    n_oversamples : int, default 10
+        "randomized": p, extra columns of the Gaussian test matrix.
+    n_power_iter : int, default 1
+        "randomized": q, power iterations, each two products with W (the
+        range of W^{2q+1} Ω is used).  p = 10 and q = 1 are the MEKA
+        paper's settings; ``n_oversamples=0, n_power_iter=0`` is the plain
+        range finder.  As q grows the rank-k approximation approaches the
+        best one (``eigh``'s) at O(m² (k + p)(2q + 1)) cost.
     kmeans_sample : int, default 20000
     random_state : int, Generator or None
 
@@ -167,6 +175,7 @@ class NystromFeatures(RowMapTransformer):
     Zhang, Kwok. Clustered Nyström method for large scale manifold learning and
     dimension reduction. IEEE TNN 2010.
     Li, Kwok, Lu. Making large-scale Nyström approximation possible. ICML 2010.
+    Halko, Martinsson, Tropp. Finding structure with randomness. SIAM Review 2011.
     Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014 (Table 2).
 
     Examples
@@ -189,6 +198,8 @@ class NystromFeatures(RowMapTransformer):
         "rank": [Interval(int, 1, None), None],
         "variant": [Options({"standard", "ensemble", "randomized"})],
         "n_ensemble": [Interval(int, 1, None)],
+        "n_oversamples": [Interval(int, 0, None)],
+        "n_power_iter": [Interval(int, 0, None)],
         "kmeans_sample": [Interval(int, 1, None)],
         "random_state": ["random_state"],
     }
@@ -196,7 +207,8 @@ class NystromFeatures(RowMapTransformer):
     def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, n_components: int = 100, landmarks: Any = "uniform",
                  rank: int | None = None, variant: str = "standard", n_ensemble: int = 4,
-                 kmeans_sample: int = 20000, random_state: Any = None):
+                 kmeans_sample: int = 20000, random_state: Any = None,
+                 n_oversamples: int = 10, n_power_iter: int = 1):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -208,6 +220,8 @@ class NystromFeatures(RowMapTransformer):
         self.n_ensemble = n_ensemble
         self.kmeans_sample = kmeans_sample
         self.random_state = random_state
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
 
     _accepts_sparse = True
 
@@ -311,7 +325,8 @@ class NystromFeatures(RowMapTransformer):
             self.normalization_ = ensemble_map(W, self.n_ensemble, self.rank)
         else:
             rank = self.rank if self.rank is not None else max(1, m // 2)
-            self.normalization_, self.eigenvalues_ = randomized_inv_sqrt_map(W, rank, seed)
+            self.normalization_, self.eigenvalues_ = randomized_inv_sqrt_map(
+                W, rank, seed, n_oversamples=self.n_oversamples, n_power_iter=self.n_power_iter)
         self.n_output_features_ = int(self.normalization_.shape[1])
 
     @property

@@ -15,7 +15,11 @@ from distsketch.ops.rounding import (
     hoeffding_bound,
     keep_probabilities,
     round_coefficients,
+    round_shared,
+    shared_keep_probabilities,
+    shared_rounded_counts,
     threshold_for_budget,
+    threshold_for_total_budget,
 )
 from distsketch.ops.sparsify import kernel_bound
 from distsketch.validation import Interval, Options
@@ -99,6 +103,20 @@ class RoundedExpansion(DistsketchEstimator):
     |f̂(x) − f(x)| <= c·B·sqrt(m·ln(2/δ)/2) for each output (m the number of
     rounded coefficients, B >= |k(xᵢ, x)|), by Hoeffding's inequality.
 
+    With several outputs (e.g. the components of a kernel PCA) the budget is
+    per output by default: each output rounds with its own coins, so q
+    outputs at budget b evaluate the kernel at up to q·b distinct points per
+    query.  ``budget_scope="total"`` shares the sampled points instead: one
+    coin per support point, kept with probability pᵢ = min(1, maxⱼ |αᵢⱼ|/cⱼ),
+    and a kept point's coefficients become αᵢⱼ/pᵢ for every output.  Every
+    output stays unbiased (E[α̂ᵢⱼ] = pᵢ·αᵢⱼ/pᵢ = αᵢⱼ), the expected number of
+    distinct kernel evaluations per query is Σᵢ pᵢ = ``budget`` for all
+    outputs together, and since |α̂ᵢⱼ| <= cⱼ the same Hoeffding bound holds
+    per output.  This is the sampling paper's "randomized kernel" reading of
+    rounding (k(xᵢ, x) replaced by k(xᵢ, x)/pᵢ with probability pᵢ, else 0),
+    with one draw per point; the paper itself rounds each expansion (each
+    unit eigenvector) separately, i.e. the "per_output" scope.
+
     Parameters
     ----------
     kernel : str or callable, default "rbf"
@@ -112,9 +130,15 @@ class RoundedExpansion(DistsketchEstimator):
     threshold : float, optional
         The rounding level c (one for all outputs).
     budget : float, optional
-        Target expected number of kernel evaluations per output; c is chosen
-        per output to meet it exactly.  Give ``threshold`` or ``budget``
-        (default: budget = 10 % of the support).
+        Target expected number of kernel evaluations: per output
+        (``budget_scope="per_output"``, c chosen per output to meet it
+        exactly) or distinct evaluations per query for all outputs together
+        (``"total"``, cⱼ = τ·‖α_·ⱼ‖₁ with one τ meeting it exactly).  Give
+        ``threshold`` or ``budget`` (default: budget = 10 % of the support).
+    budget_scope : {"per_output", "total"}, default "per_output"
+        "per_output": independent rounding of each output (the paper's
+        scheme).  "total": one shared coin per support point (see above);
+        with one output both scopes round the same way.
     delta : float in (0, 1), default 0.05
         Failure probability of the reported Hoeffding bound.
     kernel_bound : float, optional
@@ -139,12 +163,15 @@ class RoundedExpansion(DistsketchEstimator):
     n_evaluations_ : int
         Kernel evaluations per point of the rounded expansion (= n_kept).
     expected_evaluations_ : float
-        Their expectation over the rounding, ``Σᵢ (1 − Πⱼ (1 − P(α̂ᵢⱼ ≠ 0)))``.
+        Their expectation over the rounding: ``Σᵢ (1 − Πⱼ (1 − P(α̂ᵢⱼ ≠ 0)))``
+        per output scope, ``Σᵢ pᵢ`` (= budget) for the total scope.
     expected_evaluations_per_output_ : ndarray of shape (n_outputs,)
+        Expected non-zero coefficients of each output, ``Σᵢ P(α̂ᵢⱼ ≠ 0)``.
     hoeffding_bound_ : ndarray of shape (n_outputs,)
         The error bound at ``delta``.
     n_rounded_ : ndarray of shape (n_outputs,)
-        Coefficients subject to rounding (0 < |αᵢ| < c) per output.
+        Coefficients subject to rounding per output: 0 < |αᵢⱼ| < cⱼ, or for
+        the total scope αᵢⱼ ≠ 0 with pᵢ < 1.
     coef_ndim_ : int
         1 if the coefficients were a vector (``predict`` then returns 1-D).
     kernel_bound_ : float
@@ -153,7 +180,8 @@ class RoundedExpansion(DistsketchEstimator):
 
     Notes
     -----
-    ``fit`` is O(n log n) per output and holds the support.  ``predict``
+    ``fit`` is O(n log n) per output (O(n·q + n log n) for the total
+    scope) and holds the support.  ``predict``
     costs n_kept kernel evaluations per point (instead of n); per task a
     ``256 × n_kept`` kernel block, and the support travels once per worker.
 
@@ -181,6 +209,7 @@ class RoundedExpansion(DistsketchEstimator):
         "coef0": [Interval(float, None, None)],
         "threshold": [Interval(float, 0, None, closed="neither"), None],
         "budget": [Interval(float, 0, None, closed="neither"), None],
+        "budget_scope": [Options({"per_output", "total"})],
         "delta": [Interval(float, 0, 1, closed="neither")],
         "kernel_bound": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
@@ -188,7 +217,8 @@ class RoundedExpansion(DistsketchEstimator):
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, threshold: float | None = None, budget: float | None = None,
-                 delta: float = 0.05, kernel_bound: float | None = None, random_state: Any = None):
+                 delta: float = 0.05, kernel_bound: float | None = None, random_state: Any = None,
+                 budget_scope: str = "per_output"):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -198,6 +228,7 @@ class RoundedExpansion(DistsketchEstimator):
         self.delta = delta
         self.kernel_bound = kernel_bound
         self.random_state = random_state
+        self.budget_scope = budget_scope
 
     def fit(self, X: Any, coef: Any = None, *, intercept: Any = 0.0) -> RoundedExpansion:
         """Round the coefficients of an expansion.
@@ -246,17 +277,26 @@ class RoundedExpansion(DistsketchEstimator):
         self.kernel_params_ = params
         C = coef[:, None] if coef.ndim == 1 else coef
         n_out = C.shape[1]
+        total = self.budget_scope == "total"
         if self.threshold is not None:
             thr = np.full(n_out, float(self.threshold))
         else:
-            budget = self.budget if self.budget is not None else max(1.0, 0.1 * C.shape[0])
-            thr = threshold_for_budget(C, float(budget))
-        rounded = round_coefficients(C, thr, seed)
+            budget = float(self.budget if self.budget is not None else max(1.0, 0.1 * C.shape[0]))
+            thr = threshold_for_total_budget(C, budget) if total else threshold_for_budget(C, budget)
+        rounded = round_shared(C, thr, seed) if total else round_coefficients(C, thr, seed)
         keep = np.any(rounded != 0, axis=1)
         B = self.kernel_bound or kernel_bound(name)
         if B is None:
             B = float(np.abs(kernel_diagonal(support, name, **params)).max())
-        probs = keep_probabilities(C, thr)
+        if total:
+            point = shared_keep_probabilities(C, thr)
+            probs = np.where(C != 0, point[:, None], 0.0)
+            expected = float(point.sum())
+            n_rounded = shared_rounded_counts(C, thr)
+        else:
+            probs = keep_probabilities(C, thr)
+            expected = float((1.0 - np.prod(1.0 - probs, axis=1)).sum())
+            n_rounded = ((np.abs(C) > 0) & (np.abs(C) < thr[None, :])).sum(axis=0)
         self.threshold_ = thr
         self.support_ = np.flatnonzero(keep)
         self.support_vectors_ = support[keep]
@@ -264,12 +304,14 @@ class RoundedExpansion(DistsketchEstimator):
         self.intercept_ = np.broadcast_to(np.asarray(intercept, dtype=np.float64), (n_out,)).copy()
         self.n_support_full_ = int(support.shape[0])
         self.n_evaluations_ = int(keep.sum())
-        self.expected_evaluations_per_output_ = expected_nonzeros(C, thr)
-        self.expected_evaluations_ = float((1.0 - np.prod(1.0 - probs, axis=1)).sum())
+        self.expected_evaluations_per_output_ = (probs.sum(axis=0) if total
+                                                 else expected_nonzeros(C, thr))
+        self.expected_evaluations_ = expected
         self.kernel_bound_ = float(B)
-        self.hoeffding_bound_ = hoeffding_bound(C, thr, float(B), float(self.delta))
         self.n_outputs_ = int(n_out)
-        self.n_rounded_ = ((np.abs(C) > 0) & (np.abs(C) < thr[None, :])).sum(axis=0)
+        self.n_rounded_ = n_rounded
+        self.hoeffding_bound_ = (self._bound(float(self.delta)) if total else
+                                 hoeffding_bound(C, thr, float(B), float(self.delta)))
         self.coef_ndim_ = int(coef.ndim)
         return self
 
@@ -278,6 +320,9 @@ class RoundedExpansion(DistsketchEstimator):
         self._check_is_fitted("hoeffding_bound_")
         if not 0 < delta < 1:
             raise ConfigError(f"delta={delta} must be in (0, 1).")
+        return self._bound(delta)
+
+    def _bound(self, delta: float) -> np.ndarray:
         return self.threshold_ * self.kernel_bound_ * np.sqrt(self.n_rounded_ * np.log(2.0 / delta) / 2.0)
 
     def predict(self, X: Any) -> Any:

@@ -16,7 +16,7 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.rff import rff_map
+from distsketch.ops.rff import RFF_FORMS, rff_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.validation import Interval, Options
@@ -56,7 +56,9 @@ def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
         if buf is None:
             dt = np.dtype(part.dtype) if np.dtype(part.dtype) in (np.float32, np.float64) \
                 else np.dtype(np.float64)
-            buf = np.empty((min(n, _MAP_ROWS), W.shape[1]), dtype=dt)
+            # the paired form (empty b) has two features per frequency
+            width = W.shape[1] if b.shape[0] else 2 * W.shape[1]
+            buf = np.empty((min(n, _MAP_ROWS), width), dtype=dt)
             Vd = V.astype(dt, copy=False)
             out = np.empty((n, V.shape[1]), dtype=dt)
         Z = rff_map(part, W, b, offset + a, out=None if hasattr(part, "tocsr") else buf[:rows])
@@ -114,6 +116,10 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         "fd": SKPCA; "rnca": exact covariance of the features.
     orthogonal : bool, default False
         Orthogonal random features.
+    rff_form : {"offset", "paired"}, default "offset"
+        ``form`` of the inner :class:`~distsketch.RandomFourierFeatures`;
+        "paired" (cos, sin per frequency, lower variance at equal width)
+        needs an even ``n_random_features``.
     split_every : int, default 8
         Fan-in of the tree reduction.
     random_state : int, Generator or None
@@ -189,13 +195,15 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         "sketch_size": [Interval(int, 1, None)],
         "method": [Options({"fd", "rnca"})],
         "orthogonal": ["boolean"],
+        "rff_form": [Options(RFF_FORMS)],
         "split_every": [Interval(int, 2, None)],
         "random_state": ["random_state"],
     }
 
     def __init__(self, *, n_components: int = 10, kernel: str = "rbf", gamma: float | None = None,
                  n_random_features: int = 1024, sketch_size: int = 64, method: str = "fd",
-                 orthogonal: bool = False, split_every: int = 8, random_state: Any = None):
+                 orthogonal: bool = False, split_every: int = 8, random_state: Any = None,
+                 rff_form: str = "offset"):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -205,6 +213,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         self.orthogonal = orthogonal
         self.split_every = split_every
         self.random_state = random_state
+        self.rff_form = rff_form
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -216,6 +225,10 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             raise ConfigError(
                 f"StreamingKernelPCA: n_components={self.n_components} exceeds {what}={limit}; "
                 "lower n_components or raise sketch_size/n_random_features.")
+        if self.rff_form == "paired" and m % 2:
+            raise ConfigError(
+                f"StreamingKernelPCA: rff_form='paired' needs an even n_random_features (a cos "
+                f"and a sin per frequency); got {m}. Use {m + 1} or {m - 1}.")
 
     # --------------------------------------------------------------- summaries
     def _summary(self) -> Any:
@@ -283,7 +296,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
-            orthogonal=self.orthogonal, random_state=seed).fit(X[:1])
+            orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])
         self._set_state(self._reduce(X))
         return self
 

@@ -13,6 +13,25 @@ and since each rounded term (α̂ᵢ − αᵢ) k(xᵢ, x) lies in an interval o
 The coin of coefficient (i, j) is ``hash_uniform(seed, "round.coef", i, j)``:
 the rounding is a pure function of the seed and the coefficient's index.
 
+**Shared rounding** (a total budget across outputs).  Rounding each output
+separately draws a separate coin per (point, output), so with q outputs a point
+is evaluated if any of its q coins keeps it: q outputs at budget b each cost
+up to q·b distinct kernel evaluations per query.  The shared scheme draws one
+coin per support point: point i is kept with probability
+
+    pᵢ = min(1, maxⱼ |αᵢⱼ| / cⱼ)
+
+and, when kept, *every* output's coefficient becomes αᵢⱼ / pᵢ (else all are 0).
+This is the paper's "randomized kernel" view (§6): k(xᵢ, x) is replaced by
+k(xᵢ, x)/pᵢ with probability pᵢ, else 0, one draw per point shared by all
+expansions.  Then E[α̂ᵢⱼ] = pᵢ · αᵢⱼ/pᵢ = αᵢⱼ (unbiased for every output), the
+expected number of distinct kernel evaluations is Σᵢ pᵢ, and a rounded term
+has |α̂ᵢⱼ| <= cⱼ (pᵢ >= |αᵢⱼ|/cⱼ), so the same Hoeffding bound holds per
+output with m the number of points with pᵢ < 1 and αᵢⱼ ≠ 0.  With a total
+budget b the levels are cⱼ = τ·‖α_·ⱼ‖₁ (each output rounded at the same
+level relative to its own ℓ₁ mass) and τ solves Σᵢ min(1, rᵢ/τ) = b for
+rᵢ = maxⱼ |αᵢⱼ| / ‖α_·ⱼ‖₁.  With one output the scheme is the per-output one.
+
 References
 ----------
 Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001, §4.
@@ -31,7 +50,11 @@ __all__ = [
     "hoeffding_bound",
     "keep_probabilities",
     "round_coefficients",
+    "round_shared",
+    "shared_keep_probabilities",
+    "shared_rounded_counts",
     "threshold_for_budget",
+    "threshold_for_total_budget",
 ]
 
 
@@ -172,3 +195,101 @@ def hoeffding_bound(coef: np.ndarray, threshold: float | np.ndarray, kernel_boun
     c = _thresholds(threshold, A.shape[1])
     m = ((A > 0) & (A < c[None, :])).sum(axis=0)
     return c * kernel_bound * np.sqrt(m * np.log(2.0 / delta) / 2.0)
+
+
+def shared_keep_probabilities(coef: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
+    """P(point i is kept) = min(1, maxⱼ |αᵢⱼ| / cⱼ) in the shared scheme.
+
+    Parameters
+    ----------
+    coef : ndarray of shape (n,) or (n, n_outputs)
+    threshold : float or ndarray of shape (n_outputs,)
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        Its sum is the expected number of distinct kernel evaluations.
+    """
+    return keep_probabilities(coef, threshold).max(axis=1)
+
+
+def round_shared(coef: np.ndarray, threshold: float | np.ndarray, seed: int,
+                 row_offset: int = 0) -> np.ndarray:
+    """Unbiased rounding with one coin per support point, shared by all outputs.
+
+    Point i is kept with probability pᵢ = min(1, maxⱼ |αᵢⱼ|/cⱼ); a kept point's
+    coefficients become αᵢⱼ/pᵢ (unchanged when pᵢ = 1), a dropped point's are 0.
+
+    Parameters
+    ----------
+    coef : ndarray of shape (n,) or (n, n_outputs)
+    threshold : float or ndarray of shape (n_outputs,)
+    seed : int
+    row_offset : int
+        Global index of ``coef[0]``.
+
+    Returns
+    -------
+    ndarray, same shape as ``coef``
+        Rows are all zero or all kept; E[α̂] = α.
+
+    Notes
+    -----
+    The coin of point i is ``hash_uniform(seed, "round.coef", i, 0)``, the
+    per-output scheme's coin of output 0, so one output rounds the same way
+    in both schemes.
+    """
+    A = _as_2d(coef)
+    p = shared_keep_probabilities(A, threshold)
+    i = np.arange(row_offset, row_offset + A.shape[0], dtype=np.int64)
+    u = hash_uniform(seed, "round.coef", i, np.zeros_like(i))
+    keep = (p >= 1.0) | (u < p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.where((p >= 1.0)[:, None], A, A / np.where(p > 0, p, 1.0)[:, None])
+    out = np.where(keep[:, None], scaled, 0.0)
+    return out.reshape(np.shape(coef))
+
+
+def threshold_for_total_budget(coef: np.ndarray, budget: float) -> np.ndarray:
+    """Per-output levels cⱼ = τ·‖α_·ⱼ‖₁ whose shared rounding keeps ``budget`` points
+    in expectation (Σᵢ pᵢ = budget).
+
+    Parameters
+    ----------
+    coef : ndarray of shape (n,) or (n, n_outputs)
+    budget : float
+        Expected distinct kernel evaluations per query, over all outputs.
+
+    Returns
+    -------
+    ndarray of shape (n_outputs,)
+        An output whose coefficients are all zero gets level 1 (it is never
+        rounded: its coefficients stay 0).
+
+    Notes
+    -----
+    O(n·q + n log n): τ is :func:`threshold_for_budget` of the single column
+    rᵢ = maxⱼ |αᵢⱼ| / ‖α_·ⱼ‖₁.
+    """
+    if not budget > 0:
+        raise ConfigError(f"budget={budget} must be > 0 (expected kernel evaluations).")
+    A = np.abs(_as_2d(coef))
+    mass = A.sum(axis=0)
+    scale = np.where(mass > 0, mass, 1.0)
+    r = (A / scale[None, :]).max(axis=1)
+    tau = float(threshold_for_budget(r, budget)[0])
+    return np.where(mass > 0, tau * scale, 1.0)
+
+
+def shared_rounded_counts(coef: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
+    """Per output, the terms subject to shared rounding: #{i : pᵢ < 1, αᵢⱼ ≠ 0}.
+
+    The m of the Hoeffding bound c·B·sqrt(m·ln(2/δ)/2) in the shared scheme.
+
+    Returns
+    -------
+    ndarray of shape (n_outputs,) of int
+    """
+    A = _as_2d(coef)
+    p = shared_keep_probabilities(A, threshold)
+    return ((p < 1.0)[:, None] & (A != 0)).sum(axis=0)

@@ -194,3 +194,34 @@ def test_kpca_partial_fit_folds_rows_with_fixed_landmarks(center, tmp_path):
     np.testing.assert_array_equal(again.transform(Xa), inc.transform(Xa))
     with pytest.raises(InputError, match="features"):
         inc.partial_fit(rng_local.normal(size=(10, 3)))
+
+
+def test_randomized_variant_oversampling_and_power_iterations(tmp_path):
+    # the randomized rank-k Nyström map approaches the standard rank-k map (eigh of W)
+    # as power iterations grow, and the defaults are the MEKA paper's p = 10, q = 1
+    k = 15
+    std = NystromFeatures(gamma=0.3, n_components=60, rank=k, random_state=0).fit(X)
+    G_std = std.kernel_approx(X)
+    default = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+                              random_state=0).fit(X)
+    explicit = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+                               n_oversamples=10, n_power_iter=1, random_state=0).fit(X)
+    assert default.get_params()["n_oversamples"] == 10
+    assert default.get_params()["n_power_iter"] == 1
+    np.testing.assert_array_equal(default.normalization_, explicit.normalization_)
+    gaps = {}
+    for q, p in ((0, 0), (1, 10), (8, 10)):
+        f = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+                            n_oversamples=p, n_power_iter=q, random_state=0).fit(X)
+        assert f.n_output_features_ == k
+        gaps[q] = np.linalg.norm(f.kernel_approx(X) - G_std) / np.linalg.norm(G_std)
+    assert gaps[0] > gaps[1] > gaps[8]
+    assert gaps[8] < 1e-6
+    explicit.save(tmp_path / "r.zarr")
+    back = load(tmp_path / "r.zarr")
+    assert (back.n_oversamples, back.n_power_iter) == (10, 1)
+    np.testing.assert_array_equal(back.transform(X), explicit.transform(X))
+    with pytest.raises(ConfigError, match="n_power_iter"):
+        NystromFeatures(variant="randomized", n_power_iter=-1).fit(X)
+    with pytest.raises(ConfigError, match="n_oversamples"):
+        NystromFeatures(variant="randomized", n_oversamples=-2).fit(X)

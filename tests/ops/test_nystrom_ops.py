@@ -150,3 +150,77 @@ def test_scatter_project_expand_agree_with_dense_products():
     U = RNG.normal(size=(5, 2))
     np.testing.assert_allclose(project_block(coords, V, offsets, ranks), W.T @ V)
     np.testing.assert_allclose(expand_block(coords, U, offsets, ranks), W @ U)
+
+
+# ------------------------------------------ randomized: oversampling and power iterations
+
+def _rank_k(M: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    # M = U Λ^{-1/2}: the rank-k approximation it inverts is U Λ Uᵀ
+    U = M * np.sqrt(vals)[None, :]
+    return (U * vals[None, :]) @ U.T
+
+
+RBF_W = pairwise_kernel(np.random.default_rng(7).normal(size=(200, 6)), None, "rbf", gamma=0.1)
+
+
+@pytest.mark.parametrize(("p", "q"), [(5, 0), (5, 1), (10, 0), (10, 1), (10, 3)])
+def test_randomized_within_halko_martinsson_tropp_bound(p, q):
+    # HMT Cor. 10.9 (power scheme, §10.4): with probability >= 1 − 6 p^{−p},
+    # ‖(I − QQᵀ)W‖₂ <= (1 + 11 √(k+p) √m)^{1/(2q+1)} σ_{k+1}; truncating to rank k adds
+    # at most σ_{k+1} (Thm. 9.3).  Five seeds, failure probability <= 5 · 6 · 5⁻⁵ < 0.01.
+    W, k, m = RBF_W, 20, 200
+    lam = np.linalg.eigvalsh(W)[::-1]
+    bound = lam[k] * (1.0 + (1.0 + 11.0 * np.sqrt(k + p) * np.sqrt(m)) ** (1.0 / (2 * q + 1)))
+    for seed in range(5):
+        M, vals = randomized_inv_sqrt_map(W, k, seed, n_oversamples=p, n_power_iter=q)
+        assert M.shape == (m, k)
+        assert np.linalg.norm(W - _rank_k(M, vals), 2) <= bound
+
+
+def test_randomized_approaches_best_rank_k_with_power_iterations():
+    W, k, p = RBF_W, 20, 10
+    lam, V = np.linalg.eigh(W)
+    lam, V = lam[::-1], V[:, ::-1]
+    best = (V[:, :k] * lam[:k]) @ V[:, :k].T
+    errs = {}
+    for q in (0, 1, 2, 6):
+        e = []
+        for seed in range(3):
+            M, vals = randomized_inv_sqrt_map(W, k, seed, n_oversamples=p, n_power_iter=q)
+            e.append(np.linalg.norm(W - _rank_k(M, vals), 2) / lam[k])
+        errs[q] = np.mean(e)
+    # more power iterations, closer to the optimum σ_{k+1} (ratio 1)
+    assert errs[0] > errs[1] > errs[2] >= errs[6] >= 1.0 - 1e-12
+    # subspace iteration (Ω of k + p columns, W^{2q+1}) turns the top-k subspace by
+    # tan θ ≲ ρ = (λ_{k+p+1}/λ_k)^{2q+1} and errs the eigenvalues by O(ρ²) relatively:
+    # at q = 6 ρ < 1e-5, so eigh's rank-k approximation is matched to λ_k ρ
+    rho = (lam[k + p] / lam[k - 1]) ** 13
+    assert rho < 1e-5
+    M, vals = randomized_inv_sqrt_map(W, k, 0, n_oversamples=p, n_power_iter=6)
+    np.testing.assert_allclose(vals, lam[:k], rtol=10 * rho ** 2 + 1e-12)
+    np.testing.assert_allclose(_rank_k(M, vals), best, rtol=0, atol=lam[k - 1] * rho)
+    assert errs[6] <= 1.0 + 1e-9
+
+
+def test_randomized_default_and_plain_range_finder_are_the_documented_schemes():
+    from distsketch.ops.random import random_rows
+
+    W, k = RBF_W, 15
+    m = W.shape[0]
+
+    def by_hand(p: int, products: int) -> np.ndarray:
+        omega = random_rows(4, "nystrom.rsvd", 0, m, k + p)
+        Q, _ = np.linalg.qr(W @ omega)
+        for _ in range(products):
+            Q, _ = np.linalg.qr(W @ Q)
+        vals, vecs = np.linalg.eigh(Q.T @ W @ Q)
+        U = Q @ vecs[:, ::-1][:, :k]
+        return (U * vals[::-1][:k]) @ U.T
+
+    # defaults p = 10, q = 1: Ω of k + 10 columns and W applied 3 times (W³Ω)
+    M, vals = randomized_inv_sqrt_map(W, k, 4)
+    np.testing.assert_allclose(_rank_k(M, vals), by_hand(10, 2), rtol=0, atol=1e-10)
+    # p = 0, q = 0: the plain range finder QR(WΩ), Ω of k columns
+    M0, vals0 = randomized_inv_sqrt_map(W, k, 4, n_oversamples=0, n_power_iter=0)
+    np.testing.assert_allclose(_rank_k(M0, vals0), by_hand(0, 0), rtol=0, atol=1e-10)
+    assert np.linalg.norm(W - _rank_k(M0, vals0), 2) > np.linalg.norm(W - _rank_k(M, vals), 2)
