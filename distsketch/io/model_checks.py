@@ -53,9 +53,10 @@ def check_versions(recorded: Any, path: Path | str) -> None:
 def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreError) -> np.dtype:
     """A numeric NumPy dtype from its stored name; anything else (object, strings) is refused."""
     try:
-        dt = np.dtype(str(name))
+        dt = name if isinstance(name, np.dtype) else np.dtype(str(name))
     except TypeError as exc:
-        raise error(f"{where}: {name!r} is not a NumPy dtype.") from exc
+        raise error(f"{where}: {str(name)!r} is not a numeric NumPy dtype; a model holds only "
+                    "numeric arrays.") from exc
     if dt.kind not in _NUMERIC_KINDS:
         raise error(f"{where}: dtype {dt} is not numeric; a model holds only numeric arrays.")
     return dt
