@@ -151,13 +151,19 @@ def check_consistency(est: Any, path: Path | str) -> None:
 
     Notes
     -----
-    The probe costs one tiny transform (2 rows) per load.
+    The probe costs one tiny transform (2 rows) per load; it is skipped for a
+    model that refers to training data on disk (a ``*_path_`` attribute), whose
+    predictions would read that data.
     """
     for prefix, e in _estimators(est):
         _check_components(e, prefix, path)
     d = getattr(est, "n_features_in_", None)
     method = getattr(est, "transform", None) or getattr(est, "predict", None)
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or method is None:
+        return
+    if any(k.endswith("_path_") and v is not None
+           for _, e in _estimators(est) for k, v in vars(e).items()):
+        # the model refers to data on disk (an out-of-core fit): a probe could read all of it
         return
     if d < 1:
         raise StoreError(f"model {path}: n_features_in_ is {d}; the store was edited.")
