@@ -300,3 +300,12 @@ def test_nothing_in_the_package_unpickles_or_imports_names_from_files():
             # CLI's commands, the cluster extras and the report's version list
             assert rel in {"registry.py", "__init__.py", "cli/__init__.py", "cluster_specs.py",
                            "workflow/report.py"}, rel
+
+
+def test_numpy_dtypes_round_trip_as_names(tmp_path):
+    rff = RandomFourierFeatures(n_components=4, random_state=0).fit(X)
+    rff.dtype_, rff.out_dtype_ = np.float32, np.dtype("<f8")
+    back = load(rff.save(tmp_path / "m.zarr"))
+    assert back.dtype_ is np.float32 and back.out_dtype_ == np.dtype("<f8")
+    attrs = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())["attributes"]
+    assert attrs["state"]["dtype_"] == {"__dtype__": "<f4", "type": True}
