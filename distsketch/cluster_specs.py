@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ _JOBQUEUE = {
     "queue": _STR, "account": _STR, "walltime": _STR, "interface": _STR,
     "local_directory": _STR, "log_directory": _STR, "python": _STR,
     "job_extra_directives": _STRS, "job_script_prologue": _STRS, "worker_extra_args": _STRS,
-    "name": _STR, "adapt": _DICT, "extra": _DICT, "timeout": _NUM,
+    "name": _STR, "adapt": _DICT, "extra": _DICT, "timeout": _NUM, "env": _DICT,
 }
 KINDS: dict[str, dict[str, list]] = {
     "local": {"n_workers": [InstanceOf(int, type(None))], "threads_per_worker": _INT,
@@ -68,6 +70,80 @@ _EXTRA_HINT = {
     "kubernetes": ("dask_kubernetes", "pip install dask-kubernetes (the Dask Kubernetes operator "
                                       "must run in the cluster)"),
 }
+
+
+# What the batch systems accept in the values that are written into a job script
+# (directives and the worker command line): no shell metacharacters, no newlines.
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_QUEUE = re.compile(r"[A-Za-z0-9_.@,-]+")             # SLURM partition lists, PBS queue@server
+_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")   # HH:MM:SS, MM:SS, D-HH:MM:SS
+_MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
+_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
+_ARG = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JOB_VALUES = {"name": (_NAME, "letters, digits, '_', '.', '-'"),
+               "queue": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "account": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "interface": (_NAME, "letters, digits, '_', '.', '-'"),
+               "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
+               "memory": (_MEMORY, "a size such as 32GB"),
+               "local_directory": (_PATH, "a path without spaces or shell characters"),
+               "log_directory": (_PATH, "a path without spaces or shell characters"),
+               "python": (_PATH, "a path without spaces or shell characters")}
+_COUNTS = ("n_workers", "cores", "processes")
+# run as shell code on purpose (clusters/README.md says so); not checked
+_SHELL_CODE = ("job_script_prologue",)
+
+
+def _refuse(where: str, key: str, value: Any, what: str) -> ConfigError:
+    return ConfigError(f"{where}: {key} = {value!r} is not accepted in a batch job script; it must "
+                       f"be {what} (shell characters such as ';', '$(', backticks and newlines are "
+                       "refused).")
+
+
+def _check_job_values(cfg: dict[str, Any], where: str) -> None:
+    """Refuse SLURM/PBS values that the batch system would not accept or the shell would run."""
+    values = {k: v for k, v in cfg.items() if k != "extra"} | dict(cfg.get("extra") or {})
+    for key, value in values.items():
+        if key in _JOB_VALUES:
+            rx, what = _JOB_VALUES[key]
+            if not isinstance(value, str) or not rx.fullmatch(value):
+                raise _refuse(where, key, value, what)
+        elif key in _COUNTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _refuse(where, key, value, "a positive integer")
+        elif key == "job_extra_directives":
+            # one directive per line: a newline would start a new script line
+            for v in value if isinstance(value, list) else [value]:
+                if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
+                    raise _refuse(where, key, v, "one directive on one line")
+        elif key == "worker_extra_args":
+            for v in value if isinstance(value, list) else [value]:
+                if not isinstance(v, str) or not _ARG.fullmatch(v):
+                    raise _refuse(where, key, v, "plain arguments (letters, digits, '-', '=', "
+                                                 "'.', '/', ':', ',')")
+        elif key == "env":
+            _check_env(value, where)
+        elif key not in _SHELL_CODE and key not in ("adapt", "timeout", "kind"):
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and any(c in v for c in ";|&$`<>\n\r\0"):
+                    raise _refuse(where, key, v, "free of shell characters")
+
+
+def _check_env(env: Any, where: str) -> None:
+    if not isinstance(env, dict):
+        raise ConfigError(f"{where}: env must be a mapping NAME: value.")
+    for k, v in env.items():
+        if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
+            raise _refuse(where, "env key", k, "an identifier (letters, digits, '_')")
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or \
+                any(c in str(v) for c in "\n\r\0"):
+            raise _refuse(where, f"env {k}", v, "a string or number on one line")
+
+
+def _env_prologue(env: dict[str, Any]) -> list[str]:
+    """``export NAME=value`` lines, each value shell-quoted."""
+    return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
 
 
 def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
@@ -110,6 +186,13 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
             if key not in cfg:
                 raise ConfigError(f"{where}: kind {kind!r} needs {key!r} (resources of one worker "
                                   "job), e.g. cores: 8, memory: 32GB.")
+    if kind in ("slurm", "pbs"):
+        _check_job_values(cfg, where)
+    if kind == "kubernetes":
+        if "name" in cfg and not (isinstance(cfg["name"], str) and _NAME.fullmatch(cfg["name"])):
+            raise _refuse(where, "name", cfg["name"], "letters, digits, '_', '.', '-'")
+        if "env" in cfg:
+            _check_env(cfg["env"], where)
     if kind == "kubernetes" and "image" not in cfg:
         raise ConfigError(f"{where}: kind 'kubernetes' needs 'image': a container image with "
                           "distsketch installed.")
@@ -155,10 +238,14 @@ def _require(kind: str) -> Any:
 
 
 def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
-    skip = {"kind", "n_workers", "adapt", "extra", "timeout"}
+    skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env"}
     kwargs = {k: v for k, v in cfg.items() if k not in skip}
     kwargs.setdefault("processes", 1)
     kwargs.update(cfg.get("extra", {}))
+    if cfg.get("env"):
+        # exported before the user's prologue, each value quoted by shlex
+        kwargs["job_script_prologue"] = (_env_prologue(cfg["env"])
+                                         + list(kwargs.get("job_script_prologue", [])))
     return kwargs
 
 
@@ -236,7 +323,7 @@ def _builtin_job_script(cfg: dict[str, Any], address: str) -> str:
         lines += [f"#PBS -l select=1:ncpus={cores}:mem={mem_gib}GB"]
         lines += [f"#PBS -l walltime={cfg['walltime']}"] if "walltime" in cfg else []
         lines += [f"#PBS {d}" for d in cfg.get("job_extra_directives", [])]
-    lines += list(cfg.get("job_script_prologue", []))
+    lines += _env_prologue(cfg.get("env") or {}) + list(cfg.get("job_script_prologue", []))
     worker = [cfg.get("python", sys.executable), "-m", "distributed.cli.dask_worker", address,
               "--name", cfg.get("name", "distsketch-worker"),
               "--nthreads", str(max(1, cores // processes)),

@@ -21,6 +21,7 @@ __all__ = [
     "MemoryBudgetError",
     "NotFittedError",
     "StoreError",
+    "StoreVersionWarning",
     "WorkflowError",
 ]
 
@@ -55,3 +56,7 @@ class ClusterError(DistsketchError):
 
 class WorkflowError(DistsketchError):
     """A workflow run could not proceed (lock held, spec inconsistent with state)."""
+
+
+class StoreVersionWarning(UserWarning):
+    """A model store was written with other library versions than those installed."""

@@ -90,7 +90,11 @@ _STORED_OBJECTS: Mapping[str, str] = MappingProxyType({
 # scikit-learn transformers a model may hold as an estimator-valued parameter
 # (``SketchedKernelRidge(features=...)`` accepts any transformer); each is
 # rebuilt as ``cls(**params)`` plus its learned arrays, never unpickled.
+# A Pipeline of these and of distsketch steps (with a StandardScaler) may be
+# saved whole; no other scikit-learn class is ever reconstructed.
 _SKLEARN_TYPES: frozenset[str] = frozenset({
+    "sklearn.pipeline.Pipeline",
+    "sklearn.preprocessing._data.StandardScaler",
     "sklearn.kernel_approximation.AdditiveChi2Sampler",
     "sklearn.kernel_approximation.Nystroem",
     "sklearn.kernel_approximation.PolynomialCountSketch",

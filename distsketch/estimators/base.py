@@ -4,7 +4,8 @@
 * ``_parameter_constraints`` checked before every ``fit``/``partial_fit`` by
   the wrapper :meth:`DistsketchEstimator.__init_subclass__` puts around them;
 * randomness drawn once in ``fit`` into an integer ``seed_`` from which every
-  operator is regenerated, on any worker;
+  operator is regenerated, on any worker (a ``Generator``/``RandomState`` given
+  as ``random_state`` is drawn from once; ``save`` stores ``seed_`` in its place);
 * NumPy in, NumPy out; dask in, dask out (lazy);
 * ``save(path)`` / :func:`distsketch.load`.
 """

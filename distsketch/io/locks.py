@@ -11,9 +11,11 @@ under :func:`folder_lock`, so that no other process is mid-swap.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,7 +53,7 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(folder / LOCK_NAME)
     try:
         deadline = None if wait is True else time.monotonic() + float(wait or 0)
         while True:
@@ -74,6 +76,42 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _open_lock(path: Path) -> int:
+    """Open the lock file without following a link and without truncating anything.
+
+    It is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``; an existing one (left by
+    an earlier run) is opened with ``O_NOFOLLOW`` and must be a regular file, so a
+    symlink or a FIFO planted at ``.lock`` never makes a run write elsewhere.
+    """
+    flags = os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _lock_error(path, exc) from exc
+    try:
+        # O_NONBLOCK: opening a FIFO planted at .lock must not hang
+        fd = os.open(path, flags | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _lock_error(path, exc) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _lock_error(path, None)
+    return fd
+
+
+def _lock_error(path: Path, exc: OSError | None) -> WorkflowError:
+    if exc is None or exc.errno in (errno.ELOOP, errno.EMLINK):
+        what = "is a symbolic link" if exc is not None or path.is_symlink() else \
+            "is not a regular file"
+        return WorkflowError(
+            f"the lock file {path} {what}; distsketch refuses to use it (a run would write "
+            "into whatever it points to). Remove it if you did not create it, then rerun.")
+    return WorkflowError(f"cannot open the lock file {path}: {exc}. Check the folder's "
+                         "permissions.")
 
 
 def recover_swap(path: str | os.PathLike) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from distsketch._version import __version__
+from distsketch.errors import StoreError
 
-__all__ = ["MANIFEST_NAME", "read_manifest", "write_manifest"]
+__all__ = ["MANIFEST_NAME", "has_manifest", "read_manifest", "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
 
@@ -29,12 +30,36 @@ def write_manifest(directory: str | os.PathLike, info: dict) -> None:
     os.replace(tmp, Path(directory) / MANIFEST_NAME)
 
 
+def has_manifest(directory: str | os.PathLike) -> bool:
+    """Whether ``directory`` holds a manifest file (readable or not): distsketch wrote it."""
+    return (Path(directory) / MANIFEST_NAME).is_file()
+
+
 def read_manifest(directory: str | os.PathLike) -> dict | None:
-    """The manifest of a committed output, or None if there is none."""
+    """The manifest of a committed output, or None if there is none.
+
+    Raises
+    ------
+    StoreError
+        The manifest exists but is unreadable, not JSON or not a JSON object.
+    """
     p = Path(directory) / MANIFEST_NAME
     if not p.exists():
         return None
-    return json.loads(p.read_text())
+    try:
+        body = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        # ValueError covers bad UTF-8 as well as bad JSON
+        raise _corrupt(p, f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(body, dict):
+        raise _corrupt(p, f"it holds a JSON {type(body).__name__}, not an object")
+    return body
+
+
+def _corrupt(p: Path, why: str) -> StoreError:
+    return StoreError(f"the manifest {p} is corrupt ({why}), so the output it marks cannot be "
+                      "trusted. Re-create that output (a workflow run: rerun with --full; a store: "
+                      "rerun the command that wrote it with --overwrite).")
 
 
 def _json_default(o: Any) -> Any:

@@ -3,8 +3,8 @@
 Layout of a model store (a directory, committed atomically)::
 
     model.zarr/
-      zarr.json                 group attributes: class, params, version,
-                                fingerprint, rows seen, JSON learned state
+      zarr.json                 group attributes: class, params, format,
+                                versions, info, JSON learned state
       state/<name>              one Zarr array per NumPy learned attribute
       state/<name>/...          a sub-group per nested fitted estimator or
                                 stateful object
@@ -15,11 +15,20 @@ Learned attributes are the public attributes ending in ``_``.  Objects that
 are neither arrays, JSON values nor estimators may implement
 ``__distsketch_state__() -> dict`` and a classmethod
 ``__distsketch_restore__(dict)``.
+
+A model store is untrusted input.  Every class it names is looked up in
+:mod:`distsketch.registry` (registered distsketch classes and an explicit
+list of scikit-learn types) before anything is imported; values are plain
+JSON, numeric arrays, numeric NumPy dtypes or nested stored classes; nothing
+is ever unpickled.  Arrays are checked against the shape and dtype recorded
+beside them, for missing chunks, and the loaded estimator is checked for
+consistency (:mod:`distsketch.io.model_checks`) before it is returned.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +36,25 @@ import numpy as np
 import zarr
 
 from distsketch import registry
-from distsketch._version import __version__
 from distsketch.errors import StoreError
 from distsketch.io.atomic import atomic_dir
-from distsketch.io.manifest import write_manifest
+from distsketch.io.manifest import read_manifest, write_manifest
+from distsketch.io.model_checks import (
+    check_array,
+    check_consistency,
+    check_versions,
+    dtype_from_name,
+    library_versions,
+)
 
-__all__ = ["load", "save_model"]
+__all__ = ["FORMAT_VERSION", "load", "save_model"]
+
+#: 2: arrays record shape and dtype, every chunk is written (a missing one is lost),
+#: library versions are recorded
+FORMAT_VERSION = 2
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
+_DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__")
 
 
 def _class_path(obj: Any) -> str:
@@ -42,8 +62,11 @@ def _class_path(obj: Any) -> str:
     return registry.qualified_name(obj)
 
 
-def _import(path: Any) -> Any:
+def _import(path: Any, where: str) -> Any:
     # a class named in a store is looked up in the registry, never imported by its path
+    if not isinstance(path, str):
+        raise StoreError(f"{where}: the stored class name is {path!r}, not a string; the model "
+                         "store is damaged or was not written by distsketch.")
     return registry.stored_class(path)
 
 
@@ -86,20 +109,38 @@ def _from_json(v: Any) -> Any:
 
 
 def _is_estimator(v: Any) -> bool:
-    return hasattr(v, "get_params") and hasattr(v, "set_params")
+    return hasattr(v, "get_params") and hasattr(v, "set_params") and not isinstance(v, type)
+
+
+def _is_dtype(v: Any) -> bool:
+    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
+
+
+def _holds_objects(v: Any) -> bool:
+    """A list/tuple with an estimator, array or dtype somewhere inside (a Pipeline's steps)."""
+    return isinstance(v, (list, tuple)) and any(
+        _is_estimator(x) or _is_dtype(x) or isinstance(x, np.ndarray) or _holds_objects(x)
+        for x in v)
 
 
 def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
     """Store one value; return its JSON descriptor for the parent's attributes."""
     if isinstance(value, np.ndarray) and value.dtype != object:
+        # every chunk is written, even one equal to the fill value, so that a
+        # missing chunk always means a lost one
         arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
-                                 chunks=value.shape or None, overwrite=True)
+                                 chunks=value.shape or None, overwrite=True,
+                                 config={"write_empty_chunks": True})
         if value.size:
             arr[...] = value
-        return {"__array__": name}
+        return {"__array__": name, "shape": list(value.shape), "dtype": value.dtype.str}
     if _is_estimator(value):
         _write_estimator(group.create_group(name), value)
         return {"__estimator__": name}
+    if _is_dtype(value):
+        dt = np.dtype(value)
+        dtype_from_name(dt.str, f"{where}.{name}", error=StoreError)  # numeric only
+        return {"__dtype__": dt.str, "type": not isinstance(value, np.dtype)}
     if hasattr(value, "__distsketch_state__"):
         sub = group.create_group(name)
         sub.attrs["class"] = _class_path(value)
@@ -109,6 +150,10 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
     ok, j = _to_json(value)
     if ok:
         return {"__json__": j}
+    if _holds_objects(value):
+        sub = group.create_group(name)
+        items = [_write_value(sub, str(i), x, f"{where}.{name}[{i}]") for i, x in enumerate(value)]
+        return {"__list__": name, "items": items, "tuple": isinstance(value, tuple)}
     if isinstance(value, np.ndarray):
         raise StoreError(f"cannot save {where}.{name}: object arrays are not supported.")
     raise StoreError(
@@ -121,40 +166,93 @@ def _write_mapping(group: zarr.Group, mapping: dict, where: str) -> dict:
     return {k: _write_value(group, k, v, where) for k, v in mapping.items()}
 
 
-def _read_value(group: zarr.Group, desc: dict) -> Any:
+def _child(group: zarr.Group, name: Any, kind: type, where: str) -> Any:
+    if not isinstance(name, str) or name not in group or not isinstance(group[name], kind):
+        what = "array" if kind is zarr.Array else "group"
+        raise StoreError(f"{where}: the model store has no {what} {name!r} where its attributes "
+                         "say one is; the store is damaged. Re-save the model.")
+    return group[name]
+
+
+def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
+    if not isinstance(desc, dict) or sum(k in desc for k in _DESCRIPTORS) != 1:
+        raise StoreError(f"{where}: unrecognised stored value {str(desc)[:80]!r}; the model store "
+                         "is damaged or was not written by distsketch.")
     if "__array__" in desc:
-        return np.asarray(group[desc["__array__"]][...])
+        arr = _child(group, desc["__array__"], zarr.Array, where)
+        return check_array(arr, desc, where, fmt)
     if "__estimator__" in desc:
-        return _read_estimator(group[desc["__estimator__"]])
+        return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where, fmt)
     if "__object__" in desc:
-        sub = group[desc["__object__"]]
-        cls = _import(sub.attrs["class"])
-        return cls.__distsketch_restore__(_read_mapping(sub, sub.attrs["state"]))
+        sub = _child(group, desc["__object__"], zarr.Group, where)
+        cls = _import(sub.attrs.get("class"), where)
+        if not hasattr(cls, "__distsketch_restore__"):
+            raise StoreError(f"{where}: class {sub.attrs.get('class')!r} is not a stored object.")
+        return cls.__distsketch_restore__(_read_mapping(sub, sub.attrs.get("state"), where, fmt))
+    if "__dtype__" in desc:
+        dt = dtype_from_name(desc["__dtype__"], where, error=StoreError)
+        return dt.type if desc.get("type") else dt
+    if "__list__" in desc:
+        sub = _child(group, desc["__list__"], zarr.Group, where)
+        items = desc.get("items")
+        if not isinstance(items, list):
+            raise StoreError(f"{where}: a stored list has no items; the model store is damaged.")
+        out = [_read_value(sub, d, f"{where}[{i}]", fmt) for i, d in enumerate(items)]
+        return tuple(out) if desc.get("tuple") else out
     return _from_json(desc["__json__"])
 
 
-def _read_mapping(group: zarr.Group, descs: dict) -> dict:
-    return {k: _read_value(group, d) for k, d in descs.items()}
+def _read_mapping(group: zarr.Group, descs: Any, where: str, fmt: int) -> dict:
+    if not isinstance(descs, dict):
+        raise StoreError(f"{where}: the stored attributes are {type(descs).__name__}, not a "
+                         "mapping; the model store is damaged or was not written by distsketch.")
+    return {k: _read_value(group, d, f"{where}.{k}", fmt) for k, d in descs.items()}
 
 
 def _learned(est: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
 
 
-def _write_estimator(group: zarr.Group, est: Any) -> None:
+def _params(est: Any) -> dict[str, Any]:
     params = est.get_params(deep=False)
+    rs = params.get("random_state")
+    if isinstance(rs, (np.random.RandomState, np.random.Generator)):
+        seed = getattr(est, "seed_", None)
+        if seed is None:
+            raise StoreError(
+                f"cannot save {type(est).__name__}: random_state is a {type(rs).__name__} object "
+                "and no seed was drawn from it yet (fit the estimator first, or pass an integer "
+                "random_state).")
+        # the seed drawn from the generator in fit reproduces the model on refit
+        params["random_state"] = int(seed)
+    return params
+
+
+def _write_estimator(group: zarr.Group, est: Any) -> None:
     pgroup = group.create_group("params")
     sgroup = group.create_group("state")
     group.attrs["class"] = _class_path(est)
-    group.attrs["params"] = _write_mapping(pgroup, params, type(est).__name__)
+    group.attrs["params"] = _write_mapping(pgroup, _params(est), type(est).__name__)
     group.attrs["state"] = _write_mapping(sgroup, _learned(est), type(est).__name__)
 
 
-def _read_estimator(group: zarr.Group) -> Any:
-    cls = _import(group.attrs["class"])
-    params = _read_mapping(group["params"], group.attrs["params"])
-    est = cls(**params)
-    for k, v in _read_mapping(group["state"], group.attrs["state"]).items():
+def _read_estimator(group: zarr.Group, where: str, fmt: int) -> Any:
+    # the class is resolved (or refused) before any stored value is read
+    cls = _import(group.attrs.get("class"), where)
+    name = cls.__name__
+    params = _read_mapping(_child(group, "params", zarr.Group, name), group.attrs.get("params"),
+                           f"{where}:{name} params", fmt)
+    try:
+        est = cls(**params)
+    except TypeError as exc:
+        raise StoreError(f"{where}: the stored parameters do not fit {name} ({exc}); the model "
+                         "was written by another version or edited. Re-save it.") from exc
+    state = _read_mapping(_child(group, "state", zarr.Group, name), group.attrs.get("state"),
+                          f"{where}:{name}", fmt)
+    for k, v in state.items():
+        if not (k.endswith("_") and not k.startswith("_")):
+            raise StoreError(f"{where}: stored attribute {k!r} of {name} is not a learned "
+                             "attribute (public, ending in '_'); the store was edited.")
         setattr(est, k, v)
     return est
 
@@ -166,7 +264,8 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     Parameters
     ----------
     est : estimator
-        A fitted distsketch (or scikit-learn compatible) estimator.
+        A fitted distsketch estimator (or a scikit-learn type listed in
+        :mod:`distsketch.registry`, e.g. a Pipeline of distsketch steps).
     path : path-like
         Output directory.
     overwrite : bool
@@ -177,42 +276,90 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     Returns
     -------
     pathlib.Path
+
+    Notes
+    -----
+    A ``random_state`` given as a ``RandomState`` or ``Generator`` object is
+    saved as the integer seed drawn from it in ``fit`` (``seed_``): the loaded
+    model, refitted, draws the same operator.
     """
+    versions = library_versions()
     with atomic_dir(path, overwrite=overwrite) as tmp:
         root = zarr.open_group(store=str(tmp), mode="w")
         _write_estimator(root, est)
         info = {
-            "distsketch_version": __version__,
+            "distsketch_version": versions["distsketch"],
             "seed": getattr(est, "seed_", None),
             "n_samples_seen": getattr(est, "n_samples_seen_", None),
             "fingerprint": getattr(est, "fingerprint_", None),
         }
         ok, info_json = _to_json({k: v for k, v in (extra or {}).items()} | info)
         root.attrs["info"] = info_json if ok else info
-        write_manifest(tmp, {"kind": "model", "class": _class_path(est)} | info)
+        root.attrs["format"] = FORMAT_VERSION
+        root.attrs["versions"] = versions
+        write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
+                       | info)
     return Path(path).expanduser().absolute()
 
 
 def load(path: str | os.PathLike) -> Any:
     """Load an estimator saved with ``save`` / :func:`save_model`.
 
+    Parameters
+    ----------
+    path : path-like
+        A model store written by distsketch.
+
+    Returns
+    -------
+    estimator
+
     Raises
     ------
     StoreError
-        If ``path`` is not a complete distsketch model store.
+        If ``path`` is not a complete distsketch model store; if it names a
+        class that is not registered (nothing it names is imported); if an
+        array is missing a chunk, is unreadable, or has a shape or dtype that
+        does not fit the class.
+
+    Warns
+    -----
+    StoreVersionWarning
+        The model was written with other versions of distsketch, NumPy,
+        scikit-learn or Zarr than those installed.
     """
     p = Path(path).expanduser()
     if not p.exists():
         raise StoreError(f"no model at {p}; check the path (models are saved with .save(path)).")
-    if not (p / "distsketch-manifest.json").exists():
+    manifest = read_manifest(p)
+    if manifest is None:
         raise StoreError(
             f"{p} has no distsketch manifest: it is not a model store or its write did not "
             "complete. Re-run the fit that produces it."
         )
     try:
         root = zarr.open_group(store=str(p), mode="r")
-        return _read_estimator(root)
+        attrs = root.attrs.asdict()
+    except Exception as exc:
+        raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store's "
+                         "metadata is missing or corrupt; re-save the model.") from exc
+    fmt = attrs.get("format", 1)
+    if not isinstance(fmt, int) or isinstance(fmt, bool):
+        raise StoreError(f"model {p} has format {fmt!r}, not an integer; the store is damaged.")
+    if fmt > FORMAT_VERSION:
+        raise StoreError(f"model {p} has format {fmt}, newer than this distsketch reads "
+                         f"({FORMAT_VERSION}); upgrade distsketch to load it.")
+    check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(
+        "distsketch_version") if isinstance(attrs.get("info"), dict) else None}, p)
+    try:
+        with warnings.catch_warnings():
+            # the distsketch manifest beside the arrays is not a Zarr node
+            warnings.filterwarnings("ignore", message=".*not recognized.*")
+            est = _read_estimator(root, str(p), fmt)
     except StoreError:
         raise
     except Exception as exc:
-        raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}.") from exc
+        raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store is "
+                         "damaged or was written by an incompatible version; re-save it.") from exc
+    check_consistency(est, p)
+    return est

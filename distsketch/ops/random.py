@@ -57,6 +57,12 @@ def resolve_seed(random_state: int | np.random.Generator | np.random.RandomState
     -------
     int
         A non-negative seed below 2**63.
+
+    Notes
+    -----
+    A ``Generator`` or ``RandomState`` is drawn from once, here; the estimator
+    keeps the integer (``seed_``) and a saved model stores it in place of the
+    generator object, so the loaded model refits to the same operator.
     """
     if random_state is None:
         return int(np.random.SeedSequence().entropy % (2**63))

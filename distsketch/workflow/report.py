@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import importlib
 import json
 import platform
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,23 @@ import numpy as np
 from distsketch.errors import DistsketchError
 from distsketch.workflow.spec import WorkflowSpec
 
-__all__ = ["kernel_errors", "performance_report", "spectrum", "versions", "write_report"]
+__all__ = ["kernel_errors", "md_text", "performance_report", "spectrum", "versions",
+           "write_report"]
+
+
+# Markdown punctuation that could start markup (emphasis, links, headings, tables, code)
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~#])")
+
+
+def md_text(value: Any) -> str:
+    """``value`` as inert Markdown text: HTML-escaped, Markdown punctuation backslashed.
+
+    A name such as ``<script>`` or ``a|b`` from a spec is shown as written, not
+    rendered as HTML, a link or a table cell; newlines become spaces so that a
+    value cannot start a heading or a new table row.
+    """
+    text = " ".join(str(value).splitlines())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
 
 
 def versions() -> dict[str, str]:
@@ -114,6 +132,13 @@ def _plot(folder: Path, values: np.ndarray, name: str) -> str | None:
     return png
 
 
+def _md_url(name: str) -> str:
+    # a relative link to a file written beside the report; percent-encoded
+    from urllib.parse import quote
+
+    return quote(str(name), safe="/.-_")
+
+
 def write_report(folder: Path, spec: WorkflowSpec, info: dict[str, Any], values: np.ndarray | None,
                  errors: dict[str, Any], name: str) -> list[str]:
     """Write ``name`` (Markdown) and, with matplotlib, its eigen-spectrum PNG; return the files."""
@@ -121,34 +146,38 @@ def write_report(folder: Path, spec: WorkflowSpec, info: dict[str, Any], values:
     png = _plot(folder, values, name) if values is not None and spec.report.png else None
     if png:
         files.append(png)
-    lines = [f"# distsketch run report: {spec.name or spec.method.name}", "",
+    rows = info["rows"]
+    # every string that came from the spec or an exception is escaped; numbers are ours
+    lines = [f"# distsketch run report: {md_text(spec.name or spec.method.name)}", "",
              f"- status: {info['status']}",
-             f"- input: `{spec.input}` shape {info['input_shape']}",
-             f"- rows consumed: {info['rows']['before']} -> {info['rows']['after']} "
-             f"({info['rows']['new']} new, {info['segments']} segment(s) this run)",
-             f"- method: {spec.method.name} {json.dumps(spec.method.params, default=str)}",
+             f"- input: {md_text(spec.input)} shape {info['input_shape']}",
+             f"- rows consumed: {rows['before']} -> {rows['after']} "
+             f"({rows['new']} new, {info['segments']} segment(s) this run)",
+             f"- method: {md_text(spec.method.name)} "
+             f"{md_text(json.dumps(spec.method.params, default=str))}",
              f"- seed: {spec.seed}",
              f"- peak memory: {info['peak_memory_bytes'] / 2**20:.1f} MiB (process tree)", "",
              "## Time per stage", "", "| stage | seconds |", "| --- | ---: |"]
     lines += [f"| {k} | {v:.3f} |" for k, v in info["timings"].items()]
     lines += ["", "## Kernel error estimate", ""]
     if errors.get("available"):
-        lines += [f"On {errors['n_sample']} sampled rows (kernel {errors['kernel']}):", "",
+        lines += [f"On {errors['n_sample']} sampled rows (kernel "
+                  f"{md_text(errors['kernel'])}):", "",
                   "| measure | value |", "| --- | ---: |"]
         lines += [f"| {k} | {errors[k]:.4g} |" for k in ("spectral", "frobenius", "relative_frobenius")]
     else:
-        lines.append(f"not computed: {errors.get('reason', 'disabled')}")
+        lines.append(f"not computed: {md_text(errors.get('reason', 'disabled'))}")
     lines += ["", "## Eigen-spectrum", ""]
     if values is not None:
         top = ", ".join(f"{v:.4g}" for v in values[:10])
         lines.append(f"Top eigenvalues: {top}")
         if png:
-            lines += ["", f"![eigen-spectrum]({png})"]
+            lines += ["", f"![eigen-spectrum]({_md_url(png)})"]
     else:
         lines.append("the model exposes no eigenvalues.")
     if info.get("performance_report"):
-        lines += ["", f"Dask performance report: [{info['performance_report']}]"
-                      f"({info['performance_report']})"]
+        perf = info["performance_report"]
+        lines += ["", f"Dask performance report: [{md_text(perf)}]({_md_url(perf)})"]
     (folder / name).write_text("\n".join(lines) + "\n")
     files.append(name)
     return files

@@ -26,7 +26,13 @@ from distsketch.workflow.preprocess import apply_scaler, learn_scaler
 from distsketch.workflow.report import kernel_errors, performance_report, spectrum, versions, write_report
 from distsketch.workflow.segments import SegmentFolder, segment_bounds
 from distsketch.workflow.spec import WorkflowSpec, load_workflow_spec
-from distsketch.workflow.state import STATE_VERSION, check_state, read_state, store_error
+from distsketch.workflow.state import (
+    STATE_VERSION,
+    check_state,
+    load_checkpoint,
+    read_state,
+    store_error,
+)
 
 __all__ = ["RunResult", "run_workflow"]
 
@@ -206,7 +212,9 @@ class _Run:
         if state is not None:
             check_state(state, spec.input, self.key, X, spec.seed, self.state_dir)
         done = int(state["rows_done"]) if state else 0
-        manifest = read_manifest(self.result_dir) if self.result_dir.exists() else None
+        # --full rebuilds the result, so a damaged manifest of the old one is not read
+        manifest = (read_manifest(self.result_dir)
+                    if self.result_dir.exists() and not self.full else None)
         same = manifest is not None and manifest.get("spec_key") == self.key
         timings["open"] = time.perf_counter() - t0
         if state is not None and done == n and same and manifest["rows"]["after"] == n:
@@ -222,7 +230,7 @@ class _Run:
         status = ("full" if state is None else "resumed" if state.get("in_progress")
                   else "refreshed" if done == n else "incremental")
         if state is not None:
-            method.load(self.state_dir / "summary")
+            load_checkpoint(method, self.state_dir)
         with connect(spec.cluster if self.cluster is None else self.cluster,
                      timeout=self.connect_timeout) as client, self._result_writer() as tmp:
             t0 = time.perf_counter()

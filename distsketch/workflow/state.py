@@ -16,8 +16,8 @@ from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.fingerprints import fingerprint
 from distsketch.workflow.methods import MethodAdapter
 
-__all__ = ["STATE_VERSION", "check_state", "prefix_fingerprint", "read_state", "save_state",
-           "store_error"]
+__all__ = ["STATE_VERSION", "check_state", "load_checkpoint", "prefix_fingerprint", "read_state",
+           "save_state", "store_error"]
 
 STATE_VERSION = 1
 #: the summary file of the former built-in RNCA method, which is no longer read
@@ -30,16 +30,43 @@ def store_error(exc: OSError, what: str) -> StoreError:
     return StoreError(f"cannot write {what}: {exc}. {hint} and rerun; the previous result is intact.")
 
 
+def _damaged(where: Path, why: str) -> StoreError:
+    return StoreError(f"the workflow state {where} is damaged ({why}); rerun with --full to rebuild "
+                      "it from the input (the input and the last result are not touched).")
+
+
 def read_state(state_dir: Path) -> dict | None:
-    """The committed ``state.json``, or None when there is no checkpoint."""
+    """The committed ``state.json``, or None when there is no checkpoint.
+
+    Raises
+    ------
+    StoreError
+        The file is unreadable, not JSON, or not a JSON object.
+    """
     p = state_dir / "state.json"
     if not p.exists():
         return None
     try:
-        return json.loads(p.read_text())
+        state = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
-        raise WorkflowError(f"the workflow state {p} is unreadable ({exc}); rerun with --full to "
-                            "rebuild it from the input.") from exc
+        # ValueError covers bad UTF-8 as well as bad JSON
+        raise _damaged(p, f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(state, dict):
+        raise _damaged(p, f"it holds a JSON {type(state).__name__}, not an object")
+    return state
+
+
+def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
+    """Load the checkpointed summary into ``method``, refusing a damaged one with the fix.
+
+    The summary is a model store read by :func:`distsketch.io.model.load`:
+    only registered classes, numeric arrays with every chunk present, nothing
+    unpickled.
+    """
+    try:
+        method.load(state_dir / "summary")
+    except StoreError as exc:
+        raise _damaged(state_dir / "summary", str(exc).rstrip(".")) from exc
 
 
 def save_state(state_dir: Path, method: MethodAdapter, meta: dict) -> None:
@@ -75,6 +102,7 @@ def check_state(state: dict, input_path: str, key: str, X: Any, seed: int, state
             f"the stored state in {state_dir} was written by a different spec (input, method, params, "
             "seed, preprocessing or segment_rows changed); rerun with --full to refit from scratch."
         )
+    _check_fields(state, state_dir / "state.json")
     n, d = int(X.shape[0]), int(X.shape[1])
     done = int(state["rows_done"])
     if d != state["n_features"] or str(X.dtype) != state["dtype"] or n < done:
@@ -89,6 +117,18 @@ def check_state(state: dict, input_path: str, key: str, X: Any, seed: int, state
             "match their fingerprint. Rows may only be appended; rerun with --full to refit on the "
             "current data."
         )
+
+
+_FIELDS = {"rows_done": int, "n_features": int, "dtype": str, "prefix_fingerprint": str}
+
+
+def _check_fields(state: dict, where: Path) -> None:
+    for key, kind in _FIELDS.items():
+        value = state.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _damaged(where, f"{key} is {value!r}, expected {kind.__name__}")
+    if state["rows_done"] < 0:
+        raise _damaged(where, f"rows_done is {state['rows_done']}")
 
 
 def prefix_fingerprint(X: Any, stop: int, seed: int) -> str:

@@ -1,0 +1,181 @@
+"""Checks a loaded model store must pass: versions, arrays, consistency.
+
+A model store is untrusted: its arrays may have lost chunks, have been
+replaced by arrays of another shape, or come from another installation.
+:func:`distsketch.io.model.load` runs these checks so that a damaged model is
+a :class:`~distsketch.errors.StoreError` naming the array, never all-zero
+features or an error deep inside a matrix product.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sklearn
+import zarr
+
+from distsketch._version import __version__
+from distsketch.errors import StoreError, StoreVersionWarning
+
+__all__ = ["check_array", "check_consistency", "check_versions", "dtype_from_name",
+           "library_versions"]
+
+#: the libraries whose versions a model records; a mismatch on load warns
+VERSIONED = ("distsketch", "numpy", "sklearn", "zarr")
+
+_NUMERIC_KINDS = "biufc"
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a saved model depends on."""
+    return {"distsketch": __version__, "numpy": np.__version__, "sklearn": sklearn.__version__,
+            "zarr": zarr.__version__}
+
+
+def check_versions(recorded: Any, path: Path | str) -> None:
+    """Warn (:class:`StoreVersionWarning`) if ``recorded`` differs from what is installed."""
+    if not isinstance(recorded, dict):
+        raise StoreError(f"model {path}: its recorded versions are not a mapping; the store is "
+                         "damaged. Re-save the model.")
+    now = library_versions()
+    diff = [f"{lib} {recorded[lib]} (installed {now[lib]})" for lib in VERSIONED
+            if recorded.get(lib) is not None and str(recorded[lib]) != now[lib]]
+    if diff:
+        warnings.warn(
+            f"model {path} was written with {', '.join(diff)}; it is loaded as is, but results "
+            "may differ from those of the writing installation. Re-save it with this version "
+            "to silence this warning.", StoreVersionWarning, stacklevel=3)
+
+
+def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreError) -> np.dtype:
+    """A numeric NumPy dtype from its stored name; anything else (object, strings) is refused."""
+    try:
+        dt = name if isinstance(name, np.dtype) else np.dtype(str(name))
+    except TypeError as exc:
+        raise error(f"{where}: {str(name)!r} is not a numeric NumPy dtype; a model holds only "
+                    "numeric arrays.") from exc
+    if dt.kind not in _NUMERIC_KINDS:
+        raise error(f"{where}: dtype {dt} is not numeric; a model holds only numeric arrays.")
+    return dt
+
+
+def _array_dir(arr: zarr.Array) -> str | None:
+    root = getattr(arr.store, "root", None)
+    return None if root is None else str(Path(str(root)) / arr.path)
+
+
+def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray:
+    """Read one stored model array after checking its dtype, shape and chunks.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+    desc : dict
+        The descriptor saved beside it (``shape``, ``dtype`` from format 2 on).
+    where : str
+        The attribute path, for messages.
+    fmt : int
+        Model store format; format 1 stores record neither shape nor dtype and
+        skip writing chunks equal to the fill value, so their chunks are not
+        checked.
+
+    Raises
+    ------
+    StoreError
+        Non-numeric dtype, shape or dtype unlike the recorded ones, a missing
+        chunk, or a chunk that cannot be decoded.
+    """
+    dt = dtype_from_name(arr.dtype, where)
+    if fmt >= 2:
+        shape = desc.get("shape")
+        if not isinstance(shape, list) or tuple(shape) != tuple(arr.shape):
+            raise StoreError(f"{where} has shape {tuple(arr.shape)}, but the model recorded "
+                             f"{tuple(shape) if isinstance(shape, list) else shape!r}; the array "
+                             "was replaced or the store edited. Re-save the model.")
+        if np.dtype(str(desc.get("dtype"))) != dt:
+            raise StoreError(f"{where} has dtype {dt}, but the model recorded {desc.get('dtype')}; "
+                             "the store was edited. Re-save the model.")
+        if arr.size and arr.nchunks_initialized < arr.nchunks:
+            from distsketch.io.arrays import _missing_chunks
+
+            adir = _array_dir(arr)
+            missing = _missing_chunks(arr, adir) if adir else []
+            raise StoreError(
+                f"{where}: model array is missing chunk(s) {missing or ''} (grid index); reading "
+                "it would silently give zeros. The model store is damaged: restore it or re-save "
+                "the model.")
+    try:
+        return np.asarray(arr[...])
+    except Exception as exc:
+        raise StoreError(f"{where}: cannot read model array ({type(exc).__name__}: {exc}); a "
+                         "chunk is corrupt. Restore the model store or re-save the model.") from exc
+
+
+def _estimators(est: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``est`` and every estimator nested in its learned attributes, with their paths."""
+    out = [(prefix, est)]
+    for k, v in vars(est).items():
+        if k.endswith("_") and hasattr(v, "get_params") and not isinstance(v, type):
+            out += _estimators(v, f"{prefix}{k}.")
+    return out
+
+
+def _arrays(est: Any) -> list[str]:
+    return [f"{p}{k} {v.shape}" for p, e in _estimators(est) for k, v in vars(e).items()
+            if isinstance(v, np.ndarray) and k.endswith("_")][:12]
+
+
+def _check_components(est: Any, prefix: str, path: Path | str) -> None:
+    comp = getattr(est, "components_", None)
+    n = getattr(est, "n_components", None)
+    if not isinstance(comp, np.ndarray):
+        return
+    width = getattr(est, "n_output_features_", None)
+    if comp.ndim != 2 or (isinstance(n, int) and not isinstance(n, bool) and comp.shape[0] != n):
+        raise StoreError(
+            f"model {path}: {prefix}components_ has shape {comp.shape}, expected (n_components, "
+            f"width) = ({n}, {width if width is not None else 'width'}); the array was replaced "
+            "or the store edited. Re-save the model.")
+
+
+def check_consistency(est: Any, path: Path | str) -> None:
+    """Refuse a loaded model whose arrays do not fit its class and each other.
+
+    Checks ``components_`` against ``n_components`` and maps two all-zero rows
+    of width ``n_features_in_`` through ``transform`` (or ``predict``): a
+    replaced array of the wrong shape fails there, and is reported with the
+    shapes of the model's arrays.
+
+    Notes
+    -----
+    The probe costs one tiny transform (2 rows) per load; it is skipped for a
+    model that refers to training data on disk (a ``*_path_`` attribute), whose
+    predictions would read that data.
+    """
+    for prefix, e in _estimators(est):
+        _check_components(e, prefix, path)
+    d = getattr(est, "n_features_in_", None)
+    method = getattr(est, "transform", None) or getattr(est, "predict", None)
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or method is None:
+        return
+    if any(k.endswith("_path_") and v is not None
+           for _, e in _estimators(est) for k, v in vars(e).items()):
+        # the model refers to data on disk (an out-of-core fit): a probe could read all of it
+        return
+    if d < 1:
+        raise StoreError(f"model {path}: n_features_in_ is {d}; the store was edited.")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = np.asarray(method(np.zeros((2, int(d)))))
+    except Exception as exc:
+        raise StoreError(
+            f"model {path}: its arrays do not fit together ({type(exc).__name__}: {exc}); arrays: "
+            f"{', '.join(_arrays(est))}. The store was edited or mixes models; re-save the "
+            "model.") from exc
+    if out.ndim == 0 or out.shape[0] != 2:
+        raise StoreError(f"model {path}: mapping 2 rows gave shape {out.shape}; arrays: "
+                         f"{', '.join(_arrays(est))}. The store was edited; re-save the model.")
