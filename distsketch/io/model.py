@@ -106,6 +106,9 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         state = value.__distsketch_state__()
         sub.attrs["state"] = _write_mapping(sub, state, f"{where}.{name}")
         return {"__object__": name}
+    if isinstance(value, np.ndarray) and value.ndim == 1 and all(isinstance(x, str) for x in value):
+        # class labels read from pandas: strings in an object array, restored as object dtype
+        return {"__object_strings__": value.tolist()}
     ok, j = _to_json(value)
     if ok:
         return {"__json__": j}
@@ -126,6 +129,8 @@ def _read_value(group: zarr.Group, desc: dict) -> Any:
         return np.asarray(group[desc["__array__"]][...])
     if "__estimator__" in desc:
         return _read_estimator(group[desc["__estimator__"]])
+    if "__object_strings__" in desc:
+        return np.array([str(x) for x in desc["__object_strings__"]], dtype=object)
     if "__object__" in desc:
         sub = group[desc["__object__"]]
         cls = _import(sub.attrs["class"])
