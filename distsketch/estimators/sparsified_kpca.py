@@ -91,7 +91,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     K_fit_rows_ : ndarray of shape (n_samples,)
         Column means of K̂ (estimates of those of K).
     n_iter_ : int
-        Iterations of orthogonal iteration (0 for Lanczos).
+        Iterations of orthogonal iteration, or Lanczos's products K̂·v.
     n_samples_seen_ : int
         Rows the model was fitted on (= n_samples).
 
@@ -204,16 +204,24 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
             return orthogonal_iteration(op.matmat, n, k, seed=seed, max_iter=self.max_iter,
                                         tol=self.tol)
         v0 = random_rows(seed, "kpca.lanczos.v0", 0, n, 1)[:, 0]
+        products = [0]
+
+        def matvec(v: np.ndarray) -> np.ndarray:
+            products[0] += 1
+            return op.matvec(v)
+
+        counted = LinearOperator(op.shape, matvec=matvec, dtype=np.float64)
         try:
             # "LA": the largest algebraic eigenvalues (K̂ is indefinite)
-            vals, vecs = eigsh(op, k=k, which="LA", v0=v0, tol=self.tol, maxiter=self.max_iter)
+            vals, vecs = eigsh(counted, k=k, which="LA", v0=v0, tol=self.tol,
+                               maxiter=self.max_iter)
         except ArpackNoConvergence as exc:
             raise ConfigError(
                 f"{type(self).__name__}: Lanczos found {len(exc.eigenvalues)} of the {k} "
                 f"eigenpairs to tol={self.tol:.1e} in max_iter={self.max_iter} restarts. "
                 "Increase max_iter or tol, or reduce n_components.") from exc
         order = np.argsort(-vals, kind="stable")
-        return vals[order], vecs[:, order], 0
+        return vals[order], vecs[:, order], products[0]
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""
