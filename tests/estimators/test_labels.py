@@ -40,6 +40,8 @@ LABELS = {
     "object": lambda c: pd.Series(NAMES[c]).astype(str).to_numpy(),
     "bool": lambda c: c > 0,
     "categorical": lambda c: pd.Series(pd.Categorical(NAMES[c])),
+    "pandas-Int64": lambda c: pd.Series(c * 7 - 3, dtype="Int64"),
+    "pandas-string": lambda c: pd.Series(NAMES[c], dtype="string"),
     "float": lambda c: c.astype(np.float64) + 10.0,
 }
 
