@@ -23,7 +23,7 @@ from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
 
-__all__ = ["kernel_errors", "relative_kernel_error", "sample_rows"]
+__all__ = ["kernel_errors", "model_kernel", "relative_kernel_error", "sample_rows"]
 
 _DENSE_LIMIT = 4096
 
@@ -68,23 +68,50 @@ def _diff_block(S: np.ndarray, kfun: Callable, approx: Any, a: slice, b: slice) 
     return kfun(S[a], S[b]) - np.asarray(approx.kernel_approx(S[a], S[b]), dtype=np.float64)
 
 
+class _Sums:
+    """Squared entries of a sampled s × s block, diagonal and off-diagonal apart.
+
+    The s sampled rows are a uniform sample without replacement of n, so an
+    off-diagonal pair (i, j) is in it with probability s(s−1)/(n(n−1)) and a
+    diagonal entry with probability s/n: weighting the two sums by the inverse
+    probabilities gives an unbiased estimate of the full-data ‖·‖_F².
+    """
+
+    def __init__(self) -> None:
+        self.diag = 0.0
+        self.off = 0.0
+
+    def add(self, M: np.ndarray, on_diagonal: bool) -> None:
+        total = float(np.sum(M * M))
+        d = float(np.sum(np.diagonal(M) ** 2)) if on_diagonal else 0.0
+        self.diag += d
+        self.off += total - d
+
+    def full_sq(self, n: int, s: int) -> float:
+        """Estimate of the squared Frobenius norm of the full n × n matrix."""
+        if s >= n:
+            return self.diag + self.off
+        return self.off * (n * (n - 1)) / (s * (s - 1)) + self.diag * n / s
+
+
 @single_threaded_blas
-def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[float, float, float]:
+def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[float, _Sums, _Sums]:
     n = S.shape[0]
+    err, gram = _Sums(), _Sums()
     if n <= _DENSE_LIMIT:
         G = kfun(S, S)
         E = G - np.asarray(approx.kernel_approx(S, S), dtype=np.float64)
+        err.add(E, True)
+        gram.add(G, True)
         E = 0.5 * (E + E.T)
         spec = float(np.max(np.abs(scipy.linalg.eigvalsh(E))))
-        return spec, float(np.linalg.norm(E)), float(np.linalg.norm(G))
-    fro2 = 0.0
-    g2 = 0.0
+        return spec, err, gram
     for a0, a1 in _tiles(n, tile):
         for b0, b1 in _tiles(n, tile):
             G = kfun(S[a0:a1], S[b0:b1])
             E = G - np.asarray(approx.kernel_approx(S[a0:a1], S[b0:b1]), dtype=np.float64)
-            fro2 += float(np.sum(E * E))
-            g2 += float(np.sum(G * G))
+            err.add(E, a0 == b0)
+            gram.add(G, a0 == b0)
 
     def matvec(v: np.ndarray) -> np.ndarray:
         out = np.zeros(n)
@@ -95,29 +122,126 @@ def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[floa
 
     op = scipy.sparse.linalg.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
     vals = scipy.sparse.linalg.eigsh(op, k=1, which="LM", return_eigenvectors=False, tol=1e-4)
-    return float(abs(vals[0])), float(np.sqrt(fro2)), float(np.sqrt(g2))
+    return float(abs(vals[0])), err, gram
 
 
-def _kernel_fn(kernel: Any, d: int, gamma: float | None, degree: int, coef0: float) -> Callable:
+# estimators that name no kernel parameter: the exact kernel their approximation targets
+_LINEAR_MAPS = frozenset({"CountSketch", "SRHT", "DatabaseFriendlyProjection"})
+_RBF_MAPS = frozenset({"GaussianSketch"})
+
+
+def model_kernel(model: Any) -> dict[str, Any] | None:
+    """The exact kernel a fitted approximation stands for.
+
+    Nested approximations answer for their inner map (``features_`` of a
+    ridge model or of streaming kernel PCA, ``kspace_`` of KernelPCR,
+    ``meka_``); resolved parameters (``kernel_params_``, ``gamma_``) win over
+    the constructor's.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted distsketch approximation (anything with ``get_params``).
+
+    Returns
+    -------
+    dict or None
+        ``{"kernel": name or callable, **params}`` with only the parameters the
+        kernel takes (e.g. ``gamma`` for ``rbf``; ``gamma``, ``degree``,
+        ``coef0`` for ``polynomial``); None for an object that names no kernel.
+    """
+    for attr in ("features_", "kspace_", "meka_"):
+        inner = getattr(model, attr, None)
+        if inner is not None and hasattr(inner, "get_params"):
+            return model_kernel(inner)
+    if not hasattr(model, "get_params"):
+        return None
+    params = model.get_params(deep=False)
+    cls = type(model).__name__
+    kernel = getattr(model, "kernel_name_", None)
+    if not isinstance(kernel, str) or kernel == "callable":
+        kernel = params.get("kernel")
+    if kernel is None:
+        if cls in _LINEAR_MAPS:
+            kernel = "linear"
+        elif cls in _RBF_MAPS:
+            kernel = "rbf"
+        elif "degree" in params and "coef0" in params:
+            kernel = "polynomial"  # TensorSketch, TensorSRHT, PolySketch, k-Space
+        else:
+            return None
     if callable(kernel):
-        return lambda A, B: np.asarray(kernel(A, B), dtype=np.float64)
-    name, params = resolve_kernel_params(kernel, d, gamma, degree, coef0)
+        return {"kernel": kernel}
+    values = {k: params.get(k) for k in ("gamma", "degree", "coef0")}
+    gamma_ = getattr(model, "gamma_", None)
+    if isinstance(gamma_, (int, float, np.number)) and not isinstance(gamma_, bool):
+        values["gamma"] = float(gamma_)
+    resolved = getattr(model, "kernel_params_", None)
+    if isinstance(resolved, dict):
+        values.update(resolved)
+    d = int(getattr(model, "n_features_in_", 1))
+    if not isinstance(values["gamma"], (int, float, np.number)):
+        values["gamma"] = None  # a data-driven rule not resolved yet: 1 / n_features
+    name, kw = resolve_kernel_params(kernel, d, values["gamma"],
+                                     3 if values["degree"] is None else values["degree"],
+                                     1.0 if values["coef0"] is None else values["coef0"])
+    return {"kernel": name, **kw}
+
+
+def _resolve_kernel(approx: Any, d: int, kernel: Any, gamma: float | None, degree: int | None,
+                    coef0: float | None, where: str) -> tuple[Any, dict[str, Any]]:
+    """The kernel to compare with: the model's, or the arguments where it names none."""
+    own = model_kernel(approx)
+    given = {"gamma": gamma, "degree": degree, "coef0": coef0}
+    if own is None:
+        name, params = resolve_kernel_params("rbf" if kernel is None else kernel, d, gamma,
+                                             3 if degree is None else degree,
+                                             1.0 if coef0 is None else coef0)
+        return name, params
+    own_kernel = own.pop("kernel")
+    model_name = type(approx).__name__
+    if kernel is not None:
+        same = (kernel is own_kernel) if callable(kernel) or callable(own_kernel) else \
+            resolve_kernel_params(kernel, d)[0] == own_kernel
+        if not same:
+            raise ConfigError(
+                f"{where}: kernel={kernel!r} contradicts the kernel {own_kernel!r} that "
+                f"{model_name} approximates; leave kernel out to use the model's.")
+    for key, value in given.items():
+        if value is None or key not in own or isinstance(value, str):
+            # not given, a parameter this kernel does not take, or a rule ("median")
+            # that the model has already resolved to its own value
+            continue
+        if not np.isclose(float(value), float(own[key]), rtol=1e-9, atol=0.0):
+            raise ConfigError(
+                f"{where}: {key}={value!r} contradicts {model_name}'s {key}={own[key]!r}; "
+                f"leave {key} out to use the model's.")
+    return own_kernel, own
+
+
+def _kernel_fn(name: Any, params: dict[str, Any]) -> Callable:
+    if callable(name):
+        return lambda A, B: np.asarray(name(A, B), dtype=np.float64)
     return lambda A, B: pairwise_kernel(A, B, name, **params)
 
 
 def kernel_errors(
     X: Any,
     approx: Any,
-    kernel: Any = "rbf",
+    kernel: Any = None,
     *,
     gamma: float | None = None,
-    degree: int = 3,
-    coef0: float = 1.0,
+    degree: int | None = None,
+    coef0: float | None = None,
     n_sample: int | None = 2000,
     random_state: Any = 0,
     tile: int = 2048,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Kernel spectral and Frobenius errors as normalised in Ghashami et al. (2016).
+
+    The measures are those of the full n × n Gram matrix G of X; with
+    ``n_sample < n`` they are estimated from the s × s block of s rows sampled
+    uniformly without replacement, and the result says so (``sampled``).
 
     Parameters
     ----------
@@ -125,11 +249,14 @@ def kernel_errors(
         Data whose Gram matrix G is approximated.
     approx : object with ``kernel_approx``
         A fitted approximation (feature map, kernel PCA, MEKA, ...).
-    kernel : str or callable, default "rbf"
-        The exact kernel, with ``gamma``/``degree``/``coef0``.
+    kernel : str or callable, optional
+        The exact kernel.  Default: the one ``approx`` approximates
+        (:func:`model_kernel`), else ``"rbf"``.
+    gamma, degree, coef0 : optional
+        Kernel parameters; default the model's (else 1/d, 3, 1).  A value that
+        contradicts the model's raises ConfigError.
     n_sample : int or None, default 2000
-        Rows sampled uniformly (None: all rows).  G is then the kernel matrix of
-        the sample, and errors are normalised by the sample size.
+        Rows sampled uniformly (None: all rows, an exact evaluation).
     random_state : int
         Seed of the row sample.
     tile : int
@@ -138,13 +265,28 @@ def kernel_errors(
     Returns
     -------
     dict
-        ``spectral`` = ‖G − G̃‖₂ / s, ``frobenius`` = ‖G − G̃‖_F / s²,
-        ``relative_frobenius`` = ‖G − G̃‖_F / ‖G‖_F, and ``n_sample`` = s.
+        ``spectral`` ≈ ‖G − G̃‖₂ / n, ``frobenius`` ≈ ‖G − G̃‖_F / n²,
+        ``relative_frobenius`` ≈ ‖G − G̃‖_F / ‖G‖_F; ``n_sample`` = s,
+        ``n_rows`` = n, ``sampled`` (True when these are estimates from s < n
+        rows), ``kernel`` and ``kernel_params`` (what was compared with).
+
+    Raises
+    ------
+    ConfigError
+        ``n_sample < 2``, or a kernel argument contradicts the model's kernel.
 
     Notes
     -----
-    Memory: O(s·d + tile²) beyond a dense s × s matrix when s ≤ 4096.  The
-    spectral norm of a large sample comes from Lanczos on tile-wise products.
+    Estimators, for a uniform sample S of s rows: the squared Frobenius norm
+    weights the sampled off-diagonal entries by n(n−1)/(s(s−1)) and the
+    diagonal ones by n/s (unbiased; relative standard error about
+    √(ζ₁/s)/μ with μ the mean squared entry and ζ₁ the variance of the row
+    means of squared entries); the spectral measure is ‖E_SS‖₂ / s, the
+    plug-in estimate of ‖E‖₂ / n (eigenvalues of a uniform principal block
+    scale by s/n, as for the Nyström method), which is biased up by noise of
+    order max|E_ij| / √s when E has no low-rank structure.  Memory:
+    O(s·d + tile²) beyond a dense s × s matrix when s ≤ 4096; the spectral
+    norm of a larger sample comes from Lanczos on tile-wise products.
 
     References
     ----------
@@ -154,36 +296,45 @@ def kernel_errors(
     if n_sample is not None and n_sample < 2:
         raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
     X = check_input(X, where="kernel_errors X", allow_sparse=True)
+    name, params = _resolve_kernel(approx, X.shape[1], kernel, gamma, degree, coef0,
+                                   "kernel_errors")
     _, S = sample_rows(X, n_sample, random_state)
-    kfun = _kernel_fn(kernel, S.shape[1], gamma, degree, coef0)
-    spec, fro, gnorm = _errors(S, kfun, approx, tile)
-    s = S.shape[0]
-    return {"spectral": spec / s, "frobenius": fro / s**2,
-            "relative_frobenius": fro / gnorm if gnorm > 0 else 0.0, "n_sample": s}
+    spec, err, gram = _errors(S, _kernel_fn(name, params), approx, tile)
+    n, s = int(X.shape[0]), int(S.shape[0])
+    e2, g2 = err.full_sq(n, s), gram.full_sq(n, s)
+    return {"spectral": spec / s, "frobenius": float(np.sqrt(e2)) / n**2,
+            "relative_frobenius": float(np.sqrt(e2 / g2)) if g2 > 0 else 0.0,
+            "n_sample": s, "n_rows": n, "sampled": s < n,
+            "kernel": name if isinstance(name, str) else "callable",
+            "kernel_params": {k: float(v) for k, v in params.items()}}
 
 
-def relative_kernel_error(X: Any, approx: Any, kernel: Any = "rbf", *,
-                          gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
-                          n_sample: int | None = 20000, random_state: Any = 0,
-                          tile: int = 2048) -> float:
-    """‖G − G̃‖_F / ‖G‖_F, exact for small n, on sampled rows for large n.
+def relative_kernel_error(X: Any, approx: Any, kernel: Any = None, *,
+                          gamma: float | None = None, degree: int | None = None,
+                          coef0: float | None = None, n_sample: int | None = 20000,
+                          random_state: Any = 0, tile: int = 2048) -> float:
+    """‖G − G̃‖_F / ‖G‖_F, exact for small n, estimated on sampled rows for large n.
 
     This is the error measure of the MEKA paper (Si, Hsieh, Dhillon, ICML
-    2014).  Parameters as in :func:`kernel_errors`; computed tile by tile with
+    2014).  Parameters (the kernel defaults to the model's) and the sampled
+    estimator as in :func:`kernel_errors`; computed tile by tile with
     O(tile²) memory.
     """
     if n_sample is not None and n_sample < 2:
         raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
     X = check_input(X, where="relative_kernel_error X", allow_sparse=True)
+    name, params = _resolve_kernel(approx, X.shape[1], kernel, gamma, degree, coef0,
+                                   "relative_kernel_error")
+    kfun = _kernel_fn(name, params)
     _, S = sample_rows(X, n_sample, random_state)
-    kfun = _kernel_fn(kernel, S.shape[1], gamma, degree, coef0)
-    n = S.shape[0]
-    num = 0.0
-    den = 0.0
-    for a0, a1 in _tiles(n, tile):
-        for b0, b1 in _tiles(n, tile):
+    s = S.shape[0]
+    err, gram = _Sums(), _Sums()
+    for a0, a1 in _tiles(s, tile):
+        for b0, b1 in _tiles(s, tile):
             G = kfun(S[a0:a1], S[b0:b1])
             E = G - np.asarray(approx.kernel_approx(S[a0:a1], S[b0:b1]), dtype=np.float64)
-            num += float(np.sum(E * E))
-            den += float(np.sum(G * G))
-    return float(np.sqrt(num / den)) if den > 0 else 0.0
+            err.add(E, a0 == b0)
+            gram.add(G, a0 == b0)
+    n = int(X.shape[0])
+    den = gram.full_sq(n, s)
+    return float(np.sqrt(err.full_sq(n, s) / den)) if den > 0 else 0.0

@@ -63,3 +63,96 @@ def test_row_sample_is_chunking_independent_and_uniform():
 def test_bad_sample_size():
     with pytest.raises(ConfigError):
         kernel_errors(np.ones((5, 2)), _Shifted(0, 1), n_sample=1)
+
+
+# ----------------------------------------------------------------- sampled estimates of full-data measures
+
+@pytest.fixture(scope="module")
+def nystrom_case():
+    from distsketch import NystromFeatures
+
+    n = 2000
+    X = np.random.default_rng(0).normal(size=(n, 4))
+    model = NystromFeatures(n_components=20, gamma=0.3, random_state=0).fit(X)
+    G = pairwise_kernel(X, X, "rbf", gamma=0.3)
+    E = G - model.kernel_approx(X)
+    return X, model, G, E, kernel_errors(X, model, n_sample=None)
+
+
+def test_sampled_frobenius_estimates_the_full_data_measure(nystrom_case):
+    X, model, G, E, exact = nystrom_case
+    n, s = X.shape[0], 500
+    assert not exact["sampled"] and exact["n_rows"] == n == exact["n_sample"]
+    assert exact["frobenius"] == pytest.approx(np.linalg.norm(E) / n**2, rel=1e-9)
+    est = kernel_errors(X, model, n_sample=s)
+    assert est["sampled"] and est["n_sample"] == s and est["n_rows"] == n
+    # sampling error of the sample mean of squared entries (a U-statistic of order 2):
+    # Var ≈ 4ζ₁/s + 2ζ₂/s², ζ₁ the variance of the row means, ζ₂ of the entries
+    off = ~np.eye(n, dtype=bool)
+    E2 = E**2
+    mu = E2[off].mean()
+    zeta1 = (np.where(off, E2, 0).sum(axis=1) / (n - 1)).var()
+    zeta2 = E2[off].var()
+    rel_sd = 0.5 * np.sqrt(4 * zeta1 / s + 2 * zeta2 / s**2) / mu  # of the square root
+    assert abs(est["frobenius"] / exact["frobenius"] - 1) < 4 * rel_sd
+    assert 4 * rel_sd < 0.5  # the test can tell the s/n-scaled answer (4× here) apart
+    G2 = G**2
+    rel_sd_g = 0.5 * np.sqrt(4 * (np.where(off, G2, 0).sum(axis=1) / (n - 1)).var() / s) / G2[off].mean()
+    assert abs(est["relative_frobenius"] / exact["relative_frobenius"] - 1) < 4 * (rel_sd + rel_sd_g)
+    assert relative_kernel_error(X, model, n_sample=s) == pytest.approx(est["relative_frobenius"],
+                                                                         rel=1e-12)
+
+
+def test_sampled_spectral_estimates_the_full_data_measure(nystrom_case):
+    # E of a Nyström map is a positive semi-definite kernel k_E with k_E(x, x) <= κ: the
+    # eigenvalues of a uniform s-row block divided by s concentrate at those of E / n
+    # within about κ·sqrt(2 log(2/δ) / s) (Shawe-Taylor et al. 2005); δ = 1e-3
+    X, model, _, E, exact = nystrom_case
+    kappa = np.diag(E).max()
+    for seed in (0, 1):
+        est = kernel_errors(X, model, n_sample=500, random_state=seed)["spectral"]
+        assert abs(est - exact["spectral"]) < kappa * np.sqrt(2 * np.log(2 / 1e-3) / 500)
+
+
+# ----------------------------------------------------------------- the model's own kernel
+
+def test_kernel_comes_from_the_model():
+    from distsketch import (
+        KernelPCR,
+        RandomFourierFeatures,
+        SketchedKernelRidge,
+        StreamingKernelPCA,
+        TensorSketch,
+    )
+    from distsketch.metrics import model_kernel
+
+    X = np.random.default_rng(3).normal(size=(300, 4))
+    skpca = StreamingKernelPCA(n_components=3, n_random_features=128, sketch_size=16, gamma=0.05,
+                               random_state=0).fit(X)
+    got = kernel_errors(X, skpca, n_sample=None)
+    G = pairwise_kernel(X, X, "rbf", gamma=0.05)
+    assert got["frobenius"] == pytest.approx(np.linalg.norm(G - skpca.kernel_approx(X)) / 300**2,
+                                             rel=1e-9)
+    assert got["kernel"] == "rbf" and got["kernel_params"] == {"gamma": 0.05}
+    # the same arguments given explicitly (an alias of the name too) agree with the model
+    assert kernel_errors(X, skpca, "gaussian", gamma=0.05, n_sample=None) == got
+    with pytest.raises(ConfigError, match=r"gamma=0.25 contradicts StreamingKernelPCA's gamma=0.05"):
+        kernel_errors(X, skpca, gamma=0.25, n_sample=None)
+    with pytest.raises(ConfigError, match="kernel='laplacian' contradicts"):
+        relative_kernel_error(X, skpca, "laplacian", n_sample=None)
+
+    ts = TensorSketch(n_components=256, degree=3, gamma=0.5, coef0=1.0, random_state=0).fit(X)
+    P = pairwise_kernel(X, X, "polynomial", gamma=0.5, coef0=1.0, degree=3)
+    ref = np.linalg.norm(P - ts.kernel_approx(X)) / np.linalg.norm(P)
+    assert relative_kernel_error(X, ts, n_sample=None) == pytest.approx(ref, rel=1e-9)
+    with pytest.raises(ConfigError, match="degree=2 contradicts"):
+        relative_kernel_error(X, ts, degree=2, n_sample=None)
+
+    y = X[:, 0]
+    ridge = SketchedKernelRidge(features=RandomFourierFeatures(gamma=0.3, n_components=64,
+                                                               random_state=0)).fit(X, y)
+    assert model_kernel(ridge) == {"kernel": "rbf", "gamma": 0.3}
+    pcr = KernelPCR(n_components=5, degree=2, gamma=0.5, coef0=2.0, random_state=0).fit(X, y)
+    assert model_kernel(pcr) == {"kernel": "polynomial", "gamma": 0.5, "coef0": 2.0, "degree": 2}
+    # an object that names no kernel: the arguments (default rbf, 1 / n_features)
+    assert model_kernel(_Shifted(0.0, 0.25)) is None

@@ -179,8 +179,9 @@ def _print_report(r: dict, peak: int, format_bytes: Any) -> None:
     if r["fit_rows_per_second"]:
         emit(f"  fit rate      {r['fit_rows_per_second']:,.0f} rows/s")
     emit(f"  peak memory   {format_bytes(peak)} (this process and all its children)")
-    emit(f"  kernel error  spectral ||G - G~||_2 / s = {e['spectral']:.3e}, Frobenius "
-         f"||G - G~||_F / s^2 = {e['frobenius']:.3e} (relative {e['relative_frobenius']:.3f}; "
-         f"s = {e['n_sample']} sampled rows)")
+    how = f"estimated from {e['n_sample']} sampled rows" if e.get("sampled") else "exact"
+    emit(f"  kernel error  spectral ||G - G~||_2 / n = {e['spectral']:.3e}, Frobenius "
+         f"||G - G~||_F / n^2 = {e['frobenius']:.3e} (relative {e['relative_frobenius']:.3f}; "
+         f"{how})")
     emit(f"  outputs       {r['model']}, {r['embeddings']}, "
          f"{Path(r['data']).parent / 'report.json'}")

@@ -3,18 +3,13 @@ regression of ±1 targets on the k-Space embedding (Avron, Nguyen, Woodruff 2014
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import type_of_target
 
-from distsketch.errors import InputError
-from distsketch.estimators.base import to_numpy
 from distsketch.estimators.kspace import KernelPCR
-from distsketch.validation import check_targets, is_dask
+from distsketch.estimators.labels import accuracy, decode_labels, encode_labels, one_vs_rest
 
 __all__ = ["KernelPCRClassifier"]
 
@@ -34,7 +29,7 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        The sorted labels of y.
+        The sorted labels of y, in y's own dtype (int, bool, float, str, object).
     coef_ : ndarray of shape (k, n_classes)
     intercept_ : ndarray of shape (n_classes,)
     kspace_ : KSpaceKernelPCA
@@ -62,23 +57,10 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     """
 
     def _targets(self, y: Any, n: int) -> np.ndarray:
-        y = check_targets(y, n)
-        if is_dask(y):
-            y = to_numpy(y)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn(f"{type(self).__name__}: a column-vector y was passed when a 1-D array "
-                          "was expected; it is raveled.", DataConversionWarning, stacklevel=3)
-        if type_of_target(y.ravel()) == "continuous":
-            raise InputError(f"{type(self).__name__}: Unknown label type: continuous. y holds "
-                             "real values; use KernelPCR for regression.")
-        self.classes_, codes = np.unique(y.ravel(), return_inverse=True)
-        if self.classes_.size < 2:
-            raise InputError(f"{type(self).__name__}: y has only one class "
-                             f"{self.classes_.tolist()}; classification needs at least two.")
-        Y = -np.ones((n, self.classes_.size))
-        Y[np.arange(n), codes] = 1.0
-        return Y
+        # labels as scikit-learn reads them (type_of_target, classes in their own dtype)
+        self.classes_, codes = encode_labels(y, n, owner=type(self).__name__,
+                                             regressor="KernelPCR")
+        return one_vs_rest(codes, self.classes_.size)
 
     def fit(self, X: Any, y: Any) -> KernelPCRClassifier:
         """Fit k-Space on X, then least squares of the ±1 class columns on the embedding.
@@ -87,7 +69,9 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
         ----------
         X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
         y : array_like of shape (n_samples,)
-            Class labels.
+            Class labels of any kind scikit-learn accepts (int, bool, integral
+            floats, str, object, pandas categorical); dask/Zarr labels are read
+            once.  Real-valued (continuous) targets raise InputError.
 
         Returns
         -------
@@ -101,14 +85,9 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
 
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
-        idx = self._decision(X).argmax(axis=1)
-        classes = self.classes_
-        if is_dask(idx):
-            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
-        return classes[idx]
+        idx = self._decision(X).argmax(axis=1)  # checks that the model is fitted
+        return decode_labels(self.classes_, idx)
 
-    def score(self, X: Any, y: Any) -> float:
-        """Mean accuracy."""
-        from sklearn.metrics import accuracy_score
-
-        return float(accuracy_score(to_numpy(y), to_numpy(self.predict(X))))
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy of ``predict(X)`` against the labels y."""
+        return accuracy(y, self.predict(X), sample_weight)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import type_of_target
 
-from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import to_numpy
+from distsketch.errors import ConfigError
+from distsketch.estimators.labels import accuracy, decode_labels, encode_labels, one_vs_rest
 from distsketch.estimators.ridge import SketchedKernelRidge
-from distsketch.validation import is_dask
 
 __all__ = ["SketchedKernelRidgeClassifier"]
 
@@ -45,34 +41,13 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     Song, Woodruff, Yu, Zhang. ICML 2021, Appendix E.
     """
 
-    def _encode(self, y: Any, classes: Any = None) -> np.ndarray:
-        if y is None:
-            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        y = to_numpy(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn(f"{type(self).__name__}: a column-vector y was passed when a 1-D array "
-                          "was expected; it is raveled.", DataConversionWarning, stacklevel=3)
-            y = y.ravel()
-        if y.ndim != 1:
-            raise InputError(f"{type(self).__name__}: y must be 1-D labels, got shape {y.shape}.")
-        if type_of_target(y) == "continuous":
-            raise InputError(f"{type(self).__name__}: Unknown label type: continuous. y holds "
-                             "real values; use SketchedKernelRidge for regression.")
-        if classes is None:
-            classes = np.unique(y)
-        classes = np.asarray(classes)
-        if classes.size < 2:
-            raise InputError(f"{type(self).__name__}: y has only one class {classes.tolist()}; "
-                             "classification needs at least two.")
-        idx = np.searchsorted(classes, y)
-        bad = (idx >= classes.size) | (classes[np.minimum(idx, classes.size - 1)] != y)
-        if bad.any():
-            raise InputError(f"{type(self).__name__}: label {y[bad][0]!r} (row "
-                             f"{int(np.flatnonzero(bad)[0])}) is not one of classes "
-                             f"{classes.tolist()}.")
-        Y = -np.ones((y.shape[0], classes.size))
-        Y[np.arange(y.shape[0]), idx] = 1.0
+    def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
+        # labels as scikit-learn reads them (type_of_target, classes in their own dtype);
+        # their alignment with X is checked with the ±1 matrix by the regressor
+        classes, codes = encode_labels(y, n_rows, owner=type(self).__name__, classes=classes,
+                                       regressor="SketchedKernelRidge")
         self.classes_ = classes
+        Y = one_vs_rest(codes, classes.size)
         return Y[:, 1:] if classes.size == 2 else Y
 
     def fit(self, X: Any, y: Any) -> SketchedKernelRidgeClassifier:
@@ -80,7 +55,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         if np.ndim(self.alpha) > 0 and self.cv is None:
             raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
                               "choose among alphas).")
-        Y = self._encode(y)
+        Y = self._encode(y, None)
         super().fit(X, Y)
         return self
 
@@ -95,7 +70,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         if first and classes is None:
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
-        Y = self._encode(y, classes if first else self.classes_)
+        Y = self._encode(y, None, classes if first else self.classes_)
         return super().partial_fit(X, Y)
 
     def decision_function(self, X: Any) -> Any:
@@ -112,15 +87,11 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             idx = (D[:, 0] > 0).astype(np.int64)
         else:
             idx = D.argmax(axis=1)
-        if is_dask(idx):
-            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
-        return classes[idx]
+        return decode_labels(classes, idx)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy."""
-        if sample_weight is not None:
-            raise ConfigError(f"{type(self).__name__}.score does not support sample_weight.")
-        return float(np.mean(to_numpy(self.predict(X)) == to_numpy(y)))
+        """Mean accuracy of ``predict(X)`` against the labels y."""
+        return accuracy(y, self.predict(X), sample_weight)
 
 
 # --------------------------------------------------------------------------- Theorem E.2 sketch

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
@@ -40,8 +40,11 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     """Kernel PCA on the sparsified/quantised Gram matrix.
 
     The top eigenvectors of the centred simplified matrix H K̂ H are found by
-    orthogonal iteration (the paper's method) or by Lanczos
-    (``scipy.sparse.linalg.eigsh``) on a blockwise ``LinearOperator``.
+    Lanczos (``scipy.sparse.linalg.eigsh``) or by orthogonal iteration (the
+    paper's method) on a blockwise ``LinearOperator``.  K̂ is indefinite
+    (sparsification and quantisation add a symmetric noise matrix whose
+    spectrum reaches ±4σ√n), so both solvers return the largest *algebraic*
+    eigenpairs, never the most negative ones.
     Conventions follow scikit-learn's ``KernelPCA``: ``eigenvalues_`` are
     those of the centred matrix, ``fit_transform(X)`` is V·√λ, and
     ``transform`` centres new kernel rows with the training statistics.
@@ -52,12 +55,18 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         Number of components k.
     kernel, gamma, degree, coef0, p, quantize, quantize_bound, tile_rows, store
         As in :class:`SparsifiedGram`.
-    solver : {"orthogonal_iteration", "lanczos"}, default "orthogonal_iteration"
+    solver : {"lanczos", "orthogonal_iteration"}, default "lanczos"
+        Lanczos needs far fewer products with K̂ when the top eigenvalues sit
+        at the edge of the noise spectrum (digits, γ = 1/64, p = 0.05: 0.5 s
+        against 5.2 s for orthogonal iteration, which stops at ``max_iter``).
     max_iter : int, default 500
-        Iteration cap of orthogonal iteration.
+        Iteration cap: iterations of orthogonal iteration (reaching it warns
+        with ``sklearn.exceptions.ConvergenceWarning`` and keeps the last Ritz
+        pairs) or Lanczos restarts (reaching it with fewer than k converged
+        pairs raises ConfigError).
     tol : float, default 1e-9
-        Residual tolerance relative to λ₁ (orthogonal iteration) or relative
-        eigenvalue accuracy (Lanczos).
+        Residual tolerance relative to the largest Ritz value (orthogonal
+        iteration) or relative eigenvalue accuracy (Lanczos).
     random_state : int, Generator or None
 
     Attributes
@@ -66,6 +75,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     gram_ : SparsifiedGram
         The fitted simplified matrix.
     eigenvalues_ : ndarray of shape (n_components,)
+        The largest algebraic eigenvalues of H K̂ H, descending.
     eigenvectors_ : ndarray of shape (n_samples, n_components)
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training points (the expansion's support).
@@ -81,7 +91,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     K_fit_rows_ : ndarray of shape (n_samples,)
         Column means of K̂ (estimates of those of K).
     n_iter_ : int
-        Iterations of orthogonal iteration (0 for Lanczos).
+        Iterations of orthogonal iteration, or Lanczos's products K̂·v.
     n_samples_seen_ : int
         Rows the model was fitted on (= n_samples).
 
@@ -122,7 +132,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
-                 quantize_bound: float | None = None, solver: str = "orthogonal_iteration",
+                 quantize_bound: float | None = None, solver: str = "lanczos",
                  tile_rows: int = 2048, store: str | os.PathLike | None = None,
                  max_iter: int = 500, tol: float = 1e-9, random_state: Any = None):
         self.n_components = n_components
@@ -194,9 +204,24 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
             return orthogonal_iteration(op.matmat, n, k, seed=seed, max_iter=self.max_iter,
                                         tol=self.tol)
         v0 = random_rows(seed, "kpca.lanczos.v0", 0, n, 1)[:, 0]
-        vals, vecs = eigsh(op, k=k, which="LA", v0=v0, tol=self.tol)
+        products = [0]
+
+        def matvec(v: np.ndarray) -> np.ndarray:
+            products[0] += 1
+            return op.matvec(v)
+
+        counted = LinearOperator(op.shape, matvec=matvec, dtype=np.float64)
+        try:
+            # "LA": the largest algebraic eigenvalues (K̂ is indefinite)
+            vals, vecs = eigsh(counted, k=k, which="LA", v0=v0, tol=self.tol,
+                               maxiter=self.max_iter)
+        except ArpackNoConvergence as exc:
+            raise ConfigError(
+                f"{type(self).__name__}: Lanczos found {len(exc.eigenvalues)} of the {k} "
+                f"eigenpairs to tol={self.tol:.1e} in max_iter={self.max_iter} restarts. "
+                "Increase max_iter or tol, or reduce n_components.") from exc
         order = np.argsort(-vals, kind="stable")
-        return vals[order], vecs[:, order], 0
+        return vals[order], vecs[:, order], products[0]
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""

@@ -54,7 +54,8 @@ __all__ = ["FORMAT_VERSION", "load", "save_model"]
 FORMAT_VERSION = 2
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
-_DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__")
+_DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__",
+                "__object_strings__")
 
 
 def _class_path(obj: Any) -> str:
@@ -147,6 +148,9 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         state = value.__distsketch_state__()
         sub.attrs["state"] = _write_mapping(sub, state, f"{where}.{name}")
         return {"__object__": name}
+    if isinstance(value, np.ndarray) and value.ndim == 1 and all(isinstance(x, str) for x in value):
+        # class labels read from pandas: strings in an object array, restored as object dtype
+        return {"__object_strings__": value.tolist()}
     ok, j = _to_json(value)
     if ok:
         return {"__json__": j}
@@ -183,6 +187,12 @@ def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
         return check_array(arr, desc, where, fmt)
     if "__estimator__" in desc:
         return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where, fmt)
+    if "__object_strings__" in desc:
+        items = desc["__object_strings__"]
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise StoreError(f"{where}: stored labels are not a list of strings; the model store "
+                             "is damaged.")
+        return np.array(items, dtype=object)
     if "__object__" in desc:
         sub = _child(group, desc["__object__"], zarr.Group, where)
         cls = _import(sub.attrs.get("class"), where)

@@ -137,3 +137,39 @@ def test_store_backed_kernel_pca_equals_in_memory(tmp_path):
     assert np.array_equal(a.eigenvectors_, b.eigenvectors_)
     b.save(tmp_path / "m.zarr")
     np.testing.assert_array_equal(load(tmp_path / "m.zarr").transform(X[:5]), b.transform(X[:5]))
+
+
+@pytest.mark.parametrize("solver", ["orthogonal_iteration", "lanczos"])
+def test_indefinite_sparsified_gram_gives_top_algebraic_eigenpairs(solver):
+    # p = 0.05: the noise spectrum of K̂ (±4σ√n, σ² = 1/p) swamps the kernel's, so negative
+    # eigenvalues as large in magnitude as the top ones exist and must not be returned
+    kp = SparsifiedKernelPCA(n_components=4, gamma=GAMMA, p=0.05, solver=solver, max_iter=2000,
+                             random_state=0).fit(X)
+    H = np.eye(240) - 1.0 / 240
+    C = H @ kp.gram_.to_scipy().toarray() @ H
+    with threadpool_limits(limits=1):
+        w = np.linalg.eigvalsh(C)
+    top = w[::-1][:4]
+    assert -w[0] > top[-1]  # the most negative eigenvalue outranks the 4th in magnitude
+    np.testing.assert_allclose(kp.eigenvalues_, top, rtol=1e-9)
+    assert np.all(kp.eigenvalues_ > 0)
+    # eigenvectors: residuals ‖C v − λ v‖ from the Ritz tolerance, relative to λ₁
+    R = C @ kp.eigenvectors_ - kp.eigenvectors_ * kp.eigenvalues_[None, :]
+    assert np.linalg.norm(R, axis=0).max() <= 1e-7 * top[0]
+    assert kp.n_iter_ >= 4  # iterations, or Lanczos's products with K̂: at least one per pair
+
+
+def test_orthogonal_iteration_that_stops_at_max_iter_warns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        kp = SparsifiedKernelPCA(n_components=4, gamma=GAMMA, p=0.05,
+                                 solver="orthogonal_iteration", max_iter=3, random_state=0).fit(X)
+    assert kp.n_iter_ == 3
+    with pytest.raises(ConfigError, match="Lanczos found"):
+        SparsifiedKernelPCA(n_components=4, gamma=GAMMA, p=0.05, solver="lanczos", max_iter=1,
+                            tol=1e-14, random_state=0).fit(X)
+
+
+def test_default_solver_is_lanczos():
+    assert SparsifiedKernelPCA().solver == "lanczos"

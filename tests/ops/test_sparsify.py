@@ -127,3 +127,31 @@ def test_orthogonal_iteration_matches_eigh():
     # subspace error decays like (|λ_12| / λ_3)^t <= (3/20)^t with k + oversample = 11 vectors:
     # 1e-12 needs ~15 iterations; allow twice that
     assert 1 <= n_iter <= 2 * np.ceil(np.log(1e-12) / np.log(3 / 20))
+
+
+def test_orthogonal_iteration_returns_top_algebraic_of_an_indefinite_matrix():
+    # the most negative eigenvalues are the largest in magnitude: plain subspace
+    # iteration would return them
+    rng = np.random.default_rng(2)
+    Q, _ = np.linalg.qr(rng.normal(size=(150, 150)))
+    lam = np.concatenate(([40.0, 35.0, 30.0], [-60.0, -55.0, -50.0, -45.0],
+                          rng.uniform(-10, 10, size=143)))
+    A = (Q * lam) @ Q.T
+    vals, vecs, _ = orthogonal_iteration(lambda V: A @ V, 150, 3, seed=0, tol=1e-12)
+    np.testing.assert_allclose(vals, np.linalg.eigvalsh(A)[::-1][:3], rtol=1e-10)
+    assert np.max(subspace_angles(vecs, Q[:, :3])) < 1e-8
+
+
+def test_orthogonal_iteration_warns_when_it_stops_at_max_iter():
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.default_rng(3)
+    Q, _ = np.linalg.qr(rng.normal(size=(100, 100)))
+    lam = np.linspace(10.0, 9.0, 100)  # no gap: tol 1e-12 needs thousands of iterations
+    A = (Q * lam) @ Q.T
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=5"):
+        vals, vecs, n_iter = orthogonal_iteration(lambda V: A @ V, 100, 2, seed=0, max_iter=5,
+                                                  tol=1e-12)
+    assert n_iter == 5
+    # what is returned is still a Rayleigh–Ritz pair of the last basis
+    np.testing.assert_allclose(vals, np.diag(vecs.T @ A @ vecs), rtol=1e-12)

@@ -1,0 +1,167 @@
+"""Class labels as scikit-learn handles them, shared by every distsketch classifier.
+
+Targets are typed with :func:`sklearn.utils.multiclass.type_of_target` and
+encoded against the sorted classes; ``classes_`` keeps the labels' own dtype
+(int, bool, float, ``<U``, object from pandas), so ``predict`` returns the
+user's labels, never a float cast of them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
+
+from distsketch.errors import InputError
+from distsketch.graph import to_numpy
+from distsketch.validation import is_dask
+
+__all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest"]
+
+_CLASS_TARGETS = ("binary", "multiclass")
+
+
+def _as_label_array(y: Any, owner: str) -> np.ndarray:
+    if y is None:
+        raise InputError(f"{owner} requires y to be passed, but the target y is None.")
+    # pandas (categorical included) and Zarr arrays go through NumPy; dask is computed:
+    # labels are one value per row, read once on the driver
+    y = to_numpy(y) if is_dask(y) else np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn(f"{owner}: a column-vector y was passed when a 1-D array was expected; "
+                      "it is raveled.", DataConversionWarning, stacklevel=4)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise InputError(f"{owner}: y must be 1-D class labels, got shape {y.shape}; "
+                         "multi-output classification is not supported.")
+    return y
+
+
+def _target_type(y: np.ndarray, owner: str, regressor: str | None) -> str:
+    try:
+        kind = type_of_target(y, input_name="y")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{owner}: y cannot be read as class labels ({exc}); pass labels of "
+                         "one kind (all strings or all numbers) without missing values.") from exc
+    if kind.startswith("continuous"):
+        use = f"; use {regressor} for regression" if regressor else ""
+        raise InputError(f"{owner}: Unknown label type: {kind}. y holds real values, not class "
+                         f"labels{use}, or round the labels to whole numbers.")
+    if kind not in _CLASS_TARGETS:
+        raise InputError(f"{owner}: Unknown label type: {kind}. Pass 1-D class labels "
+                         "(binary or multiclass).")
+    return kind
+
+
+def _sorted_classes(values: np.ndarray, owner: str, what: str) -> np.ndarray:
+    try:
+        return np.unique(values)
+    except TypeError as exc:
+        raise InputError(f"{owner}: {what} mix labels that cannot be ordered ({exc}); pass "
+                         "labels of one kind (all strings or all numbers).") from exc
+
+
+def encode_labels(y: Any, n_rows: int | None, *, owner: str, classes: Any = None,
+                  regressor: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Check class labels and encode them as indices into the sorted classes.
+
+    Parameters
+    ----------
+    y : array_like of shape (n_rows,) or (n_rows, 1)
+        Labels: NumPy (any dtype), pandas (categorical too), Zarr or dask.  A
+        column vector is raveled with a ``DataConversionWarning``.
+    n_rows : int or None
+        Rows of X the labels belong to (None: checked by the caller).
+    owner : str
+        How messages name the estimator.
+    classes : array_like, optional
+        All labels (``partial_fit``'s first call, or the fitted ``classes_``);
+        labels of y outside them are an error.  Default: the labels of y.
+    regressor : str, optional
+        The regressor to name when y is continuous.
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+        Sorted, in the labels' own dtype.
+    codes : ndarray of int64, shape (n_rows,)
+        ``classes[codes] == y``.
+
+    Raises
+    ------
+    InputError
+        y is missing, not 1-D, misaligned with X, continuous (a regression
+        target), mixes label kinds, has fewer than two classes, or holds a
+        label outside ``classes``.
+
+    Notes
+    -----
+    Dask labels are computed once on the driver: O(n_rows) memory, no pass over X.
+    """
+    y = _as_label_array(y, owner)
+    if n_rows is not None and y.shape[0] != n_rows:
+        raise InputError(f"{owner}: y has {y.shape[0]} rows but X has {n_rows}; they must be "
+                         "aligned row by row.")
+    _target_type(y, owner, regressor)
+    given = classes is not None
+    classes = _sorted_classes(np.asarray(classes if given else y).ravel(), owner,
+                              "classes" if given else "the labels of y")
+    if classes.size < 2:
+        raise InputError(f"{owner}: {'classes holds' if given else 'y has'} only one class "
+                         f"{classes.tolist()}; classification needs at least two.")
+    try:
+        idx = np.searchsorted(classes, y)
+        inside = idx < classes.size
+        bad = ~inside
+        bad[inside] = classes[idx[inside]] != y[inside]
+    except TypeError as exc:
+        raise InputError(f"{owner}: the labels of y ({y.dtype}) cannot be compared with the "
+                         f"classes {classes.tolist()} ({exc}).") from exc
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{owner}: label {y[row:row + 1].tolist()[0]!r} (row {row}) is not one of classes "
+                         f"{classes.tolist()}; pass every label in classes= on the first "
+                         "partial_fit call.")
+    return classes, idx.astype(np.int64)
+
+
+def one_vs_rest(codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """±1 target columns, one per class: +1 in the column of each row's class.
+
+    Returns
+    -------
+    ndarray of shape (n_rows, n_classes), float64
+    """
+    Y = -np.ones((codes.shape[0], n_classes))
+    Y[np.arange(codes.shape[0]), codes] = 1.0
+    return Y
+
+
+class _TakeClasses:
+    """Block function mapping class indices to labels (picklable for distributed)."""
+
+    def __init__(self, classes: np.ndarray):
+        self.classes = classes
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        return self.classes[idx]
+
+
+def decode_labels(classes: np.ndarray, idx: Any) -> Any:
+    """The labels ``classes[idx]`` in the classes' dtype (dask in -> dask out)."""
+    if is_dask(idx):
+        return idx.map_blocks(_TakeClasses(classes), dtype=classes.dtype)
+    return classes[np.asarray(idx)]
+
+
+def accuracy(y_true: Any, y_pred: Any, sample_weight: Any = None) -> float:
+    """Mean accuracy of predicted labels (scikit-learn's ``accuracy_score``)."""
+    from sklearn.metrics import accuracy_score
+
+    y_true = to_numpy(y_true) if is_dask(y_true) else np.asarray(y_true)
+    if y_true.ndim == 2 and y_true.shape[1] == 1:
+        y_true = y_true.ravel()
+    return float(accuracy_score(y_true, to_numpy(y_pred), sample_weight=sample_weight))
