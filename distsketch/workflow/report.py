@@ -60,18 +60,19 @@ def spectrum(model: Any) -> np.ndarray | None:
     return None
 
 
-def _kernel_spec(spec: WorkflowSpec, model: Any) -> tuple[str | None, dict]:
+def _kernel_spec(spec: WorkflowSpec) -> tuple[Any, dict]:
+    """Kernel settings the spec states; the rest come from the fitted model (metrics reads them)."""
     rep = spec.report
     params = spec.method.params
-    kernel = rep.kernel if rep.kernel is not None else params.get("kernel", getattr(model, "kernel", "rbf"))
+    kernel = rep.kernel if rep.kernel is not None else params.get("kernel")
     kw = {}
     for key in ("gamma", "degree", "coef0"):
         value = getattr(rep, key)
         if value is None:
-            value = params.get(key, getattr(model, key, None))
+            value = params.get(key)
         if value is not None:
             kw[key] = value
-    return kernel if isinstance(kernel, str) else None, kw
+    return kernel, kw
 
 
 def kernel_errors(spec: WorkflowSpec, Xs: Any, model: Any) -> dict:
@@ -85,8 +86,8 @@ def kernel_errors(spec: WorkflowSpec, Xs: Any, model: Any) -> dict:
         return {"available": False, "reason": "disabled in the spec (report.kernel_error: false)"}
     if not hasattr(model, "kernel_approx"):
         return {"available": False, "reason": f"{type(model).__name__} has no kernel_approx"}
-    kernel, kw = _kernel_spec(spec, model)
-    if kernel is None:
+    kernel, kw = _kernel_spec(spec)
+    if kernel is not None and not isinstance(kernel, str):
         return {"available": False, "reason": "the kernel is not a named kernel"}
     from distsketch.metrics import kernel_errors as _errors
 
@@ -95,7 +96,7 @@ def kernel_errors(spec: WorkflowSpec, Xs: Any, model: Any) -> dict:
                        random_state=spec.seed, **kw)
     except DistsketchError as exc:
         return {"available": False, "reason": str(exc)}
-    return {"available": True, "kernel": kernel, **errs}
+    return {"available": True, **errs}
 
 
 def performance_report(client: Any, out_dir: Path) -> tuple[Any, Path | None]:
