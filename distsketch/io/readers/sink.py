@@ -108,8 +108,8 @@ class ZarrSink:
     @classmethod
     @contextlib.contextmanager
     def open(cls, dest: str | os.PathLike, *, compressor: str | None,
-             overwrite: bool) -> Iterator[ZarrSink]:
-        with atomic_dir(dest, overwrite=overwrite) as tmp:
+             overwrite: bool, inputs: Any = ()) -> Iterator[ZarrSink]:
+        with atomic_dir(dest, overwrite=overwrite, inputs=inputs) as tmp:
             zarr.open_group(store=str(tmp), mode="w")
             yield cls(tmp, compressor)
 
