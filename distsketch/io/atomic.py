@@ -159,6 +159,7 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
         check_output(final, overwrite=overwrite, inputs=inputs)
     except DistsketchError as exc:
         raise type(exc)(f"{exc} (checked again when committing; nothing was written)") from None
+    _step("checked", tmp)
     old = None
     try:
         if overwrite and os.path.lexists(final):

@@ -28,7 +28,7 @@ from typing import Any
 
 from distsketch.errors import InputError, StoreError
 
-__all__ = ["MARKER_NAME", "check_output", "check_replaceable", "split_array_path",
+__all__ = ["MARKER_NAME", "check_not_input", "check_output", "check_replaceable", "split_array_path",
            "written_by_distsketch"]
 
 #: marker file that atomic_dir writes into every directory it builds
@@ -99,6 +99,7 @@ def written_by_distsketch(path: str | os.PathLike) -> bool:
 
 
 def _check_not_input(final: Path, resolved: Path, inputs: Iterable[Any]) -> None:
+    """Refuse an output that is, contains or lies inside one of ``inputs``."""
     for src in _input_paths(inputs):
         if _is_within(resolved, src) or _is_within(src, resolved):
             where = ("is the input" if resolved == src else
@@ -106,6 +107,13 @@ def _check_not_input(final: Path, resolved: Path, inputs: Iterable[Any]) -> None
             raise InputError(
                 f"output {final} {where} {src}; distsketch never writes into or replaces its "
                 "input. Choose another output path.")
+
+
+def check_not_input(path: str | os.PathLike, inputs: Iterable[Any]) -> Path:
+    """Refuse (InputError) an output folder that is, contains or lies inside an input."""
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
+    _check_not_input(final, _resolve(final), inputs)
+    return final
 
 
 def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) -> Path:
@@ -132,7 +140,7 @@ def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) ->
         ``path`` is a file, a symbolic link, the home or working directory (or
         a parent of it), or a directory without a distsketch manifest or marker.
     """
-    final = Path(os.fspath(path)).expanduser().absolute()
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
     resolved = _resolve(final)
     _check_not_input(final, resolved, inputs)
     if not os.path.lexists(final):
@@ -175,7 +183,7 @@ def check_output(path: str | os.PathLike, *, overwrite: bool,
         The absolute path.
     """
     inputs = list(inputs)
-    final = Path(os.fspath(path)).expanduser().absolute()
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
     _check_not_input(final, _resolve(final), inputs)
     if os.path.lexists(final):
         if not overwrite:
