@@ -13,6 +13,7 @@ checks it applies come from :mod:`distsketch.validation`.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -39,7 +40,21 @@ __all__ = [
     "open_zarr",
     "split_array_path",
     "write_array",
+    "zarr_store",
 ]
+
+
+def zarr_store(path: str | os.PathLike, *, read_only: bool = False) -> Any:
+    """The ``store=`` argument of zarr for ``path``.
+
+    A local path becomes a :class:`zarr.storage.LocalStore`, because zarr reads
+    a plain string containing ``::`` as a chained fsspec URL (``/data/a::b``
+    would open ``/data/a``); a URL (``s3://...``) is passed on as it is.
+    """
+    p = os.fspath(path)
+    if "://" in p:
+        return p
+    return zarr.storage.LocalStore(p, read_only=read_only)
 
 
 def open_zarr(path: str | os.PathLike, component: str | None = None) -> zarr.Array:
@@ -57,7 +72,7 @@ def open_zarr(path: str | os.PathLike, component: str | None = None) -> zarr.Arr
             "with `distsketch ingest`."
         )
     try:
-        node = zarr.open(store=p, mode="r")
+        node = zarr.open(store=zarr_store(p, read_only=True), mode="r")
     except Exception as exc:
         raise StoreError(
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
@@ -158,7 +173,8 @@ def _missing_message(arr: zarr.Array, path: str, missing: list[tuple[int, ...]],
     if distsketch_store:
         return (f"{head} distsketch writes every chunk of its stores, so the data was lost; "
                 "restore the store or re-create it (e.g. re-ingest).")
-    return (f"{head} Zarr would silently read the fill value {arr.fill_value!r} there. If the "
+    fill = arr.fill_value.item() if hasattr(arr.fill_value, "item") else arr.fill_value
+    return (f"{head} Zarr would silently read the fill value {fill!r} there. If the "
             "store was written with empty chunks skipped (Zarr's write_empty_chunks=False), "
             "the fill value is the data: pass allow_missing_chunks=True (CLI: "
             "--allow-missing-chunks); otherwise the chunk was lost: restore the data or "
@@ -254,7 +270,7 @@ def create_array(path: str | os.PathLike, shape: tuple[int, int], dtype: Any, *,
     """
     try:
         return zarr.create_array(
-            store=str(path), shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype),
+            store=zarr_store(path), shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype),
             chunks=(int(chunk_rows), int(shape[1])), compressors=codecs(compressor),
             attributes=attrs or {}, overwrite=True, config={"write_empty_chunks": True},
         )
@@ -274,6 +290,50 @@ def _graph_inputs(Xd: da.Array) -> list[str]:
             if isinstance(value, ZarrRowReader):
                 paths.append(value.path)
     return paths
+
+
+class _GuardedTarget:
+    """A write target that stops writing once the write is abandoned.
+
+    When one task of a local computation fails, dask raises at once while
+    tasks already running go on; their chunk writes would recreate the
+    removed temporary directory.  :meth:`close` refuses new writes and waits
+    for the running ones, so the temporary can then be removed for good.  A
+    copy sent to another process (distributed workers) writes unguarded.
+    """
+
+    def __init__(self, arr: zarr.Array):
+        self.arr = arr
+        self.shape, self.dtype, self.ndim = arr.shape, arr.dtype, arr.ndim
+        self._init_sync()
+
+    def _init_sync(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    def __getstate__(self) -> dict:
+        return {"arr": self.arr}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["arr"])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._active += 1
+        try:
+            self.arr[key] = value
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0)
 
 
 class _FiniteCheck:
@@ -377,8 +437,13 @@ def write_array(
         target = create_array(tmp, Xd.shape, Xd.dtype, chunk_rows=chunk_rows,
                               compressor=compressor, attrs=attrs)
         if Xd.shape[0]:
-            compute(da.store(Xd, target, lock=False, compute=False), progress=progress)
-        arr = zarr.open_array(str(tmp), mode="r")
+            guarded = _GuardedTarget(target)
+            try:
+                compute(da.store(Xd, guarded, lock=False, compute=False), progress=progress)
+            except BaseException:
+                guarded.close()
+                raise
+        arr = zarr.open_array(zarr_store(tmp, read_only=True), mode="r")
         if arr.nchunks_initialized != arr.nchunks:
             raise StoreError(
                 f"writing {path}: only {arr.nchunks_initialized} of {arr.nchunks} chunks "
