@@ -31,7 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "any error nothing is left behind."),
     )
     p.add_argument("model", help="saved model store")
-    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
+    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group: an "
+                                 "existing path is taken as it is, otherwise the last '::' "
+                                 "followed by a name without '/' names the array)")
     p.add_argument("output", help="output Zarr store (directory)")
     p.add_argument("--chunk-rows", type=positive_int, default=None,
                    help="rows per output chunk (default: the input's block rows)")
