@@ -100,11 +100,31 @@ def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file; quickstart needs a folder.")
     for name in _OUTPUTS:
-        check_replaceable(out / name)
+        path = out / name
+        check_replaceable(path)
+        if path.exists() and not _is_ours(path, out):
+            raise StoreError(f"{path} is a distsketch store that quickstart did not generate "
+                             "(its manifest says otherwise); it is not replaced. Move it away "
+                             "or choose another --out.")
     report = out / "report.json"
     if report.is_symlink() or (report.exists() and not _is_our_report(report)):
         raise StoreError(f"{report} exists and was not written by distsketch quickstart; it is "
                          "never replaced. Move it away or choose another --out.")
+
+
+def _is_ours(path: Path, out: Path) -> bool:
+    """Whether the store ``path`` in ``out`` is one quickstart generated (by its manifest)."""
+    from distsketch.io.manifest import read_manifest
+
+    try:
+        info = read_manifest(path) or {}
+    except (OSError, ValueError):
+        return False
+    if path.name == "data.zarr":
+        return info.get("generator") == "random_noisy"
+    if path.name == "model.zarr":
+        return info.get("kind") == "model" and "StreamingKernelPCA" in str(info.get("class"))
+    return info.get("kind") == "array" and info.get("input") == str(out / "data.zarr")
 
 
 def _is_our_report(path: Path) -> bool:

@@ -297,13 +297,17 @@ def test_run_into_its_own_outputs_dir_works_twice(world):
     assert run_workflow(_spec(world, out), full=True, log=lambda m: None).status == "full"
 
 
-@pytest.mark.parametrize("what", ["data.zarr", "report.json"])
+@pytest.mark.parametrize("what", ["data.zarr", "model.zarr", "embeddings.zarr", "report.json"])
 def test_quickstart_never_replaces_what_it_did_not_generate(world, capsys, what):
     out = world / "qs"
     out.mkdir()
     if what == "data.zarr":
         (out / what).mkdir()
         (out / what / "mine.csv").write_text("1,2,3")
+    elif what == "model.zarr":  # a model of the user's, written by distsketch fit
+        shutil.copytree(world / "model.zarr", out / what)
+    elif what == "embeddings.zarr":  # features of the user's, written by distsketch
+        write_array(X, out / what)
     else:
         (out / what).write_text('{"my": "own report"}')
     before = snapshot(world)
