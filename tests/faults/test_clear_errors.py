@@ -95,6 +95,22 @@ def test_full_disk_when_replacing_keeps_the_old_output(tmp_path, monkeypatch):
     assert leftovers(tmp_path) == []
 
 
+def test_full_disk_outside_a_store_write_is_one_clear_cli_error(tmp_path, monkeypatch, capsys):
+    import distsketch.io
+
+    target = str(tmp_path / "report.json")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", target)
+
+    monkeypatch.setattr(distsketch.io, "ingest", full)
+    np.save(tmp_path / "x.npy", X)
+    assert cli.main(["ingest", str(tmp_path / "x.npy"), str(tmp_path / "o.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert f"distsketch: error: no space left on device writing {target}" in err
+    assert "free space or choose another output" in err and "unexpected" not in err
+
+
 # ------------------------------------------------------------ --chunk-rows
 
 
