@@ -57,7 +57,7 @@ def _with_nan(d: Path) -> Path:
     A = np.random.default_rng(0).normal(size=(60, 5)).astype(np.float32)
     A[37, 2] = np.nan
     A[45, 0] = np.inf
-    return write_array(A, d / "nan.zarr", chunk_rows=10)
+    return write_array(A, d / "nan.zarr", chunk_rows=10, allow_nonfinite=True)
 
 
 def _model(d: Path) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -91,10 +92,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("distsketch: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return _unexpected(exc)
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"distsketch: error: no space left on device{where} ({exc.strerror}); free space "
+              "or choose another output.", file=sys.stderr)
+        return 2
     except Exception as exc:
-        if os.environ.get("DISTSKETCH_DEBUG"):
-            traceback.print_exc()
-        print(f"distsketch: unexpected error: {type(exc).__name__}: {_one_line(exc)} "
-              "(set DISTSKETCH_DEBUG=1 for the traceback, and please report it)",
-              file=sys.stderr)
-        return 1
+        return _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> int:
+    if os.environ.get("DISTSKETCH_DEBUG"):
+        traceback.print_exception(exc)
+    print(f"distsketch: unexpected error: {type(exc).__name__}: {_one_line(exc)} "
+          "(set DISTSKETCH_DEBUG=1 for the traceback, and please report it)",
+          file=sys.stderr)
+    return 1

@@ -16,6 +16,7 @@ import numpy as np
 from distsketch.errors import ConfigError, DistsketchError, InputError
 
 __all__ = [
+    "add_allow_missing_chunks_option",
     "add_block_rows_option",
     "add_cluster_option",
     "add_common_options",
@@ -27,6 +28,7 @@ __all__ = [
     "median_gamma",
     "open_input",
     "parse_params",
+    "positive_int",
     "result_stream",
     "stage",
 ]
@@ -79,7 +81,8 @@ def add_progress_option(parser: argparse.ArgumentParser) -> None:
 
 def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace existing outputs (written atomically)")
+                        help="replace an existing output written by distsketch (atomically); "
+                             "never a file or folder it did not write, nor the input")
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, cluster_used: bool = True,
@@ -137,9 +140,27 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be >= 1 (rows per chunk or block, widths)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {value}")
+    return value
+
+
+def add_allow_missing_chunks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-missing-chunks", action="store_true",
+        help="read absent chunks of an input written with empty chunks skipped (Zarr's "
+             "write_empty_chunks=False) as its fill value instead of refusing them as lost")
+
+
 def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--block-rows", type=int, default=None,
+        "--block-rows", type=positive_int, default=None,
         help="rows per task (default: whole Zarr chunks, sized by the block rule to about 16 MiB of input)")
 
 
@@ -148,7 +169,8 @@ def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
 _STAGE_ROW_FACTOR = 16
 
 
-def open_input(path: str, block_rows: int | None = None) -> Any:
+def open_input(path: str, block_rows: int | None = None, *,
+               allow_missing_chunks: bool = False) -> Any:
     """Open a Zarr input as a dask array whose row blocks the graph's rule chose.
 
     The blocks are whole store chunks (or shards), sized by
@@ -157,19 +179,21 @@ def open_input(path: str, block_rows: int | None = None) -> Any:
     task), since the command's estimator is not known here.
     """
     from distsketch.graph.plan import choose_block_rows, input_bytes_per_row
-    from distsketch.io.arrays import open_array, open_zarr
+    from distsketch.io.arrays import open_array, open_zarr, split_array_path
 
+    kw = {"allow_missing_chunks": allow_missing_chunks}
     if block_rows is not None:
         if block_rows < 1:
             raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")
-        return open_array(path, block_rows=block_rows)
-    X = open_array(path)
-    p, _, comp = str(path).partition("::")
-    arr = open_zarr(p, comp or None)
+        return open_array(path, block_rows=block_rows, **kw)
+    X = open_array(path, **kw)
+    p, comp = split_array_path(str(path))
+    arr = open_zarr(p, comp)
     row_bytes = input_bytes_per_row(X)
     plan = choose_block_rows(X.shape[0], row_bytes, bytes_per_row=_STAGE_ROW_FACTOR * row_bytes,
                              align=int((arr.shards or arr.chunks)[0]))
-    return X if plan.block_rows >= X.chunks[0][0] else open_array(path, block_rows=plan.block_rows)
+    return X if plan.block_rows >= X.chunks[0][0] else open_array(path, block_rows=plan.block_rows,
+                                                                  **kw)
 
 
 def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:

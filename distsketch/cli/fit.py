@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import inspect
 import time
-from pathlib import Path
 from typing import Any
 
 from distsketch.cli.common import (
+    add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
     apply_progress,
@@ -19,7 +19,7 @@ from distsketch.cli.common import (
     parse_params,
     stage,
 )
-from distsketch.errors import ConfigError, StoreError
+from distsketch.errors import ConfigError
 
 __all__ = ["add_parser", "resolve_estimator", "run"]
 
@@ -79,6 +79,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
     p.add_argument("--random-state", type=int, default=None, help="seed")
     add_block_rows_option(p)
+    add_allow_missing_chunks_option(p)
     add_common_options(p)
     p.set_defaults(func=run)
     return p
@@ -94,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint
     from distsketch.io.model import save_model
+    from distsketch.io.safety import check_output
 
     apply_progress(args)
-    if Path(args.model).exists() and not args.overwrite:
-        raise StoreError(f"output {args.model} already exists; pass --overwrite to replace it.")
+    check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
     cls, params = resolve_estimator(args.method)
     params = dict(params)
     accepted = set(inspect.signature(cls).parameters)
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             params["gamma"] = float(params["gamma"])
         except ValueError:
             raise ConfigError(f"--gamma {params['gamma']!r}: use a number or 'median'.") from None
-    X = open_input(args.input, args.block_rows)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     y = _read_targets(args.y, X.shape[0]) if args.y else None
     with PeakMemory() as pm, cluster(args):
         if params.get("gamma") == "median":
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
     save_model(est, args.model, overwrite=args.overwrite,
-               extra={"input": str(args.input), "input_fingerprint": fingerprint(args.input),
+               extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
                       "fit_seconds": round(seconds, 3)})
     emit(f"fitted {cls.__name__} on {X.shape[0]} rows in {seconds:.1f} s "
          f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from distsketch.cli.common import add_common_options, apply_progress, emit, stage
+from distsketch.cli.common import add_common_options, apply_progress, emit, positive_int, stage
 
 __all__ = ["add_parser", "run"]
 
@@ -24,10 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--format", default=None, metavar="FORMAT",
                    help="file format: npy, csv, svmlight, idx or another registered reader "
                         "(default: from the file name, else its first bytes)")
-    p.add_argument("--chunk-rows", type=int, default=None, help="rows per Zarr chunk "
+    p.add_argument("--chunk-rows", type=positive_int, default=None, help="rows per Zarr chunk "
                    "(default: about 8 MiB per chunk)")
     p.add_argument("--dtype", default="float32", help="stored dtype of X (default float32)")
-    p.add_argument("--n-features", type=int, default=None, help="svmlight: number of columns "
+    p.add_argument("--n-features", type=positive_int, default=None, help="svmlight: number of columns "
                    "(default: the largest index in the file)")
     p.add_argument("--zero-based", choices=["auto", "true", "false"], default="auto",
                    help="svmlight: indices start at 0 or 1 (default: auto)")

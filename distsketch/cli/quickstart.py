@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.cli.common import add_common_options, apply_progress, cluster, emit, median_gamma, stage
-from distsketch.errors import ConfigError
+from distsketch.errors import ConfigError, StoreError
 
 __all__ = ["add_parser", "run"]
 
@@ -81,6 +81,60 @@ def _check_args(args: argparse.Namespace) -> None:
                           "so use at least 50 features.")
     if args.n_sample < 2:
         raise ConfigError(f"--n-sample must be >= 2; got {args.n_sample}.")
+    limit = min(args.sketch_size, args.n_random_features)
+    if args.n_components > limit:
+        # the fit would refuse it only after the data was generated
+        raise ConfigError(f"--n-components {args.n_components} exceeds min(--sketch-size, "
+                          f"--n-random-features) = {limit}; lower it or raise those.")
+
+
+#: what quickstart writes into --out; report.json is recognised by this key
+_OUTPUTS = ("data.zarr", "model.zarr", "embeddings.zarr")
+_REPORT_KEY = "distsketch_quickstart"
+
+
+def _check_out(out: Path) -> None:
+    """Refuse, before anything is written, an --out whose outputs distsketch did not write."""
+    from distsketch.io.safety import check_replaceable
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file; quickstart needs a folder.")
+    for name in _OUTPUTS:
+        path = out / name
+        check_replaceable(path)
+        if path.exists() and not _is_ours(path, out):
+            raise StoreError(f"{path} is a distsketch store that quickstart did not generate "
+                             "(its manifest says otherwise); it is not replaced. Move it away "
+                             "or choose another --out.")
+    report = out / "report.json"
+    if report.is_symlink() or (report.exists() and not _is_our_report(report)):
+        raise StoreError(f"{report} exists and was not written by distsketch quickstart; it is "
+                         "never replaced. Move it away or choose another --out.")
+
+
+def _is_ours(path: Path, out: Path) -> bool:
+    """Whether the store ``path`` in ``out`` is one quickstart generated (by its manifest)."""
+    from distsketch.io.manifest import read_manifest
+
+    try:
+        info = read_manifest(path) or {}
+    except (OSError, ValueError):
+        return False
+    if path.name == "data.zarr":
+        return info.get("generator") == "random_noisy"
+    if path.name == "model.zarr":
+        return info.get("kind") == "model" and "StreamingKernelPCA" in str(info.get("class"))
+    return info.get("kind") == "array" and info.get("input") == str(out / "data.zarr")
+
+
+def _is_our_report(path: Path) -> bool:
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    # reports written before the key existed are recognised by their fields
+    return isinstance(body, dict) and (body.get(_REPORT_KEY) is True
+                                       or {"kernel_errors", "data_reused"} <= body.keys())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +148,11 @@ def run(args: argparse.Namespace) -> int:
     _check_args(args)
     show = apply_progress(args)
     out = Path(args.out).expanduser().absolute()
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder --out {out}: {exc}.") from exc
     data, model_path, emb_path = out / "data.zarr", out / "model.zarr", out / "embeddings.zarr"
     times: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -149,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
             times["evaluate"] = time.perf_counter() - t0
     total = time.perf_counter() - t_all
     report: dict[str, Any] = {
-        "rows": args.rows, "features": args.features, "data": str(data), "data_reused": reused,
+        _REPORT_KEY: True, "rows": args.rows, "features": args.features, "data": str(data),
+        "data_reused": reused,
         "model": str(model_path), "embeddings": str(emb_path), "cluster": args.cluster,
         "workers": workers, "gamma": gamma,
         "n_random_features": args.n_random_features,
@@ -158,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
         "fit_rows_per_second": args.rows / times["fit"] if times["fit"] > 0 else None,
         "peak_memory_bytes": pm.peak_bytes, "kernel_errors": errs,
     }
-    tmp = out / "report.json.part"
+    _check_out(out)  # again: the folder may have changed while this ran
+    tmp = out / f".report.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(report, indent=2))
     os.replace(tmp, out / "report.json")
     _print_report(report, pm.peak_bytes, format_bytes)

@@ -7,15 +7,17 @@ import time
 from pathlib import Path
 
 from distsketch.cli.common import (
+    add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
     apply_progress,
     cluster,
     emit,
     open_input,
+    positive_int,
     stage,
 )
-from distsketch.errors import ConfigError, StoreError
+from distsketch.errors import ConfigError
 
 __all__ = ["add_parser", "run"]
 
@@ -29,13 +31,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "any error nothing is left behind."),
     )
     p.add_argument("model", help="saved model store")
-    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
+    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group: an "
+                                 "existing path is taken as it is, otherwise the last '::' "
+                                 "followed by a name without '/' names the array)")
     p.add_argument("output", help="output Zarr store (directory)")
-    p.add_argument("--chunk-rows", type=int, default=None,
+    p.add_argument("--chunk-rows", type=positive_int, default=None,
                    help="rows per output chunk (default: the input's block rows)")
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
                    help="chunk codec (default lz4)")
     add_block_rows_option(p)
+    add_allow_missing_chunks_option(p)
     add_common_options(p)
     p.set_defaults(func=run)
     return p
@@ -45,24 +50,26 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint, write_array
     from distsketch.io.model import load
+    from distsketch.io.safety import check_output
 
     show = apply_progress(args)
-    if Path(args.output).exists() and not args.overwrite:
-        raise StoreError(f"output {args.output} already exists; pass --overwrite to replace it.")
+    inputs = [args.input, args.model]
+    check_output(args.output, overwrite=args.overwrite, inputs=inputs)
     model = load(args.model)
     if not hasattr(model, "transform"):
         raise ConfigError(f"model {args.model} ({type(model).__name__}) has no transform.")
-    X = open_input(args.input, args.block_rows)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     with PeakMemory() as pm, cluster(args):
         t0 = time.perf_counter()
         Z = model.transform(X)  # lazy for dask input; checks the feature count first
         stage(f"transforming {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
         path = write_array(Z, args.output, chunk_rows=args.chunk_rows,
                            compressor=None if args.compressor == "none" else args.compressor,
-                           overwrite=args.overwrite, progress=show,
+                           overwrite=args.overwrite, progress=show, inputs=inputs,
+                           stage=f"transform of {args.input} by {args.model}",
                            manifest={"model": str(Path(args.model).absolute()),
                                      "model_class": type(model).__name__,
-                                     "input_fingerprint": fingerprint(args.input)})
+                                     "input_fingerprint": fingerprint(X, path=args.input)})
         seconds = time.perf_counter() - t0
     emit(f"wrote {path}: {Z.shape[0]} rows x {Z.shape[1]} columns in {seconds:.1f} s "
          f"(peak memory {format_bytes(pm.peak_bytes)})")

@@ -178,11 +178,13 @@ class _Run:
 
     def execute(self) -> RunResult:
         from distsketch.diagnostics import PeakMemory
-        from distsketch.io.locks import folder_lock, recover_swap, remove_tmp
+        from distsketch.io.atomic import recover
+        from distsketch.io.locks import folder_lock
 
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise StoreError(f"outputs.dir {self.out_dir} exists and is not a folder; choose another "
                              "path.")
+        self._check_foreign()  # before anything is created in the folder
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -190,11 +192,26 @@ class _Run:
         t_run = time.perf_counter()
         with folder_lock(self.out_dir, self.wait), PeakMemory() as peak:
             for p in (self.state_dir, self.result_dir):
-                recover_swap(p)
-                remove_tmp(p)
+                recover(p)
+            self._check_foreign()  # again, now that a killed swap is repaired
             for stale in self.out_dir.glob(".dask-performance-*.html"):
                 stale.unlink(missing_ok=True)
             return self._locked(t_run, peak)
+
+    def _check_foreign(self) -> None:
+        """Refuse an outputs.dir whose state/ or result/ distsketch did not write, or one
+        that overlaps the input: the run replaces both folders."""
+        from distsketch.io.safety import check_not_input, check_replaceable
+
+        inputs = [self.spec.input, self.spec.targets]
+        check_not_input(self.out_dir, inputs)
+        for p in (self.state_dir, self.result_dir):
+            try:
+                check_replaceable(p, inputs=inputs)
+            except StoreError as exc:
+                raise StoreError(f"outputs.dir {self.out_dir} holds {p.name}/, which distsketch "
+                                 f"did not write: {exc} A run replaces {p.name}/; nothing was "
+                                 "changed.") from None
 
     def _locked(self, t_run: float, peak: Any) -> RunResult:
         """The run once the output folder is locked and recovered."""
@@ -304,7 +321,8 @@ class _Run:
         from distsketch.io.atomic import atomic_dir
 
         try:
-            with atomic_dir(self.result_dir, overwrite=True) as tmp:
+            with atomic_dir(self.result_dir, overwrite=True,
+                            inputs=[self.spec.input, self.spec.targets]) as tmp:
                 yield tmp
         except OSError as exc:
             raise store_error(exc, f"the result {self.result_dir}") from exc

@@ -216,7 +216,7 @@ def test_missing_input_chunk_names_it_and_writes_nothing(tmp_path):
     spec = write_spec(tmp_path)
     proc = cli(spec)
     assert proc.returncode == 2
-    assert "missing chunk(s) [(3, 0)]" in proc.stderr and "rows 300" in proc.stderr
+    assert "missing chunk (3, 0) (rows 300..400)" in proc.stderr
     assert "Traceback" not in proc.stderr
     out = tmp_path / "out"
     assert not (out / "result").exists() and not (out / "state").exists()
@@ -232,7 +232,7 @@ def test_corrupted_input_chunk_names_it_and_keeps_previous_result(tmp_path):
     proc = cli(spec)
     assert proc.returncode == 2, proc.stderr
     # the read failed on a 400-row block; the reader re-reads its chunks to name the bad one
-    assert "cannot read chunk 6 (rows 600..700)" in proc.stderr
+    assert "cannot read chunk (6, 0) (rows 600..700)" in proc.stderr
     assert_previous_result_intact(tmp_path / "out", 400)
     assert not list((tmp_path / "out").glob(".result.tmp-*"))
     # restoring the chunk lets the next run finish, with no row lost

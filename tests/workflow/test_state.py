@@ -25,6 +25,7 @@ def test_old_rnca_checkpoint_asks_for_full(tmp_path):
     # what the former built-in rnca method left: state.json and an np.savez covariance
     state = tmp_path / "out" / "state"
     (state / "summary").mkdir(parents=True)
+    (tmp_path / "out" / ".lock").write_text("")  # the former run's lock file
     np.savez(state / "summary" / "covariance.npz", n=np.int64(100), ztz=np.eye(16), sum=np.ones(16))
     key = load_workflow_spec(cfg).key()
     (state / "state.json").write_text(json.dumps({"version": 1, "spec_key": key, "rows_done": 100}))

@@ -112,7 +112,9 @@ def ingest(
     compressor : {"lz4", "zstd", "none", None}, default "lz4"
         Codec of the chunks.
     overwrite : bool, default False
-        Replace an existing ``dest``.
+        Replace an existing ``dest``; only a store distsketch wrote is ever
+        replaced (never a file, the working directory or a parent of it, or
+        the source).
     progress : bool, optional
         Progress line on stderr (default: when stderr is a terminal).
 
@@ -154,7 +156,8 @@ def ingest(
     show = progress_enabled(progress)
     options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
                           n_features=n_features)
-    with ZarrSink.open(dest, compressor=compressor, overwrite=overwrite) as sink:
+    with ZarrSink.open(dest, compressor=compressor, overwrite=overwrite,
+                       inputs=[src, labels]) as sink:
         with reader.open(src, options) as stream:
             info = _copy(stream, sink, src, dtype, chunk_rows, allow_nan, show)
         n = int(info["rows"])

@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.arrays import create_array
+from distsketch.io.arrays import create_array, zarr_store
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.codecs import codecs
 from distsketch.io.manifest import write_manifest
@@ -53,7 +53,7 @@ class RowWriter:
         n0 = self.n_known if self.n_known is not None else 0
         if n_cols is None:  # 1-D labels
             self.arr = zarr.create_array(
-                store=str(self.path), shape=(n0,), dtype=self.dtype,
+                store=zarr_store(self.path), shape=(n0,), dtype=self.dtype,
                 chunks=(self.chunk_rows,), compressors=codecs(self.compressor),
                 overwrite=True, config={"write_empty_chunks": True})
             self._buf = np.empty((self.chunk_rows,), dtype=self.dtype)
@@ -108,9 +108,9 @@ class ZarrSink:
     @classmethod
     @contextlib.contextmanager
     def open(cls, dest: str | os.PathLike, *, compressor: str | None,
-             overwrite: bool) -> Iterator[ZarrSink]:
-        with atomic_dir(dest, overwrite=overwrite) as tmp:
-            zarr.open_group(store=str(tmp), mode="w")
+             overwrite: bool, inputs: Any = ()) -> Iterator[ZarrSink]:
+        with atomic_dir(dest, overwrite=overwrite, inputs=inputs) as tmp:
+            zarr.open_group(store=zarr_store(tmp), mode="w")
             yield cls(tmp, compressor)
 
     def array(self, name: str, dtype: np.dtype, chunk_rows: int,
@@ -126,14 +126,14 @@ class ZarrSink:
             w.close()
         for name in self.writers:
             _verify(self.tmp / name, n_rows, source, name)
-        root = zarr.open_group(store=str(self.tmp), mode="r+")
+        root = zarr.open_group(store=zarr_store(self.tmp), mode="r+")
         root.attrs["ingest"] = {k: manifest[k] for k in ("source", "format", "rows", "n_features")}
         write_manifest(self.tmp, manifest)
 
 
 def _verify(path: Path, expected_rows: int, source: Path, what: str) -> zarr.Array:
     """Re-open a written array and check that every row and chunk arrived."""
-    arr = zarr.open_array(str(path), mode="r")
+    arr = zarr.open_array(zarr_store(path, read_only=True), mode="r")
     if arr.shape[0] != expected_rows or arr.nchunks_initialized != arr.nchunks:
         raise StoreError(
             f"ingesting {source}: {what} has {arr.shape[0]} rows and {arr.nchunks_initialized} "

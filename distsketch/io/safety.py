@@ -1,0 +1,198 @@
+"""The one rule for what distsketch may replace: only what it wrote itself.
+
+Every writer (``write_array``, ``ingest``, ``save_model``, the CLI, the
+workflow runner, quickstart) reaches :func:`check_output` through
+:func:`distsketch.io.atomic.atomic_dir`, before writing and again at commit
+time.  An existing output is replaced only if it is a directory that carries a
+distsketch manifest (``distsketch-manifest.json``), the marker that
+``atomic_dir`` puts into every directory it builds (``.distsketch``), or is a
+workflow checkpoint (``state.json`` inside a folder holding a workflow
+``.lock``).  Never replaced, whatever it holds:
+
+* a regular file or a symbolic link;
+* the user's home directory, the working directory or any parent of it;
+* an input of the same command, a folder containing one, or a path inside
+  one (``g.zarr/X`` when ``g.zarr`` is the input) — compared after resolving
+  symbolic links, ``..``, ``./`` and trailing slashes.
+
+Writing *into* an input (a new path inside it) is refused even without
+``overwrite``: it would change the user's data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from distsketch.errors import InputError, StoreError
+
+__all__ = ["MARKER_NAME", "check_not_input", "check_output", "check_replaceable", "split_array_path",
+           "written_by_distsketch"]
+
+#: marker file that atomic_dir writes into every directory it builds
+MARKER_NAME = ".distsketch"
+_MANIFEST = "distsketch-manifest.json"  # io.manifest.MANIFEST_NAME (no import: no cycle)
+_LOCK = ".lock"  # io.locks.LOCK_NAME
+
+
+def split_array_path(text: str) -> tuple[str, str | None]:
+    """Split ``"store.zarr::name"`` into ``("store.zarr", "name")``.
+
+    The rule: a path that exists as written is a path (``/data/a::b`` is a
+    directory).  Otherwise the text is split at its *last* ``::`` when the
+    right side is a non-empty array name without ``/`` (``\\``) and the left
+    side is not empty; anything else is a plain path.  So
+    ``/data/a::b/x.zarr`` is a path, ``/data/a::b/x.zarr::X`` is the array
+    ``X`` of ``/data/a::b/x.zarr``.
+
+    Examples
+    --------
+    >>> split_array_path("/nonexistent/a::b/x.zarr::y")
+    ('/nonexistent/a::b/x.zarr', 'y')
+    >>> split_array_path("/nonexistent/a::b/x.zarr")
+    ('/nonexistent/a::b/x.zarr', None)
+    """
+    s = os.fspath(text)
+    if "::" not in s:
+        return s, None
+    if "://" not in s and os.path.lexists(s):
+        return s, None
+    left, _, right = s.rpartition("::")
+    if left and right and "/" not in right and "\\" not in right:
+        return left, right
+    return s, None
+
+
+def _resolve(path: str | os.PathLike) -> Path:
+    """Absolute, symlink-free form of ``path`` (for comparisons only)."""
+    return Path(os.path.realpath(Path(os.fspath(path)).expanduser()))
+
+
+def _input_paths(inputs: Iterable[Any]) -> list[Path]:
+    out = []
+    for item in inputs:
+        if item is None:
+            continue
+        if not isinstance(item, (str, os.PathLike)):
+            continue
+        s = os.fspath(item)
+        if "://" in s:
+            continue
+        path, _ = split_array_path(s)
+        out.append(_resolve(path))
+    return out
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def written_by_distsketch(path: str | os.PathLike) -> bool:
+    """Whether the directory ``path`` carries a distsketch manifest or marker."""
+    p = Path(path)
+    if (p / _MANIFEST).is_file() or (p / MARKER_NAME).is_file():
+        return True
+    # a workflow checkpoint of a version that wrote no marker: state.json in a run folder
+    return (p / "state.json").is_file() and (p.parent / _LOCK).is_file()
+
+
+def _check_not_input(final: Path, resolved: Path, inputs: Iterable[Any]) -> None:
+    """Refuse an output that is, contains or lies inside one of ``inputs``."""
+    for src in _input_paths(inputs):
+        if _is_within(resolved, src) or _is_within(src, resolved):
+            where = ("is the input" if resolved == src else
+                     "is inside the input" if _is_within(resolved, src) else "contains the input")
+            raise InputError(
+                f"output {final} {where} {src}; distsketch never writes into or replaces its "
+                "input. Choose another output path.")
+
+
+def check_not_input(path: str | os.PathLike, inputs: Iterable[Any]) -> Path:
+    """Refuse (InputError) an output folder that is, contains or lies inside an input."""
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
+    _check_not_input(final, _resolve(final), inputs)
+    return final
+
+
+def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) -> Path:
+    """Refuse unless the existing ``path`` may be replaced by a new distsketch output.
+
+    Parameters
+    ----------
+    path : path-like
+        An output about to be replaced (``overwrite=True``).
+    inputs : iterable of path-like, optional
+        The inputs of the command (``store.zarr::name`` accepted); the output
+        may not be, contain or lie inside any of them.
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute (not symlink-resolved) path.
+
+    Raises
+    ------
+    InputError
+        ``path`` is, contains or lies inside an input.
+    StoreError
+        ``path`` is a file, a symbolic link, the home or working directory (or
+        a parent of it), or a directory without a distsketch manifest or marker.
+    """
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
+    resolved = _resolve(final)
+    _check_not_input(final, resolved, inputs)
+    if not os.path.lexists(final):
+        return final
+    if final.is_symlink():
+        raise StoreError(
+            f"output {final} is a symbolic link; distsketch does not replace links or what they "
+            "point to. Remove the link yourself or choose another output path.")
+    cwd = _resolve(os.getcwd())
+    if _is_within(cwd, resolved):
+        raise StoreError(
+            f"output {final} is the working directory or one of its parents; distsketch never "
+            "replaces it. Choose a new output path such as ./out.zarr.")
+    if resolved == _resolve(Path.home()):
+        raise StoreError(f"output {final} is the home directory; distsketch never replaces it. "
+                         "Choose a new output path.")
+    if not final.is_dir():
+        raise StoreError(
+            f"output {final} is an existing file that distsketch did not write; it is never "
+            "replaced. Remove it yourself or choose another output path.")
+    if not written_by_distsketch(final):
+        raise StoreError(
+            f"output {final} exists and has no distsketch manifest, so distsketch did not write "
+            "it and will not replace it (even with overwrite). Remove it yourself or choose "
+            "another output path.")
+    return final
+
+
+def check_output(path: str | os.PathLike, *, overwrite: bool,
+                 inputs: Iterable[Any] = ()) -> Path:
+    """Check that ``path`` may be written as a new output, before any work is done.
+
+    An existing ``path`` needs ``overwrite`` and must pass
+    :func:`check_replaceable`; a path inside (or containing) an input is
+    refused in any case.
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute path.
+    """
+    inputs = list(inputs)
+    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
+    _check_not_input(final, _resolve(final), inputs)
+    if os.path.lexists(final):
+        if not overwrite:
+            if final.is_dir() and written_by_distsketch(final):
+                hint = "pass overwrite=True (CLI: --overwrite) to replace it"
+            else:
+                hint = ("it was not written by distsketch (it has no distsketch manifest), so "
+                        "it will not be replaced, even with overwrite (CLI: --overwrite); "
+                        "choose another output path")
+            raise StoreError(f"output {final} already exists; {hint}.")
+        check_replaceable(final, inputs=inputs)
+    return final
