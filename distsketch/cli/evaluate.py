@@ -6,12 +6,14 @@ import argparse
 import time
 
 from distsketch.cli.common import (
+    add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
     apply_progress,
     cluster,
     emit,
     open_input,
+    positive_int,
     print_json,
     stage,
 )
@@ -31,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("model", help="saved model store")
     p.add_argument("input", help="input Zarr store")
-    p.add_argument("--n-sample", type=int, default=2000, help="rows sampled (default 2000)")
+    p.add_argument("--n-sample", type=positive_int, default=2000, help="rows sampled (default 2000)")
     p.add_argument("--kernel", default=None, help="exact kernel (default: the model's)")
     p.add_argument("--gamma", type=float, default=None, help="kernel scale (default: the model's)")
     p.add_argument("--degree", type=int, default=None, help="polynomial degree (default: the model's)")
@@ -39,6 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--seed", type=int, default=0, help="seed of the row sample")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_block_rows_option(p)
+    add_allow_missing_chunks_option(p)
     add_common_options(p, overwrite=False)
     p.set_defaults(func=run)
     return p
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                           "kernel (no kernel_approx).")
     if args.kernel is None and model_kernel(model) is None:
         raise ConfigError(f"{type(model).__name__} does not name its kernel; pass --kernel.")
-    X = open_input(args.input, args.block_rows)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
         from distsketch.errors import InputError
 

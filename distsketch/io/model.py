@@ -37,6 +37,7 @@ import zarr
 
 from distsketch import registry
 from distsketch.errors import StoreError
+from distsketch.io.arrays import zarr_store
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model_checks import (
@@ -295,7 +296,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     """
     versions = library_versions()
     with atomic_dir(path, overwrite=overwrite) as tmp:
-        root = zarr.open_group(store=str(tmp), mode="w")
+        root = zarr.open_group(store=zarr_store(tmp), mode="w")
         _write_estimator(root, est)
         info = {
             "distsketch_version": versions["distsketch"],
@@ -348,7 +349,7 @@ def load(path: str | os.PathLike) -> Any:
             "complete. Re-run the fit that produces it."
         )
     try:
-        root = zarr.open_group(store=str(p), mode="r")
+        root = zarr.open_group(store=zarr_store(p, read_only=True), mode="r")
         attrs = root.attrs.asdict()
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store's "

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
+from distsketch.io.arrays import zarr_store
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.manifest import write_manifest
 
@@ -77,7 +78,7 @@ def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest
         Replace an existing store.
     """
     with atomic_dir(path, overwrite=overwrite) as tmp:
-        root = zarr.open_group(store=str(tmp), mode="w")
+        root = zarr.open_group(store=zarr_store(tmp), mode="w")
         yield CSRStripWriter(root)
         root.attrs.update(attrs)
         write_manifest(tmp, manifest)
@@ -99,7 +100,7 @@ class CSRStripReader:
     def strip(self, s: int, shape: tuple[int, int]) -> sp.csr_array:
         """Strip ``s`` as a CSR array of ``shape`` (errors propagate to the caller)."""
         if self._group is None:
-            self._group = zarr.open_group(self.path, mode="r")
+            self._group = zarr.open_group(store=zarr_store(self.path, read_only=True), mode="r")
         g = self._group[f"strips/{s}"]
         return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
                              np.asarray(g["indptr"][...])), shape=shape)
