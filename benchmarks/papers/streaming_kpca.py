@@ -6,7 +6,7 @@ open: which kernel width, and what makes the train times differ.
 
 Data: the paper's RandomNoisy generator A = S·D·U + F/ζ (s = 50, ζ = 10,
 ``distsketch.datasets.random_noisy``), d = 1000 as in the paper, n smaller
-(3 000 rows for the errors so the exact Gram matrix fits; 20 000 rows, the
+(3 000 rows for the errors, against the exact Gram matrix; 20 000 rows, the
 paper's n, for the times).  Errors are exact, in the paper's normalisation:
 spectral ‖G − G′‖₂/n and Frobenius ‖G − G′‖_F/n².
 
@@ -84,6 +84,7 @@ def error_sweep(X: np.ndarray, sizes: list[int], factors: list[float]) -> list[d
     for g in factors:
         gamma = g / med
         G = rbf_kernel(X, gamma=gamma)
+        print(f"γ = {g:g}/median d²: sweeping m = {sizes}", flush=True)
         lam = np.linalg.eigvalsh(G)[::-1]
         best_k = float(np.sqrt(np.sum(lam[K:] ** 2)) / X.shape[0] ** 2)
         for m in sizes:
