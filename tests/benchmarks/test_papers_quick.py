@@ -85,5 +85,6 @@ def test_preconditioned_cg_converges_where_plain_cg_does_not(reports):
 def test_streaming_kpca_reports_crossover_and_time_parts(reports):
     rep = reports[0]["streaming_kpca"]
     assert len(_claims(rep, r"falls below Nyström")) == 2 * 2 * 2    # γ × rank reading × method
+    assert len(_claims(rep, r"against rank-10 Nyström")) == 2 * 2    # γ × method
     for c in _claims(rep, r"trains much faster"):
         assert "RFF map" in c.reason and "FD shrinks" in c.reason and "GEMM" in c.reason
