@@ -17,6 +17,18 @@ The paper states no kernel width and no rank for G′.  Both are swept:
   "full" reading where each method keeps everything it stores: SKPCA all ℓ
   sketch directions, RNCA all m features (G′ = ZZᵀ), Nyström all c landmarks.
 
+Findings of the full run (docs/papers.md has the tables):
+
+* at equal rank k, Nyström reaches the optimum ‖G − G_k‖_F by c ≈ 128–512 and
+  RNCA/SKPCA approach it from above (random-feature noise ~ 1/√m): no
+  cross-over at any width; the paper's Frobenius cross-over appears only when
+  RNCA (ZZᵀ) or SKPCA (ℓ directions) is compared with rank-k Nyström, from
+  m = 1 024 at γ = 1/median d² and m = 2 048 at γ = 1/(4 median d²), never at
+  γ ≥ 4/median d²; in spectral error never;
+* the paper's slow RNCA sums n rank-one updates (51 s at m = 1 024 on
+  20 000 × 1 000, extrapolated); distsketch's RNCA uses GEMMs (0.65 s), so
+  SKPCA (RFF map + FD shrinks) is faster than RNCA only from m ≈ 2 048.
+
 Run:  python benchmarks/papers/streaming_kpca.py [--quick] [--out DIR]
 """
 
