@@ -20,14 +20,17 @@ SCRIPTS = ["meka", "streaming_kpca", "kspace", "polynomial", "sampling"]
 
 
 def _load(name: str):
-    sys.path.insert(0, str(PAPERS))
+    # the scripts import their shared ``common`` from their own folder: leave
+    # neither that folder on sys.path nor ``common`` in sys.modules afterwards
+    saved = list(sys.path)
     try:
         spec = importlib.util.spec_from_file_location(f"paper_bench_{name}", PAPERS / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
     finally:
-        sys.path.remove(str(PAPERS))
+        sys.path[:] = saved
+        sys.modules.pop("common", None)
 
 
 @pytest.fixture(scope="module")
