@@ -29,7 +29,7 @@ import scipy.linalg
 from sklearn.base import RegressorMixin, TransformerMixin
 
 from distsketch.blas import single_threaded_blas
-from distsketch.errors import ConfigError, InputError, NotFittedError
+from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks
@@ -232,9 +232,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
                                       **common).fit(A)
         self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),
                                       **common).fit(A)
-        state = reduce_blocks(_SketchGram(self.sketch_S_, self.sketch_T_), A,
-                              split_every=self.split_every, name="kspace-gram",
-                              bytes_per_row=8.0 * (A.shape[1] + 4 * self.degree * (m + r)))
+        state = self._sketch_gram(A, m, r)
         Rinv = _inv_sqrt(state["ss"])          # m × rank
         UtT = Rinv.T @ state["st"]             # rank × r  = Uᵀ φ(A) T
         if Rinv.shape[1] < k:
@@ -252,6 +250,25 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         if self.n_landmarks is not None:
             self._fit_factorisation(A, seed)
         return self
+
+    def _sketch_gram(self, A: Any, m: int, r: int) -> dict:
+        # The rows (X, or the library's own sample of it) are cut into blocks planned
+        # from the per-row sketch memory, so a large sample runs as several tasks whose
+        # m × m and m × r states are tree-summed; only what no block size can fix raises.
+        # (The m × m + m × r state is not counted as fixed memory: a fixed part above the
+        # planner's working set would make it fall back to input-sized blocks.)
+        per_row = 8.0 * (A.shape[1] + 4 * self.degree * (m + r))
+        try:
+            return reduce_blocks(_SketchGram(self.sketch_S_, self.sketch_T_), A,
+                                 split_every=self.split_every, name="kspace-gram",
+                                 bytes_per_row=per_row)
+        except MemoryBudgetError as exc:
+            raise MemoryBudgetError(
+                f"KSpaceKernelPCA: the sketch pass (sketch_size m={m}, embed_size r={r}, degree "
+                f"{self.degree}) does not fit one task even at the smallest block: {exc} "
+                "Here the fix is a smaller sketch_size/embed_size or a larger "
+                "distsketch.task-memory; rechunking cannot help when sample= is set "
+                "(the blocks are cut from the sample).") from exc
 
     def _embed_block(self, block: Any, row_offset: int) -> np.ndarray:
         Z = np.asarray(self.sketch_S_._map_block(block, row_offset), dtype=np.float64)

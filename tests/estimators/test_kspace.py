@@ -148,3 +148,57 @@ def test_pcr_classifier_is_the_regression_of_pm1_class_columns():
         KernelPCRClassifier(n_components=3, degree=2).fit(A, np.zeros(len(A)))
     with pytest.raises(InputError, match="continuous"):
         KernelPCRClassifier(n_components=3, degree=2).fit(A, A[:, 0])
+
+
+# k-Space's paper settings scaled down (m/k = 2, r/k = 4, a row sample): the
+# library's own sample must be cut into blocks that fit the task budget.
+XS = np.random.default_rng(3).normal(size=(3000, 8))
+YS = XS[:, 0] * XS[:, 1] * XS[:, 2] + XS[:, 3] ** 2
+PAPER_LIKE = {"n_components": 20, "sketch_size": 40, "embed_size": 80, "sample": 2000, "degree": 3,
+              "gamma": 0.5, "random_state": 0}
+
+
+def _sketch_pass_bytes_per_row(m, r, d=8, degree=3):
+    return 8.0 * (d + 4 * degree * (m + r))
+
+
+def test_sampled_fit_is_split_into_blocks_within_the_task_budget():
+    import dask
+
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.estimators.kspace import _SketchGram
+    from distsketch.graph import reduce_blocks
+
+    with dask.config.set({"distsketch.task-memory": "1GiB"}):
+        whole = KernelPCR(**PAPER_LIKE).fit(XS, YS)            # the sample is one block here
+    per_row = _sketch_pass_bytes_per_row(40, 80)
+    with dask.config.set({"distsketch.task-memory": "8MiB"}):
+        # the sample as one task would exceed this budget (what raised before) ...
+        assert 2000 * per_row > 8 * 2**20
+        km = whole.kspace_
+        with pytest.raises(MemoryBudgetError):
+            reduce_blocks(_SketchGram(km.sketch_S_, km.sketch_T_), XS[:2000], block_rows=2000,
+                          bytes_per_row=per_row)
+        # ... but the fit plans blocks of the sample and of X that fit, with the same answer
+        blocked = KernelPCR(**PAPER_LIKE).fit(XS, YS)
+    assert blocked.kspace_.n_samples_seen_ == whole.kspace_.n_samples_seen_ == 2000
+    np.testing.assert_allclose(blocked.kspace_.singular_values_, whole.kspace_.singular_values_,
+                               rtol=1e-9)
+    Vb, Vw = blocked.kspace_.transform(XS), whole.kspace_.transform(XS)
+    # the same k-dimensional subspace (a rotation within it would not change the regression)
+    np.testing.assert_allclose(Vb @ (Vb.T @ XS[:, :3]), Vw @ (Vw.T @ XS[:, :3]), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(blocked.predict(XS), whole.predict(XS), rtol=1e-7, atol=1e-8)
+    # and the blocked fit is still a good regression (the unblocked one's R² to 1e-9)
+    assert abs(blocked.score(XS, YS) - whole.score(XS, YS)) < 1e-9
+
+
+def test_sketch_pass_that_no_block_fits_names_the_sketch_sizes():
+    import dask
+
+    from distsketch.errors import MemoryBudgetError
+
+    # 256 rows (the smallest planned block) × the per-row sketch memory exceed 1 MiB
+    assert 256 * _sketch_pass_bytes_per_row(40, 80) > 2**20
+    with dask.config.set({"distsketch.task-memory": "1MiB"}), \
+            pytest.raises(MemoryBudgetError, match="sketch_size m=40, embed_size r=80"):
+        KSpaceKernelPCA(**{k: v for k, v in PAPER_LIKE.items()}).fit(XS)
