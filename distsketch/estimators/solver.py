@@ -40,6 +40,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
 
@@ -492,7 +493,8 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
         W = self.meka_.transform(X)
-        out = map_blocks(W, _rows_times, self.coef_, n_out=self.coef_.shape[1],
+        out = map_blocks(W, FiniteRows(_rows_times, "MEKA ridge predict"),
+                         self.coef_, n_out=self.coef_.shape[1],
                          dtype=np.float64, name="meka-krr-predict")
         return out[:, 0] if np.ndim(self.dual_coef_) == 1 else out
 
