@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
     save_model(est, args.model, overwrite=args.overwrite,
-               extra={"input": str(args.input), "input_fingerprint": fingerprint(args.input),
+               extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
                       "fit_seconds": round(seconds, 3)})
     emit(f"fitted {cls.__name__} on {X.shape[0]} rows in {seconds:.1f} s "
          f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                            overwrite=args.overwrite, progress=show,
                            manifest={"model": str(Path(args.model).absolute()),
                                      "model_class": type(model).__name__,
-                                     "input_fingerprint": fingerprint(args.input)})
+                                     "input_fingerprint": fingerprint(X, path=args.input)})
         seconds = time.perf_counter() - t0
     emit(f"wrote {path}: {Z.shape[0]} rows x {Z.shape[1]} columns in {seconds:.1f} s "
          f"(peak memory {format_bytes(pm.peak_bytes)})")
