@@ -38,8 +38,7 @@ __all__ = [
     "narrows",
 ]
 
-_FIX = ("Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree; "
-        "values this large overflow the computation.")
+_FIX = "Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree."
 
 
 def check_magnitude(X: Any, *, where: str = "X", row_start: int = 0) -> None:
