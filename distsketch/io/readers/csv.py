@@ -12,6 +12,7 @@ import contextlib
 import csv
 import io
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,7 +103,9 @@ class CsvReader(Reader):
                     if not pending:
                         break
                     try:
-                        with np.errstate(all="ignore"):
+                        # a block of only blank/comment lines is legitimately empty
+                        with np.errstate(all="ignore"), warnings.catch_warnings():
+                            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                             block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
                                                comments="#", ndmin=2, quotechar='"')
                     except ValueError:

@@ -50,6 +50,9 @@ class IdxReader(Reader):
             d = int(np.prod(dims[1:])) if len(dims) > 1 else 1
             if n == 0:
                 raise InputError(f"{source}: has 0 records; nothing to ingest.")
+            if d == 0:
+                raise InputError(f"{source}: its records have 0 values (idx dimensions "
+                                 f"{list(dims)}); nothing to ingest.")
             check_width(d, source, declared=False, itemsize=sdtype.itemsize,
                         what=f"the idx header's record shape {dims[1:]}")
             expected = header_bytes + n * d * sdtype.itemsize
