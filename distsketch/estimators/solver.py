@@ -40,7 +40,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
-from distsketch.validation.finite import FiniteRows
+from distsketch.validation.finite import FiniteRows, check_finite_output
 
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
 
@@ -372,7 +372,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                           self._tile(), split_every=self.split_every, name="kernel-predict")
         if alpha.ndim == 1:
             out = out[:, 0]
-        return out if is_dask(X) else compute(out, progress=False)[0]
+        return check_finite_output(out if is_dask(X) else compute(out, progress=False)[0],
+                                   stage="KernelSolver predict")
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of ``predict(X)`` (averaged over targets)."""

@@ -28,6 +28,7 @@ from distsketch.validation.finite import (
     FiniteRows,
     cast_checked,
     check_finite_block,
+    check_finite_output,
     check_finite_result,
     check_magnitude,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "cast_checked",
     "check_estimator_params",
     "check_finite_block",
+    "check_finite_output",
     "check_finite_result",
     "check_input",
     "check_kernel_params",

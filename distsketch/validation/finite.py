@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
@@ -32,6 +33,7 @@ __all__ = [
     "FiniteRows",
     "cast_checked",
     "check_finite_block",
+    "check_finite_output",
     "check_finite_result",
     "check_magnitude",
     "first_out_of_range",
@@ -77,7 +79,9 @@ def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
 
     Notes
     -----
-    One pass over the block (``isfinite``); no copy when it is finite.
+    One pass over the block (``isfinite``); no copy when it is finite.  The
+    row named is the first bad row of its block; when blocks run in
+    parallel, of the block that failed first.
     """
     data = block.data if hasattr(block, "tocsr") else np.asarray(block)
     if not np.issubdtype(data.dtype, np.inexact) or np.all(np.isfinite(data)):
@@ -105,6 +109,22 @@ def check_finite_result(*values: Any, stage: str) -> None:
             kind = "NaN" if np.isnan(arr).any() else "Inf"
             raise InputError(f"stage {stage!r} produced {kind} (shape {arr.shape}): the data or "
                              f"the parameters overflow the computation. {_FIX}")
+
+
+def check_finite_output(out: Any, *, stage: str) -> Any:
+    """:func:`check_finite_block` on a whole output: NumPy now, dask lazily per block.
+
+    For outputs not produced by a per-block function that :class:`FiniteRows`
+    could wrap (e.g. a tiled kernel product); rows are numbered globally.
+    """
+    if isinstance(out, da.Array):
+        return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)
+    return check_finite_block(out, stage=stage)
+
+
+def _check_located(block: Any, stage: str, block_info: dict | None = None) -> Any:
+    start = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    return check_finite_block(block, stage=stage, row_start=start)
 
 
 class FiniteRows:

@@ -385,3 +385,33 @@ def test_cli_fit_manifest_fingerprints_the_rows_it_read(tmp_path):
     recorded = (json.loads(info) if isinstance(info, str) else info)["input_fingerprint"]
     assert recorded["rows"] == 80
     assert recorded["sample_hash"] == fingerprint(str(path))["sample_hash"]
+
+
+@pytest.mark.parametrize("cls,attr,stage", [
+    ("SketchedKernelRidge", "intercept_", "ridge predict"),
+    ("KernelSolver", "dual_coef_", "KernelSolver predict"),
+    ("KernelPCR", "coef_", "k-space projection"),
+    ("MEKAKernelRidge", "coef_", "MEKA ridge predict"),
+])
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+def test_a_corrupted_model_predicts_an_error_not_nan(cls, attr, stage, lazy):
+    params = {"n_components": 5} if cls == "KernelPCR" else {}
+    est = getattr(importlib.import_module("distsketch"), cls)(random_state=0, **params).fit(X, Y)
+    coef = np.full(np.shape(getattr(est, attr)), np.nan)
+    setattr(est, attr, coef)
+    data = da.from_array(X, chunks=(25, 4)) if lazy else X
+    with pytest.raises(InputError, match=rf"stage .{stage}. produced NaN at row \d+"):
+        out = est.predict(data)
+        if lazy:
+            out.compute(scheduler="sync")
+
+
+def test_check_finite_output_numbers_rows_globally_for_dask():
+    from distsketch.validation import check_finite_output
+
+    Z = np.zeros((30, 2))
+    Z[27, 1] = np.nan
+    with pytest.raises(InputError, match=r"stage 'tiles' produced NaN at row 27"):
+        check_finite_output(da.from_array(Z, chunks=(10, 2)), stage="tiles").compute()
+    with pytest.raises(InputError, match=r"produced NaN at row 27"):
+        check_finite_output(Z, stage="tiles")
