@@ -178,6 +178,9 @@ def resolve_kernel_params(
             "f(X, Y) returning the kernel block."
         )
     g = 1.0 / max(1, n_features) if gamma is None else float(gamma)
+    if not (math.isfinite(g) and math.isfinite(float(coef0))):
+        raise ConfigError(f"gamma={gamma} and coef0={coef0} must be finite for the {name} "
+                          "kernel; an infinite scale makes every kernel value NaN or 0.")
     if g <= 0 and name != "polynomial":
         raise ConfigError(f"gamma must be > 0 for the {name} kernel; got {gamma}.")
     all_params = {"gamma": g, "coef0": float(coef0), "degree": int(degree)}

@@ -95,3 +95,12 @@ def test_magnitude_error_names_row_and_fix():
     X[6, 0] = 1e300
     with pytest.raises(InputError, match=r"row 6 is too large .* Scale the data"):
         check_input(X)
+
+
+@pytest.mark.parametrize("kw", [{"gamma": np.inf}, {"coef0": -np.inf}, {"gamma": np.nan}])
+def test_kernel_errors_refuse_non_finite_kernel_parameters(kw):
+    from distsketch.metrics import kernel_errors
+
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ConfigError, match="must be finite"):
+        kernel_errors(X, None, kernel="polynomial", **kw)
