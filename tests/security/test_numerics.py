@@ -44,6 +44,7 @@ from distsketch.validation import (
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning",
                                         "ignore::RuntimeWarning")
 
+SYNC = ["--cluster", "sync"]  # in process: no local cluster to start
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(80, 4))
 Y = X[:, 0] - 2 * X[:, 1]
@@ -102,7 +103,7 @@ def test_infinite_regularisation_is_refused(alpha):
 def test_cli_fit_refuses_infinite_gamma_and_writes_nothing(tmp_path, capsys):
     write_array(X.astype(np.float32), tmp_path / "in.zarr")
     code = cli.main(["fit", str(tmp_path / "in.zarr"), str(tmp_path / "m.zarr"),
-                     "--method", "RandomFourierFeatures", "--gamma", "inf"])
+                     "--method", "RandomFourierFeatures", "--gamma", "inf", *SYNC])
     assert code == 2
     assert "gamma" in capsys.readouterr().err
     assert not (tmp_path / "m.zarr").exists()
@@ -380,7 +381,8 @@ def test_fingerprint_states_the_rows_it_describes(tmp_path):
 
 def test_cli_fit_manifest_fingerprints_the_rows_it_read(tmp_path):
     path = write_array(X.astype(np.float32), tmp_path / "in.zarr", chunk_rows=16)
-    assert cli.main(["fit", str(path), str(tmp_path / "m.zarr"), "--method", "RandomFourierFeatures"]) == 0
+    assert cli.main(["fit", str(path), str(tmp_path / "m.zarr"), "--method",
+                     "RandomFourierFeatures", *SYNC]) == 0
     info = zarr.open_group(str(tmp_path / "m.zarr"), mode="r").attrs["info"]
     recorded = (json.loads(info) if isinstance(info, str) else info)["input_fingerprint"]
     assert recorded["rows"] == 80
@@ -415,3 +417,23 @@ def test_check_finite_output_numbers_rows_globally_for_dask():
         check_finite_output(da.from_array(Z, chunks=(10, 2)), stage="tiles").compute()
     with pytest.raises(InputError, match=r"produced NaN at row 27"):
         check_finite_output(Z, stage="tiles")
+
+
+def test_cli_fit_and_transform_refuse_oversized_rows_and_write_nothing(tmp_path, capsys):
+    bad = X.copy()
+    bad[50, 3] = 1e300
+    write_array(bad, tmp_path / "bad.zarr", chunk_rows=16)
+    write_array(X, tmp_path / "good.zarr", chunk_rows=16)
+    before = _leftovers(tmp_path)
+    assert cli.main(["fit", str(tmp_path / "bad.zarr"), str(tmp_path / "m.zarr"),
+                     "--method", "NystromKernelPCA", *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "row 50 is too large" in err and "NaN or Inf" not in err
+    assert _leftovers(tmp_path) == before
+    assert cli.main(["fit", str(tmp_path / "good.zarr"), str(tmp_path / "m.zarr"),
+                     "--method", "NystromKernelPCA", *SYNC]) == 0
+    capsys.readouterr()
+    assert cli.main(["transform", str(tmp_path / "m.zarr"), str(tmp_path / "bad.zarr"),
+                     str(tmp_path / "Z.zarr"), *SYNC]) == 2
+    assert "row 50 is too large" in capsys.readouterr().err
+    assert _leftovers(tmp_path) == sorted([*before, "m.zarr"])
