@@ -271,20 +271,23 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
 
     Notes
     -----
-    Two reductions (max and min) over the block in the common case; the
-    exact per-row norms (a float64 copy of the block) only when the largest
-    magnitude could overflow.
+    One BLAS dot product over the block in the common case (the block's
+    total squared norm bounds every row's); the exact per-row norms (a
+    float64 copy of the block) only when that total is near the limit.
     """
     sparse = hasattr(block, "tocsr")
     data = block.tocsr().data if sparse else np.asarray(block)
     if data.size == 0 or not np.issubdtype(data.dtype, np.floating):
         return None
+    limit = max_row_sqnorm(data.dtype)
+    flat = data.ravel(order="K")
     with np.errstate(all="ignore"):
+        # one BLAS pass: no row's squared norm exceeds the block's total (half the limit
+        # leaves room for the rounding of a float32 sum)
+        if float(np.vdot(flat, flat)) <= limit / 2:
+            return None
         amax = max(float(np.max(data)), -float(np.min(data)))
     if not math.isfinite(amax) or amax == 0.0:
-        return None
-    limit = max_row_sqnorm(data.dtype)
-    if amax * amax * block.shape[1] <= limit:
         return None
     # scaled by the largest magnitude, the squared norms are at most d: no overflow
     if sparse:
