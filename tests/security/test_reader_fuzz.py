@@ -134,14 +134,14 @@ def test_damaged_csv_gives_rows_or_a_distsketch_error(case, at, junk):
 
 
 def _header_lines(text: str, delimiter: str) -> int:
-    """Lines up to and including a non-numeric first data line (the reader's auto header)."""
+    """Lines up to and including a non-numeric first data line (the reader's documented
+    auto header: fields split as the csv module does, a field that is not a number)."""
     for i, line in enumerate(text.split("\n")):
         body = line.split("#", 1)[0].strip()
         if not body:
             continue
         try:
-            [float(t.strip().strip('"')) for t in next(csv.reader([body],
-                                                                  delimiter=delimiter))]
+            [float(t.strip()) for t in next(csv.reader([body], delimiter=delimiter))]
         except (ValueError, StopIteration):
             return i + 1
         return 0
