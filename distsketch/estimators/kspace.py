@@ -431,6 +431,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             ztz = ztz - n * np.outer(mu, mu)
             zty = zty - n * np.outer(mu, ybar)
         k = ztz.shape[0]
+        check_finite_result(ztz, zty, stage="KernelPCR normal equations")
         coef = scipy.linalg.lstsq(ztz + self.alpha * np.eye(k), zty)[0]
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])

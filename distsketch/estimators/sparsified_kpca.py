@@ -19,7 +19,7 @@ from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
 from distsketch.ops.sparsify import orthogonal_iteration
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["SparsifiedKernelPCA"]
 
@@ -168,6 +168,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         op = gram.as_linear_operator(center=True)
         with blas_single_thread():  # n × (k + 8) blocks: BLAS threads only add contention
             vals, vecs, n_iter = self._solve(op, n, k, seed)
+        check_finite_result(vals, vecs, stage="sparsified Gram eigendecomposition")
         # sign convention: the largest-magnitude entry of each vector is positive
         vecs = fix_signs(vecs, axis=0)
         self.gram_ = gram
