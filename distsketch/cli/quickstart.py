@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             model.fit(X)
             times["fit"] = time.perf_counter() - t0
             save_model(model, model_path, overwrite=True,
-                       extra={"input": str(data), "input_fingerprint": fingerprint(data)})
+                       extra={"input": str(data), "input_fingerprint": fingerprint(X, path=data)})
 
             t0 = time.perf_counter()
             stage(f"[4/5] writing embeddings -> {emb_path}")

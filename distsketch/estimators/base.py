@@ -30,6 +30,7 @@ from distsketch.validation import (
     check_n_features,
     is_path_like,
 )
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["DistsketchEstimator", "RowMapTransformer", "to_numpy"]
 
@@ -156,7 +157,8 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("n_output_features_")
         X = self._check_input(X, reset=False, allow_sparse=getattr(self, "_accepts_sparse", False))
-        return map_blocks(X, self._map_block, *self._operands(),
+        return map_blocks(X, FiniteRows(self._map_block, f"{type(self).__name__} transform"),
+                          *self._operands(),
                           n_out=self.n_output_features_, dtype=self._output_dtype(X),
                           bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
 

@@ -41,6 +41,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, check_targets, is_dask
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["KSpaceKernelPCA", "KernelPCR"]
 
@@ -88,13 +89,15 @@ def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) ->
 def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
     dt = np.dtype(Z.dtype) if np.dtype(Z.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
     bias = np.zeros(P.shape[1]) if b is None else np.asarray(b)
-    return map_blocks(Z, _affine, P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
+    return map_blocks(Z, FiniteRows(_affine, "k-space projection"),
+                      P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
                       bytes_per_row=8.0 * (Z.shape[1] + P.shape[1]), name="kspace-project")
 
 
 @single_threaded_blas
 def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     """Columns Q Λ^{-1/2} over the eigenvalues above rtol·max (pseudo-inverse square root)."""
+    check_finite_result(G, stage="k-space Gram eigendecomposition")
     lam, Q = scipy.linalg.eigh(0.5 * (G + G.T))
     keep = lam > rtol * max(lam.max(), 0.0) if lam.size and lam.max() > 0 else np.zeros(lam.size, bool)
     return Q[:, keep] / np.sqrt(lam[keep])
@@ -445,6 +448,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             ztz = ztz - n * np.outer(mu, mu)
             zty = zty - n * np.outer(mu, ybar)
         k = ztz.shape[0]
+        check_finite_result(ztz, zty, stage="KernelPCR normal equations")
         coef = scipy.linalg.lstsq(ztz + self.alpha * np.eye(k), zty)[0]
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])

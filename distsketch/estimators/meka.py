@@ -32,6 +32,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import ClusterLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["MEKA"]
 
@@ -368,7 +369,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("link_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        return map_blocks(X, _scattered, *self._basis_operands(), self.offsets_,
+        return map_blocks(X, FiniteRows(_scattered, "MEKA transform"), *self._basis_operands(), self.offsets_,
                           n_out=int(self.ranks_.sum()), dtype=np.float64,
                           kwargs=self._basis_kwargs(),
                           bytes_per_row=self._bytes_per_row() + 8.0 * int(self.ranks_.sum()),

@@ -25,6 +25,7 @@ from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
 
@@ -510,6 +511,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         n = self.n_samples_seen_
         self.mean_ = self.feature_sum_ / n if self.center else np.zeros(r)
         C = self.gram_ - n * np.outer(self.mean_, self.mean_)
+        check_finite_result(C, stage="Nystrom KPCA covariance eigendecomposition")
         with blas_single_thread():
             vals, vecs = np.linalg.eigh(0.5 * (C + C.T))
         order = np.argsort(vals)[::-1][: min(self.n_components, r)]
@@ -539,7 +541,8 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         P, shift = self._projection()
         dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
-        return map_blocks(X, _kpca_map, self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
+        return map_blocks(X, FiniteRows(_kpca_map, "NystromKernelPCA transform"),
+                          self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
                           kwargs={"kernel": self.kernel, "params": self.kernel_params_},
                           bytes_per_row=8.0 * (X.shape[1] + self.landmarks_.shape[0] + P.shape[1]),
                           name="nystrom-kpca-transform")

@@ -40,6 +40,7 @@ from distsketch.ops.tensor_sketch import (
     tensor_sketch_linear,
 )
 from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["SRHT", "CountSketch", "PolySketch", "TensorSRHT", "TensorSketch"]
 
@@ -167,7 +168,8 @@ class LinearStageSketch(RowMapTransformer):
                 linear_bytes_per_row=8.0 * (max(X.chunks[1]) + 2 * self._n_linear()),
                 combine_bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
         X = self._check_input(X, reset=False, allow_sparse=True)
-        return map_blocks(X, self._map_block, n_out=self.n_output_features_,
+        return map_blocks(X, FiniteRows(self._map_block, f"{type(self).__name__} transform"),
+                          n_out=self.n_output_features_,
                           dtype=self._output_dtype(X), bytes_per_row=self._bytes_per_row(),
                           fixed_bytes=self._fixed_bytes(), name=type(self).__name__.lower())
 

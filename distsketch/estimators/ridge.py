@@ -37,6 +37,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, check_targets, is_dask
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = [
     "RidgeSummary",
@@ -342,6 +343,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     @single_threaded_blas
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         A, b, zm, ym = centered_normal_equations(state, self.fit_intercept)
+        check_finite_result(A, b, stage="ridge normal equations")
         W = None
         if len(alphas) == 1:
             # one λ: a Cholesky solve is ~10x cheaper than the eigendecomposition
@@ -506,7 +508,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         fn, ops = feature_block_function(self.features_)
         Wm, c = self._weights()
         m = Wm.shape[0]
-        return map_blocks(X, _PredictBlock(fn, len(ops)), *ops, Wm, c, n_out=Wm.shape[1],
+        return map_blocks(X, FiniteRows(_PredictBlock(fn, len(ops)), "ridge predict"),
+                          *ops, Wm, c, n_out=Wm.shape[1],
                           dtype=np.float64, bytes_per_row=8.0 * (X.shape[1] + 2 * m + Wm.shape[1]),
                           fixed_bytes=8.0 * Wm.size, name="ridge-predict")
 

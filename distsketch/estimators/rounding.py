@@ -23,6 +23,7 @@ from distsketch.ops.rounding import (
 )
 from distsketch.ops.sparsify import kernel_bound
 from distsketch.validation import Interval, Options
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["RoundedExpansion", "expansion_from_model"]
 
@@ -341,7 +342,8 @@ class RoundedExpansion(DistsketchEstimator):
         X = self._check_input(X, reset=False)
         rows = 256
         kernel = self.kernel_name_ if self.kernel_name_ != "callable" else self._kernel_obj
-        out = map_blocks(X, _expansion_block, self.support_vectors_, self.coef_, self.intercept_,
+        out = map_blocks(X, FiniteRows(_expansion_block, "kernel expansion predict"),
+                         self.support_vectors_, self.coef_, self.intercept_,
                          n_out=self.n_outputs_, dtype=np.float64,
                          kwargs={"kernel": kernel, "params": self.kernel_params_, "rows": rows},
                          bytes_per_row=8.0 * (self.n_features_in_ + self.n_outputs_),

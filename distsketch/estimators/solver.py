@@ -40,6 +40,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
+from distsketch.validation.finite import FiniteRows, check_finite_output
 
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
 
@@ -371,7 +372,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                           self._tile(), split_every=self.split_every, name="kernel-predict")
         if alpha.ndim == 1:
             out = out[:, 0]
-        return out if is_dask(X) else compute(out, progress=False)[0]
+        return check_finite_output(out if is_dask(X) else compute(out, progress=False)[0],
+                                   stage="KernelSolver predict")
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of ``predict(X)`` (averaged over targets)."""
@@ -492,7 +494,8 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
         W = self.meka_.transform(X)
-        out = map_blocks(W, _rows_times, self.coef_, n_out=self.coef_.shape[1],
+        out = map_blocks(W, FiniteRows(_rows_times, "MEKA ridge predict"),
+                         self.coef_, n_out=self.coef_.shape[1],
                          dtype=np.float64, name="meka-krr-predict")
         return out[:, 0] if np.ndim(self.dual_coef_) == 1 else out
 

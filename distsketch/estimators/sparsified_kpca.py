@@ -19,6 +19,7 @@ from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
 from distsketch.ops.sparsify import orthogonal_iteration
 from distsketch.validation import Interval, Options
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["SparsifiedKernelPCA"]
 
@@ -177,6 +178,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         op = gram.as_linear_operator(center=True)
         with blas_single_thread():  # n × (k + 8) blocks: BLAS threads only add contention
             vals, vecs, n_iter = self._solve(op, n, k, seed)
+        check_finite_result(vals, vecs, stage="sparsified Gram eigendecomposition")
         # sign convention: the largest-magnitude entry of each vector is positive
         vecs = fix_signs(vecs, axis=0)
         self.gram_ = gram
@@ -245,7 +247,8 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False)
         n_fit = self.X_fit_.shape[0]
         rows = 256
-        return map_blocks(X, _kpca_block, self.X_fit_, self.dual_coef_, self.intercept_,
+        return map_blocks(X, FiniteRows(_kpca_block, "SparsifiedKernelPCA transform"),
+                          self.X_fit_, self.dual_coef_, self.intercept_,
                           n_out=self.n_output_features_, dtype=np.float64,
                           kwargs={"kernel": self.gram_.kernel_name_ if isinstance(self.kernel, str)
                                   else self.kernel, "params": self.gram_.kernel_params_,

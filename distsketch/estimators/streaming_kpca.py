@@ -20,6 +20,7 @@ from distsketch.ops.rff import RFF_FORMS, rff_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.validation import Interval, Options
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["StreamingKernelPCA"]
 
@@ -82,6 +83,7 @@ class _BlockedCovariance(Covariance):
 
 @single_threaded_blas
 def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    check_finite_result(ztz, stage="streaming KPCA covariance eigendecomposition")
     lam, V = np.linalg.eigh(np.asarray(ztz, dtype=np.float64))
     lam = np.maximum(lam[::-1], 0.0)
     return fix_signs(V[:, ::-1].T, axis=1), np.sqrt(lam)
@@ -346,7 +348,8 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         m = int(self.n_random_features)
         k = int(self.components_.shape[0])
         V = np.ascontiguousarray(self.components_.T)
-        return map_blocks(X, _embed_rows, *self.features_._operands(), V, n_out=k, dtype=dt,
+        return map_blocks(X, FiniteRows(_embed_rows, "StreamingKernelPCA transform"),
+                          *self.features_._operands(), V, n_out=k, dtype=dt,
                           bytes_per_row=float(X.shape[1] * dt.itemsize + k * dt.itemsize),
                           fixed_bytes=float(X.shape[1] * m * 8 + m * k * 8
                                             + 2 * _MAP_ROWS * m * dt.itemsize),

@@ -28,6 +28,7 @@ from dask.layers import ArrayValuesDep
 from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import task_blas
+from distsketch.ops.kernels import check_row_magnitude
 
 __all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
            "tree_reduce", "whole_rows"]
@@ -69,6 +70,7 @@ def check_finite_block(block: Any, offset: int, where: str = "input") -> None:
             f"(block starting at row {offset}). Clean or impute the data first "
             "(e.g. drop those rows before ingesting)."
         )
+    check_row_magnitude(block, offset, where)
 
 
 def as_operand(value: Any) -> da.Array:

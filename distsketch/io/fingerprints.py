@@ -2,6 +2,12 @@
 
 Recorded in manifests, in fitted models (``fingerprint_``) and, for a prefix
 of rows, in workflow checkpoints to detect that consumed rows changed.
+
+A manifest's fingerprint describes the rows the computation read: callers
+pass the array they read (with ``path=`` for the record), not the path a
+second time — a store appended to or replaced meanwhile would otherwise be
+described instead — and ``n_rows=`` when only a prefix was read.  ``rows``
+always says how many rows are described.
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     Returns
     -------
     dict
-        ``shape``, ``dtype`` and ``sample_hash`` (hex); ``path`` for a path
-        input; ``rows`` when ``n_rows`` is given.  ``sample_hash`` is
+        ``shape``, ``dtype``, ``rows`` (the rows described: ``n_rows``, or
+        all of them) and ``sample_hash`` (hex); ``path`` for a path input.  ``sample_hash`` is
         ``"empty"`` for a prefix of no rows.
 
     Notes
@@ -72,8 +78,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
         h.update(np.ascontiguousarray(part).tobytes())
     out = {"shape": [int(s) for s in X.shape], "dtype": str(X.dtype),
            "sample_hash": h.hexdigest() if parts or n_rows is None else "empty"}
-    if n_rows is not None:
-        out["rows"] = n
+    out["rows"] = n
     if path is not None:
         p = str(path)
         out["path"] = p if "://" in p else str(Path(p).expanduser().absolute())

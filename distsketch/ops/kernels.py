@@ -18,27 +18,38 @@ Kernels (``gamma`` is a scale, ``coef0``/``degree`` as in scikit-learn):
 
 A user callable ``f(X, Y) -> ndarray (len(X), len(Y))`` is accepted wherever a
 kernel name is.
+
+Overflow: every kernel above goes through squared norms, inner products or
+distances of rows, so a row whose squared norm does not fit the working dtype
+(with :data:`MAGNITUDE_HEADROOM` to spare for sums and differences of two such
+terms) is refused by :func:`check_row_magnitude` before it is evaluated,
+instead of yielding inf - inf = NaN kernel values.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from distsketch.errors import ConfigError
+from distsketch.errors import ConfigError, InputError
 
 __all__ = [
     "BOUNDED_KERNELS",
     "KERNELS",
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
+    "MAGNITUDE_HEADROOM",
     "PROJECTABLE_KERNELS",
     "SHIFT_INVARIANT",
     "SHIFT_INVARIANT_NAMES",
+    "check_row_magnitude",
+    "first_oversized_row",
     "kernel_diagonal",
     "kernel_function",
+    "max_row_sqnorm",
     "pairwise_kernel",
     "resolve_kernel_params",
 ]
@@ -167,6 +178,9 @@ def resolve_kernel_params(
             "f(X, Y) returning the kernel block."
         )
     g = 1.0 / max(1, n_features) if gamma is None else float(gamma)
+    if not (math.isfinite(g) and math.isfinite(float(coef0))):
+        raise ConfigError(f"gamma={gamma} and coef0={coef0} must be finite for the {name} "
+                          "kernel; an infinite scale makes every kernel value NaN or 0.")
     if g <= 0 and name != "polynomial":
         raise ConfigError(f"gamma must be > 0 for the {name} kernel; got {gamma}.")
     all_params = {"gamma": g, "coef0": float(coef0), "degree": int(degree)}
@@ -230,3 +244,93 @@ def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any
         return (params["gamma"] * sq + params["coef0"]) ** params["degree"]
     f = kernel_function(kernel, **params)
     return np.array([f(X[i:i + 1], X[i:i + 1])[0, 0] for i in range(X.shape[0])])
+
+
+# ||x - y||^2 = ||x||^2 + ||y||^2 - 2<x, y> sums terms up to 4 max(||x||^2, ||y||^2): keep
+# a factor 16 below the dtype's largest value
+MAGNITUDE_HEADROOM = 16.0
+
+
+def max_row_sqnorm(dtype: Any) -> float:
+    """The largest squared row norm kernels evaluate without overflow in ``dtype``."""
+    return float(np.finfo(dtype).max) / MAGNITUDE_HEADROOM
+
+
+def first_oversized_row(block: Any) -> tuple[int, float] | None:
+    """The first row whose squared norm exceeds :func:`max_row_sqnorm` of its dtype.
+
+    Parameters
+    ----------
+    block : ndarray or scipy.sparse matrix of shape (k, d)
+        Floating rows, already checked for NaN/Inf (non-finite blocks and
+        integer blocks pass: they are another check's business).
+
+    Returns
+    -------
+    (row, log10 of its squared norm) or None
+
+    Notes
+    -----
+    One BLAS dot product over the block in the common case (the block's
+    total squared norm bounds every row's); the exact per-row norms (a
+    float64 copy of the block) only when that total is near the limit.
+    """
+    sparse = hasattr(block, "tocsr")
+    data = block.tocsr().data if sparse else np.asarray(block)
+    if data.size == 0 or not np.issubdtype(data.dtype, np.floating):
+        return None
+    limit = max_row_sqnorm(data.dtype)
+    flat = data.ravel(order="K")
+    with np.errstate(all="ignore"):
+        # one BLAS pass: no row's squared norm exceeds the block's total (half the limit
+        # leaves room for the rounding of a float32 sum)
+        if float(np.vdot(flat, flat)) <= limit / 2:
+            return None
+        amax = max(float(np.max(data)), -float(np.min(data)))
+    if not math.isfinite(amax) or amax == 0.0:
+        return None
+    # scaled by the largest magnitude, the squared norms are at most d: no overflow
+    if sparse:
+        csr = block.tocsr().astype(np.float64)
+        csr.data = (csr.data / amax) ** 2
+        scaled = np.asarray(csr.sum(axis=1)).ravel()
+    else:
+        rows = np.asarray(block, dtype=np.float64) / amax
+        scaled = np.einsum("ij,ij->i", rows, rows)
+    with np.errstate(divide="ignore"):
+        log_sq = np.log10(scaled) + 2.0 * math.log10(amax)
+    bad = np.flatnonzero(log_sq > math.log10(limit))
+    if not bad.size:
+        return None
+    return int(bad[0]), float(log_sq[bad[0]])
+
+
+def check_row_magnitude(block: Any, offset: int, where: str = "input") -> None:
+    """Raise :class:`InputError` naming the first row too large for kernel computations.
+
+    Parameters
+    ----------
+    block : ndarray or scipy.sparse matrix of shape (k, d)
+    offset : int
+        Global index of the block's first row.
+    where : str
+        The input's name in the message.
+
+    Raises
+    ------
+    InputError
+        A finite row whose squared norm overflows ``block.dtype`` (e.g. values
+        near 1e300 in float64, or 1e20 in float32).
+    """
+    found = first_oversized_row(block)
+    if found is None:
+        return
+    row, log_sq = found
+    dtype = np.dtype(block.dtype)
+    hint = " or convert it to float64" if dtype == np.float32 else ""
+    raise InputError(
+        f"{where}: row {offset + row} is too large for kernel computations in {dtype}: its "
+        f"squared norm is about 1e{log_sq:.0f}, above {max_row_sqnorm(dtype):.3g}, so kernel "
+        f"values would overflow to inf/NaN. Scale the data (e.g. "
+        f"sklearn.preprocessing.StandardScaler, or divide by a constant){hint} first."
+    )

@@ -6,6 +6,9 @@
   (:func:`validate_params`) and spec sections (:func:`check_section`);
 * :mod:`~distsketch.validation.arrays` — shape, dtype, finiteness, width and
   target checks of arrays (never paths);
+* :mod:`~distsketch.validation.finite` — finiteness and range: rows too
+  large for kernel computations, checked narrowing casts, and the finite
+  check of every stage's output;
 * :mod:`~distsketch.validation.config` — the one YAML loader.
 
 This package imports nothing from :mod:`distsketch.io`; ``io`` opens paths
@@ -21,24 +24,42 @@ from distsketch.validation.arrays import (
     is_path_like,
 )
 from distsketch.validation.config import load_yaml, loads_yaml
+from distsketch.validation.finite import (
+    FiniteRows,
+    cast_checked,
+    check_finite_block,
+    check_finite_output,
+    check_finite_result,
+    check_magnitude,
+)
 from distsketch.validation.params import (
+    MAX_GAMMA,
     InstanceOf,
     Interval,
     Options,
     StrOptions,
     check_estimator_params,
+    check_kernel_params,
     check_params,
     check_section,
     validate_params,
 )
 
 __all__ = [
+    "MAX_GAMMA",
+    "FiniteRows",
     "InstanceOf",
     "Interval",
     "Options",
     "StrOptions",
+    "cast_checked",
     "check_estimator_params",
+    "check_finite_block",
+    "check_finite_output",
+    "check_finite_result",
     "check_input",
+    "check_kernel_params",
+    "check_magnitude",
     "check_n_features",
     "check_params",
     "check_section",

@@ -14,6 +14,12 @@ import dask.array as da
 import numpy as np
 
 from distsketch.errors import InputError
+from distsketch.validation.finite import (
+    cast_checked,
+    check_magnitude,
+    first_out_of_range,
+    narrows,
+)
 
 __all__ = [
     "check_input",
@@ -46,8 +52,10 @@ def check_input(
     """Validate the shape and dtype of a NumPy, SciPy-sparse or dask input.
 
     Checks that the input is 2-D, numeric, has at least ``min_rows`` rows; for
-    NumPy input also that it is finite (dask input is checked lazily, block by
-    block, in :func:`distsketch.graph.map_rows`).  Paths and Zarr arrays are
+    NumPy input also that it is finite and that no row's squared norm
+    overflows the working dtype (dask input is checked lazily, block by
+    block, in :func:`distsketch.graph.map_rows`).  A narrowing cast (e.g.
+    float64 data with ``dtype=float32``) checks the range first.  Paths and Zarr arrays are
     not accepted here: open them with :func:`distsketch.io.open_array`, which
     applies these checks.
 
@@ -71,7 +79,9 @@ def check_input(
     Raises
     ------
     InputError
-        A path or Zarr array, not 2-D, not real numeric, too few rows, NaN/Inf.
+        A path or Zarr array, not 2-D, not real numeric, too few rows, NaN/Inf,
+        a row too large for kernel computations, or a value the requested
+        dtype cannot hold (each naming the first bad row).
     """
     if is_path_like(X):
         raise InputError(f"{where}: got a path or Zarr array ({X!r}); open it with "
@@ -81,11 +91,14 @@ def check_input(
             raise InputError(f"{where}: sparse input is not supported here; pass a dense array.")
         X = X.tocsr()
         check_shape_dtype(X.shape, X.dtype, where, min_rows)
-        X = X.astype(_target_dtype(X.dtype, dtype), copy=False)
+        target = _target_dtype(X.dtype, dtype)
+        _check_sparse_range(X, target, where)
+        X = X.astype(target, copy=False)
         if not np.all(np.isfinite(X.data)):
             from distsketch.graph.blocks import check_finite_block
 
             check_finite_block(X, 0, where)
+        check_magnitude(X, where=where)
         return X
     if not is_dask(X):
         try:
@@ -103,12 +116,42 @@ def check_input(
     check_shape_dtype(X.shape, X.dtype, where, min_rows)
     target = _target_dtype(X.dtype, dtype)
     if X.dtype != target:
-        X = X.astype(target)
-    if not is_dask(X) and not np.all(np.isfinite(X)):
-        from distsketch.graph.blocks import check_finite_block
+        if is_dask(X):
+            X = _cast_dask(X, target, where)
+        else:
+            X = cast_checked(X, target, where=where)
+    if not is_dask(X):
+        if not np.all(np.isfinite(X)):
+            from distsketch.graph.blocks import check_finite_block
 
-        check_finite_block(X, 0, where)
+            check_finite_block(X, 0, where)
+        # dask input: the same check runs per block with the graph's NaN check
+        check_magnitude(X, where=where)
     return X
+
+
+def _cast_dask(X: da.Array, target: np.dtype, where: str) -> da.Array:
+    """Lazy cast; a narrowing one checks each block's range and names its global row."""
+    if not narrows(X.dtype, target):
+        return X.astype(target)  # widening: no check needed, the graph stays as it was
+    return X.map_blocks(_cast_block, target, where, dtype=target,
+                        meta=np.empty((0, 0), dtype=target))
+
+
+def _cast_block(block: np.ndarray, target: np.dtype, where: str,
+                block_info: dict | None = None) -> np.ndarray:
+    start = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    return cast_checked(block, target, where=where, row_start=start)
+
+
+def _check_sparse_range(X: Any, target: np.dtype, where: str) -> None:
+    found = first_out_of_range(X.data.reshape(-1, 1), target)
+    if found is None:
+        return
+    # one value per "row" of the reshaped data: found[0] is its index in X.data
+    row = int(np.searchsorted(X.indptr, found[0], side="right") - 1)
+    raise InputError(f"{where}: row {row} holds {found[1].item()!r}, which {target} cannot represent; "
+                     "pass float64 data or rescale it first.")
 
 
 def _target_dtype(current: np.dtype, requested: Any) -> np.dtype:

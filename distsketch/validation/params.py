@@ -4,8 +4,8 @@ A constraint table maps a name to a list of accepted constraints (as
 scikit-learn's ``_parameter_constraints`` does); a value is valid when any
 constraint accepts it.  A constraint is one of
 
-* an :class:`Interval`, :class:`Options`/:class:`StrOptions` or
-  :class:`InstanceOf` object;
+* an :class:`Interval` (finite values only, unless ``finite=False``),
+  :class:`Options`/:class:`StrOptions` or :class:`InstanceOf` object;
 * a type (``isinstance``), or ``None`` (the value ``None``);
 * one of the strings ``"boolean"``, ``"random_state"``, ``"callable"``,
   ``"array-like"``, ``"str"``, ``"estimator"``.
@@ -16,12 +16,17 @@ estimator (run by the wrapper around ``fit``/``partial_fit``), the
 :func:`check_section` for a plain mapping read from a spec file.  Every
 failure is a :class:`~distsketch.errors.ConfigError` naming the parameter,
 the value and what is allowed.
+
+Kernel parameters are also held together (:func:`check_kernel_params`): a
+``gamma``, ``coef0`` and ``degree`` whose kernel argument overflows for data
+of unit scale is refused before any data is read.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -32,12 +37,14 @@ import numpy as np
 from distsketch.errors import ConfigError
 
 __all__ = [
+    "MAX_GAMMA",
     "InstanceOf",
     "Interval",
     "Options",
     "StrOptions",
     "accepts",
     "check_estimator_params",
+    "check_kernel_params",
     "check_params",
     "check_section",
     "describe",
@@ -47,14 +54,30 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# float64's largest value; a float parameter above it is inf
+_F64_MAX = float(np.finfo(np.float64).max)
+_F32_MAX = float(np.finfo(np.float32).max)
+# features are float32 by default: the kernel argument gamma * ||x - y||^2 of two points in
+# the unit ball (at most 4 * gamma) must stay in float32's range
+MAX_GAMMA = _F32_MAX / 4
+# headroom left when a polynomial kernel's value for unit-scale points is computed
+_POLY_HEADROOM = 16.0
+
+
 @dataclass(frozen=True)
 class Interval:
-    """A numeric range constraint: ``kind`` is ``int`` or ``float`` (real)."""
+    """A numeric range constraint: ``kind`` is ``int`` or ``float`` (real).
+
+    ``finite`` (default True) refuses ``inf`` and ``-inf`` even where a bound
+    is open (``None``): no parameter of distsketch has a meaning at infinity,
+    and an infinite scale turns every kernel value into NaN.
+    """
 
     kind: type
     left: float | None
     right: float | None
     closed: str = "both"  # "both", "left", "right", "neither"
+    finite: bool = True
 
     def accepts(self, value: Any) -> bool:
         if isinstance(value, bool):
@@ -63,6 +86,8 @@ class Interval:
             if not isinstance(value, numbers.Integral):
                 return False
         elif not isinstance(value, numbers.Real):
+            return False
+        if self.finite and not math.isfinite(float(value)) and self.kind is not int:
             return False
         lo_ok = self.left is None or (
             value >= self.left if self.closed in ("both", "left") else value > self.left)
@@ -75,7 +100,8 @@ class Interval:
         rb = "]" if self.closed in ("both", "right") else ")"
         lo = "-inf" if self.left is None else self.left
         hi = "inf" if self.right is None else self.right
-        return f"{'an int' if self.kind is int else 'a float'} in {lb}{lo}, {hi}{rb}"
+        kind = "an int" if self.kind is int else ("a finite float" if self.finite else "a float")
+        return f"{kind} in {lb}{lo}, {hi}{rb}"
 
 
 @dataclass(frozen=True)
@@ -185,9 +211,72 @@ def check_params(params: Mapping[str, Any], table: Mapping[str, list[Any]], owne
 
 
 def check_estimator_params(estimator: Any) -> None:
-    """Check every parameter of ``estimator`` against its ``_parameter_constraints``."""
-    check_params(estimator.get_params(deep=False),
-                 getattr(estimator, "_parameter_constraints", {}), type(estimator).__name__)
+    """Check every parameter of ``estimator`` against its ``_parameter_constraints``.
+
+    Its kernel parameters (``gamma``, ``coef0``, ``degree``) are then held
+    together by :func:`check_kernel_params`.
+    """
+    params = estimator.get_params(deep=False)
+    owner = type(estimator).__name__
+    table = getattr(estimator, "_parameter_constraints", {})
+    check_params(params, table, owner)
+    check_kernel_params({k: params[k] for k in ("kernel", "gamma", "coef0", "degree")
+                         if k in params and k in table}, owner)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
+
+
+def check_kernel_params(params: Mapping[str, Any], owner: str) -> None:
+    """Refuse kernel parameters whose kernel argument overflows on unit-scale data.
+
+    Parameters
+    ----------
+    params : mapping
+        Any of ``gamma``, ``coef0`` and ``degree``; ``None`` and non-numbers
+        (e.g. ``"median"``) pass, their own constraints judge them.  With a
+        ``kernel`` other than the polynomial one, ``degree`` is not used and
+        not judged.
+    owner : str
+        The estimator or function named in the message.
+
+    Raises
+    ------
+    ConfigError
+        ``gamma`` or ``coef0`` not finite or above :data:`MAX_GAMMA` (the
+        kernel argument ``gamma * ||x - y||**2`` of points in the unit ball
+        must fit float32, the default feature dtype), or a polynomial value
+        ``(gamma + |coef0|) ** degree`` beyond float64's range / 16.
+
+    Notes
+    -----
+    Data-dependent overflow (large rows) is refused by the input checks
+    (:func:`distsketch.validation.check_input`) and, when a computation still
+    overflows, by the finite checks of :mod:`distsketch.validation.finite`.
+    """
+    gamma, coef0, degree = (_number(params.get(k)) for k in ("gamma", "coef0", "degree"))
+    fix = "scale the data instead (e.g. sklearn.preprocessing.StandardScaler) and use a " \
+          "moderate value."
+    for name, value in (("gamma", gamma), ("coef0", coef0)):
+        if value is not None and not (math.isfinite(value) and abs(value) <= MAX_GAMMA):
+            raise ConfigError(
+                f"{owner}: parameter {name}={params[name]!r} is invalid; it must be finite "
+                f"with |{name}| <= {MAX_GAMMA:.3g}, or the kernel argument overflows; {fix}")
+    kernel = params.get("kernel", "polynomial")
+    if kernel not in ("polynomial", "poly"):
+        degree = None
+    if degree is not None and degree >= 1:
+        base = (gamma if gamma is not None else 1.0) + abs(coef0 if coef0 is not None else 0.0)
+        if base > 1.0 and degree * math.log(base) > math.log(_F64_MAX / _POLY_HEADROOM):
+            raise ConfigError(
+                f"{owner}: parameters gamma={params.get('gamma')!r}, "
+                f"coef0={params.get('coef0')!r}, degree={params['degree']!r} are invalid "
+                f"together: (gamma + |coef0|) ** degree = 10**{degree * math.log10(base):.0f} "
+                f"overflows float64 for points of unit norm; lower gamma, coef0 or degree, "
+                f"or {fix}")
 
 
 def validate_params(table: Mapping[str, list[Any]]) -> Callable[[F], F]:

@@ -295,7 +295,7 @@ class _Run:
         return {
             "kind": "workflow-run", "status": status, "spec": self.spec.as_dict(),
             "spec_key": self.key, "seed": self.spec.seed,
-            "input_fingerprint": fingerprint(self.spec.input), "input_shape": [n, d],
+            "input_fingerprint": fingerprint(X, path=self.spec.input), "input_shape": [n, d],
             "rows": {"before": before, "after": n, "new": n - before}, "segments": segments,
             "versions": versions(), "timings": self.timings, "kernel_errors": errors,
             "performance_report": None,

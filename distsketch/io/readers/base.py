@@ -19,15 +19,23 @@ from typing import IO, Any, ClassVar
 
 import numpy as np
 
-from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.errors import ConfigError, InputError, MemoryBudgetError, StoreError
+from distsketch.validation.finite import cast_checked
+
+# widest row a file may imply without its width being declared (n_features=): an index
+# of 2**31 in a 25-byte svmlight file must not become a 16 GiB row
+MAX_UNDECLARED_WIDTH = 2**24
 
 __all__ = [
+    "MAX_UNDECLARED_WIDTH",
     "Block",
     "Header",
     "ReadOptions",
     "Reader",
     "Stream",
+    "cast_block",
     "check_finite",
+    "check_width",
     "open_binary",
     "plain_name",
     "target_dtype",
@@ -186,3 +194,57 @@ def target_dtype(dtype: Any, source_dtype: np.dtype | None) -> np.dtype:
     if not (np.issubdtype(dt, np.number) or dt == np.bool_):
         raise ConfigError(f"dtype={dtype!r} is not numeric; use 'float32' or 'float64'.")
     return dt
+
+
+def cast_block(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
+               line_of: Callable[[int], int] | None = None) -> np.ndarray:
+    """``block`` in ``dtype``; a narrowing cast that would change a value is refused.
+
+    Raises
+    ------
+    InputError
+        Names the first row (and line) holding a value ``dtype`` cannot hold.
+    """
+    return cast_checked(block, dtype, where=str(source), row_start=first_row, line_of=line_of)
+
+
+def check_width(width: int, source: Path, *, declared: bool, itemsize: int = 8,
+                what: str = "the file") -> None:
+    """Refuse a row width that would allocate absurd memory, before anything is allocated.
+
+    Parameters
+    ----------
+    width : int
+        Columns a row of the stored array would have.
+    source : Path
+        The file, for messages.
+    declared : bool
+        The user gave the width (``n_features=``); then only the memory budget
+        limits it, otherwise also :data:`MAX_UNDECLARED_WIDTH`.
+    itemsize : int
+        Bytes per value of a block row (float64 blocks: 8).
+    what : str
+        What implies the width, for messages (e.g. "feature index 2147483647").
+
+    Raises
+    ------
+    InputError
+        An undeclared width above :data:`MAX_UNDECLARED_WIDTH`.
+    MemoryBudgetError
+        One row would need more than the per-task memory budget.
+    """
+    from distsketch.graph import task_memory_budget
+
+    if not declared and width > MAX_UNDECLARED_WIDTH:
+        raise InputError(
+            f"{source}: {what} implies {width} features, more than the {MAX_UNDECLARED_WIDTH} "
+            "accepted without a declared width; the index is likely corrupt. If the width is "
+            "real, pass n_features= (CLI: --n-features)."
+        )
+    budget = task_memory_budget()
+    if width * itemsize > budget:
+        raise MemoryBudgetError(
+            f"{source}: one row of {width} features needs {width * itemsize} bytes, more than "
+            f"the per-task memory budget of {budget} bytes; nothing was allocated. Check the "
+            "width, or raise the budget (dask config distsketch.task-memory)."
+        )

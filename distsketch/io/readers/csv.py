@@ -1,9 +1,18 @@
-"""Delimited text (``*.csv``, ``*.tsv``, ``*.txt``), read ``chunk_rows`` lines at a time."""
+"""Delimited text (``*.csv``, ``*.tsv``, ``*.txt``), read ``chunk_rows`` lines at a time.
+
+A UTF-8 byte-order mark is not data.  Fields may be quoted with ``"`` (the
+csv module's semantics, ``""`` inside a quoted field is one quote): a quoted
+field holding the delimiter or ``#`` is one field, and it is refused as not
+a number unless it is one.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
+import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +51,8 @@ class CsvReader(Reader):
         if size == 0:
             raise InputError(f"{source} is empty; nothing to ingest.")
         with open_binary(source) as (fb, raw):
-            f = io.TextIOWrapper(fb, encoding="utf-8", errors="strict", newline=None)
+            # utf-8-sig: a byte-order mark at the start is dropped, not read as part of a number
+            f = io.TextIOWrapper(fb, encoding="utf-8-sig", errors="strict", newline=None)
             lineno = 0
             skip = options.skip_header
             header: list[str] = []
@@ -93,7 +103,9 @@ class CsvReader(Reader):
                     if not pending:
                         break
                     try:
-                        with np.errstate(all="ignore"):
+                        # a block of only blank/comment lines is legitimately empty
+                        with np.errstate(all="ignore"), warnings.catch_warnings():
+                            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                             block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
                                                comments="#", ndmin=2, quotechar='"')
                     except ValueError:
@@ -132,12 +144,40 @@ def _default_delimiter(path: Path) -> str | None:
     return None
 
 
+# a quoted field (quotes doubled inside) or a run of non-blank characters
+_WS_TOKEN = re.compile(r'"(?:[^"]|"")*"?|[^\s"]+')
+
+
+def _strip_comment(line: str) -> str:
+    """``line`` up to the first ``#`` outside a quoted field."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i]
+    return line
+
+
 def _split_tokens(line: str, delimiter: str | None) -> list[str]:
-    body = line.split("#", 1)[0].strip()
+    """The fields of one line as NumPy's loadtxt sees them (quotes respected)."""
+    if '"' not in line:
+        body = line.split("#", 1)[0].strip()
+        if not body:
+            return []
+        parts = body.split(delimiter) if delimiter is not None else body.split()
+        return [p.strip() for p in parts]
+    body = _strip_comment(line).strip()
     if not body:
         return []
-    parts = body.split(delimiter) if delimiter is not None else body.split()
-    return [p.strip().strip('"') for p in parts]
+    if delimiter is None:
+        parts = [p[1:-1].replace('""', '"') if len(p) > 1 and p[0] == p[-1] == '"' else p
+                 for p in _WS_TOKEN.findall(body)]
+    elif len(delimiter) == 1:
+        parts = next(csv.reader([body], delimiter=delimiter, quotechar='"', strict=False))
+    else:
+        parts = body.split(delimiter)
+    return [p.strip() for p in parts]
 
 
 def _looks_numeric(tokens: list[str]) -> bool:
@@ -167,8 +207,10 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
             try:
                 float(t)
             except ValueError:
+                quoted = f" (a quoted field holding the delimiter {delimiter!r} is one field)" \
+                    if delimiter and delimiter in t else ""
                 return InputError(
-                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number. Fix the "
+                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number{quoted}. Fix the "
                     "value, pass skip_header= if it is a header line (CLI: --skip-header), or "
                     "check the delimiter."
                 )

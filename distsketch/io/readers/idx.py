@@ -16,6 +16,7 @@ from distsketch.io.readers.base import (
     Reader,
     ReadOptions,
     Stream,
+    check_width,
     file_suffix,
     open_binary,
     plain_name,
@@ -49,6 +50,11 @@ class IdxReader(Reader):
             d = int(np.prod(dims[1:])) if len(dims) > 1 else 1
             if n == 0:
                 raise InputError(f"{source}: has 0 records; nothing to ingest.")
+            if d == 0:
+                raise InputError(f"{source}: its records have 0 values (idx dimensions "
+                                 f"{list(dims)}); nothing to ingest.")
+            check_width(d, source, declared=False, itemsize=sdtype.itemsize,
+                        what=f"the idx header's record shape {dims[1:]}")
             expected = header_bytes + n * d * sdtype.itemsize
             if not source.name.lower().endswith(".gz") and source.stat().st_size != expected:
                 raise StoreError(

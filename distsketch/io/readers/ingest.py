@@ -15,6 +15,7 @@ from distsketch.io.readers.base import (
     Header,
     ReadOptions,
     Stream,
+    cast_block,
     check_finite,
     open_binary,
     plain_name,
@@ -190,7 +191,7 @@ def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: 
     prog = Progress(f"ingest {source.name}", hdr.progress_total, hdr.progress_unit, show)
     done = 0
     for block in stream.blocks(rows):
-        X = block.X if block.X.dtype == dt else block.X.astype(dt)
+        X = cast_block(block.X, dt, done, source, block.line_of)
         if not allow_nan:
             check_finite(X, done, source, block.line_of)
         xw.write(X)

@@ -10,7 +10,15 @@ from typing import IO
 import numpy as np
 
 from distsketch.errors import InputError, StoreError
-from distsketch.io.readers.base import Block, Header, Reader, ReadOptions, Stream, open_binary
+from distsketch.io.readers.base import (
+    Block,
+    Header,
+    Reader,
+    ReadOptions,
+    Stream,
+    check_width,
+    open_binary,
+)
 
 __all__ = ["NpyReader"]
 
@@ -37,6 +45,9 @@ class NpyReader(Reader):
             shape, fortran, sdtype = _header(f, source)
             check_array(shape, sdtype, source)
             n, d = shape
+            # a compressed file's header is not checked against its size: bound the width
+            check_width(d, source, declared=False, itemsize=sdtype.itemsize,
+                        what=f"the .npy header's shape {tuple(shape)}")
             if fortran and d > 1:
                 raise InputError(
                     f"{source} is stored in Fortran (column) order, which cannot be streamed by "

@@ -2,7 +2,11 @@
 
 Read in two streaming passes: the first learns the number of rows, the
 index range (hence the width and the index base) and checks the syntax; the
-second yields dense row blocks and their labels.
+second yields dense row blocks and their labels.  The width is checked
+between the two (an index beyond ``n_features``, or beyond a sane width
+when none is declared, is refused before any dense row is allocated).
+Indices are 1-based unless one is 0 (``zero_based="auto"``); a negative
+index is refused.  A UTF-8 byte-order mark at the start is not data.
 """
 
 from __future__ import annotations
@@ -16,11 +20,21 @@ from typing import IO
 import numpy as np
 
 from distsketch.errors import InputError
-from distsketch.io.readers.base import Block, Header, Reader, ReadOptions, Stream, open_binary
+from distsketch.io.readers.base import (
+    Block,
+    Header,
+    Reader,
+    ReadOptions,
+    Stream,
+    check_width,
+    open_binary,
+)
 
 __all__ = ["SvmlightReader"]
 
 _SCAN_ROWS = 4096
+_BOM = b"\xef\xbb\xbf"
+_MAX_INDEX = 2**62  # far past any width check_width lets through; keeps int64 arithmetic exact
 
 
 class SvmlightReader(Reader):
@@ -64,6 +78,8 @@ class SvmlightReader(Reader):
                 f"{source}: feature index {hi} needs at least {d_file} features but "
                 f"n_features={d}; raise n_features or omit it."
             )
+        check_width(d, source, declared=options.n_features is not None,
+                    what=f"feature index {hi}")
         with open_binary(source) as (f, raw):
 
             def blocks(rows: int) -> Iterator[Block]:
@@ -86,6 +102,8 @@ def _lines(f: IO[bytes], rows: int) -> Iterator[tuple[int, list[bytes]]]:
     first = 1
     for line in f:
         lineno += 1
+        if lineno == 1 and line.startswith(_BOM):
+            line = line[len(_BOM):]
         if not line.split(b"#", 1)[0].strip():
             continue
         if not block:
@@ -135,6 +153,9 @@ def _parse_python(lines: list[bytes], first: int, source: Path
                 ) from None
             if ci < 0:
                 raise InputError(f"{source}, line {lineno}: negative feature index {ci}.")
+            if ci > _MAX_INDEX:
+                raise InputError(f"{source}, line {lineno}: feature index {ci} is beyond any "
+                                 "usable width; the line is corrupt.")
             c.append(ci)
             v.append(vi)
         if len(c) > 1 and np.any(np.diff(c) <= 0):
@@ -154,7 +175,7 @@ def _parse_block(lines: list[bytes], first: int, source: Path
     try:
         Xs, y = load_svmlight_file(io.BytesIO(b"".join(lines)), zero_based=True,
                                    dtype=np.float64)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         return _parse_python(lines, first, source)  # raises with the line
     Xs = Xs.tocsr()
     Xs.sort_indices()

@@ -1,0 +1,225 @@
+"""Finiteness and range: inputs that fit the computation, outputs that are numbers.
+
+Three checks, one per place where a silent NaN or a silently changed value
+could arise:
+
+* :func:`check_magnitude` — input rows whose squared norm overflows the
+  working dtype (values near 1e300 in float64) are refused, naming the first
+  such row (the per-block form for dask input runs in the graph's finite
+  check, :func:`distsketch.ops.kernels.check_row_magnitude`);
+* :func:`cast_checked` — a narrowing conversion (float64 → float32, an
+  integer to a smaller integer, a float to an integer) checks the range
+  first and refuses with the first offending row instead of producing inf
+  or wrapped integers;
+* :func:`check_finite_block` / :func:`check_finite_result` — what a stage
+  produced (a feature block, a prediction, an eigendecomposition) is
+  checked before it is returned or written; a NaN names the stage and the
+  first bad row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from distsketch.errors import InputError
+from distsketch.ops.kernels import check_row_magnitude
+
+__all__ = [
+    "FiniteRows",
+    "cast_checked",
+    "check_finite_block",
+    "check_finite_output",
+    "check_finite_result",
+    "check_magnitude",
+    "first_out_of_range",
+    "narrows",
+]
+
+_FIX = "Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree."
+
+
+def check_magnitude(X: Any, *, where: str = "X", row_start: int = 0) -> None:
+    """Refuse rows too large for kernel computations in their dtype (NumPy or sparse).
+
+    Raises
+    ------
+    InputError
+        Names the first row whose squared norm overflows ``X.dtype``.
+    """
+    check_row_magnitude(X, row_start, where)
+
+
+def _bad_rows(values: np.ndarray) -> np.ndarray:
+    """Boolean per row: holds NaN or Inf."""
+    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(-1, 1)
+    return ~np.all(np.isfinite(flat), axis=1)
+
+
+def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
+    """Return ``block`` if it is all finite, else raise naming the stage and first bad row.
+
+    Parameters
+    ----------
+    block : ndarray or scipy.sparse matrix of shape (k, ...)
+        What ``stage`` produced for rows ``row_start .. row_start + k - 1``.
+    stage : str
+        The computation, e.g. ``"RandomFourierFeatures transform"``.
+    row_start : int
+        Global index of the block's first row.
+
+    Raises
+    ------
+    InputError
+        ``stage 'RFF transform' produced NaN at row 12345: ...``.
+
+    Notes
+    -----
+    One pass over the block (``isfinite``); no copy when it is finite.  The
+    row named is the first bad row of its block; when blocks run in
+    parallel, of the block that failed first.
+    """
+    data = block.data if hasattr(block, "tocsr") else np.asarray(block)
+    if not np.issubdtype(data.dtype, np.inexact) or np.all(np.isfinite(data)):
+        return block
+    dense = np.asarray(block.toarray()) if hasattr(block, "tocsr") else data
+    if dense.ndim == 0:
+        dense = dense.reshape(1)
+    row = int(np.flatnonzero(_bad_rows(dense))[0])
+    kind = "NaN" if np.isnan(dense[row]).any() else "Inf"
+    raise InputError(f"stage {stage!r} produced {kind} at row {row_start + row}: the input row "
+                     f"or the parameters overflow the computation. {_FIX}")
+
+
+def check_finite_result(*values: Any, stage: str) -> None:
+    """Raise naming ``stage`` when any of the driver-side ``values`` holds NaN or Inf.
+
+    For results computed once in ``fit`` (eigendecompositions, solves,
+    normalisations), where a row number means nothing.
+    """
+    for value in values:
+        if value is None:
+            continue
+        arr = np.asarray(value)
+        if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
+            kind = "NaN" if np.isnan(arr).any() else "Inf"
+            raise InputError(f"stage {stage!r} produced {kind} (shape {arr.shape}): the data or "
+                             f"the parameters overflow the computation. {_FIX}")
+
+
+def check_finite_output(out: Any, *, stage: str) -> Any:
+    """:func:`check_finite_block` on a whole output: NumPy now, dask lazily per block.
+
+    For outputs not produced by a per-block function that :class:`FiniteRows`
+    could wrap (e.g. a tiled kernel product); rows are numbered globally.
+    """
+    if isinstance(out, da.Array):
+        return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)
+    return check_finite_block(out, stage=stage)
+
+
+def _check_located(block: Any, stage: str, block_info: dict | None = None) -> Any:
+    start = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    return check_finite_block(block, stage=stage, row_start=start)
+
+
+class FiniteRows:
+    """``func(block, offset, *operands)`` whose result is checked by :func:`check_finite_block`.
+
+    A picklable wrapper for the per-block functions of transform/predict;
+    it tokenizes as (func, stage) so graph names stay deterministic.
+    """
+
+    def __init__(self, func: Callable[..., Any], stage: str):
+        self.func = func
+        self.stage = stage
+
+    def __call__(self, block: Any, offset: int, *args: Any, **kwargs: Any) -> Any:
+        return check_finite_block(self.func(block, offset, *args, **kwargs),
+                                  stage=self.stage, row_start=int(offset))
+
+    def __dask_tokenize__(self) -> Any:
+        return ("FiniteRows", tokenize(self.func), self.stage)
+
+
+def narrows(src: Any, dst: Any) -> bool:
+    """Whether converting ``src`` to ``dst`` can change a value's range (not just precision)."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst or not (np.issubdtype(src, np.number) or src == np.bool_):
+        return False
+    if np.issubdtype(dst, np.floating):
+        return bool(np.issubdtype(src, np.floating) and np.finfo(src).max > np.finfo(dst).max)
+    if np.issubdtype(dst, np.integer) or dst == np.bool_:
+        return not np.can_cast(src, dst, casting="safe")
+    return False
+
+
+def first_out_of_range(values: np.ndarray, dtype: Any) -> tuple[int, Any] | None:
+    """The first row (and value) that ``values.astype(dtype)`` would change beyond rounding.
+
+    Narrowing in range only: float64 → float32 beyond ±3.4e38, an integer
+    outside the target integer's range, a float that is not a finite whole
+    number in range for an integer target.  Widening and precision-only
+    conversions (int64 → float32) return None.
+    """
+    src, dst = np.dtype(values.dtype), np.dtype(dtype)
+    if values.size == 0 or not narrows(src, dst):
+        return None
+    flat = values.reshape(values.shape[0], -1)
+    if np.issubdtype(dst, np.floating):
+        with np.errstate(invalid="ignore"):
+            bad = np.isfinite(flat) & (np.abs(flat) > np.finfo(dst).max)
+    else:
+        lo, hi = (0, 1) if dst == np.bool_ else (np.iinfo(dst).min, np.iinfo(dst).max)
+        if np.issubdtype(src, np.floating):
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(flat) | (flat < lo) | (flat > hi) | (flat != np.round(flat))
+        else:
+            bad = (flat < lo) | (flat > hi)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not rows.size:
+        return None
+    r = int(rows[0])
+    return r, flat[r][bad[r]][0]
+
+
+def cast_checked(values: np.ndarray, dtype: Any, *, where: str, row_start: int = 0,
+                 line_of: Callable[[int], int] | None = None) -> np.ndarray:
+    """``values.astype(dtype)``, refusing a conversion that changes a value's range.
+
+    Parameters
+    ----------
+    values : ndarray of shape (k, ...)
+    dtype : dtype
+        Target dtype.
+    where : str
+        The source named in the message (a path or an array name).
+    row_start : int
+        Global index of the first row.
+    line_of : callable, optional
+        Row of the block -> line of the file, for text sources.
+
+    Raises
+    ------
+    InputError
+        Names the first row holding a value the target dtype cannot hold.
+    """
+    dst = np.dtype(dtype)
+    if values.dtype == dst:
+        return values
+    found = first_out_of_range(values, dst)
+    if found is not None:
+        row, value = found
+        value = value.item() if hasattr(value, "item") else value
+        at = f"row {row_start + row}" + (f" (line {line_of(row)})" if line_of else "")
+        wider = "float64" if np.issubdtype(dst, np.floating) else f"a wider dtype than {dst}"
+        raise InputError(
+            f"{where}: {at} holds {value!r}, which {dst} cannot represent (converting "
+            f"{values.dtype} to {dst} would change it). Use dtype={wider} (CLI: --dtype) or "
+            "rescale the data first."
+        )
+    return values.astype(dst)
