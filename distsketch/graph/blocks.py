@@ -27,7 +27,8 @@ from dask.layers import ArrayValuesDep
 
 from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
-from distsketch.graph.runtime import task_blas
+from distsketch.graph.planner import choose_fan_in
+from distsketch.graph.runtime import lean_graphs, task_blas
 
 __all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
            "tree_reduce", "whole_rows"]
@@ -256,6 +257,7 @@ def tree_reduce(
     name: str | None = None,
     where: str = "input",
     row_start: int = 0,
+    state_bytes: float | None = None,
 ) -> Any:
     """Tree-reduce a mergeable summary over the row blocks of ``X``.
 
@@ -268,8 +270,9 @@ def tree_reduce(
     *operands : array_like
         Arrays every chunk call needs (one key each in the graph).
     split_every : int, default 8
-        Fan-in of each merge; memory of a merge task is
-        ``split_every x state size``.
+        Smallest fan-in of a merge: more than ``split_every³`` blocks raise it
+        so the tree is at most 3 merges deep
+        (:func:`~distsketch.graph.planner.choose_fan_in`).
     bytes_per_row, fixed_bytes : float, optional
         Per-task memory model of ``chunk``, checked against the budget.
     check_finite : bool, default True
@@ -280,17 +283,25 @@ def tree_reduce(
         Name of the input for error messages.
     row_start : int, default 0
         Global index of the first row of ``X``: ``chunk`` sees global rows.
+    state_bytes : float, optional
+        Size of one state; when given, the fan-in is capped so that a merge
+        task (its inputs and its result) fits the budget.
 
     Returns
     -------
     dask.delayed.Delayed
         Computes to the merged state (call ``summary.finalize`` on it).  States
         may be any picklable object (dicts, arrays, lists, tuples).
+
+    Notes
+    -----
+    Memory per merge task: ``(fan_in + 1) x state``.  Merges run as tasks
+    where their inputs are (on the workers under ``distributed``); only the
+    final state is returned.
     """
-    if split_every < 2:
-        raise ValueError("split_every must be >= 2")
     X = whole_rows(X)
     label = name or type(summary).__name__.lower()
+    fan_in, _ = choose_fan_in(X.numblocks[0], split_every, state_bytes, what=label)
     if bytes_per_row is not None:
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     token = tokenize(summary, X.name, operands, int(row_start))
@@ -303,8 +314,9 @@ def tree_reduce(
     )
     wrapped = da.reduction(
         states, _identity, _Aggregate(summary), combine=_Combine(summary), axis=0,
-        concatenate=False, split_every=split_every, dtype=object,
+        concatenate=False, split_every=fan_in, dtype=object,
         meta=np.empty((), dtype=object), keepdims=False, name=f"{label}-merge-{token}",
     )
-    return dask.delayed(_unwrap, pure=True)(wrapped.to_delayed().item(),
-                                            dask_key_name=f"{label}-state-{token}")
+    with lean_graphs():
+        part = wrapped.to_delayed().item()
+    return dask.delayed(_unwrap, pure=True)(part, dask_key_name=f"{label}-state-{token}")
