@@ -339,7 +339,7 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
                   bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
                   row_start: int = 0, block_rows: int | None = None,
                   progress: bool | None = None, name: str | None = None,
-                  state_bytes: float | None = None) -> Any:
+                  state_bytes: float | None = None, where: str = "input") -> Any:
     """Tree-reduce ``summary`` over ``X`` (NumPy, sparse or dask) and return the state.
 
     ``plan_rows(X, ...).reduce(summary, ...)`` in one call: see
@@ -348,7 +348,7 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
     blocks = plan_rows(X, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
                        block_rows=block_rows, row_start=row_start)
     return blocks.reduce(summary, *operands, split_every=split_every, name=name,
-                         progress=progress, state_bytes=state_bytes)
+                         progress=progress, state_bytes=state_bytes, where=where)
 
 
 def to_numpy(X: Any) -> np.ndarray:
