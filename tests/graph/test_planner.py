@@ -282,3 +282,28 @@ def test_plan_is_logged_recorded_and_readable(caplog):
     assert text.startswith("colsum: 5 blocks of 1000 rows (set by block_rows), 31.25 kiB per task")
     assert "budget" in text and "merge fan-in 8, depth 1" in text
     assert any("block plan colsum: 5 blocks" in r.getMessage() for r in caplog.records)
+
+
+# ----------------------------------------------------------------------------- a planned estimator
+
+def test_kernel_ridge_on_dask_input_plans_its_blocks_and_merges():
+    from distsketch import RandomFourierFeatures, SketchedKernelRidge
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4_000, 5))
+    y = np.sin(X[:, 0])
+    Xd = da.from_array(X, chunks=(250, 5))  # 16 blocks
+    feats = RandomFourierFeatures(gamma=0.5, n_components=64, random_state=0)
+    m, t = 64, 1
+    state = 8.0 * (m * m + m * (t + 1) + t * t + t)
+    with record_plans() as plans:
+        model = SketchedKernelRidge(features=feats, alpha=1e-2).fit(Xd, y)
+    (plan,) = [p for p in plans if p.name == "ridge-summary"]
+    assert plan.merge_bytes == int((plan.fan_in + 1) * state)
+    assert plan.task_bytes == int(plan.block_rows * 8.0 * (5 + 1 + 2 * m) + state)
+    ref = SketchedKernelRidge(features=feats, alpha=1e-2).fit(X, y)
+    np.testing.assert_allclose(model.predict(X[:50]), ref.predict(X[:50]), rtol=1e-8, atol=1e-10)
+    # a budget that holds one block but not a merge of two states is refused up front
+    with dask.config.set({"distsketch.task-memory": int(2.5 * state)}), \
+            pytest.raises(MemoryBudgetError, match="merging two states"):
+        SketchedKernelRidge(features=feats, alpha=1e-2).fit(Xd, y)
