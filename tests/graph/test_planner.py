@@ -307,3 +307,22 @@ def test_kernel_ridge_on_dask_input_plans_its_blocks_and_merges():
     with dask.config.set({"distsketch.task-memory": int(2.5 * state)}), \
             pytest.raises(MemoryBudgetError, match="merging two states"):
         SketchedKernelRidge(features=feats, alpha=1e-2).fit(Xd, y)
+
+
+def test_cli_verbose_shows_the_plan(store, tmp_path, capsys):
+    from distsketch import RandomFourierFeatures, cli
+
+    _, path = store
+    RandomFourierFeatures(n_components=32, random_state=0).fit(np.zeros((2, 16))).save(
+        tmp_path / "rff.zarr")
+    log = logging.getLogger("distsketch")
+    handlers, level = list(log.handlers), log.level
+    try:
+        assert cli.main(["-v", "transform", str(tmp_path / "rff.zarr"), path,
+                         str(tmp_path / "f.zarr"), "--cluster", "sync"]) == 0
+    finally:
+        for h in log.handlers[len(handlers):]:
+            log.removeHandler(h)
+        log.setLevel(level)
+    err = capsys.readouterr().err
+    assert "distsketch: block plan randomfourierfeatures: " in err and "per task" in err
