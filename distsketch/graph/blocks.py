@@ -6,8 +6,10 @@ These two functions are the only graph builders that algorithms use:
   applied to every row block; the function learns the global row number of its
   first row, so oblivious operators can key randomness by global index.
 * :func:`tree_reduce` — a :class:`~distsketch.summaries.base.Summary` computed per
-  block (``chunk``), merged ``split_every`` at a time up a tree (``merge``) with
-  :func:`dask.array.reduction`, then ``finalize``-d.
+  block (``chunk``), merged ``fan_in`` at a time up a tree (``merge``,
+  :func:`merge_tree`: consecutive blocks together, as
+  :func:`dask.array.reduction` groups them), then ``finalize``-d.  The chunk
+  task of a block is fused with its read and keeps the chunk's key.
 
 Operands (operators learned in ``fit``: landmarks, projection matrices) enter
 the graph once, as single-chunk arrays, never copied into every task.
@@ -19,10 +21,11 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayValuesDep
 
 from distsketch.errors import InputError
@@ -30,8 +33,8 @@ from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, task_blas
 
-__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
-           "tree_reduce", "whole_rows"]
+__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "merge_tree",
+           "row_offsets", "tree_reduce", "whole_rows"]
 
 
 def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
@@ -220,30 +223,53 @@ def _flatten(nested: Any) -> list[Any]:
 
 
 class _Combine:
+    """One merge of the tree: states in, the merged state (wrapped) out."""
+
     def __init__(self, summary: Any):
         self.summary = summary
 
-    def __call__(self, parts, axis=None, keepdims=None):
+    def __call__(self, parts):
         with task_blas():
             state = self.summary.merge(_flatten(parts))
+        # wrapped: a state that is itself a list must not be flattened by the next merge
         out = np.empty((1,), dtype=object)
         out[0] = state
         return out
 
 
 class _Aggregate(_Combine):
-    def __call__(self, parts, axis=None, keepdims=None):
-        # keep the state wrapped: dask's array finalisation would try to
-        # concatenate a state that is itself a list or tuple
-        return super().__call__(parts).reshape(())
+    """The root merge: returns the state itself."""
+
+    def __call__(self, parts):
+        return super().__call__(parts).item()
 
 
-def _unwrap(wrapped: np.ndarray) -> Any:
-    return wrapped.item()
+def merge_tree(keys: list, fan_in: int, combine: Callable, aggregate: Callable,
+               name: str) -> tuple[dict, Any]:
+    """Tasks merging ``keys`` ``fan_in`` at a time, level by level, into one root.
 
+    Consecutive keys are merged together (the grouping of
+    :func:`dask.array.reduction`), and the root is always a merge, also of a
+    single key.
 
-def _identity(x, axis=None, keepdims=None):
-    return x
+    Returns
+    -------
+    (dict, key)
+        The merge tasks and the root's key (``name``).
+    """
+    dsk: dict = {}
+    level = 0
+    while True:
+        groups = [keys[i:i + fan_in] for i in range(0, len(keys), fan_in)]
+        if len(groups) == 1:
+            dsk[name] = (aggregate, list(groups[0]))
+            return dsk, name
+        keys = []
+        for i, group in enumerate(groups):
+            key = (f"{name}-partial{level}", i)
+            dsk[key] = (combine, list(group))
+            keys.append(key)
+        level += 1
 
 
 def tree_reduce(
@@ -312,11 +338,10 @@ def tree_reduce(
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),
         name=f"{label}-chunk-{token}",
     )
-    wrapped = da.reduction(
-        states, _identity, _Aggregate(summary), combine=_Combine(summary), axis=0,
-        concatenate=False, split_every=fan_in, dtype=object,
-        meta=np.empty((), dtype=object), keepdims=False, name=f"{label}-merge-{token}",
-    )
     with lean_graphs():
-        part = wrapped.to_delayed().item()
-    return dask.delayed(_unwrap, pure=True)(part, dask_key_name=f"{label}-state-{token}")
+        # read and chunk fused per block, keyed by the chunk's key
+        parts = states.to_delayed(optimize_graph=True).ravel().tolist()
+    tree, root = merge_tree([p.key for p in parts], fan_in, _Combine(summary),
+                            _Aggregate(summary), f"{label}-merge-{token}")
+    graph = HighLevelGraph.from_collections(root, tree, dependencies=parts)
+    return Delayed(root, graph)

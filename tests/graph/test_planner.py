@@ -251,8 +251,8 @@ def test_a_fit_on_100_blocks_is_about_one_task_per_block(store):
     counting = _Counting()
     with dask.config.set(scheduler=counting):
         fd = FrequentDirections(sketch_size=8).fit(Xd)
-    # 100 read+sketch tasks, the merges of a fan-in 8 tree (13 + 2 + 1), the state, the source
-    assert counting.tasks == [100 + 16 + 1 + 1]
+    # 100 read+sketch tasks, the merges of a fan-in 8 tree (13 + 2 + 1) and the source
+    assert counting.tasks == [100 + 16 + 1]
     ref = FrequentDirections(sketch_size=8).fit(X.astype(np.float64))
     assert fd.sketch_.shape == ref.sketch_.shape
 
