@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `distsketch <command> --help` for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"distsketch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log details (the block plan of every stage) on stderr")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     modules, broken = _load_subcommands()
     for mod in modules.values():
@@ -63,6 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(_broken=f"the '{name}' command cannot be loaded ({why}); reinstall "
                                 "distsketch.")
     return parser
+
+
+def _log_to_stderr() -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("distsketch: %(message)s"))
+    log = logging.getLogger("distsketch")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def _one_line(text: str) -> str:
@@ -76,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "command", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.verbose:
+        _log_to_stderr()
     if getattr(args, "_broken", None):
         print(f"distsketch: error: {args._broken}", file=sys.stderr)
         return 2

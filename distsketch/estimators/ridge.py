@@ -25,7 +25,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph import compute, map_blocks, plan_rows, reduce_blocks, tree_reduce
+from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import (
@@ -74,6 +74,17 @@ def feature_block_function(features: Any) -> tuple[Any, tuple]:
             "feature map such as RandomFourierFeatures or PolySketch."
         )
     return _TransformCall(features), ()
+
+
+def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
+    # per row: the float64 block and one map's features with a temporary;
+    # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
+    widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
+    if not all(widths):
+        return {}
+    state = 8.0 * max(n_folds, 1) * sum(m * m + m * (t + 1) + t * t + t for m in widths)
+    return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
+            "state_bytes": state}
 
 
 def _is_fitted(features: Any) -> bool:
@@ -321,12 +332,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
                                n_folds=n_folds, seed=self.seed_)
         XY = _stack_xy(X, Y)
+        mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
         if not is_dask(X):
             return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
-                                 row_start=row_start, name="ridge-summary")["maps"]
-        red = tree_reduce(summary, XY, *ops, split_every=self.split_every, name="ridge-summary",
-                          where=f"{type(self).__name__} input X and targets y", row_start=row_start)
-        return compute(red)[0]["maps"]
+                                 row_start=row_start, name="ridge-summary", **mem)["maps"]
+        return reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
+                             name="ridge-summary", **mem,
+                             where=f"{type(self).__name__} input X and targets y")["maps"]
 
     def _store_state(self, state: dict) -> None:
         self.n_samples_seen_ = int(state["n"])

@@ -252,7 +252,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         return reduce_blocks(self._summary(), X, *self.features_._operands(),
                              split_every=self.split_every, bytes_per_row=float(d * itemsize),
                              fixed_bytes=float(fixed), row_start=row_start,
-                             name=f"skpca-{self.method}")
+                             name=f"skpca-{self.method}", state_bytes=float(state_bytes))
 
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)

@@ -9,15 +9,27 @@ from distsketch.graph.blocks import (
     row_offsets,
     tree_reduce,
 )
-from distsketch.graph.budget import check_task_memory, rows_for_budget, task_memory_budget
+from distsketch.graph.budget import (
+    Resources,
+    check_task_memory,
+    cluster_resources,
+    rows_for_budget,
+    task_memory_budget,
+)
 from distsketch.graph.plan import (
-    BlockPlan,
     RowBlocks,
-    choose_block_rows,
     map_blocks,
     plan_rows,
     reduce_blocks,
+    register_row_source,
     to_numpy,
+)
+from distsketch.graph.planner import (
+    BlockPlan,
+    choose_block_rows,
+    choose_fan_in,
+    last_plan,
+    record_plans,
 )
 from distsketch.graph.runtime import (
     active_client,
@@ -30,6 +42,7 @@ from distsketch.graph.tiles import persist_rows, tile_matvec
 
 __all__ = [
     "BlockPlan",
+    "Resources",
     "RowBlocks",
     "active_client",
     "as_dask",
@@ -39,14 +52,19 @@ __all__ = [
     "check_finite_block",
     "check_task_memory",
     "choose_block_rows",
+    "choose_fan_in",
+    "cluster_resources",
     "compute",
     "compute_array",
+    "last_plan",
     "map_blocks",
     "map_rows",
     "persist_rows",
     "plan_rows",
     "rechunk_rows",
+    "record_plans",
     "reduce_blocks",
+    "register_row_source",
     "row_offsets",
     "rows_for_budget",
     "single_threaded_blas",

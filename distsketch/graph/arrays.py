@@ -7,7 +7,8 @@ from typing import Any
 
 import dask.array as da
 
-from distsketch.graph.plan import INPUT_BLOCK_BYTES, choose_block_rows, plan_rows
+from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
+from distsketch.graph.planner import choose_block_rows
 
 __all__ = ["DEFAULT_BLOCK_BYTES", "as_dask", "default_block_rows", "rechunk_rows"]
 
@@ -18,9 +19,9 @@ def default_block_rows(n_rows: int, n_cols: int, itemsize: int,
                        block_bytes: int | None = None) -> int:
     """Rows per block so one block of input is about ``block_bytes``.
 
-    The default comes from dask config ``distsketch.block-bytes`` (64 MiB);
-    it is :func:`~distsketch.graph.plan.choose_block_rows` for a stage that
-    states no working memory.
+    The default is :func:`~distsketch.graph.planner.choose_block_rows` for a
+    stage that states no working memory: at most ``distsketch.block-bytes``
+    (64 MiB) of input, and enough blocks for the scheduler's threads.
     """
     row_bytes = max(1, n_cols * itemsize)
     if block_bytes is not None:
@@ -32,7 +33,7 @@ def as_dask(X: Any, block_rows: int | None = None) -> da.Array:
     """A dask array of ``X`` with whole rows in each block.
 
     NumPy (and SciPy sparse, kept sparse per block) inputs are split into
-    blocks of ``block_rows`` rows (default: the plan's, about 64 MiB each).
+    blocks of ``block_rows`` rows (default: the planner's).
     """
     if isinstance(X, da.Array) and block_rows is None:
         return X

@@ -6,8 +6,10 @@ These two functions are the only graph builders that algorithms use:
   applied to every row block; the function learns the global row number of its
   first row, so oblivious operators can key randomness by global index.
 * :func:`tree_reduce` — a :class:`~distsketch.summaries.base.Summary` computed per
-  block (``chunk``), merged ``split_every`` at a time up a tree (``merge``) with
-  :func:`dask.array.reduction`, then ``finalize``-d.
+  block (``chunk``), merged ``fan_in`` at a time up a tree (``merge``,
+  :func:`merge_tree`: consecutive blocks together, as
+  :func:`dask.array.reduction` groups them), then ``finalize``-d.  The chunk
+  task of a block is fused with its read and keeps the chunk's key.
 
 Operands (operators learned in ``fit``: landmarks, projection matrices) enter
 the graph once, as single-chunk arrays, never copied into every task.
@@ -19,19 +21,21 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayValuesDep
 
 from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
-from distsketch.graph.runtime import task_blas
+from distsketch.graph.planner import choose_fan_in
+from distsketch.graph.runtime import lean_graphs, task_blas
 from distsketch.ops.kernels import check_row_magnitude
 
-__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "row_offsets",
-           "tree_reduce", "whole_rows"]
+__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "merge_tree",
+           "row_offsets", "tree_reduce", "whole_rows"]
 
 
 def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
@@ -221,30 +225,53 @@ def _flatten(nested: Any) -> list[Any]:
 
 
 class _Combine:
+    """One merge of the tree: states in, the merged state (wrapped) out."""
+
     def __init__(self, summary: Any):
         self.summary = summary
 
-    def __call__(self, parts, axis=None, keepdims=None):
+    def __call__(self, parts):
         with task_blas():
             state = self.summary.merge(_flatten(parts))
+        # wrapped: a state that is itself a list must not be flattened by the next merge
         out = np.empty((1,), dtype=object)
         out[0] = state
         return out
 
 
 class _Aggregate(_Combine):
-    def __call__(self, parts, axis=None, keepdims=None):
-        # keep the state wrapped: dask's array finalisation would try to
-        # concatenate a state that is itself a list or tuple
-        return super().__call__(parts).reshape(())
+    """The root merge: returns the state itself."""
+
+    def __call__(self, parts):
+        return super().__call__(parts).item()
 
 
-def _unwrap(wrapped: np.ndarray) -> Any:
-    return wrapped.item()
+def merge_tree(keys: list, fan_in: int, combine: Callable, aggregate: Callable,
+               name: str) -> tuple[dict, Any]:
+    """Tasks merging ``keys`` ``fan_in`` at a time, level by level, into one root.
 
+    Consecutive keys are merged together (the grouping of
+    :func:`dask.array.reduction`), and the root is always a merge, also of a
+    single key.
 
-def _identity(x, axis=None, keepdims=None):
-    return x
+    Returns
+    -------
+    (dict, key)
+        The merge tasks and the root's key (``name``).
+    """
+    dsk: dict = {}
+    level = 0
+    while True:
+        groups = [keys[i:i + fan_in] for i in range(0, len(keys), fan_in)]
+        if len(groups) == 1:
+            dsk[name] = (aggregate, list(groups[0]))
+            return dsk, name
+        keys = []
+        for i, group in enumerate(groups):
+            key = (f"{name}-partial{level}", i)
+            dsk[key] = (combine, list(group))
+            keys.append(key)
+        level += 1
 
 
 def tree_reduce(
@@ -258,6 +285,7 @@ def tree_reduce(
     name: str | None = None,
     where: str = "input",
     row_start: int = 0,
+    state_bytes: float | None = None,
 ) -> Any:
     """Tree-reduce a mergeable summary over the row blocks of ``X``.
 
@@ -270,8 +298,9 @@ def tree_reduce(
     *operands : array_like
         Arrays every chunk call needs (one key each in the graph).
     split_every : int, default 8
-        Fan-in of each merge; memory of a merge task is
-        ``split_every x state size``.
+        Smallest fan-in of a merge: more than ``split_every³`` blocks raise it
+        so the tree is at most 3 merges deep
+        (:func:`~distsketch.graph.planner.choose_fan_in`).
     bytes_per_row, fixed_bytes : float, optional
         Per-task memory model of ``chunk``, checked against the budget.
     check_finite : bool, default True
@@ -282,17 +311,25 @@ def tree_reduce(
         Name of the input for error messages.
     row_start : int, default 0
         Global index of the first row of ``X``: ``chunk`` sees global rows.
+    state_bytes : float, optional
+        Size of one state; when given, the fan-in is capped so that a merge
+        task (its inputs and its result) fits the budget.
 
     Returns
     -------
     dask.delayed.Delayed
         Computes to the merged state (call ``summary.finalize`` on it).  States
         may be any picklable object (dicts, arrays, lists, tuples).
+
+    Notes
+    -----
+    Memory per merge task: ``(fan_in + 1) x state``.  Merges run as tasks
+    where their inputs are (on the workers under ``distributed``); only the
+    final state is returned.
     """
-    if split_every < 2:
-        raise ValueError("split_every must be >= 2")
     X = whole_rows(X)
     label = name or type(summary).__name__.lower()
+    fan_in, _ = choose_fan_in(X.numblocks[0], split_every, state_bytes, what=label)
     if bytes_per_row is not None:
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     token = tokenize(summary, X.name, operands, int(row_start))
@@ -303,10 +340,10 @@ def tree_reduce(
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),
         name=f"{label}-chunk-{token}",
     )
-    wrapped = da.reduction(
-        states, _identity, _Aggregate(summary), combine=_Combine(summary), axis=0,
-        concatenate=False, split_every=split_every, dtype=object,
-        meta=np.empty((), dtype=object), keepdims=False, name=f"{label}-merge-{token}",
-    )
-    return dask.delayed(_unwrap, pure=True)(wrapped.to_delayed().item(),
-                                            dask_key_name=f"{label}-state-{token}")
+    with lean_graphs():
+        # read and chunk fused per block, keyed by the chunk's key
+        parts = states.to_delayed(optimize_graph=True).ravel().tolist()
+    tree, root = merge_tree([p.key for p in parts], fan_in, _Combine(summary),
+                            _Aggregate(summary), f"{label}-merge-{token}")
+    graph = HighLevelGraph.from_collections(root, tree, dependencies=parts)
+    return Delayed(root, graph)

@@ -1,42 +1,158 @@
-"""Per-task memory budget, checked before anything is computed.
+"""Per-task memory budget: what one task may really use, checked before anything runs.
 
-Each map or summary states how many bytes one task needs (as a function of
-its block's rows).  :func:`check_task_memory` compares the largest block's
-need with the budget and raises :class:`~distsketch.errors.MemoryBudgetError`
-with both numbers and the fix.
+The budget is, in order of precedence:
 
-The budget comes from ``dask.config`` key ``distsketch.task-memory`` (bytes or
-a string such as ``"2GiB"``), the environment variable
-``DISTSKETCH_TASK_MEMORY``, else 2 GiB.
+1. an override: dask config ``distsketch.task-memory`` (bytes or a string
+   such as ``"2GiB"``), else the environment variable ``DISTSKETCH_TASK_MEMORY``;
+2. under ``distributed`` (a Client is attached): for the smallest worker,
+   what its process leaves free below 80 % of its ``memory_limit`` (where
+   distributed pauses it), at most ``distsketch.task-memory-fraction``
+   (default 0.5) of the limit, divided by its threads;
+3. locally: the machine's memory (or cgroup limit) per core times the same
+   fraction, at most 2 GiB.  The total, not the momentary free memory, so
+   that a plan is the same on every run on one machine.
+
+:func:`cluster_resources` also counts the threads that run tasks, which the
+planner uses to make enough blocks.  :func:`check_task_memory` compares the
+largest block's need with the budget and raises
+:class:`~distsketch.errors.MemoryBudgetError` with both numbers and the fix.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import dask
 from dask.utils import format_bytes, parse_bytes
 
 from distsketch.errors import ConfigError, MemoryBudgetError
+from distsketch.graph.runtime import active_client
 
-__all__ = ["DEFAULT_TASK_MEMORY", "check_task_memory", "rows_for_budget", "task_memory_budget"]
+__all__ = ["DEFAULT_TASK_MEMORY", "MEMORY_FRACTION", "Resources", "check_task_memory",
+           "cluster_resources", "rows_for_budget", "task_memory_budget"]
 
 DEFAULT_TASK_MEMORY = 2 * 2**30
+MEMORY_FRACTION = 0.5
+PAUSE_FRACTION = 0.8  # distributed's default worker pause threshold
+MIN_FREE_FRACTION = 0.1
 
 
-def task_memory_budget() -> int:
-    """The per-task memory budget in bytes."""
+@dataclass(frozen=True)
+class Resources:
+    """What the tasks of one computation may use.
+
+    Attributes
+    ----------
+    task_bytes : int
+        Memory one task may use (the budget).
+    threads : int
+        Threads running tasks at once (all workers' threads, or local cores).
+    source : str
+        Where ``task_bytes`` comes from, for messages and the plan.
+    """
+
+    task_bytes: int
+    threads: int
+    source: str
+
+
+def _override() -> int | None:
     value = dask.config.get("distsketch.task-memory", None)
     if value is None:
         value = os.environ.get("DISTSKETCH_TASK_MEMORY")
     if value is None:
-        return DEFAULT_TASK_MEMORY
+        return None
     try:
         return int(parse_bytes(value)) if isinstance(value, str) else int(value)
     except (ValueError, TypeError) as exc:
         raise ConfigError(
             f"distsketch.task-memory={value!r} is not a size; use bytes or e.g. '2GiB'."
         ) from exc
+
+
+def _fraction() -> float:
+    value = dask.config.get("distsketch.task-memory-fraction", MEMORY_FRACTION)
+    try:
+        frac = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"distsketch.task-memory-fraction={value!r} is not a number; "
+                          "use a fraction such as 0.5.") from exc
+    if not 0.0 < frac <= 1.0:
+        raise ConfigError(f"distsketch.task-memory-fraction={value!r} must be in (0, 1].")
+    return frac
+
+
+def _workers(client) -> list[dict]:
+    # recent distributed lists only a few workers unless asked for all of them
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # pragma: no cover - older distributed
+        info = client.scheduler_info()
+    return list(info.get("workers", {}).values())
+
+
+def _worker_task_bytes(worker: dict, frac: float) -> float:
+    # The worker process itself (interpreter, libraries, cached data) already
+    # uses memory, and distributed pauses a worker at 80 % of its limit: a
+    # task gets its share of what is left below that, and never more than
+    # `frac` of the limit per thread.
+    limit = float(worker["memory_limit"])
+    threads = max(1, int(worker.get("nthreads", 1) or 1))
+    used = float((worker.get("metrics") or {}).get("memory", 0) or 0)
+    free = max(PAUSE_FRACTION * limit - used, MIN_FREE_FRACTION * limit)
+    return min(frac * limit, free) / threads
+
+
+def _local_memory() -> int:
+    try:
+        from distributed.system import MEMORY_LIMIT  # total memory, cgroup and rlimit aware
+
+        return int(MEMORY_LIMIT)
+    except ImportError:  # pragma: no cover - distributed is a required dependency
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+
+
+def cluster_resources() -> Resources:
+    """The per-task memory and the task threads of the active scheduler.
+
+    Returns
+    -------
+    Resources
+
+    Notes
+    -----
+    Under ``distributed`` this asks the scheduler for its workers (one small
+    message); with no worker yet, the local rule is used.
+    """
+    override = _override()
+    frac = _fraction()
+    client = active_client()
+    if client is not None:
+        workers = _workers(client)
+        threads = sum(int(w.get("nthreads", 1) or 1) for w in workers)
+        limits = [_worker_task_bytes(w, frac) for w in workers if w.get("memory_limit")]
+        if override is not None:
+            return Resources(override, max(1, threads), "distsketch.task-memory")
+        if limits:
+            return Resources(int(min(limits)), max(1, threads),
+                             "workers' memory_limit/threads, less their own memory")
+        if workers:
+            return Resources(DEFAULT_TASK_MEMORY, max(1, threads), "default (no worker limit)")
+    cores = int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    if override is not None:
+        return Resources(override, cores, "distsketch.task-memory")
+    per_core = int(_local_memory() / max(1, os.cpu_count() or 1) * frac)
+    if per_core < DEFAULT_TASK_MEMORY:
+        return Resources(per_core, cores, f"local memory/cores x {frac:g}")
+    return Resources(DEFAULT_TASK_MEMORY, cores, "default")
+
+
+def task_memory_budget() -> int:
+    """The per-task memory budget in bytes (see :func:`cluster_resources`)."""
+    return cluster_resources().task_bytes
 
 
 def check_task_memory(what: str, max_block_rows: int, bytes_per_row: float,
@@ -60,22 +176,41 @@ def check_task_memory(what: str, max_block_rows: int, bytes_per_row: float,
     -------
     int
         The projected bytes of one task.
+
+    Raises
+    ------
+    MemoryBudgetError
+        Naming the rows per block that would fit (``block_rows=`` in the API,
+        ``--block-rows`` on the command line), or, when no block size fits, the
+        operator size to reduce.
     """
     budget = task_memory_budget() if budget is None else int(budget)
     need = int(max_block_rows * bytes_per_row + fixed_bytes)
     if need > budget:
         fit_rows = rows_for_budget(bytes_per_row, fixed_bytes, budget)
-        hint = (f"rechunk the input to at most {fit_rows} rows per block "
-                f"(X.rechunk({{0: {fit_rows}}}))" if fit_rows > 0 else
-                "reduce the operator size (n_components, sketch size, landmarks)")
         raise MemoryBudgetError(
             f"{what}: one task needs {format_bytes(need)} "
             f"({max_block_rows} rows x {format_bytes(int(bytes_per_row))}/row + "
             f"{format_bytes(int(fixed_bytes))} fixed) but the per-task budget is "
-            f"{format_bytes(budget)}. Fix: {hint}, or raise the budget with "
-            f"dask.config.set({{'distsketch.task-memory': '...'}}) / DISTSKETCH_TASK_MEMORY."
+            f"{format_bytes(budget)}. Fix: {fix_hint(fit_rows, bytes_per_row, fixed_bytes, budget)}"
         )
     return need
+
+
+def fix_hint(fit_rows: int, bytes_per_row: float, fixed_bytes: float, budget: int) -> str:
+    """The fix named in a budget error: smaller blocks, or a smaller operator."""
+    raise_it = ("or raise the budget with dask.config.set({'distsketch.task-memory': '...'}) "
+                "/ DISTSKETCH_TASK_MEMORY (or give workers more memory per thread).")
+    if fit_rows > 0:
+        return (f"use at most {fit_rows} rows per block (block_rows={fit_rows} in the API, "
+                f"--block-rows {fit_rows} on the command line, X.rechunk({{0: {fit_rows}}}) "
+                f"for a dask array), {raise_it}")
+    what = (f"the operator itself needs {format_bytes(int(fixed_bytes))}"
+            if fixed_bytes >= budget else
+            f"one row needs {format_bytes(int(bytes_per_row))} beside "
+            f"{format_bytes(int(fixed_bytes))} of operator")
+    return (f"no block size fits: {what} of the {format_bytes(budget)} budget; reduce the "
+            f"operator size (n_components, sketch size, landmarks), {raise_it}")
 
 
 def rows_for_budget(bytes_per_row: float, fixed_bytes: float = 0.0,

@@ -6,33 +6,46 @@ shorthands :func:`map_blocks` and :func:`reduce_blocks`):
 * **input**: NumPy (dense or SciPy sparse), a dask array, or a dask array
   already opened on a Zarr store (paths are opened by ``distsketch.io``, never
   here);
-* **block size**: one rule, :func:`choose_block_rows`, from the stage's
-  per-row working memory, its fixed memory and the task budget; dask inputs
-  keep their chunks (they are the store's) unless ``block_rows=`` is given;
+* **block size**: the planner's rule (:func:`~distsketch.graph.planner.choose_block_rows`)
+  from the stage's per-row working memory, its fixed memory, the per-task
+  budget of the cluster and its threads.  NumPy input is cut to the plan; a
+  dask input whose blocks are larger than the plan is split (re-read at the
+  planned size when it came from a store that registered itself with
+  :func:`register_row_source`, sliced otherwise), smaller blocks are kept;
+  ``block_rows=`` overrides the plan;
 * **global row numbers**: each block learns the global index of its first
   row, counted from ``row_start`` (``partial_fit`` passes the rows it has
-  already seen), folded into the block's task rather than a separate task;
+  already seen), written into the block's task rather than a separate task;
 * **running**: maps return the kind of their input (NumPy in, NumPy out;
-  dask in, lazy dask out); summaries are tree-reduced and returned computed.
+  dask in, lazy dask out); summaries are tree-reduced on the workers (fan-in
+  from :func:`~distsketch.graph.planner.choose_fan_in`) and only the merged
+  state comes back.
 
-The rule is a pure function returning a small :class:`BlockPlan`, so a
-cluster-aware planner can replace it without touching any caller.
+Each applied plan is logged at INFO on the ``"distsketch"`` logger and can be
+collected with :func:`~distsketch.graph.planner.record_plans`.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
-from dask.utils import parse_bytes
 
 from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
-from distsketch.graph.budget import rows_for_budget, task_memory_budget
-from distsketch.graph.runtime import compute, compute_array
+from distsketch.graph.planner import (
+    INPUT_BLOCK_BYTES,
+    MIN_PLANNED_ROWS,
+    WORKING_SET_BYTES,
+    BlockPlan,
+    choose_block_rows,
+    choose_fan_in,
+    input_block_bytes,
+    log_plan,
+)
+from distsketch.graph.runtime import active_client, compute, compute_array
 
 __all__ = [
     "INPUT_BLOCK_BYTES",
@@ -46,40 +59,52 @@ __all__ = [
     "map_blocks",
     "plan_rows",
     "reduce_blocks",
+    "register_row_source",
     "to_numpy",
 ]
 
-INPUT_BLOCK_BYTES = 64 * 2**20
-WORKING_SET_BYTES = 256 * 2**20
-MIN_PLANNED_ROWS = 256
+# dask array name -> (reopen(block_rows) -> dask array, store chunk rows); bounded
+_ROW_SOURCES: OrderedDict[str, tuple[Callable[[int], da.Array], int]] = OrderedDict()
+_MAX_SOURCES = 256
 
 
-@dataclass(frozen=True)
-class BlockPlan:
-    """How rows are split into blocks, and what one task is projected to hold.
+def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: int) -> da.Array:
+    """Tell the planner how to re-read ``X`` with other row blocks.
 
-    Attributes
+    A reader (``distsketch.io.open_array``) registers its arrays so that a
+    stage needing smaller blocks re-reads them at the planned size (one read
+    task per block, reading only its rows) instead of slicing large blocks,
+    and so that blocks stay multiples of the store's chunk or shard rows.
+
+    Parameters
     ----------
-    block_rows : int
-        Rows in the largest block.
-    n_blocks : int
-        Number of row blocks.
-    task_bytes : int
-        Projected bytes of one task on the largest block:
-        ``block_rows * bytes_per_row + fixed_bytes`` (the input block alone
-        when the stage states no model).
+    X : dask.array.Array
+        The array as opened.
+    reopen : callable
+        ``reopen(block_rows)`` returns the same data with blocks of that many rows.
+    unit : int
+        The store's chunk (or shard) rows.
+
+    Returns
+    -------
+    dask.array.Array
+        ``X`` itself.
     """
+    _ROW_SOURCES[X.name] = (reopen, max(1, int(unit)))
+    _ROW_SOURCES.move_to_end(X.name)
+    while len(_ROW_SOURCES) > _MAX_SOURCES:
+        _ROW_SOURCES.popitem(last=False)
+    return X
 
-    block_rows: int
-    n_blocks: int
-    task_bytes: int
 
-
-def input_block_bytes() -> int:
-    """Input bytes per block when nothing else limits it (dask config
-    ``distsketch.block-bytes``, default 64 MiB)."""
-    value = dask.config.get("distsketch.block-bytes", INPUT_BLOCK_BYTES)
-    return int(parse_bytes(value)) if isinstance(value, str) else int(value)
+def _row_unit(X: da.Array) -> int | None:
+    # the store's chunk rows, also for arrays derived row by row from a registered one
+    if X.name in _ROW_SOURCES:
+        return _ROW_SOURCES[X.name][1]
+    for layer in X.dask.layers:
+        if layer in _ROW_SOURCES:
+            return _ROW_SOURCES[layer][1]
+    return None
 
 
 def input_bytes_per_row(X: Any) -> int:
@@ -91,52 +116,6 @@ def input_bytes_per_row(X: Any) -> int:
     return max(1, int(width) * np.dtype(X.dtype).itemsize)
 
 
-def choose_block_rows(n_rows: int, input_row_bytes: float, bytes_per_row: float | None = None,
-                      fixed_bytes: float = 0.0, budget: int | None = None,
-                      align: int | None = None) -> BlockPlan:
-    """The block-size rule: rows per block for one stage over ``n_rows`` rows.
-
-    A block holds at most :func:`input_block_bytes` of input.  A stage that
-    states its working memory (``bytes_per_row``: input + output +
-    temporaries of one row, and ``fixed_bytes``) is also held to a working set
-    of ``min(budget, 256 MiB)`` (so wide outputs neither exceed the budget
-    nor thrash the cache), but never below 256 rows, where per-task overhead
-    would dominate.  A fixed part alone above that working set leaves the
-    input limit in place: smaller blocks could not help it, and
-    :func:`~distsketch.graph.check_task_memory` judges it against the budget.
-
-    Parameters
-    ----------
-    n_rows : int
-        Rows of the input.
-    input_row_bytes : float
-        Bytes of one input row (see :func:`input_bytes_per_row`).
-    bytes_per_row : float, optional
-        Working memory of the stage per row of a block.
-    fixed_bytes : float, default 0
-        Memory of one task independent of its rows (operators, states).
-    budget : int, optional
-        Per-task budget; default :func:`~distsketch.graph.task_memory_budget`.
-    align : int, optional
-        Make the rows a multiple of this (a store's chunk or shard rows), at
-        least one unit.
-
-    Returns
-    -------
-    BlockPlan
-    """
-    n = max(int(n_rows), 1)
-    rows = max(1, int(input_block_bytes() // max(1.0, float(input_row_bytes))))
-    if bytes_per_row:
-        target = min(task_memory_budget() if budget is None else int(budget), WORKING_SET_BYTES)
-        if target - fixed_bytes > 0:
-            rows = min(rows, max(MIN_PLANNED_ROWS, rows_for_budget(bytes_per_row, fixed_bytes,
-                                                                   target)))
-    if align and align > 1:
-        rows = max(int(align), rows // int(align) * int(align))
-    return _plan_of(_cut(n, rows), input_row_bytes, bytes_per_row, fixed_bytes)
-
-
 def _cut(n_rows: int, block_rows: int) -> tuple[int, ...]:
     # row chunks of n_rows cut every block_rows rows (one block for an empty input)
     n = max(int(n_rows), 1)
@@ -145,11 +124,39 @@ def _cut(n_rows: int, block_rows: int) -> tuple[int, ...]:
 
 
 def _plan_of(chunks: tuple[int, ...], input_row_bytes: float, bytes_per_row: float | None,
-             fixed_bytes: float) -> BlockPlan:
+             fixed_bytes: float, like: BlockPlan | None = None, limit: str | None = None
+             ) -> BlockPlan:
     rows = max(chunks) if chunks else 0
     per_row = bytes_per_row if bytes_per_row else input_row_bytes
-    return BlockPlan(block_rows=int(rows), n_blocks=len(chunks),
+    plan = BlockPlan(block_rows=int(rows), n_blocks=len(chunks),
                      task_bytes=int(rows * per_row + fixed_bytes))
+    if like is None:
+        return plan
+    return BlockPlan(plan.block_rows, plan.n_blocks, plan.task_bytes, budget=like.budget,
+                     threads=like.threads, limit=limit or like.limit, source=like.source)
+
+
+def _split_chunks(chunks: tuple[int, ...], rows: int) -> tuple[int, ...]:
+    # each block cut into equal parts of at most `rows`: every new block lies
+    # inside one old block, so slicing moves no data between blocks
+    out: list[int] = []
+    for c in chunks:
+        k = -(-int(c) // rows)
+        out += [c // k + (1 if i < c % k else 0) for i in range(k)] if c else [0]
+    return tuple(out)
+
+
+def _split(X: da.Array, data: da.Array, rows: int) -> da.Array:
+    source = _ROW_SOURCES.get(X.name)
+    if source is not None:
+        return whole_rows(source[0](rows))
+    old = tuple(int(c) for c in data.chunks[0])
+    head = old[:-1] if len(old) > 1 else old
+    if len(set(head)) == 1 and head[0] % -(-head[0] // rows) == 0 and old[-1] <= head[0]:
+        # equal blocks split evenly: uniform blocks (a Zarr write keeps them)
+        rows = head[0] // -(-head[0] // rows)
+        return data.rechunk({0: rows})
+    return data.rechunk({0: _split_chunks(old, rows)})
 
 
 def _as_blocks(X: Any, rows: int) -> da.Array:
@@ -186,9 +193,9 @@ class RowBlocks:
         self.bytes_per_row = bytes_per_row
         self.fixed_bytes = float(fixed_bytes)
 
-    def _local(self) -> bool:
-        # one in-memory block: no scheduler, no thread pool
-        return not self.lazy and self.data.npartitions == 1
+    def _in_driver(self) -> bool:
+        # one block: no thread pool; in the driver unless a cluster holds the data
+        return self.data.npartitions == 1 and (not self.lazy or active_client() is None)
 
     def map(self, func: Callable[..., np.ndarray], *operands: Any, n_out: int, dtype: Any,
             kwargs: dict | None = None, name: str = "map-rows", check_finite: bool = True,
@@ -205,35 +212,48 @@ class RowBlocks:
         Memory per task: the plan's ``task_bytes``, checked against the
         budget before anything runs.
         """
+        self.plan = log_plan(self.plan, name)
         out = map_rows(func, self.data, *operands, n_out=n_out, dtype=dtype, kwargs=kwargs,
                        bytes_per_row=self.bytes_per_row, fixed_bytes=self.fixed_bytes,
                        check_finite=check_finite, name=name, where=where,
                        row_start=self.row_start)
         if self.lazy:
             return out
-        if self._local():
+        if self._in_driver():
             return compute(out, progress=False, scheduler="sync")[0]
         return compute_array(out, progress=progress)
 
     def reduce(self, summary: Any, *operands: Any, split_every: int = 8, name: str | None = None,
                check_finite: bool = True, where: str = "input", progress: bool | None = None,
-               lazy: bool = False) -> Any:
+               lazy: bool = False, state_bytes: float | None = None) -> Any:
         """Tree-reduce ``summary`` over the blocks and return the merged state.
 
         With ``lazy=True`` the reduction is returned as a ``Delayed`` instead.
+        ``split_every`` is the smallest merge fan-in (see
+        :func:`~distsketch.graph.planner.choose_fan_in`); ``state_bytes``, the
+        size of one state when known, holds merge tasks to the budget.
 
         Notes
         -----
         Memory per chunk task: the plan's ``task_bytes``; per merge task
-        ``split_every`` states.
+        ``fan_in + 1`` states.  Merges run where the states are (on the
+        workers); only the final state travels to the caller.
         """
+        label = name or type(summary).__name__.lower()
+        fan, depth = choose_fan_in(self.plan.n_blocks, split_every, state_bytes,
+                                   budget=self.plan.budget, what=label)
+        merge = int((fan + 1) * state_bytes) if state_bytes else None
+        self.plan = log_plan(BlockPlan(
+            self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
+            budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
+            source=self.plan.source, fan_in=fan, depth=depth, merge_bytes=merge), label)
         red = tree_reduce(summary, self.data, *operands, split_every=split_every,
                           bytes_per_row=self.bytes_per_row, fixed_bytes=self.fixed_bytes,
                           check_finite=check_finite, name=name, where=where,
-                          row_start=self.row_start)
+                          row_start=self.row_start, state_bytes=state_bytes)
         if lazy:
             return red
-        if self.data.npartitions == 1:
+        if self._in_driver():
             return compute(red, progress=False, scheduler="sync")[0]
         return compute(red, progress=progress)[0]
 
@@ -246,18 +266,21 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     Parameters
     ----------
     X : ndarray, sparse matrix or dask array of shape (n, d)
-        A dask array keeps its row chunks unless ``block_rows`` is given.
+        NumPy is cut to the plan; a dask array's blocks larger than the plan
+        are split (re-read at the planned size when its reader registered
+        with :func:`register_row_source`), smaller ones kept.
     bytes_per_row : float, optional
         Working memory of the stage per row (input + output + temporaries).
     fixed_bytes : float, default 0
         Memory of a task independent of its rows.
     block_rows : int, optional
-        Rows per block, overriding :func:`choose_block_rows`.
+        Rows per block, overriding the plan.
     row_start : int, default 0
         Global index of the first row of ``X`` (rows appended to earlier data
         continue its numbering).
     align : int, optional
-        Block rows a multiple of this (a store's chunk rows).
+        Block rows a multiple of this (default for a registered store: its
+        chunk rows).
 
     Returns
     -------
@@ -267,19 +290,32 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     if not lazy and not hasattr(X, "tocsr"):
         X = np.asarray(X)
     row_bytes = input_bytes_per_row(X)
+    if X.ndim != 2:
+        data = X if lazy else da.from_array(X)
+        return RowBlocks(data, _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row,
+                                        fixed_bytes), row_start, lazy, bytes_per_row, fixed_bytes)
+    n = X.shape[0]
     if lazy:
+        unit = align or _row_unit(X)
+        rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=unit)
         data = whole_rows(X)
         if block_rows is not None:
-            data = data.rechunk({0: int(block_rows)})
-        plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes)
-    elif X.ndim != 2:
-        data = da.from_array(X)
-        plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes)
+            data = (_split(X, data, int(block_rows)) if X.name in _ROW_SOURCES else
+                    data.rechunk({0: int(block_rows)}))
+            limit = "block_rows"
+        elif max(data.chunks[0], default=0) > rule.block_rows:
+            data, limit = _split(X, data, rule.block_rows), rule.limit
+        else:
+            limit = "chunks"
+        plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes,
+                        like=rule, limit=limit)
     else:
-        n = X.shape[0]
-        plan = (choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=align)
-                if block_rows is None else
-                _plan_of(_cut(n, int(block_rows)), row_bytes, bytes_per_row, fixed_bytes))
+        rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=align)
+        if block_rows is None:
+            plan = rule
+        else:
+            plan = _plan_of(_cut(n, int(block_rows)), row_bytes, bytes_per_row, fixed_bytes,
+                            like=rule, limit="block_rows")
         data = _as_blocks(X, plan.block_rows)
     return RowBlocks(data, plan, row_start, lazy, bytes_per_row, fixed_bytes)
 
@@ -302,7 +338,8 @@ def map_blocks(X: Any, func: Callable[..., np.ndarray], *operands: Any, n_out: i
 def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
                   bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
                   row_start: int = 0, block_rows: int | None = None,
-                  progress: bool | None = None, name: str | None = None) -> Any:
+                  progress: bool | None = None, name: str | None = None,
+                  state_bytes: float | None = None, where: str = "input") -> Any:
     """Tree-reduce ``summary`` over ``X`` (NumPy, sparse or dask) and return the state.
 
     ``plan_rows(X, ...).reduce(summary, ...)`` in one call: see
@@ -311,7 +348,7 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
     blocks = plan_rows(X, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
                        block_rows=block_rows, row_start=row_start)
     return blocks.reduce(summary, *operands, split_every=split_every, name=name,
-                         progress=progress)
+                         progress=progress, state_bytes=state_bytes, where=where)
 
 
 def to_numpy(X: Any) -> np.ndarray:

@@ -10,12 +10,19 @@
 * :func:`compute` runs collections on the active scheduler with a progress bar
   that works both locally (``dask.diagnostics.ProgressBar``) and under
   ``distributed`` (``distributed.progress``).
+* Lean graphs: dask's linear fusion renames a fused chain (read + map) and
+  leaves the old output key as an alias task, one more task per block for the
+  scheduler.  :func:`lean_graphs` (active inside :func:`compute`) gives the
+  fused task its output key instead (:func:`drop_aliases`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import dask
@@ -23,8 +30,63 @@ import numpy as np
 
 from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
 
-__all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "pin_blas_for_tasks",
-           "progress_enabled", "single_threaded_blas", "task_blas"]
+__all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "drop_aliases",
+           "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "single_threaded_blas",
+           "task_blas"]
+
+
+def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
+    """Replace each alias task by the one task it points to, under the alias's key.
+
+    Only a target that nothing else uses and that was not requested is
+    renamed, so the graph computes the same values with fewer tasks.
+    """
+    from dask._task_spec import Alias
+
+    dsk = dict(dsk)
+    refs: Counter = Counter()
+    for node in dsk.values():
+        refs.update(getattr(node, "dependencies", ()))
+    wanted = set(_flat_keys(keys))
+    for key, node in list(dsk.items()):
+        if not isinstance(node, Alias) or key != node.key:
+            continue
+        target = dsk.get(node.target)
+        if (target is None or isinstance(target, Alias) or refs[node.target] != 1
+                or node.target in wanted):
+            continue
+        del dsk[node.target]
+        dsk[key] = target.substitute({}, key=key)
+    return dsk
+
+
+def _flat_keys(keys: Any) -> list:
+    if isinstance(keys, (list, set)):
+        return [k for sub in keys for k in _flat_keys(sub)]
+    return [keys]
+
+
+def _lean_array_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
+    from dask.array.optimization import optimize
+
+    return drop_aliases(optimize(dsk, keys, **kwargs), keys)
+
+
+def _lean_delayed_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
+    from dask.delayed import optimize
+
+    return drop_aliases(optimize(dsk, keys, **kwargs), keys)
+
+
+@contextlib.contextmanager
+def lean_graphs() -> Iterator[None]:
+    """Optimise array and delayed graphs without alias tasks inside the block."""
+    if dask.config.get("array_optimize", None) is not None:
+        yield  # the caller chose its own optimisation
+        return
+    with dask.config.set(array_optimize=_lean_array_optimize,
+                         delayed_optimize=_lean_delayed_optimize):
+        yield
 
 def active_client() -> Any | None:
     """The current ``distributed.Client`` if Dask is set to use one, else None."""
@@ -70,6 +132,11 @@ def compute(*collections: Any, progress: bool | None = None, **kwargs: Any) -> t
     tuple
         The computed results, in order.
     """
+    with lean_graphs():
+        return _compute(collections, progress, kwargs)
+
+
+def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[Any, ...]:
     show = progress_enabled(progress)
     client = active_client() if "scheduler" not in kwargs else None
     if client is not None:

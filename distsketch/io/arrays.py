@@ -12,6 +12,7 @@ checks it applies come from :mod:`distsketch.validation`.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -26,6 +27,7 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, default_block_rows
+from distsketch.graph.plan import register_row_source
 from distsketch.graph.runtime import compute
 from distsketch.io.atomic import atomic_dir, recover
 from distsketch.io.codecs import codecs
@@ -249,9 +251,14 @@ def open_array(
     reader = ZarrRowReader(path, component, arr.shape, arr.dtype)
     name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
                               _mtime(path))
-    return da.from_array(reader, chunks=(block_rows, arr.shape[1]), asarray=False,
-                         fancy=False, lock=False, name=name,
-                         meta=np.empty((0, 0), dtype=arr.dtype))
+    out = da.from_array(reader, chunks=(block_rows, arr.shape[1]), asarray=False,
+                        fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
+    # the planner may re-read the store with smaller blocks (aligned to its chunks)
+    return register_row_source(out, functools.partial(_reopen, source, component), unit)
+
+
+def _reopen(source: Any, component: str | None, block_rows: int) -> da.Array:
+    return open_array(source, component=component, block_rows=block_rows, check_chunks=False)
 
 
 def _mtime(path: str) -> float:
@@ -419,7 +426,7 @@ def write_array(
     fused with the write (no extra read).
     """
     t0 = time.perf_counter()
-    Xd = X if isinstance(X, da.Array) else da.from_array(np.asarray(X))
+    Xd = X if isinstance(X, da.Array) else as_dask(np.asarray(X))
     if Xd.ndim != 2:
         raise InputError(f"write_array expects a 2-D array, got shape {Xd.shape}.")
     if chunk_rows is None:

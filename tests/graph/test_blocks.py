@@ -72,7 +72,8 @@ def test_tree_reduce_equals_single_block(n, sizes, split):
 
 
 def test_tree_reduce_fan_in_bounded_by_split_every():
-    Xd = da.ones((1000, 2), chunks=(10, 2))
+    # 50 blocks: split_every=4 keeps the tree within 3 levels (4**3 >= 50)
+    Xd = da.ones((1000, 2), chunks=(20, 2))
     red = tree_reduce(Covariance(), Xd, split_every=4)
     graph = red.__dask_graph__()
     deps = graph.get_all_dependencies()

@@ -43,28 +43,31 @@ def _refuse(*args, **kwargs):
 
 
 @pytest.mark.parametrize("n_rows, row_bytes, bytes_per_row, fixed, budget, want", [
-    # input only: 64 MiB of input per block (today's graph/arrays default)
+    # input only: 64 MiB of input per block
     (10**6, 400, None, 0, None, 64 * MiB // 400),
     # fewer rows than one block
     (1000, 400, None, 0, None, 1000),
-    # a stated working set: min(budget, 256 MiB) / bytes_per_row (today's apply_rows)
+    # a stated working set: min(budget, 256 MiB) / bytes_per_row
     (10**6, 400, 4000.0, 0, None, 256 * MiB // 4000),
     # ... minus the fixed part
     (10**6, 400, 4000.0, 56 * MiB, None, 200 * MiB // 4000),
-    # a small budget is the target, but never below 256 rows
+    # a small budget is the target
     (10**6, 400, 4000.0, 0, 1 * MiB, 262),
-    (10**6, 400, 40_000.0, 0, 1 * MiB, 256),
+    # ... and a hard limit: below 256 rows, down to what fits
+    (10**6, 400, 40_000.0, 0, 1 * MiB, MiB // 40_000),
     # input still caps a cheap stage
     (10**6, 400, 800.0, 0, None, 64 * MiB // 400),
     # a fixed part beyond the working set leaves the input rule (smaller blocks cannot help)
     (10**6, 400, 800.0, 300 * MiB, None, 64 * MiB // 400),
 ])
-def test_block_rule_keeps_todays_numbers(n_rows, row_bytes, bytes_per_row, fixed, budget, want):
-    plan = choose_block_rows(n_rows, row_bytes, bytes_per_row, fixed, budget=budget)
+def test_block_rule_on_one_thread(n_rows, row_bytes, bytes_per_row, fixed, budget, want):
+    plan = choose_block_rows(n_rows, row_bytes, bytes_per_row, fixed,
+                             budget=2 * 2**30 if budget is None else budget, n_threads=1)
     assert plan.block_rows == want
     assert plan.n_blocks == -(-n_rows // want)
     per_row = bytes_per_row if bytes_per_row else row_bytes
     assert plan.task_bytes == int(want * per_row + fixed)
+    assert plan.task_bytes <= plan.budget
 
 
 def test_input_rule_is_the_default_block_rows_of_io():
@@ -76,8 +79,9 @@ def test_input_rule_is_the_default_block_rows_of_io():
 def test_align_rounds_to_store_chunks():
     plan = choose_block_rows(10**6, 400, align=5000)
     assert plan.block_rows % 5000 == 0 and plan.block_rows <= 64 * MiB // 400
-    # at least one store chunk even when the rule wants less
-    assert choose_block_rows(10**6, 400, 40_000.0, budget=MiB, align=5000).block_rows == 5000
+    # memory wins over alignment: a store chunk that does not fit is read in parts
+    small = choose_block_rows(10**6, 400, 40_000.0, budget=MiB, align=5000, n_threads=1)
+    assert small.block_rows == MiB // 40_000
 
 
 def test_plan_of_numpy_sparse_and_dask():
