@@ -74,7 +74,8 @@ def methods_at_memory(gamma: float, r: int) -> dict:
     from distsketch import RandomFourierFeatures
 
     if has_param(RandomFourierFeatures, "form"):
-        out["RKS (cos, sin)"] = _rff(gamma, r, "paired")
+        # a (cos, sin) pair per frequency: an even width, at most the memory of the others
+        out["RKS (cos, sin)"] = _rff(gamma, r - r % 2, "paired")
     return out
 
 
