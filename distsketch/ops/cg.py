@@ -153,8 +153,8 @@ def pcg(
             raise ConfigError(
                 f"{label}: the operator is not positive definite: at iteration {it + 1} a search "
                 f"direction p has pᵀAp/‖p‖² = {worst:.3g}, i.e. {relative:.3g} relative to the "
-                f"operator's scale (largest |pᵀAp|/‖p‖² seen: {op_scale:.3g}); the matrix has "
-                "negative eigenvalues of about that size. Use a positive semi-definite "
+                f"operator's scale (largest |pᵀAp|/‖p‖² seen: {op_scale:.3g}), so it has an "
+                "eigenvalue at or below that value. Use a positive semi-definite "
                 "approximation or a regularisation alpha larger than that."
             )
         # frozen columns (already converged) take a zero step

@@ -115,7 +115,7 @@ def test_meka_kernel_ridge_solves_the_meka_system():
     X, y = _data(400, seed=3)
     lam = 0.1
     meka = MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0).fit(X)
-    model = MEKAKernelRidge(meka=meka, alpha=lam, tol=1e-10, max_iter=2000).fit(X, y)
+    model = MEKAKernelRidge(meka=meka, alpha=lam, solver="cg", tol=1e-10, max_iter=2000).fit(X, y)
     G = meka.to_dense()
     ref = sla.solve(G + lam * np.eye(400), y)
     np.testing.assert_allclose(model.dual_coef_, ref, rtol=1e-6, atol=1e-7 * np.abs(ref).max())
@@ -129,15 +129,95 @@ def test_meka_kernel_ridge_solves_the_meka_system():
     assert model.score(*_data(200, seed=9)) > 0.5
     # an unfitted MEKA is cloned and fitted on X
     fresh = MEKAKernelRidge(meka=MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0),
-                            alpha=lam, tol=1e-10).fit(X, y)
+                            alpha=lam, solver="cg", tol=1e-10).fit(X, y)
     np.testing.assert_allclose(fresh.dual_coef_, model.dual_coef_, rtol=1e-6, atol=1e-8)
-    # MEKA's link matrix need not be PSD: an indefinite G̃ + λI is reported, not mis-solved
+    # MEKA's link matrix need not be PSD: with solver="cg" an indefinite G̃ + λI is
+    # reported (relative to the operator's scale), not mis-solved
     odd = MEKA(n_clusters=3, rank=10, gamma=0.5, random_state=0).fit(X)
     assert np.linalg.eigvalsh(odd.to_dense())[0] < -0.01
-    with pytest.raises(ConfigError, match="alpha"):
-        MEKAKernelRidge(meka=odd, alpha=1e-3, max_iter=2000).fit(X, y)
+    with pytest.raises(ConfigError, match=r"relative to the operator's scale.*solver='factored'"):
+        MEKAKernelRidge(meka=odd, alpha=1e-3, solver="cg", max_iter=2000).fit(X, y)
     with pytest.raises(InputError, match="MEKA covers 400 rows"):
         MEKAKernelRidge(meka=meka).fit(X[:100], y[:100])
+
+
+def _clipped(G):
+    ev, V = np.linalg.eigh(G)
+    return (V * np.clip(ev, 0.0, None)) @ V.T
+
+
+@pytest.fixture(scope="module")
+def indefinite_meka():
+    """The issue's MEKA(n_clusters=8, rank=64, gamma=0.5) on 1 200 rows, with dense references."""
+    from distsketch.estimators.meka import MEKA
+    from distsketch.ops.meka import scatter_basis
+
+    n = 1200
+    X, y = _data(n, d=4, seed=11)
+    meka = MEKA(n_clusters=8, rank=64, gamma=0.5, random_state=0).fit(X)
+    G = meka.to_dense()
+    Gp = _clipped(G)
+    W = scatter_basis(np.asarray(meka._training_basis()), meka.offsets_, meka.ranks_)
+    Wp = np.linalg.pinv(W)
+    K = pairwise_kernel(X, X, "rbf", gamma=0.5)
+    return dict(X=X, y=y, meka=meka, e_min=np.linalg.eigvalsh(G)[0], Gp=Gp,
+                link_psd=Wp @ Gp @ Wp.T, K=K, gap=np.linalg.norm(K - Gp, 2))
+
+
+@pytest.mark.parametrize("lam", [1e-2, 2.0 ** -5, 2.0 ** -2])
+def test_meka_kernel_ridge_fits_indefinite_meka_at_the_papers_regularisation(lam,
+                                                                             indefinite_meka):
+    """The issue's configuration at λ = 1e-2 and at Table 3's λ (2⁻⁵ … 2⁻²)."""
+    d = indefinite_meka
+    X, y, meka, Gp, K = d["X"], d["y"], d["meka"], d["Gp"], d["K"]
+    n = X.shape[0]
+    assert d["e_min"] < -0.03  # measured −0.058: G̃ + λI is indefinite for λ = 1e-2 and 2⁻⁵
+    if lam < -d["e_min"]:
+        with pytest.raises(ConfigError, match="solver='factored'"):
+            MEKAKernelRidge(meka=meka, alpha=lam, solver="cg").fit(X, y)
+    model = MEKAKernelRidge(meka=meka, alpha=lam).fit(X, y)
+    assert model.n_clipped_ > 0 and 0 < model.clipped_mass_ < 0.05
+    np.testing.assert_allclose(np.sort(model.core_eigenvalues_)[0], d["e_min"], rtol=1e-6)
+    # exact KRR on the PSD-clipped operator (dense eigendecomposition of G̃)
+    ref = sla.solve(Gp + lam * np.eye(n), y, assume_a="pos")
+    np.testing.assert_allclose(model.dual_coef_, ref, rtol=1e-8, atol=1e-9 * np.abs(ref).max())
+    # out of sample: G̃₊(x, X) = w(x)ᵀ L₊ W(X)ᵀ with L₊ = W⁺ G̃₊ W⁺ᵀ
+    Xt, yt = _data(150, d=4, seed=12)
+    Wt = np.asarray(meka.transform(Xt))
+    W = np.asarray(meka.transform(X))
+    np.testing.assert_allclose(model.predict(Xt), Wt @ d["link_psd"] @ W.T @ ref,
+                               rtol=1e-7, atol=1e-8 * np.abs(Wt @ model.coef_).max())
+    # against exact KRR with the true kernel: fitted values within ‖K − G̃₊‖₂ ‖α_K‖
+    # (f̃ − f = λ(G̃₊ + λI)⁻¹(G̃₊ − K)α_K and ‖λ(G̃₊ + λI)⁻¹‖ ≤ 1)
+    a_K = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    fit_gap = np.linalg.norm(Gp @ model.dual_coef_ - K @ a_K)
+    assert fit_gap <= d["gap"] * np.linalg.norm(a_K) * (1 + 1e-8)
+    assert fit_gap <= 0.05 * np.linalg.norm(K @ a_K)
+    # held out: as accurate as exact KRR up to a few hundredths of R²
+    exact = pairwise_kernel(Xt, X, "rbf", gamma=0.5) @ a_K
+    r2_exact = 1 - np.sum((yt - exact) ** 2) / np.sum((yt - yt.mean()) ** 2)
+    assert model.score(Xt, yt) >= r2_exact - 0.05
+
+
+def test_meka_kernel_ridge_factored_equals_cg_on_a_psd_meka():
+    from distsketch.estimators.meka import MEKA
+
+    X, y = _data(400, seed=3)
+    Y = np.column_stack([y, np.cos(X[:, 1])])
+    meka = MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0).fit(X)
+    G = meka.to_dense()
+    lam = 0.1
+    direct = MEKAKernelRidge(meka=meka, alpha=lam).fit(X, Y)
+    ref = sla.solve(_clipped(G) + lam * np.eye(400), Y)
+    np.testing.assert_allclose(direct.dual_coef_, ref, rtol=1e-8, atol=1e-10)
+    assert direct.dual_coef_.shape == (400, 2) and direct.coef_.shape == (meka.ranks_.sum(), 2)
+    if np.linalg.eigvalsh(G)[0] >= -1e-10:
+        assert direct.n_clipped_ == 0 or direct.clipped_mass_ < 1e-8
+    cg = MEKAKernelRidge(meka=meka, alpha=lam, solver="cg", tol=1e-10).fit(X, Y)
+    e_min = float(np.linalg.eigvalsh(G)[0])
+    # the two agree up to what clipping removed (|e_min| / λ relative)
+    np.testing.assert_allclose(direct.dual_coef_, cg.dual_coef_, rtol=0,
+                               atol=(1e-7 + 2 * max(-e_min, 0.0) / lam) * np.abs(ref).max())
 
 
 def test_bad_inputs_and_warnings(tmp_path):
