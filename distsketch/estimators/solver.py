@@ -38,7 +38,12 @@ from distsketch.graph.tiles import persist_rows, tile_matvec
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.meka import psd_core
-from distsketch.ops.sketch_solve import nystrom_factor, woodbury_apply, woodbury_factor
+from distsketch.ops.sketch_solve import (
+    kernel_statistical_dimension,
+    nystrom_factor,
+    woodbury_apply,
+    woodbury_factor,
+)
 from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
@@ -47,6 +52,18 @@ from distsketch.validation import Interval, Options, check_targets, is_dask
 __all__ = ["KernelSolver", "MEKAKernelRidge"]
 
 logger = logging.getLogger("distsketch")
+
+#: Rows sampled to estimate the statistical dimension d_λ (an s × s eigenproblem).
+SDIM_SAMPLE = 1024
+#: Default preconditioner rank per unit of d_λ: a Nyström preconditioner is
+#: near exact once M ≳ d_λ; random features need several times more (their
+#: error decays like 1/√m instead of following K's spectrum).
+NYSTROM_PER_DIM = 2.0
+SKETCH_PER_DIM = 8.0
+#: Below this many features per unit of d_λ the default sketch is dropped.
+SKETCH_MIN_PER_DIM = 2.0
+#: Bounds of the default rank; the factor Z (n × m) also stays under 1 GiB.
+MIN_RANK, MAX_RANK, FACTOR_BYTES = 64, 4096, 2**30
 
 
 class _KernelTile:
@@ -124,8 +141,14 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         preconditioner with ``sketch_size`` uniform landmarks; a (fitted or
         unfitted) feature map instance (e.g. ``GaussianSketch``) is used as
         the sketch.
-    sketch_size : int, default 256
-        m, the rank of the preconditioner.
+    sketch_size : int or None, default None
+        m, the rank of the preconditioner.  None sizes it from the estimated
+        statistical dimension ``d_λ = tr(K(K + λI)⁻¹)`` (see Notes):
+        ``2·d_λ`` landmarks for ``"nystrom"``, ``8·d_λ`` features for
+        ``"sketch"``, within [64, 4096], at most n and at most what keeps the
+        n × m factor under 1 GiB.  When the sketch cannot have even
+        ``2·d_λ`` features (d_λ close to n), no sketch is used (a smaller one can make CG
+        slower than none) and a warning is logged.
     tol : float, default 1e-6
         Relative residual ``‖y − (K + λI)α‖ / ‖y‖`` to reach.
     max_iter : int, default 500
@@ -134,6 +157,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         Rows per block of X for the tiles (a tile holds block_rows² floats).
     split_every : int, default 8
         Fan-in of the tree sums over column blocks.
+    verbose : int, default 0
+        CG progress (iterations and relative residuals) and the
+        preconditioner's size on the ``"distsketch"`` logger at INFO level:
+        1 every 10th iteration, 2 every iteration (0: DEBUG level).
     random_state : int, Generator or None
         Seed of the sketch / landmarks.
 
@@ -150,6 +177,14 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     converged_ : bool
     preconditioner_rank_ : int
         Columns of the preconditioner factor Z (0 without one).
+    sketch_size_ : int or None
+        The rank requested for the preconditioner (``sketch_size`` or the
+        size chosen from ``statistical_dimension_``; 0 when the default
+        sketch was dropped); None without a preconditioner.
+    statistical_dimension_ : float or None
+        Estimated d_λ of K at ``alpha`` (from the exact kernel on a uniform
+        sample of up to 1024 rows; a value near the sample size means at
+        least that); None without a preconditioner.
     kernel_params_ : dict
     n_features_in_, seed_
 
@@ -163,7 +198,18 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     costs one pass over X (features or ``K(X, landmarks)``) plus O(n m² + m³).
     With the sketch preconditioner, CG needs O(√κ(P⁻¹(K + λI)) log(1/tol))
     iterations, κ close to 1 when ``Z Zᵀ`` is a good spectral approximation
-    of K at scale λ (Theorem D.1).
+    of K at scale λ (Theorem D.1).  For ``P = Z Zᵀ + λI`` with
+    ``Z Zᵀ ≼ K`` (Nyström), the eigenvalues of ``P⁻¹(K + λI)`` lie in
+    ``[1, 1 + ‖K − Z Zᵀ‖₂ / λ]``: a rank-m preconditioner helps only when m
+    exceeds the number of eigenvalues of K above λ, about the statistical
+    dimension d_λ.  When d_λ is close to n (a narrow kernel, small λ: for
+    X ~ N(0, I₈), γ = 0.5, λ = 1e-3 and n = 5000, d_λ ≈ 4960), no rank-512
+    preconditioner gets below ~100 iterations (the exact top-512
+    eigenvectors need 103; uniform Nyström 193, none 390): the default
+    size follows d_λ, and the fit logs a warning when the rank is below it.
+    Falkon's tens of iterations are for a different problem (KRR restricted
+    to the m landmarks, with λ scaled by n).  Estimating d_λ costs one
+    sampling pass and an O(s³) eigenproblem (s ≤ 1024).
 
     References
     ----------
@@ -190,18 +236,20 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         "coef0": [Interval(float, None, None)],
         "alpha": [Interval(float, 0, None, closed="neither")],
         "preconditioner": [None, Options({"sketch", "nystrom"}), "estimator"],
-        "sketch_size": [Interval(int, 1, None)],
+        "sketch_size": [None, Interval(int, 1, None)],
         "tol": [Interval(float, 0, None, closed="neither")],
         "max_iter": [Interval(int, 0, None)],
         "block_rows": [Interval(int, 1, None)],
         "split_every": [Interval(int, 2, None)],
+        "verbose": [Interval(int, 0, None)],
         "random_state": ["random_state"],
     }
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, alpha: float = 1.0, preconditioner: Any = None,
-                 sketch_size: int = 256, tol: float = 1e-6, max_iter: int = 500,
-                 block_rows: int = 2048, split_every: int = 8, random_state: Any = None):
+                 sketch_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
+                 block_rows: int = 2048, split_every: int = 8, verbose: int = 0,
+                 random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -213,6 +261,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self.max_iter = max_iter
         self.block_rows = block_rows
         self.split_every = split_every
+        self.verbose = verbose
         self.random_state = random_state
 
     # ------------------------------------------------------------------ pieces
@@ -246,7 +295,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         if not isinstance(p, str):
             return p
         name = self.kernel_name_
-        m = int(self.sketch_size)
+        m = int(self.sketch_size_)
         if name in SHIFT_INVARIANT:
             from distsketch.estimators.rff import RandomFourierFeatures
 
@@ -264,12 +313,59 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             "or pass a feature map instance as preconditioner."
         )
 
+    def _size_preconditioner(self, Xb: Any) -> None:
+        """Estimate d_λ on a row sample; choose the rank when ``sketch_size`` is None."""
+        n = int(Xb.shape[0])
+        lam = float(self.alpha)
+        s = min(n, SDIM_SAMPLE)
+        sampler = UniformLandmarks(s, self.seed_, "solver.sdim", order="priority")
+        _, S = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-sdim-sample"))
+        S = np.asarray(S, dtype=np.float64)
+        d_lam = kernel_statistical_dimension(
+            pairwise_kernel(S, S, self.kernel_name_, **self.kernel_params_), n, lam)
+        self.statistical_dimension_ = float(d_lam)
+        nystrom = self.preconditioner == "nystrom"
+        per_dim = NYSTROM_PER_DIM if nystrom else SKETCH_PER_DIM
+        saturated = d_lam > 0.9 * s and s < n
+        if self.sketch_size is None and isinstance(self.preconditioner, str):
+            cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
+            want = max(MIN_RANK, np.ceil(per_dim * d_lam))
+            m = int(min(cap, want))
+            if not nystrom and (saturated or cap < SKETCH_MIN_PER_DIM * d_lam):
+                # random features approximate K at scale λ only when m ≫ d_λ; with
+                # m ≲ d_λ, P = ZZᵀ + λI can be worse than none (measured: 10× more
+                # iterations at d_λ ≈ n), so run plain CG and say so
+                logger.warning(
+                    "KernelSolver: a sketch preconditioner would need about %d features "
+                    "(%.0f x d_λ, d_λ %s%.0f at alpha=%.3g) but at most %d fit; a smaller "
+                    "sketch can slow CG down, so none is used. Use preconditioner='nystrom' "
+                    "or a larger alpha.", int(want), per_dim, "≥ " if saturated else "≈ ",
+                    d_lam, lam, cap)
+                m = 0
+        elif self.sketch_size is None:
+            m = None  # a feature-map instance brings its own width
+        else:
+            m = int(self.sketch_size)
+        self.sketch_size_ = m
+        bound = "≥ " if saturated else "≈ "
+        level = logging.INFO if int(self.verbose) > 0 else logging.DEBUG
+        logger.log(level, "KernelSolver: statistical dimension d_λ %s%.0f (n=%d, alpha=%.3g, "
+                   "%d sampled rows); preconditioner %r of rank %s", bound, d_lam, n, lam, s,
+                   self.preconditioner if isinstance(self.preconditioner, str)
+                   else type(self.preconditioner).__name__, m)
+        if m and m < d_lam:
+            logger.warning(
+                "KernelSolver: the preconditioner's rank %d is below the statistical dimension "
+                "d_λ %s%.0f of K at alpha=%.3g, so CG may need many iterations (each a pass of "
+                "kernel tiles over X x X); use sketch_size=None (sized from d_λ), a larger "
+                "sketch_size, or a larger alpha (d_λ falls as alpha grows).", m, bound, d_lam, lam)
+
     def _factor(self, Xb: Any) -> np.ndarray | None:
         """The preconditioner factor Z (n × m) with ``Z Zᵀ ≈ K``."""
-        if self.preconditioner is None:
+        if self.preconditioner is None or self.sketch_size_ == 0:
             return None
         if self.preconditioner == "nystrom":
-            M = min(int(self.sketch_size), Xb.shape[0])
+            M = min(int(self.sketch_size_), Xb.shape[0])
             sampler = UniformLandmarks(M, self.seed_, "solver.landmarks", order="priority")
             index, L = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-landmarks"))
             self.landmark_index_ = np.sort(index)
@@ -320,6 +416,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         # every CG iteration is a pass over X: read the store once
         self._train_blocks = persist_rows(self._blocks(X)) if is_dask(X) else self._blocks(X)
         lam = float(self.alpha)
+        self.sketch_size_ = None
+        self.statistical_dimension_ = None
+        if self.preconditioner is not None:
+            self._size_preconditioner(self._train_blocks)
         Z = self._factor(self._train_blocks)
         precond: Callable | None = None
         if Z is not None:
@@ -334,7 +434,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         def matvec(V: np.ndarray) -> np.ndarray:
             return self.kernel_matvec(V) + lam * V
 
-        res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter))
+        res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter),
+                  verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
         self.n_iter_ = int(res.n_iter)
         self.residuals_ = res.residuals
