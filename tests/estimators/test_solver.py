@@ -245,3 +245,94 @@ def test_bad_inputs_and_warnings(tmp_path):
     s.save(tmp_path / "solver")
     again = load(tmp_path / "solver")
     np.testing.assert_array_equal(again.predict(X[:5]), s.predict(X[:5]))
+
+
+def _plain_cg_count(K, lam, y, tol):
+    """Unpreconditioned CG on the dense matrix: the same recurrence as the solver's tiles."""
+    from distsketch.ops.cg import pcg
+
+    return pcg(lambda V: K @ V + lam * V, y, tol=tol, max_iter=20000).n_iter
+
+
+def test_nystrom_preconditioner_converges_in_tens_of_iterations():
+    """The README's Nyström configuration (512 landmarks, λ = 1e-3) on a 1 200-row RBF system."""
+    from distsketch.ops.sketch_solve import nystrom_factor
+
+    n, gamma, lam, tol = 1200, 0.5, 1e-3, 1e-6
+    X, y = _data(n, d=3, seed=4)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="nystrom", sketch_size=512, tol=tol,
+                     block_rows=600, random_state=0).fit(X, y)
+    assert s.converged_ and s.preconditioner_rank_ == 512 and s.sketch_size_ == 512
+    plain = _plain_cg_count(K, lam, y, tol)  # measured 860
+    # Bound from the factor itself: P⁻¹ᐟ²(K + λI)P⁻¹ᐟ² = I + P⁻¹ᐟ²EP⁻¹ᐟ² with E = K − ZZᵀ ≽ 0
+    # and P ≽ λI, so its i-th eigenvalue is ≤ 1 + eᵢ(E)/λ; with k_t eigenvalues of E above tλ
+    # treated as outliers, CG needs at most k_t + ½√(1+t)·ln(2√κ(K+λI)/tol) iterations.
+    L = X[s.landmark_index_]
+    T = nystrom_factor(pairwise_kernel(L, L, "rbf", gamma=gamma))
+    Z = sla.solve_triangular(T, pairwise_kernel(X, L, "rbf", gamma=gamma).T, trans="T").T
+    e = np.linalg.eigvalsh(K - Z @ Z.T)
+    evA = np.linalg.eigvalsh(K) + lam
+    conv = np.log(2 * np.sqrt(evA[-1] / evA[0]) / tol)
+    bound = min(int(np.sum(e > t * lam)) + int(np.ceil(0.5 * np.sqrt(1 + t) * conv))
+                for t in (1, 3, 10, 30, 100, 300))
+    assert s.n_iter_ <= bound  # measured: 11 iterations, bound 52
+    assert s.n_iter_ <= 40 and s.n_iter_ * 20 <= plain
+    ref = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    # residual ≤ tol·‖y‖ ⇒ ‖α − α*‖ ≤ tol·‖y‖ / λ_min(K + λI)
+    assert np.linalg.norm(s.dual_coef_ - ref) <= tol * np.linalg.norm(y) / evA[0] * (1 + 1e-6)
+    # the default rank follows d_λ (estimated from a 1 024-row sample)
+    d_true = float(np.sum((evA - lam) / evA))
+    assert abs(s.statistical_dimension_ - d_true) <= 0.25 * d_true
+
+
+def test_default_sketch_preconditioner_follows_the_statistical_dimension(caplog):
+    """Issue: γ = 2, λ = 1e-3, RFF sketch no better than none; small version of that system."""
+    import logging
+
+    from distsketch.ops.sketch_solve import statistical_dimension
+
+    n, gamma, lam, tol = 500, 2.0, 1e-3, 1e-6
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    y = np.sin(X[:, 0]) + np.cos(X[:, 1]) + 0.1 * rng.normal(size=n)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    d_true = statistical_dimension(np.linalg.eigvalsh(K), lam)  # ≈ 142
+    plain = _plain_cg_count(K, lam, y, tol)  # measured 528
+    with caplog.at_level(logging.INFO, logger="distsketch"):
+        s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", tol=tol, max_iter=2000,
+                         block_rows=n, verbose=1, random_state=0).fit(X, y)
+    # sample = all rows here, so the estimate is the exact d_λ
+    np.testing.assert_allclose(s.statistical_dimension_, d_true, rtol=1e-8)
+    assert s.sketch_size_ == min(n, int(np.ceil(8 * d_true))) == s.preconditioner_rank_
+    assert s.converged_ and 3 * s.n_iter_ <= plain  # measured 135 vs 528
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("statistical dimension d_λ ≈ 142" in m and "rank 500" in m for m in msgs)
+    assert any("KernelSolver: converged after" in m for m in msgs)
+    ref = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    lam_min = np.linalg.eigvalsh(K)[0] + lam
+    assert np.linalg.norm(s.dual_coef_ - ref) <= tol * np.linalg.norm(y) / lam_min * (1 + 1e-6)
+
+
+def test_default_sketch_is_dropped_when_it_cannot_reach_the_statistical_dimension(caplog):
+    """d_λ ≈ n (8 uniform inputs, γ = 2): a small RFF sketch slows CG down, so none is used."""
+    import logging
+
+    n, gamma, lam, tol = 400, 2.0, 1e-3, 1e-6
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(n, 8))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    with caplog.at_level(logging.WARNING, logger="distsketch"):
+        s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", tol=tol,
+                         block_rows=n, random_state=0).fit(X, y)
+    assert s.statistical_dimension_ > 0.5 * n
+    assert s.sketch_size_ == 0 and s.preconditioner_rank_ == 0
+    assert any("none is used" in r.getMessage() for r in caplog.records)
+    assert s.converged_ and s.n_iter_ == _plain_cg_count(K, lam, y, tol)
+    # what the dropped default avoids: a 64-feature sketch needs more iterations than none
+    small = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", sketch_size=64,
+                         tol=tol, max_iter=3 * s.n_iter_, block_rows=n, random_state=0)
+    with pytest.warns(RuntimeWarning, match="max_iter"):
+        small.fit(X, y)
+    assert not small.converged_
