@@ -47,7 +47,7 @@ from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 
-__all__ = ["KernelSolver"]
+__all__ = ["KernelSolver", "default_preconditioner_rank"]
 
 logger = logging.getLogger("distsketch")
 
@@ -117,6 +117,36 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
         raise InputError(f"{type(est).__name__}: y contains NaN or Inf (first at row {bad}); "
                          "clean the targets.")
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
+
+
+def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
+    """The rank ``KernelSolver(sketch_size=None)`` gives its preconditioner.
+
+    Parameters
+    ----------
+    d_lam : float
+        Estimated statistical dimension of K at λ.
+    n : int
+        Rows of K.
+    kind : {"nystrom", "sketch"}
+    n_sample : int
+        Rows the estimate came from (an estimate above 90 % of it, with fewer
+        rows than n, is a lower bound).
+
+    Returns
+    -------
+    int
+        ``2·d_λ`` landmarks or ``8·d_λ`` features within [64, 4096], at most n
+        and at most ``2³⁰ / (8 n)`` (the n × m factor under 1 GiB); 0 for a
+        sketch that cannot reach ``2·d_λ`` features (it would slow CG down).
+    """
+    saturated = d_lam > 0.9 * n_sample and n_sample < n
+    cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
+    per_dim = NYSTROM_PER_DIM if kind == "nystrom" else SKETCH_PER_DIM
+    m = int(min(cap, max(MIN_RANK, np.ceil(per_dim * d_lam))))
+    if kind != "nystrom" and (saturated or cap < SKETCH_MIN_PER_DIM * d_lam):
+        return 0
+    return m
 
 
 class KernelSolver(RegressorMixin, DistsketchEstimator):
@@ -322,24 +352,20 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         d_lam = kernel_statistical_dimension(
             pairwise_kernel(S, S, self.kernel_name_, **self.kernel_params_), n, lam)
         self.statistical_dimension_ = float(d_lam)
-        nystrom = self.preconditioner == "nystrom"
-        per_dim = NYSTROM_PER_DIM if nystrom else SKETCH_PER_DIM
         saturated = d_lam > 0.9 * s and s < n
         if self.sketch_size is None and isinstance(self.preconditioner, str):
-            cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
-            want = max(MIN_RANK, np.ceil(per_dim * d_lam))
-            m = int(min(cap, want))
-            if not nystrom and (saturated or cap < SKETCH_MIN_PER_DIM * d_lam):
+            m = default_preconditioner_rank(d_lam, n, str(self.preconditioner), s)
+            if m == 0:
                 # random features approximate K at scale λ only when m ≫ d_λ; with
                 # m ≲ d_λ, P = ZZᵀ + λI can be worse than none (measured: 10× more
                 # iterations at d_λ ≈ n), so run plain CG and say so
                 logger.warning(
-                    "KernelSolver: a sketch preconditioner would need about %d features "
+                    "KernelSolver: a sketch preconditioner would need about %.0f features "
                     "(%.0f x d_λ, d_λ %s%.0f at alpha=%.3g) but at most %d fit; a smaller "
                     "sketch can slow CG down, so none is used. Use preconditioner='nystrom' "
-                    "or a larger alpha.", int(want), per_dim, "≥ " if saturated else "≈ ",
-                    d_lam, lam, cap)
-                m = 0
+                    "or a larger alpha.", SKETCH_PER_DIM * d_lam, SKETCH_PER_DIM,
+                    "≥ " if saturated else "≈ ", d_lam, lam,
+                    min(n, MAX_RANK, FACTOR_BYTES // (8 * max(n, 1))))
         elif self.sketch_size is None:
             m = None  # a feature-map instance brings its own width
         else:
