@@ -336,3 +336,22 @@ def test_default_sketch_is_dropped_when_it_cannot_reach_the_statistical_dimensio
     with pytest.warns(RuntimeWarning, match="max_iter"):
         small.fit(X, y)
     assert not small.converged_
+
+
+def test_default_preconditioner_rank_rule():
+    from distsketch.estimators.solver import default_preconditioner_rank as rank
+
+    # 2·d_λ landmarks, 8·d_λ features, at least 64
+    assert rank(100.0, 10_000, "nystrom", 1024) == 200
+    assert rank(100.0, 10_000, "sketch", 1024) == 800
+    assert rank(3.0, 10_000, "nystrom", 1024) == 64
+    # never above n, 4096, or a 1 GiB factor (2³⁰ / (8 n) columns)
+    assert rank(400.0, 500, "nystrom", 500) == 500
+    assert rank(3000.0, 50_000, "nystrom", 1024) == 2**30 // (8 * 50_000)
+    assert rank(1500.0, 100_000, "nystrom", 1024) == 2**30 // (8 * 100_000)
+    assert rank(2500.0, 6000, "nystrom", 6000) == 4096
+    # a sketch that cannot reach 2·d_λ, or a saturated estimate, is dropped
+    assert rank(300.0, 500, "sketch", 500) == 0
+    assert rank(200.0, 500, "sketch", 500) == 500
+    assert rank(1000.0, 20_000, "sketch", 1024) == 0
+    assert rank(1000.0, 20_000, "nystrom", 1024) == 2000
