@@ -137,16 +137,19 @@ def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) 
     -------
     int
         ``2·d_λ`` landmarks or ``8·d_λ`` features within [64, 4096], at most n
-        and at most ``2³⁰ / (8 n)`` (the n × m factor under 1 GiB); 0 for a
-        sketch that cannot reach ``2·d_λ`` features (it would slow CG down).
+        and at most ``2³⁰ / (8 n)`` (the n × m factor under 1 GiB); the
+        largest of those landmark counts when the estimate is saturated; 0
+        for a sketch that cannot reach ``2·d_λ`` features (it would slow CG
+        down).
     """
     saturated = d_lam > 0.9 * n_sample and n_sample < n
     cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
     per_dim = NYSTROM_PER_DIM if kind == "nystrom" else SKETCH_PER_DIM
-    m = int(min(cap, max(MIN_RANK, np.ceil(per_dim * d_lam))))
     if kind != "nystrom" and (saturated or cap < SKETCH_MIN_PER_DIM * d_lam):
         return 0
-    return m
+    if saturated:  # d_λ is at least the sample size: as many landmarks as allowed
+        return int(cap)
+    return int(min(cap, max(MIN_RANK, np.ceil(per_dim * d_lam))))
 
 
 class KernelSolver(RegressorMixin, DistsketchEstimator):
@@ -174,9 +177,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         statistical dimension ``d_λ = tr(K(K + λI)⁻¹)`` (see Notes):
         ``2·d_λ`` landmarks for ``"nystrom"``, ``8·d_λ`` features for
         ``"sketch"``, within [64, 4096], at most n and at most what keeps the
-        n × m factor under 1 GiB.  When the sketch cannot have even
-        ``2·d_λ`` features (d_λ close to n), no sketch is used (a smaller one can make CG
-        slower than none) and a warning is logged.
+        n × m factor under 1 GiB (that largest size for ``"nystrom"`` when
+        d_λ is at least the 1 024-row sample).  When the sketch cannot have
+        even ``2·d_λ`` features (d_λ close to n), no sketch is used (a
+        smaller one can make CG slower than none) and a warning is logged.
     tol : float, default 1e-6
         Relative residual ``‖y − (K + λI)α‖ / ‖y‖`` to reach.
     max_iter : int, default 500
@@ -232,9 +236,11 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     exceeds the number of eigenvalues of K above λ, about the statistical
     dimension d_λ.  When d_λ is close to n (a narrow kernel, small λ: for
     X ~ N(0, I₈), γ = 0.5, λ = 1e-3 and n = 5000, d_λ ≈ 4960), no rank-512
-    preconditioner gets below ~100 iterations (the exact top-512
-    eigenvectors need 103; uniform Nyström 193, none 390): the default
-    size follows d_λ, and the fit logs a warning when the rank is below it.
+    preconditioner gets below ~90 iterations (measured with
+    ``benchmarks/bench_krr.py --only cg``: exact top-512 eigenvectors 93,
+    uniform Nyström 512 landmarks 182, 2048: 104, 4096: 70, none 361): the
+    default size follows d_λ, and the fit logs a warning when the rank is
+    below it.
     Falkon's tens of iterations are for a different problem (KRR restricted
     to the m landmarks, with λ scaled by n).  Estimating d_λ costs one
     sampling pass and an O(s³) eigenproblem (s ≤ 1024).

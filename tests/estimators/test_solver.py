@@ -354,4 +354,5 @@ def test_default_preconditioner_rank_rule():
     assert rank(300.0, 500, "sketch", 500) == 0
     assert rank(200.0, 500, "sketch", 500) == 500
     assert rank(1000.0, 20_000, "sketch", 1024) == 0
-    assert rank(1000.0, 20_000, "nystrom", 1024) == 2000
+    assert rank(1000.0, 20_000, "nystrom", 1024) == 4096  # saturated: as many as allowed
+    assert rank(1000.0, 200_000, "nystrom", 1024) == 2**30 // (8 * 200_000)
