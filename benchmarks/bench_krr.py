@@ -21,6 +21,11 @@ Tables printed:
    (M = 256).  Counts come from ``distsketch.ops.cg.pcg`` with the same
    preconditioner factors the solver builds, on an in-memory kernel (the count
    does not depend on how K·v is evaluated).
+4. CG iterations for none / sketch / Nyström preconditioners on the problems
+   of the solver issues (γ = 2 and γ = 0.5 at λ = 1e-3), with the default
+   ranks ``KernelSolver(sketch_size=None)`` picks from the estimated
+   statistical dimension d_λ, beside the exact d_λ and the best any rank-512
+   preconditioner can do (K's exact top eigenvectors).
 """
 
 from __future__ import annotations
@@ -264,6 +269,86 @@ def cg_counts(ns: list[int], gamma: float, lam: float) -> None:
                   "Nystrom PCG (256)", "plain/sketch1024", "plain/Nystrom"])
 
 
+def _nystrom_z(K: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    from distsketch.ops.sketch_solve import nystrom_factor
+
+    T = nystrom_factor(K[np.ix_(idx, idx)])
+    return np.linalg.solve(T.T, K[:, idx].T).T
+
+
+def _precond_row(name: str, X: np.ndarray, y: np.ndarray, gamma: float, lam: float) -> list:
+    from distsketch import RandomFourierFeatures
+    from distsketch.estimators.solver import SDIM_SAMPLE, default_preconditioner_rank
+    from distsketch.ops.cg import pcg
+    from distsketch.ops.kernels import pairwise_kernel
+    from distsketch.ops.sketch_solve import (
+        kernel_statistical_dimension,
+        statistical_dimension,
+        woodbury_apply,
+        woodbury_factor,
+    )
+
+    n = X.shape[0]
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    evals, evecs = np.linalg.eigh(K)
+    d_true = statistical_dimension(evals, lam)
+    rng = np.random.default_rng(0)
+    s = min(n, SDIM_SAMPLE)
+    idx = rng.choice(n, s, replace=False)
+    d_est = kernel_statistical_dimension(K[np.ix_(idx, idx)], n, lam)
+
+    def matvec(V):
+        return K @ V + lam * V
+
+    def count(Z=None, apply=None):
+        if Z is not None:
+            R = woodbury_factor(Z.T @ Z, lam)
+
+            def apply(V):
+                return woodbury_apply(Z, R, lam, V)
+        res = pcg(matvec, y, precond=apply, tol=1e-6, max_iter=5000)
+        return f"{res.n_iter}{'' if res.converged else '+'}"
+
+    def rff(m):
+        return np.asarray(RandomFourierFeatures(gamma=gamma, n_components=m, random_state=0)
+                          .fit(X).transform(X), dtype=np.float64)
+
+    plain = count()
+    sk256 = count(rff(256))
+    m_sk = default_preconditioner_rank(d_est, n, "sketch", s)
+    sk_def = count(rff(m_sk)) if m_sk else f"{plain} (none used)"
+    ny512 = count(_nystrom_z(K, rng.choice(n, 512, replace=False)))
+    m_ny = default_preconditioner_rank(d_est, n, "nystrom", s)
+    ny_def = count(_nystrom_z(K, rng.choice(n, m_ny, replace=False)))
+    U, top, floor = evecs[:, -512:], evals[-512:], evals[-513] + lam
+
+    def ideal(V):
+        # exact top-512 eigenpairs kept, the rest scaled by the 513th eigenvalue
+        UtV = U.T @ V
+        return U @ (UtV / (top + lam)[:, None]) + (V - U @ UtV) / floor
+
+    return [name, n, f"{d_true:.0f}", f"{d_est:.0f}", plain, sk256, f"{sk_def} (m={m_sk})",
+            ny512, f"{ny_def} (M={m_ny})", count(apply=ideal)]
+
+
+def preconditioner_counts(cases: list[tuple[str, np.ndarray, np.ndarray, float, float]]) -> None:
+    """CG iterations for none / sketch / Nyström on the problems of the solver issues.
+
+    Each preconditioner is built as ``KernelSolver`` builds it (RFF features for
+    the sketch, uniform landmarks for Nyström, the default rank from d_λ
+    estimated on a 1 024-row sample) and applied to the dense K; the last
+    columns give the reference points: the rank-512 preconditioner from K's
+    exact top eigenvectors (the best any rank-512 preconditioner can do) and
+    the exact statistical dimension.
+    """
+    rows = [_precond_row(*case) for case in cases]
+    print("## 4. CG iterations to 1e-6 by preconditioner (default ranks from the estimated "
+          "d_λ; '+': max_iter reached)\n")
+    _table(rows, ["problem", "n", "d_λ", "d_λ est.", "none", "sketch RFF 256",
+                  "sketch default", "Nystrom 512", "Nystrom default", "ideal rank 512"])
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
@@ -292,6 +377,18 @@ def main() -> None:
         large_fit(n, m, max(5_000, (25_000 if quick else 50_000) * 1024 // max(m, 1024)), args.cluster)
     if args.only in (None, "cg"):
         cg_counts([500, 1000, 2000] if quick else [1000, 2000, 4000, 8000], gamma=0.1, lam=1e-3)
+        n4, n5 = (1500, 2000) if quick else (4000, 5000)
+        rng = np.random.default_rng(0)
+        X2 = rng.normal(size=(n4, 2))
+        X8 = rng.normal(size=(n5, 8))
+        preconditioner_counts([
+            # issue 16: γ = 2, λ = 1e-3 on this benchmark's data (8 uniform inputs)
+            ("uniform d=8, γ=2", *_data(n4, seed=1), 2.0, 1e-3),
+            # the same γ and λ on 2 normal inputs, where d_λ is far below n
+            ("normal d=2, γ=2", X2, np.sin(X2[:, 0]) + np.cos(X2[:, 1]), 2.0, 1e-3),
+            # issue 13: the README's KernelSolver(gamma=0.5, alpha=1e-3, nystrom, 512)
+            ("normal d=8, γ=0.5", X8, np.sin(X8[:, 0]) + np.cos(X8[:, 1]), 0.5, 1e-3),
+        ])
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ ESTIMATORS: Mapping[str, str] = MappingProxyType({
     "SketchedKernelRidge": "distsketch.estimators.ridge",
     "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge_classifier",
     "KernelSolver": "distsketch.estimators.solver",
-    "MEKAKernelRidge": "distsketch.estimators.solver",
+    "MEKAKernelRidge": "distsketch.estimators.meka_ridge",
     # sampling techniques
     "SparsifiedGram": "distsketch.estimators.sparsified",
     "SparsifiedKernelPCA": "distsketch.estimators.sparsified_kpca",

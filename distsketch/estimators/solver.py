@@ -14,12 +14,13 @@ choices of preconditioner:
   ``Z = K_nM T⁻¹`` (so ``Z Zᵀ`` is the Nyström approximation) and
   ``A = chol(ZᵀZ + λI)``; the same Woodbury application.
 
-``MEKAKernelRidge`` runs the same CG on ``W L Wᵀ + λI`` through a MEKA
-operator (Si et al. 2014, section 5.2).
+``MEKAKernelRidge`` (in :mod:`distsketch.estimators.meka_ridge`) shares the
+target checks and the tree-reduced cross products defined here.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -35,14 +36,33 @@ from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, tile_matvec
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
-from distsketch.ops.sketch_solve import nystrom_factor, woodbury_apply, woodbury_factor
+from distsketch.ops.sketch_solve import (
+    kernel_statistical_dimension,
+    nystrom_factor,
+    woodbury_apply,
+    woodbury_factor,
+)
 from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
-from distsketch.validation.finite import FiniteRows, check_finite_output
+from distsketch.validation.finite import check_finite_output
 
-__all__ = ["KernelSolver", "MEKAKernelRidge"]
+__all__ = ["KernelSolver", "default_preconditioner_rank"]
+
+logger = logging.getLogger("distsketch")
+
+#: Rows sampled to estimate the statistical dimension d_λ (an s × s eigenproblem).
+SDIM_SAMPLE = 1024
+#: Default preconditioner rank per unit of d_λ: a Nyström preconditioner is
+#: near exact once M ≳ d_λ; random features need several times more (their
+#: error decays like 1/√m instead of following K's spectrum).
+NYSTROM_PER_DIM = 2.0
+SKETCH_PER_DIM = 8.0
+#: Below this many features per unit of d_λ the default sketch is dropped.
+SKETCH_MIN_PER_DIM = 2.0
+#: Bounds of the default rank; the factor Z (n × m) also stays under 1 GiB.
+MIN_RANK, MAX_RANK, FACTOR_BYTES = 64, 4096, 2**30
 
 
 class _KernelTile:
@@ -100,6 +120,39 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
 
 
+def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
+    """The rank ``KernelSolver(sketch_size=None)`` gives its preconditioner.
+
+    Parameters
+    ----------
+    d_lam : float
+        Estimated statistical dimension of K at λ.
+    n : int
+        Rows of K.
+    kind : {"nystrom", "sketch"}
+    n_sample : int
+        Rows the estimate came from (an estimate above 90 % of it, with fewer
+        rows than n, is a lower bound).
+
+    Returns
+    -------
+    int
+        ``2·d_λ`` landmarks or ``8·d_λ`` features within [64, 4096], at most n
+        and at most ``2³⁰ / (8 n)`` (the n × m factor under 1 GiB); the
+        largest of those landmark counts when the estimate is saturated; 0
+        for a sketch that cannot reach ``2·d_λ`` features (it would slow CG
+        down).
+    """
+    saturated = d_lam > 0.9 * n_sample and n_sample < n
+    cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
+    per_dim = NYSTROM_PER_DIM if kind == "nystrom" else SKETCH_PER_DIM
+    if kind != "nystrom" and (saturated or cap < SKETCH_MIN_PER_DIM * d_lam):
+        return 0
+    if saturated:  # d_λ is at least the sample size: as many landmarks as allowed
+        return int(cap)
+    return int(min(cap, max(MIN_RANK, np.ceil(per_dim * d_lam))))
+
+
 class KernelSolver(RegressorMixin, DistsketchEstimator):
     """Exact kernel ridge regression ``(K + λI) α = y`` by blockwise (preconditioned) CG.
 
@@ -120,8 +173,15 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         preconditioner with ``sketch_size`` uniform landmarks; a (fitted or
         unfitted) feature map instance (e.g. ``GaussianSketch``) is used as
         the sketch.
-    sketch_size : int, default 256
-        m, the rank of the preconditioner.
+    sketch_size : int or None, default None
+        m, the rank of the preconditioner.  None sizes it from the estimated
+        statistical dimension ``d_λ = tr(K(K + λI)⁻¹)`` (see Notes):
+        ``2·d_λ`` landmarks for ``"nystrom"``, ``8·d_λ`` features for
+        ``"sketch"``, within [64, 4096], at most n and at most what keeps the
+        n × m factor under 1 GiB (that largest size for ``"nystrom"`` when
+        d_λ is at least the 1 024-row sample).  When the sketch cannot have
+        even ``2·d_λ`` features (d_λ close to n), no sketch is used (a
+        smaller one can make CG slower than none) and a warning is logged.
     tol : float, default 1e-6
         Relative residual ``‖y − (K + λI)α‖ / ‖y‖`` to reach.
     max_iter : int, default 500
@@ -130,6 +190,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         Rows per block of X for the tiles (a tile holds block_rows² floats).
     split_every : int, default 8
         Fan-in of the tree sums over column blocks.
+    verbose : int, default 0
+        CG progress (iterations and relative residuals) and the
+        preconditioner's size on the ``"distsketch"`` logger at INFO level:
+        1 every 10th iteration, 2 every iteration (0: DEBUG level).
     random_state : int, Generator or None
         Seed of the sketch / landmarks.
 
@@ -146,6 +210,14 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     converged_ : bool
     preconditioner_rank_ : int
         Columns of the preconditioner factor Z (0 without one).
+    sketch_size_ : int or None
+        The rank requested for the preconditioner (``sketch_size`` or the
+        size chosen from ``statistical_dimension_``; 0 when the default
+        sketch was dropped); None without a preconditioner.
+    statistical_dimension_ : float or None
+        Estimated d_λ of K at ``alpha`` (from the exact kernel on a uniform
+        sample of up to 1024 rows; a value near the sample size means at
+        least that); None without a preconditioner.
     kernel_params_ : dict
     n_features_in_, seed_
 
@@ -159,7 +231,20 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     costs one pass over X (features or ``K(X, landmarks)``) plus O(n m² + m³).
     With the sketch preconditioner, CG needs O(√κ(P⁻¹(K + λI)) log(1/tol))
     iterations, κ close to 1 when ``Z Zᵀ`` is a good spectral approximation
-    of K at scale λ (Theorem D.1).
+    of K at scale λ (Theorem D.1).  For ``P = Z Zᵀ + λI`` with
+    ``Z Zᵀ ≼ K`` (Nyström), the eigenvalues of ``P⁻¹(K + λI)`` lie in
+    ``[1, 1 + ‖K − Z Zᵀ‖₂ / λ]``: a rank-m preconditioner helps only when m
+    exceeds the number of eigenvalues of K above λ, about the statistical
+    dimension d_λ.  When d_λ is close to n (a narrow kernel, small λ: for
+    X ~ N(0, I₈), γ = 0.5, λ = 1e-3 and n = 5000, d_λ ≈ 4960), no rank-512
+    preconditioner gets below ~90 iterations (measured with
+    ``benchmarks/bench_krr.py --only cg``: exact top-512 eigenvectors 93,
+    uniform Nyström 512 landmarks 182, 2048: 104, 4096: 70, none 361): the
+    default size follows d_λ, and the fit logs a warning when the rank is
+    below it.
+    Falkon's tens of iterations are for a different problem (KRR restricted
+    to the m landmarks, with λ scaled by n).  Estimating d_λ costs one
+    sampling pass and an O(s³) eigenproblem (s ≤ 1024).
 
     References
     ----------
@@ -186,18 +271,20 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         "coef0": [Interval(float, None, None)],
         "alpha": [Interval(float, 0, None, closed="neither")],
         "preconditioner": [None, Options({"sketch", "nystrom"}), "estimator"],
-        "sketch_size": [Interval(int, 1, None)],
+        "sketch_size": [None, Interval(int, 1, None)],
         "tol": [Interval(float, 0, None, closed="neither")],
         "max_iter": [Interval(int, 0, None)],
         "block_rows": [Interval(int, 1, None)],
         "split_every": [Interval(int, 2, None)],
+        "verbose": [Interval(int, 0, None)],
         "random_state": ["random_state"],
     }
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, alpha: float = 1.0, preconditioner: Any = None,
-                 sketch_size: int = 256, tol: float = 1e-6, max_iter: int = 500,
-                 block_rows: int = 2048, split_every: int = 8, random_state: Any = None):
+                 sketch_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
+                 block_rows: int = 2048, split_every: int = 8, verbose: int = 0,
+                 random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -209,6 +296,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self.max_iter = max_iter
         self.block_rows = block_rows
         self.split_every = split_every
+        self.verbose = verbose
         self.random_state = random_state
 
     # ------------------------------------------------------------------ pieces
@@ -242,7 +330,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         if not isinstance(p, str):
             return p
         name = self.kernel_name_
-        m = int(self.sketch_size)
+        m = int(self.sketch_size_)
         if name in SHIFT_INVARIANT:
             from distsketch.estimators.rff import RandomFourierFeatures
 
@@ -260,12 +348,55 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             "or pass a feature map instance as preconditioner."
         )
 
+    def _size_preconditioner(self, Xb: Any) -> None:
+        """Estimate d_λ on a row sample; choose the rank when ``sketch_size`` is None."""
+        n = int(Xb.shape[0])
+        lam = float(self.alpha)
+        s = min(n, SDIM_SAMPLE)
+        sampler = UniformLandmarks(s, self.seed_, "solver.sdim", order="priority")
+        _, S = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-sdim-sample"))
+        S = np.asarray(S, dtype=np.float64)
+        d_lam = kernel_statistical_dimension(
+            pairwise_kernel(S, S, self.kernel_name_, **self.kernel_params_), n, lam)
+        self.statistical_dimension_ = float(d_lam)
+        saturated = d_lam > 0.9 * s and s < n
+        if self.sketch_size is None and isinstance(self.preconditioner, str):
+            m = default_preconditioner_rank(d_lam, n, str(self.preconditioner), s)
+            if m == 0:
+                # random features approximate K at scale λ only when m ≫ d_λ; with
+                # m ≲ d_λ, P = ZZᵀ + λI can be worse than none (measured: 10× more
+                # iterations at d_λ ≈ n), so run plain CG and say so
+                logger.warning(
+                    "KernelSolver: a sketch preconditioner would need about %.0f features "
+                    "(%.0f x d_λ, d_λ %s%.0f at alpha=%.3g) but at most %d fit; a smaller "
+                    "sketch can slow CG down, so none is used. Use preconditioner='nystrom' "
+                    "or a larger alpha.", SKETCH_PER_DIM * d_lam, SKETCH_PER_DIM,
+                    "≥ " if saturated else "≈ ", d_lam, lam,
+                    min(n, MAX_RANK, FACTOR_BYTES // (8 * max(n, 1))))
+        elif self.sketch_size is None:
+            m = None  # a feature-map instance brings its own width
+        else:
+            m = int(self.sketch_size)
+        self.sketch_size_ = m
+        bound = "≥ " if saturated else "≈ "
+        level = logging.INFO if int(self.verbose) > 0 else logging.DEBUG
+        logger.log(level, "KernelSolver: statistical dimension d_λ %s%.0f (n=%d, alpha=%.3g, "
+                   "%d sampled rows); preconditioner %r of rank %s", bound, d_lam, n, lam, s,
+                   self.preconditioner if isinstance(self.preconditioner, str)
+                   else type(self.preconditioner).__name__, m)
+        if m and m < d_lam:
+            logger.warning(
+                "KernelSolver: the preconditioner's rank %d is below the statistical dimension "
+                "d_λ %s%.0f of K at alpha=%.3g, so CG may need many iterations (each a pass of "
+                "kernel tiles over X x X); use sketch_size=None (sized from d_λ), a larger "
+                "sketch_size, or a larger alpha (d_λ falls as alpha grows).", m, bound, d_lam, lam)
+
     def _factor(self, Xb: Any) -> np.ndarray | None:
         """The preconditioner factor Z (n × m) with ``Z Zᵀ ≈ K``."""
-        if self.preconditioner is None:
+        if self.preconditioner is None or self.sketch_size_ == 0:
             return None
         if self.preconditioner == "nystrom":
-            M = min(int(self.sketch_size), Xb.shape[0])
+            M = min(int(self.sketch_size_), Xb.shape[0])
             sampler = UniformLandmarks(M, self.seed_, "solver.landmarks", order="priority")
             index, L = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-landmarks"))
             self.landmark_index_ = np.sort(index)
@@ -316,6 +447,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         # every CG iteration is a pass over X: read the store once
         self._train_blocks = persist_rows(self._blocks(X)) if is_dask(X) else self._blocks(X)
         lam = float(self.alpha)
+        self.sketch_size_ = None
+        self.statistical_dimension_ = None
+        if self.preconditioner is not None:
+            self._size_preconditioner(self._train_blocks)
         Z = self._factor(self._train_blocks)
         precond: Callable | None = None
         if Z is not None:
@@ -330,7 +465,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         def matvec(V: np.ndarray) -> np.ndarray:
             return self.kernel_matvec(V) + lam * V
 
-        res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter))
+        res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter),
+                  verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
         self.n_iter_ = int(res.n_iter)
         self.residuals_ = res.residuals
@@ -380,132 +516,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         return _r2(np.asarray(to_numpy(self.predict(X))), y)
 
 
-class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
-    """Kernel ridge regression on a MEKA approximation ``G̃ = W L Wᵀ`` by CG.
-
-    Solves ``(G̃ + λI) α = y`` with conjugate gradient whose only access to G̃
-    is MEKA's blockwise ``matmat`` (O(n k) per product), then predicts new
-    points with ``G̃(x, X) α = w(x)ᵀ (L Wᵀ α)``.
-
-    Parameters
-    ----------
-    meka : MEKA, default None
-        Unfitted MEKA parameters (cloned and fitted on X) or a MEKA fitted on
-        the same X.  None means ``MEKA()`` seeded from ``random_state``.
-    alpha : float, default 1.0
-        λ > 0.
-    tol : float, default 1e-6
-    max_iter : int, default 500
-    random_state : int, Generator or None
-
-    Attributes
-    ----------
-    meka_ : MEKA
-    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
-    coef_ : ndarray of shape (Σ k_s, t)
-        ``L Wᵀ α``: prediction weights on the MEKA basis of new points.
-    n_iter_, residuals_, converged_
-
-    Notes
-    -----
-    Per CG iteration: one MEKA ``matmat`` (two passes over the n × k basis,
-    O(n k + ‖L‖₀) flops).  Prediction: one pass of MEKA's basis over the new
-    rows and an O(k) dot product per row.  MEKA's link matrix is not forced
-    to be PSD; if ``G̃ + λI`` is indefinite CG stops with a ConfigError
-    asking for a larger λ.
-
-    References
-    ----------
-    Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014,
-    section 5.2.
-    """
-
-    _parameter_constraints = {
-        "meka": [None, "estimator"],
-        "alpha": [Interval(float, 0, None, closed="neither")],
-        "tol": [Interval(float, 0, None, closed="neither")],
-        "max_iter": [Interval(int, 0, None)],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, *, meka: Any = None, alpha: float = 1.0, tol: float = 1e-6,
-                 max_iter: int = 500, random_state: Any = None):
-        self.meka = meka
-        self.alpha = alpha
-        self.tol = tol
-        self.max_iter = max_iter
-        self.random_state = random_state
-
-    def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
-        """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y`` by CG."""
-        X = self._check_input(X, reset=True)
-        Y, one_d = _targets(self, y, X.shape[0])
-        seed = self._init_seed()
-        meka = self.meka
-        if meka is None:
-            from distsketch.estimators.meka import MEKA
-
-            meka = MEKA(random_state=seed)
-        if not hasattr(meka, "link_"):
-            meka = clone(meka)
-            if meka.get_params(deep=False).get("random_state", 0) is None:
-                meka.set_params(random_state=seed)
-            meka.fit(X)
-        elif int(getattr(meka, "n_samples_seen_", X.shape[0])) != X.shape[0]:
-            raise InputError(
-                f"MEKAKernelRidge: the fitted MEKA covers {meka.n_samples_seen_} rows but X has "
-                f"{X.shape[0]}; pass the MEKA fitted on this X or an unfitted one."
-            )
-        self.meka_ = meka
-        lam = float(self.alpha)
-
-        def matvec(V: np.ndarray) -> np.ndarray:
-            return np.asarray(meka.matmat(V), dtype=np.float64).reshape(V.shape) + lam * V
-
-        res = pcg(matvec, Y, tol=float(self.tol), max_iter=int(self.max_iter))
-        alpha = res.x
-        self.dual_coef_ = alpha[:, 0] if one_d else alpha
-        self.n_iter_ = int(res.n_iter)
-        self.residuals_ = res.residuals
-        self.converged_ = bool(res.converged)
-        if not res.converged:
-            warnings.warn(
-                f"MEKAKernelRidge: CG stopped after {res.n_iter} iterations at relative residual "
-                f"{res.residuals[-1]:.3g} > tol={self.tol}; raise max_iter or alpha.",
-                RuntimeWarning, stacklevel=2)
-        # Wᵀα in one tree-reduced pass over the training basis
-        W = as_dask(meka.transform(X))
-        stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
-        wta = reduce_blocks(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta")["atb"]
-        self.coef_ = meka.link_ @ wta
-        return self
-
-    def predict(self, X: Any) -> Any:
-        """``w(x)ᵀ L Wᵀ α`` for new rows (dask in -> dask out).
-
-        Parameters
-        ----------
-        X : ndarray or dask array of shape (n_new, n_features)
-
-        Returns
-        -------
-        ndarray or dask array of shape (n_new,) or (n_new, n_targets)
-        """
-        self._check_is_fitted("coef_")
-        X = self._check_input(X, reset=False)
-        W = self.meka_.transform(X)
-        out = map_blocks(W, FiniteRows(_rows_times, "MEKA ridge predict"),
-                         self.coef_, n_out=self.coef_.shape[1],
-                         dtype=np.float64, name="meka-krr-predict")
-        return out[:, 0] if np.ndim(self.dual_coef_) == 1 else out
-
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """R² of ``predict(X)``."""
-        return _r2(np.asarray(to_numpy(self.predict(X))), y)
-
-
-def _hstack(A: Any, B: Any) -> Any:
+def _hstack(A: Any, B: Any, W_twice: bool = False) -> Any:
+    """``[A | B]`` (``[A | A | B]`` with ``W_twice``) with B on A's row blocks."""
     import dask.array as da
 
     B = B.rechunk((A.chunks[0], B.shape[1]))
-    return da.concatenate([A.rechunk({1: A.shape[1]}).astype(np.float64), B], axis=1)
+    A = A.rechunk({1: A.shape[1]}).astype(np.float64)
+    return da.concatenate([A, A, B] if W_twice else [A, B], axis=1)

@@ -9,6 +9,7 @@ all of them, which matters when one call is a pass over a large data set.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,8 @@ import numpy as np
 from distsketch.errors import ConfigError, InputError
 
 __all__ = ["CGResult", "cg_iteration_bound", "pcg"]
+
+logger = logging.getLogger("distsketch")
 
 Operator = Callable[[np.ndarray], np.ndarray]
 
@@ -62,6 +65,8 @@ def pcg(
     x0: np.ndarray | None = None,
     tol: float = 1e-6,
     max_iter: int = 1000,
+    verbose: int = 0,
+    label: str = "pcg",
 ) -> CGResult:
     """Solve ``A x = b`` for SPD ``A`` by (preconditioned) conjugate gradient.
 
@@ -79,6 +84,13 @@ def pcg(
         Stop when ``‖b − A x‖ ≤ tol · ‖b‖`` for every column.
     max_iter : int, default 1000
         Maximum number of operator applications.
+    verbose : int, default 0
+        Progress goes to the ``"distsketch"`` logger: 0 logs the start and
+        end at DEBUG level and every iteration at DEBUG; 1 logs the start,
+        every 10th iteration and the end at INFO; 2 or more logs every
+        iteration at INFO.
+    label : str, default "pcg"
+        Prefix of the log lines and error messages (the caller's name).
 
     Returns
     -------
@@ -119,17 +131,31 @@ def pcg(
     history = [float(rel.max(initial=0.0))]
     col_hist = [rel.copy()]
     active = rel > tol
+    level = logging.INFO if int(verbose) > 0 else logging.DEBUG
+    every = 1 if int(verbose) != 1 else 10
+    logger.log(level, "%s: n=%d, %d right-hand side(s), tol=%.3g, max_iter=%d, "
+               "preconditioner=%s, start residual %.3e", label, B.shape[0], B.shape[1], tol,
+               int(max_iter), "yes" if precond is not None else "none", history[0])
     Zp = precond(R) if precond is not None else R
     P = Zp.copy()
     rz = np.einsum("ij,ij->j", R, Zp)
+    op_scale = 0.0
     it = 0
     while it < int(max_iter) and active.any():
         AP = np.asarray(matvec(P), dtype=np.float64)
         pap = np.einsum("ij,ij->j", P, AP)
+        pp = np.einsum("ij,ij->j", P, P)
+        rayleigh = pap / np.where(pp > 0, pp, 1.0)
+        op_scale = max(op_scale, float(np.abs(rayleigh[active]).max(initial=0.0)))
         if np.any(pap[active] <= 0):
+            worst = float(rayleigh[active].min())
+            relative = worst / op_scale if op_scale > 0 else float("-inf")
             raise ConfigError(
-                "pcg: the operator (or preconditioner) is not positive definite along a search "
-                f"direction (pᵀAp = {pap[active].min():.3g}); increase the regularisation alpha."
+                f"{label}: the operator is not positive definite: at iteration {it + 1} a search "
+                f"direction p has pᵀAp/‖p‖² = {worst:.3g}, i.e. {relative:.3g} relative to the "
+                f"operator's scale (largest |pᵀAp|/‖p‖² seen: {op_scale:.3g}), so it has an "
+                "eigenvalue at or below that value. Use a positive semi-definite "
+                "approximation or a regularisation alpha larger than that."
             )
         # frozen columns (already converged) take a zero step
         step = np.where(active, rz / np.where(pap > 0, pap, 1.0), 0.0)
@@ -140,6 +166,8 @@ def pcg(
         history.append(float(rel.max(initial=0.0)))
         col_hist.append(rel.copy())
         active = active & (rel > tol)
+        if it % every == 0 or int(verbose) == 0:
+            logger.log(level, "%s: iteration %d, relative residual %.3e", label, it, history[-1])
         if not active.any():
             break
         Zp = precond(R) if precond is not None else R
@@ -147,6 +175,9 @@ def pcg(
         beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
         P = Zp + P * beta
         rz = rz_new
+    logger.log(level, "%s: %s after %d iteration(s), relative residual %.3e (tol %.3g)", label,
+               "converged" if not active.any() else "stopped without converging", it,
+               history[-1], tol)
     x = X[:, 0] if vector else X
     return CGResult(x=x, n_iter=it, residuals=np.asarray(history),
                     converged=bool(not active.any()), column_residuals=np.asarray(col_hist))

@@ -12,7 +12,9 @@ This module holds what every block or the driver computes:
 * :func:`basis_block` — the basis coordinates and labels of a row block;
 * :func:`scatter_basis` — basis rows spread into the Σ k_s columns of W;
 * :func:`project_block` / :func:`expand_block` — the two halves of a blockwise
-  product W L Wᵀ V.
+  product W L Wᵀ V;
+* :func:`psd_core` — the factored, PSD-clipped form of W L Wᵀ (from WᵀW and L)
+  behind MEKA kernel ridge regression.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import row_stable_matmul
@@ -30,6 +33,7 @@ __all__ = [
     "expand_block",
     "nearest_centre",
     "project_block",
+    "psd_core",
     "scatter_basis",
 ]
 
@@ -168,3 +172,48 @@ def expand_block(coords: np.ndarray, U: np.ndarray, offsets: np.ndarray,
                  ranks: np.ndarray) -> np.ndarray:
     """W U for one row block, with U of shape (Σ k_s) × p: (b × p)."""
     return scatter_basis(coords, offsets, ranks) @ np.asarray(U, dtype=np.float64)
+
+
+def psd_core(gram: np.ndarray, link: np.ndarray, rcond: float = 1e-12) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    """Factor ``W L Wᵀ = (W B) diag(e) (W B)ᵀ`` with ``W B`` orthonormal on the training rows.
+
+    With ``WᵀW = V S Vᵀ`` (directions with ``S ≤ rcond · max S`` dropped: W is
+    zero along them), ``Q = W V S^{-1/2}`` has orthonormal columns and
+    ``W L Wᵀ = Q C Qᵀ`` with the small core ``C = S^{1/2} Vᵀ L V S^{1/2} = U diag(e) Uᵀ``.
+    So the nonzero eigenvalues of the n × n approximation are ``e`` and its
+    eigenvectors the columns of ``W B`` with ``B = V S^{-1/2} U``.  Clipping
+    ``e`` at zero gives the nearest (Frobenius and spectral norm) positive
+    semi-definite matrix to ``W L Wᵀ``, whose link in W's coordinates is
+    ``B diag(max(e, 0)) Bᵀ``.
+
+    Parameters
+    ----------
+    gram : ndarray of shape (k, k)
+        ``WᵀW`` over the training rows (block diagonal for MEKA's basis).
+    link : ndarray of shape (k, k)
+        L, symmetric (possibly indefinite).
+    rcond : float, default 1e-12
+        Relative threshold on the eigenvalues of ``WᵀW``.
+
+    Returns
+    -------
+    B : ndarray of shape (k, r)
+        ``Bᵀ (WᵀW) B = I_r``.
+    e : ndarray of shape (r,)
+        Eigenvalues of the core (ascending, not clipped).
+
+    Notes
+    -----
+    O(k³) time and O(k²) memory; nothing depends on n.
+    """
+    G = np.asarray(gram, dtype=np.float64)
+    G = (G + G.T) / 2
+    s, V = np.linalg.eigh(G)
+    top = float(s.max(initial=0.0))
+    keep = s > rcond * top if top > 0 else np.zeros(s.shape, dtype=bool)
+    V, root = V[:, keep], np.sqrt(s[keep])
+    Lk = np.asarray(link, dtype=np.float64)
+    core = (V.T @ ((Lk + Lk.T) / 2) @ V) * root[:, None] * root[None, :]
+    e, U = sla.eigh((core + core.T) / 2)
+    return (V / root[None, :]) @ U, e

@@ -27,6 +27,7 @@ from distsketch.errors import ConfigError
 __all__ = [
     "centered_normal_equations",
     "estimate_statistical_dimension",
+    "kernel_statistical_dimension",
     "ridge_path",
     "solve_path_from_eigh",
     "statistical_dimension",
@@ -234,4 +235,42 @@ def estimate_statistical_dimension(Z_sample: np.ndarray, n_total: int, lam: floa
     # the nonzero spectra of ZᵀZ (m × m) and Z Zᵀ (n_s × n_s) agree: use the smaller
     G = Zs @ Zs.T if Zs.shape[0] < Zs.shape[1] else Zs.T @ Zs
     ev = np.linalg.eigvalsh(G) * (float(n_total) / Zs.shape[0])
+    return statistical_dimension(ev, lam)
+
+
+@single_threaded_blas
+def kernel_statistical_dimension(k_sample: np.ndarray, n_total: int, lam: float) -> float:
+    """Estimate ``d_λ = tr(K (K + λI)⁻¹)`` of an n × n kernel matrix from a row sample.
+
+    For a uniform sample of s rows, the eigenvalues of ``(n/s) K_ss`` estimate
+    the top s eigenvalues of K (the sample's kernel operator is an unbiased
+    estimate of the data's), so ``Σ μ / (μ + λ)`` over them estimates d_λ.
+    The estimate cannot exceed s: a value close to s means "at least s".
+
+    Parameters
+    ----------
+    k_sample : ndarray of shape (s, s)
+        The exact kernel on the sampled rows.
+    n_total : int
+        n.
+    lam : float
+        λ > 0.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    O(s³) for the eigenvalues; nothing depends on n.
+
+    References
+    ----------
+    Alaoui, Mahoney. Fast randomized kernel ridge regression with statistical
+    guarantees. NeurIPS 2015 (d_λ and sampling).
+    """
+    Ks = np.asarray(k_sample, dtype=np.float64)
+    if Ks.shape[0] == 0:
+        raise ConfigError("kernel_statistical_dimension needs at least one sampled row.")
+    ev = np.linalg.eigvalsh((Ks + Ks.T) / 2) * (float(n_total) / Ks.shape[0])
     return statistical_dimension(ev, lam)

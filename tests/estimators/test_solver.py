@@ -115,7 +115,7 @@ def test_meka_kernel_ridge_solves_the_meka_system():
     X, y = _data(400, seed=3)
     lam = 0.1
     meka = MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0).fit(X)
-    model = MEKAKernelRidge(meka=meka, alpha=lam, tol=1e-10, max_iter=2000).fit(X, y)
+    model = MEKAKernelRidge(meka=meka, alpha=lam, solver="cg", tol=1e-10, max_iter=2000).fit(X, y)
     G = meka.to_dense()
     ref = sla.solve(G + lam * np.eye(400), y)
     np.testing.assert_allclose(model.dual_coef_, ref, rtol=1e-6, atol=1e-7 * np.abs(ref).max())
@@ -129,15 +129,95 @@ def test_meka_kernel_ridge_solves_the_meka_system():
     assert model.score(*_data(200, seed=9)) > 0.5
     # an unfitted MEKA is cloned and fitted on X
     fresh = MEKAKernelRidge(meka=MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0),
-                            alpha=lam, tol=1e-10).fit(X, y)
+                            alpha=lam, solver="cg", tol=1e-10).fit(X, y)
     np.testing.assert_allclose(fresh.dual_coef_, model.dual_coef_, rtol=1e-6, atol=1e-8)
-    # MEKA's link matrix need not be PSD: an indefinite G̃ + λI is reported, not mis-solved
+    # MEKA's link matrix need not be PSD: with solver="cg" an indefinite G̃ + λI is
+    # reported (relative to the operator's scale), not mis-solved
     odd = MEKA(n_clusters=3, rank=10, gamma=0.5, random_state=0).fit(X)
     assert np.linalg.eigvalsh(odd.to_dense())[0] < -0.01
-    with pytest.raises(ConfigError, match="alpha"):
-        MEKAKernelRidge(meka=odd, alpha=1e-3, max_iter=2000).fit(X, y)
+    with pytest.raises(ConfigError, match=r"relative to the operator's scale.*solver='factored'"):
+        MEKAKernelRidge(meka=odd, alpha=1e-3, solver="cg", max_iter=2000).fit(X, y)
     with pytest.raises(InputError, match="MEKA covers 400 rows"):
         MEKAKernelRidge(meka=meka).fit(X[:100], y[:100])
+
+
+def _clipped(G):
+    ev, V = np.linalg.eigh(G)
+    return (V * np.clip(ev, 0.0, None)) @ V.T
+
+
+@pytest.fixture(scope="module")
+def indefinite_meka():
+    """The issue's MEKA(n_clusters=8, rank=64, gamma=0.5) on 1 200 rows, with dense references."""
+    from distsketch.estimators.meka import MEKA
+    from distsketch.ops.meka import scatter_basis
+
+    n = 1200
+    X, y = _data(n, d=4, seed=11)
+    meka = MEKA(n_clusters=8, rank=64, gamma=0.5, random_state=0).fit(X)
+    G = meka.to_dense()
+    Gp = _clipped(G)
+    W = scatter_basis(np.asarray(meka._training_basis()), meka.offsets_, meka.ranks_)
+    Wp = np.linalg.pinv(W)
+    K = pairwise_kernel(X, X, "rbf", gamma=0.5)
+    return dict(X=X, y=y, meka=meka, e_min=np.linalg.eigvalsh(G)[0], Gp=Gp,
+                link_psd=Wp @ Gp @ Wp.T, K=K, gap=np.linalg.norm(K - Gp, 2))
+
+
+@pytest.mark.parametrize("lam", [1e-2, 2.0 ** -5, 2.0 ** -2])
+def test_meka_kernel_ridge_fits_indefinite_meka_at_the_papers_regularisation(lam,
+                                                                             indefinite_meka):
+    """The issue's configuration at λ = 1e-2 and at Table 3's λ (2⁻⁵ … 2⁻²)."""
+    d = indefinite_meka
+    X, y, meka, Gp, K = d["X"], d["y"], d["meka"], d["Gp"], d["K"]
+    n = X.shape[0]
+    assert d["e_min"] < -0.03  # measured −0.058: G̃ + λI is indefinite for λ = 1e-2 and 2⁻⁵
+    if lam < -d["e_min"]:
+        with pytest.raises(ConfigError, match="solver='factored'"):
+            MEKAKernelRidge(meka=meka, alpha=lam, solver="cg").fit(X, y)
+    model = MEKAKernelRidge(meka=meka, alpha=lam).fit(X, y)
+    assert model.n_clipped_ > 0 and 0 < model.clipped_mass_ < 0.05
+    np.testing.assert_allclose(np.sort(model.core_eigenvalues_)[0], d["e_min"], rtol=1e-6)
+    # exact KRR on the PSD-clipped operator (dense eigendecomposition of G̃)
+    ref = sla.solve(Gp + lam * np.eye(n), y, assume_a="pos")
+    np.testing.assert_allclose(model.dual_coef_, ref, rtol=1e-8, atol=1e-9 * np.abs(ref).max())
+    # out of sample: G̃₊(x, X) = w(x)ᵀ L₊ W(X)ᵀ with L₊ = W⁺ G̃₊ W⁺ᵀ
+    Xt, yt = _data(150, d=4, seed=12)
+    Wt = np.asarray(meka.transform(Xt))
+    W = np.asarray(meka.transform(X))
+    np.testing.assert_allclose(model.predict(Xt), Wt @ d["link_psd"] @ W.T @ ref,
+                               rtol=1e-7, atol=1e-8 * np.abs(Wt @ model.coef_).max())
+    # against exact KRR with the true kernel: fitted values within ‖K − G̃₊‖₂ ‖α_K‖
+    # (f̃ − f = λ(G̃₊ + λI)⁻¹(G̃₊ − K)α_K and ‖λ(G̃₊ + λI)⁻¹‖ ≤ 1)
+    a_K = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    fit_gap = np.linalg.norm(Gp @ model.dual_coef_ - K @ a_K)
+    assert fit_gap <= d["gap"] * np.linalg.norm(a_K) * (1 + 1e-8)
+    assert fit_gap <= 0.05 * np.linalg.norm(K @ a_K)
+    # held out: as accurate as exact KRR up to a few hundredths of R²
+    exact = pairwise_kernel(Xt, X, "rbf", gamma=0.5) @ a_K
+    r2_exact = 1 - np.sum((yt - exact) ** 2) / np.sum((yt - yt.mean()) ** 2)
+    assert model.score(Xt, yt) >= r2_exact - 0.05
+
+
+def test_meka_kernel_ridge_factored_equals_cg_on_a_psd_meka():
+    from distsketch.estimators.meka import MEKA
+
+    X, y = _data(400, seed=3)
+    Y = np.column_stack([y, np.cos(X[:, 1])])
+    meka = MEKA(n_clusters=3, rank=10, gamma=1.0, random_state=0).fit(X)
+    G = meka.to_dense()
+    lam = 0.1
+    direct = MEKAKernelRidge(meka=meka, alpha=lam).fit(X, Y)
+    ref = sla.solve(_clipped(G) + lam * np.eye(400), Y)
+    np.testing.assert_allclose(direct.dual_coef_, ref, rtol=1e-8, atol=1e-10)
+    assert direct.dual_coef_.shape == (400, 2) and direct.coef_.shape == (meka.ranks_.sum(), 2)
+    if np.linalg.eigvalsh(G)[0] >= -1e-10:
+        assert direct.n_clipped_ == 0 or direct.clipped_mass_ < 1e-8
+    cg = MEKAKernelRidge(meka=meka, alpha=lam, solver="cg", tol=1e-10).fit(X, Y)
+    e_min = float(np.linalg.eigvalsh(G)[0])
+    # the two agree up to what clipping removed (|e_min| / λ relative)
+    np.testing.assert_allclose(direct.dual_coef_, cg.dual_coef_, rtol=0,
+                               atol=(1e-7 + 2 * max(-e_min, 0.0) / lam) * np.abs(ref).max())
 
 
 def test_bad_inputs_and_warnings(tmp_path):
@@ -165,3 +245,114 @@ def test_bad_inputs_and_warnings(tmp_path):
     s.save(tmp_path / "solver")
     again = load(tmp_path / "solver")
     np.testing.assert_array_equal(again.predict(X[:5]), s.predict(X[:5]))
+
+
+def _plain_cg_count(K, lam, y, tol):
+    """Unpreconditioned CG on the dense matrix: the same recurrence as the solver's tiles."""
+    from distsketch.ops.cg import pcg
+
+    return pcg(lambda V: K @ V + lam * V, y, tol=tol, max_iter=20000).n_iter
+
+
+def test_nystrom_preconditioner_converges_in_tens_of_iterations():
+    """The README's Nyström configuration (512 landmarks, λ = 1e-3) on a 1 200-row RBF system."""
+    from distsketch.ops.sketch_solve import nystrom_factor
+
+    n, gamma, lam, tol = 1200, 0.5, 1e-3, 1e-6
+    X, y = _data(n, d=3, seed=4)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="nystrom", sketch_size=512, tol=tol,
+                     block_rows=600, random_state=0).fit(X, y)
+    assert s.converged_ and s.preconditioner_rank_ == 512 and s.sketch_size_ == 512
+    plain = _plain_cg_count(K, lam, y, tol)  # measured 860
+    # Bound from the factor itself: P⁻¹ᐟ²(K + λI)P⁻¹ᐟ² = I + P⁻¹ᐟ²EP⁻¹ᐟ² with E = K − ZZᵀ ≽ 0
+    # and P ≽ λI, so its i-th eigenvalue is ≤ 1 + eᵢ(E)/λ; with k_t eigenvalues of E above tλ
+    # treated as outliers, CG needs at most k_t + ½√(1+t)·ln(2√κ(K+λI)/tol) iterations.
+    L = X[s.landmark_index_]
+    T = nystrom_factor(pairwise_kernel(L, L, "rbf", gamma=gamma))
+    Z = sla.solve_triangular(T, pairwise_kernel(X, L, "rbf", gamma=gamma).T, trans="T").T
+    e = np.linalg.eigvalsh(K - Z @ Z.T)
+    evA = np.linalg.eigvalsh(K) + lam
+    conv = np.log(2 * np.sqrt(evA[-1] / evA[0]) / tol)
+    bound = min(int(np.sum(e > t * lam)) + int(np.ceil(0.5 * np.sqrt(1 + t) * conv))
+                for t in (1, 3, 10, 30, 100, 300))
+    assert s.n_iter_ <= bound  # measured: 11 iterations, bound 52
+    assert s.n_iter_ <= 40 and s.n_iter_ * 20 <= plain
+    ref = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    # residual ≤ tol·‖y‖ ⇒ ‖α − α*‖ ≤ tol·‖y‖ / λ_min(K + λI)
+    assert np.linalg.norm(s.dual_coef_ - ref) <= tol * np.linalg.norm(y) / evA[0] * (1 + 1e-6)
+    # the default rank follows d_λ (estimated from a 1 024-row sample)
+    d_true = float(np.sum((evA - lam) / evA))
+    assert abs(s.statistical_dimension_ - d_true) <= 0.25 * d_true
+
+
+def test_default_sketch_preconditioner_follows_the_statistical_dimension(caplog):
+    """Issue: γ = 2, λ = 1e-3, RFF sketch no better than none; small version of that system."""
+    import logging
+
+    from distsketch.ops.sketch_solve import statistical_dimension
+
+    n, gamma, lam, tol = 500, 2.0, 1e-3, 1e-6
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    y = np.sin(X[:, 0]) + np.cos(X[:, 1]) + 0.1 * rng.normal(size=n)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    d_true = statistical_dimension(np.linalg.eigvalsh(K), lam)  # ≈ 142
+    plain = _plain_cg_count(K, lam, y, tol)  # measured 528
+    with caplog.at_level(logging.INFO, logger="distsketch"):
+        s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", tol=tol, max_iter=2000,
+                         block_rows=n, verbose=1, random_state=0).fit(X, y)
+    # sample = all rows here, so the estimate is the exact d_λ
+    np.testing.assert_allclose(s.statistical_dimension_, d_true, rtol=1e-8)
+    assert s.sketch_size_ == min(n, int(np.ceil(8 * d_true))) == s.preconditioner_rank_
+    assert s.converged_ and 3 * s.n_iter_ <= plain  # measured 135 vs 528
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("statistical dimension d_λ ≈ 142" in m and "rank 500" in m for m in msgs)
+    assert any("KernelSolver: converged after" in m for m in msgs)
+    ref = sla.solve(K + lam * np.eye(n), y, assume_a="pos")
+    lam_min = np.linalg.eigvalsh(K)[0] + lam
+    assert np.linalg.norm(s.dual_coef_ - ref) <= tol * np.linalg.norm(y) / lam_min * (1 + 1e-6)
+
+
+def test_default_sketch_is_dropped_when_it_cannot_reach_the_statistical_dimension(caplog):
+    """d_λ ≈ n (8 uniform inputs, γ = 2): a small RFF sketch slows CG down, so none is used."""
+    import logging
+
+    n, gamma, lam, tol = 400, 2.0, 1e-3, 1e-6
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(n, 8))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    K = pairwise_kernel(X, X, "rbf", gamma=gamma)
+    with caplog.at_level(logging.WARNING, logger="distsketch"):
+        s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", tol=tol,
+                         block_rows=n, random_state=0).fit(X, y)
+    assert s.statistical_dimension_ > 0.5 * n
+    assert s.sketch_size_ == 0 and s.preconditioner_rank_ == 0
+    assert any("none is used" in r.getMessage() for r in caplog.records)
+    assert s.converged_ and s.n_iter_ == _plain_cg_count(K, lam, y, tol)
+    # what the dropped default avoids: a 64-feature sketch needs more iterations than none
+    small = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", sketch_size=64,
+                         tol=tol, max_iter=3 * s.n_iter_, block_rows=n, random_state=0)
+    with pytest.warns(RuntimeWarning, match="max_iter"):
+        small.fit(X, y)
+    assert not small.converged_
+
+
+def test_default_preconditioner_rank_rule():
+    from distsketch.estimators.solver import default_preconditioner_rank as rank
+
+    # 2·d_λ landmarks, 8·d_λ features, at least 64
+    assert rank(100.0, 10_000, "nystrom", 1024) == 200
+    assert rank(100.0, 10_000, "sketch", 1024) == 800
+    assert rank(3.0, 10_000, "nystrom", 1024) == 64
+    # never above n, 4096, or a 1 GiB factor (2³⁰ / (8 n) columns)
+    assert rank(400.0, 500, "nystrom", 500) == 500
+    assert rank(3000.0, 50_000, "nystrom", 1024) == 2**30 // (8 * 50_000)
+    assert rank(1500.0, 100_000, "nystrom", 1024) == 2**30 // (8 * 100_000)
+    assert rank(2500.0, 6000, "nystrom", 6000) == 4096
+    # a sketch that cannot reach 2·d_λ, or a saturated estimate, is dropped
+    assert rank(300.0, 500, "sketch", 500) == 0
+    assert rank(200.0, 500, "sketch", 500) == 500
+    assert rank(1000.0, 20_000, "sketch", 1024) == 0
+    assert rank(1000.0, 20_000, "nystrom", 1024) == 4096  # saturated: as many as allowed
+    assert rank(1000.0, 200_000, "nystrom", 1024) == 2**30 // (8 * 200_000)

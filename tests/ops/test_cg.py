@@ -63,3 +63,68 @@ def test_bad_inputs():
         pcg(lambda V: A @ V, np.ones(3), tol=0)
     with pytest.raises(ConfigError, match="positive definite"):
         pcg(lambda V: -V, np.ones(3))
+
+
+def _curvature_numbers(message):
+    import re
+
+    worst = float(re.search(r"pᵀAp/‖p‖² = (\S+), i\.e\.", message).group(1))
+    relative = float(re.search(r"i\.e\. (\S+) relative", message).group(1))
+    scale = float(re.search(r"seen: ([^)]+)\)", message).group(1))
+    return worst, relative, scale
+
+
+@pytest.mark.parametrize("b_scale", [1.0, 1e6])
+def test_negative_curvature_message_is_normalised(b_scale):
+    rng = np.random.default_rng(6)
+    Q, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    ev = np.concatenate([[-0.5], np.linspace(1.0, 100.0, 39)])
+    A = (Q * ev) @ Q.T
+    b = b_scale * rng.normal(size=40)
+    with pytest.raises(ConfigError, match="not positive definite") as info:
+        pcg(lambda V: A @ V, b, tol=1e-12, max_iter=200)
+    worst, relative, scale = _curvature_numbers(str(info.value))
+    # a Rayleigh quotient lies in [λ_min, λ_max] whatever ‖p‖ is
+    assert ev.min() - 1e-9 <= worst <= 0.0
+    assert 0 < scale <= ev.max() * (1 + 1e-9)
+    assert -1.0 <= relative < 0.0
+    np.testing.assert_allclose(relative, worst / scale, rtol=1e-2)
+    # the same numbers whatever the scale of b (the raw pᵀAp grows with ‖b‖²)
+    with pytest.raises(ConfigError) as again:
+        pcg(lambda V: A @ V, b / b_scale, tol=1e-12, max_iter=200)
+    np.testing.assert_allclose(_curvature_numbers(str(again.value)), (worst, relative, scale),
+                               rtol=1e-2)
+
+
+def test_scaling_the_operator_keeps_the_relative_number():
+    A = np.diag([-1.0, 2.0, 3.0, 50.0])
+    b = np.ones(4)
+    msgs = []
+    for c in (1.0, 1e4):
+        with pytest.raises(ConfigError) as info:
+            pcg(lambda V, c=c: c * (A @ V), b, tol=1e-12)
+        msgs.append(_curvature_numbers(str(info.value)))
+    np.testing.assert_allclose(msgs[1][1], msgs[0][1], rtol=1e-2)
+    np.testing.assert_allclose(msgs[1][0], 1e4 * msgs[0][0], rtol=1e-2)
+
+
+@pytest.mark.parametrize("verbose, expected", [(0, None), (1, 10), (2, 1)])
+def test_verbose_logs_iterations_and_residuals(caplog, verbose, expected):
+    import logging
+
+    A = _spd(80, 1e4, seed=7)
+    b = np.random.default_rng(8).normal(size=80)
+    with caplog.at_level(logging.INFO, logger="distsketch"):
+        res = pcg(lambda V: A @ V, b, tol=1e-8, max_iter=500, verbose=verbose, label="demo")
+    lines = [r.getMessage() for r in caplog.records if r.name == "distsketch"]
+    if expected is None:  # verbose=0 stays at DEBUG level: nothing at INFO
+        assert lines == []
+        return
+    its = [ln for ln in lines if "iteration " in ln and "relative residual" in ln
+           and "after" not in ln]
+    assert len(its) == res.n_iter // expected
+    # the logged residuals are the recorded history
+    first = its[0]
+    k = int(first.split("iteration ")[1].split(",")[0])
+    assert float(first.rsplit(" ", 1)[1]) == pytest.approx(res.residuals[k], rel=1e-3)
+    assert lines[0].startswith("demo: n=80") and "converged after" in lines[-1]

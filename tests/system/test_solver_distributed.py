@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from distsketch import KernelSolver, write_array
+from distsketch import MEKA, KernelSolver, MEKAKernelRidge, write_array
 from distsketch.ops.kernels import pairwise_kernel
 
 distributed = pytest.importorskip("distributed")
@@ -26,6 +26,10 @@ def test_kernel_solver_on_local_cluster_from_zarr(tmp_path):
         s = KernelSolver(gamma=0.3, alpha=lam, preconditioner="nystrom", sketch_size=100,
                          tol=1e-9, block_rows=200, random_state=0).fit(str(path), y)
         pred = s.predict(Xt)
+        # the factored MEKA solve (two tree-reduced passes) on the same cluster and store
+        mk = MEKAKernelRidge(meka=MEKA(n_clusters=3, rank=10, gamma=0.5, random_state=0),
+                             alpha=0.05).fit(str(path), y)
+        mk_pred = np.asarray(mk.predict(Xt))
         # the tile tasks ran on the cluster (the scheduler saw them)
         tasks = client.run_on_scheduler(lambda dask_scheduler: sum(
             1 for key in dask_scheduler.task_prefixes if "kernel-matvec" in str(key)))
@@ -35,3 +39,9 @@ def test_kernel_solver_on_local_cluster_from_zarr(tmp_path):
     np.testing.assert_allclose(s.dual_coef_, ref, rtol=1e-7, atol=1e-8 * np.abs(ref).max())
     Kt = pairwise_kernel(Xt, X, "rbf", gamma=0.3)
     np.testing.assert_allclose(pred, Kt @ ref, rtol=1e-7, atol=1e-9)
+    # the same MEKA model fitted in memory on the local threads: one answer
+    local = MEKAKernelRidge(meka=MEKA(n_clusters=3, rank=10, gamma=0.5, random_state=0),
+                            alpha=0.05).fit(X, y)
+    np.testing.assert_allclose(mk.dual_coef_, local.dual_coef_, rtol=1e-9,
+                               atol=1e-10 * np.abs(local.dual_coef_).max())
+    np.testing.assert_allclose(mk_pred, local.predict(Xt), rtol=1e-9, atol=1e-10)
