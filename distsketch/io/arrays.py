@@ -190,6 +190,7 @@ def open_array(
     block_rows: int | None = None,
     check_chunks: bool = True,
     allow_missing_chunks: bool = False,
+    targets: bool = False,
 ) -> da.Array:
     """A validated, row-chunked dask array from a Zarr path, NumPy or dask array.
 
@@ -213,10 +214,14 @@ def open_array(
         (Zarr's ``write_empty_chunks=False``) as the fill value.  A store
         written by distsketch (it has a manifest) writes every chunk, so an
         absent chunk there is always lost and always refused.
+    targets : bool, default False
+        Open targets instead of an input: a 1-D array of labels or values
+        (or 2-D, one column per target), e.g. ``"store.zarr::y"``, chunked
+        like the store (:func:`distsketch.io.targets.open_targets`).
 
     Returns
     -------
-    dask.array.Array of shape (n, d)
+    dask.array.Array of shape (n, d), or (n,) / (n, t) for targets
 
     Raises
     ------
@@ -225,6 +230,13 @@ def open_array(
     InputError
         Not 2-D, not numeric, zero rows.
     """
+    if targets:
+        from distsketch.io.targets import targets_argument
+
+        if component is not None and isinstance(source, (str, os.PathLike)):
+            source = f"{os.fspath(source)}::{component}"
+        y = targets_argument(source, where="targets")
+        return y if isinstance(y, da.Array) else da.asarray(y)
     if isinstance(source, da.Array) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
         X = check_input(source, where="input array")
         return as_dask(X, block_rows)
@@ -235,6 +247,11 @@ def open_array(
         if component is None:
             path, component = split_array_path(path)
         arr = open_zarr(path, component)
+    if arr.ndim == 1:
+        raise InputError(f"Zarr array {path}{'::' + component if component else ''}: expected a "
+                         f"2-D array (rows are points), got 1-D with shape {tuple(arr.shape)}. For "
+                         "targets pass targets=True (fit(X, y) takes the path as y directly); for "
+                         "a single feature store the data with shape (n, 1).")
     check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
     if check_chunks and isinstance(source, (str, os.PathLike)):
         # arr.path is the array's location inside a group (e.g. "X"), "" for a bare array

@@ -13,7 +13,7 @@ import numpy as np
 
 from distsketch.errors import InputError, StoreError
 
-__all__ = ["Targets", "open_targets"]
+__all__ = ["Targets", "open_target_args", "open_targets", "targets_argument"]
 
 
 class Targets:
@@ -61,7 +61,7 @@ class Targets:
         return da.from_array(self.array, chunks=self.array.chunks)
 
 
-def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = None,
+def open_targets(path: str | os.PathLike, n_rows: int | None, *, where: str | None = None,
                  allow_extra_rows: bool = False) -> Targets:
     """Open the targets at ``path`` (``store.zarr::name`` for an array in a group).
 
@@ -69,8 +69,9 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
     ----------
     path : str or path-like
         Zarr array of shape (n,) or (n, t).
-    n_rows : int
-        Rows of the input the targets belong to.
+    n_rows : int or None
+        Rows of the input the targets belong to (None: not checked here; the
+        estimator checks the alignment with X).
     where : str, optional
         How messages name the targets (default: the path).
     allow_extra_rows : bool, default False
@@ -89,11 +90,18 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
         Not 1-D or 2-D, or its row count does not match the input.
     """
     from distsketch.io.arrays import open_zarr
+    from distsketch.io.safety import split_array_path
 
     spec = os.fspath(path)
     where = where or spec
-    p, _, comp = spec.partition("::")
-    arr = open_zarr(p, comp or None)
+    # the same rule as for inputs: an existing path is a path, else the last '::' names the array
+    p, comp = split_array_path(spec)
+    arr = open_zarr(p, comp)
+    if n_rows is None:
+        if arr.ndim not in (1, 2) or arr.shape[0] < 1:
+            raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of "
+                             "labels or values (or 2-D, one column per target) with rows.")
+        return Targets(arr, where)
     short = arr.ndim not in (1, 2) or arr.shape[0] < n_rows
     if short or (arr.shape[0] != n_rows and not allow_extra_rows):
         need = f"at least {n_rows}" if allow_extra_rows else f"{n_rows}"
@@ -101,3 +109,28 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
                          f"expected {need} rows of one or more targets. Append the targets of new "
                          "rows together with the rows.")
     return Targets(arr, where)
+
+
+def targets_argument(y: Any, *, where: str = "y") -> Any:
+    """``y`` as an estimator's ``fit`` takes it: a path (``"store.zarr::y"``) or Zarr array
+    becomes a lazy dask array of shape (n,) or (n, t); anything else is returned as is.
+
+    The rule for ``::`` is that of the inputs (:func:`distsketch.io.safety.split_array_path`);
+    the row alignment with X is the estimator's check.
+    """
+    import zarr
+
+    if isinstance(y, zarr.Array):
+        return Targets(y, where).as_dask()
+    if isinstance(y, (str, os.PathLike)):
+        return open_targets(y, None, where=f"{where} {os.fspath(y)}").as_dask()
+    return y
+
+
+def open_target_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``fit(X, y, ...)``'s arguments with a ``y`` given as a path opened (:func:`targets_argument`)."""
+    if len(args) > 1:
+        args = (args[0], targets_argument(args[1]), *args[2:])
+    if "y" in kwargs:
+        kwargs = {**kwargs, "y": targets_argument(kwargs["y"])}
+    return args, kwargs
