@@ -54,6 +54,30 @@ class Targets:
             raise StoreError(f"cannot read rows {start}..{stop} of the targets {self.where}: "
                              f"{type(exc).__name__}: {exc}. Restore the chunk or re-ingest.") from exc
 
+    def distinct(self, stop: int, block_rows: int = 65536) -> np.ndarray:
+        """The distinct labels of rows ``[0, stop)``, sorted as :func:`numpy.unique` sorts them.
+
+        Read blockwise on the driver: one block of labels and the distinct
+        labels seen so far are in memory at a time.
+
+        Raises
+        ------
+        StoreError
+            A chunk is missing or unreadable (see :meth:`rows`).
+        InputError
+            2-D targets with more than one column (labels are one column).
+        """
+        if len(self.shape) == 2 and self.shape[1] != 1:
+            raise InputError(f"targets {self.where} have shape {self.shape}: class labels are one "
+                             "column; store them as a 1-D array.")
+        chunk = int(self.array.chunks[0])
+        block = max(chunk, block_rows // chunk * chunk)  # whole chunks per read
+        seen: np.ndarray | None = None
+        for start in range(0, stop, block):
+            labels = np.unique(np.ravel(self.rows(start, min(stop, start + block))))
+            seen = labels if seen is None else np.union1d(seen, labels)
+        return np.unique(np.asarray([] if seen is None else seen))
+
     def as_dask(self) -> Any:
         """The whole targets as a dask array chunked like the store."""
         import dask.array as da
