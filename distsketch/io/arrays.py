@@ -231,12 +231,7 @@ def open_array(
         Not 2-D, not numeric, zero rows.
     """
     if targets:
-        from distsketch.io.targets import targets_argument
-
-        if component is not None and isinstance(source, (str, os.PathLike)):
-            source = f"{os.fspath(source)}::{component}"
-        y = targets_argument(source, where="targets")
-        return y if isinstance(y, da.Array) else da.asarray(y)
+        return _open_targets(source, component)
     if isinstance(source, da.Array) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
         X = check_input(source, where="input array")
         return as_dask(X, block_rows)
@@ -272,6 +267,23 @@ def open_array(
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     return register_row_source(out, functools.partial(_reopen, source, component), unit)
+
+
+def _open_targets(source: Any, component: str | None) -> da.Array:
+    """1-D (or 2-D) targets as a dask array chunked like the store (``open_array(targets=True)``)."""
+    if isinstance(source, zarr.Array):
+        arr, where = source, str(source.store_path)
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if component is None:
+            path, component = split_array_path(path)
+        arr, where = open_zarr(path, component), path + (f"::{component}" if component else "")
+    else:
+        return source if isinstance(source, da.Array) else da.asarray(source)
+    if arr.ndim not in (1, 2) or arr.shape[0] < 1:
+        raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
+                         "or values (or 2-D, one column per target) with rows.")
+    return da.from_array(arr, chunks=arr.chunks)
 
 
 def _reopen(source: Any, component: str | None, block_rows: int) -> da.Array:

@@ -135,7 +135,7 @@ def open_targets(path: str | os.PathLike, n_rows: int | None, *, where: str | No
     return Targets(arr, where)
 
 
-def targets_argument(y: Any, *, where: str = "y") -> Any:
+def targets_argument(y: Any) -> Any:
     """``y`` as an estimator's ``fit`` takes it: a path (``"store.zarr::y"``) or Zarr array
     becomes a lazy dask array of shape (n,) or (n, t); anything else is returned as is.
 
@@ -144,10 +144,10 @@ def targets_argument(y: Any, *, where: str = "y") -> Any:
     """
     import zarr
 
-    if isinstance(y, zarr.Array):
-        return Targets(y, where).as_dask()
-    if isinstance(y, (str, os.PathLike)):
-        return open_targets(y, None, where=f"{where} {os.fspath(y)}").as_dask()
+    from distsketch.io.arrays import open_array
+
+    if isinstance(y, (str, os.PathLike, zarr.Array)):
+        return open_array(y, targets=True)
     return y
 
 
