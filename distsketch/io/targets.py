@@ -85,7 +85,7 @@ class Targets:
         return da.from_array(self.array, chunks=self.array.chunks)
 
 
-def open_targets(path: str | os.PathLike, n_rows: int | None, *, where: str | None = None,
+def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = None,
                  allow_extra_rows: bool = False) -> Targets:
     """Open the targets at ``path`` (``store.zarr::name`` for an array in a group).
 
@@ -93,9 +93,8 @@ def open_targets(path: str | os.PathLike, n_rows: int | None, *, where: str | No
     ----------
     path : str or path-like
         Zarr array of shape (n,) or (n, t).
-    n_rows : int or None
-        Rows of the input the targets belong to (None: not checked here; the
-        estimator checks the alignment with X).
+    n_rows : int
+        Rows of the input the targets belong to.
     where : str, optional
         How messages name the targets (default: the path).
     allow_extra_rows : bool, default False
@@ -121,11 +120,6 @@ def open_targets(path: str | os.PathLike, n_rows: int | None, *, where: str | No
     # the same rule as for inputs: an existing path is a path, else the last '::' names the array
     p, comp = split_array_path(spec)
     arr = open_zarr(p, comp)
-    if n_rows is None:
-        if arr.ndim not in (1, 2) or arr.shape[0] < 1:
-            raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of "
-                             "labels or values (or 2-D, one column per target) with rows.")
-        return Targets(arr, where)
     short = arr.ndim not in (1, 2) or arr.shape[0] < n_rows
     if short or (arr.shape[0] != n_rows and not allow_extra_rows):
         need = f"at least {n_rows}" if allow_extra_rows else f"{n_rows}"

@@ -14,6 +14,12 @@ outputs, a cluster and a seed::
     outputs:
       dir: runs/skpca
     cluster: local
+
+``method.params`` are checked when the spec is loaded (names, with a close
+match suggested for a typo, and values).  A classifier (``partial_fit`` with
+``classes``) reads ``targets:`` and takes its labels from ``params.classes``
+or, without it, from a pre-pass over the targets; either way they are kept in
+the workflow state, so incremental runs use the same classes.
 """
 
 from __future__ import annotations
