@@ -1,7 +1,9 @@
 """distsketch: out-of-core, distributed kernel approximation on Zarr and Dask.
 
-Estimators are imported lazily, so ``import distsketch`` stays light on
-workers; ``from distsketch import StreamingKernelPCA`` works as usual.
+Estimators and the subpackages ``metrics``, ``datasets`` and ``io`` are
+imported lazily, so ``import distsketch`` stays light on workers;
+``from distsketch import StreamingKernelPCA`` and ``distsketch.metrics`` work
+as usual.
 """
 
 from __future__ import annotations
@@ -35,8 +37,15 @@ __all__ = [
     *_registry.public_names(),
 ]
 
+#: public subpackages, imported on first access (their own modules are fixed here)
+_SUBMODULES = ("datasets", "io", "metrics")
+
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        submodule = importlib.import_module(f"distsketch.{name}")
+        globals()[name] = submodule
+        return submodule
     module = _registry.ESTIMATORS.get(name) or _registry.FUNCTIONS.get(name)
     if module is None:
         raise AttributeError(f"module 'distsketch' has no attribute {name!r}")
@@ -47,5 +56,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    # the public API only: no imported modules or private helpers
-    return sorted(__all__)
+    # the public API only: no private helpers or modules imported for internal use
+    return sorted([*__all__, *_SUBMODULES])

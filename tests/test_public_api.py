@@ -93,3 +93,49 @@ def test_constraint_table_rejects_bad_values():
         distsketch.StreamingKernelPCA(n_components=0).fit(X)
     with pytest.raises(ConfigError, match="method"):
         distsketch.StreamingKernelPCA(method="svd").fit(X)
+
+
+def test_subpackages_are_lazy_attributes():
+    import subprocess
+    import sys
+
+    # a fresh interpreter: this test session has imported the subpackages already
+    code = ("import sys, distsketch; "
+            "assert 'distsketch.metrics' not in sys.modules; "
+            "m = distsketch.metrics; assert m is sys.modules['distsketch.metrics']; "
+            "assert distsketch.datasets.__name__ == 'distsketch.datasets'; "
+            "assert distsketch.io.__name__ == 'distsketch.io'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+    from distsketch import io, metrics  # noqa: F401  (from-imports work too)
+
+
+def test_dir_lists_only_the_public_api():
+    names = dir(distsketch)
+    assert {"metrics", "datasets", "io", "StreamingKernelPCA", "load", "InputError"} <= set(names)
+    assert set(names) == set(distsketch.__all__) | {"metrics", "datasets", "io"}
+    for private in ("registry", "importlib", "Any", "annotations", "_registry", "errors"):
+        assert private not in names
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        distsketch.nope  # noqa: B018
+
+
+def test_fit_takes_targets_as_a_store_path(tmp_path):
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    g.create_array("X", data=X, chunks=(50, 6))
+    g.create_array("y", data=y, chunks=(50,))
+    g.create_array("labels", data=labels, chunks=(50,))
+    store = tmp_path / "d.zarr"
+    for name, target in (("SketchedKernelRidge", "y"), ("SketchedKernelRidgeClassifier", "labels")):
+        cls = getattr(distsketch, name)
+        ref = cls(alpha=0.1, random_state=0).fit(X, {"y": y, "labels": labels}[target])
+        by_path = cls(alpha=0.1, random_state=0).fit(f"{store}::X", f"{store}::{target}")
+        np.testing.assert_allclose(by_path.predict(X), ref.predict(X), rtol=1e-10, atol=1e-12)
+        by_kw = cls(alpha=0.1, random_state=0).fit(f"{store}::X", y=f"{store}::{target}")
+        np.testing.assert_allclose(by_kw.predict(X), ref.predict(X), rtol=1e-10, atol=1e-12)
+    # misaligned targets are refused with the row counts
+    g.create_array("short", data=y[:100], chunks=(50,))
+    with pytest.raises(InputError, match="100 rows"):
+        distsketch.SketchedKernelRidge().fit(f"{store}::X", f"{store}::short")

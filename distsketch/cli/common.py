@@ -22,6 +22,7 @@ __all__ = [
     "add_common_options",
     "add_overwrite_option",
     "add_progress_option",
+    "check_before_cluster",
     "cluster",
     "emit",
     "fail",
@@ -101,6 +102,31 @@ def apply_progress(args: argparse.Namespace) -> bool:
     if args.progress is not None:
         os.environ["DISTSKETCH_PROGRESS"] = "1" if args.progress else "0"
     return progress_enabled(args.progress)
+
+
+def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> None:
+    """Every check of ``estimator``'s parameters that needs no data, before a cluster starts.
+
+    The constraint table (:func:`distsketch.validation.check_estimator_params`),
+    the estimator's own parameter checks (``_check_params()``, e.g.
+    StreamingKernelPCA's n_components ≤ min(sketch_size, n_random_features))
+    and, where an estimator defines it, ``_check_params_for_shape(n_samples,
+    n_features)`` for the checks that need only the input's shape.  A fit
+    repeats them all; this only makes a bad parameter fail in milliseconds
+    instead of after the cluster's start-up.
+
+    Raises
+    ------
+    ConfigError, InputError
+        What the estimator's ``fit`` would raise for these parameters.
+    """
+    from distsketch.validation import check_estimator_params
+
+    check_estimator_params(estimator)
+    for name, args in (("_check_params", ()), ("_check_params_for_shape", (n_samples, n_features))):
+        check = getattr(estimator, name, None)
+        if callable(check):
+            check(*args)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from distsketch.cli.common import (
     add_block_rows_option,
     add_common_options,
     apply_progress,
+    check_before_cluster,
     cluster,
     emit,
     median_gamma,
@@ -123,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--gamma {params['gamma']!r}: use a number or 'median'.") from None
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     y = _read_targets(args.y, X.shape[0]) if args.y else None
+    # gamma="median" is known only once the sample is read: its default stands in for the check
+    check_before_cluster(cls(**{k: v for k, v in params.items()
+                                if not (k == "gamma" and v == "median")}),
+                         int(X.shape[0]), int(X.shape[1]))
     with PeakMemory() as pm, cluster(args):
         if params.get("gamma") == "median":
             params["gamma"] = median_gamma(X)

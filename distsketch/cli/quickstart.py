@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from distsketch.cli.common import add_common_options, apply_progress, cluster, emit, median_gamma, stage
+from distsketch.cli.common import (
+    add_common_options,
+    apply_progress,
+    check_before_cluster,
+    cluster,
+    emit,
+    median_gamma,
+    stage,
+)
 from distsketch.errors import ConfigError, StoreError
 
 __all__ = ["add_parser", "run"]
@@ -137,15 +145,24 @@ def _is_our_report(path: Path) -> bool:
                                        or {"kernel_errors", "data_reused"} <= body.keys())
 
 
+def _model(args: argparse.Namespace, gamma: float | None) -> Any:
+    from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+
+    return StreamingKernelPCA(n_components=args.n_components, gamma=gamma,
+                              n_random_features=args.n_random_features,
+                              sketch_size=args.sketch_size, method="fd", random_state=args.seed)
+
+
 def run(args: argparse.Namespace) -> int:
     from distsketch.datasets import make_random_noisy_zarr
     from distsketch.diagnostics import PeakMemory, format_bytes
-    from distsketch.estimators.streaming_kpca import StreamingKernelPCA
     from distsketch.io import fingerprint, open_array, write_array
     from distsketch.io.model import save_model
     from distsketch.metrics import kernel_errors
 
     _check_args(args)
+    # the model's own checks too, before data or a cluster exist (gamma is chosen later)
+    check_before_cluster(_model(args, gamma=None), args.rows, args.features)
     show = apply_progress(args)
     out = Path(args.out).expanduser().absolute()
     _check_out(out)
@@ -184,10 +201,7 @@ def run(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             stage(f"[3/5] fitting StreamingKernelPCA (m={args.n_random_features}, "
                   f"l={args.sketch_size}, k={args.n_components}) out of core")
-            model = StreamingKernelPCA(n_components=args.n_components, gamma=gamma,
-                                       n_random_features=args.n_random_features,
-                                       sketch_size=args.sketch_size,
-                                       method="fd", random_state=args.seed)
+            model = _model(args, gamma)
             model.fit(X)
             times["fit"] = time.perf_counter() - t0
             save_model(model, model_path, overwrite=True,

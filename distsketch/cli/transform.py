@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io import fingerprint, write_array
     from distsketch.io.model import load
     from distsketch.io.safety import check_output
+    from distsketch.validation import check_n_features
 
     show = apply_progress(args)
     inputs = [args.input, args.model]
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if not hasattr(model, "transform"):
         raise ConfigError(f"model {args.model} ({type(model).__name__}) has no transform.")
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
+    # the feature count is checked before the cluster starts (transform checks it again)
+    check_n_features(model, X, reset=False)
     with PeakMemory() as pm, cluster(args):
         t0 = time.perf_counter()
         Z = model.transform(X)  # lazy for dask input; checks the feature count first

@@ -43,6 +43,10 @@ def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         check_estimator_params(self)
+        if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):
+            from distsketch.io.targets import open_target_args  # y as "store.zarr::y"
+
+            args, kwargs = open_target_args(args, kwargs)
         return method(self, *args, **kwargs)
 
     wrapper._validates_params = True  # type: ignore[attr-defined]

@@ -190,6 +190,7 @@ def open_array(
     block_rows: int | None = None,
     check_chunks: bool = True,
     allow_missing_chunks: bool = False,
+    targets: bool = False,
 ) -> da.Array:
     """A validated, row-chunked dask array from a Zarr path, NumPy or dask array.
 
@@ -213,10 +214,14 @@ def open_array(
         (Zarr's ``write_empty_chunks=False``) as the fill value.  A store
         written by distsketch (it has a manifest) writes every chunk, so an
         absent chunk there is always lost and always refused.
+    targets : bool, default False
+        Open targets instead of an input: a 1-D array of labels or values
+        (or 2-D, one column per target), e.g. ``"store.zarr::y"``, chunked
+        like the store (:func:`distsketch.io.targets.open_targets`).
 
     Returns
     -------
-    dask.array.Array of shape (n, d)
+    dask.array.Array of shape (n, d), or (n,) / (n, t) for targets
 
     Raises
     ------
@@ -225,6 +230,8 @@ def open_array(
     InputError
         Not 2-D, not numeric, zero rows.
     """
+    if targets:
+        return _open_targets(source, component)
     if isinstance(source, da.Array) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
         X = check_input(source, where="input array")
         return as_dask(X, block_rows)
@@ -235,6 +242,11 @@ def open_array(
         if component is None:
             path, component = split_array_path(path)
         arr = open_zarr(path, component)
+    if arr.ndim == 1:
+        raise InputError(f"Zarr array {path}{'::' + component if component else ''}: expected a "
+                         f"2-D array (rows are points), got 1-D with shape {tuple(arr.shape)}. For "
+                         "targets pass targets=True (fit(X, y) takes the path as y directly); for "
+                         "a single feature store the data with shape (n, 1).")
     check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
     if check_chunks and isinstance(source, (str, os.PathLike)):
         # arr.path is the array's location inside a group (e.g. "X"), "" for a bare array
@@ -255,6 +267,23 @@ def open_array(
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     return register_row_source(out, functools.partial(_reopen, source, component), unit)
+
+
+def _open_targets(source: Any, component: str | None) -> da.Array:
+    """1-D (or 2-D) targets as a dask array chunked like the store (``open_array(targets=True)``)."""
+    if isinstance(source, zarr.Array):
+        arr, where = source, str(source.store_path)
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if component is None:
+            path, component = split_array_path(path)
+        arr, where = open_zarr(path, component), path + (f"::{component}" if component else "")
+    else:
+        return source if isinstance(source, da.Array) else da.asarray(source)
+    if arr.ndim not in (1, 2) or arr.shape[0] < 1:
+        raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
+                         "or values (or 2-D, one column per target) with rows.")
+    return da.from_array(arr, chunks=arr.chunks)
 
 
 def _reopen(source: Any, component: str | None, block_rows: int) -> da.Array:

@@ -32,6 +32,9 @@ LOCK_NAME = ".lock"
 def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterator[None]:
     """Hold an exclusive OS lock on ``folder/.lock`` (released when the process dies).
 
+    The lock is released on leaving the block, also on an exception; the
+    ``.lock`` file stays (empty) for the next run.
+
     Parameters
     ----------
     folder : path-like
@@ -54,6 +57,7 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd = _open_lock(folder / LOCK_NAME)
+    held = False
     try:
         deadline = None if wait is True else time.monotonic() + float(wait or 0)
         while True:
@@ -71,11 +75,19 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
                         "wait for it to finish, or rerun with --wait to queue behind it."
                     ) from None
                 time.sleep(0.2)  # polling a lock held by another process
+        held = True
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
-        os.close(fd)  # closing releases the flock
+        if held:
+            # on every exit, errors included: the file is kept (removing it would race with a
+            # waiter) but names no holder, and LOCK_UN frees it even where a forked child
+            # shares the descriptor
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def _open_lock(path: Path) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 
 from distsketch.errors import InputError, StoreError
 
-__all__ = ["Targets", "open_targets"]
+__all__ = ["Targets", "open_target_args", "open_targets", "targets_argument"]
 
 
 class Targets:
@@ -54,6 +54,30 @@ class Targets:
             raise StoreError(f"cannot read rows {start}..{stop} of the targets {self.where}: "
                              f"{type(exc).__name__}: {exc}. Restore the chunk or re-ingest.") from exc
 
+    def distinct(self, stop: int, block_rows: int = 65536) -> np.ndarray:
+        """The distinct labels of rows ``[0, stop)``, sorted as :func:`numpy.unique` sorts them.
+
+        Read blockwise on the driver: one block of labels and the distinct
+        labels seen so far are in memory at a time.
+
+        Raises
+        ------
+        StoreError
+            A chunk is missing or unreadable (see :meth:`rows`).
+        InputError
+            2-D targets with more than one column (labels are one column).
+        """
+        if len(self.shape) == 2 and self.shape[1] != 1:
+            raise InputError(f"targets {self.where} have shape {self.shape}: class labels are one "
+                             "column; store them as a 1-D array.")
+        chunk = int(self.array.chunks[0])
+        block = max(chunk, block_rows // chunk * chunk)  # whole chunks per read
+        seen: np.ndarray | None = None
+        for start in range(0, stop, block):
+            labels = np.unique(np.ravel(self.rows(start, min(stop, start + block))))
+            seen = labels if seen is None else np.union1d(seen, labels)
+        return np.unique(np.asarray([] if seen is None else seen))
+
     def as_dask(self) -> Any:
         """The whole targets as a dask array chunked like the store."""
         import dask.array as da
@@ -89,11 +113,13 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
         Not 1-D or 2-D, or its row count does not match the input.
     """
     from distsketch.io.arrays import open_zarr
+    from distsketch.io.safety import split_array_path
 
     spec = os.fspath(path)
     where = where or spec
-    p, _, comp = spec.partition("::")
-    arr = open_zarr(p, comp or None)
+    # the same rule as for inputs: an existing path is a path, else the last '::' names the array
+    p, comp = split_array_path(spec)
+    arr = open_zarr(p, comp)
     short = arr.ndim not in (1, 2) or arr.shape[0] < n_rows
     if short or (arr.shape[0] != n_rows and not allow_extra_rows):
         need = f"at least {n_rows}" if allow_extra_rows else f"{n_rows}"
@@ -101,3 +127,28 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
                          f"expected {need} rows of one or more targets. Append the targets of new "
                          "rows together with the rows.")
     return Targets(arr, where)
+
+
+def targets_argument(y: Any) -> Any:
+    """``y`` as an estimator's ``fit`` takes it: a path (``"store.zarr::y"``) or Zarr array
+    becomes a lazy dask array of shape (n,) or (n, t); anything else is returned as is.
+
+    The rule for ``::`` is that of the inputs (:func:`distsketch.io.safety.split_array_path`);
+    the row alignment with X is the estimator's check.
+    """
+    import zarr
+
+    from distsketch.io.arrays import open_array
+
+    if isinstance(y, (str, os.PathLike, zarr.Array)):
+        return open_array(y, targets=True)
+    return y
+
+
+def open_target_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``fit(X, y, ...)``'s arguments with a ``y`` given as a path opened (:func:`targets_argument`)."""
+    if len(args) > 1:
+        args = (args[0], targets_argument(args[1]), *args[2:])
+    if "y" in kwargs:
+        kwargs = {**kwargs, "y": targets_argument(kwargs["y"])}
+    return args, kwargs

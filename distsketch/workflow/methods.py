@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import numpy as np
 from distsketch import registry
 from distsketch.errors import ConfigError, WorkflowError
 
-__all__ = ["MethodAdapter", "resolve_method"]
+__all__ = ["MethodAdapter", "check_method_params", "resolve_method", "takes_classes"]
 
 
 def resolve_method(name: str, where: str) -> type:
@@ -35,6 +37,70 @@ def resolve_method(name: str, where: str) -> type:
     if not hasattr(cls, "fit"):
         raise ConfigError(f"{where}: {name} is not an estimator (it has no fit method).")
     return cls
+
+
+def takes_classes(cls: type) -> bool:
+    """True for a classifier whose ``partial_fit`` needs every label on its first call."""
+    partial_fit = getattr(cls, "partial_fit", None)
+    return callable(partial_fit) and "classes" in inspect.signature(partial_fit).parameters
+
+
+def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check a spec's ``method.params`` against the estimator, before any run starts.
+
+    Names must be parameters of ``cls`` (a close match is suggested for a
+    typo), values must pass the estimator's constraint table and its own
+    parameter checks.  A classifier with ``partial_fit(..., classes)`` also
+    takes ``classes``: all labels, returned sorted as :func:`numpy.unique`
+    sorts them.
+
+    Returns
+    -------
+    dict
+        The parameters, with ``classes`` (if given) normalised.
+
+    Raises
+    ------
+    ConfigError
+        Unknown name (with the valid names), bad value, or bad ``classes``.
+    """
+    from distsketch.validation import check_estimator_params
+
+    valid = set(inspect.signature(cls).parameters) | ({"classes"} if takes_classes(cls) else set())
+    for name in params:
+        if not isinstance(name, str) or name not in valid:
+            close = difflib.get_close_matches(str(name), sorted(valid), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}: method.params: {cls.__name__} has no parameter {name!r}."
+                              f"{hint} Valid names: {', '.join(sorted(valid))}.")
+    out = dict(params)
+    if "classes" in out:
+        out["classes"] = _check_classes(out["classes"], where)
+    try:
+        est = cls(**{k: v for k, v in out.items() if k != "classes"})
+        check_estimator_params(est)
+        own = getattr(est, "_check_params", None)
+        if callable(own):
+            own()
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: method.params: {exc}") from exc
+    return out
+
+
+def _check_classes(value: Any, where: str) -> list[Any]:
+    ok = isinstance(value, (list, tuple)) and len(value) >= 2
+    kinds = {isinstance(v, str) for v in value} if ok else set()
+    ok = ok and len(kinds) == 1 and all(
+        isinstance(v, str) or (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                               and np.isfinite(v)) for v in value)
+    if ok:
+        classes = np.unique(np.asarray(value))
+        ok = classes.size == len(value)
+    if not ok:
+        raise ConfigError(f"{where}: method.params.classes must list every label once, at least "
+                          f"two, all numbers or all strings (e.g. classes: [0, 1, 2]); got "
+                          f"{value!r}. Leave it out to learn the labels from the targets.")
+    return classes.tolist()
 
 
 class MethodAdapter:
@@ -64,11 +130,16 @@ class MethodAdapter:
         self.name = name
         self.params = dict(params)
         self.cls = resolve_method(name, "workflow spec")
+        # a classifier's labels: from the spec, else learned from the targets before the fold
+        given = self.params.pop("classes", None)
+        self.classes: np.ndarray | None = None if given is None else np.asarray(given)
+        self.classes_given = given is not None
         # NystromKernelPCA.partial_fit keeps its first landmarks: merging would not equal a refit
         self.incremental = (hasattr(self.cls, "partial_fit")
                             and getattr(self.cls, "_partial_fit_equals_fit", True))
         if "random_state" in inspect.signature(self.cls).parameters:
             self.params.setdefault("random_state", seed)
+        self.needs_classes = self.incremental and takes_classes(self.cls)
         self.state: Any = None
 
     def update(self, X: Any, start: int, y: np.ndarray | None = None) -> None:
@@ -84,8 +155,27 @@ class MethodAdapter:
             self.state = self.cls(**self.params)
         if y is None:
             self.state.partial_fit(X)
+        elif self.needs_classes and self.classes is not None:
+            self._check_labels(y, start)
+            self.state.partial_fit(X, y, classes=self.classes)
         else:
             self.state.partial_fit(X, y)
+
+    def _check_labels(self, y: np.ndarray, start: int) -> None:
+        """Refuse labels outside the classes fixed for this state, naming the first one."""
+        assert self.classes is not None
+        new = np.setdiff1d(np.unique(np.ravel(y)), self.classes)
+        if new.size == 0:
+            return
+        rows = f"rows {start}..{start + len(y)}"
+        if self.classes_given:
+            fix = ("add it to method.params.classes and rerun with --full")
+            source = "method.params.classes"
+        else:
+            fix = "rerun with --full to learn the classes from all targets again"
+            source = "the classes learned from the targets when the workflow state was created"
+        raise WorkflowError(f"{self.name}: the targets of {rows} hold the label {new[0].item()!r}, "
+                            f"which is not among {source} ({self.classes.tolist()}); {fix}.")
 
     def save(self, folder: Path) -> None:
         """Write the state into ``folder`` (inside an uncommitted checkpoint)."""

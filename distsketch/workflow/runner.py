@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from distsketch.errors import StoreError, WorkflowError
+from distsketch.errors import ConfigError, StoreError, WorkflowError
 from distsketch.workflow.hooks import WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.preprocess import apply_scaler, learn_scaler
@@ -198,6 +198,44 @@ class _Run:
                 stale.unlink(missing_ok=True)
             return self._locked(t_run, peak)
 
+    def _classes(self, method: MethodAdapter, state: dict | None, n: int) -> Any:
+        """A classifier's labels: kept from the state, else from the spec, else a pre-pass.
+
+        The pre-pass reads the targets of rows ``[0, n)`` blockwise on the driver
+        (no pass over X) and sorts the labels as :func:`numpy.unique` does, as
+        scikit-learn's ``classes_``.
+        """
+        import numpy as np
+
+        if state is not None and isinstance(state.get("classes"), dict):
+            stored = state["classes"]
+            try:
+                dtype = np.dtype(str(stored["dtype"]))
+                values = np.asarray(stored["values"], dtype=dtype)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise WorkflowError(f"the workflow state {self.state_dir} holds unreadable classes "
+                                    f"({exc}); rerun with --full to rebuild it.") from exc
+            if dtype.kind not in "biufU" or values.ndim != 1:
+                raise WorkflowError(f"the workflow state {self.state_dir} holds classes of dtype "
+                                    f"{dtype}; rerun with --full to rebuild it.")
+            return values
+        if method.classes is not None:
+            return method.classes
+        if self.spec.targets is None:
+            raise ConfigError(f"workflow spec: {method.name} is a classifier and needs targets: "
+                              "add targets: (a Zarr array of labels, row-aligned with the input) "
+                              "to the spec.")
+        from distsketch.io.targets import open_targets
+
+        targets = open_targets(self.spec.targets, n, allow_extra_rows=True)
+        classes = targets.distinct(n)
+        if classes.size < 2:
+            raise WorkflowError(f"targets {self.spec.targets} hold {classes.size} distinct label(s) "
+                                f"in rows 0..{n} ({classes.tolist()}); a classifier needs at least "
+                                "two.")
+        self.say(f"classes learned from the targets: {classes.tolist()}")
+        return classes
+
     def _check_foreign(self) -> None:
         """Refuse an outputs.dir whose state/ or result/ distsketch did not write, or one
         that overlaps the input: the run replaces both folders."""
@@ -248,6 +286,10 @@ class _Run:
                   else "refreshed" if done == n else "incremental")
         if state is not None:
             load_checkpoint(method, self.state_dir)
+        if method.needs_classes:
+            t0 = time.perf_counter()
+            method.classes = self._classes(method, state, n)
+            timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
                      timeout=self.connect_timeout) as client, self._result_writer() as tmp:
             t0 = time.perf_counter()
@@ -264,6 +306,9 @@ class _Run:
                 "dtype": str(X.dtype), "segment_rows": spec.segment_rows, "seed": spec.seed,
                 "scaler": scaler,
             }
+            if method.classes is not None:
+                meta["classes"] = {"values": method.classes.tolist(),
+                                   "dtype": method.classes.dtype.str}
             perf_ctx, perf_file = performance_report(client, self.out_dir)
             with perf_ctx:
                 t0 = time.perf_counter()

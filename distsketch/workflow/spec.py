@@ -14,6 +14,12 @@ outputs, a cluster and a seed::
     outputs:
       dir: runs/skpca
     cluster: local
+
+``method.params`` are checked when the spec is loaded (names, with a close
+match suggested for a typo, and values).  A classifier (``partial_fit`` with
+``classes``) reads ``targets:`` and takes its labels from ``params.classes``
+or, without it, from a pre-pass over the targets; either way they are kept in
+the workflow state, so incremental runs use the same classes.
 """
 
 from __future__ import annotations
@@ -222,7 +228,7 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
 
 
 def _method(value: Any, where: str) -> MethodSpec:
-    from distsketch.workflow.methods import resolve_method
+    from distsketch.workflow.methods import check_method_params, resolve_method
 
     method = _check_keys({"name": value} if isinstance(value, str) else value, {"name", "params"},
                          f"{where}: method")
@@ -232,9 +238,9 @@ def _method(value: Any, where: str) -> MethodSpec:
     params = method.get("params") or {}
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: method.params must be a mapping.")
-    out = MethodSpec(name=str(method["name"]), params=dict(params))
-    resolve_method(out.name, where)  # fail early on unknown methods
-    return out
+    name = str(method["name"])
+    cls = resolve_method(name, where)  # fail early on unknown methods and parameters
+    return MethodSpec(name=name, params=check_method_params(cls, dict(params), where))
 
 
 def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:

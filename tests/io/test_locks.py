@@ -38,6 +38,32 @@ def test_lock_held_elsewhere_refuses_after_the_wait(tmp_path):
         os.close(fd)
 
 
+def test_lock_released_and_emptied_when_the_block_raises(tmp_path):
+    with pytest.raises(ZeroDivisionError):
+        with folder_lock(tmp_path / "out"):
+            1 / 0  # noqa: B018
+    assert (tmp_path / "out" / ".lock").read_text() == ""  # names no holder
+    fd = os.open(tmp_path / "out" / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free at once
+    finally:
+        os.close(fd)
+
+
+def test_refused_lock_keeps_the_holders_pid(tmp_path):
+    (tmp_path / "out").mkdir()
+    fd = os.open(tmp_path / "out" / ".lock", os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"4242")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(WorkflowError):
+            with folder_lock(tmp_path / "out"):
+                pass
+        assert (tmp_path / "out" / ".lock").read_text() == "4242"
+    finally:
+        os.close(fd)
+
+
 def test_recover_swap_restores_the_old_output_killed_between_renames(tmp_path):
     old = tmp_path / ".result.old-abc"
     old.mkdir()

@@ -52,3 +52,38 @@ def test_corrupt_chunk_names_the_rows(y_store):
 def test_missing_store_is_a_store_error(tmp_path):
     with pytest.raises(StoreError, match="no Zarr store"):
         open_targets(tmp_path / "nope.zarr", 3)
+
+
+def test_open_array_opens_1d_targets_in_a_group(tmp_path):
+    import zarr
+
+    from distsketch.io import open_array
+
+    y = np.arange(30, dtype=np.int64) % 3
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    g.create_array("y", data=y, chunks=(8,))
+    Y = open_array(f"{tmp_path / 'd.zarr'}::y", targets=True)
+    assert Y.shape == (30,) and Y.chunks[0][0] == 8
+    np.testing.assert_array_equal(Y.compute(), y)
+    np.testing.assert_array_equal(open_array(tmp_path / "d.zarr", component="y",
+                                             targets=True).compute(), y)
+    # as an input, a 1-D array is refused with the way to open it as targets
+    with pytest.raises(InputError, match="targets=True"):
+        open_array(f"{tmp_path / 'd.zarr'}::y")
+
+
+def test_targets_use_the_input_path_rule(tmp_path):
+    import zarr
+
+    from distsketch.io.targets import targets_argument
+
+    # a folder whose name holds '::' is a path as written (split_array_path's rule)
+    y = np.linspace(0, 1, 12)
+    arr = zarr.create_array(store=zarr.storage.LocalStore(tmp_path / "a::b"), shape=y.shape,
+                            dtype=y.dtype, chunks=(5,))
+    arr[...] = y
+    np.testing.assert_array_equal(open_targets(tmp_path / "a::b", 12).rows(0, 12), y)
+    np.testing.assert_array_equal(targets_argument(str(tmp_path / "a::b")).compute(), y)
+    assert targets_argument(y) is y  # in-memory targets pass through
+    with pytest.raises(StoreError, match="no Zarr store"):
+        targets_argument(str(tmp_path / "nope.zarr::y"))
