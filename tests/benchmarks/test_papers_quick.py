@@ -77,9 +77,17 @@ def test_sampling_bounds_hold(reports):
         assert c.holds, c.line()
 
 
-def test_preconditioned_cg_converges_where_plain_cg_does_not(reports):
+def test_meka_ridge_runs_at_the_papers_regularisation(reports):
+    # the default factored solve clips G̃'s negative eigenvalues, so λ = 2⁻⁵ is accepted
+    (c,) = _claims(reports[0]["meka"], r"^digits 0/1: MEKAKernelRidge runs at the paper's λ")
+    assert c.holds, c.line()
+
+
+def test_default_sized_preconditioners_cut_cg_iterations(reports):
+    # quick run: λ = 0.1, d_λ ≈ n/5, where the default keeps a sketch of at least 2·d_λ features
     rep = reports[0]["polynomial"]
     for c in _claims(rep, r"sketch preconditioner"):
+        assert "rank 0," not in c.reason, c.line()
         assert "converged True" in c.reason, c.line()
         it = dict(re.findall(r"(none|sketch|Nyström) (\d+)", c.reason))
         assert int(it["Nyström"]) < int(it["none"]) and int(it["sketch"]) < int(it["none"]), c.line()
