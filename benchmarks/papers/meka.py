@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> Report:
                   f"MEKA {ok['MEKA']:.4f}; best other {other} {ok[other]:.4f}")
 
     def draw(fig):
+        from matplotlib.ticker import NullFormatter
+
         sets = sorted({r["data"] for r in rows})
         for i, data in enumerate(sets):
             ax = fig.add_subplot(1, len(sets), i + 1)
@@ -211,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> Report:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=m)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            # a narrow memory range: minor-tick labels of a log axis would overlap
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel("memory (MiB)")
             ax.set_ylabel("relative kernel error")
             ax.set_title(data)
