@@ -54,14 +54,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
-def has_param(cls: type, name: str) -> bool:
-    """Whether the estimator class takes ``name`` (API that may not exist yet)."""
-    try:
-        return name in cls().get_params()
-    except Exception:
-        return False
-
-
 def relative_frobenius(G: np.ndarray, Gt: np.ndarray) -> float:
     """‖G − G̃‖_F / ‖G‖_F, exact."""
     return float(np.linalg.norm(G - Gt) / np.linalg.norm(G))
@@ -95,12 +87,12 @@ class Claim:
     """One claim of a paper and whether distsketch's numbers reproduce it."""
 
     text: str
-    holds: bool | None          # None: not measurable here (API missing)
+    holds: bool
     reason: str
 
     @property
     def verdict(self) -> str:
-        return "PASS" if self.holds else ("N/A" if self.holds is None else "DIFFERS")
+        return "PASS" if self.holds else "DIFFERS"
 
     def line(self) -> str:
         return f"{self.verdict}: {self.text} — {self.reason}"
@@ -122,8 +114,8 @@ class Report:
         self.sections.append(f"### {heading}\n\n{text}\n")
         print(f"\n== {heading}\n{text}")
 
-    def claim(self, text: str, holds: bool | None, reason: str) -> Claim:
-        c = Claim(text, None if holds is None else bool(holds), reason)
+    def claim(self, text: str, holds: bool, reason: str) -> Claim:
+        c = Claim(text, bool(holds), reason)
         self.claims.append(c)
         print(c.line())
         return c
