@@ -62,9 +62,9 @@ def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreErro
     return dt
 
 
-def _array_dir(arr: zarr.Array) -> str | None:
+def _array_dir(arr: zarr.Array) -> Path | None:
     root = getattr(arr.store, "root", None)
-    return None if root is None else str(Path(str(root)) / arr.path)
+    return None if root is None else Path(str(root)) / arr.path
 
 
 def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray:

@@ -138,9 +138,12 @@ def _parse_python(lines: list[bytes], first: int, source: Path
                 "rows are not supported). Fix the line or convert the labels."
             ) from None
         c, v = [], []
-        for t in tokens[1:]:
+        for pos, t in enumerate(tokens[1:]):
             if t.startswith("qid:"):
-                continue
+                if pos == 0:  # the format's query id: right after the label, not a feature
+                    continue
+                raise InputError(f"{source}, line {lineno}: 'qid:' must follow the label, before "
+                                 f"any feature; got {t!r} after features. Fix the line.")
             idx, sep, val = t.partition(":")
             try:
                 if not sep:
