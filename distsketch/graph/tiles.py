@@ -15,6 +15,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array import chunk
 from dask.base import tokenize
 
 from distsketch.graph.arrays import as_dask
@@ -106,7 +107,10 @@ def tile_matvec(
         meta=np.empty((0, 0, 0), dtype=np.float64),
         name=f"{name}-tiles-" + tokenize(tile_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
     )
-    return parts.sum(axis=1, split_every=split_every)
+    # ``parts.sum`` under ``name``: the tile tasks fuse into the sum's first step and
+    # take its key, so the prefix keeps the tiles recognisable on the scheduler
+    return da.reduction(parts, chunk.sum, chunk.sum, axis=1, keepdims=False,
+                        dtype=np.float64, split_every=split_every, name=f"{name}-sum")
 
 
 def persist_rows(X: Any) -> Any:

@@ -13,9 +13,10 @@ from distsketch.io import create_array, open_array, write_manifest
 
 pytestmark = pytest.mark.system
 
-N_ROWS, N_COLS, CHUNK = 1_000_000, 256, 5_000   # 1.02 GB of float32
-# A worker process holds ~135 MiB after imports and peaked at ~195 MiB in this fit.
-LIMIT = 240 * 2**20                             # per worker: store / limit = 4.1
+N_ROWS, N_COLS, CHUNK = 1_200_000, 256, 5_000   # 1.23 GB of float32
+# A worker process holds ~198 MiB once NumPy, Dask, SciPy, scikit-learn and
+# distsketch are imported, and peaked at ~232 MiB in this fit (12 MiB tasks).
+LIMIT = 280 * 2**20                             # per worker: store / limit = 4.2
 CENTRES = np.random.default_rng(0).normal(scale=3.0, size=(6, N_COLS))
 
 
@@ -84,7 +85,7 @@ def test_meka_fit_out_of_core_under_distributed(tmp_path):
         assert sorted(client.scheduler_info()["workers"]) == workers
     assert max(peaks.values()) < LIMIT, (peaks, LIMIT)
     assert mk.cluster_sizes_.sum() == N_ROWS
-    # the six generating clusters are found: sizes near N/6 (multinomial sd ~ 370)
+    # the six generating clusters are found: sizes near N/6 (multinomial sd ~ 410)
     np.testing.assert_allclose(np.sort(mk.cluster_sizes_), N_ROWS / 6, rtol=0.01)
     err = relative_kernel_error(X, mk, gamma=0.002, n_sample=1500)
     assert err < 0.1, err
