@@ -296,7 +296,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     """
     versions = library_versions()
     with atomic_dir(path, overwrite=overwrite) as tmp:
-        root = zarr.open_group(store=zarr_store(tmp), mode="w")
+        root = zarr.open_group(store=zarr_store(tmp), mode="w-")
         _write_estimator(root, est)
         info = {
             "distsketch_version": versions["distsketch"],

@@ -78,7 +78,7 @@ def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest
         Replace an existing store.
     """
     with atomic_dir(path, overwrite=overwrite) as tmp:
-        root = zarr.open_group(store=zarr_store(tmp), mode="w")
+        root = zarr.open_group(store=zarr_store(tmp), mode="w-")
         yield CSRStripWriter(root)
         root.attrs.update(attrs)
         write_manifest(tmp, manifest)

@@ -197,8 +197,8 @@ def test_sketch_pass_that_no_block_fits_names_the_sketch_sizes():
 
     from distsketch.errors import MemoryBudgetError
 
-    # 256 rows (the smallest planned block) × the per-row sketch memory exceed 1 MiB
-    assert 256 * _sketch_pass_bytes_per_row(40, 80) > 2**20
-    with dask.config.set({"distsketch.task-memory": "1MiB"}), \
+    # blocks go down to one row, so the budget is below the sketch memory of one row
+    assert _sketch_pass_bytes_per_row(40, 80) > 8 * 2**10
+    with dask.config.set({"distsketch.task-memory": "8KiB"}), \
             pytest.raises(MemoryBudgetError, match="sketch_size m=40, embed_size r=80"):
         KSpaceKernelPCA(**{k: v for k, v in PAPER_LIKE.items()}).fit(XS)

@@ -110,7 +110,8 @@ class ZarrSink:
     def open(cls, dest: str | os.PathLike, *, compressor: str | None,
              overwrite: bool, inputs: Any = ()) -> Iterator[ZarrSink]:
         with atomic_dir(dest, overwrite=overwrite, inputs=inputs) as tmp:
-            zarr.open_group(store=zarr_store(tmp), mode="w")
+            # "w-", not "w": "w" deletes and re-creates tmp, dropping atomic_dir's lock on it
+            zarr.open_group(store=zarr_store(tmp), mode="w-")
             yield cls(tmp, compressor)
 
     def array(self, name: str, dtype: np.dtype, chunk_rows: int,
