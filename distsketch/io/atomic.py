@@ -17,9 +17,6 @@ Commit protocol (``<token>`` is 12 hex digits, the same for both siblings)::
 
 The writer holds an ``flock`` on its temporary directory from creation to the
 end, so a leftover whose directory is not locked belongs to a dead process.
-Creating and locking it happen under a shared ``flock`` on the parent folder
-and :func:`recover` decides which siblings are dead under an exclusive one, so
-a directory created but not yet locked is never taken for a dead writer's.
 :func:`recover` runs before every write to ``<name>`` (and when a missing store
 is opened): a swap killed between 3 and 4 is finished (the new directory is
 complete: it has its marker) or undone (the old one is renamed back), so the
@@ -131,10 +128,9 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
     token = uuid.uuid4().hex[:12]
     tmp = final.parent / f".{final.name}.tmp-{token}"
     try:
-        with _parent_lock(final.parent, fcntl.LOCK_SH):
-            tmp.mkdir()
-            fd = os.open(tmp, os.O_RDONLY)
-            fcntl.flock(fd, fcntl.LOCK_EX)  # tells recover() that this writer is alive
+        tmp.mkdir()
+        fd = os.open(tmp, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # tells recover() that this writer is alive
     except OSError as exc:
         if exc.errno in _SPACE_ERRNOS:
             raise _space_error(final, exc) from exc
@@ -187,22 +183,6 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
         shutil.rmtree(old, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _parent_lock(parent: Path, kind: int) -> Iterator[None]:
-    """Hold an ``flock`` of ``kind`` on the folder ``parent`` (none if it cannot be opened)."""
-    try:
-        fd = os.open(parent, os.O_RDONLY)
-    except OSError:
-        yield
-        return
-    try:
-        with contextlib.suppress(OSError):  # a file system without flock: no lock
-            fcntl.flock(fd, kind)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def _is_live(tmp: Path) -> bool:
     """Whether a writer still holds the lock on the temporary directory ``tmp``."""
     try:
@@ -242,8 +222,7 @@ def recover(path: str | os.PathLike) -> None:
             found[m.group(1)][m.group(2)] = p
     if not found["tmp"] and not found["old"]:
         return
-    with _parent_lock(parent, fcntl.LOCK_EX):
-        live = {t for t, p in found["tmp"].items() if _is_live(p)}
+    live = {t for t, p in found["tmp"].items() if _is_live(p)}
     if not os.path.lexists(final):
         dead_olds = [(p.stat().st_mtime, t) for t, p in found["old"].items() if t not in live]
         for _, token in sorted(dead_olds, reverse=True)[:1]:
