@@ -17,7 +17,7 @@ import numpy as np
 from distsketch._version import __version__
 from distsketch.errors import StoreError
 
-__all__ = ["MANIFEST_NAME", "has_manifest", "read_manifest", "write_manifest"]
+__all__ = ["MANIFEST_NAME", "has_manifest", "read_json_object", "read_manifest", "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
 
@@ -43,16 +43,28 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
     StoreError
         The manifest exists but is unreadable, not JSON or not a JSON object.
     """
-    p = Path(directory) / MANIFEST_NAME
+    return read_json_object(Path(directory) / MANIFEST_NAME, _corrupt)
+
+
+def read_json_object(p: Path, damaged: Any) -> dict | None:
+    """The JSON object in file ``p`` (None when it does not exist).
+
+    Parameters
+    ----------
+    p : Path
+    damaged : callable ``(path, why) -> DistsketchError``
+        Builds the error raised when the file cannot be read, is not JSON or
+        holds something other than an object.
+    """
     if not p.exists():
         return None
     try:
         body = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
         # ValueError covers bad UTF-8 as well as bad JSON
-        raise _corrupt(p, f"{type(exc).__name__}: {exc}") from exc
+        raise damaged(p, f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(body, dict):
-        raise _corrupt(p, f"it holds a JSON {type(body).__name__}, not an object")
+        raise damaged(p, f"it holds a JSON {type(body).__name__}, not an object")
     return body
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.fingerprints import fingerprint
+from distsketch.io.manifest import read_json_object
 from distsketch.workflow.methods import MethodAdapter
 
 __all__ = ["STATE_VERSION", "check_state", "load_checkpoint", "prefix_fingerprint", "read_state",
@@ -43,17 +44,7 @@ def read_state(state_dir: Path) -> dict | None:
     StoreError
         The file is unreadable, not JSON, or not a JSON object.
     """
-    p = state_dir / "state.json"
-    if not p.exists():
-        return None
-    try:
-        state = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        # ValueError covers bad UTF-8 as well as bad JSON
-        raise _damaged(p, f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(state, dict):
-        raise _damaged(p, f"it holds a JSON {type(state).__name__}, not an object")
-    return state
+    return read_json_object(state_dir / "state.json", _damaged)
 
 
 def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
