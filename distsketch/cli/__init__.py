@@ -96,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from distsketch.cli.common import result_stream
 
     try:
-        with result_stream(sys.stdout), contextlib.redirect_stdout(sys.stderr), \
-                command_output(args):
+        with result_stream(sys.stdout), command_output(args, sys.stdout) as mode, \
+                contextlib.redirect_stdout(sys.stderr), \
+                (result_stream(mode.capture) if mode.json else contextlib.nullcontext()):
             return int(args.func(args) or 0)
     except DistsketchError as exc:
         return _error(args, _one_line(exc), 2)

@@ -190,7 +190,9 @@ def add_allow_missing_chunks_option(parser: argparse.ArgumentParser) -> None:
 def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--block-rows", type=positive_int, default=None,
-        help="rows per task (default: whole Zarr chunks, sized by the block rule to about 16 MiB of input)")
+        help="rows per task (default: planned per stage from its memory per row, the memory a "
+             "task may use on the cluster, at most 64 MiB of input, at least 4 blocks per task "
+             "thread, in whole Zarr chunks; -v logs each plan)")
 
 
 # A CLI stage maps each row to features about ten times as wide as the input;

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from distsketch.cli.common import add_common_options, apply_progress, emit, positive_int, stage
+from distsketch.cli.common import add_common_options, apply_progress, positive_int, stage
+from distsketch.cli.output import finish
 
 __all__ = ["add_parser", "run"]
 
@@ -58,7 +59,12 @@ def run(args: argparse.Namespace) -> int:
                   compressor=None if args.compressor == "none" else args.compressor,
                   overwrite=args.overwrite, progress=show)
     info = read_manifest(path) or {}
-    emit(f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
-         f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
-         f"{time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - t0
+    result = {"command": "ingest", "output": str(path), "source": str(args.source),
+              "rows": info.get("rows"), "n_features": info.get("n_features"),
+              "format": info.get("format"), "arrays": info.get("arrays", []),
+              "seconds": round(seconds, 3)}
+    finish(result, f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
+                   f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
+                   f"{seconds:.1f} s")
     return 0

@@ -89,6 +89,7 @@ class OutputMode:
         self.command: str | None = None
         self.stdout: Any = None  # where the JSON object goes (the command's real stdout)
         self.finished = False  # the command printed its own results through finish()
+        self.capture = io.StringIO()  # text results under --json (see command_output)
 
 
 _MODES: list[OutputMode] = []
@@ -133,7 +134,7 @@ class _WarningCollector(logging.Handler):
 
 
 @contextlib.contextmanager
-def command_output(args: argparse.Namespace) -> Iterator[OutputMode]:
+def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[OutputMode]:
     """Set up logging for one command from its ``-v``/``-q``/``--json`` flags.
 
     Default: the commands' progress messages (INFO on ``distsketch.cli``) and
@@ -141,12 +142,15 @@ def command_output(args: argparse.Namespace) -> Iterator[OutputMode]:
     (block plans, solver iterations) and DEBUG details of the commands; ``-q``
     leaves warnings and errors.  Warnings are also collected for ``--json``.
     Handlers and levels are restored afterwards.
-    """
-    from distsketch.cli.common import result_stream
 
+    ``stdout`` is where results go (default ``sys.stdout``).  With ``--json``
+    the caller sends a command's plain text results to ``mode.capture``; a
+    command that does not call :func:`finish` then gets them as ``output``
+    in the JSON object.
+    """
     mode = OutputMode(_flag(args, "verbose"), _flag(args, "quiet"), _flag(args, "json"))
     mode.command = getattr(args, "command", None)
-    mode.stdout = _current_stdout()
+    mode.stdout = stdout if stdout is not None else sys.stdout
     # a command that has its own --quiet (run) sees the global one too
     if mode.quiet and hasattr(args, "quiet"):
         args.quiet = True
@@ -167,27 +171,20 @@ def command_output(args: argparse.Namespace) -> Iterator[OutputMode]:
     _MODES.append(mode)
     # with --json, text results of a command that does not call finish() are collected
     # into the one JSON object instead of being printed
-    text = io.StringIO()
     try:
-        with warnings.catch_warnings(), \
-                (result_stream(text) if mode.json else contextlib.nullcontext()):
+        with warnings.catch_warnings():
             # Python warnings of the libraries (after their filters) join the command's own
             warnings.showwarning = _show_warning
             yield mode
         if mode.json and not mode.finished:
-            _write_json(mode, {"command": mode.command, "output": text.getvalue().splitlines()})
+            _write_json(mode, {"command": mode.command,
+                               "output": mode.capture.getvalue().splitlines()})
     finally:
         _MODES.pop()
         logger.removeHandler(handler)
         logger.removeHandler(collector)
         logger.setLevel(saved[0])
         cli_logger.setLevel(saved[1])
-
-
-def _current_stdout() -> Any:
-    from distsketch.cli import common
-
-    return common._RESULT[-1] if common._RESULT else sys.stdout
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
@@ -223,14 +220,13 @@ def finish(result: dict[str, Any], lines: Sequence[str] | str) -> None:
     With ``--json`` stdout holds exactly one JSON object: ``result`` plus
     ``warnings`` (every warning logged during the command).
     """
-    from distsketch.cli.common import emit
-
     mode = output_mode()
     if mode.json:
         _write_json(mode, result)
         return
+    stream = mode.stdout if mode.stdout is not None else sys.stdout
     for line in [lines] if isinstance(lines, str) else lines:
-        emit(line)
+        print(line, file=stream, flush=True)
 
 
 def print_error(args: argparse.Namespace, message: str, code: int) -> None:
