@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from distsketch.cli.common import (
     add_allow_missing_chunks_option,
@@ -47,14 +44,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def _storable(P: Any, model: Any) -> Any:
-    # labels held as Python objects (e.g. strings) are written as fixed-width strings
-    if P.dtype.kind == "O":
-        width = np.asarray(getattr(model, "classes_", []), dtype=str).dtype
-        return P.astype(width if width.itemsize else np.dtype(str))
-    return P
-
-
 def run(args: argparse.Namespace) -> int:
     from distsketch.cli.score import check_predictor
     from distsketch.diagnostics import PeakMemory, format_bytes
@@ -73,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     check_n_features(model, X, reset=False)
     with PeakMemory() as pm, cluster(args):
         t0 = time.perf_counter()
-        P = _storable(model.predict(X), model)  # lazy for dask input
+        P = model.predict(X)  # lazy for dask input
         stage(f"predicting {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
         path = write_array(P, args.output, chunk_rows=args.chunk_rows,
                            compressor=None if args.compressor == "none" else args.compressor,
