@@ -371,3 +371,25 @@ def test_json_error_object(tmp_path, capsys):
     res = json.loads(out)
     assert res["command"] == "predict" and res["exit_code"] == 2
     assert res["error"] in err and "distsketch: error:" in err
+
+
+def test_run_gets_the_output_flags(small, tmp_path, capsys):
+    import yaml
+
+    d, *_ = small
+    spec = tmp_path / "w.yaml"
+    spec.write_text(yaml.safe_dump({
+        "input": str(d / "x.zarr"), "segment_rows": 300, "cluster": "sync",
+        "method": {"name": "RandomFourierFeatures", "params": {"n_components": 8}},
+        "outputs": {"dir": str(tmp_path / "out")}}))
+    # a command without its own JSON results: its text lines as "output"
+    assert cli.main(["run", str(spec), "--dry-run", "--json"]) == 0
+    out, _ = capsys.readouterr()
+    res = json.loads(out)
+    assert res["command"] == "run" and len(res["output"]) == 1
+    assert "rows 0..600 in 2 segment(s)" in res["output"][0]
+    # -q before the command reaches run's own --quiet
+    assert cli.main(["-q", "run", str(spec), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and len(out.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
