@@ -247,14 +247,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "TensorSketch; its parameters: --param features.KEY=VALUE")
     p.add_argument("--n-features", type=positive_int, default=None,
                    help="width of a kernel ridge model's feature map (its n_components)")
-    p.add_argument("--n-check", type=positive_int, default=2000, metavar="ROWS",
+    p.add_argument("--n-check", type=_non_negative, default=2000, metavar="ROWS",
                    help="training rows sampled to compare a supervised model with a constant "
-                        "predictor (default 2000)")
+                        "predictor (default 2000; one more pass over INPUT; 0 skips the check)")
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p)
     p.set_defaults(func=run)
     return p
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
 
 def _read_targets(spec: str, n: int) -> Any:
@@ -308,7 +318,9 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
-        check = training_check(est, X, y, n_sample=args.n_check) if y is not None else None
+        check = (training_check(est, X, y, n_sample=args.n_check)
+                 if y is not None and args.n_check > 0 and callable(getattr(est, "predict", None))
+                 else None)
     if check is not None and check["no_better_than_constant"]:
         warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
