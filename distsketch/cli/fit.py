@@ -217,7 +217,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Fit an estimator out of core on INPUT (a Zarr store, 'store.zarr::X' for an array "
             "in a group) and save it to MODEL (a Zarr group; load it with distsketch.load). "
-            "Default: StreamingKernelPCA (random Fourier features + Frequent Directions)."),
+            "Default: StreamingKernelPCA (random Fourier features + Frequent Directions). "
+            "Supervised estimators take their targets with --y; a kernel ridge model's feature "
+            "map is chosen with --features and --param features.KEY=VALUE."),
     )
     p.add_argument("input", help="input Zarr store (rows are points)")
     p.add_argument("model", help="output model store (directory)")

@@ -67,8 +67,8 @@ def add_output_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
 
     if "verbose" not in skip:
         group.add_argument("-v", "--verbose", dest=dest("verbose"), **kw,
-                           help="log details on stderr (the block plan of every stage, the "
-                                "parameters used)")
+                           help="log details on stderr (the block plan of every stage, solver "
+                                "iterations)")
     if "quiet" not in skip:
         group.add_argument("-q", "--quiet", dest=dest("quiet"), **kw,
                            help="print only warnings, errors and the final result")
