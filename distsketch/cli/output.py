@@ -124,6 +124,18 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class _Formatter(logging.Formatter):
+    """``distsketch: message``; warnings and errors say so (``distsketch: warning: ...``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        kind = ("error" if record.levelno >= logging.ERROR
+                else "warning" if record.levelno >= logging.WARNING else "")
+        if kind and not text.startswith(f"{kind}:"):
+            text = f"{kind}: {text}"
+        return f"distsketch: {text}"
+
+
 class _WarningCollector(logging.Handler):
     def __init__(self, mode: OutputMode):
         super().__init__(logging.WARNING)
@@ -155,7 +167,7 @@ def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[Out
     if mode.quiet and hasattr(args, "quiet"):
         args.quiet = True
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("distsketch: %(message)s"))
+    handler.setFormatter(_Formatter())
     collector = _WarningCollector(mode)
     saved = (logger.level, cli_logger.level)
     if mode.quiet:
@@ -194,7 +206,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 def warn(message: str) -> None:
     """A warning of the running command: on stderr and in ``--json``'s ``warnings``."""
-    cli_logger.warning("warning: %s", message)
+    cli_logger.warning("%s", message)
 
 
 def _jsonable(o: Any) -> Any:
