@@ -89,8 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if getattr(args, "_broken", None):
-        print(f"distsketch: error: {args._broken}", file=sys.stderr)
-        return 2
+        return _error(args, args._broken, 2)
     # results go to the real stdout; progress bars of libraries that print to
     # stdout (distributed's text bar) are sent to stderr so output stays parseable
     from distsketch.cli.common import result_stream

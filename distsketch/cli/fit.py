@@ -269,6 +269,11 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _needs_targets(cls: type) -> bool:
+    y = inspect.signature(cls.fit).parameters.get("y")
+    return y is not None and y.default is inspect.Parameter.empty
+
+
 def _read_targets(spec: str, n: int) -> Any:
     from distsketch.io.targets import open_targets
 
@@ -303,6 +308,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
     cls, preset = resolve_estimator(args.method)
     params, feature_cls, fparams = build_params(cls, preset, args)
+    if args.y is None and _needs_targets(cls):
+        raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
+                          f"--y {args.input}::y (the labels ingest stores with --labels).")
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     y = _read_targets(args.y, X.shape[0]) if args.y else None
     n, d = int(X.shape[0]), int(X.shape[1])

@@ -210,6 +210,7 @@ def test_feature_map_by_registry_name_and_explicit_gamma(small, capsys):
     (["--method", "SketchedKernelRidge", "--gamma", "wide"], "use a number or 'median'"),
     (["--n-features", "64"], "StreamingKernelPCA holds none"),
     (["--features", "rff"], "StreamingKernelPCA holds no feature map"),
+    (["--method", "KernelPCR", "--y", None], "KernelPCR is supervised: pass its targets with --y"),
 ])
 def test_bad_feature_options_fail_before_the_cluster(small, tmp_path, monkeypatch, capsys,
                                                      argv, match):
@@ -218,8 +219,9 @@ def test_bad_feature_options_fail_before_the_cluster(small, tmp_path, monkeypatc
 
     monkeypatch.setattr(distsketch.cluster, "connect", connect)
     d, *_ = small
-    code = cli.main(["fit", str(d / "x.zarr"), str(tmp_path / "m.zarr"), "--y",
-                     f"{d}/t.zarr::y", *argv])
+    targets = [] if None in argv else ["--y", f"{d}/t.zarr::y"]
+    code = cli.main(["fit", str(d / "x.zarr"), str(tmp_path / "m.zarr"), *targets,
+                     *[a for a in argv if a not in ("--y", None)]])
     err = capsys.readouterr().err
     assert code == 2, err
     assert match in err and "the cluster was started" not in err
