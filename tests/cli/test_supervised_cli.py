@@ -339,6 +339,11 @@ def test_predict_output_rules(small, tmp_path, capsys):
     assert cli.main(argv) == 2  # an existing output needs --overwrite
     assert "exists" in capsys.readouterr().err
     assert cli.main([*argv, "--overwrite"]) == 0
+    # transform of a predictor points to predict
+    assert cli.main(["transform", str(tmp_path / "m.zarr"), str(d / "x.zarr"),
+                     str(tmp_path / "f.zarr"), "--cluster", "sync"]) == 2
+    err = capsys.readouterr().err
+    assert "(SketchedKernelRidge) has no transform" in err and "distsketch predict" in err
     # never the input itself
     assert cli.main(["predict", str(tmp_path / "m.zarr"), str(d / "x.zarr"), str(d / "x.zarr"),
                      "--overwrite", "--cluster", "sync"]) == 2
