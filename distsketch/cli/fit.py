@@ -308,9 +308,6 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
     cls, preset = resolve_estimator(args.method)
     params, feature_cls, fparams = build_params(cls, preset, args)
-    if args.y is None and _needs_targets(cls):
-        raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
-                          f"--y {args.input}::y (the labels ingest stores with --labels).")
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     y = _read_targets(args.y, X.shape[0]) if args.y else None
     n, d = int(X.shape[0]), int(X.shape[1])
@@ -318,6 +315,9 @@ def run(args: argparse.Namespace) -> int:
         check_before_cluster(feature_cls(**_without_median(fparams)), n, d)
         params["features"] = feature_cls(**_without_median(fparams))
     check_before_cluster(cls(**_without_median(params)), n, d)
+    if args.y is None and _needs_targets(cls):
+        raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
+                          f"--y {args.input}::y (the labels ingest stores with --labels).")
     with PeakMemory() as pm, cluster(args):
         gamma = _resolve_median(X, params, fparams)
         if feature_cls is not None:
