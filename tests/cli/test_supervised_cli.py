@@ -243,6 +243,9 @@ def test_warning_for_a_model_no_better_than_constant(small, capsys):
     # a huge alpha leaves only the intercepts: every row gets the majority class
     res = _fit(d, capsys, "const.zarr", "--method", "SketchedKernelRidgeClassifier",
                "--y", f"{d}/t.zarr::labels", "--param", "alpha=1.0e+9")
+    model = load(d / "const.zarr")  # no feature options: RFF, gamma by the median heuristic
+    assert isinstance(model.features_, RandomFourierFeatures)
+    assert model.features_.gamma == median_gamma(open_array(str(d / "x.zarr")))
     labels = (X[:, 0] > 0).astype(np.int32)
     majority = np.bincount(labels).max() / labels.size
     check = res["training_check"]
