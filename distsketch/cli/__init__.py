@@ -8,6 +8,10 @@ Exit codes: 0 success; 2 a user error (bad input, bad option, missing store:
 one line ``distsketch: error: <message>`` on stderr, no traceback); 1 an
 unexpected failure (a short hint; set ``DISTSKETCH_DEBUG=1`` for the
 traceback); 130 interrupted.
+
+Every command takes ``-v/--verbose``, ``-q/--quiet`` and ``--json`` before or
+after its name (:mod:`distsketch.cli.output`): progress and details are logged
+through the ``distsketch`` logger on stderr, results go to stdout.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distsketch import __version__
+from distsketch.cli.output import add_output_options, command_output, print_error
 from distsketch.errors import DistsketchError
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
-SUBCOMMANDS = ["ingest", "fit", "transform", "evaluate", "quickstart", "run"]
+SUBCOMMANDS = ["ingest", "fit", "transform", "predict", "score", "evaluate", "quickstart", "run"]
 
 
 def _load_subcommands() -> tuple[dict[str, ModuleType], dict[str, str]]:
@@ -53,12 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `distsketch <command> --help` for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"distsketch {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log details (the block plan of every stage) on stderr")
+    add_output_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     modules, broken = _load_subcommands()
     for mod in modules.values():
-        mod.add_parser(sub)
+        p = mod.add_parser(sub)
+        if isinstance(p, argparse.ArgumentParser):
+            # -v/-q/--json after the command name too; an option the command defines
+            # itself (run's --quiet) stays its own
+            own = {name for name in ("verbose", "quiet", "json")
+                   if f"--{name}" in p._option_string_actions}
+            add_output_options(p, skip=tuple(own))
     for name, why in broken.items():
         p = sub.add_parser(name, help=f"(unavailable: {why})")
         p.add_argument("args", nargs=argparse.REMAINDER)
@@ -67,17 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _log_to_stderr() -> None:
-    import logging
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("distsketch: %(message)s"))
-    log = logging.getLogger("distsketch")
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-
-
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -88,39 +88,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "command", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    if args.verbose:
-        _log_to_stderr()
     if getattr(args, "_broken", None):
-        print(f"distsketch: error: {args._broken}", file=sys.stderr)
-        return 2
+        return _error(args, args._broken, 2)
     # results go to the real stdout; progress bars of libraries that print to
     # stdout (distributed's text bar) are sent to stderr so output stays parseable
     from distsketch.cli.common import result_stream
 
     try:
-        with result_stream(sys.stdout), contextlib.redirect_stdout(sys.stderr):
+        with result_stream(sys.stdout), command_output(args, sys.stdout) as mode, \
+                contextlib.redirect_stdout(sys.stderr), \
+                (result_stream(mode.capture) if mode.json else contextlib.nullcontext()):
             return int(args.func(args) or 0)
     except DistsketchError as exc:
-        print(f"distsketch: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return _error(args, _one_line(exc), 2)
     except KeyboardInterrupt:
-        print("distsketch: interrupted", file=sys.stderr)
-        return 130
+        return _error(args, "interrupted", 130, prefix="distsketch: ")
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            return _unexpected(exc)
+            return _unexpected(args, exc)
         where = f" writing {exc.filename}" if exc.filename else ""
-        print(f"distsketch: error: no space left on device{where} ({exc.strerror}); free space "
-              "or choose another output.", file=sys.stderr)
-        return 2
+        return _error(args, f"no space left on device{where} ({exc.strerror}); free space or "
+                            "choose another output.", 2)
     except Exception as exc:
-        return _unexpected(exc)
+        return _unexpected(args, exc)
 
 
-def _unexpected(exc: BaseException) -> int:
+def _error(args: argparse.Namespace, message: str, code: int,
+           prefix: str = "distsketch: error: ") -> int:
+    print(f"{prefix}{message}", file=sys.stderr)
+    print_error(args, message, code)
+    return code
+
+
+def _unexpected(args: argparse.Namespace, exc: BaseException) -> int:
     if os.environ.get("DISTSKETCH_DEBUG"):
         traceback.print_exception(exc)
-    print(f"distsketch: unexpected error: {type(exc).__name__}: {_one_line(exc)} "
-          "(set DISTSKETCH_DEBUG=1 for the traceback, and please report it)",
-          file=sys.stderr)
-    return 1
+    return _error(args, f"{type(exc).__name__}: {_one_line(exc)} (set DISTSKETCH_DEBUG=1 for "
+                        "the traceback, and please report it)", 1,
+                  prefix="distsketch: unexpected error: ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 import time
@@ -13,6 +14,7 @@ from typing import IO, Any, NoReturn
 
 import numpy as np
 
+from distsketch.cli.output import add_output_options  # shared with run.py
 from distsketch.errors import ConfigError, DistsketchError, InputError
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "add_block_rows_option",
     "add_cluster_option",
     "add_common_options",
+    "add_output_options",
     "add_overwrite_option",
     "add_progress_option",
     "check_before_cluster",
@@ -54,8 +57,8 @@ def emit(text: str = "") -> None:
 
 
 def stage(message: str) -> None:
-    """A progress message on stderr."""
-    print(f"[distsketch] {message}", file=sys.stderr, flush=True)
+    """A progress message on stderr (INFO on the ``distsketch.cli`` logger: ``-q`` hides it)."""
+    logging.getLogger("distsketch.cli").info(message)
 
 
 def fail(message: str, cls: type[DistsketchError] = InputError) -> NoReturn:
@@ -187,7 +190,9 @@ def add_allow_missing_chunks_option(parser: argparse.ArgumentParser) -> None:
 def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--block-rows", type=positive_int, default=None,
-        help="rows per task (default: whole Zarr chunks, sized by the block rule to about 16 MiB of input)")
+        help="rows per task (default: planned per stage from its memory per row, the memory a "
+             "task may use on the cluster, at most 64 MiB of input, at least 4 blocks per task "
+             "thread, in whole Zarr chunks; -v logs each plan)")
 
 
 # A CLI stage maps each row to features about ten times as wide as the input;

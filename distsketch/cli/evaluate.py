@@ -11,12 +11,11 @@ from distsketch.cli.common import (
     add_common_options,
     apply_progress,
     cluster,
-    emit,
     open_input,
     positive_int,
-    print_json,
     stage,
 )
+from distsketch.cli.output import finish
 from distsketch.errors import ConfigError
 
 __all__ = ["add_parser", "run"]
@@ -39,7 +38,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--degree", type=int, default=None, help="polynomial degree (default: the model's)")
     p.add_argument("--coef0", type=float, default=None, help="polynomial offset (default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the row sample")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p, overwrite=False)
@@ -76,19 +74,17 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - t0
     note = (f"estimated from {errs['n_sample']} sampled rows of {n_rows}" if errs["sampled"]
             else f"exact, all {n_rows} rows")
-    result = {"model": str(args.model), "model_class": type(model).__name__,
+    result = {"command": "evaluate", "model": str(args.model), "model_class": type(model).__name__,
               "input": str(args.input), "rows": n_rows, **errs,
               "gamma": errs["kernel_params"].get("gamma"), "note": note,
               "seconds": round(seconds, 3)}
-    if args.json:
-        print_json(result)
-    else:
-        params = ", ".join(f"{k}={v:g}" for k, v in errs["kernel_params"].items())
-        emit(f"{'model':<20}{result['model_class']}")
-        emit(f"{'kernel':<20}{errs['kernel']}({params})")
-        emit(f"{'rows (sampled)':<20}{n_rows} ({errs['n_sample']})")
-        emit(f"{'errors':<20}{note}")
-        emit(f"{'spectral error':<20}{errs['spectral']:.4e}   ||G - G~||_2 / n")
-        emit(f"{'Frobenius error':<20}{errs['frobenius']:.4e}   ||G - G~||_F / n^2")
-        emit(f"{'relative Frobenius':<20}{errs['relative_frobenius']:.4e}   ||G - G~||_F / ||G||_F")
+    params = ", ".join(f"{k}={v:g}" for k, v in errs["kernel_params"].items())
+    finish(result, [
+        f"{'model':<20}{result['model_class']}",
+        f"{'kernel':<20}{errs['kernel']}({params})",
+        f"{'rows (sampled)':<20}{n_rows} ({errs['n_sample']})",
+        f"{'errors':<20}{note}",
+        f"{'spectral error':<20}{errs['spectral']:.4e}   ||G - G~||_2 / n",
+        f"{'Frobenius error':<20}{errs['frobenius']:.4e}   ||G - G~||_F / n^2",
+        f"{'relative Frobenius':<20}{errs['relative_frobenius']:.4e}   ||G - G~||_F / ||G||_F"])
     return 0

@@ -14,15 +14,16 @@ from distsketch.cli.common import (
     apply_progress,
     check_before_cluster,
     cluster,
-    emit,
     median_gamma,
     open_input,
     parse_params,
+    positive_int,
     stage,
 )
+from distsketch.cli.output import finish, warn
 from distsketch.errors import ConfigError
 
-__all__ = ["add_parser", "resolve_estimator", "run"]
+__all__ = ["add_parser", "resolve_estimator", "resolve_feature_map", "run"]
 
 # shortcuts for the streaming kernel PCA variants of Ghashami et al. (2016)
 _SHORTCUTS = {"skpca": ("StreamingKernelPCA", {"method": "fd"}),
@@ -32,6 +33,17 @@ _SHORTCUTS = {"skpca": ("StreamingKernelPCA", {"method": "fd"}),
 # options that set the estimator parameter of the same name
 _OPTION_PARAMS = ("n_components", "kernel", "gamma", "n_random_features", "sketch_size",
                   "random_state")
+
+
+# short names of --features (any feature map's registry name works too, in any case)
+_FEATURE_SHORTCUTS = {"rff": "RandomFourierFeatures", "nystrom": "NystromFeatures"}
+# the default feature map of a model with a ``features`` parameter (SketchedKernelRidge's)
+_DEFAULT_FEATURES = "RandomFourierFeatures"
+# kernels whose scale the median heuristic sets when no gamma is given
+_MEDIAN_KERNELS = ("rbf", "gaussian")
+# options that set a feature-map parameter for a model that holds one (--n-features:
+# the feature map's width)
+_FEATURE_OPTIONS = ("n_components", "kernel", "gamma")
 
 
 def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
@@ -53,13 +65,161 @@ def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
     return cls, dict(preset)
 
 
+def _is_feature_map(cls: type) -> bool:
+    from distsketch.estimators.base import RowMapTransformer
+
+    return inspect.isclass(cls) and issubclass(cls, RowMapTransformer)
+
+
+def feature_map_names() -> list[str]:
+    """Registry names of the feature maps ``--features`` accepts (blockwise row maps)."""
+    from distsketch import registry
+
+    names = []
+    for name in registry.ESTIMATORS:
+        try:
+            cls = registry.resolve(name)
+        except ConfigError:  # a module this installation lacks
+            continue
+        if _is_feature_map(cls):
+            names.append(name)
+    return sorted(names)
+
+
+def resolve_feature_map(name: Any, where: str) -> type:
+    """The feature-map class named ``name``: rff, nystrom or a registry name (any case).
+
+    The name is looked up in :mod:`distsketch.registry`; nothing named by the
+    user is imported.
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is not a string, not a registered name, or names an estimator
+        that is not a feature map (the message lists the feature maps).
+    """
+    from distsketch import registry
+
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: expected a feature map name such as rff, nystrom or "
+                          f"TensorSketch, got {name!r}.")
+    target = _FEATURE_SHORTCUTS.get(name.strip().lower(), name)
+    valid = f"rff, nystrom or one of {', '.join(feature_map_names())}"
+    try:
+        cls = registry.resolve(target, kind="estimator", where=where)
+    except ConfigError:
+        raise ConfigError(f"{where}: unknown feature map {name!r}; use {valid} (any case)."
+                          ) from None
+    if not _is_feature_map(cls):
+        raise ConfigError(f"{where}: {cls.__name__} is not a feature map; use {valid} "
+                          "(any case).")
+    return cls
+
+
+def _params_of(cls: type) -> set[str]:
+    return set(inspect.signature(cls).parameters)
+
+
+def _no_param(option: str, cls: type, name: str) -> ConfigError:
+    return ConfigError(f"{option}: {cls.__name__} has no parameter {name!r}; its parameters: "
+                       f"{', '.join(sorted(_params_of(cls)))}.")
+
+
+def _as_gamma(value: Any, option: str) -> Any:
+    if isinstance(value, str) and value != "median":
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{option} {value!r}: use a number or 'median'.") from None
+    return value
+
+
+def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
+                 ) -> tuple[dict[str, Any], type | None, dict[str, Any]]:
+    """The estimator's parameters and, for a model holding a feature map, the map's.
+
+    Returns ``(params, feature_class, feature_params)``; ``feature_class`` is
+    None for an estimator without a ``features`` parameter.  A model holding a
+    feature map gets one explicitly (default RandomFourierFeatures), with
+    ``gamma="median"`` for a Gaussian kernel when no gamma was given.  A
+    ``gamma`` of ``"median"`` is resolved on the data by :func:`run`.
+    """
+    params = dict(preset)
+    accepted = _params_of(cls)
+    holds_map = "features" in accepted
+    feature_cls: type | None = None
+    fparams: dict[str, Any] = {}
+    for name in _OPTION_PARAMS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        option = f"--{name.replace('_', '-')}"
+        if name in accepted:
+            params[name] = _as_gamma(value, option) if name == "gamma" else value
+        elif holds_map and name in _FEATURE_OPTIONS:
+            fparams[name] = _as_gamma(value, option) if name == "gamma" else value
+        else:
+            raise ConfigError(f"{option} does not apply to {cls.__name__} (it has no parameter "
+                              f"{name!r}); its parameters: {', '.join(sorted(accepted))}.")
+    if getattr(args, "n_features", None) is not None:
+        if not holds_map:
+            raise ConfigError(f"--n-features sets the width of a model's feature map, but "
+                              f"{cls.__name__} holds none (no 'features' parameter); use "
+                              "--n-components for the output width.")
+        fparams["n_components"] = args.n_features
+    if getattr(args, "features", None) is not None:
+        if not holds_map:
+            raise ConfigError(f"--features {args.features}: {cls.__name__} holds no feature map "
+                              "(no 'features' parameter); it applies to SketchedKernelRidge and "
+                              "SketchedKernelRidgeClassifier.")
+        feature_cls = resolve_feature_map(args.features, f"--features {args.features}")
+    for name, value in parse_params(args.param).items():
+        head, dot, sub = name.partition(".")
+        if dot and head == "features" and holds_map:
+            if not sub:
+                raise ConfigError(f"--param {name}=...: name the feature map's parameter, e.g. "
+                                  "--param features.gamma=0.01.")
+            fparams[sub] = _as_gamma(value, f"--param {name}") if sub == "gamma" else value
+        elif name == "features" and holds_map:
+            # a registry name only: the class is looked up, never imported by name
+            feature_cls = resolve_feature_map(value, f"--param features={value}")
+        elif name not in accepted:
+            raise _no_param(f"--param {name}=...", cls, name)
+        else:
+            params[name] = _as_gamma(value, f"--param {name}") if name == "gamma" else value
+    if holds_map:
+        feature_cls = feature_cls or _default_features()
+        for name in fparams:
+            if name not in _params_of(feature_cls):
+                raise _no_param(f"feature map parameter {name!r}", feature_cls, name)
+        # a data-driven kernel scale: the median heuristic unless a gamma was given
+        kernel = fparams.get("kernel", _default(feature_cls, "kernel"))
+        if ("gamma" in _params_of(feature_cls) and "gamma" not in fparams
+                and str(kernel).lower() in _MEDIAN_KERNELS):
+            fparams["gamma"] = "median"
+    return params, feature_cls, fparams
+
+
+def _default_features() -> type:
+    from distsketch import registry
+
+    return registry.resolve(_DEFAULT_FEATURES)
+
+
+def _default(cls: type, name: str) -> Any:
+    p = inspect.signature(cls).parameters.get(name)
+    return None if p is None else p.default
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "fit", help="fit streaming kernel PCA (or any distsketch estimator) on a Zarr input",
         description=(
             "Fit an estimator out of core on INPUT (a Zarr store, 'store.zarr::X' for an array "
             "in a group) and save it to MODEL (a Zarr group; load it with distsketch.load). "
-            "Default: StreamingKernelPCA (random Fourier features + Frequent Directions)."),
+            "Default: StreamingKernelPCA (random Fourier features + Frequent Directions). "
+            "Supervised estimators take their targets with --y; a kernel ridge model's feature "
+            "map is chosen with --features and --param features.KEY=VALUE."),
     )
     p.add_argument("input", help="input Zarr store (rows are points)")
     p.add_argument("model", help="output model store (directory)")
@@ -67,23 +227,51 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="skpca (default), rnca, or an estimator class name such as "
                         "RandomFourierFeatures, NystromKernelPCA, SketchedKernelRidge")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
-                   help="estimator parameter (repeatable; values are YAML: 64, 0.5, true, rbf)")
+                   help="estimator parameter (repeatable; values are YAML: 64, 0.5, true, rbf); "
+                        "features.KEY=VALUE sets one of a kernel ridge model's feature map, "
+                        "features=NAME chooses it by registered name")
     p.add_argument("--y", default=None, help="targets for supervised estimators, e.g. "
                                              "data.zarr::y")
     p.add_argument("--n-components", type=int, default=None,
                    help="output width: components, or features of a feature map")
     p.add_argument("--kernel", default=None, help="kernel name (e.g. rbf)")
     p.add_argument("--gamma", default=None,
-                   help="kernel scale, or 'median' for 1/median squared distance of a sample")
+                   help="kernel scale, or 'median' for 1/median squared distance of a sample; "
+                        "for a kernel ridge model, its feature map's (default: median for a "
+                        "Gaussian kernel)")
     p.add_argument("--n-random-features", type=int, default=None,
                    help="width m of an inner random feature map (StreamingKernelPCA)")
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
     p.add_argument("--random-state", type=int, default=None, help="seed")
+    p.add_argument("--features", default=None, metavar="NAME",
+                   help="feature map of a kernel ridge model: rff (RandomFourierFeatures, the "
+                        "default), nystrom (NystromFeatures) or another feature map's name, e.g. "
+                        "TensorSketch; its parameters: --param features.KEY=VALUE")
+    p.add_argument("--n-features", type=positive_int, default=None,
+                   help="width of a kernel ridge model's feature map (its n_components)")
+    p.add_argument("--n-check", type=_non_negative, default=2000, metavar="ROWS",
+                   help="training rows sampled to compare a supervised model with a constant "
+                        "predictor (default 2000; one more pass over INPUT; 0 skips the check)")
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p)
     p.set_defaults(func=run)
     return p
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _needs_targets(cls: type) -> bool:
+    y = inspect.signature(cls.fit).parameters.get("y")
+    return y is not None and y.default is inspect.Parameter.empty
 
 
 def _read_targets(spec: str, n: int) -> Any:
@@ -92,7 +280,25 @@ def _read_targets(spec: str, n: int) -> Any:
     return open_targets(spec, n, where=f"--y {spec}").as_dask()
 
 
+def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any]) -> float | None:
+    """Replace ``gamma="median"`` (estimator's or feature map's) by its value on X."""
+    if "median" not in (params.get("gamma"), fparams.get("gamma")):
+        return None
+    gamma = median_gamma(X)
+    stage(f"gamma = {gamma:.6g} (median heuristic on 1000 rows)")
+    for p in (params, fparams):
+        if p.get("gamma") == "median":
+            p["gamma"] = gamma
+    return gamma
+
+
+def _without_median(params: dict[str, Any]) -> dict[str, Any]:
+    # gamma="median" is known only once the sample is read: the default stands in for the check
+    return {k: v for k, v in params.items() if not (k == "gamma" and v == "median")}
+
+
 def run(args: argparse.Namespace) -> int:
+    from distsketch.cli.score import training_check
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint
     from distsketch.io.model import save_model
@@ -100,47 +306,43 @@ def run(args: argparse.Namespace) -> int:
 
     apply_progress(args)
     check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
-    cls, params = resolve_estimator(args.method)
-    params = dict(params)
-    accepted = set(inspect.signature(cls).parameters)
-    for name in _OPTION_PARAMS:
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if name not in accepted:
-            raise ConfigError(f"--{name.replace('_', '-')} does not apply to {cls.__name__} (it "
-                              f"has no parameter {name!r}); its parameters: "
-                              f"{', '.join(sorted(accepted))}.")
-        params[name] = value
-    for name, value in parse_params(args.param).items():
-        if name not in accepted:
-            raise ConfigError(f"--param {name}=...: {cls.__name__} has no parameter {name!r}; "
-                              f"its parameters: {', '.join(sorted(accepted))}.")
-        params[name] = value
-    if isinstance(params.get("gamma"), str) and params["gamma"] != "median":
-        try:
-            params["gamma"] = float(params["gamma"])
-        except ValueError:
-            raise ConfigError(f"--gamma {params['gamma']!r}: use a number or 'median'.") from None
+    cls, preset = resolve_estimator(args.method)
+    params, feature_cls, fparams = build_params(cls, preset, args)
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     y = _read_targets(args.y, X.shape[0]) if args.y else None
-    # gamma="median" is known only once the sample is read: its default stands in for the check
-    check_before_cluster(cls(**{k: v for k, v in params.items()
-                                if not (k == "gamma" and v == "median")}),
-                         int(X.shape[0]), int(X.shape[1]))
+    n, d = int(X.shape[0]), int(X.shape[1])
+    if feature_cls is not None:
+        check_before_cluster(feature_cls(**_without_median(fparams)), n, d)
+        params["features"] = feature_cls(**_without_median(fparams))
+    check_before_cluster(cls(**_without_median(params)), n, d)
+    if args.y is None and _needs_targets(cls):
+        raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
+                          f"--y {args.input}::y (the labels ingest stores with --labels).")
     with PeakMemory() as pm, cluster(args):
-        if params.get("gamma") == "median":
-            params["gamma"] = median_gamma(X)
-            stage(f"gamma = {params['gamma']:.6g} (median heuristic on 1000 rows)")
+        gamma = _resolve_median(X, params, fparams)
+        if feature_cls is not None:
+            params["features"] = feature_cls(**fparams)
         est = cls(**params)
         stage(f"fitting {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())}) "
-              f"on {args.input}: {X.shape[0]} rows x {X.shape[1]} features")
+              f"on {args.input}: {n} rows x {d} features")
         t0 = time.perf_counter()
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
+        check = (training_check(est, X, y, n_sample=args.n_check)
+                 if y is not None and args.n_check > 0 and callable(getattr(est, "predict", None))
+                 else None)
+    if check is not None and check["no_better_than_constant"]:
+        warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
                       "fit_seconds": round(seconds, 3)})
-    emit(f"fitted {cls.__name__} on {X.shape[0]} rows in {seconds:.1f} s "
-         f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
+    result: dict[str, Any] = {
+        "command": "fit", "model": str(args.model), "model_class": cls.__name__,
+        "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,
+        "params": {k: repr(v) for k, v in sorted(est.get_params(deep=False).items())},
+        "gamma_median": gamma, "fit_seconds": round(seconds, 3),
+        "peak_memory_bytes": pm.peak_bytes, "training_check": check}
+    line = (f"fitted {cls.__name__} on {n} rows in {seconds:.1f} s "
+            f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
+    finish(result, line)
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from distsketch.cli.common import add_common_options, apply_progress, emit, positive_int, stage
+from distsketch.cli.common import add_common_options, apply_progress, positive_int, stage
+from distsketch.cli.output import finish
 
 __all__ = ["add_parser", "run"]
 
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     show = apply_progress(args)
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None
-    zero_based = {"auto": "auto", "true": True, "false": False}[args.zero_based]
+    zero_based: bool | str = ("auto" if args.zero_based == "auto"
+                              else args.zero_based == "true")
     stage(f"ingesting {args.source} -> {args.dest}")
     t0 = time.perf_counter()
     path = ingest(args.source, args.dest, format=args.format, chunk_rows=args.chunk_rows,
@@ -58,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
                   compressor=None if args.compressor == "none" else args.compressor,
                   overwrite=args.overwrite, progress=show)
     info = read_manifest(path) or {}
-    emit(f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
-         f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
-         f"{time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - t0
+    result = {"command": "ingest", "output": str(path), "source": str(args.source),
+              "rows": info.get("rows"), "n_features": info.get("n_features"),
+              "format": info.get("format"), "arrays": info.get("arrays", []),
+              "seconds": round(seconds, 3)}
+    finish(result, f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
+                   f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
+                   f"{seconds:.1f} s")
     return 0

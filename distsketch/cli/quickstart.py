@@ -28,10 +28,10 @@ from distsketch.cli.common import (
     apply_progress,
     check_before_cluster,
     cluster,
-    emit,
     median_gamma,
     stage,
 )
+from distsketch.cli.output import finish
 from distsketch.errors import ConfigError, StoreError
 
 __all__ = ["add_parser", "run"]
@@ -235,11 +235,14 @@ def run(args: argparse.Namespace) -> int:
     tmp = out / f".report.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(report, indent=2))
     os.replace(tmp, out / "report.json")
-    _print_report(report, pm.peak_bytes, format_bytes)
+    finish({"command": "quickstart", "report": str(out / "report.json"), **report},
+           _report_lines(report, pm.peak_bytes, format_bytes))
     return 0
 
 
-def _print_report(r: dict, peak: int, format_bytes: Any) -> None:
+def _report_lines(r: dict, peak: int, format_bytes: Any) -> list[str]:
+    lines: list[str] = []
+    emit = lines.append
     e = r["kernel_errors"]
     emit("")
     emit("distsketch quickstart: streaming kernel PCA (random Fourier features + Frequent "
@@ -259,3 +262,4 @@ def _print_report(r: dict, peak: int, format_bytes: Any) -> None:
          f"{how})")
     emit(f"  outputs       {r['model']}, {r['embeddings']}, "
          f"{Path(r['data']).parent / 'report.json'}")
+    return lines

@@ -12,11 +12,11 @@ from distsketch.cli.common import (
     add_common_options,
     apply_progress,
     cluster,
-    emit,
     open_input,
     positive_int,
     stage,
 )
+from distsketch.cli.output import finish
 from distsketch.errors import ConfigError
 
 __all__ = ["add_parser", "run"]
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, overwrite=args.overwrite, inputs=inputs)
     model = load(args.model)
     if not hasattr(model, "transform"):
-        raise ConfigError(f"model {args.model} ({type(model).__name__}) has no transform.")
+        hint = (" Use `distsketch predict MODEL INPUT OUTPUT` for its predictions."
+                if callable(getattr(model, "predict", None)) else "")
+        raise ConfigError(f"model {args.model} ({type(model).__name__}) has no transform.{hint}")
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
     # the feature count is checked before the cluster starts (transform checks it again)
     check_n_features(model, X, reset=False)
@@ -74,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
                                      "model_class": type(model).__name__,
                                      "input_fingerprint": fingerprint(X, path=args.input)})
         seconds = time.perf_counter() - t0
-    emit(f"wrote {path}: {Z.shape[0]} rows x {Z.shape[1]} columns in {seconds:.1f} s "
-         f"(peak memory {format_bytes(pm.peak_bytes)})")
+    result = {"command": "transform", "output": str(path), "model": str(args.model),
+              "model_class": type(model).__name__, "input": str(args.input),
+              "shape": [int(s) for s in Z.shape], "dtype": str(Z.dtype),
+              "seconds": round(seconds, 3), "peak_memory_bytes": pm.peak_bytes}
+    finish(result, f"wrote {path}: {Z.shape[0]} rows x {Z.shape[1]} columns in {seconds:.1f} s "
+                   f"(peak memory {format_bytes(pm.peak_bytes)})")
     return 0

@@ -307,7 +307,7 @@ def create_array(path: str | os.PathLike, shape: tuple[int, int], dtype: Any, *,
     try:
         return zarr.create_array(
             store=zarr_store(path), shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype),
-            chunks=(int(chunk_rows), int(shape[1])), compressors=codecs(compressor),
+            chunks=(int(chunk_rows), *(int(s) for s in shape[1:])), compressors=codecs(compressor),
             attributes=attrs or {}, overwrite=True, config={"write_empty_chunks": True},
         )
     except OSError as exc:
@@ -382,7 +382,7 @@ class _FiniteCheck:
         ok = np.isfinite(block)
         if not ok.all():
             start = block_info[0]["array-location"][0][0] if block_info else 0
-            bad = start + int(np.flatnonzero(~ok.all(axis=1))[0])
+            bad = start + int(np.flatnonzero(~ok.reshape(ok.shape[0], -1).all(axis=1))[0])
             raise InputError(
                 f"{self.stage}: the values to write have NaN or Inf in rows "
                 f"{start}..{start + block.shape[0]} (first bad row {bad}); nothing was "
@@ -405,11 +405,11 @@ def write_array(
     allow_nonfinite: bool = False,
     stage: str | None = None,
 ) -> Path:
-    """Write a 2-D array to a new Zarr store atomically, without losing rows.
+    """Write a 2-D (or 1-D) array to a new Zarr store atomically, without losing rows.
 
     Parameters
     ----------
-    X : ndarray or dask array of shape (n, d)
+    X : ndarray or dask array of shape (n, d) or (n,)
     path : path-like
         Output store (local directory).
     chunk_rows : int, optional
@@ -456,15 +456,15 @@ def write_array(
     """
     t0 = time.perf_counter()
     Xd = X if isinstance(X, da.Array) else as_dask(np.asarray(X))
-    if Xd.ndim != 2:
-        raise InputError(f"write_array expects a 2-D array, got shape {Xd.shape}.")
+    if Xd.ndim not in (1, 2):  # 1-D: predictions, labels
+        raise InputError(f"write_array expects a 1-D or 2-D array, got shape {Xd.shape}.")
     if chunk_rows is None:
         chunk_rows = int(Xd.chunks[0][0]) if Xd.shape[0] else 1
     if isinstance(chunk_rows, bool) or int(chunk_rows) != chunk_rows or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer (rows per Zarr chunk); got "
                          f"{chunk_rows!r} for {path}.")
     chunk_rows = int(chunk_rows)
-    Xd = Xd.rechunk({0: chunk_rows, 1: Xd.shape[1]})
+    Xd = Xd.rechunk({0: chunk_rows, **({1: Xd.shape[1]} if Xd.ndim == 2 else {})})
     if not allow_nonfinite and np.issubdtype(Xd.dtype, np.inexact):
         Xd = Xd.map_blocks(_FiniteCheck(stage or f"writing {path}"), dtype=Xd.dtype,
                            name="finite-" + tokenize(Xd.name))

@@ -1,0 +1,170 @@
+"""``distsketch score``: accuracy (classifiers) or R² (regressors) of a saved model."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from distsketch.cli.common import (
+    add_allow_missing_chunks_option,
+    add_block_rows_option,
+    add_common_options,
+    apply_progress,
+    cluster,
+    open_input,
+    stage,
+)
+from distsketch.cli.output import finish
+from distsketch.errors import ConfigError, InputError
+
+__all__ = ["add_parser", "check_predictor", "run", "score_predictions", "training_check"]
+
+
+def check_predictor(model: Any, path: str) -> None:
+    """Refuse a model that cannot predict, naming its class and what to do instead."""
+    if not callable(getattr(model, "predict", None)):
+        raise ConfigError(
+            f"model {path} is a {type(model).__name__}, which has no predict (it is not a "
+            "supervised model). Use `distsketch transform MODEL INPUT OUTPUT` for its features, "
+            "or fit a predictor, e.g. `distsketch fit X.zarr model.zarr --method "
+            "SketchedKernelRidgeClassifier --y X.zarr::y`.")
+
+
+def is_classifier(model: Any) -> bool:
+    """Whether ``model`` predicts class labels (scikit-learn's estimator type)."""
+    from sklearn.base import is_classifier as sk_is_classifier
+
+    return bool(sk_is_classifier(model)) or hasattr(model, "classes_")
+
+
+def score_predictions(model: Any, y_true: np.ndarray, y_pred: np.ndarray) -> tuple[str, float]:
+    """``("accuracy", value)`` for a classifier, ``("r2", value)`` for a regressor.
+
+    R² is averaged over targets with equal weights, as scikit-learn's
+    ``r2_score`` (and ``SketchedKernelRidge.score``) do.
+    """
+    from sklearn.metrics import accuracy_score, r2_score
+
+    y_true = np.asarray(y_true)
+    y_pred = np.asarray(y_pred)
+    if y_true.shape[0] != y_pred.shape[0]:
+        raise InputError(f"the targets have {y_true.shape[0]} rows but the predictions "
+                         f"{y_pred.shape[0]}; pass the targets of the same rows.")
+    if is_classifier(model):
+        if y_true.ndim == 2 and y_true.shape[1] == 1:  # labels stored as one column
+            y_true = y_true[:, 0]
+        return "accuracy", float(accuracy_score(y_true, y_pred))
+    if y_pred.ndim > 2:
+        raise ConfigError(f"{type(model).__name__} predicts {y_pred.shape[1]} outputs per target "
+                          "(a path of alphas); score a model fitted with one alpha.")
+    t = y_pred.shape[1] if y_pred.ndim == 2 else 1
+    Yt = y_true.astype(np.float64).reshape(y_true.shape[0], -1)
+    if Yt.shape[1] != t:
+        raise InputError(f"the targets have {Yt.shape[1]} column(s) but "
+                         f"{type(model).__name__} predicts {t}; pass the targets it was fitted "
+                         "on.")
+    return "r2", float(r2_score(Yt, np.asarray(y_pred, dtype=np.float64).reshape(Yt.shape)))
+
+
+def training_check(model: Any, X: Any, y: Any, *, n_sample: int = 2000,
+                   random_state: int = 0) -> dict[str, Any]:
+    """Compare a fitted predictor with a constant predictor on a sample of its training rows.
+
+    A classifier is no better than constant when its accuracy is at most the
+    majority-class rate of the sampled labels; a regressor when its R² (which
+    is 0 for the constant mean prediction) is at most 0.
+
+    Parameters
+    ----------
+    model : fitted estimator with ``predict``
+    X : array of shape (n, d)
+        Its training rows (dask or NumPy).
+    y : array of shape (n,) or (n, t)
+        Its targets.
+    n_sample : int, default 2000
+        Rows sampled uniformly (by hashed priorities; all rows when n is smaller).
+
+    Returns
+    -------
+    dict
+        ``metric``, ``value``, ``baseline`` (majority rate or 0), ``n_sample``,
+        ``estimated`` (a sample, not all rows), ``no_better_than_constant`` and
+        ``message``.
+
+    Notes
+    -----
+    One pass over X to draw the sample (memory O(n_sample × d)); the sample's
+    targets are read by index and predicted in memory.
+    """
+    from distsketch.graph.plan import to_numpy
+    from distsketch.metrics import sample_rows
+
+    idx, S = sample_rows(X, n_sample, random_state)
+    y_s = to_numpy(y[idx]) if hasattr(y, "dask") else np.asarray(y)[idx]
+    pred = to_numpy(model.predict(S.astype(X.dtype, copy=False)))
+    metric, value = score_predictions(model, y_s, pred)
+    if metric == "accuracy":
+        _, counts = np.unique(np.ravel(y_s), return_counts=True)
+        baseline = float(counts.max() / counts.sum())
+        what = f"accuracy {value:.3f} <= majority-class rate {baseline:.3f}"
+    else:
+        baseline = 0.0
+        what = f"R^2 {value:.3f} <= 0 (the mean's)"
+    estimated = idx.size < X.shape[0]
+    rows = f"{idx.size} sampled training rows" if estimated else f"all {idx.size} training rows"
+    bad = value <= baseline
+    message = (f"the fitted {type(model).__name__} is no better than a constant predictor on "
+               f"{rows} ({what}): check the kernel scale (--gamma median), the feature map's "
+               "width (--n-features) and alpha." if bad else
+               f"{metric} {value:.4f} on {rows} (constant predictor: {baseline:.4f})")
+    return {"metric": metric, "value": value, "baseline": baseline, "n_sample": int(idx.size),
+            "estimated": bool(estimated), "no_better_than_constant": bool(bad),
+            "message": message}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "score", help="accuracy (classifiers) or R^2 (regressors) of a saved model on an input",
+        description=(
+            "Predict every row of INPUT with MODEL (blockwise) and compare with the targets "
+            "given by --y: accuracy for a classifier, the coefficient of determination R^2 "
+            "(averaged over targets) for a regressor, on all rows."),
+    )
+    p.add_argument("model", help="saved model store with predict (e.g. a kernel ridge model)")
+    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
+    p.add_argument("--y", required=True, help="targets of INPUT's rows, e.g. data.zarr::y")
+    add_block_rows_option(p)
+    add_allow_missing_chunks_option(p)
+    add_common_options(p, overwrite=False)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from distsketch.graph.plan import to_numpy
+    from distsketch.io.model import load
+    from distsketch.io.targets import open_targets
+    from distsketch.validation import check_n_features
+
+    apply_progress(args)
+    model = load(args.model)
+    check_predictor(model, args.model)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
+    check_n_features(model, X, reset=False)
+    y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}").as_dask()
+    with cluster(args):
+        stage(f"scoring {type(model).__name__} on {X.shape[0]} rows of {args.input}")
+        t0 = time.perf_counter()
+        pred = to_numpy(model.predict(X))
+        metric, value = score_predictions(model, to_numpy(y), pred)
+        seconds = time.perf_counter() - t0
+    name = {"accuracy": "accuracy", "r2": "R^2"}[metric]
+    result = {"command": "score", "model": str(args.model), "model_class": type(model).__name__,
+              "input": str(args.input), "targets": args.y, "rows": int(X.shape[0]),
+              "metric": metric, "score": value, metric: value, "seconds": round(seconds, 3)}
+    finish(result, f"{name} {value:.4f} of {type(model).__name__} on {X.shape[0]} rows of "
+                   f"{args.input} ({seconds:.1f} s)")
+    return 0
