@@ -119,8 +119,17 @@ def _connect_timeout(timeout: float | None) -> float:
                                  default="seconds"))
 
 
-def _dashboard_link(client: Any) -> str:
-    """The dashboard URL of the client's scheduler; empty when it has none (no bokeh, or off)."""
+def _dashboard_link(client: Any, on: bool = True) -> str:
+    """The dashboard URL of a scheduler this process started; empty when it serves none.
+
+    The scheduler's HTTP server (and so its ``dashboard_link``) exists even with
+    the dashboard off, so ``on`` says whether it was asked for; without bokeh
+    distributed serves no dashboard at all.
+    """
+    import importlib.util
+
+    if not on or importlib.util.find_spec("bokeh") is None:
+        return ""
     try:
         return str(client.dashboard_link or "")
     except (AttributeError, KeyError, TypeError):
@@ -194,12 +203,12 @@ def connect(spec: Any = None, *, timeout: float | None = None,
         from distributed import Client, LocalCluster
 
         if kind == "local":
-            # dashboard_address=None must reach LocalCluster (it disables the dashboard)
+            # dashboard_address=None must reach LocalCluster (it turns the dashboard off)
             kwargs = {k: v for k, v in cfg.items()
                       if k not in ("kind", "timeout", "storage_options")
                       and (v is not None or k == "dashboard_address")}
             with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
-                if link := _dashboard_link(client):
+                if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
                     say(f"Dask dashboard: {link}")
                 yield client
             return

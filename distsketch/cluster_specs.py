@@ -18,8 +18,9 @@ while connected as the Dask config value ``distsketch.storage-options``.
 
 :func:`load_spec` validates a file into a dict; :func:`distsketch.cluster.connect`
 accepts the path, the dict, an address or a scheduler file; :func:`start_cluster`
-starts the batch/remote kinds; and :func:`render_job_script` shows the worker
-job script that dask-jobqueue would submit, without submitting anything.
+starts the batch/remote kinds; and :func:`render_job_script` (or
+:func:`batch_cluster`) shows the worker job script that dask-jobqueue would
+submit, without submitting anything.
 Optional packages are imported lazily: a missing one gives a
 :class:`~distsketch.errors.ConfigError` naming the extra to install.
 """
@@ -36,7 +37,7 @@ from typing import Any
 from distsketch.errors import ClusterError, ConfigError
 from distsketch.validation import InstanceOf, check_section, load_yaml
 
-__all__ = ["BATCH_KINDS", "KINDS", "check_storage_options", "load_spec", "render_job_script",
+__all__ = ["BATCH_KINDS", "KINDS", "batch_cluster", "check_storage_options", "load_spec", "render_job_script",
            "start_cluster", "validate_spec"]
 
 # kind -> {option: [constraint]}; "extra" passes keyword arguments through
@@ -55,7 +56,7 @@ _JOBQUEUE = {
 }
 # the options each dask-jobqueue Job class adds to the common ones
 _BATCH_OPTIONS = {
-    "slurm": {"account": _STR, "job_cpu": _NUM, "job_mem": _SIZE},
+    "slurm": {"account": _STR, "job_cpu": _NUM, "job_mem": _STR},
     "pbs": {"account": _STR, "resource_spec": _STR},
     "sge": {"resource_spec": _STR},
     "lsf": {"ncpus": _NUM, "mem": _NUM, "lsf_units": _STR, "use_stdin": [InstanceOf(bool)]},
@@ -105,12 +106,14 @@ _JOB_VALUES = {"name": (_NAME, "letters, digits, '_', '.', '-'"),
                "interface": (_NAME, "letters, digits, '_', '.', '-'"),
                "lsf_units": (_NAME, "a unit such as MB"),
                "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
+               "job_mem": (_MEMORY, "a SLURM size such as 32G"),
                "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
                "local_directory": (_PATH, "a path without spaces or shell characters"),
                "log_directory": (_PATH, "a path without spaces or shell characters"),
                "python": (_PATH, "a path without spaces or shell characters")}
 _COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
-_SIZES = ("memory", "job_mem", "mem")
+_SIZES = ("memory",)
+_BYTES = ("mem",)  # LSF: an int number of bytes
 # a size given as a bare number is bytes; below this it is surely a unit left out
 _MIN_BYTES = 2**20
 # run as shell code on purpose (clusters/README.md says so); not checked
@@ -152,6 +155,9 @@ def _check_job_values(cfg: dict[str, Any], where: str) -> None:
         elif key in _COUNTS:
             if _count(value) is None:
                 raise _refuse(where, key, value, "a positive whole number (4 or 4.0)")
+        elif key in _BYTES:
+            if _count(value) is None or value < _MIN_BYTES:
+                raise _refuse(where, key, value, f"a number of bytes (at least {_MIN_BYTES})")
         elif key in _SIZES:
             if _size(value) is None:
                 raise _refuse(where, key, value, "a size such as 32GB, or a number of bytes "
@@ -347,7 +353,7 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
     skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env", "storage_options"}
     kwargs = {k: v for k, v in cfg.items() if k not in skip}
     kwargs.update(cfg.get("extra", {}))
-    for key in _COUNTS:
+    for key in _COUNTS + _BYTES:
         if key in kwargs:
             kwargs[key] = _count(kwargs[key])
         elif key in ("cores", "processes") and isinstance(_site_config(kind, key), float):
@@ -383,6 +389,40 @@ def _batch_cluster(cfg: dict[str, Any], **options: Any) -> Any:
             from exc
 
 
+@contextlib.contextmanager
+def batch_cluster(spec: Any) -> Iterator[Any]:
+    """The dask-jobqueue cluster object of a batch spec, with no job submitted.
+
+    Parameters
+    ----------
+    spec : dict or path-like
+        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec (mapping or YAML path).
+
+    Yields
+    ------
+    dask_jobqueue.JobQueueCluster
+        Built from the same options as :func:`start_cluster` uses, with its
+        scheduler on 127.0.0.1 (any free port, no dashboard) and no workers;
+        closed on exit.  ``job_script()`` shows what would be submitted.
+
+    Raises
+    ------
+    ConfigError
+        Not a batch spec, invalid options, or dask-jobqueue is not installed
+        (``pip install "distsketch[cluster]"``).
+    """
+    cfg = load_spec(spec) if isinstance(spec, (str, os.PathLike)) else validate_spec(spec)
+    kind = cfg["kind"]
+    if kind not in BATCH_KINDS:
+        raise ConfigError(f"a job script needs a batch spec (kind slurm, pbs, sge or lsf), got "
+                          f"kind {kind!r}.")
+    # loopback, any free port, no dashboard: nothing is reachable from elsewhere
+    options = {"n_workers": 0, "scheduler_options": {"host": "127.0.0.1", "dashboard": False,
+                                                     "dashboard_address": "127.0.0.1:0"}}
+    with _batch_cluster(cfg, **options) as cluster:
+        yield cluster
+
+
 def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULER:8786") -> str:
     """The batch script one worker job would run, rendered by dask-jobqueue; nothing is submitted.
 
@@ -398,8 +438,8 @@ def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULE
     Returns
     -------
     str
-        The job script (batch directives and the worker command), as the
-        cluster object :func:`start_cluster` creates would submit it.
+        The job script (batch directives and the worker command): the
+        ``job_script()`` of the cluster object :func:`batch_cluster` creates.
 
     Raises
     ------
@@ -409,19 +449,10 @@ def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULE
 
     Notes
     -----
-    Creates the dask-jobqueue cluster object with a scheduler on 127.0.0.1
-    (no dashboard, no workers), asks it for ``job_script()`` and closes it:
-    a few tens of milliseconds, no job submitted.
+    Starts a scheduler on 127.0.0.1 for a few tens of milliseconds; no job is
+    submitted.
     """
-    cfg = load_spec(spec) if isinstance(spec, (str, os.PathLike)) else validate_spec(spec)
-    kind = cfg["kind"]
-    if kind not in BATCH_KINDS:
-        raise ConfigError(f"render_job_script needs a batch spec (kind slurm, pbs, sge or lsf), "
-                          f"got kind {kind!r}.")
-    # loopback, any free port, no dashboard: nothing is reachable from elsewhere
-    options = {"n_workers": 0, "scheduler_options": {"host": "127.0.0.1", "dashboard": False,
-                                                     "dashboard_address": "127.0.0.1:0"}}
-    with _batch_cluster(cfg, **options) as cluster:
+    with batch_cluster(spec) as cluster:
         script = cluster.job_script()
         if scheduler_address is not None:
             script = script.replace(cluster.scheduler_address, scheduler_address)
