@@ -16,6 +16,7 @@ import platform
 import sys
 import threading
 import time
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -84,6 +85,13 @@ def _default_client() -> Any:
     return client
 
 
+def _distributed_is_the_scheduler() -> bool:
+    """False while Dask's ``scheduler`` config names a local scheduler (sync, threads, ...)."""
+    import dask
+
+    return dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed")
+
+
 class WorkerMemory:
     """Peak memory of a ``distributed`` cluster's workers during a block of work.
 
@@ -97,7 +105,9 @@ class WorkerMemory:
     ----------
     client : distributed.Client, optional
         The client whose cluster to watch; None follows the default client
-        (the one most recently connected), sampling nothing while there is none.
+        (the one most recently connected) of any cluster connected after this
+        object was created, sampling nothing while there is none or while
+        Dask's ``scheduler`` config names a local scheduler (sync, threads).
     interval : float, default 0.5
         Seconds between samples.  Workers report their memory with their
         heartbeats (every 0.5 s up to 10 workers, 1 s up to 50, then slower),
@@ -123,6 +133,9 @@ class WorkerMemory:
     def __init__(self, client: Any = None, interval: float = 0.5):
         self.client = client
         self.interval = float(interval)
+        # following the default client: one that is already there belongs to someone else
+        before = _default_client() if client is None else None
+        self._before = weakref.ref(before) if before is not None else None
         self.peak_bytes: int | None = None
         self.per_worker_peak_bytes: dict[str, int] = {}
         self.n_samples = 0
@@ -132,7 +145,11 @@ class WorkerMemory:
         self._lock = threading.Lock()
 
     def _client(self) -> Any:
+        if self.client is None and not _distributed_is_the_scheduler():
+            return None  # e.g. a sync run while some other client is the default
         client = self.client if self.client is not None else _default_client()
+        if client is not None and self._before is not None and client is self._before():
+            return None
         if client is None or getattr(client, "asynchronous", False) or \
                 str(getattr(client, "status", "")) != "running":
             return None
@@ -257,9 +274,10 @@ class PeakMemory:
         Root process to watch (default: the current process).
     client : distributed.Client, "auto" or None, default "auto"
         Whose workers to measure as well (:class:`WorkerMemory`): a client,
-        ``"auto"`` for the default client whenever one is connected (so a
-        cluster started inside the block is seen), or None for the process
-        tree only.
+        ``"auto"`` for the default client of a cluster connected inside the
+        block (as the CLI and workflows do: ``connect()`` inside
+        ``PeakMemory()``), or None for the process tree only.  A client that
+        existed before the block is measured only when passed explicitly.
     worker_interval : float, default 0.5
         Seconds between samples of the workers' memory.
 

@@ -326,6 +326,7 @@ class _Run:
                 info["performance_report"] = "dask-performance.html"
             timings["total"] = time.perf_counter() - t_run
             info["peak_memory_bytes"] = int(peak.peak_bytes)
+            info["workers_peak_memory_bytes"] = peak.workers_peak_bytes  # None without a cluster
             self._finish(tmp, info, model, errors)
         msg = (f"{status}: consumed rows {before}..{n} of {spec.input} ({segments} new segment(s)); "
                f"result committed to {self.result_dir}.")
