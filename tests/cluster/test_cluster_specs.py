@@ -20,7 +20,7 @@ CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
 @pytest.mark.parametrize("name, kind", [
     ("local", "local"), ("scheduler", "scheduler"), ("slurm", "slurm"), ("pbs", "pbs"),
-    ("ssh", "ssh"), ("kubernetes", "kubernetes"),
+    ("sge", "sge"), ("lsf", "lsf"), ("ssh", "ssh"), ("kubernetes", "kubernetes"),
 ])
 def test_shipped_specs_load_and_document_themselves(name, kind):
     path = CLUSTERS / f"{name}.yaml"
@@ -35,7 +35,8 @@ def test_shipped_specs_load_and_document_themselves(name, kind):
 
 def test_readme_covers_laptop_slurm_kubernetes():
     text = (CLUSTERS / "README.md").read_text()
-    for word in ("laptop", "SLURM", "Kubernetes", "--cluster"):
+    for word in ("laptop", "SLURM", "Kubernetes", "--cluster", "DASK_SCHEDULER_ADDRESS",
+                 "jobqueue.<kind>.*", "storage_options", "workers_peak_memory_bytes"):
         assert word in text
 
 
