@@ -207,6 +207,10 @@ def connect(spec: Any = None, *, timeout: float | None = None,
             kwargs = {k: v for k, v in cfg.items()
                       if k not in ("kind", "timeout", "storage_options")
                       and (v is not None or k == "dashboard_address")}
+            for key in ("n_workers", "threads_per_worker", "memory_limit"):
+                # whole numbers written as floats (n_workers: 2.0) become ints
+                if isinstance(kwargs.get(key), float) and kwargs[key].is_integer():
+                    kwargs[key] = int(kwargs[key])
             with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
                 if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
                     say(f"Dask dashboard: {link}")

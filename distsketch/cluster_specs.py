@@ -64,8 +64,8 @@ _BATCH_OPTIONS = {
 BATCH_KINDS = tuple(_BATCH_OPTIONS)
 _COMMON = {"storage_options": _DICT}
 KINDS: dict[str, dict[str, list]] = {
-    "local": {"n_workers": [InstanceOf(int, type(None))], "threads_per_worker": _INT,
-              "memory_limit": [InstanceOf(str, int)], "processes": [InstanceOf(bool)],
+    "local": {"n_workers": [InstanceOf(int, float, type(None))], "threads_per_worker": _NUM,
+              "memory_limit": [InstanceOf(str, int, float)], "processes": [InstanceOf(bool)],
               "dashboard_address": [InstanceOf(str, type(None))]},
     "scheduler": {"address": _STR, "scheduler_file": _STR, "timeout": _NUM},
     "sync": {},
@@ -278,6 +278,15 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     if "storage_options" in cfg:
         out["storage_options"] = check_storage_options(cfg["storage_options"],
                                                        f"{where}: storage_options")
+    if kind == "local":
+        for key in ("n_workers", "threads_per_worker"):
+            if cfg.get(key) is not None and _count(cfg[key]) is None:
+                raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
+                                  "number (2 or 2.0).")
+            if cfg.get(key) is not None:
+                out[key] = _count(cfg[key])
+        if isinstance(cfg.get("memory_limit"), float):
+            out["memory_limit"] = int(cfg["memory_limit"])  # bytes
     if kind == "scheduler" and ("address" in cfg) == ("scheduler_file" in cfg):
         raise ConfigError(f"{where}: kind 'scheduler' needs exactly one of 'address' "
                           "(tcp://host:port) or 'scheduler_file'.")

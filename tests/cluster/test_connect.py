@@ -151,13 +151,22 @@ def test_storage_options_are_set_while_connected_and_restored(clean_env):
 
 def test_storage_options_of_a_local_cluster_spec_file(clean_env, tmp_path):
     p = tmp_path / "local.yaml"
-    p.write_text(yaml.safe_dump({"kind": "local", "n_workers": 1, "processes": False,
-                                 "storage_options": OPTIONS}))
+    # counts may be written as floats
+    p.write_text(yaml.safe_dump({"kind": "local", "n_workers": 1.0, "threads_per_worker": 2.0,
+                                 "processes": False, "storage_options": OPTIONS}))
     assert load_spec(p)["storage_options"] == OPTIONS
     with connect(str(p)) as client:
-        assert len(client.scheduler_info()["workers"]) == 1
+        workers = client.scheduler_info()["workers"].values()
+        assert [w["nthreads"] for w in workers] == [2]
         assert dask.config.get(STORAGE_OPTIONS_KEY) == OPTIONS
     assert dask.config.get(STORAGE_OPTIONS_KEY, None) is None
+
+
+@pytest.mark.parametrize("key, value", [("n_workers", 1.5), ("threads_per_worker", 0),
+                                        ("threads_per_worker", True), ("n_workers", "2")])
+def test_local_counts_must_be_whole_positive_numbers(key, value):
+    with pytest.raises(ConfigError, match=f"{key}"):
+        validate_spec({"kind": "local", key: value})
 
 
 @pytest.mark.parametrize("value, needle", [
