@@ -59,11 +59,13 @@ def configured_scheduler_address() -> tuple[str, str] | None:
     import dask
 
     address = dask.config.get("scheduler-address", None)
+    env = os.environ.get(_ENV_ADDRESS, "").strip()
     if address:
-        return str(address), "Dask config scheduler-address"
-    address = os.environ.get(_ENV_ADDRESS, "").strip()
-    if address:
-        return address, _ENV_ADDRESS
+        # Dask copies the environment variable into its config on import: name the origin
+        return str(address), _ENV_ADDRESS if str(address) == env else \
+            "Dask config scheduler-address"
+    if env:
+        return env, _ENV_ADDRESS
     return None
 
 
@@ -191,7 +193,8 @@ def connect(spec: Any = None, *, timeout: float | None = None,
 
     import dask
 
-    if spec is None and (configured := configured_scheduler_address()) is not None:
+    configured = configured_scheduler_address() if spec is None else None
+    if configured is not None:
         say(f"using the Dask scheduler at {configured[0]} (from {configured[1]})")
     cfg = resolve_spec(spec)
     kind = cfg["kind"]
@@ -225,9 +228,11 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                     client = Client(cfg["address"], timeout=seconds)
             except (OSError, TimeoutError) as exc:
                 target = cfg.get("address") or cfg.get("scheduler_file")
+                origin = (f" The address comes from {configured[1]}; pass a cluster explicitly "
+                          "(e.g. --cluster local) to use another." if configured else "")
                 raise ClusterError(
                     f"cannot reach the Dask scheduler at {target} within {seconds:g} s ({exc}). "
-                    "Check that it is running and the address/port is right."
+                    f"Check that it is running and the address/port is right.{origin}"
                 ) from exc
             # close() only disconnects this client; the scheduler and workers stay
             with client:

@@ -108,6 +108,8 @@ def test_unreachable_configured_address_uses_dask_connect_timeout(clean_env):
         with pytest.raises(ClusterError) as exc, connect():
             pass
     assert f"cannot reach the Dask scheduler at {address} within 1 s" in str(exc.value)
+    assert "comes from DASK_SCHEDULER_ADDRESS" in str(exc.value)
+    assert "--cluster local" in str(exc.value)
 
 
 def test_cli_honours_the_environment_address(clean_env, foreign, tmp_path, capsys):
