@@ -171,6 +171,13 @@ def test_site_processes_setting_is_not_overridden():
     assert worker[worker.index("--nthreads") + 1] == "2"
 
 
+def test_spec_env_keeps_the_site_prologue():
+    with dask.config.set({"jobqueue.sge.job-script-prologue": ["module load python"]}):
+        lines = render_job_script({"kind": "sge", "cores": 2, "memory": "4GB",
+                                   "env": {"OMP_NUM_THREADS": 1}}).splitlines()
+    assert lines.index("export OMP_NUM_THREADS=1") < lines.index("module load python")
+
+
 @pytest.mark.parametrize("kind", ["slurm", "pbs", "sge", "lsf"])
 def test_without_cores_anywhere_the_error_names_the_site_config(kind):
     with dask.config.set({f"jobqueue.{kind}.cores": None, f"jobqueue.{kind}.memory": None}):
