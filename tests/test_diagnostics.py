@@ -9,6 +9,7 @@ two reads of the same process differ by a few dozen pages.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -135,8 +136,6 @@ def test_a_closed_client_is_skipped_quietly(cluster):
 
 def test_workflow_report_includes_the_workers(tmp_path):
     """The run manifest carries the workers' peak next to the process tree's."""
-    from distributed import LocalCluster
-
     from distsketch.workflow import run_workflow
 
     X = np.random.default_rng(0).normal(size=(400, 3))
@@ -149,11 +148,15 @@ def test_workflow_report_includes_the_workers(tmp_path):
            "report": {"kernel_error": False, "png": False}}
     # a worker inside this process (it has distsketch imported already): its memory is
     # this process's, bounded by this process's own peak
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cl:
-        res = run_workflow(cfg | {"cluster": cl.scheduler_address}, log=lambda m: None)
+    local = {"kind": "local", "n_workers": 1, "processes": False,
+             "dashboard_address": "127.0.0.1:0"}
+    messages: list[str] = []
+    res = run_workflow(cfg | {"cluster": local}, log=messages.append)
     workers = res.manifest["workers_peak_memory_bytes"]
     assert 0 < workers <= _max_rss() + SLACK
+    # the run's log names the dashboard of the cluster it started
+    dashboards = [m for m in messages if m.startswith("Dask dashboard: http://")]
+    assert len(dashboards) == (1 if importlib.util.find_spec("bokeh") else 0)
     sync = run_workflow(cfg | {"cluster": "sync", "outputs": {"dir": str(tmp_path / "o2")}},
                         log=lambda m: None)
     assert sync.manifest["workers_peak_memory_bytes"] is None

@@ -291,7 +291,7 @@ class _Run:
             method.classes = self._classes(method, state, n)
             timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout) as client, self._result_writer() as tmp:
+                     timeout=self.connect_timeout, log=self.say) as client, self._result_writer() as tmp:
             t0 = time.perf_counter()
             if not spec.preprocessing.standardize:
                 scaler = None
