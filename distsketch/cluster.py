@@ -2,20 +2,35 @@
 or a cluster spec.
 
 :func:`connect` is the one entry point; every CLI command's ``--cluster``
-option goes through it.
+option and every workflow's ``cluster:`` go through it.  Which cluster, in
+order of precedence:
+
+1. an explicit spec (``"local"``, ``"sync"``, an address, a file, a mapping);
+2. the scheduler address of Dask's own configuration: the
+   ``DASK_SCHEDULER_ADDRESS`` environment variable or the ``scheduler-address``
+   config value (``dask.config``, e.g. ``~/.config/dask/*.yaml``);
+3. the embedded default, a ``LocalCluster`` (:data:`DEFAULT_LOCAL`).
+
+A client connecting to a scheduler takes its security and timeouts from
+Dask's ``distributed.comm.*`` configuration.  Only a cluster that
+:func:`connect` started is shut down when the context ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ClusterError, ConfigError
 
-__all__ = ["DEFAULT_LOCAL", "connect", "resolve_spec"]
+__all__ = ["DEFAULT_LOCAL", "STORAGE_OPTIONS_KEY", "configured_scheduler_address", "connect",
+           "resolve_spec"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LOCAL: dict[str, Any] = {
     "kind": "local",
@@ -25,17 +40,50 @@ DEFAULT_LOCAL: dict[str, Any] = {
     "processes": True,
     "dashboard_address": None,
 }
+#: Dask config key holding a cluster spec's ``storage_options`` while connected
+STORAGE_OPTIONS_KEY = "distsketch.storage-options"
+_ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
+
+
+def configured_scheduler_address() -> tuple[str, str] | None:
+    """The scheduler address Dask's own configuration names, and where it comes from.
+
+    Returns
+    -------
+    (str, str) or None
+        ``(address, source)``: the ``scheduler-address`` config value (which
+        Dask fills from ``DASK_SCHEDULER_ADDRESS`` when it is imported, or a
+        config file / ``dask.config.set``), else the environment variable as
+        it is now; None when neither is set.
+    """
+    import dask
+
+    address = dask.config.get("scheduler-address", None)
+    env = os.environ.get(_ENV_ADDRESS, "").strip()
+    if address:
+        # Dask copies the environment variable into its config on import: name the origin
+        return str(address), _ENV_ADDRESS if str(address) == env else \
+            "Dask config scheduler-address"
+    if env:
+        return env, _ENV_ADDRESS
+    return None
 
 
 def resolve_spec(spec: Any) -> dict[str, Any]:
     """Normalise ``spec`` into a dict with a ``kind`` key.
 
-    Accepted: None or ``"local"`` (the embedded default), ``"sync"`` or
-    ``"threads"`` (no cluster, a local Dask scheduler), ``"tcp://host:port"``,
-    a scheduler-file path (``*.json``), a YAML spec path (``*.yaml``/``*.yml``)
-    or a dict.
+    Accepted: None (Dask's configured scheduler address if there is one, else
+    the embedded default), ``"local"`` (the embedded default, always),
+    ``"sync"`` or ``"threads"`` (no cluster, a local Dask scheduler),
+    ``"tcp://host:port"`` (any ``scheme://``), a scheduler-file path
+    (``*.json``), a YAML spec path (``*.yaml``/``*.yml``) or a dict.
     """
-    if spec is None or spec == "local":
+    if spec is None:
+        configured = configured_scheduler_address()
+        if configured is not None:
+            return {"kind": "scheduler", "address": configured[0]}
+        return dict(DEFAULT_LOCAL)
+    if spec == "local":
         return dict(DEFAULT_LOCAL)
     if isinstance(spec, dict):
         if "kind" not in spec:
@@ -62,56 +110,137 @@ def resolve_spec(spec: Any) -> dict[str, Any]:
     )
 
 
+def _connect_timeout(timeout: float | None) -> float:
+    """``timeout`` or Dask's ``distributed.comm.timeouts.connect`` (seconds)."""
+    if timeout is not None:
+        return float(timeout)
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"),
+                                 default="seconds"))
+
+
+def _dashboard_link(client: Any, on: bool = True) -> str:
+    """The dashboard URL of a scheduler this process started; empty when it serves none.
+
+    The scheduler's HTTP server (and so its ``dashboard_link``) exists even with
+    the dashboard off, so ``on`` says whether it was asked for; without bokeh
+    distributed serves no dashboard at all.
+    """
+    import importlib.util
+
+    if not on or importlib.util.find_spec("bokeh") is None:
+        return ""
+    try:
+        return str(client.dashboard_link or "")
+    except (AttributeError, KeyError, TypeError):
+        return ""
+
+
 @contextlib.contextmanager
-def connect(spec: Any = None, *, timeout: float = 20.0) -> Iterator[Any]:
+def _storage_options(cfg: dict[str, Any], where: str) -> Iterator[None]:
+    """Set ``distsketch.storage-options`` from the spec for the duration; restore it after."""
+    if "storage_options" not in cfg:
+        yield
+        return
+    import dask
+
+    from distsketch.cluster_specs import check_storage_options
+
+    options = check_storage_options(cfg["storage_options"], f"{where}: storage_options")
+    with dask.config.set({STORAGE_OPTIONS_KEY: options}):
+        yield
+
+
+@contextlib.contextmanager
+def connect(spec: Any = None, *, timeout: float | None = None,
+            log: Callable[[str], None] | None = None) -> Iterator[Any]:
     """Context manager yielding a ``distributed.Client`` (or None for sync/threads).
 
     Parameters
     ----------
     spec : see :func:`resolve_spec`
-    timeout : float
-        Seconds to wait for a remote scheduler before raising ClusterError.
+        None honours ``DASK_SCHEDULER_ADDRESS`` / Dask's ``scheduler-address``
+        before starting the embedded LocalCluster.
+    timeout : float, optional
+        Seconds to wait for a remote scheduler before raising ClusterError
+        (default: Dask's ``distributed.comm.timeouts.connect``; a spec's own
+        ``timeout`` wins).
+    log : callable, optional
+        Receives one-line messages (the address taken from the environment,
+        the dashboard link); they also go to the ``distsketch.cluster``
+        logger.
 
     Yields
     ------
     distributed.Client or None
         None when the spec asks for a local Dask scheduler without a cluster;
         dask's default scheduler is then set accordingly.
+
+    Notes
+    -----
+    A spec's ``storage_options`` are the Dask config value
+    ``distsketch.storage-options`` inside the context (the defaults for URL
+    inputs and outputs) and restored after it.  On exit only what this call
+    started is shut down (a LocalCluster, batch jobs); a scheduler it merely
+    connected to keeps running, with its workers.
     """
+    def say(message: str) -> None:
+        logger.info(message)
+        if log is not None:
+            log(message)
+
     import dask
 
+    configured = configured_scheduler_address() if spec is None else None
+    if configured is not None:
+        say(f"using the Dask scheduler at {configured[0]} (from {configured[1]})")
     cfg = resolve_spec(spec)
     kind = cfg["kind"]
-    if kind in ("sync", "threads"):
-        with dask.config.set(scheduler="synchronous" if kind == "sync" else "threads"):
-            yield None
-        return
-    from distributed import Client, LocalCluster
+    with _storage_options(cfg, "cluster spec"):
+        if kind in ("sync", "threads"):
+            with dask.config.set(scheduler="synchronous" if kind == "sync" else "threads"):
+                yield None
+            return
+        from distributed import Client, LocalCluster
 
-    if kind == "local":
-        # dashboard_address=None must reach LocalCluster (it disables the dashboard)
-        kwargs = {k: v for k, v in cfg.items()
-                  if k not in ("kind", "timeout") and (v is not None or k == "dashboard_address")}
-        with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
-            yield client
-        return
-    if kind == "scheduler":
-        timeout = float(cfg.get("timeout", timeout))
-        try:
-            if "scheduler_file" in cfg:
-                client = Client(scheduler_file=cfg["scheduler_file"], timeout=timeout)
-            else:
-                client = Client(cfg["address"], timeout=timeout)
-        except (OSError, TimeoutError) as exc:
-            target = cfg.get("address") or cfg.get("scheduler_file")
-            raise ClusterError(
-                f"cannot reach the Dask scheduler at {target} within {timeout:.0f} s ({exc}). "
-                "Check that it is running and the address/port is right."
-            ) from exc
-        with client:
-            yield client
-        return
-    from distsketch.cluster_specs import start_cluster
+        if kind == "local":
+            # dashboard_address=None must reach LocalCluster (it turns the dashboard off)
+            kwargs = {k: v for k, v in cfg.items()
+                      if k not in ("kind", "timeout", "storage_options")
+                      and (v is not None or k == "dashboard_address")}
+            for key in ("n_workers", "threads_per_worker", "memory_limit"):
+                # whole numbers written as floats (n_workers: 2.0) become ints
+                if isinstance(kwargs.get(key), float) and kwargs[key].is_integer():
+                    kwargs[key] = int(kwargs[key])
+            with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
+                if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
+                    say(f"Dask dashboard: {link}")
+                yield client
+            return
+        if kind == "scheduler":
+            seconds = float(cfg.get("timeout", _connect_timeout(timeout)))
+            try:
+                if "scheduler_file" in cfg:
+                    client = Client(scheduler_file=cfg["scheduler_file"], timeout=seconds)
+                else:
+                    client = Client(cfg["address"], timeout=seconds)
+            except (OSError, TimeoutError) as exc:
+                target = cfg.get("address") or cfg.get("scheduler_file")
+                origin = (f" The address comes from {configured[1]}; pass a cluster explicitly "
+                          "(e.g. --cluster local) to use another." if configured else "")
+                raise ClusterError(
+                    f"cannot reach the Dask scheduler at {target} within {seconds:g} s ({exc}). "
+                    f"Check that it is running and the address/port is right.{origin}"
+                ) from exc
+            # close() only disconnects this client; the scheduler and workers stay
+            with client:
+                yield client
+            return
+        from distsketch.cluster_specs import start_cluster
 
-    with start_cluster(cfg) as client:
-        yield client
+        with start_cluster(cfg) as client:
+            if link := _dashboard_link(client):
+                say(f"Dask dashboard: {link}")
+            yield client

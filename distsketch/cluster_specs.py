@@ -9,13 +9,19 @@ A spec is a YAML mapping with a ``kind`` and that kind's options::
     walltime: "02:00:00"
 
 Kinds: ``local`` (the embedded LocalCluster), ``scheduler`` (an existing
-scheduler by ``address`` or ``scheduler_file``), ``slurm`` and ``pbs``
-(dask-jobqueue), ``ssh`` (``distributed.SSHCluster``) and ``kubernetes``
-(the dask-kubernetes operator).  :func:`load_spec` validates a file into a
-dict; :func:`distsketch.cluster.connect` accepts the path, the dict, an address
-or a scheduler file; :func:`start_cluster` starts the batch/remote kinds; and
-:func:`render_job_script` shows the SLURM/PBS worker job script without a
-batch system.  Optional packages are imported lazily: a missing one gives a
+scheduler by ``address`` or ``scheduler_file``), ``slurm``, ``pbs``, ``sge``
+and ``lsf`` (dask-jobqueue; any option the spec leaves out comes from the
+site's dask-jobqueue configuration, ``jobqueue.<kind>.*``), ``ssh``
+(``distributed.SSHCluster``) and ``kubernetes`` (the dask-kubernetes
+operator).  Every kind may carry ``storage_options:`` (plain data), applied
+while connected as the Dask config value ``distsketch.storage-options``.
+
+:func:`load_spec` validates a file into a dict; :func:`distsketch.cluster.connect`
+accepts the path, the dict, an address or a scheduler file; :func:`start_cluster`
+starts the batch/remote kinds; and :func:`render_job_script` (or
+:func:`batch_cluster`) shows the worker job script that dask-jobqueue would
+submit, without submitting anything.
+Optional packages are imported lazily: a missing one gives a
 :class:`~distsketch.errors.ConfigError` naming the extra to install.
 """
 
@@ -24,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,8 @@ from typing import Any
 from distsketch.errors import ClusterError, ConfigError
 from distsketch.validation import InstanceOf, check_section, load_yaml
 
-__all__ = ["KINDS", "load_spec", "render_job_script", "start_cluster", "validate_spec"]
+__all__ = ["BATCH_KINDS", "KINDS", "batch_cluster", "check_storage_options", "load_spec", "render_job_script",
+           "start_cluster", "validate_spec"]
 
 # kind -> {option: [constraint]}; "extra" passes keyword arguments through
 _NUM = [InstanceOf(int, float)]
@@ -40,22 +46,31 @@ _STR = [InstanceOf(str)]
 _STRS = [InstanceOf(list)]
 _INT = [InstanceOf(int)]
 _DICT = [InstanceOf(dict)]
+_SIZE = [InstanceOf(str, int, float)]
 _JOBQUEUE = {
-    "n_workers": _INT, "cores": _INT, "memory": _STR, "processes": _INT,
-    "queue": _STR, "account": _STR, "walltime": _STR, "interface": _STR,
+    "n_workers": _NUM, "cores": _NUM, "memory": _SIZE, "processes": _NUM,
+    "queue": _STR, "project": _STR, "walltime": _STR, "interface": _STR,
     "local_directory": _STR, "log_directory": _STR, "python": _STR,
     "job_extra_directives": _STRS, "job_script_prologue": _STRS, "worker_extra_args": _STRS,
     "name": _STR, "adapt": _DICT, "extra": _DICT, "timeout": _NUM, "env": _DICT,
 }
+# the options each dask-jobqueue Job class adds to the common ones
+_BATCH_OPTIONS = {
+    "slurm": {"account": _STR, "job_cpu": _NUM, "job_mem": _STR},
+    "pbs": {"account": _STR, "resource_spec": _STR},
+    "sge": {"resource_spec": _STR},
+    "lsf": {"ncpus": _NUM, "mem": _NUM, "lsf_units": _STR, "use_stdin": [InstanceOf(bool)]},
+}
+BATCH_KINDS = tuple(_BATCH_OPTIONS)
+_COMMON = {"storage_options": _DICT}
 KINDS: dict[str, dict[str, list]] = {
-    "local": {"n_workers": [InstanceOf(int, type(None))], "threads_per_worker": _INT,
-              "memory_limit": [InstanceOf(str, int)], "processes": [InstanceOf(bool)],
+    "local": {"n_workers": [InstanceOf(int, float, type(None))], "threads_per_worker": _NUM,
+              "memory_limit": [InstanceOf(str, int, float)], "processes": [InstanceOf(bool)],
               "dashboard_address": [InstanceOf(str, type(None))]},
     "scheduler": {"address": _STR, "scheduler_file": _STR, "timeout": _NUM},
     "sync": {},
     "threads": {},
-    "slurm": _JOBQUEUE,
-    "pbs": _JOBQUEUE,
+    **{kind: _JOBQUEUE | extra for kind, extra in _BATCH_OPTIONS.items()},
     "ssh": {"hosts": _STRS, "connect_options": _DICT, "worker_options": _DICT,
             "scheduler_options": _DICT, "remote_python": _STR, "extra": _DICT,
             "timeout": _NUM},
@@ -63,9 +78,11 @@ KINDS: dict[str, dict[str, list]] = {
                    "resources": _DICT, "env": _DICT, "adapt": _DICT,
                    "extra": _DICT, "timeout": _NUM},
 }
+KINDS = {kind: options | _COMMON for kind, options in KINDS.items()}
+_JOBQUEUE_HINT = ("dask_jobqueue", 'pip install "distsketch[cluster]" (dask-jobqueue renders and '
+                                   "submits the worker job scripts)")
 _EXTRA_HINT = {
-    "slurm": ("dask_jobqueue", "pip install 'distsketch[cluster]' (dask-jobqueue)"),
-    "pbs": ("dask_jobqueue", "pip install 'distsketch[cluster]' (dask-jobqueue)"),
+    **{kind: _JOBQUEUE_HINT for kind in BATCH_KINDS},
     "ssh": ("asyncssh", "pip install asyncssh (needed by distributed.SSHCluster)"),
     "kubernetes": ("dask_kubernetes", "pip install dask-kubernetes (the Dask Kubernetes operator "
                                       "must run in the cluster)"),
@@ -80,17 +97,25 @@ _WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")   # HH:MM:SS, MM:SS, D-HH:M
 _MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
 _PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
 _ARG = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
+_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@-]+")      # select=1:ncpus=8, h_vmem=8G,mem_req=8G
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JOB_VALUES = {"name": (_NAME, "letters, digits, '_', '.', '-'"),
                "queue": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
                "account": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "project": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
                "interface": (_NAME, "letters, digits, '_', '.', '-'"),
+               "lsf_units": (_NAME, "a unit such as MB"),
                "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
-               "memory": (_MEMORY, "a size such as 32GB"),
+               "job_mem": (_MEMORY, "a SLURM size such as 32G"),
+               "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
                "local_directory": (_PATH, "a path without spaces or shell characters"),
                "log_directory": (_PATH, "a path without spaces or shell characters"),
                "python": (_PATH, "a path without spaces or shell characters")}
-_COUNTS = ("n_workers", "cores", "processes")
+_COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
+_SIZES = ("memory",)
+_BYTES = ("mem",)  # LSF: an int number of bytes
+# a size given as a bare number is bytes; below this it is surely a unit left out
+_MIN_BYTES = 2**20
 # run as shell code on purpose (clusters/README.md says so); not checked
 _SHELL_CODE = ("job_script_prologue",)
 
@@ -101,8 +126,26 @@ def _refuse(where: str, key: str, value: Any, what: str) -> ConfigError:
                        "refused).")
 
 
+def _count(value: Any) -> int | None:
+    """``4`` or ``4.0`` -> 4; anything else (a fraction, a bool, a string, < 1) -> None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if value >= 1 else None
+
+
+def _size(value: Any) -> str | None:
+    """A size as dask-jobqueue takes it: ``"32GB"`` unchanged, a number of bytes as ``"<n>B"``."""
+    if isinstance(value, str):
+        return value if _MEMORY.fullmatch(value) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < _MIN_BYTES:
+        return None
+    return f"{int(value)}B"
+
+
 def _check_job_values(cfg: dict[str, Any], where: str) -> None:
-    """Refuse SLURM/PBS values that the batch system would not accept or the shell would run."""
+    """Refuse batch-job values that the batch system would not accept or the shell would run."""
     values = {k: v for k, v in cfg.items() if k != "extra"} | dict(cfg.get("extra") or {})
     for key, value in values.items():
         if key in _JOB_VALUES:
@@ -110,8 +153,15 @@ def _check_job_values(cfg: dict[str, Any], where: str) -> None:
             if not isinstance(value, str) or not rx.fullmatch(value):
                 raise _refuse(where, key, value, what)
         elif key in _COUNTS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _refuse(where, key, value, "a positive integer")
+            if _count(value) is None:
+                raise _refuse(where, key, value, "a positive whole number (4 or 4.0)")
+        elif key in _BYTES:
+            if _count(value) is None or value < _MIN_BYTES:
+                raise _refuse(where, key, value, f"a number of bytes (at least {_MIN_BYTES})")
+        elif key in _SIZES:
+            if _size(value) is None:
+                raise _refuse(where, key, value, "a size such as 32GB, or a number of bytes "
+                                                 f"(at least {_MIN_BYTES})")
         elif key == "job_extra_directives":
             # one directive per line: a newline would start a new script line
             for v in value if isinstance(value, list) else [value]:
@@ -124,7 +174,7 @@ def _check_job_values(cfg: dict[str, Any], where: str) -> None:
                                                  "'.', '/', ':', ',')")
         elif key == "env":
             _check_env(value, where)
-        elif key not in _SHELL_CODE and key not in ("adapt", "timeout", "kind"):
+        elif key not in _SHELL_CODE and key not in ("adapt", "timeout", "kind", "storage_options"):
             for v in value if isinstance(value, list) else [value]:
                 if isinstance(v, str) and any(c in v for c in ";|&$`<>\n\r\0"):
                     raise _refuse(where, key, v, "free of shell characters")
@@ -143,7 +193,54 @@ def _check_env(env: Any, where: str) -> None:
 
 def _env_prologue(env: dict[str, Any]) -> list[str]:
     """``export NAME=value`` lines, each value shell-quoted."""
+    import shlex
+
     return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
+
+
+def check_storage_options(value: Any, where: str = "storage_options") -> dict[str, Any]:
+    """Check that ``value`` is plain data fit for fsspec's ``storage_options``.
+
+    Parameters
+    ----------
+    value : Any
+        The mapping read from a spec.
+    where : str
+        Name used in error messages.
+
+    Returns
+    -------
+    dict
+        A deep copy (nested mappings copied).
+
+    Raises
+    ------
+    ConfigError
+        Not a mapping, a key that is not a string, or a value that is not a
+        string, number, bool, null or nested mapping of the same.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping of option names to values (e.g. anon: true, "
+                          f"client_kwargs: {{endpoint_url: ...}}), got {type(value).__name__}.")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            raise ConfigError(f"{where}: key {k!r} must be a non-empty string.")
+        if isinstance(v, dict):
+            out[k] = check_storage_options(v, f"{where}.{k}")
+        elif v is None or isinstance(v, (str, int, float, bool)):
+            out[k] = v
+        else:
+            raise ConfigError(f"{where}.{k} = {v!r}: a storage option must be a string, number, "
+                              f"bool or a nested mapping, not {type(v).__name__}.")
+    return out
+
+
+def _site_config(kind: str, key: str) -> Any:
+    """The site's dask-jobqueue setting ``jobqueue.<kind>.<key>`` (None when unset)."""
+    import dask
+
+    return dask.config.get(f"jobqueue.{kind}.{key}", None)
 
 
 def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
@@ -164,7 +261,9 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        Unknown kind or option, wrong option type, missing required option.
+        Unknown kind or option, wrong option type, missing required option
+        (a batch kind's ``cores``/``memory`` may come from the site's
+        dask-jobqueue configuration instead).
     """
     if not isinstance(cfg, dict):
         raise ConfigError(f"{where}: a cluster spec must be a YAML mapping with a 'kind' key, "
@@ -175,18 +274,32 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     options = {k: v for k, v in cfg.items() if k != "kind"}
     check_section(options, KINDS[kind], where, owner=f"kind {kind!r}",
                   hint=" (pass anything else under 'extra')")
+    out = dict(cfg)
+    if "storage_options" in cfg:
+        out["storage_options"] = check_storage_options(cfg["storage_options"],
+                                                       f"{where}: storage_options")
+    if kind == "local":
+        for key in ("n_workers", "threads_per_worker"):
+            if cfg.get(key) is not None and _count(cfg[key]) is None:
+                raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
+                                  "number (2 or 2.0).")
+            if cfg.get(key) is not None:
+                out[key] = _count(cfg[key])
+        if isinstance(cfg.get("memory_limit"), float):
+            out["memory_limit"] = int(cfg["memory_limit"])  # bytes
     if kind == "scheduler" and ("address" in cfg) == ("scheduler_file" in cfg):
         raise ConfigError(f"{where}: kind 'scheduler' needs exactly one of 'address' "
                           "(tcp://host:port) or 'scheduler_file'.")
     if kind == "ssh" and not cfg.get("hosts"):
         raise ConfigError(f"{where}: kind 'ssh' needs 'hosts': a list whose first entry runs the "
                           "scheduler and the rest the workers.")
-    if kind in ("slurm", "pbs"):
+    if kind in BATCH_KINDS:
         for key in ("cores", "memory"):
-            if key not in cfg:
+            if key not in cfg and _site_config(kind, key) is None:
                 raise ConfigError(f"{where}: kind {kind!r} needs {key!r} (resources of one worker "
-                                  "job), e.g. cores: 8, memory: 32GB.")
-    if kind in ("slurm", "pbs"):
+                                  f"job), e.g. cores: 8, memory: 32GB, in the spec or in the "
+                                  f"site's Dask config (jobqueue.{kind}.{key}, e.g. in "
+                                  "~/.config/dask/jobqueue.yaml).")
         _check_job_values(cfg, where)
     if kind == "kubernetes":
         if "name" in cfg and not (isinstance(cfg["name"], str) and _NAME.fullmatch(cfg["name"])):
@@ -196,7 +309,7 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     if kind == "kubernetes" and "image" not in cfg:
         raise ConfigError(f"{where}: kind 'kubernetes' needs 'image': a container image with "
                           "distsketch installed.")
-    return dict(cfg)
+    return out
 
 
 def load_spec(path: str | os.PathLike) -> dict[str, Any]:
@@ -238,110 +351,126 @@ def _require(kind: str) -> Any:
 
 
 def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
-    skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env"}
+    """Keyword arguments of the dask-jobqueue cluster class for a validated batch spec.
+
+    Options the spec leaves out are not passed, so dask-jobqueue takes them
+    from the site's configuration (``jobqueue.<kind>.*``).  Whole numbers
+    written as floats (``cores: 4.0``, also in the site configuration) become
+    ints, and a size given in bytes becomes ``"<n>B"``.
+    """
+    kind = cfg["kind"]
+    skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env", "storage_options"}
     kwargs = {k: v for k, v in cfg.items() if k not in skip}
-    kwargs.setdefault("processes", 1)
     kwargs.update(cfg.get("extra", {}))
+    for key in _COUNTS + _BYTES:
+        if key in kwargs:
+            kwargs[key] = _count(kwargs[key])
+        elif key in ("cores", "processes") and isinstance(_site_config(kind, key), float):
+            kwargs[key] = _count(_site_config(kind, key)) or _site_config(kind, key)
+    for key in _SIZES:
+        if key in kwargs and not isinstance(kwargs[key], str):
+            kwargs[key] = _size(kwargs[key])
+    if "processes" not in kwargs and _site_config(kind, "processes") is None:
+        # one worker process per job with `cores` threads, unless the site says otherwise
+        kwargs["processes"] = 1
     if cfg.get("env"):
         # exported before the user's prologue, each value quoted by shlex
-        kwargs["job_script_prologue"] = (_env_prologue(cfg["env"])
-                                         + list(kwargs.get("job_script_prologue", [])))
+        prologue = kwargs.get("job_script_prologue")
+        if prologue is None:
+            prologue = _site_config(kind, "job-script-prologue") or []
+        kwargs["job_script_prologue"] = _env_prologue(cfg["env"]) + list(prologue)
     return kwargs
 
 
-def render_job_script(spec: Any, scheduler_address: str = "tcp://SCHEDULER:8786") -> str:
-    """The batch script one SLURM/PBS worker job would run, without a batch system.
+def _batch_cluster(cfg: dict[str, Any], **options: Any) -> Any:
+    """The dask-jobqueue cluster object of a validated batch spec (no job submitted)."""
+    _require(cfg["kind"])
+    import dask_jobqueue
+
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+           "sge": dask_jobqueue.SGECluster, "lsf": dask_jobqueue.LSFCluster}[cfg["kind"]]
+    kwargs = _jobqueue_kwargs(cfg) | options
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        shown = {k: v for k, v in kwargs.items() if k != "scheduler_options"}
+        raise ConfigError(f"dask-jobqueue refused the {cfg['kind']} options {shown}: {exc}") \
+            from exc
+
+
+@contextlib.contextmanager
+def batch_cluster(spec: Any) -> Iterator[Any]:
+    """The dask-jobqueue cluster object of a batch spec, with no job submitted.
 
     Parameters
     ----------
     spec : dict or path-like
-        A ``slurm`` or ``pbs`` spec (mapping or YAML path).
-    scheduler_address : str
-        Address written into the script (the real one is known only once the
-        scheduler runs).
+        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec (mapping or YAML path).
 
-    Returns
-    -------
-    str
-        The job script (``#SBATCH``/``#PBS`` directives and the worker command).
+    Yields
+    ------
+    dask_jobqueue.JobQueueCluster
+        Built from the same options as :func:`start_cluster` uses, with its
+        scheduler on 127.0.0.1 (any free port, no dashboard) and no workers;
+        closed on exit.  ``job_script()`` shows what would be submitted.
 
     Raises
     ------
     ConfigError
-        Not a slurm/pbs spec, or invalid options.
-
-    Notes
-    -----
-    Uses dask-jobqueue's own ``job_script()`` when it is installed (the
-    ``cluster`` extra) and an equivalent built-in template otherwise.
+        Not a batch spec, invalid options, or dask-jobqueue is not installed
+        (``pip install "distsketch[cluster]"``).
     """
     cfg = load_spec(spec) if isinstance(spec, (str, os.PathLike)) else validate_spec(spec)
     kind = cfg["kind"]
-    if kind not in ("slurm", "pbs"):
-        raise ConfigError(f"render_job_script needs a 'slurm' or 'pbs' spec, got kind {kind!r}.")
-    try:
-        if kind == "slurm":
-            from dask_jobqueue.slurm import SLURMJob as Job
-        else:
-            from dask_jobqueue.pbs import PBSJob as Job
-    except ImportError:
-        # same layout as dask-jobqueue's, so a spec can be checked without the extra
-        return _builtin_job_script(cfg, scheduler_address)
-    kwargs = _jobqueue_kwargs(cfg)
-    kwargs.pop("name", None)
-    try:
-        job = Job(scheduler=scheduler_address, name=cfg.get("name", "distsketch-worker"), **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"invalid {kind} options {kwargs}: {exc}") from exc
-    return job.job_script()
+    if kind not in BATCH_KINDS:
+        raise ConfigError(f"a job script needs a batch spec (kind slurm, pbs, sge or lsf), got "
+                          f"kind {kind!r}.")
+    # loopback, any free port, no dashboard: nothing is reachable from elsewhere
+    options = {"n_workers": 0, "scheduler_options": {"host": "127.0.0.1", "dashboard": False,
+                                                     "dashboard_address": "127.0.0.1:0"}}
+    with _batch_cluster(cfg, **options) as cluster:
+        yield cluster
 
 
-def _builtin_job_script(cfg: dict[str, Any], address: str) -> str:
-    """The worker job script dask-jobqueue would write, for when it is not installed."""
-    import sys
+def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULER:8786") -> str:
+    """The batch script one worker job would run, rendered by dask-jobqueue; nothing is submitted.
 
-    from dask.utils import parse_bytes
+    Parameters
+    ----------
+    spec : dict or path-like
+        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec (mapping or YAML path).
+    scheduler_address : str or None, default "tcp://SCHEDULER:8786"
+        Address written into the script in place of the one of the throwaway
+        scheduler started to render it (the real one is known only once the
+        submitting process runs its scheduler); None keeps the throwaway one.
 
-    kind = cfg["kind"]
-    cores, processes = int(cfg["cores"]), int(cfg.get("processes", 1))
-    try:
-        mem = parse_bytes(cfg["memory"])
-    except ValueError as exc:
-        raise ConfigError(f"{kind} spec: memory {cfg['memory']!r} is not a size like 32GB.") from exc
-    mem_gib = round(mem / 2**30)
-    if kind == "slurm":
-        lines = ["#SBATCH -J dask-worker"]
-        lines += [f"#SBATCH -p {cfg['queue']}"] if "queue" in cfg else []
-        lines += [f"#SBATCH -A {cfg['account']}"] if "account" in cfg else []
-        lines += ["#SBATCH -n 1", f"#SBATCH --cpus-per-task={cores}", f"#SBATCH --mem={mem_gib}G"]
-        lines += [f"#SBATCH -t {cfg['walltime']}"] if "walltime" in cfg else []
-        lines += [f"#SBATCH {d}" for d in cfg.get("job_extra_directives", [])]
-    else:
-        lines = ["#PBS -N dask-worker"]
-        lines += [f"#PBS -q {cfg['queue']}"] if "queue" in cfg else []
-        lines += [f"#PBS -A {cfg['account']}"] if "account" in cfg else []
-        lines += [f"#PBS -l select=1:ncpus={cores}:mem={mem_gib}GB"]
-        lines += [f"#PBS -l walltime={cfg['walltime']}"] if "walltime" in cfg else []
-        lines += [f"#PBS {d}" for d in cfg.get("job_extra_directives", [])]
-    lines += _env_prologue(cfg.get("env") or {}) + list(cfg.get("job_script_prologue", []))
-    worker = [cfg.get("python", sys.executable), "-m", "distributed.cli.dask_worker", address,
-              "--name", cfg.get("name", "distsketch-worker"),
-              "--nthreads", str(max(1, cores // processes)),
-              "--memory-limit", f"{mem / processes / 2**30:.2f}GiB"]
-    if processes > 1:
-        worker += ["--nworkers", str(processes)]
-    worker += ["--nanny", "--death-timeout", "60"]
-    if "local_directory" in cfg:
-        worker += ["--local-directory", cfg["local_directory"]]
-    if "interface" in cfg:
-        worker += ["--interface", cfg["interface"]]
-    worker += list(cfg.get("worker_extra_args", []))
-    return "#!/usr/bin/env bash\n\n" + "\n".join(lines) + "\n" + " ".join(worker) + "\n"
+    Returns
+    -------
+    str
+        The job script (batch directives and the worker command): the
+        ``job_script()`` of the cluster object :func:`batch_cluster` creates.
+
+    Raises
+    ------
+    ConfigError
+        Not a batch spec, invalid options, or dask-jobqueue is not installed
+        (``pip install "distsketch[cluster]"``).
+
+    Notes
+    -----
+    Starts a scheduler on 127.0.0.1 for a few tens of milliseconds; no job is
+    submitted.
+    """
+    with batch_cluster(spec) as cluster:
+        script = cluster.job_script()
+        if scheduler_address is not None:
+            script = script.replace(cluster.scheduler_address, scheduler_address)
+    return script
 
 
 @contextlib.contextmanager
 def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
-    """Start a slurm, pbs, ssh or kubernetes cluster and yield a connected Client.
+    """Start a batch (slurm, pbs, sge, lsf), ssh or kubernetes cluster and yield a Client.
 
     Parameters
     ----------
@@ -357,7 +486,7 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     Raises
     ------
     ConfigError
-        Unknown kind or the kind's package is missing.
+        Unknown kind, invalid options or the kind's package is missing.
     ClusterError
         The cluster could not be started.
     """
@@ -366,15 +495,12 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     cfg = validate_spec(cfg)
     kind = cfg["kind"]
     if kind not in _EXTRA_HINT:
-        raise ConfigError(f"start_cluster handles slurm, pbs, ssh and kubernetes; kind {kind!r} is "
+        raise ConfigError(f"start_cluster handles {', '.join(_EXTRA_HINT)}; kind {kind!r} is "
                           "handled by distsketch.cluster.connect.")
     _require(kind)
     try:
-        if kind in ("slurm", "pbs"):
-            from dask_jobqueue import PBSCluster, SLURMCluster
-
-            cls = SLURMCluster if kind == "slurm" else PBSCluster
-            cluster = cls(**_jobqueue_kwargs(cfg))
+        if kind in BATCH_KINDS:
+            cluster = _batch_cluster(cfg)
         elif kind == "ssh":
             from distributed import SSHCluster
 
@@ -400,8 +526,8 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     with cluster:
         if "adapt" in cfg:
             cluster.adapt(**cfg["adapt"])
-        elif kind in ("slurm", "pbs"):
-            cluster.scale(jobs=cfg.get("n_workers", 1))
+        elif kind in BATCH_KINDS:
+            cluster.scale(jobs=_count(cfg.get("n_workers", 1)))
         elif kind == "kubernetes" and "n_workers" in cfg:
             cluster.scale(cfg["n_workers"])
         with Client(cluster, timeout=cfg.get("timeout", 60)) as client:

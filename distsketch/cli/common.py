@@ -68,13 +68,14 @@ def fail(message: str, cls: type[DistsketchError] = InputError) -> NoReturn:
 
 def add_cluster_option(parser: argparse.ArgumentParser, *, used: bool = True) -> None:
     help_text = (
-        "Dask cluster: 'local' (default: an embedded LocalCluster, one worker per core), "
-        "'sync' or 'threads' (no cluster), tcp://host:port, a scheduler file (.json) or a "
-        "cluster spec (.yaml)."
+        "Dask cluster: 'local' (an embedded LocalCluster, one worker per core), 'sync' or "
+        "'threads' (no cluster), tcp://host:port, a scheduler file (.json) or a cluster spec "
+        "(.yaml). Default: $DASK_SCHEDULER_ADDRESS (or Dask's scheduler-address config) when "
+        "set, else 'local'."
     )
     if not used:
         help_text += " Accepted for uniformity; this command runs in this process only."
-    parser.add_argument("--cluster", default="local", metavar="SPEC", help=help_text)
+    parser.add_argument("--cluster", default=None, metavar="SPEC", help=help_text)
 
 
 def add_progress_option(parser: argparse.ArgumentParser) -> None:
@@ -137,9 +138,9 @@ def cluster(args: argparse.Namespace) -> Iterator[Any]:
     """Connect to the cluster named by ``--cluster`` for the duration of a command."""
     from distsketch.cluster import connect
 
-    spec = getattr(args, "cluster", "local")
+    spec = getattr(args, "cluster", None)
     t0 = time.perf_counter()
-    with connect(spec) as client:
+    with connect(spec, log=stage) as client:
         if client is not None:
             n = len(client.scheduler_info().get("workers", {}))
             stage(f"connected to Dask at {client.scheduler.address} ({n} worker(s), "

@@ -291,7 +291,7 @@ class _Run:
             method.classes = self._classes(method, state, n)
             timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout) as client, self._result_writer() as tmp:
+                     timeout=self.connect_timeout, log=self.say) as client, self._result_writer() as tmp:
             t0 = time.perf_counter()
             if not spec.preprocessing.standardize:
                 scaler = None
@@ -326,6 +326,7 @@ class _Run:
                 info["performance_report"] = "dask-performance.html"
             timings["total"] = time.perf_counter() - t_run
             info["peak_memory_bytes"] = int(peak.peak_bytes)
+            info["workers_peak_memory_bytes"] = peak.workers_peak_bytes  # None without a cluster
             self._finish(tmp, info, model, errors)
         msg = (f"{status}: consumed rows {before}..{n} of {spec.input} ({segments} new segment(s)); "
                f"result committed to {self.result_dir}.")

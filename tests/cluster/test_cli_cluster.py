@@ -134,3 +134,23 @@ def test_unreachable_scheduler_is_a_clear_error_in_bounded_time(tmp_path):
     assert "Traceback" not in proc.stderr
     assert elapsed < 60  # the connect timeout plus interpreter start-up, not a hang
     assert not (tmp_path / "x" / "result").exists()
+
+
+def test_fit_through_dask_scheduler_address_leaves_the_cluster_running(tmp_path, dask_cluster):
+    from distributed import Client
+
+    _spec(tmp_path, "unused", cluster="sync")  # writes X.zarr
+    model = tmp_path / "m.zarr"
+    env = dict(os.environ, DASK_SCHEDULER_ADDRESS=dask_cluster["address"])
+    proc = subprocess.run([DISTSKETCH, "fit", str(tmp_path / "X.zarr"), str(model), "--gamma", "0.2",
+                           "--random-state", "3"], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"using the Dask scheduler at {dask_cluster['address']} (from "
+            "DASK_SCHEDULER_ADDRESS)") in proc.stderr
+    assert f"connected to Dask at {dask_cluster['address']} (2 worker(s)" in proc.stderr
+    assert distsketch.load(model).n_samples_seen_ == 2000
+    # the scheduler and both workers were not started by the command, so they are still there
+    with Client(dask_cluster["address"], timeout=30) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        assert client.submit(sum, [1, 2, 3]).result() == 6

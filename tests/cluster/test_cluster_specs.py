@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
+import dask
 import pytest
 import yaml
 
@@ -18,7 +20,7 @@ CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
 @pytest.mark.parametrize("name, kind", [
     ("local", "local"), ("scheduler", "scheduler"), ("slurm", "slurm"), ("pbs", "pbs"),
-    ("ssh", "ssh"), ("kubernetes", "kubernetes"),
+    ("sge", "sge"), ("lsf", "lsf"), ("ssh", "ssh"), ("kubernetes", "kubernetes"),
 ])
 def test_shipped_specs_load_and_document_themselves(name, kind):
     path = CLUSTERS / f"{name}.yaml"
@@ -33,7 +35,8 @@ def test_shipped_specs_load_and_document_themselves(name, kind):
 
 def test_readme_covers_laptop_slurm_kubernetes():
     text = (CLUSTERS / "README.md").read_text()
-    for word in ("laptop", "SLURM", "Kubernetes", "--cluster"):
+    for word in ("laptop", "SLURM", "Kubernetes", "--cluster", "DASK_SCHEDULER_ADDRESS",
+                 "jobqueue.<kind>.*", "storage_options", "workers_peak_memory_bytes"):
         assert word in text
 
 
@@ -102,19 +105,124 @@ def test_pbs_job_script_rendered_without_a_batch_system():
 
 
 @pytest.mark.parametrize("name", ["slurm", "pbs"])
-def test_builtin_template_equals_dask_jobqueue(name):
-    """Without the cluster extra the script comes from a built-in template; with it (as
-    here when dask-jobqueue is installed) both must agree line for line."""
-    from distsketch.cluster_specs import _builtin_job_script
+def test_script_is_what_dask_jobqueue_renders_for_the_same_options(name):
+    """The reference: dask-jobqueue's cluster class built by hand with the spec's options."""
+    import dask_jobqueue
 
     cfg = load_spec(CLUSTERS / f"{name}.yaml")
-    assert _builtin_job_script(cfg, "tcp://h:1").splitlines() == \
-        render_job_script(cfg, "tcp://h:1").splitlines()
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[name]
+    by_hand = {k: v for k, v in cfg.items() if k not in ("kind", "n_workers")}
+    with cls(**by_hand, scheduler_options={"host": "127.0.0.1", "dashboard": False,
+                                           "dashboard_address": "127.0.0.1:0"}) as ref:
+        expected = ref.job_script().replace(ref.scheduler_address, "tcp://h:1")
+    assert render_job_script(cfg, "tcp://h:1") == expected
 
 
 def test_job_script_needs_a_batch_kind():
-    with pytest.raises(ConfigError, match="needs a 'slurm' or 'pbs' spec"):
+    with pytest.raises(ConfigError, match=r"needs a batch spec \(kind slurm, pbs, sge or lsf\)"):
         render_job_script(CLUSTERS / "local.yaml")
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs", "sge", "lsf"])
+def test_missing_dask_jobqueue_is_a_clear_config_error(kind, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", None)  # import fails as if not installed
+    cfg = {"kind": kind, "cores": 2, "memory": "4GB"}
+    for attempt in (lambda: render_job_script(cfg), lambda: start_cluster(cfg).__enter__()):
+        with pytest.raises(ConfigError) as exc:
+            attempt()
+        assert 'pip install "distsketch[cluster]"' in str(exc.value)
+        assert "'dask_jobqueue'" in str(exc.value) and repr(kind) in str(exc.value)
+
+
+# --- the site's dask-jobqueue configuration and numbers written as floats -------------------
+
+def directives(script: str, prefix: str) -> list[str]:
+    return [ln for ln in script.splitlines() if ln.startswith(prefix)]
+
+
+def worker_line(script: str) -> list[str]:
+    return next(ln for ln in script.splitlines() if "distributed.cli.dask_worker" in ln).split()
+
+
+def test_batch_kind_runs_on_the_site_config_alone():
+    site = {"jobqueue.slurm.cores": 4.0, "jobqueue.slurm.memory": "8GB",
+            "jobqueue.slurm.queue": "site-q", "jobqueue.slurm.walltime": "00:10:00",
+            "jobqueue.slurm.account": "site-acct"}
+    with dask.config.set(site):
+        cfg = validate_spec({"kind": "slurm"})
+        script = render_job_script(cfg)
+        # the spec wins over the site config for what it sets
+        ours = render_job_script({"kind": "slurm", "queue": "mine"})
+    sb = directives(script, "#SBATCH")
+    assert "#SBATCH -p site-q" in sb and "#SBATCH -A site-acct" in sb
+    assert "#SBATCH -t 00:10:00" in sb and "#SBATCH --cpus-per-task=4" in sb
+    assert "#SBATCH --mem=8G" in sb  # dask-jobqueue's own rounding of 8GB (= 7.45 GiB)
+    worker = worker_line(script)
+    # cores 4.0 from the site config became 4; one worker process with 4 threads (our default)
+    assert worker[worker.index("--nthreads") + 1] == "4" and "--nworkers" not in worker
+    assert "#SBATCH -p mine" in directives(ours, "#SBATCH")
+
+
+def test_site_processes_setting_is_not_overridden():
+    with dask.config.set({"jobqueue.pbs.cores": 4, "jobqueue.pbs.memory": "8GB",
+                          "jobqueue.pbs.processes": 2}):
+        worker = worker_line(render_job_script({"kind": "pbs"}))
+    assert worker[worker.index("--nworkers") + 1] == "2"
+    assert worker[worker.index("--nthreads") + 1] == "2"
+
+
+def test_spec_env_keeps_the_site_prologue():
+    with dask.config.set({"jobqueue.sge.job-script-prologue": ["module load python"]}):
+        lines = render_job_script({"kind": "sge", "cores": 2, "memory": "4GB",
+                                   "env": {"OMP_NUM_THREADS": 1}}).splitlines()
+    assert lines.index("export OMP_NUM_THREADS=1") < lines.index("module load python")
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs", "sge", "lsf"])
+def test_without_cores_anywhere_the_error_names_the_site_config(kind):
+    with dask.config.set({f"jobqueue.{kind}.cores": None, f"jobqueue.{kind}.memory": None}):
+        with pytest.raises(ConfigError) as exc:
+            validate_spec({"kind": kind, "memory": "8GB"})
+    assert f"jobqueue.{kind}.cores" in str(exc.value) and "needs 'cores'" in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs", "sge", "lsf"])
+def test_whole_floats_and_byte_counts_render_as_their_int_and_string_forms(kind):
+    as_floats = {"kind": kind, "cores": 4.0, "processes": 2.0, "n_workers": 3.0,
+                 "memory": 8e9, "walltime": "01:00:00"}
+    as_written = {"kind": kind, "cores": 4, "processes": 2, "n_workers": 3,
+                  "memory": "8GB", "walltime": "01:00:00"}  # dask's GB is 10**9 bytes
+    assert render_job_script(as_floats) == render_job_script(as_written)
+    worker = worker_line(render_job_script(as_floats))
+    assert worker[worker.index("--nworkers") + 1] == "2"
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("cores", 4.5, "cores = 4.5"), ("processes", 0.0, "processes = 0.0"),
+    ("n_workers", float("nan"), "n_workers = nan"), ("memory", 64, "memory = 64"),
+    ("memory", True, "'memory' of kind 'slurm' must be"), ("memory", "8 giga", "memory = '8 giga'"),
+])
+def test_numbers_that_are_not_counts_or_sizes_are_refused(key, value, needle):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": "slurm", "cores": 4, "memory": "8GB", key: value})
+    assert needle in str(exc.value)
+
+
+def test_sge_and_lsf_specific_options_reach_their_scripts():
+    sge = render_job_script({"kind": "sge", "cores": 4, "memory": "8GB", "project": "p-1",
+                             "resource_spec": "h_vmem=8G,mem_req=8G", "queue": "all.q"})
+    assert {"#$ -P p-1", "#$ -l h_vmem=8G,mem_req=8G", "#$ -q all.q"} <= set(sge.splitlines())
+    lsf = render_job_script({"kind": "lsf", "cores": 4, "memory": "8GB", "ncpus": 4.0,
+                             "mem": 8e9, "project": "p-1", "lsf_units": "MB"})
+    assert {"#BSUB -n 4", "#BSUB -P \"p-1\""} <= set(lsf.splitlines())
+    assert "#BSUB -M 8000" in lsf.splitlines()  # 8e9 bytes in LSF's MB units
+
+
+@pytest.mark.parametrize("kind, option", [("sge", "account"), ("lsf", "account"),
+                                          ("slurm", "resource_spec"), ("pbs", "ncpus")])
+def test_options_of_another_batch_system_are_unknown(kind, option):
+    with pytest.raises(ConfigError, match=rf"option '{option}' is not known for kind '{kind}'"):
+        validate_spec({"kind": kind, "cores": 1, "memory": "1GB", option: "x"})
 
 
 @pytest.mark.parametrize("name, module, hint", [

@@ -2,9 +2,11 @@
 
 * a symlink (or FIFO) at an output folder's ``.lock`` never makes a run write
   through it: the link's target stays byte-for-byte intact;
-* cluster-spec values that reach a SLURM/PBS job script are refused with a
-  ``ConfigError`` naming the key when they hold shell syntax; ``env`` values
-  are shell-quoted (checked by running the exports in bash);
+* cluster-spec values that reach a batch job script (SLURM, PBS, SGE, LSF) are
+  refused with a ``ConfigError`` naming the key when they hold shell syntax,
+  before any dask-jobqueue cluster object exists; accepted values reach the
+  script dask-jobqueue renders as written; ``env`` values are shell-quoted
+  (checked by running the exports in bash);
 * every spec string in the run report is escaped (``<script>``, ``|``).
 """
 
@@ -20,7 +22,13 @@ import pytest
 import yaml
 import zarr
 
-from distsketch.cluster_specs import load_spec, render_job_script, validate_spec
+from distsketch.cluster_specs import (
+    batch_cluster,
+    load_spec,
+    render_job_script,
+    start_cluster,
+    validate_spec,
+)
 from distsketch.errors import ConfigError, WorkflowError
 from distsketch.io.locks import LOCK_NAME, folder_lock
 from distsketch.workflow import run_workflow
@@ -102,17 +110,93 @@ def test_workflow_run_refuses_a_lock_symlink_and_writes_nothing(tmp_path):
 
 
 # --- job scripts ----------------------------------------------------------------------------
+# What reaches the batch system is the script dask-jobqueue renders for the cluster object
+# distsketch creates: a refused value never reaches a cluster object, an accepted one reaches
+# the rendered script as written.
 
-@pytest.mark.parametrize("kind", ["slurm", "pbs"])
-@pytest.mark.parametrize("key", ["name", "queue", "account", "interface", "walltime", "memory",
-                                 "local_directory", "python"])
+# the keys checked against shell syntax, for every batch kind that has them
+JOB_KEYS = {
+    "slurm": ["name", "queue", "account", "interface", "walltime", "memory", "local_directory",
+              "python"],
+    "pbs": ["name", "queue", "account", "interface", "walltime", "memory", "local_directory",
+            "python"],
+    "sge": ["project", "resource_spec"],
+    "lsf": ["project", "lsf_units"],
+}
+KIND_KEYS = [(kind, key) for kind, keys in JOB_KEYS.items() for key in keys]
+
+
+@pytest.fixture
+def no_cluster_object(monkeypatch):
+    """Any dask-jobqueue cluster object created is recorded (and then created for real)."""
+    import dask_jobqueue
+
+    created: list[str] = []
+    for name in ("SLURMCluster", "PBSCluster", "SGECluster", "LSFCluster"):
+        real = getattr(dask_jobqueue, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            created.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(dask_jobqueue, name, spy)
+    return created
+
+
+def submitted_script(cluster) -> str:
+    """The script of the first worker job the cluster object would submit (nothing submitted)."""
+    (name, spec), = cluster.new_worker_spec().items()
+    return spec["cls"](cluster.scheduler_address, name=name, **spec["options"]).job_script()
+
+
+@pytest.mark.parametrize("kind, key", KIND_KEYS)
 @pytest.mark.parametrize("payload", PAYLOADS)
-def test_shell_syntax_in_a_job_script_value_is_refused(kind, key, payload, tmp_path):
+def test_shell_syntax_in_a_job_script_value_never_reaches_dask_jobqueue(kind, key, payload, tmp_path,
+                                                                       no_cluster_object):
     cfg = SLURM | {"kind": kind, key: payload}
     with pytest.raises(ConfigError) as exc:
         render_job_script(cfg)
     assert f"{key} = " in str(exc.value) and "job script" in str(exc.value)
+    with pytest.raises(ConfigError, match=f"{key} = "), batch_cluster(cfg):
+        pass
+    with pytest.raises(ConfigError, match=f"{key} = "), start_cluster(cfg):
+        pass
+    assert no_cluster_object == []
     assert not (tmp_path / "PWNED").exists()
+
+
+# an accepted value of each key, and the line of the rendered script that must carry it
+ACCEPTED = {
+    "name": ("ds_worker-1.x", "--name ds_worker-1.x-0"),
+    "queue": ("gpu,short", {"slurm": "#SBATCH -p gpu,short", "pbs": "#PBS -q gpu,short"}),
+    "account": ("proj-1.a@srv", {"slurm": "#SBATCH -A proj-1.a@srv", "pbs": "#PBS -A proj-1.a@srv"}),
+    "interface": ("lo", "--interface lo"),
+    "walltime": ("1-12:00:00", {"slurm": "#SBATCH -t 1-12:00:00",
+                                "pbs": "#PBS -l walltime=1-12:00:00"}),
+    "memory": ("31.5GiB", "--memory-limit 31.50GiB"),
+    "local_directory": ("/scratch/ds_1", "--local-directory /scratch/ds_1"),
+    "python": ("/opt/ds-1.0/bin/python3", "/opt/ds-1.0/bin/python3 -m distributed.cli.dask_worker"),
+    "project": ("p-1", {"sge": "#$ -P p-1", "lsf": '#BSUB -P "p-1"'}),
+    "resource_spec": ("h_vmem=8G,mem_req=8G", "#$ -l h_vmem=8G,mem_req=8G"),
+    "lsf_units": ("GB", "#BSUB -M 8"),  # memory 8GB in the chosen unit
+}
+
+
+@pytest.mark.parametrize("kind, key", KIND_KEYS)
+def test_accepted_job_script_values_reach_the_rendered_script(kind, key, no_cluster_object):
+    value, expected = ACCEPTED[key]
+    line = expected[kind] if isinstance(expected, dict) else expected
+    cfg = SLURM | {"kind": kind, key: value}
+    with batch_cluster(cfg) as cluster:
+        rendered, submitted = cluster.job_script(), submitted_script(cluster)
+    assert no_cluster_object == [{"slurm": "SLURMCluster", "pbs": "PBSCluster",
+                                  "sge": "SGECluster", "lsf": "LSFCluster"}[kind]]
+    assert line in submitted
+    if key != "name":  # job_script() shows a placeholder worker name
+        assert line in rendered
+        # render_job_script shows the same script
+        assert render_job_script(cfg, "tcp://X:1") == \
+            rendered.replace(cluster.scheduler_address, "tcp://X:1")
 
 
 @pytest.mark.parametrize("key, value, named", [
@@ -125,11 +209,16 @@ def test_shell_syntax_in_a_job_script_value_is_refused(kind, key, payload, tmp_p
     ("extra", {"job_extra_directives": ["ok\nid"]}, "job_extra_directives = 'ok"),
     ("extra", {"walltime": "$(id)"}, "walltime = '$(id)'"),
     ("extra", {"job_name": "x`id`"}, "job_name = 'x`id`'"),
+    ("extra", {"cores": 2.5}, "cores = 2.5"),
+    ("job_mem", "8G; id", "job_mem = '8G; id'"),
 ])
-def test_other_job_values_are_checked(key, value, named):
+def test_other_job_values_are_checked(key, value, named, no_cluster_object):
     with pytest.raises(ConfigError) as exc:
         validate_spec(SLURM | {key: value})
     assert named in str(exc.value)
+    with pytest.raises(ConfigError), batch_cluster(SLURM | {key: value}):
+        pass
+    assert no_cluster_object == []
 
 
 def test_refusal_names_the_key_and_the_file(tmp_path):
@@ -141,12 +230,16 @@ def test_refusal_names_the_key_and_the_file(tmp_path):
     assert p.read_bytes() == before
 
 
+@pytest.mark.parametrize("kind", ["slurm", "sge"])
 @pytest.mark.parametrize("value", ["1; touch PWNED", "$(touch PWNED)", "`touch PWNED`",
                                    "a'b\"c $HOME \\", "plain"])
-def test_env_values_are_shell_quoted(value, tmp_path):
-    script = render_job_script(SLURM | {"env": {"DS_VALUE": value}})
+def test_env_values_are_shell_quoted(kind, value, tmp_path):
+    script = render_job_script(SLURM | {"kind": kind, "env": {"DS_VALUE": value},
+                                        "job_script_prologue": ["echo prologue"]})
     exports = [ln for ln in script.splitlines() if ln.startswith("export ")]
     assert len(exports) == 1
+    lines = script.splitlines()
+    assert lines.index(exports[0]) < lines.index("echo prologue")  # before the user's prologue
     bash = shutil.which("bash")
     assert bash is not None
     res = subprocess.run([bash, "-c", exports[0] + '\nprintf %s "$DS_VALUE"'], cwd=tmp_path,
@@ -157,12 +250,13 @@ def test_env_values_are_shell_quoted(value, tmp_path):
 
 def test_valid_batch_values_are_accepted():
     cfg = SLURM | {"queue": "gpu,short", "account": "proj-1.a@srv", "walltime": "1-12:00:00",
-                   "name": "ds_worker-1.x", "interface": "ib0", "memory": "31.5GiB",
+                   "name": "ds_worker-1.x", "interface": "lo", "memory": "31.5GiB",
                    "env": {"OMP_NUM_THREADS": 1, "DS_PATH": "/a b/c"},
                    "worker_extra_args": ["--lifetime=1h", "--lifetime-stagger", "5m"]}
     script = render_job_script(cfg)
-    assert "gpu,short" in script and "export OMP_NUM_THREADS=1" in script
+    assert "#SBATCH -p gpu,short" in script and "export OMP_NUM_THREADS=1" in script
     assert "export DS_PATH='/a b/c'" in script
+    assert "--lifetime=1h --lifetime-stagger 5m" in script
 
 
 # --- the run report -------------------------------------------------------------------------
