@@ -301,6 +301,8 @@ class _Run:
                 scaler = state["scaler"]
             timings["preprocess"] = time.perf_counter() - t0
             Xs = apply_scaler(X, scaler)
+            if state is None:  # gamma: median, from a row sample of what the method sees
+                method.resolve_data_driven(Xs, spec.seed, self.say)
             meta = {
                 "version": STATE_VERSION, "spec_key": self.key, "input": spec.input, "n_features": d,
                 "dtype": str(X.dtype), "segment_rows": spec.segment_rows, "seed": spec.seed,
@@ -319,8 +321,9 @@ class _Run:
                 model = method.model()
                 timings["finalize"] = time.perf_counter() - t0
                 self.hooks.before_outputs(tmp)
-                errors = self._write_outputs(tmp, Xs, model, n)
+                errors = self._write_outputs(tmp, Xs, model, n, scaler)
             info = self._info(status, X, before, segments, errors, model)
+            info["fit"], info["resolved_params"] = self.fit, method.resolved
             if perf_file is not None and perf_file.exists():
                 os.replace(perf_file, tmp / "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"
@@ -372,26 +375,29 @@ class _Run:
         except OSError as exc:
             raise store_error(exc, f"the result {self.result_dir}") from exc
 
-    def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int) -> dict:
+    def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int, scaler: dict | None) -> dict:
         """Model, features and kernel error estimate into the uncommitted result folder."""
         from distsketch.io import write_array
         from distsketch.io.model import save_model
+        from distsketch.workflow.predictions import feature_output, write_predictions
+        from distsketch.workflow.preprocess import with_preprocessing
 
         out, timings = self.spec.outputs, self.timings
         try:
             if out.model:
                 t0 = time.perf_counter()
-                save_model(model, tmp / out.model, extra={"spec_key": self.key, "rows": n})
+                save_model(with_preprocessing(model, scaler, n), tmp / out.model,
+                           extra={"spec_key": self.key, "rows": n})
                 timings["save_model"] = time.perf_counter() - t0
-            if out.features and (hasattr(model, "transform") or hasattr(model, "predict")):
+            if feature_output(self.spec, model):
                 t0 = time.perf_counter()
-                # supervised models write their predictions, the others their embedding
-                Z = model.transform(Xs) if hasattr(model, "transform") else model.predict(Xs)
+                Z = model.transform(Xs)
                 if Z.ndim == 1:
                     Z = Z[:, None]
                 write_array(Z, tmp / out.features, compressor=out.features_compressor,
                             manifest={"rows": n, "spec_key": self.key}, progress=False)
                 timings["features"] = time.perf_counter() - t0
+            self.fit = write_predictions(tmp, self.spec, model, Xs, n, timings, self.key)
         except OSError as exc:
             raise store_error(exc, f"the outputs under {tmp.parent}") from exc
         t0 = time.perf_counter()
