@@ -328,6 +328,14 @@ class MethodAdapter:
         from distsketch.io.model import load
 
         self.state = load(folder / "model.zarr")
+        # a state created by an earlier run: the value it chose for gamma: median, for the report
+        for key in data_driven(self.params):
+            owner = self.state
+            if key.startswith("features."):
+                owner = getattr(owner, "features_", None)
+            value = getattr(owner, key.rpartition(".")[2], None)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                self.resolved[key] = float(value)
 
     def model(self) -> Any:
         """The fitted estimator."""

@@ -261,3 +261,27 @@ def test_shipped_classifier_spec_is_valid():
     spec = load_workflow_spec(path)
     assert spec.method.params["features"]["params"]["gamma"] == "median"
     assert spec.outputs.predictions is True and spec.preprocessing.standardize
+
+
+def test_incremental_run_keeps_the_median_gamma_and_predicts_every_row(tmp_path):
+    X, y = classes_data(1200, seed=4)
+    write(tmp_path / "X.zarr", X[:600])
+    write(tmp_path / "y.zarr", y)  # targets may run ahead of the input
+    first = run_workflow(classifier_spec(tmp_path), log=quiet)
+    gamma = read_manifest(first.result_dir)["resolved_params"]["features.gamma"]
+    np.testing.assert_allclose(gamma, reference_median_gamma(standardised(X[:600]), SEED),
+                               rtol=1e-9)
+    arr = zarr.open_array(str(tmp_path / "X.zarr"), mode="r+")
+    arr.resize((1200, 2))
+    arr[600:] = X[600:]
+    second = run_workflow(classifier_spec(tmp_path), log=quiet)
+    assert second.status == "incremental"
+    man = read_manifest(second.result_dir)
+    # chosen once, when the state was created; the rerun reports the state's value
+    assert man["resolved_params"]["features.gamma"] == gamma
+    pipe = distsketch.load(second.result_dir / "model.zarr")
+    assert pipe[-1].features_.gamma == gamma and pipe[-1].n_samples_seen_ == 1200
+    pred = zarr.open_array(str(second.result_dir / "predictions.zarr"))[...][:, 0]
+    np.testing.assert_array_equal(pred, pipe.predict(X))
+    assert man["fit"]["rows"] == 1200
+    assert man["fit"]["value"] == pytest.approx(accuracy_score(y, pred), abs=1e-15)
