@@ -13,13 +13,31 @@ import numpy as np
 from distsketch import registry
 from distsketch.errors import ConfigError, WorkflowError
 
-__all__ = ["MEDIAN", "MethodAdapter", "build_params", "check_method_params", "data_driven",
-           "resolve_method", "takes_classes", "with_features_block"]
+__all__ = ["HOLDOUT", "MEDIAN", "MethodAdapter", "build_params", "check_method_params",
+           "data_driven", "held_out", "resolve_method", "takes_classes", "with_method_blocks"]
 
 #: the value of a kernel scale chosen by the median heuristic on a row sample of the input
 MEDIAN = "median"
 # parameters that may be given as MEDIAN (the kernel scale of a method or its feature map)
 _DATA_DRIVEN = ("gamma",)
+#: the workflow key (``method.holdout``) of the fraction of rows kept out of the fit
+HOLDOUT = "holdout"
+# workflow keys that travel in method.params but are not constructor arguments
+_WORKFLOW_KEYS = ("classes", HOLDOUT)
+
+
+def held_out(seed: int, start: int, stop: int, fraction: float | None) -> np.ndarray:
+    """Which global rows ``[start, stop)`` are held out of the fit (a boolean mask).
+
+    Row ``i`` is held out when ``hash_uniform(seed, "workflow.holdout", i) < fraction``:
+    a pure function of the seed and the row, so the held-out rows are the
+    same for any segmenting, chunking, resume or incremental run.
+    """
+    if not fraction:
+        return np.zeros(stop - start, dtype=bool)
+    from distsketch.ops.random import hash_uniform
+
+    return hash_uniform(seed, "workflow.holdout", np.arange(start, stop, dtype=np.int64)) < fraction
 
 
 def resolve_method(name: str, where: str) -> type:
@@ -75,13 +93,16 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
         Unknown name (with the valid names), bad value, or bad ``classes``.
     """
     valid = set(inspect.signature(cls).parameters) | ({"classes"} if takes_classes(cls) else set())
+    if HOLDOUT in params:
+        _check_holdout(cls, params[HOLDOUT], where)
+        valid.add(HOLDOUT)
     _check_names(cls, params, valid, f"{where}: method.params")
     out = dict(params)
     if "classes" in out:
         out["classes"] = _check_classes(out["classes"], where)
     if isinstance(out.get("features"), (dict, str)):
         out["features"] = _check_features(out["features"], where)
-    checked = {k: v for k, v in out.items() if k != "classes"}
+    checked = {k: v for k, v in out.items() if k not in _WORKFLOW_KEYS}
     if isinstance(checked.get("features"), dict):
         checked["features"] = _placeholder(out["features"])
     _check_values(cls, checked, f"{where}: method.params")
@@ -112,25 +133,40 @@ def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
-def with_features_block(params: dict[str, Any], block: Any, where: str) -> dict[str, Any]:
-    """``params`` with a method's ``features:`` block put in as ``params["features"]``.
+def with_method_blocks(params: dict[str, Any], method: dict[str, Any], where: str) -> dict[str, Any]:
+    """``params`` with a method's ``features:`` block and ``holdout:`` fraction put in.
 
     ``method: {name: SketchedKernelRidgeClassifier, params: {alpha: 1e-3},
-    features: {name: RandomFourierFeatures, n_components: 2048, gamma: median}}``
-    is the same spec as ``params: {alpha: 1e-3, features: {name: ..., ...}}``;
-    the block is checked with the method's parameters.
+    features: {name: RandomFourierFeatures, n_components: 2048, gamma: median},
+    holdout: 0.1}`` is the same spec as ``params: {alpha: 1e-3, features:
+    {...}, holdout: 0.1}``; both are checked with the method's parameters and
+    key the workflow state (they change the fit).
 
     Raises
     ------
     ConfigError
-        The block is given twice (beside and inside ``params``).
+        A key is given twice (beside and inside ``params``).
     """
-    if block is None:
-        return params
-    if "features" in params:
-        raise ConfigError(f"{where}: method.features and method.params.features are both given; "
-                          "keep one.")
-    return {**params, "features": block}
+    out = dict(params)
+    for key in ("features", HOLDOUT):
+        if method.get(key) is None:
+            continue
+        if key in out:
+            raise ConfigError(f"{where}: method.{key} and method.params.{key} are both given; "
+                              "keep one.")
+        out[key] = method[key]
+    return out
+
+
+def _check_holdout(cls: type, value: Any, where: str) -> None:
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and 0.0 < float(value) <= 0.5)
+    if not ok:
+        raise ConfigError(f"{where}: method.holdout must be a fraction in (0, 0.5] of the rows kept "
+                          f"out of the fit to measure it (e.g. holdout: 0.1), got {value!r}.")
+    if not callable(getattr(cls, "predict", None)):
+        raise ConfigError(f"{where}: method.holdout needs a method that predicts its targets; "
+                          f"{cls.__name__} has no predict.")
 
 
 def _check_features(block: Any, where: str) -> dict[str, Any]:
@@ -237,6 +273,8 @@ class MethodAdapter:
         self.cls = resolve_method(name, "workflow spec")
         # a classifier's labels: from the spec, else learned from the targets before the fold
         given = self.params.pop("classes", None)
+        self.holdout: float | None = self.params.pop(HOLDOUT, None)
+        self.seed = seed
         self.classes: np.ndarray | None = None if given is None else np.asarray(given)
         self.classes_given = given is not None
         # NystromKernelPCA.partial_fit keeps its first landmarks: merging would not equal a refit
@@ -283,7 +321,21 @@ class MethodAdapter:
         return self.cls(**build_params(self.params, f"workflow method {self.name}"))
 
     def update(self, X: Any, start: int, y: np.ndarray | None = None) -> None:
-        """Fold the rows ``X`` (global rows ``start, start + len(X)``) into the state."""
+        """Fold the rows ``X`` (global rows ``start, start + len(X)``) into the state.
+
+        With ``holdout``, the held-out rows (:func:`held_out`) are left out.
+        """
+        if self.holdout:
+            keep = ~held_out(self.seed, start, start + int(X.shape[0]), self.holdout)
+            if not keep.all():
+                X = X[keep]
+                y = None if y is None else np.asarray(y)[keep]
+            if not keep.any():
+                if self.state is None:
+                    raise WorkflowError(f"{self.name}: every row of {start}..{start + keep.size} is "
+                                        "held out (method.holdout); there is nothing to fit. Use "
+                                        "more rows or a smaller holdout.")
+                return
         if not self.incremental:
             if start != 0:
                 raise WorkflowError(f"{self.name} has no partial_fit: it can only be fitted on all "

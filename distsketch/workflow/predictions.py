@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.workflow.methods import HOLDOUT, held_out
 
 __all__ = ["DEFAULT_NAME", "check_predictions_output", "feature_output", "fit_metric",
            "is_supervised", "predictions_output", "write_predictions"]
@@ -122,7 +123,9 @@ def write_predictions(folder: Path, spec: Any, model: Any, Xs: Any, n: int,
 
         source = zarr.open_array(str(path), mode="r")
     t0 = time.perf_counter()
-    fit = fit_metric(source, spec.targets, n, _is_classifier(model))
+    fraction = spec.method.params.get(HOLDOUT)
+    fit = fit_metric(source, spec.targets, n, _is_classifier(model),
+                     holdout=(spec.seed, fraction) if fraction else None)
     timings["fit_metric"] = time.perf_counter() - t0
     return {**fit, "predictions": name}
 
@@ -143,8 +146,12 @@ def _rows(P: Any, start: int, stop: int) -> np.ndarray:
 
 
 def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
+               holdout: tuple[int, float] | None = None,
                block_rows: int = _METRIC_ROWS) -> dict[str, Any]:
-    """Training accuracy (classifier) or R² (regressor) of predictions ``P`` on the targets.
+    """Accuracy (classifier) or R² (regressor) of predictions ``P`` on the targets.
+
+    On every row (training rows), or with ``holdout`` only on the rows the
+    fit left out (:func:`~distsketch.workflow.methods.held_out`).
 
     Parameters
     ----------
@@ -155,6 +162,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     n : int
         Rows fitted (targets may have more rows).
     classifier : bool
+    holdout : (seed, fraction), optional
+        Measure on the held-out rows only.
     block_rows : int
         Rows read at a time.
 
@@ -162,7 +171,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     -------
     dict
         ``{"available": True, "metric": "accuracy" | "r2", "value": float,
-        "rows": n, "on": "training rows"}``, or ``{"available": False,
+        "rows": rows measured, "on": "training rows" | "held-out rows",
+        "holdout": fraction or None}``, or ``{"available": False,
         "reason": ...}`` when predictions and targets do not pair up (a
         regularisation path predicts one column per λ).
 
@@ -171,7 +181,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     R² is ``1 − Σ(y − ŷ)² / Σ(y − ȳ)²`` per target, averaged over targets as
     scikit-learn's ``r2_score`` does; ``Σ(y − ȳ)²`` is merged across blocks
     with Chan's update, so no pass holds more than one block.  Measured on the
-    rows the model was fitted on, it overstates the fit on new data.
+    rows the model was fitted on, it overstates the fit on new data; held-out
+    rows were never fitted.
     """
     from distsketch.io.targets import open_targets
 
@@ -185,8 +196,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     chunks = getattr(P, "chunks", None)
     chunk = int(chunks[0][0] if hasattr(P, "dask") else chunks[0]) if chunks else block_rows
     step = max(chunk, block_rows // max(chunk, 1) * chunk)  # whole chunks per read
-    correct = 0
-    count = np.zeros(t_cols)
+    correct = rows = 0
     mean = np.zeros(t_cols)
     m2 = np.zeros(t_cols)
     ss_res = np.zeros(t_cols)
@@ -194,22 +204,30 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
         stop = min(n, start + step)
         pred = _rows(P, start, stop).reshape(stop - start, t_cols)
         y = np.asarray(targets.rows(start, stop)).reshape(stop - start, t_cols)
+        if holdout is not None:
+            mask = held_out(holdout[0], start, stop, holdout[1])
+            pred, y = pred[mask], y[mask]
+        k = y.shape[0]
+        if k == 0:
+            continue
         if classifier:
             correct += int(np.count_nonzero(pred == y))
-            continue
-        yf, pf = y.astype(np.float64), pred.astype(np.float64)
-        ss_res += ((yf - pf) ** 2).sum(axis=0)
-        k = stop - start
-        bmean = yf.mean(axis=0)
-        bm2 = ((yf - bmean) ** 2).sum(axis=0)
-        tot = count + k
-        delta = bmean - mean
-        m2 = m2 + bm2 + delta**2 * (count * k / tot)
-        mean = mean + delta * (k / tot)
-        count = tot
-    base = {"available": True, "rows": int(n), "on": "training rows"}
+        else:
+            yf, pf = y.astype(np.float64), pred.astype(np.float64)
+            ss_res += ((yf - pf) ** 2).sum(axis=0)
+            bmean = yf.mean(axis=0)
+            bm2 = ((yf - bmean) ** 2).sum(axis=0)
+            delta = bmean - mean
+            m2 = m2 + bm2 + delta**2 * (rows * k / (rows + k))
+            mean = mean + delta * (k / (rows + k))
+        rows += k
+    if rows == 0:
+        return {"available": False, "reason": "no held-out row among the rows fitted"}
+    base = {"available": True, "rows": rows,
+            "on": "training rows" if holdout is None else "held-out rows",
+            "holdout": None if holdout is None else holdout[1]}
     if classifier:
-        return {**base, "metric": "accuracy", "value": correct / max(n * t_cols, 1)}
+        return {**base, "metric": "accuracy", "value": correct / (rows * t_cols)}
     # a constant target column: R² is 1 for a perfect fit, else 0 (scikit-learn's convention)
     r2 = np.where(m2 > 0, 1.0 - ss_res / np.where(m2 > 0, m2, 1.0),
                   np.where(ss_res == 0, 1.0, 0.0))

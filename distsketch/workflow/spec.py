@@ -229,10 +229,10 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
 
 
 def _method(value: Any, where: str) -> MethodSpec:
-    from distsketch.workflow.methods import check_method_params, resolve_method, with_features_block
+    from distsketch.workflow.methods import check_method_params, resolve_method, with_method_blocks
 
     method = _check_keys({"name": value} if isinstance(value, str) else value,
-                         {"name", "params", "features"}, f"{where}: method")
+                         {"name", "params", "features", "holdout"}, f"{where}: method")
     if "name" not in method:
         raise ConfigError(f"{where}: method needs a 'name' (an estimator such as "
                           "StreamingKernelPCA).")
@@ -241,7 +241,7 @@ def _method(value: Any, where: str) -> MethodSpec:
         raise ConfigError(f"{where}: method.params must be a mapping.")
     name = str(method["name"])
     cls = resolve_method(name, where)  # fail early on unknown methods and parameters
-    params = with_features_block(dict(params), method.get("features"), where)
+    params = with_method_blocks(dict(params), method, where)
     return MethodSpec(name=name, params=check_method_params(cls, params, where))
 
 

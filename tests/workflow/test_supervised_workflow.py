@@ -285,3 +285,68 @@ def test_incremental_run_keeps_the_median_gamma_and_predicts_every_row(tmp_path)
     np.testing.assert_array_equal(pred, pipe.predict(X))
     assert man["fit"]["rows"] == 1200
     assert man["fit"]["value"] == pytest.approx(accuracy_score(y, pred), abs=1e-15)
+
+
+# ------------------------------------------------------------------ a held-out fraction
+
+
+def test_holdout_rows_are_left_out_of_the_fit_and_measured(tmp_path):
+    from distsketch.ops.random import hash_uniform
+
+    X, y = classes_data(1000, seed=6)
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", y)
+    cfg = classifier_spec(tmp_path)
+    cfg["method"]["holdout"] = 0.2
+    res = run_workflow(cfg, log=quiet)
+    # held out: rows whose hash of (seed, row) is below the fraction
+    mask = hash_uniform(SEED, "workflow.holdout", np.arange(1000)) < 0.2
+    assert abs(mask.mean() - 0.2) < 4 * np.sqrt(0.2 * 0.8 / 1000)  # binomial, 4 sd
+    pipe = distsketch.load(res.result_dir / "model.zarr")
+    model = pipe[-1]
+    assert model.n_samples_seen_ == (~mask).sum()
+    Xs = standardised(X)
+    ref = SketchedKernelRidgeClassifier(
+        alpha=1e-3, features=RandomFourierFeatures(n_components=128, gamma=model.features_.gamma),
+        random_state=SEED).fit(Xs[~mask], y[~mask])
+    np.testing.assert_allclose(model.decision_function(Xs), ref.decision_function(Xs),
+                               rtol=1e-6, atol=1e-8)
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...][:, 0]
+    assert pred.shape == (1000,)  # predictions of every row, held out or not
+    fit = read_manifest(res.result_dir)["fit"]
+    assert fit["on"] == "held-out rows" and fit["holdout"] == 0.2 and fit["rows"] == mask.sum()
+    assert fit["value"] == pytest.approx(accuracy_score(y[mask], pred[mask]), abs=1e-15)
+    assert "held-out accuracy" in (res.result_dir / "report.md").read_text()
+
+
+def test_holdout_r2_of_a_regressor_equals_sklearn(tmp_path):
+    from distsketch.ops.random import hash_uniform
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(600, 2))
+    y = np.stack([np.cos(X[:, 0]), X[:, 1] ** 2], axis=1) + 0.05 * rng.normal(size=(600, 2))
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", y)
+    cfg = {"input": str(tmp_path / "X.zarr"), "targets": str(tmp_path / "y.zarr"), "seed": 3,
+           "method": {"name": "SketchedKernelRidge", "holdout": 0.25, "params": {"alpha": 1e-2},
+                      "features": {"name": "RandomFourierFeatures", "n_components": 64,
+                                   "gamma": 0.5}},
+           "outputs": {"dir": str(tmp_path / "out")}, "cluster": "sync",
+           "report": {"kernel_error": False, "png": False}}
+    res = run_workflow(cfg, log=quiet)
+    mask = hash_uniform(3, "workflow.holdout", np.arange(600)) < 0.25
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...]
+    fit = read_manifest(res.result_dir)["fit"]
+    assert fit["rows"] == mask.sum() and fit["metric"] == "r2"
+    assert fit["value"] == pytest.approx(r2_score(y[mask], pred[mask]), rel=1e-12)
+
+
+@pytest.mark.parametrize(("method", "match"), [
+    ({"name": RIDGE, "holdout": 0.7}, r"method.holdout must be a fraction in \(0, 0.5\]"),
+    ({"name": RIDGE, "holdout": True}, r"method.holdout must be a fraction"),
+    ({"name": "StreamingKernelPCA", "holdout": 0.1}, r"needs a method that predicts"),
+    ({"name": RIDGE, "holdout": 0.1, "params": {"holdout": 0.2}}, r"both given; keep one"),
+])
+def test_holdout_spec_errors(tmp_path, method, match):
+    with pytest.raises(ConfigError, match=match):
+        _load(tmp_path, method)
