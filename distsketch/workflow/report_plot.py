@@ -99,5 +99,7 @@ def spectrum_svg(values: np.ndarray, width: int = 600, height: int = 320) -> str
                  f"{html.escape(title)}</text>")
     parts.append(f'<text x="{width / 2:.0f}" y="{height - 6}" font-size="11" '
                  'text-anchor="middle">index</text>')
+    parts.append(f'<text x="14" y="{height / 2:.0f}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {height / 2:.0f})">eigenvalue</text>')
     parts.append("</svg>")
     return "\n".join(parts)
