@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import TransformerMixin
 
-from distsketch.errors import InputError, NotFittedError
+from distsketch.errors import InputError
+from distsketch.estimators.base import DistsketchEstimator
 from distsketch.graph import reduce_blocks
 from distsketch.summaries.base import Summary
 
@@ -75,7 +76,7 @@ def apply_scaler(X: Any, scaler: dict | None) -> Any:
     return ((X.astype(dt) - mean) / scale).astype(dt)
 
 
-class Standardizer(TransformerMixin, BaseEstimator):
+class Standardizer(TransformerMixin, DistsketchEstimator):
     """Centre and scale columns: ``(X - mean_) / scale_`` in X's float type.
 
     The workflow's ``preprocessing: {standardize: true}`` as a transformer, so
@@ -114,31 +115,18 @@ class Standardizer(TransformerMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> Standardizer:
         """Learn column means and standard deviations of X (NumPy or dask, shape (n, d))."""
-        if getattr(X, "ndim", None) != 2:
-            X = np.asarray(X)
-        if X.ndim != 2 or X.shape[0] == 0:
-            raise InputError(f"Standardizer.fit: X must be 2-D with at least one row, got shape "
-                             f"{X.shape}.")
+        X = self._check_input(X, reset=True)
+        if X.shape[0] == 0:
+            raise InputError("Standardizer.fit: X has no rows; pass at least one.")
         fitted = Standardizer.from_scaler(learn_scaler(X), int(X.shape[0]))
         self.__dict__.update(vars(fitted))
         return self
 
     def transform(self, X: Any) -> Any:
         """Standardised X, same kind (NumPy or lazy dask) and float type as X."""
-        if not hasattr(self, "mean_"):
-            raise NotFittedError("This Standardizer is not fitted yet; call fit first.")
-        if getattr(X, "ndim", None) != 2:
-            X = np.asarray(X)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise InputError(f"X has shape {X.shape}, but Standardizer is expecting "
-                             f"{self.n_features_in_} features as input (the number it was fitted "
-                             "with); pass data with the same columns as in fit.")
+        self._check_is_fitted("mean_")
+        X = self._check_input(X, reset=False)
         return apply_scaler(X, {"mean": self.mean_, "scale": self.scale_})
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.requires_fit = True
-        return tags
 
 
 def with_preprocessing(model: Any, scaler: dict | None, n_samples: int) -> Any:
