@@ -77,9 +77,10 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
     parameter checks.  A classifier with ``partial_fit(..., classes)`` also
     takes ``classes``: all labels, returned sorted as :func:`numpy.unique`
     sorts them.  ``gamma: median`` is accepted (chosen on a row sample when
-    the run starts), and ``features`` may be a feature-map block
+    the run starts), ``features`` may be a feature-map block
     ``{name: RandomFourierFeatures, n_components: 2048, gamma: median}``
-    (see :func:`with_features_block`).
+    and ``holdout`` a fraction of rows kept out of the fit of a method that
+    predicts (see :func:`with_method_blocks`).
 
     Returns
     -------
