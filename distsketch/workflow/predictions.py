@@ -73,14 +73,15 @@ def feature_output(spec: Any, model: Any) -> str | None:
     return None if name == predictions_output(spec, model) else name
 
 
-def write_predictions(folder: Path, spec: Any, model: Any, Xs: Any, n: int,
+def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
                       timings: dict[str, float], key: str) -> dict[str, Any] | None:
     """Write the predictions of rows ``[0, n)`` (if enabled) and measure the fit on the targets.
 
     Parameters
     ----------
-    folder : pathlib.Path
-        The uncommitted result folder.
+    folder : pathlib.Path or result writer
+        The uncommitted result folder, or an object whose ``target(name)``
+        gives ``(path or URL, storage_options)`` for an output.
     spec : WorkflowSpec
     model : estimator
         The fitted method (not the saved Pipeline: ``Xs`` is preprocessed).
@@ -113,19 +114,23 @@ def write_predictions(folder: Path, spec: Any, model: Any, Xs: Any, n: int,
     if P.ndim == 1:
         P = P[:, None]
     source: Any = P
+    so = getattr(spec, "storage_options", None)
     if name is not None:
-        t0 = time.perf_counter()
-        path = write_array(P, folder / name, compressor=spec.outputs.features_compressor,
-                           manifest={"rows": n, "spec_key": key, "kind": "predictions"},
-                           progress=False)
-        timings["predictions"] = time.perf_counter() - t0
-        import zarr
+        from distsketch.io import open_array
 
-        source = zarr.open_array(str(path), mode="r")
+        t0 = time.perf_counter()
+        target = getattr(folder, "target", None)
+        path, so_out = target(name) if callable(target) else (Path(folder) / name, None)
+        opts = {} if so_out is None else {"storage_options": so_out}
+        write_array(P, path, compressor=spec.outputs.features_compressor,
+                    manifest={"rows": n, "spec_key": key, "kind": "predictions"},
+                    progress=False, **opts)
+        timings["predictions"] = time.perf_counter() - t0
+        source = open_array(path if so_out is not None else str(path), **opts)
     t0 = time.perf_counter()
     fraction = spec.method.params.get(HOLDOUT)
     fit = fit_metric(source, spec.targets, n, _is_classifier(model),
-                     holdout=(spec.seed, fraction) if fraction else None)
+                     holdout=(spec.seed, fraction) if fraction else None, storage_options=so)
     timings["fit_metric"] = time.perf_counter() - t0
     return {**fit, "predictions": name}
 
@@ -146,8 +151,8 @@ def _rows(P: Any, start: int, stop: int) -> np.ndarray:
 
 
 def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
-               holdout: tuple[int, float] | None = None,
-               block_rows: int = _METRIC_ROWS) -> dict[str, Any]:
+               holdout: tuple[int, float] | None = None, block_rows: int = _METRIC_ROWS,
+               storage_options: dict | None = None) -> dict[str, Any]:
     """Accuracy (classifier) or R² (regressor) of predictions ``P`` on the targets.
 
     On every row (training rows), or with ``holdout`` only on the rows the
@@ -166,6 +171,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
         Measure on the held-out rows only.
     block_rows : int
         Rows read at a time.
+    storage_options : dict, optional
+        For targets on an object store.
 
     Returns
     -------
@@ -186,7 +193,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     """
     from distsketch.io.targets import open_targets
 
-    targets = open_targets(targets_path, n, allow_extra_rows=True)
+    opts = {} if storage_options is None else {"storage_options": storage_options}
+    targets = open_targets(targets_path, n, allow_extra_rows=True, **opts)
     t_cols = 1 if len(targets.shape) == 1 else int(targets.shape[1])
     p_cols = int(P.shape[1])
     if p_cols != t_cols:

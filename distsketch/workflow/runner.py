@@ -303,6 +303,7 @@ class _Run:
             Xs = apply_scaler(X, scaler)
             if state is None:  # gamma: median, from a row sample of what the method sees
                 method.resolve_data_driven(Xs, spec.seed, self.say)
+            self.method, self.scaler = method, scaler  # the saved model and the report use them
             meta = {
                 "version": STATE_VERSION, "spec_key": self.key, "input": spec.input, "n_features": d,
                 "dtype": str(X.dtype), "segment_rows": spec.segment_rows, "seed": spec.seed,
@@ -321,9 +322,8 @@ class _Run:
                 model = method.model()
                 timings["finalize"] = time.perf_counter() - t0
                 self.hooks.before_outputs(tmp)
-                errors = self._write_outputs(tmp, Xs, model, n, scaler)
+                errors = self._write_outputs(tmp, Xs, model, n)
             info = self._info(status, X, before, segments, errors, model)
-            info["fit"], info["resolved_params"] = self.fit, method.resolved
             if perf_file is not None and perf_file.exists():
                 os.replace(perf_file, tmp / "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"
@@ -348,6 +348,7 @@ class _Run:
             "versions": versions(), "timings": self.timings, "kernel_errors": errors,
             "performance_report": None,
             "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "fit": self.fit, "resolved_params": self.method.resolved,
         }
 
     def _finish(self, tmp: Path, info: dict, model: Any, errors: dict) -> None:
@@ -375,7 +376,7 @@ class _Run:
         except OSError as exc:
             raise store_error(exc, f"the result {self.result_dir}") from exc
 
-    def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int, scaler: dict | None) -> dict:
+    def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int) -> dict:
         """Model, features and kernel error estimate into the uncommitted result folder."""
         from distsketch.io import write_array
         from distsketch.io.model import save_model
@@ -386,7 +387,7 @@ class _Run:
         try:
             if out.model:
                 t0 = time.perf_counter()
-                save_model(with_preprocessing(model, scaler, n), tmp / out.model,
+                save_model(with_preprocessing(model, self.scaler, n), tmp / out.model,
                            extra={"spec_key": self.key, "rows": n})
                 timings["save_model"] = time.perf_counter() - t0
             if feature_output(self.spec, model):

@@ -47,7 +47,7 @@ __all__ = [
 
 _TOP_KEYS = {"name", "input", "targets", "seed", "segment_rows", "block_rows", "preprocessing", "method",
              "outputs", "cluster", "report", "description"}
-_OUTPUT_KEYS = {"dir", "model", "features", "report", "features_compressor", "predictions"}
+_OUTPUT_KEYS = {"dir", "model", "features", "report", "features_compressor"}
 _REPORT_KEYS = {"n_sample", "kernel", "gamma", "degree", "coef0", "png", "kernel_error"}
 _PRE_KEYS = {"standardize"}
 
@@ -246,8 +246,8 @@ def _method(value: Any, where: str) -> MethodSpec:
 
 
 def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:
-    out = _check_keys(value if not isinstance(value, str) else {"dir": value}, _OUTPUT_KEYS,
-                      f"{where}: outputs")
+    out = _check_keys(value if not isinstance(value, str) else {"dir": value},
+                      _OUTPUT_KEYS | {"predictions"}, f"{where}: outputs")
     if "dir" not in out:
         raise ConfigError(f"{where}: outputs needs 'dir', the folder that holds the state, the lock "
                           "and the committed result.")
