@@ -24,7 +24,8 @@ _PLAN_ORDER = ("stage", "name", "block_rows", "rows_per_block", "n_blocks", "tas
 _PLAN_LABELS = {"block_rows": "rows per block", "rows_per_block": "rows per block",
                 "n_blocks": "blocks", "task_bytes": "memory per task",
                 "projected_task_bytes": "memory per task", "budget": "budget per task",
-                "limit": "set by", "merge_bytes": "memory per merge", "fan_in": "fan-in"}
+                "limit": "set by", "merge_bytes": "memory per merge", "fan_in": "fan-in",
+                "count": "times applied"}
 _MAX_PLANS = 50
 
 

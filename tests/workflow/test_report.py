@@ -106,34 +106,43 @@ def test_report_png_written_with_matplotlib(tmp_path):
 # ------------------------------------------------------------------ plans, memory, fit
 
 
-PLANS = [
-    {"stage": "standardize-moments", "block_rows": 2514, "n_blocks": 120,
-     "task_bytes": 41 * 2**20, "budget": 64 * 2**20, "limit": "memory budget", "depth": 2},
-    {"stage": f"fit {EVIL}", "block_rows": 300, "n_blocks": 3, "task_bytes": 1536,
+PLANS = [  # the runner's info["block_plans"]: one dict per distinct plan
+    {"stage": "standardize-moments", "block_rows": 2514, "tasks": 120,
+     "task_bytes": 41 * 2**20, "budget": 64 * 2**20, "limit": "memory budget", "fan_in": 8,
+     "depth": 2, "merge_bytes": 3 * 2**10, "count": 1},
+    {"stage": f"fit {EVIL}", "block_rows": 300, "tasks": 3, "task_bytes": 1536, "budget": None,
+     "limit": "block_rows", "fan_in": None, "depth": None, "merge_bytes": None, "count": 4,
      "extra_key": "kept"},
 ]
 
 
 def test_block_plan_table_has_every_key_with_sizes_formatted():
     headers, rows, more = plan_table({"block_plans": PLANS})
-    assert headers[:4] == ["stage", "rows per block", "blocks", "memory per task"]
-    assert "extra key" in headers and more == 0
+    assert headers[:4] == ["stage", "rows per block", "tasks", "memory per task"]
+    assert headers[-2:] == ["times applied", "extra key"] and more == 0
     assert rows[0][:4] == ["standardize-moments", "2514", "120", "41.00 MiB"]
     assert rows[0][headers.index("budget per task")] == "64.00 MiB"
+    assert rows[0][headers.index("memory per merge")] == "3.00 KiB"
     assert rows[1][3] == "1.50 KiB" and rows[1][headers.index("budget per task")] == ""
+    assert rows[1][headers.index("times applied")] == "4"
     assert plan_table({}) == ([], [], 0)
+    many = plan_table({"block_plans": PLANS * 30})
+    assert len(many[1]) == 50 and many[2] == 10
 
 
 def test_peak_memory_rows_include_what_the_cluster_adds():
-    info = make_info(workers_peak_bytes=2**30, peak_memory={"scheduler_bytes": 2**20, "note": "x"})
+    info = make_info(workers_peak_memory_bytes=2**30, peak_memory={"scheduler_bytes": 2**20})
     assert peak_rows(info) == [("client process tree", 300 * 2**20), ("scheduler", 2**20),
-                               ("workers peak", 2**30)]
+                               ("workers peak memory", 2**30)]
+    # a run without a cluster records None for the workers: nothing to show
+    assert peak_rows(make_info(workers_peak_memory_bytes=None)) == [
+        ("client process tree", 300 * 2**20)]
 
 
 def test_reports_render_plans_memory_fit_and_escape_everything(tmp_path):
     fit = {"available": True, "metric": "accuracy", "value": 0.93124, "rows": 900,
            "on": "training rows", "predictions": "predictions.zarr"}
-    info = make_info(block_plans=PLANS, workers_peak_bytes=3 * 2**30, fit=fit,
+    info = make_info(block_plans=PLANS, workers_peak_memory_bytes=3 * 2**30, fit=fit,
                      resolved_params={"features.gamma": 0.0123456789},
                      timings={EVIL: 0.5}, performance_report="dask-performance.html")
     spec = make_spec(tmp_path, name=EVIL)
