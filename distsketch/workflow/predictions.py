@@ -8,6 +8,7 @@ of predictions and targets is in memory at a time.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,8 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
     fit = fit_metric(source, spec.targets, n, _is_classifier(model),
                      holdout=(spec.seed, fraction) if fraction else None, storage_options=so)
     timings["fit_metric"] = time.perf_counter() - t0
+    if fit.get("warning"):
+        logging.getLogger("distsketch").warning("%s: %s", spec.method.name, fit["warning"])
     return {**fit, "predictions": name}
 
 
@@ -178,8 +181,11 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     -------
     dict
         ``{"available": True, "metric": "accuracy" | "r2", "value": float,
-        "rows": rows measured, "on": "training rows" | "held-out rows",
-        "holdout": fraction or None}``, or ``{"available": False,
+        "baseline": float, "rows": rows measured, "on": "training rows" |
+        "held-out rows", "holdout": fraction or None}`` plus ``"warning"``
+        when the model does no better than the constant predictor (the most
+        frequent label: accuracy ``baseline``; the mean: R² 0), or
+        ``{"available": False,
         "reason": ...}`` when predictions and targets do not pair up (a
         regularisation path predicts one column per λ).
 
@@ -205,6 +211,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     chunk = int(chunks[0][0] if hasattr(P, "dask") else chunks[0]) if chunks else block_rows
     step = max(chunk, block_rows // max(chunk, 1) * chunk)  # whole chunks per read
     correct = rows = 0
+    label_counts: dict[Any, int] = {}
     mean = np.zeros(t_cols)
     m2 = np.zeros(t_cols)
     ss_res = np.zeros(t_cols)
@@ -220,6 +227,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
             continue
         if classifier:
             correct += int(np.count_nonzero(pred == y))
+            for label, c in zip(*np.unique(y, return_counts=True)):
+                label_counts[label.item()] = label_counts.get(label.item(), 0) + int(c)
         else:
             yf, pf = y.astype(np.float64), pred.astype(np.float64)
             ss_res += ((yf - pf) ** 2).sum(axis=0)
@@ -235,8 +244,21 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
             "on": "training rows" if holdout is None else "held-out rows",
             "holdout": None if holdout is None else holdout[1]}
     if classifier:
-        return {**base, "metric": "accuracy", "value": correct / (rows * t_cols)}
+        value = correct / (rows * t_cols)
+        # the constant predictor: the most frequent label of these rows
+        baseline = max(label_counts.values()) / rows
+        out = {**base, "metric": "accuracy", "value": value, "baseline": baseline}
+        if value <= baseline:
+            out["warning"] = (f"accuracy {value:.4f} is no better than always predicting the most "
+                              f"frequent label ({baseline:.4f}): check the kernel scale (gamma: "
+                              "median), the feature count and alpha")
+        return out
     # a constant target column: R² is 1 for a perfect fit, else 0 (scikit-learn's convention)
     r2 = np.where(m2 > 0, 1.0 - ss_res / np.where(m2 > 0, m2, 1.0),
                   np.where(ss_res == 0, 1.0, 0.0))
-    return {**base, "metric": "r2", "value": float(r2.mean())}
+    out = {**base, "metric": "r2", "value": float(r2.mean()), "baseline": 0.0}
+    if out["value"] <= 0.0:
+        out["warning"] = (f"R² {out['value']:.4f} is no better than always predicting the mean "
+                          "(R² 0): check the kernel scale (gamma: median), the feature count and "
+                          "alpha")
+    return out

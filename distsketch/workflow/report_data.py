@@ -123,7 +123,13 @@ def fit_line(fit: dict[str, Any]) -> str:
         return f"not computed: {fit.get('reason', 'unknown')}"
     name = {"accuracy": "accuracy", "r2": "R²"}.get(fit.get("metric"), str(fit.get("metric")))
     if fit.get("on") == "held-out rows":
-        return (f"held-out {name}: {fit['value']:.4f} on {fit['rows']} rows (a fraction "
+        text = (f"held-out {name}: {fit['value']:.4f} on {fit['rows']} rows (a fraction "
                 f"{fit.get('holdout')} of the rows, left out of the fit)")
-    return (f"training {name}: {fit['value']:.4f} on {fit['rows']} rows (the rows the model was "
-            "fitted on: an optimistic estimate of the fit on new data)")
+    else:
+        text = (f"training {name}: {fit['value']:.4f} on {fit['rows']} rows (the rows the model "
+                "was fitted on: an optimistic estimate of the fit on new data)")
+    if fit.get("metric") == "accuracy" and fit.get("baseline") is not None:
+        text += f"; the most frequent label alone scores {fit['baseline']:.4f}"
+    if fit.get("warning"):
+        text += f". WARNING: {fit['warning']}"
+    return text

@@ -350,3 +350,61 @@ def test_holdout_r2_of_a_regressor_equals_sklearn(tmp_path):
 def test_holdout_spec_errors(tmp_path, method, match):
     with pytest.raises(ConfigError, match=match):
         _load(tmp_path, method)
+
+
+# ------------------------------------------------------------------ no better than a constant
+
+
+def test_a_model_no_better_than_the_majority_label_is_flagged(tmp_path, caplog):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(800, 3)).astype(np.float32)
+    y = (rng.uniform(size=800) < 0.2).astype(np.int64)  # labels independent of X, 80 % zeros
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", y)
+    cfg = classifier_spec(tmp_path)
+    cfg["method"]["holdout"] = 0.5
+    # a kernel far too narrow for unit-scale rows: every held-out row is far from the training rows
+    cfg["method"]["features"]["gamma"] = 1e4
+    with caplog.at_level("WARNING", logger="distsketch"):
+        res = run_workflow(cfg, log=quiet)
+    fit = read_manifest(res.result_dir)["fit"]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...][:, 0]
+    mask = held_out_rows(800)
+    assert fit["baseline"] == np.bincount(y[mask]).max() / mask.sum()
+    assert fit["value"] == pytest.approx(accuracy_score(y[mask], pred[mask]), abs=1e-15)
+    assert fit["value"] <= fit["baseline"] and "no better than always predicting" in fit["warning"]
+    assert "no better than always predicting" in caplog.text
+    assert "WARNING: accuracy" in (res.result_dir / "report.md").read_text()
+
+
+def held_out_rows(n, seed=SEED, fraction=0.5):
+    from distsketch.ops.random import hash_uniform
+
+    return hash_uniform(seed, "workflow.holdout", np.arange(n)) < fraction
+
+
+def test_a_useful_model_has_no_warning_and_reports_its_baseline(tmp_path):
+    X, y = classes_data(600, seed=9)
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", y)
+    res = run_workflow(classifier_spec(tmp_path), log=quiet)
+    fit = read_manifest(res.result_dir)["fit"]
+    assert fit["baseline"] == np.bincount(y).max() / 600
+    assert fit["value"] > fit["baseline"] and "warning" not in fit
+
+
+def test_fit_metric_streams_r2_and_flags_a_constant_predictor(tmp_path):
+    from distsketch.workflow.predictions import fit_metric
+
+    rng = np.random.default_rng(10)
+    y = rng.normal(size=(1000, 2)) * [1.0, 1e3] + [0.0, 1e6]  # a large offset: Chan's merge holds
+    write(tmp_path / "y.zarr", y, chunk=64)
+    good = y + 0.1 * rng.normal(size=y.shape) * [1.0, 1e3]
+    fit = fit_metric(good, str(tmp_path / "y.zarr"), 1000, classifier=False, block_rows=100)
+    assert fit["value"] == pytest.approx(r2_score(y, good), rel=1e-12) and "warning" not in fit
+    const = np.broadcast_to(y.mean(axis=0) + np.array([0.05, 50.0]), y.shape)
+    fit = fit_metric(const, str(tmp_path / "y.zarr"), 1000, classifier=False, block_rows=100)
+    assert fit["value"] == pytest.approx(r2_score(y, const), rel=1e-9) and fit["value"] < 0
+    assert "no better than always predicting the mean" in fit["warning"]
+    path = fit_metric(np.zeros((1000, 6)), str(tmp_path / "y.zarr"), 1000, classifier=False)
+    assert not path["available"] and "one per alpha" in path["reason"]
