@@ -85,6 +85,7 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
 _STORED_OBJECTS: Mapping[str, str] = MappingProxyType({
     "SparseTiles": "distsketch.estimators.sparsified",
     "StatisticalDimensionSketch": "distsketch.estimators.statistical_dimension",
+    "Standardizer": "distsketch.workflow.preprocess",  # a workflow's scaler in a saved Pipeline
 })
 
 # scikit-learn transformers a model may hold as an estimator-valued parameter

@@ -13,7 +13,31 @@ import numpy as np
 from distsketch import registry
 from distsketch.errors import ConfigError, WorkflowError
 
-__all__ = ["MethodAdapter", "check_method_params", "resolve_method", "takes_classes"]
+__all__ = ["HOLDOUT", "MEDIAN", "MethodAdapter", "build_params", "check_method_params",
+           "data_driven", "held_out", "resolve_method", "takes_classes", "with_method_blocks"]
+
+#: the value of a kernel scale chosen by the median heuristic on a row sample of the input
+MEDIAN = "median"
+# parameters that may be given as MEDIAN (the kernel scale of a method or its feature map)
+_DATA_DRIVEN = ("gamma",)
+#: the workflow key (``method.holdout``) of the fraction of rows kept out of the fit
+HOLDOUT = "holdout"
+# workflow keys that travel in method.params but are not constructor arguments
+_WORKFLOW_KEYS = ("classes", HOLDOUT)
+
+
+def held_out(seed: int, start: int, stop: int, fraction: float | None) -> np.ndarray:
+    """Which global rows ``[start, stop)`` are held out of the fit (a boolean mask).
+
+    Row ``i`` is held out when ``hash_uniform(seed, "workflow.holdout", i) < fraction``:
+    a pure function of the seed and the row, so the held-out rows are the
+    same for any segmenting, chunking, resume or incremental run.
+    """
+    if not fraction:
+        return np.zeros(stop - start, dtype=bool)
+    from distsketch.ops.random import hash_uniform
+
+    return hash_uniform(seed, "workflow.holdout", np.arange(start, stop, dtype=np.int64)) < fraction
 
 
 def resolve_method(name: str, where: str) -> type:
@@ -52,38 +76,156 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
     typo), values must pass the estimator's constraint table and its own
     parameter checks.  A classifier with ``partial_fit(..., classes)`` also
     takes ``classes``: all labels, returned sorted as :func:`numpy.unique`
-    sorts them.
+    sorts them.  ``gamma: median`` is accepted (chosen on a row sample when
+    the run starts), ``features`` may be a feature-map block
+    ``{name: RandomFourierFeatures, n_components: 2048, gamma: median}``
+    and ``holdout`` a fraction of rows kept out of the fit of a method that
+    predicts (see :func:`with_method_blocks`).
 
     Returns
     -------
     dict
-        The parameters, with ``classes`` (if given) normalised.
+        The parameters, with ``classes`` (if given) normalised and a
+        ``features`` block as ``{"name": <registered name>, "params": {...}}``.
 
     Raises
     ------
     ConfigError
         Unknown name (with the valid names), bad value, or bad ``classes``.
     """
-    from distsketch.validation import check_estimator_params
-
     valid = set(inspect.signature(cls).parameters) | ({"classes"} if takes_classes(cls) else set())
+    if HOLDOUT in params:
+        _check_holdout(cls, params[HOLDOUT], where)
+        valid.add(HOLDOUT)
+    _check_names(cls, params, valid, f"{where}: method.params")
+    out = dict(params)
+    if "classes" in out:
+        out["classes"] = _check_classes(out["classes"], where)
+    if isinstance(out.get("features"), (dict, str)):
+        out["features"] = _check_features(out["features"], where)
+    checked = {k: v for k, v in out.items() if k not in _WORKFLOW_KEYS}
+    if isinstance(checked.get("features"), dict):
+        checked["features"] = _placeholder(out["features"])
+    _check_values(cls, checked, f"{where}: method.params")
+    return out
+
+
+def _check_names(cls: type, params: dict[str, Any], valid: set[str], where: str) -> None:
     for name in params:
         if not isinstance(name, str) or name not in valid:
             close = difflib.get_close_matches(str(name), sorted(valid), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where}: method.params: {cls.__name__} has no parameter {name!r}."
-                              f"{hint} Valid names: {', '.join(sorted(valid))}.")
-    out = dict(params)
-    if "classes" in out:
-        out["classes"] = _check_classes(out["classes"], where)
+            raise ConfigError(f"{where}: {cls.__name__} has no parameter {name!r}.{hint} Valid "
+                              f"names: {', '.join(sorted(valid))}.")
+
+
+def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
+    """Build ``cls(**params)`` and run its parameter checks (a MEDIAN stands in as 1.0)."""
+    from distsketch.validation import check_estimator_params
+
     try:
-        est = cls(**{k: v for k, v in out.items() if k != "classes"})
+        est = cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
+                     for k, v in params.items()})
         check_estimator_params(est)
         own = getattr(est, "_check_params", None)
         if callable(own):
             own()
     except ConfigError as exc:
-        raise ConfigError(f"{where}: method.params: {exc}") from exc
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def with_method_blocks(params: dict[str, Any], method: dict[str, Any], where: str) -> dict[str, Any]:
+    """``params`` with a method's ``features:`` block and ``holdout:`` fraction put in.
+
+    ``method: {name: SketchedKernelRidgeClassifier, params: {alpha: 1e-3},
+    features: {name: RandomFourierFeatures, n_components: 2048, gamma: median},
+    holdout: 0.1}`` is the same spec as ``params: {alpha: 1e-3, features:
+    {...}, holdout: 0.1}``; both are checked with the method's parameters and
+    key the workflow state (they change the fit).
+
+    Raises
+    ------
+    ConfigError
+        A key is given twice (beside and inside ``params``).
+    """
+    out = dict(params)
+    for key in ("features", HOLDOUT):
+        if method.get(key) is None:
+            continue
+        if key in out:
+            raise ConfigError(f"{where}: method.{key} and method.params.{key} are both given; "
+                              "keep one.")
+        out[key] = method[key]
+    return out
+
+
+def _check_holdout(cls: type, value: Any, where: str) -> None:
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and 0.0 < float(value) <= 0.5)
+    if not ok:
+        raise ConfigError(f"{where}: method.holdout must be a fraction in (0, 0.5] of the rows kept "
+                          f"out of the fit to measure it (e.g. holdout: 0.1), got {value!r}.")
+    if not callable(getattr(cls, "predict", None)):
+        raise ConfigError(f"{where}: method.holdout needs a method that predicts its targets; "
+                          f"{cls.__name__} has no predict.")
+
+
+def _check_features(block: Any, where: str) -> dict[str, Any]:
+    """A feature-map block as ``{"name": <registered name>, "params": {...}}``, checked."""
+    where = f"{where}: method.features"
+    if isinstance(block, str):
+        block = {"name": block}
+    if "name" not in block or not isinstance(block["name"], str):
+        raise ConfigError(f"{where} needs a 'name': a distsketch feature map such as "
+                          "RandomFourierFeatures, NystromFeatures or PolySketch.")
+    nested = block.get("params")
+    flat = {k: v for k, v in block.items() if k not in ("name", "params")}
+    if nested is not None and (flat or not isinstance(nested, dict)):
+        raise ConfigError(f"{where}: give the feature map's parameters either beside its name "
+                          "({name: RandomFourierFeatures, n_components: 2048}) or as a 'params' "
+                          "mapping, not both.")
+    params = dict(nested) if nested is not None else flat
+    cls = registry.resolve(block["name"], kind="estimator", where=where)
+    if not hasattr(cls, "transform"):
+        raise ConfigError(f"{where}: {cls.__name__} is not a feature map (it has no transform).")
+    _check_names(cls, params, set(inspect.signature(cls).parameters), where)
+    _check_values(cls, params, where)
+    return {"name": cls.__name__, "params": params}
+
+
+def _placeholder(block: dict[str, Any]) -> Any:
+    # an instance for the method's own checks, with a MEDIAN standing in as 1.0
+    cls = registry.resolve(block["name"], kind="estimator")
+    return cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
+                  for k, v in block["params"].items()})
+
+
+def data_driven(params: dict[str, Any]) -> list[str]:
+    """Where ``params`` ask for a MEDIAN: ``"gamma"`` and/or ``"features.gamma"``."""
+    out = [k for k in _DATA_DRIVEN if params.get(k) == MEDIAN]
+    feats = params.get("features")
+    if isinstance(feats, dict):
+        out += [f"features.{k}" for k in _DATA_DRIVEN if feats["params"].get(k) == MEDIAN]
+    return out
+
+
+def build_params(params: dict[str, Any], where: str = "workflow spec") -> dict[str, Any]:
+    """Constructor arguments: a ``features`` block becomes its (unfitted) feature map.
+
+    Raises
+    ------
+    WorkflowError
+        A MEDIAN is still unresolved (the run must choose it first).
+    """
+    left = data_driven(params)
+    if left:
+        raise WorkflowError(f"{where}: {', '.join(left)} = median was not chosen before the fit; "
+                            "this is a bug, please report it.")
+    out = dict(params)
+    feats = out.get("features")
+    if isinstance(feats, dict):
+        cls = registry.resolve(feats["name"], kind="estimator", where=where)
+        out["features"] = cls(**feats["params"])
     return out
 
 
@@ -132,6 +274,8 @@ class MethodAdapter:
         self.cls = resolve_method(name, "workflow spec")
         # a classifier's labels: from the spec, else learned from the targets before the fold
         given = self.params.pop("classes", None)
+        self.holdout: float | None = self.params.pop(HOLDOUT, None)
+        self.seed = seed
         self.classes: np.ndarray | None = None if given is None else np.asarray(given)
         self.classes_given = given is not None
         # NystromKernelPCA.partial_fit keeps its first landmarks: merging would not equal a refit
@@ -141,18 +285,67 @@ class MethodAdapter:
             self.params.setdefault("random_state", seed)
         self.needs_classes = self.incremental and takes_classes(self.cls)
         self.state: Any = None
+        #: values chosen from the data for this state ({"features.gamma": 0.013}), for the report
+        self.resolved: dict[str, float] = {}
+
+    def resolve_data_driven(self, X: Any, seed: int, say: Any = None) -> dict[str, float]:
+        """Choose every ``gamma: median`` from a row sample of ``X`` (the preprocessed input).
+
+        Called once when a new state is created; the state keeps the fitted
+        value, so incremental runs and resumed runs reuse it.
+
+        Notes
+        -----
+        One pass over X to sample 1000 rows (hashed priorities keyed by
+        ``seed``: independent of the chunking), then a 1000² distance matrix.
+        """
+        from distsketch.workflow.preprocess import median_gamma
+
+        where = data_driven(self.params)
+        if not where:
+            return {}
+        gamma = median_gamma(X, n_sample=1000, random_state=seed)
+        for key in where:
+            if key.startswith("features."):
+                feats = self.params["features"]
+                self.params["features"] = {**feats, "params": {**feats["params"],
+                                                               key.split(".", 1)[1]: gamma}}
+            else:
+                self.params[key] = gamma
+            self.resolved[key] = gamma
+        if say is not None:
+            say(f"gamma = {gamma:.6g} (median heuristic on a sample of 1000 rows) for "
+                f"{', '.join(where)}")
+        return dict(self.resolved)
+
+    def _new(self) -> Any:
+        return self.cls(**build_params(self.params, f"workflow method {self.name}"))
 
     def update(self, X: Any, start: int, y: np.ndarray | None = None) -> None:
-        """Fold the rows ``X`` (global rows ``start, start + len(X)``) into the state."""
+        """Fold the rows ``X`` (global rows ``start, start + len(X)``) into the state.
+
+        With ``holdout``, the held-out rows (:func:`held_out`) are left out.
+        """
+        if self.holdout:
+            keep = ~held_out(self.seed, start, start + int(X.shape[0]), self.holdout)
+            if not keep.all():
+                X = X[keep]
+                y = None if y is None else np.asarray(y)[keep]
+            if not keep.any():
+                if self.state is None:
+                    raise WorkflowError(f"{self.name}: every row of {start}..{start + keep.size} is "
+                                        "held out (method.holdout); there is nothing to fit. Use "
+                                        "more rows or a smaller holdout.")
+                return
         if not self.incremental:
             if start != 0:
                 raise WorkflowError(f"{self.name} has no partial_fit: it can only be fitted on all "
                                     "rows at once; rerun with --full.")
-            est = self.cls(**self.params)
+            est = self._new()
             self.state = est.fit(X) if y is None else est.fit(X, y)
             return
         if self.state is None:
-            self.state = self.cls(**self.params)
+            self.state = self._new()
         if y is None:
             self.state.partial_fit(X)
         elif self.needs_classes and self.classes is not None:
@@ -188,6 +381,14 @@ class MethodAdapter:
         from distsketch.io.model import load
 
         self.state = load(folder / "model.zarr")
+        # a state created by an earlier run: the value it chose for gamma: median, for the report
+        for key in data_driven(self.params):
+            owner = self.state
+            if key.startswith("features."):
+                owner = getattr(owner, "features_", None)
+            value = getattr(owner, key.rpartition(".")[2], None)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                self.resolved[key] = float(value)
 
     def model(self) -> Any:
         """The fitted estimator."""

@@ -1,15 +1,24 @@
-"""Standardisation learned by a mergeable summary, then frozen in the state."""
+"""Preprocessing learned by a mergeable summary, then frozen in the state and the model.
+
+The workflow's standardisation is a :class:`Standardizer`: a scikit-learn
+transformer that is lazy on dask input, so a saved
+``Pipeline([("scale", Standardizer), ("model", estimator)])`` maps raw rows
+out of core exactly as the workflow mapped them.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+from sklearn.base import TransformerMixin
 
+from distsketch.errors import InputError
+from distsketch.estimators.base import DistsketchEstimator
 from distsketch.graph import reduce_blocks
 from distsketch.summaries.base import Summary
 
-__all__ = ["apply_scaler", "learn_scaler"]
+__all__ = ["Standardizer", "apply_scaler", "learn_scaler", "median_gamma", "with_preprocessing"]
 
 
 class _Moments(Summary):
@@ -65,3 +74,111 @@ def apply_scaler(X: Any, scaler: dict | None) -> Any:
     mean = np.asarray(scaler["mean"], dtype=np.float64).astype(dt)
     scale = np.asarray(scaler["scale"], dtype=np.float64).astype(dt)
     return ((X.astype(dt) - mean) / scale).astype(dt)
+
+
+class Standardizer(TransformerMixin, DistsketchEstimator):
+    """Centre and scale columns: ``(X - mean_) / scale_`` in X's float type.
+
+    The workflow's ``preprocessing: {standardize: true}`` as a transformer, so
+    that a saved model holds its preprocessing.  Unlike
+    ``sklearn.preprocessing.StandardScaler`` it keeps dask input lazy (one
+    elementwise map per block), and it rounds exactly as the workflow does:
+    mean and scale are cast to X's float type first, then subtracted and
+    divided in that type.
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,), float64
+    scale_ : ndarray of shape (n_features,), float64
+        Population standard deviations; 1 for constant columns.
+    n_features_in_ : int
+    n_samples_seen_ : int
+
+    Notes
+    -----
+    ``fit`` is one tree-reduced pass (per task: one block and a 3·d state);
+    ``transform`` is elementwise, O(block) memory, no communication.
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    @classmethod
+    def from_scaler(cls, scaler: dict, n_samples: int) -> Standardizer:
+        """The transformer of a workflow state's ``{"mean": [...], "scale": [...]}``."""
+        est = cls()
+        est.mean_ = np.asarray(scaler["mean"], dtype=np.float64)
+        est.scale_ = np.asarray(scaler["scale"], dtype=np.float64)
+        est.n_features_in_ = int(est.mean_.size)
+        est.n_samples_seen_ = int(n_samples)
+        return est
+
+    def fit(self, X: Any, y: Any = None) -> Standardizer:
+        """Learn column means and standard deviations of X (NumPy or dask, shape (n, d))."""
+        X = self._check_input(X, reset=True)
+        if X.shape[0] == 0:
+            raise InputError("Standardizer.fit: X has no rows; pass at least one.")
+        fitted = Standardizer.from_scaler(learn_scaler(X), int(X.shape[0]))
+        self.__dict__.update(vars(fitted))
+        return self
+
+    def transform(self, X: Any) -> Any:
+        """Standardised X, same kind (NumPy or lazy dask) and float type as X."""
+        self._check_is_fitted("mean_")
+        X = self._check_input(X, reset=False)
+        return apply_scaler(X, {"mean": self.mean_, "scale": self.scale_})
+
+
+def with_preprocessing(model: Any, scaler: dict | None, n_samples: int) -> Any:
+    """The model a workflow saves: ``model`` alone, or a Pipeline with its scaler first.
+
+    Returns
+    -------
+    estimator or sklearn.pipeline.Pipeline
+        ``Pipeline([("scale", Standardizer), ("model", model)])`` when the
+        workflow standardises; its ``transform``/``predict`` of raw rows equal
+        the workflow's outputs bitwise.
+    """
+    if scaler is None:
+        return model
+    from sklearn.pipeline import Pipeline
+
+    return Pipeline([("scale", Standardizer.from_scaler(scaler, n_samples)), ("model", model)])
+
+
+def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
+    """The median heuristic: ``gamma = 1 / median ‖xᵢ − xⱼ‖²`` over a row sample.
+
+    Rows are chosen by hashed priorities (:func:`distsketch.metrics.sample_rows`):
+    deterministic for a seed and independent of the chunking.
+
+    Parameters
+    ----------
+    X : ndarray or dask array of shape (n, d)
+    n_sample : int, default 1000
+    random_state : int, default 0
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    InputError
+        If every sampled row is the same point (no scale to take).
+
+    Notes
+    -----
+    One pass over X for the sample; an n_sample² distance matrix on the driver.
+    """
+    from distsketch.metrics import sample_rows
+
+    _, S = sample_rows(X, n_sample, random_state)
+    sq = np.einsum("ij,ij->i", S, S)
+    D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
+    iu = np.triu_indices(S.shape[0], k=1)
+    med = float(np.median(np.maximum(D[iu], 0.0))) if iu[0].size else 0.0
+    if not med > 0:
+        raise InputError("cannot choose gamma by the median heuristic: the sampled rows of the "
+                         "input are all identical; give gamma as a number in the spec.")
+    return 1.0 / med

@@ -1,13 +1,16 @@
-"""The run report: ``report.md`` (+ ``report.png``), kernel error estimate, versions."""
+"""The run report: ``report.md``, ``report.html`` (+ ``report.png``), kernel errors, versions.
+
+The Markdown and HTML writers live in :mod:`~distsketch.workflow.report_md`
+and :mod:`~distsketch.workflow.report_html`, the plot in
+:mod:`~distsketch.workflow.report_plot`; both reports show the same
+content (:mod:`~distsketch.workflow.report_data`).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import html
 import importlib
-import json
 import platform
-import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,25 +18,11 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import DistsketchError
+from distsketch.workflow.report_md import md_text
 from distsketch.workflow.spec import WorkflowSpec
 
 __all__ = ["kernel_errors", "md_text", "performance_report", "spectrum", "versions",
            "write_report"]
-
-
-# Markdown punctuation that could start markup (emphasis, links, headings, tables, code)
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~#])")
-
-
-def md_text(value: Any) -> str:
-    """``value`` as inert Markdown text: HTML-escaped, Markdown punctuation backslashed.
-
-    A name such as ``<script>`` or ``a|b`` from a spec is shown as written, not
-    rendered as HTML, a link or a table cell; newlines become spaces so that a
-    value cannot start a heading or a new table row.
-    """
-    text = " ".join(str(value).splitlines())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
 
 
 def versions() -> dict[str, str]:
@@ -70,7 +59,7 @@ def _kernel_spec(spec: WorkflowSpec) -> tuple[Any, dict]:
         value = getattr(rep, key)
         if value is None:
             value = params.get(key)
-        if value is not None:
+        if value is not None and not isinstance(value, str):  # "median": the model's own value
             kw[key] = value
     return kernel, kw
 
@@ -112,73 +101,55 @@ def performance_report(client: Any, out_dir: Path) -> tuple[Any, Path | None]:
     return _report(filename=str(path)), path
 
 
-def _plot(folder: Path, values: np.ndarray, name: str) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.15, top=0.9)
-    vals = np.clip(values[: min(values.size, 200)], 1e-300, None)
-    ax.semilogy(np.arange(1, vals.size + 1), vals, marker=".")
-    ax.set_xlabel("index")
-    ax.set_ylabel("eigenvalue")
-    ax.set_title("kernel eigen-spectrum estimate")
-    png = Path(name).with_suffix(".png").name
-    fig.savefig(folder / png, dpi=100)
-    plt.close(fig)
-    return png
-
-
-def _md_url(name: str) -> str:
-    # a relative link to a file written beside the report; percent-encoded
-    from urllib.parse import quote
-
-    return quote(str(name), safe="/.-_")
-
-
 def write_report(folder: Path, spec: WorkflowSpec, info: dict[str, Any], values: np.ndarray | None,
                  errors: dict[str, Any], name: str) -> list[str]:
-    """Write ``name`` (Markdown) and, with matplotlib, its eigen-spectrum PNG; return the files."""
+    """Write the run report: ``name`` (Markdown), its ``.html`` twin and the spectrum PNG.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The uncommitted result folder.
+    spec : WorkflowSpec
+    info : dict
+        The manifest content so far; gains ``"html_report"`` and, when there is
+        a spectrum but no PNG, ``"plot"`` (why not).
+    values : ndarray or None
+        Eigenvalue estimates of the model, descending.
+    errors : dict
+        The kernel error estimate or why there is none.
+    name : str
+        The Markdown file name (``outputs.report``).
+
+    Returns
+    -------
+    list of str
+        The files written.
+
+    Notes
+    -----
+    The PNG needs matplotlib (optional); without it the Markdown says why and
+    the HTML report, which draws its own SVG, still shows the spectrum.
+    """
+    from distsketch.workflow.report_html import html_report
+    from distsketch.workflow.report_md import markdown_report
+    from distsketch.workflow.report_plot import spectrum_png
+
     files = []
-    png = _plot(folder, values, name) if values is not None and spec.report.png else None
-    if png:
-        files.append(png)
-    rows = info["rows"]
-    # every string that came from the spec or an exception is escaped; numbers are ours
-    lines = [f"# distsketch run report: {md_text(spec.name or spec.method.name)}", "",
-             f"- status: {info['status']}",
-             f"- input: {md_text(spec.input)} shape {info['input_shape']}",
-             f"- rows consumed: {rows['before']} -> {rows['after']} "
-             f"({rows['new']} new, {info['segments']} segment(s) this run)",
-             f"- method: {md_text(spec.method.name)} "
-             f"{md_text(json.dumps(spec.method.params, default=str))}",
-             f"- seed: {spec.seed}",
-             f"- peak memory: {info['peak_memory_bytes'] / 2**20:.1f} MiB (process tree)", "",
-             "## Time per stage", "", "| stage | seconds |", "| --- | ---: |"]
-    lines += [f"| {k} | {v:.3f} |" for k, v in info["timings"].items()]
-    lines += ["", "## Kernel error estimate", ""]
-    if errors.get("available"):
-        lines += [f"On {errors['n_sample']} sampled rows (kernel "
-                  f"{md_text(errors['kernel'])}):", "",
-                  "| measure | value |", "| --- | ---: |"]
-        lines += [f"| {k} | {errors[k]:.4g} |" for k in ("spectral", "frobenius", "relative_frobenius")]
-    else:
-        lines.append(f"not computed: {md_text(errors.get('reason', 'disabled'))}")
-    lines += ["", "## Eigen-spectrum", ""]
-    if values is not None:
-        top = ", ".join(f"{v:.4g}" for v in values[:10])
-        lines.append(f"Top eigenvalues: {top}")
-        if png:
-            lines += ["", f"![eigen-spectrum]({_md_url(png)})"]
-    else:
-        lines.append("the model exposes no eigenvalues.")
-    if info.get("performance_report"):
-        perf = info["performance_report"]
-        lines += ["", f"Dask performance report: [{md_text(perf)}]({_md_url(perf)})"]
-    (folder / name).write_text("\n".join(lines) + "\n")
+    png, no_plot = None, "disabled in the spec (report.png: false)"
+    if values is not None and spec.report.png:
+        data, no_plot = spectrum_png(values)
+        if data is not None:
+            png = Path(name).with_suffix(".png").name
+            (folder / png).write_bytes(data)
+            files.append(png)
+    if values is not None and png is None:
+        info["plot"] = no_plot
+    html_name = Path(name).with_suffix(".html").name
+    if html_name != name:
+        info["html_report"] = html_name
+        (folder / html_name).write_text(html_report(spec, info, values, errors), encoding="utf-8")
+        files.append(html_name)
+    (folder / name).write_text(markdown_report(spec, info, values, errors, png, no_plot),
+                               encoding="utf-8")
     files.append(name)
     return files

@@ -301,6 +301,9 @@ class _Run:
                 scaler = state["scaler"]
             timings["preprocess"] = time.perf_counter() - t0
             Xs = apply_scaler(X, scaler)
+            if state is None:  # gamma: median, from a row sample of what the method sees
+                method.resolve_data_driven(Xs, spec.seed, self.say)
+            self.method, self.scaler = method, scaler  # the saved model and the report use them
             meta = {
                 "version": STATE_VERSION, "spec_key": self.key, "input": spec.input, "n_features": d,
                 "dtype": str(X.dtype), "segment_rows": spec.segment_rows, "seed": spec.seed,
@@ -346,6 +349,7 @@ class _Run:
             "versions": versions(), "timings": self.timings, "kernel_errors": errors,
             "performance_report": None,
             "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "fit": self.fit, "resolved_params": self.method.resolved,
         }
 
     def _finish(self, tmp: Path, info: dict, model: Any, errors: dict) -> None:
@@ -377,22 +381,25 @@ class _Run:
         """Model, features and kernel error estimate into the uncommitted result folder."""
         from distsketch.io import write_array
         from distsketch.io.model import save_model
+        from distsketch.workflow.predictions import feature_output, write_predictions
+        from distsketch.workflow.preprocess import with_preprocessing
 
         out, timings = self.spec.outputs, self.timings
         try:
             if out.model:
                 t0 = time.perf_counter()
-                save_model(model, tmp / out.model, extra={"spec_key": self.key, "rows": n})
+                save_model(with_preprocessing(model, self.scaler, n), tmp / out.model,
+                           extra={"spec_key": self.key, "rows": n})
                 timings["save_model"] = time.perf_counter() - t0
-            if out.features and (hasattr(model, "transform") or hasattr(model, "predict")):
+            if feature_output(self.spec, model):
                 t0 = time.perf_counter()
-                # supervised models write their predictions, the others their embedding
-                Z = model.transform(Xs) if hasattr(model, "transform") else model.predict(Xs)
+                Z = model.transform(Xs)
                 if Z.ndim == 1:
                     Z = Z[:, None]
                 write_array(Z, tmp / out.features, compressor=out.features_compressor,
                             manifest={"rows": n, "spec_key": self.key}, progress=False)
                 timings["features"] = time.perf_counter() - t0
+            self.fit = write_predictions(tmp, self.spec, model, Xs, n, timings, self.key)
         except OSError as exc:
             raise store_error(exc, f"the outputs under {tmp.parent}") from exc
         t0 = time.perf_counter()

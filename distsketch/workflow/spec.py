@@ -92,6 +92,7 @@ class OutputsSpec:
     features: str | None = "features.zarr"
     report: str | None = "report.md"
     features_compressor: Any = "lz4"
+    predictions: bool | str | None = None  # None: predictions.zarr for a supervised method
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,10 +229,10 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
 
 
 def _method(value: Any, where: str) -> MethodSpec:
-    from distsketch.workflow.methods import check_method_params, resolve_method
+    from distsketch.workflow.methods import check_method_params, resolve_method, with_method_blocks
 
-    method = _check_keys({"name": value} if isinstance(value, str) else value, {"name", "params"},
-                         f"{where}: method")
+    method = _check_keys({"name": value} if isinstance(value, str) else value,
+                         {"name", "params", "features", "holdout"}, f"{where}: method")
     if "name" not in method:
         raise ConfigError(f"{where}: method needs a 'name' (an estimator such as "
                           "StreamingKernelPCA).")
@@ -240,12 +241,13 @@ def _method(value: Any, where: str) -> MethodSpec:
         raise ConfigError(f"{where}: method.params must be a mapping.")
     name = str(method["name"])
     cls = resolve_method(name, where)  # fail early on unknown methods and parameters
-    return MethodSpec(name=name, params=check_method_params(cls, dict(params), where))
+    params = with_method_blocks(dict(params), method, where)
+    return MethodSpec(name=name, params=check_method_params(cls, params, where))
 
 
 def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:
-    out = _check_keys(value if not isinstance(value, str) else {"dir": value}, _OUTPUT_KEYS,
-                      f"{where}: outputs")
+    out = _check_keys(value if not isinstance(value, str) else {"dir": value},
+                      _OUTPUT_KEYS | {"predictions"}, f"{where}: outputs")
     if "dir" not in out:
         raise ConfigError(f"{where}: outputs needs 'dir', the folder that holds the state, the lock "
                           "and the committed result.")
@@ -255,6 +257,10 @@ def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:
         if v is not None and (not isinstance(v, str) or "/" in v or v.startswith(".")):
             raise ConfigError(f"{where}: outputs.{key} must be a plain file name inside outputs.dir "
                               f"(or null to skip it), got {v!r}.")
+    from distsketch.workflow.predictions import check_predictions_output
+
+    out["predictions"] = check_predictions_output(out.get("predictions"),
+                                                  out.get("features", "features.zarr"), where)
     return OutputsSpec(**out)
 
 

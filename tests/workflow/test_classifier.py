@@ -88,8 +88,8 @@ def test_classifier_workflow_end_to_end(tmp_path):
                                         random_state=SEED).fit(X, y)
     np.testing.assert_allclose(model.decision_function(Xt), ref.decision_function(Xt),
                                rtol=1e-7, atol=1e-9)
-    # the workflow's output holds the predictions on its input
-    pred = open_array(str(tmp_path / "out" / "result" / "features.zarr")).compute()
+    # the workflow writes its predictions on its input to predictions.zarr
+    pred = open_array(str(tmp_path / "out" / "result" / "predictions.zarr")).compute()
     np.testing.assert_array_equal(pred[:, 0], model.predict(X))
     # scikit-learn at equal gamma, width and alpha, with its own random draw.  Over five
     # feature seeds on this set each accuracy varies with sd < 0.01 (binomial sd at 1000

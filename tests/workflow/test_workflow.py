@@ -132,7 +132,7 @@ def test_full_run_matches_numpy_reference_and_writes_complete_result(tmp_path):
     assert res.status == "full" and (res.rows_before, res.rows_after, res.segments) == (0, 900, 3)
     out = tmp_path / "out" / "result"
     vals, emb = rnca_reference(X, seed=7)
-    model = distsketch.load(out / "model.zarr")
+    model = distsketch.load(out / "model.zarr")[-1]  # the Pipeline's step after the scaler
     np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
     feats = zarr.open_array(str(out / "features.zarr"))[...]
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
@@ -195,7 +195,7 @@ def test_result_independent_of_block_chunking(tmp_path_factory, block_rows):
     feats = zarr.open_array(str(tmp / "out" / "result" / "features.zarr"))[...]
     # sums of ZᵀZ change order with the blocking: equal to rounding only
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
-    model = distsketch.load(tmp / "out" / "result" / "model.zarr")
+    model = distsketch.load(tmp / "out" / "result" / "model.zarr")[-1]
     np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
 
 
@@ -225,7 +225,7 @@ def test_supervised_method_reads_targets_and_writes_predictions(tmp_path):
                preprocessing={"standardize": False}, report={"kernel_error": False})
     res = run_workflow(cfg, log=lambda m: None)
     model = distsketch.load(res.result_dir / "model.zarr")
-    pred = zarr.open_array(str(res.result_dir / "features.zarr"))[...]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...]
     np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-10, atol=1e-10)
     assert model.n_samples_seen_ == 900
 
@@ -268,7 +268,7 @@ def test_two_concurrent_cli_runs_serialise_without_corruption(tmp_path):
     man = read_manifest(tmp_path / "out" / "result")
     assert man["rows"]["after"] == 900
     vals, _ = rnca_reference(data(), seed=7)
-    np.testing.assert_allclose(eigenvalues(distsketch.load(tmp_path / "out" / "result" / "model.zarr")),
+    np.testing.assert_allclose(eigenvalues(distsketch.load(tmp_path / "out" / "result" / "model.zarr")[-1]),
                                vals, rtol=1e-9, atol=1e-12)
 
 

@@ -1,0 +1,264 @@
+"""Supervised outputs of a workflow: predictions of every input row and a fit metric.
+
+A method with ``predict`` fitted on ``targets:`` writes ``predictions.zarr``
+(``outputs.predictions``) and measures its fit on the rows it was trained on:
+accuracy for a classifier, R² for a regressor.  Both are streamed: one block
+of predictions and targets is in memory at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError
+from distsketch.workflow.methods import HOLDOUT, held_out
+
+__all__ = ["DEFAULT_NAME", "check_predictions_output", "feature_output", "fit_metric",
+           "is_supervised", "predictions_output", "write_predictions"]
+
+#: the file name of the predictions when the spec does not name one
+DEFAULT_NAME = "predictions.zarr"
+
+# rows of predictions and targets read at a time to measure the fit
+_METRIC_ROWS = 1 << 18
+
+
+def check_predictions_output(value: Any, features: Any, where: str) -> Any:
+    """A spec's ``outputs.predictions``: true, false/null, or a file name inside ``result/``.
+
+    Raises
+    ------
+    ConfigError
+        Not a boolean or a plain file name, or the same name as ``outputs.features``.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if not isinstance(value, str) or not value or "/" in value or value.startswith("."):
+        raise ConfigError(f"{where}: outputs.predictions must be true, false or a plain file name "
+                          f"inside outputs.dir, got {value!r}.")
+    if value == features:
+        raise ConfigError(f"{where}: outputs.predictions and outputs.features are both {value!r}; "
+                          "give them different names (features hold a model's transform, "
+                          "predictions its predict).")
+    return value
+
+
+def is_supervised(spec: Any, model: Any) -> bool:
+    """A model fitted on targets that predicts them."""
+    return spec.targets is not None and callable(getattr(model, "predict", None))
+
+
+def predictions_output(spec: Any, model: Any) -> str | None:
+    """The file name the predictions go to, or None (not supervised, or turned off)."""
+    value = getattr(spec.outputs, "predictions", None)
+    if value is False or not is_supervised(spec, model):
+        return None
+    return DEFAULT_NAME if value is None or value is True else str(value)
+
+
+def feature_output(spec: Any, model: Any) -> str | None:
+    """The file name of the features (a model's ``transform`` of every row), or None.
+
+    A model without ``transform`` writes none.  Older specs named the
+    predictions ``features: predictions.zarr``; that name now holds the
+    predictions, and the features are left out.
+    """
+    name = spec.outputs.features
+    if not name or not callable(getattr(model, "transform", None)):
+        return None
+    return None if name == predictions_output(spec, model) else name
+
+
+def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
+                      timings: dict[str, float], key: str) -> dict[str, Any] | None:
+    """Write the predictions of rows ``[0, n)`` (if enabled) and measure the fit on the targets.
+
+    Parameters
+    ----------
+    folder : pathlib.Path or result writer
+        The uncommitted result folder, or an object whose ``target(name)``
+        gives ``(path or URL, storage_options)`` for an output.
+    spec : WorkflowSpec
+    model : estimator
+        The fitted method (not the saved Pipeline: ``Xs`` is preprocessed).
+    Xs : dask array of shape (n, d)
+        The preprocessed input.
+    n : int
+    timings : dict
+        Gains ``"predictions"`` and ``"fit_metric"`` (seconds).
+    key : str
+        The spec key, recorded in the predictions' manifest.
+
+    Returns
+    -------
+    dict or None
+        None for an unsupervised run, else :func:`fit_metric`'s dict plus
+        ``"predictions"`` (the file name, or None when turned off).
+
+    Notes
+    -----
+    One pass over X for the predictions (blockwise ``predict``), then one
+    driver pass over the written predictions and the targets.  Without a
+    predictions output the metric pass predicts each block again.
+    """
+    if not is_supervised(spec, model):
+        return None
+    from distsketch.io import write_array
+
+    name = predictions_output(spec, model)
+    P = model.predict(Xs)
+    if P.ndim == 1:
+        P = P[:, None]
+    source: Any = P
+    so = getattr(spec, "storage_options", None)
+    if name is not None:
+        from distsketch.io import open_array
+
+        t0 = time.perf_counter()
+        target = getattr(folder, "target", None)
+        path, so_out = target(name) if callable(target) else (Path(folder) / name, None)
+        opts = {} if so_out is None else {"storage_options": so_out}
+        write_array(P, path, compressor=spec.outputs.features_compressor,
+                    manifest={"rows": n, "spec_key": key, "kind": "predictions"},
+                    progress=False, **opts)
+        timings["predictions"] = time.perf_counter() - t0
+        source = open_array(path if so_out is not None else str(path), **opts)
+    t0 = time.perf_counter()
+    fraction = spec.method.params.get(HOLDOUT)
+    fit = fit_metric(source, spec.targets, n, _is_classifier(model),
+                     holdout=(spec.seed, fraction) if fraction else None, storage_options=so)
+    timings["fit_metric"] = time.perf_counter() - t0
+    if fit.get("warning"):
+        logging.getLogger("distsketch").warning("%s: %s", spec.method.name, fit["warning"])
+    return {**fit, "predictions": name}
+
+
+def _is_classifier(model: Any) -> bool:
+    from sklearn.base import is_classifier
+
+    return bool(is_classifier(model))
+
+
+def _rows(P: Any, start: int, stop: int) -> np.ndarray:
+    block = P[start:stop]
+    if hasattr(block, "dask"):
+        from distsketch.graph import compute
+
+        block = compute(block, progress=False)[0]
+    return np.asarray(block)
+
+
+def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
+               holdout: tuple[int, float] | None = None, block_rows: int = _METRIC_ROWS,
+               storage_options: dict | None = None) -> dict[str, Any]:
+    """Accuracy (classifier) or R² (regressor) of predictions ``P`` on the targets.
+
+    On every row (training rows), or with ``holdout`` only on the rows the
+    fit left out (:func:`~distsketch.workflow.methods.held_out`).
+
+    Parameters
+    ----------
+    P : zarr array, dask array or ndarray of shape (n, t)
+        Predictions, one column per target.
+    targets_path : str
+        The spec's ``targets`` (read with :func:`distsketch.io.targets.open_targets`).
+    n : int
+        Rows fitted (targets may have more rows).
+    classifier : bool
+    holdout : (seed, fraction), optional
+        Measure on the held-out rows only.
+    block_rows : int
+        Rows read at a time.
+    storage_options : dict, optional
+        For targets on an object store.
+
+    Returns
+    -------
+    dict
+        ``{"available": True, "metric": "accuracy" | "r2", "value": float,
+        "baseline": float, "rows": rows measured, "on": "training rows" |
+        "held-out rows", "holdout": fraction or None}`` plus ``"warning"``
+        when the model does no better than the constant predictor (the most
+        frequent label: accuracy ``baseline``; the mean: R² 0), or
+        ``{"available": False,
+        "reason": ...}`` when predictions and targets do not pair up (a
+        regularisation path predicts one column per λ).
+
+    Notes
+    -----
+    R² is ``1 − Σ(y − ŷ)² / Σ(y − ȳ)²`` per target, averaged over targets as
+    scikit-learn's ``r2_score`` does; ``Σ(y − ȳ)²`` is merged across blocks
+    with Chan's update, so no pass holds more than one block.  Measured on the
+    rows the model was fitted on, it overstates the fit on new data; held-out
+    rows were never fitted.
+    """
+    from distsketch.io.targets import open_targets
+
+    opts = {} if storage_options is None else {"storage_options": storage_options}
+    targets = open_targets(targets_path, n, allow_extra_rows=True, **opts)
+    t_cols = 1 if len(targets.shape) == 1 else int(targets.shape[1])
+    p_cols = int(P.shape[1])
+    if p_cols != t_cols:
+        return {"available": False,
+                "reason": f"the model predicts {p_cols} column(s) for {t_cols} target column(s) "
+                          "(a regularisation path predicts one per alpha); no single fit metric"}
+    chunks = getattr(P, "chunks", None)
+    chunk = int(chunks[0][0] if hasattr(P, "dask") else chunks[0]) if chunks else block_rows
+    step = max(chunk, block_rows // max(chunk, 1) * chunk)  # whole chunks per read
+    correct = rows = 0
+    label_counts: dict[Any, int] = {}
+    mean = np.zeros(t_cols)
+    m2 = np.zeros(t_cols)
+    ss_res = np.zeros(t_cols)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        pred = _rows(P, start, stop).reshape(stop - start, t_cols)
+        y = np.asarray(targets.rows(start, stop)).reshape(stop - start, t_cols)
+        if holdout is not None:
+            mask = held_out(holdout[0], start, stop, holdout[1])
+            pred, y = pred[mask], y[mask]
+        k = y.shape[0]
+        if k == 0:
+            continue
+        if classifier:
+            correct += int(np.count_nonzero(pred == y))
+            for label, c in zip(*np.unique(y, return_counts=True)):
+                label_counts[label.item()] = label_counts.get(label.item(), 0) + int(c)
+        else:
+            yf, pf = y.astype(np.float64), pred.astype(np.float64)
+            ss_res += ((yf - pf) ** 2).sum(axis=0)
+            bmean = yf.mean(axis=0)
+            bm2 = ((yf - bmean) ** 2).sum(axis=0)
+            delta = bmean - mean
+            m2 = m2 + bm2 + delta**2 * (rows * k / (rows + k))
+            mean = mean + delta * (k / (rows + k))
+        rows += k
+    if rows == 0:
+        return {"available": False, "reason": "no held-out row among the rows fitted"}
+    base = {"available": True, "rows": rows,
+            "on": "training rows" if holdout is None else "held-out rows",
+            "holdout": None if holdout is None else holdout[1]}
+    if classifier:
+        value = correct / (rows * t_cols)
+        # the constant predictor: the most frequent label of these rows
+        baseline = max(label_counts.values()) / rows
+        out = {**base, "metric": "accuracy", "value": value, "baseline": baseline}
+        if value <= baseline:
+            out["warning"] = (f"accuracy {value:.4f} is no better than always predicting the most "
+                              f"frequent label ({baseline:.4f}): check the kernel scale (gamma: "
+                              "median), the feature count and alpha")
+        return out
+    # a constant target column: R² is 1 for a perfect fit, else 0 (scikit-learn's convention)
+    r2 = np.where(m2 > 0, 1.0 - ss_res / np.where(m2 > 0, m2, 1.0),
+                  np.where(ss_res == 0, 1.0, 0.0))
+    out = {**base, "metric": "r2", "value": float(r2.mean()), "baseline": 0.0}
+    if out["value"] <= 0.0:
+        out["warning"] = (f"R² {out['value']:.4f} is no better than always predicting the mean "
+                          "(R² 0): check the kernel scale (gamma: median), the feature count and "
+                          "alpha")
+    return out

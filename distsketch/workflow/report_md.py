@@ -1,0 +1,112 @@
+"""The Markdown run report (``report.md``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from distsketch.workflow.report_data import fit_line, format_bytes, peak_rows, plan_table
+
+__all__ = ["markdown_report", "md_text", "md_url"]
+
+# Markdown punctuation that could start markup (emphasis, links, headings, tables, code)
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~#])")
+
+
+def md_text(value: Any) -> str:
+    """``value`` as inert Markdown text: HTML-escaped, Markdown punctuation backslashed.
+
+    A name such as ``<script>`` or ``a|b`` from a spec is shown as written, not
+    rendered as HTML, a link or a table cell; newlines become spaces so that a
+    value cannot start a heading or a new table row.
+    """
+    text = " ".join(str(value).splitlines())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+
+
+def md_url(name: str) -> str:
+    """A relative link to a file written beside the report, percent-encoded."""
+    return quote(str(name), safe="/.-_")
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(md_text(h) for h in headers) + " |",
+           "| " + " | ".join("---" for _ in headers) + " |"]
+    out += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def markdown_report(spec: Any, info: dict[str, Any], values: np.ndarray | None,
+                    errors: dict[str, Any], png: str | None, no_plot: str) -> str:
+    """The report's Markdown text; every string from the spec or an exception is escaped.
+
+    Parameters
+    ----------
+    spec : WorkflowSpec
+    info : dict
+        The run's manifest content (status, rows, timings, peak memory, and
+        when present ``fit``, ``resolved_params``, ``block_plans``).
+    values : ndarray or None
+        Eigenvalue estimates, descending.
+    errors : dict
+        Kernel error estimate or the reason there is none.
+    png : str or None
+        File name of the spectrum plot beside the report.
+    no_plot : str
+        Why there is no plot (when ``png`` is None and there are values).
+    """
+    rows = info["rows"]
+    lines = [f"# distsketch run report: {md_text(spec.name or spec.method.name)}", "",
+             f"- status: {md_text(info['status'])}",
+             f"- input: {md_text(spec.input)} shape {md_text(info['input_shape'])}",
+             f"- rows consumed: {rows['before']} -> {rows['after']} "
+             f"({rows['new']} new, {info['segments']} segment(s) this run)",
+             f"- method: {md_text(spec.method.name)} "
+             f"{md_text(json.dumps(spec.method.params, default=str))}",
+             f"- seed: {spec.seed}"]
+    for key, value in (info.get("resolved_params") or {}).items():
+        lines.append(f"- {md_text(key)} = {value:.6g} (median heuristic on a row sample)")
+    if info.get("html_report"):
+        lines.append(f"- this report with plots: [{md_text(info['html_report'])}]"
+                     f"({md_url(info['html_report'])})")
+    lines += ["", "## Peak memory", "", "| measured | peak |", "| --- | ---: |"]
+    lines += [f"| {md_text(what)} | {format_bytes(b)} |" for what, b in peak_rows(info)]
+    fit = info.get("fit")
+    if fit:
+        lines += ["", "## Fit", "", md_text(fit_line(fit))]
+        if fit.get("predictions"):
+            lines += ["", f"Predictions of every row: [{md_text(fit['predictions'])}]"
+                          f"({md_url(fit['predictions'])})"]
+    lines += ["", "## Time per stage", "", "| stage | seconds |", "| --- | ---: |"]
+    lines += [f"| {md_text(k)} | {v:.3f} |" for k, v in info["timings"].items()]
+    headers, plan_rows, more = plan_table(info)
+    if headers:
+        lines += ["", "## Block plans", "", *_table(headers, plan_rows)]
+        if more:
+            lines += ["", f"({more} more plan(s) in the manifest)"]
+    lines += ["", "## Kernel error estimate", ""]
+    if errors.get("available"):
+        lines += [f"On {errors['n_sample']} sampled rows (kernel "
+                  f"{md_text(errors['kernel'])}):", "",
+                  "| measure | value |", "| --- | ---: |"]
+        lines += [f"| {k} | {errors[k]:.4g} |" for k in ("spectral", "frobenius", "relative_frobenius")]
+    else:
+        lines.append(f"not computed: {md_text(errors.get('reason', 'disabled'))}")
+    lines += ["", "## Eigen-spectrum", ""]
+    if values is not None:
+        top = ", ".join(f"{v:.4g}" for v in values[:10])
+        lines.append(f"Top eigenvalues: {top}")
+        lines += ["", f"![eigen-spectrum]({md_url(png)})" if png else f"No plot: {md_text(no_plot)}."]
+    elif fit:
+        lines.append(f"not applicable: {md_text(spec.method.name)} predicts its targets (see Fit).")
+    else:
+        lines.append("the model exposes no eigenvalues.")
+    if info.get("performance_report"):
+        perf = info["performance_report"]
+        lines += ["", f"Dask performance report: [{md_text(perf)}]({md_url(perf)})"]
+    return "\n".join(lines) + "\n"
