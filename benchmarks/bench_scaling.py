@@ -148,6 +148,58 @@ def fft_gflops(n: int = 4096, rows: int = 512) -> float:
     return 5.0 * n * np.log2(n) * rows / best / 1e9
 
 
+def gemm_probe(dtype: str = "float32", seconds: float = 1.5) -> float:
+    """Sustained GEMM GFLOP/s of this process on one BLAS thread: the map's product
+    (4096 x 100) @ (100 x 1024) in float32, the summaries' Z^T Z of a 2048 x 1024
+    slice in float64; the mean over ``seconds`` (run on all workers at once it
+    shows what w busy cores really deliver: clock, shared caches, SMT)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    if dtype == "float32":
+        A = rng.standard_normal((4096, D), dtype=np.float32)
+        B = rng.standard_normal((D, M), dtype=np.float32)
+        flops, step = 2.0 * 4096 * D * M, (lambda: A @ B)
+    else:
+        Z = rng.standard_normal((2048, M))
+        flops, step = 2.0 * 2048 * M * M, (lambda: Z.T @ Z)
+    with threadpool_limits(1):
+        step()
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < seconds:
+            step()
+            k += 1
+        return k * flops / (time.perf_counter() - t0) / 1e9
+
+
+def write_probe(size: int = 256 * 2**20) -> float:
+    """MB/s of writing ``size`` bytes with fsync from this process (all workers at once:
+    the disk's aggregate write rate)."""
+    path = Path(tempfile.gettempdir()) / f"bench-write-{os.getpid()}.bin"
+    buf = np.random.default_rng(os.getpid()).integers(0, 255, 32 * 2**20, dtype=np.uint8)
+    t = time.perf_counter()
+    with open(path, "wb") as fh:
+        for _ in range(size // buf.size):
+            fh.write(buf.tobytes())
+        fh.flush()
+        os.fsync(fh.fileno())
+    rate = size / (time.perf_counter() - t) / 1e6
+    path.unlink()
+    return rate
+
+
+def cluster_limits(client) -> dict:
+    """GEMM and disk rates with every worker running the probe at once."""
+    out = {}
+    for key, fn, args in (("gemm_f32_gflops_per_worker", gemm_probe, ("float32",)),
+                          ("gemm_f64_gflops_per_worker", gemm_probe, ("float64",)),
+                          ("disk_write_mbps_total", write_probe, ())):
+        vals = list(client.run(fn, *args).values())
+        out[key] = float(np.sum(vals) if key.endswith("total") else np.mean(vals))
+    return out
+
+
 def disk_mbps(folder: Path, size: int = 2**30) -> tuple[float, float]:
     """Write (with fsync) and read back a file of ``size`` bytes, MB/s.  The read
     may come from the page cache (no root needed to drop it); it is the rate the
@@ -260,6 +312,18 @@ def measure(client, name: str, path: str, ypath: str, n: int, work: Path) -> dic
             "plans": [str(p) for p in plans], "peak_worker_rss": mem.peak}
 
 
+def warm_up() -> None:
+    """Import on a worker what the pipelines use, so that a fresh worker's one-time
+    imports (about 0.5 s, and 6 s for 16 workers importing at once) are not
+    counted in the first pipeline's time."""
+    import importlib
+
+    for mod in ("scipy.linalg", "sklearn.cluster", "zarr", "numcodecs", "distsketch.io",
+                "distsketch.estimators.streaming_kpca", "distsketch.estimators.ridge",
+                "distsketch.estimators.nystrom", "distsketch.estimators.meka"):
+        importlib.import_module(mod)
+
+
 # ----------------------------------------------------------------------------- report
 def add_efficiency(results: list[dict]) -> None:
     base = {r["pipeline"]: r["rows_per_s"] for r in results if r["workers"] == 1}
@@ -324,9 +388,10 @@ def main() -> None:
     t = time.time()
     stores = {n: make_store(work, n) for n in sorted({rows, base_rows})}
     print(f"stores ready in {time.time() - t:.1f} s: {sorted(stores)}", flush=True)
-    limits = {}
+    limits: dict = {}
     if not args.no_limits:
         limits["gemm_f32_gflops_1core"] = gemm_gflops()
+        limits["gemm_f64_ztz_gflops_1core"] = gemm_probe("float64")
         limits["fft_c128_gflops_1core"] = fft_gflops()
         limits["disk_write_mbps"], limits["disk_read_mbps"] = disk_mbps(work)
         print("limits:", json.dumps({k: round(v, 1) for k, v in limits.items()}), flush=True)
@@ -340,6 +405,12 @@ def main() -> None:
         with LocalCluster(n_workers=w, threads_per_worker=1, memory_limit=limit,
                           dashboard_address=None) as cluster, Client(cluster) as client:
             client.wait_for_workers(w, timeout=120)
+            client.run(warm_up)
+            if not args.no_limits:
+                cl = cluster_limits(client)
+                limits[f"workers={w}"] = cl
+                print(f"limits with {w} workers at once:",
+                      json.dumps({k: round(v, 1) for k, v in cl.items()}), flush=True)
             for name in pipelines:
                 if args.time_budget is not None:
                     left = args.time_budget - (time.time() - start)
