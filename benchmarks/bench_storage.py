@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import socket
 import tempfile
@@ -68,6 +69,7 @@ def main() -> None:
 
     from distsketch.datasets import make_random_noisy_zarr
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request
     work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
