@@ -85,10 +85,11 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
     def is_read(key: Any) -> bool:
         node = dsk.get(key)
         return (type(node) is Task and refs[key] == 1 and key not in wanted
+                and not node.block_fusion
                 and all(isinstance(dsk.get(d), DataNode) for d in node.dependencies))
 
     for key, node in list(dsk.items()):
-        if type(node) is not Task or len(node.dependencies) < 2:
+        if type(node) is not Task or len(node.dependencies) < 2 or node.block_fusion:
             continue  # one dependency: dask's linear fusion already joins the chain
         reads = [d for d in node.dependencies if is_read(d)]
         if not reads:
