@@ -474,7 +474,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             BV = da.concatenate([B.astype(np.float64), Vd], axis=1)
             U = reduce_blocks(_Projection(width, self.offsets_, self.ranks_), BV,
                               bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
-                              name="meka-project", state_bytes=8.0 * width * V2.shape[1])
+                              name="meka-project", state_bytes=8.0 * int(self.ranks_.sum()) * V2.shape[1])
             Y = map_blocks(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
                            n_out=V2.shape[1], dtype=np.float64, name="meka-expand")
             out = np.asarray(to_numpy(Y))
