@@ -93,7 +93,8 @@ class FrequentDirections(DistsketchEstimator):
         return reduce_blocks(summary, X, split_every=self.split_every,
                              bytes_per_row=summary.bytes_per_row(X.shape[1], itemsize),
                              fixed_bytes=summary.fixed_bytes(X.shape[1], itemsize),
-                             row_start=row_start, name="frequent-directions")
+                             row_start=row_start, name="frequent-directions",
+                             state_bytes=8.0 * 2 * self.sketch_size * X.shape[1])
 
     def _set_state(self, state: dict) -> None:
         self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)

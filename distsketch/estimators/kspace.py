@@ -264,7 +264,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         try:
             return reduce_blocks(_SketchGram(self.sketch_S_, self.sketch_T_), A,
                                  split_every=self.split_every, name="kspace-gram",
-                                 bytes_per_row=per_row)
+                                 bytes_per_row=per_row, state_bytes=8.0 * m * (m + r))
         except MemoryBudgetError as exc:
             raise MemoryBudgetError(
                 f"KSpaceKernelPCA: the sketch pass (sketch_size m={m}, embed_size r={r}, degree "
@@ -439,8 +439,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             VY = da.concatenate([V, da.from_array(Y, chunks=(V.chunks[0], Y.shape[1]))], axis=1)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
-        st = reduce_blocks(Covariance(n_targets=Y.shape[1]), VY, split_every=self.split_every,
-                           name="kernelpcr-normal")
+        w, t = VY.shape[1] - Y.shape[1], Y.shape[1]
+        st = reduce_blocks(Covariance(n_targets=t), VY, split_every=self.split_every,
+                           name="kernelpcr-normal", state_bytes=8.0 * (w * w + w * (t + 1) + t * t + t))
         n = st["n"]
         ztz, zty = st["ztz"], st["zty"]
         if self.fit_intercept:

@@ -254,7 +254,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             full_iter=self.kmeans_full_iter)
         summary = ClusterLandmarks(c, [("meka.landmarks", m), ("meka.link", p)], seed)
         state = reduce_blocks(summary, X, self.centres_, bytes_per_row=8.0 * (d + c + 4),
-                              fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples")
+                              fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples",
+                              state_bytes=8.0 * c * (m + p) * (d + 2))
         res = summary.finalize(state)
         self.cluster_sizes_ = np.asarray(res["count"], dtype=np.int64)
         L_idx, L_rows, L_cnt = res["meka.landmarks"]
@@ -473,7 +474,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             BV = da.concatenate([B.astype(np.float64), Vd], axis=1)
             U = reduce_blocks(_Projection(width, self.offsets_, self.ranks_), BV,
                               bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
-                              name="meka-project")
+                              name="meka-project", state_bytes=8.0 * int(self.ranks_.sum()) * V2.shape[1])
             Y = map_blocks(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
                            n_out=V2.shape[1], dtype=np.float64, name="meka-expand")
             out = np.asarray(to_numpy(Y))

@@ -170,7 +170,8 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         k = int(W.shape[1])
         # Wᵀ[W | Y] in one tree-reduced pass: the Gram that orthonormalises W, and Wᵀy
         stacked = _hstack(W, as_dask(Y, block_rows=int(W.chunks[0][0])), W_twice=True)
-        wt = reduce_blocks(_CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram")["atb"]
+        wt = reduce_blocks(_CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram",
+                           state_bytes=8.0 * k * (k + Y.shape[1]))["atb"]
         B, e = psd_core(wt[:, :k], meka.link_)
         e_plus = np.clip(e, 0.0, None)
         c = B.T @ wt[:, k:]
@@ -219,7 +220,8 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
         stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
-        wta = reduce_blocks(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta")["atb"]
+        wta = reduce_blocks(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta",
+                            state_bytes=8.0 * W.shape[1] * alpha.shape[1])["atb"]
         self.coef_ = meka.link_ @ wta
         return alpha
 

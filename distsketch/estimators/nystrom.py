@@ -46,7 +46,8 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
     summary = UniformLandmarks(n_samples, seed, purpose)
     d = X.shape[1]
     state = reduce_blocks(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
-                          row_start=row_start, progress=progress, name="landmarks")
+                          row_start=row_start, progress=progress, name="landmarks",
+                          state_bytes=8.0 * n_samples * (d + 2))
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)
@@ -81,7 +82,7 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
         # float64 block, b × c distances with two temporaries, labels and one-hot index (measured)
         state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + 3 * n_clusters + 8),
                               fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
-                              name="kmeans")
+                              name="kmeans", state_bytes=8.0 * n_clusters * (X.shape[1] + 2))
         centres, inertia = lloyd_update(state, centres), float(state["inertia"])
     return centres, inertia
 
@@ -504,7 +505,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         return reduce_blocks(summary, X, self.landmarks_, self.normalization_,
                              bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
                              fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
-                             row_start=row_start, name="nystrom-kpca")
+                             row_start=row_start, name="nystrom-kpca", state_bytes=8.0 * (r * r + r))
 
     def _solve(self) -> None:
         r = self.normalization_.shape[1]

@@ -13,7 +13,11 @@
 * Lean graphs: dask's linear fusion renames a fused chain (read + map) and
   leaves the old output key as an alias task, one more task per block for the
   scheduler.  :func:`lean_graphs` (active inside :func:`compute`) gives the
-  fused task its output key instead (:func:`drop_aliases`).
+  fused task its output key instead (:func:`drop_aliases`).  Linear fusion
+  also stops at a task with several dependencies, which is every map or
+  summary with operands (a block and W, b): :func:`fold_reads` folds each
+  block's read into the one task that uses it, so a pass is one task per
+  block and the block never travels between workers.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
 
 __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "drop_aliases",
-           "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "single_threaded_blas",
+           "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "single_threaded_blas",
            "task_blas"]
 
 
@@ -60,6 +64,40 @@ def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
     return dsk
 
 
+def fold_reads(dsk: Any, keys: Any = ()) -> dict:
+    """Fold each root read into the one task that uses it.
+
+    A root read is a task whose own dependencies are only data (a store
+    handle): reading a block of a Zarr store, say.  When exactly one task
+    uses it and it was not requested, the two become one task under the
+    user's key, so a block with operands (W, b) is read where it is used and
+    never sent to another worker.  Nothing is computed twice: the read had
+    only that one user.
+    """
+    from dask._task_spec import DataNode, Task
+
+    dsk = dict(dsk)
+    refs: Counter = Counter()
+    for node in dsk.values():
+        refs.update(getattr(node, "dependencies", ()))
+    wanted = set(_flat_keys(keys))
+
+    def is_read(key: Any) -> bool:
+        node = dsk.get(key)
+        return (type(node) is Task and refs[key] == 1 and key not in wanted
+                and not node.block_fusion
+                and all(isinstance(dsk.get(d), DataNode) for d in node.dependencies))
+
+    for key, node in list(dsk.items()):
+        if type(node) is not Task or len(node.dependencies) < 2 or node.block_fusion:
+            continue  # one dependency: dask's linear fusion already joins the chain
+        reads = [d for d in node.dependencies if is_read(d)]
+        if not reads:
+            continue
+        dsk[key] = Task.fuse(*(dsk.pop(r) for r in reads), node, key=key)
+    return dsk
+
+
 def _flat_keys(keys: Any) -> list:
     if isinstance(keys, (list, set)):
         return [k for sub in keys for k in _flat_keys(sub)]
@@ -69,13 +107,13 @@ def _flat_keys(keys: Any) -> list:
 def _lean_array_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
     from dask.array.optimization import optimize
 
-    return drop_aliases(optimize(dsk, keys, **kwargs), keys)
+    return fold_reads(drop_aliases(optimize(dsk, keys, **kwargs), keys), keys)
 
 
 def _lean_delayed_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
     from dask.delayed import optimize
 
-    return drop_aliases(optimize(dsk, keys, **kwargs), keys)
+    return fold_reads(drop_aliases(optimize(dsk, keys, **kwargs), keys), keys)
 
 
 @contextlib.contextmanager
