@@ -81,7 +81,7 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
         )
     check_committed(loc)
     try:
-        node = zarr.open(store=zarr_store(loc, read_only=True), mode="r")
+        node = _open_node(zarr_store(loc, read_only=True))
     except Exception as exc:
         raise StoreError(
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
@@ -100,6 +100,21 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             )
         node = node[key]
     return node
+
+
+def _open_node(store: Any) -> zarr.Array | zarr.Group:
+    """The array or group at the root of ``store``, from its own metadata.
+
+    Consolidated metadata (written for xarray) is not used: what is checked
+    and read is what the arrays' own metadata say, even in an edited store.
+    """
+    try:
+        return zarr.open_array(store=store, mode="r")
+    except Exception as exc:
+        try:
+            return zarr.open_group(store=store, mode="r", use_consolidated=False)
+        except Exception:
+            raise exc from None
 
 
 class ZarrRowReader:
