@@ -360,3 +360,13 @@ def test_relative_path_under_workers_in_another_cwd(tmp_path, monkeypatch):
         cwds = client.run(chdir_elsewhere)
         assert set(cwds.values()) == {str(tmp_path / "elsewhere")}
         _same(Xd.compute(), X)
+
+
+def test_location_reads_and_writes_small_objects(store):
+    loc = resolve(store.url("state"), store.options)
+    assert not loc.isfile("state.json")
+    loc.write_bytes("state.json", b'{"rows": 3}')
+    assert loc.isfile("state.json") and loc.read_bytes("state.json") == b'{"rows": 3}'
+    assert loc.child("a").sibling("b").url == loc.child("b").url
+    with pytest.raises(FileNotFoundError):
+        loc.read_bytes("missing.json")
