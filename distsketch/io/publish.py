@@ -97,8 +97,8 @@ def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False
     loc = resolve(path, storage_options)
     inputs = list(inputs)
     if loc.is_local:
-        with atomic_dir(loc.path, overwrite=overwrite, inputs=inputs) as tmp:
-            yield resolve(tmp)
+        with atomic_dir(loc.path, overwrite=overwrite, inputs=inputs) as tmp_dir:
+            yield resolve(tmp_dir)
         return
     check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     token = uuid.uuid4().hex[:12]
