@@ -11,6 +11,7 @@ from distsketch.cli.common import (
     add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
+    add_storage_option,
     apply_progress,
     check_before_cluster,
     cluster,
@@ -19,6 +20,7 @@ from distsketch.cli.common import (
     parse_params,
     positive_int,
     stage,
+    storage_options_arg,
 )
 from distsketch.cli.output import finish, warn
 from distsketch.errors import ConfigError
@@ -255,6 +257,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -274,10 +277,11 @@ def _needs_targets(cls: type) -> bool:
     return y is not None and y.default is inspect.Parameter.empty
 
 
-def _read_targets(spec: str, n: int) -> Any:
+def _read_targets(spec: str, n: int, storage_options: dict | None = None) -> Any:
     from distsketch.io.targets import open_targets
 
-    return open_targets(spec, n, where=f"--y {spec}").as_dask()
+    return open_targets(spec, n, where=f"--y {spec}",
+                        storage_options=storage_options).as_dask()
 
 
 def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any]) -> float | None:
@@ -305,11 +309,14 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io.safety import check_output
 
     apply_progress(args)
-    check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
+    so = storage_options_arg(args)
+    check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y],
+                 storage_options=so)
     cls, preset = resolve_estimator(args.method)
     params, feature_cls, fparams = build_params(cls, preset, args)
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
-    y = _read_targets(args.y, X.shape[0]) if args.y else None
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                   storage_options=so)
+    y = _read_targets(args.y, X.shape[0], so) if args.y else None
     n, d = int(X.shape[0]), int(X.shape[1])
     if feature_cls is not None:
         check_before_cluster(feature_cls(**_without_median(fparams)), n, d)
@@ -335,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
         warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
-                      "fit_seconds": round(seconds, 3)})
+                      "fit_seconds": round(seconds, 3)}, storage_options=so)
     result: dict[str, Any] = {
         "command": "fit", "model": str(args.model), "model_class": cls.__name__,
         "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from distsketch.cli.common import add_common_options, apply_progress, positive_int, stage
+from distsketch.cli.common import (
+    add_common_options,
+    add_storage_option,
+    apply_progress,
+    positive_int,
+    stage,
+    storage_options_arg,
+)
 from distsketch.cli.output import finish
 
 __all__ = ["add_parser", "run"]
@@ -40,6 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
                    help="chunk codec (default lz4)")
     add_common_options(p, cluster_used=False)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -48,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io import ingest, read_manifest
 
     show = apply_progress(args)
+    so = storage_options_arg(args)
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None
     zero_based: bool | str = ("auto" if args.zero_based == "auto"
                               else args.zero_based == "true")
@@ -58,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
                   skip_header=args.skip_header, labels=args.labels, zero_based=zero_based,
                   allow_nan=args.allow_nan,
                   compressor=None if args.compressor == "none" else args.compressor,
-                  overwrite=args.overwrite, progress=show)
-    info = read_manifest(path) or {}
+                  overwrite=args.overwrite, progress=show, storage_options=so)
+    info = read_manifest(path, storage_options=so) or {}
     seconds = time.perf_counter() - t0
     result = {"command": "ingest", "output": str(path), "source": str(args.source),
               "rows": info.get("rows"), "n_features": info.get("n_features"),
