@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ConfigError, StoreError, WorkflowError
+from distsketch.graph import record_plans
 from distsketch.workflow.hooks import WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.preprocess import apply_scaler, learn_scaler
 from distsketch.workflow.report import kernel_errors, performance_report, spectrum, versions, write_report
-from distsketch.workflow.segments import SegmentFolder, segment_bounds
+from distsketch.workflow.segments import SegmentFolder, plan_summary, segment_bounds
 from distsketch.workflow.spec import WorkflowSpec, load_workflow_spec
 from distsketch.workflow.state import (
     STATE_VERSION,
@@ -33,6 +34,7 @@ from distsketch.workflow.state import (
     read_state,
     store_error,
 )
+from distsketch.workflow.window import segments_in_flight
 
 __all__ = ["RunResult", "run_workflow"]
 
@@ -310,9 +312,11 @@ class _Run:
                 meta["classes"] = {"values": method.classes.tolist(),
                                    "dtype": method.classes.dtype.str}
             perf_ctx, perf_file = performance_report(client, self.out_dir)
-            with perf_ctx:
+            with perf_ctx, record_plans() as plans:
                 t0 = time.perf_counter()
-                folder = SegmentFolder(method, spec, self.state_dir, self.hooks, self.say)
+                in_flight = segments_in_flight(spec.segments_in_flight)
+                folder = SegmentFolder(method, spec, self.state_dir, self.hooks, self.say,
+                                       in_flight=in_flight)
                 segments = folder.fold(X, Xs, done, meta)
                 timings["fit"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
@@ -321,6 +325,8 @@ class _Run:
                 self.hooks.before_outputs(tmp)
                 errors = self._write_outputs(tmp, Xs, model, n)
             info = self._info(status, X, before, segments, errors, model)
+            info["segments_in_flight"] = in_flight
+            info["block_plans"] = plan_summary(plans)
             if perf_file is not None and perf_file.exists():
                 os.replace(perf_file, tmp / "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"

@@ -3,10 +3,15 @@
 Segment boundaries are multiples of ``segment_rows`` (``[k·S, (k+1)·S)``),
 whatever row the previous run stopped at, so an interrupted and resumed run
 folds exactly the segments an undisturbed run folds, in the same order.
+
+Under a cluster several segments are in flight: their summaries compute
+together (:mod:`~distsketch.workflow.window`) while the driver merges and
+checkpoints them one by one, in order.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +21,9 @@ from distsketch.workflow.hooks import Segment, WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.spec import WorkflowSpec
 from distsketch.workflow.state import prefix_fingerprint, save_state
+from distsketch.workflow.window import SummaryWindow, splitter_for
 
-__all__ = ["SegmentFolder", "segment_bounds"]
+__all__ = ["SegmentFolder", "plan_summary", "segment_bounds"]
 
 
 def segment_bounds(done: int, n: int, segment_rows: int) -> list[tuple[int, int]]:
@@ -36,6 +42,38 @@ def segment_bounds(done: int, n: int, segment_rows: int) -> list[tuple[int, int]
     return out
 
 
+def plan_summary(plans: list[Any]) -> list[dict[str, Any]]:
+    """The block plans a run applied, as JSON-able dicts for its manifest and report.
+
+    Plans of one stage with the same blocks (every full segment, typically)
+    are listed once, at their first use, with ``count`` the times applied.
+
+    Parameters
+    ----------
+    plans : list of BlockPlan
+        From :func:`distsketch.graph.record_plans`, in the order applied.
+
+    Returns
+    -------
+    list of dict
+        ``stage``, ``block_rows`` (rows per block), ``tasks`` (row blocks, one
+        task each), ``task_bytes`` (projected memory per task), ``budget``,
+        ``limit`` (what set the block size), ``fan_in``, ``depth`` and
+        ``merge_bytes`` of a reduction (None for a map), ``count``.
+    """
+    out: dict[tuple, dict[str, Any]] = {}
+    for p in plans:
+        row = {"stage": p.name, "block_rows": int(p.block_rows), "tasks": int(p.n_blocks),
+               "task_bytes": int(p.task_bytes), "budget": p.budget, "limit": p.limit,
+               "fan_in": p.fan_in, "depth": p.depth, "merge_bytes": p.merge_bytes}
+        key = tuple(row.values())
+        if key in out:
+            out[key]["count"] += 1
+        else:
+            out[key] = row | {"count": 1}
+    return list(out.values())
+
+
 @dataclasses.dataclass
 class SegmentFolder:
     """Folds segments into a method's state and checkpoints after each one.
@@ -50,6 +88,8 @@ class SegmentFolder:
     hooks : WorkflowHooks
     say : callable
         Receives one progress line per segment.
+    in_flight : int, default 1
+        Segment summaries computed at once (1: one segment after another).
     """
 
     method: MethodAdapter
@@ -57,6 +97,7 @@ class SegmentFolder:
     state_dir: Path
     hooks: WorkflowHooks
     say: Callable[[str], None]
+    in_flight: int = 1
 
     def fold(self, X: Any, Xs: Any, done: int, meta: dict) -> int:
         """Fold rows ``[done, n)`` of ``Xs`` into the state; return the segments folded.
@@ -75,7 +116,12 @@ class SegmentFolder:
         Notes
         -----
         Each segment costs one pass over its rows, one fingerprint (at most
-        1280 rows read) and one atomic checkpoint of the state.
+        1280 rows read) and one atomic checkpoint of the state.  With
+        ``in_flight > 1`` and a method that splits into summary and merge,
+        the summaries of up to ``in_flight`` segments compute at once; the
+        merges and checkpoints stay in segment order, so the state after k
+        segments is bitwise that of a one-at-a-time fold (a run killed
+        mid-window resumes after its last checkpoint).
         """
         n = int(X.shape[0])
         # an estimator without partial_fit is fitted in one segment holding every row
@@ -86,16 +132,50 @@ class SegmentFolder:
 
             targets = open_targets(self.spec.targets, n, allow_extra_rows=True)
         bounds = segment_bounds(done, n, seg)
-        for index, (start, stop) in enumerate(bounds, 1):
-            segment = Segment(index=index, start=start, stop=stop, n_rows=n)
-            self.hooks.before_segment(segment)
+        splitter = splitter_for(self.method.cls) if self.in_flight > 1 else None
+        window: SummaryWindow | None = None
+
+        def rows(index: int) -> tuple[Any, Any, int]:
+            start, stop = bounds[index - 1]
             y = None if targets is None else targets.rows(start, stop)
-            self.method.update(Xs[start:stop], start, y)
-            meta.update(rows_done=stop, in_progress=stop < n,
-                        prefix_fingerprint=prefix_fingerprint(X, stop, self.spec.seed))
-            save_state(self.state_dir, self.method, meta)
-            # keep the in-memory state identical to what a resumed run would load
-            self.method.load(self.state_dir / "summary")
-            self.say(f"segment rows {start}..{stop}: {stop}/{n} rows consumed, checkpointed")
-            self.hooks.after_segment(segment)
+            return Xs[start:stop], y, start
+
+        try:
+            for index, (start, stop) in enumerate(bounds, 1):
+                if window is None and splitter is not None and self.method.state is not None:
+                    # the operators are fitted (by the first segment or the checkpoint)
+                    window = SummaryWindow(splitter, copy.deepcopy(self.method.state),
+                                           self.in_flight)
+                if window is not None:
+                    for ahead in range(index, min(index + window.size, len(bounds) + 1)):
+                        window.submit(ahead, lambda ahead=ahead: rows(ahead))
+                segment = Segment(index=index, start=start, stop=stop, n_rows=n)
+                self.hooks.before_segment(segment)
+                if window is not None:
+                    self._merge(window, index, start, targets, stop)
+                else:
+                    X_seg, y, _ = rows(index)
+                    self.method.update(X_seg, start, y)
+                meta.update(rows_done=stop, in_progress=stop < n,
+                            prefix_fingerprint=prefix_fingerprint(X, stop, self.spec.seed))
+                save_state(self.state_dir, self.method, meta)
+                # keep the in-memory state identical to what a resumed run would load
+                self.method.load(self.state_dir / "summary")
+                self.say(f"segment rows {start}..{stop}: {stop}/{n} rows consumed, checkpointed")
+                self.hooks.after_segment(segment)
+        finally:
+            if window is not None:
+                window.close()
         return len(bounds)
+
+    def _merge(self, window: SummaryWindow, index: int, start: int, targets: Any,
+               stop: int) -> None:
+        """Merge segment ``index``'s summary into the state, as ``partial_fit`` would."""
+        from distsketch.graph import blas_single_thread
+
+        if self.method.needs_classes and targets is not None:
+            # refused in segment order, as the one-at-a-time fold refuses it
+            self.method._check_labels(targets.rows(start, stop), start)
+        summary = window.take(index)
+        with blas_single_thread():  # partial_fit merges on one BLAS thread
+            window.splitter.merge(self.method.state, summary)

@@ -1,0 +1,173 @@
+"""Segments in flight: later segments' summaries compute while earlier ones commit.
+
+A method's ``partial_fit`` on one segment is two steps: a *summary* of the
+segment's rows (a tree reduction on the cluster, which needs only the fitted
+operators and the segment's first global row) and a *merge* of that summary
+into the running state (small, on the driver).  The summaries of several
+segments are independent, so a run submits up to ``window`` of them at once
+and merges them one by one, in segment order, with the same merge
+``partial_fit`` uses: the state after k merged segments is bitwise the state
+of a run that folds the segments one after another.
+
+Only estimators whose ``partial_fit`` splits this way have a splitter here;
+every other method folds one segment at a time (:func:`splitter_for` returns
+None).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from distsketch.errors import InputError
+
+__all__ = ["MAX_IN_FLIGHT", "SegmentSplitter", "SummaryWindow", "segments_in_flight",
+           "splitter_for"]
+
+#: most segment summaries a run keeps in flight (each holds one summary state
+#: on the driver until it is merged)
+MAX_IN_FLIGHT = 16
+
+
+class SegmentSplitter:
+    """``partial_fit`` as summary (any thread, any order) then merge (in order).
+
+    Subclasses name the estimator's own reduction and merge, so both halves
+    run exactly the code of ``partial_fit``.
+    """
+
+    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
+        """The summary of rows ``X`` (global rows from ``start``); reads only operators."""
+        raise NotImplementedError
+
+    def merge(self, est: Any, summary: Any) -> None:
+        """Merge ``summary`` into ``est`` as ``partial_fit`` does."""
+        raise NotImplementedError
+
+
+class _SketchSplitter(SegmentSplitter):
+    """StreamingKernelPCA and FrequentDirections: ``_summary().merge`` of states."""
+
+    def __init__(self, reducer: str):
+        self.reducer = reducer
+
+    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
+        X = est._check_input(X, reset=False, allow_sparse=True)
+        return getattr(est, self.reducer)(X, row_start=start)
+
+    def merge(self, est: Any, summary: Any) -> None:
+        est._set_state(est._summary().merge([est._state(), summary]))
+
+
+class _RidgeSplitter(SegmentSplitter):
+    """SketchedKernelRidge (and its classifier): summed normal equations, then a solve."""
+
+    def __init__(self, classifier: bool):
+        self.classifier = classifier
+
+    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
+        if self.classifier:
+            y = est._encode(y, None, est.classes_)
+        X = est._check_input(X, reset=False)
+        Y, _ = est._prepare_targets(y, X.shape[0])
+        if Y.shape[1] != est.n_targets_:
+            raise InputError(f"{type(est).__name__}.partial_fit: y has {Y.shape[1]} targets, the "
+                             f"model was fitted with {est.n_targets_}.")
+        return est._reduce(X, Y, [est.features_], 0, row_start=start)[0]
+
+    def merge(self, est: Any, summary: Any) -> None:
+        from distsketch.estimators.ridge import _add
+
+        state = _add(est._state(), summary)
+        est._store_state(state)
+        est._set_solution(state)
+
+
+def splitter_for(cls: type) -> SegmentSplitter | None:
+    """The splitter of an estimator class, or None when it folds one segment at a time."""
+    from distsketch.estimators.frequent_directions import FrequentDirections
+    from distsketch.estimators.ridge import SketchedKernelRidge
+    from distsketch.estimators.ridge_classifier import SketchedKernelRidgeClassifier
+    from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+
+    # exact classes: a subclass may change partial_fit
+    if cls is StreamingKernelPCA:
+        return _SketchSplitter("_reduce")
+    if cls is FrequentDirections:
+        return _SketchSplitter("_sketch_state")
+    if cls is SketchedKernelRidge:
+        return _RidgeSplitter(classifier=False)
+    if cls is SketchedKernelRidgeClassifier:
+        return _RidgeSplitter(classifier=True)
+    return None
+
+
+def segments_in_flight(requested: int | None) -> int:
+    """How many segment summaries a run keeps in flight.
+
+    ``requested`` (the spec's ``segments_in_flight``) wins; by default one per
+    task thread of the attached cluster, plus one so the cluster stays busy
+    while the driver commits a checkpoint, at most :data:`MAX_IN_FLIGHT`.
+    Without a cluster (``sync``/``threads``) segments run one at a time.
+    """
+    if requested is not None:
+        return int(requested)
+    from distsketch.graph import active_client, cluster_resources
+
+    if active_client() is None:
+        return 1
+    return max(1, min(MAX_IN_FLIGHT, cluster_resources().threads + 1))
+
+
+class SummaryWindow:
+    """Driver threads that compute segment summaries ahead of the in-order merge.
+
+    Parameters
+    ----------
+    splitter : SegmentSplitter
+    operators : estimator
+        A private copy of the fitted estimator the summaries read (never
+        merged into, so the merges of the running state do not race with it).
+    size : int
+        Summaries in flight at most.
+
+    Notes
+    -----
+    Each pending summary holds one state on the driver once computed; the
+    cluster runs the blocks of all pending segments (its threads bound the
+    tasks that run at once).
+    """
+
+    def __init__(self, splitter: SegmentSplitter, operators: Any, size: int):
+        self.splitter = splitter
+        self.operators = operators
+        self.size = max(1, int(size))
+        self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="distsketch-segment")
+        self._pending: dict[int, Future] = {}
+
+    def submit(self, index: int, make: Callable[[], tuple[Any, Any, int]]) -> None:
+        """Start the summary of segment ``index`` unless it is pending; ``make`` gives
+        its ``(X, y, start)``."""
+        if index in self._pending:
+            return
+        X, y, start = make()
+        # a copy of the context per task: recorded block plans reach the run
+        ctx = contextvars.copy_context()
+        self._pending[index] = self._pool.submit(ctx.run, self.splitter.summarize,
+                                                 self.operators, X, y, start)
+
+    def pending(self, index: int) -> bool:
+        return index in self._pending
+
+    def take(self, index: int) -> Any:
+        """The summary of segment ``index`` (waits; re-raises its error)."""
+        return self._pending.pop(index).result()
+
+    def close(self) -> None:
+        """Drop summaries not yet started; those running end with the run's client."""
+        for fut in self._pending.values():
+            fut.cancel()
+        self._pending.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)
