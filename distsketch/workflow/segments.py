@@ -134,30 +134,39 @@ class SegmentFolder:
         bounds = segment_bounds(done, n, seg)
         splitter = splitter_for(self.method.cls) if self.in_flight > 1 else None
         window: SummaryWindow | None = None
+        seed = self.spec.seed
 
-        def rows(index: int) -> tuple[Any, Any, int]:
+        def rows(index: int) -> tuple[Any, Any, int, int]:
             start, stop = bounds[index - 1]
             y = None if targets is None else targets.rows(start, stop)
-            return Xs[start:stop], y, start
+            return Xs[start:stop], y, start, stop
+
+        def ahead(operators: Any, index: int) -> Callable[[], tuple[Any, str]]:
+            X_seg, y, start, stop = rows(index)
+            # the prefix fingerprint is independent of the state: computed ahead too
+            return lambda: (splitter.summarize(operators, X_seg, y, start),
+                            prefix_fingerprint(X, stop, seed))
 
         try:
+            operators = None
             for index, (start, stop) in enumerate(bounds, 1):
                 if window is None and splitter is not None and self.method.state is not None:
-                    # the operators are fitted (by the first segment or the checkpoint)
-                    window = SummaryWindow(splitter, copy.deepcopy(self.method.state),
-                                           self.in_flight)
+                    # the operators are fitted (by the first segment or the checkpoint); the
+                    # summaries read a private copy, never the state being merged into
+                    operators = copy.deepcopy(self.method.state)
+                    window = SummaryWindow(self.in_flight)
                 if window is not None:
-                    for ahead in range(index, min(index + window.size, len(bounds) + 1)):
-                        window.submit(ahead, lambda ahead=ahead: rows(ahead))
+                    for later in range(index, min(index + window.size, len(bounds) + 1)):
+                        window.submit(later, ahead(operators, later))
                 segment = Segment(index=index, start=start, stop=stop, n_rows=n)
                 self.hooks.before_segment(segment)
                 if window is not None:
-                    self._merge(window, index, start, targets, stop)
+                    fingerprint = self._merge(window, splitter, segment, targets)
                 else:
-                    X_seg, y, _ = rows(index)
+                    X_seg, y, _, _ = rows(index)
                     self.method.update(X_seg, start, y)
-                meta.update(rows_done=stop, in_progress=stop < n,
-                            prefix_fingerprint=prefix_fingerprint(X, stop, self.spec.seed))
+                    fingerprint = prefix_fingerprint(X, stop, seed)
+                meta.update(rows_done=stop, in_progress=stop < n, prefix_fingerprint=fingerprint)
                 save_state(self.state_dir, self.method, meta)
                 # keep the in-memory state identical to what a resumed run would load
                 self.method.load(self.state_dir / "summary")
@@ -168,14 +177,15 @@ class SegmentFolder:
                 window.close()
         return len(bounds)
 
-    def _merge(self, window: SummaryWindow, index: int, start: int, targets: Any,
-               stop: int) -> None:
-        """Merge segment ``index``'s summary into the state, as ``partial_fit`` would."""
+    def _merge(self, window: SummaryWindow, splitter: Any, segment: Segment, targets: Any) -> str:
+        """Merge ``segment``'s summary into the state as ``partial_fit`` would; return the
+        segment's prefix fingerprint."""
         from distsketch.graph import blas_single_thread
 
         if self.method.needs_classes and targets is not None:
             # refused in segment order, as the one-at-a-time fold refuses it
-            self.method._check_labels(targets.rows(start, stop), start)
-        summary = window.take(index)
+            self.method._check_labels(targets.rows(segment.start, segment.stop), segment.start)
+        summary, fingerprint = window.take(segment.index)
         with blas_single_thread():  # partial_fit merges on one BLAS thread
-            window.splitter.merge(self.method.state, summary)
+            splitter.merge(self.method.state, summary)
+        return fingerprint

@@ -126,10 +126,6 @@ class SummaryWindow:
 
     Parameters
     ----------
-    splitter : SegmentSplitter
-    operators : estimator
-        A private copy of the fitted estimator the summaries read (never
-        merged into, so the merges of the running state do not race with it).
     size : int
         Summaries in flight at most.
 
@@ -140,33 +136,25 @@ class SummaryWindow:
     tasks that run at once).
     """
 
-    def __init__(self, splitter: SegmentSplitter, operators: Any, size: int):
-        self.splitter = splitter
-        self.operators = operators
+    def __init__(self, size: int):
         self.size = max(1, int(size))
         self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="distsketch-segment")
         self._pending: dict[int, Future] = {}
 
-    def submit(self, index: int, make: Callable[[], tuple[Any, Any, int]]) -> None:
-        """Start the summary of segment ``index`` unless it is pending; ``make`` gives
-        its ``(X, y, start)``."""
+    def submit(self, index: int, work: Callable[[], Any]) -> None:
+        """Start ``work()`` (segment ``index``'s summary) unless it is pending."""
         if index in self._pending:
             return
-        X, y, start = make()
         # a copy of the context per task: recorded block plans reach the run
         ctx = contextvars.copy_context()
-        self._pending[index] = self._pool.submit(ctx.run, self.splitter.summarize,
-                                                 self.operators, X, y, start)
-
-    def pending(self, index: int) -> bool:
-        return index in self._pending
+        self._pending[index] = self._pool.submit(ctx.run, work)
 
     def take(self, index: int) -> Any:
-        """The summary of segment ``index`` (waits; re-raises its error)."""
+        """What segment ``index``'s work returned (waits; re-raises its error)."""
         return self._pending.pop(index).result()
 
     def close(self) -> None:
-        """Drop summaries not yet started; those running end with the run's client."""
+        """Drop work not yet started; what runs ends with the run's client."""
         for fut in self._pending.values():
             fut.cancel()
         self._pending.clear()
