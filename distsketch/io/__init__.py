@@ -3,10 +3,15 @@
 ========================= ==================================================
 module                    holds
 ========================= ==================================================
-``io.arrays``             open a Zarr path/array as a validated dask array;
-                          create and write row-aligned arrays atomically
+``io.urls``               the one place paths and URLs are understood:
+                          ``resolve(path, storage_options)`` -> Location
+``io.stores``             Zarr stores (local or fsspec) and opening arrays
+``io.arrays``             open a Zarr path/array as a validated dask array
+``io.writes``             create and write row-aligned arrays, committed
 ``io.codecs``             chunk codecs by name
-``io.atomic``             temporary-sibling-then-rename outputs
+``io.atomic``             temporary-sibling-then-rename outputs (local)
+``io.publish``            ``atomic_output``: committed outputs anywhere
+                          (rename locally, manifest last on object stores)
 ``io.manifest``           the completion manifest
 ``io.fingerprints``       the one input fingerprint (whole input or prefix)
 ``io.model``              model save/load
@@ -23,16 +28,21 @@ from distsketch.io.atomic import atomic_dir
 from distsketch.io.fingerprints import fingerprint
 from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model import load, save_model
+from distsketch.io.publish import atomic_output
 from distsketch.io.readers import ingest
+from distsketch.io.urls import is_url, resolve
 
 __all__ = [
     "atomic_dir",
+    "atomic_output",
     "create_array",
     "fingerprint",
     "ingest",
+    "is_url",
     "load",
     "open_array",
     "read_manifest",
+    "resolve",
     "save_model",
     "write_array",
     "write_manifest",

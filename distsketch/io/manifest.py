@@ -1,7 +1,10 @@
 """Run manifests: ``distsketch-manifest.json``, written last into an output.
 
 A directory output without a manifest is uncommitted (object stores have no
-atomic rename, so the manifest is what marks completion).
+atomic rename, so the manifest is what marks completion).  Each function takes
+a local directory, a URL (with ``storage_options``) or a resolved
+:class:`~distsketch.io.urls.Location`; on an object store the manifest is one
+object written with a single PUT.
 """
 
 from __future__ import annotations
@@ -16,26 +19,65 @@ import numpy as np
 
 from distsketch._version import __version__
 from distsketch.errors import StoreError
+from distsketch.io.urls import Location, is_url, resolve
 
-__all__ = ["MANIFEST_NAME", "has_manifest", "read_json_object", "read_manifest", "write_manifest"]
+__all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "read_manifest",
+           "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
 
 
-def write_manifest(directory: str | os.PathLike, info: dict) -> None:
+def provenance(info: dict) -> dict:
+    """The manifest entries as plain JSON, for a Zarr attribute (``provenance``).
+
+    Tools that read only Zarr metadata (xarray) see where an output came from
+    (source, parameters, versions) without the sidecar manifest.
+    """
+    body = {"distsketch_version": __version__} | info
+    return json.loads(json.dumps(body, default=_json_default))
+
+
+def _remote(directory: Any, storage_options: Any) -> Location | None:
+    """The Location of ``directory`` when it is not on the local file system."""
+    if isinstance(directory, Location) or is_url(directory):
+        loc = resolve(directory, storage_options)
+        return None if loc.is_local else loc
+    return None
+
+
+def _local(directory: Any) -> Path:
+    return Path(directory.path) if isinstance(directory, Location) else Path(
+        resolve(directory).path if is_url(directory) else directory)
+
+
+def write_manifest(directory: str | os.PathLike | Location, info: dict, *,
+                   storage_options: Any = None) -> None:
     """Write the completion manifest (last step of an output)."""
     body = {"distsketch_version": __version__, "written_at": time.time()} | info
-    tmp = Path(directory) / (MANIFEST_NAME + ".part")
-    tmp.write_text(json.dumps(body, indent=2, default=_json_default))
-    os.replace(tmp, Path(directory) / MANIFEST_NAME)
+    text = json.dumps(body, indent=2, default=_json_default)
+    loc = _remote(directory, storage_options)
+    if loc is not None:
+        loc.fs.pipe_file(loc.child(MANIFEST_NAME).path, text.encode())
+        return
+    tmp = _local(directory) / (MANIFEST_NAME + ".part")
+    tmp.write_text(text)
+    os.replace(tmp, _local(directory) / MANIFEST_NAME)
 
 
-def has_manifest(directory: str | os.PathLike) -> bool:
+def has_manifest(directory: str | os.PathLike | Location, *, storage_options: Any = None) -> bool:
     """Whether ``directory`` holds a manifest file (readable or not): distsketch wrote it."""
-    return (Path(directory) / MANIFEST_NAME).is_file()
+    loc = _remote(directory, storage_options)
+    if loc is not None:
+        loc.fs.invalidate_cache(loc.path)
+        try:
+            return bool(loc.fs.isfile(loc.child(MANIFEST_NAME).path))
+        except (FileNotFoundError, OSError):
+            return False
+    return (_local(directory) / MANIFEST_NAME).is_file()
 
 
-def read_manifest(directory: str | os.PathLike) -> dict | None:
+def read_manifest(directory: str | os.PathLike | Location, *,
+                  storage_options: Any = None) -> dict | None:
     """The manifest of a committed output, or None if there is none.
 
     Raises
@@ -43,7 +85,24 @@ def read_manifest(directory: str | os.PathLike) -> dict | None:
     StoreError
         The manifest exists but is unreadable, not JSON or not a JSON object.
     """
-    return read_json_object(Path(directory) / MANIFEST_NAME, _corrupt)
+    loc = _remote(directory, storage_options)
+    if loc is None:
+        return read_json_object(_local(directory) / MANIFEST_NAME, _corrupt)
+    where = loc.child(MANIFEST_NAME)
+    try:
+        raw = loc.fs.cat_file(where.path)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:
+        raise StoreError(f"cannot read {where.url} ({type(exc).__name__}: {exc}); check the "
+                         "URL and its storage options.") from exc
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise _corrupt(where.url, f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(body, dict):
+        raise _corrupt(where.url, f"it holds a JSON {type(body).__name__}, not an object")
+    return body
 
 
 def read_json_object(p: Path, damaged: Any) -> dict | None:
@@ -68,7 +127,7 @@ def read_json_object(p: Path, damaged: Any) -> dict | None:
     return body
 
 
-def _corrupt(p: Path, why: str) -> StoreError:
+def _corrupt(p: Path | str, why: str) -> StoreError:
     return StoreError(f"the manifest {p} is corrupt ({why}), so the output it marks cannot be "
                       "trusted. Re-create that output (a workflow run: rerun with --full; a store: "
                       "rerun the command that wrote it with --overwrite).")

@@ -37,8 +37,6 @@ import zarr
 
 from distsketch import registry
 from distsketch.errors import StoreError
-from distsketch.io.arrays import zarr_store
-from distsketch.io.atomic import atomic_dir
 from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model_checks import (
     check_array,
@@ -47,6 +45,9 @@ from distsketch.io.model_checks import (
     dtype_from_name,
     library_versions,
 )
+from distsketch.io.publish import atomic_output, check_committed, output_location
+from distsketch.io.stores import _exists, zarr_store
+from distsketch.io.urls import resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
 
@@ -269,7 +270,7 @@ def _read_estimator(group: zarr.Group, where: str, fmt: int) -> Any:
 
 
 def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
-               extra: dict | None = None) -> Path:
+               extra: dict | None = None, storage_options: dict | None = None) -> Path | str:
     """Save a fitted estimator to a Zarr group at ``path`` (atomically).
 
     Parameters
@@ -277,16 +278,20 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     est : estimator
         A fitted distsketch estimator (or a scikit-learn type listed in
         :mod:`distsketch.registry`, e.g. a Pipeline of distsketch steps).
-    path : path-like
-        Output directory.
+    path : path-like or URL
+        Output directory, or a URL (``s3://bucket/model.zarr``).
     overwrite : bool
         Replace an existing model.
     extra : dict, optional
         Additional JSON attributes (e.g. the input fingerprint).
+    storage_options : dict, optional
+        fsspec options for a URL (merged over the dask config
+        ``distsketch.storage-options``).
 
     Returns
     -------
-    pathlib.Path
+    pathlib.Path or str
+        The committed path, or the canonical URL.
 
     Notes
     -----
@@ -295,7 +300,8 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     model, refitted, draws the same operator.
     """
     versions = library_versions()
-    with atomic_dir(path, overwrite=overwrite) as tmp:
+    dest = resolve(path, storage_options)
+    with atomic_output(dest, overwrite=overwrite, storage_options=storage_options) as tmp:
         root = zarr.open_group(store=zarr_store(tmp), mode="w-")
         _write_estimator(root, est)
         info = {
@@ -310,16 +316,19 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         root.attrs["versions"] = versions
         write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
                        | info)
-    return Path(path).expanduser().absolute()
+    return output_location(dest)
 
 
-def load(path: str | os.PathLike) -> Any:
+def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any:
     """Load an estimator saved with ``save`` / :func:`save_model`.
 
     Parameters
     ----------
-    path : path-like
+    path : path-like or URL
         A model store written by distsketch.
+    storage_options : dict, optional
+        fsspec options for a URL (merged over the dask config
+        ``distsketch.storage-options``).
 
     Returns
     -------
@@ -339,17 +348,19 @@ def load(path: str | os.PathLike) -> Any:
         The model was written with other versions of distsketch, NumPy,
         scikit-learn or Zarr than those installed.
     """
-    p = Path(path).expanduser()
-    if not p.exists():
+    loc = resolve(path, storage_options)
+    p = Path(loc.path) if loc.is_local else loc.url
+    if not _exists(loc):
         raise StoreError(f"no model at {p}; check the path (models are saved with .save(path)).")
-    manifest = read_manifest(p)
+    check_committed(loc)
+    manifest = read_manifest(loc)
     if manifest is None:
         raise StoreError(
             f"{p} has no distsketch manifest: it is not a model store or its write did not "
             "complete. Re-run the fit that produces it."
         )
     try:
-        root = zarr.open_group(store=zarr_store(p, read_only=True), mode="r")
+        root = zarr.open_group(store=zarr_store(loc, read_only=True), mode="r")
         attrs = root.attrs.asdict()
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store's "

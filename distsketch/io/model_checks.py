@@ -62,11 +62,6 @@ def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreErro
     return dt
 
 
-def _array_dir(arr: zarr.Array) -> Path | None:
-    root = getattr(arr.store, "root", None)
-    return None if root is None else Path(str(root)) / arr.path
-
-
 def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray:
     """Read one stored model array after checking its dtype, shape and chunks.
 
@@ -101,8 +96,7 @@ def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray
         if arr.size and arr.nchunks_initialized < arr.nchunks:
             from distsketch.io.arrays import _missing_chunks
 
-            adir = _array_dir(arr)
-            missing = _missing_chunks(arr, adir) if adir else []
+            missing = _missing_chunks(arr)
             raise StoreError(
                 f"{where}: model array is missing chunk(s) {missing or ''} (grid index); reading "
                 "it would silently give zeros. The model store is damaged: restore it or re-save "

@@ -17,6 +17,11 @@ workflow checkpoint (``state.json`` inside a folder holding a workflow
 
 Writing *into* an input (a new path inside it) is refused even without
 ``overwrite``: it would change the user's data.
+
+The same rules hold for URL outputs (``s3://...``; :mod:`distsketch.io.urls`):
+an existing prefix is replaced only when it holds a distsketch manifest or
+marker, never a single object (a "file"), and never an input, a prefix
+holding one or a prefix inside one (compared as canonical URLs).
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import InputError, StoreError
+from distsketch.io.urls import Location, is_url, resolve
 
 __all__ = ["MARKER_NAME", "check_not_input", "check_output", "check_replaceable", "split_array_path",
-           "written_by_distsketch"]
+           "url_written_by_distsketch", "written_by_distsketch"]
 
 #: marker file that atomic_dir writes into every directory it builds
 MARKER_NAME = ".distsketch"
@@ -78,11 +84,22 @@ def _input_paths(inputs: Iterable[Any]) -> list[Path]:
         if not isinstance(item, (str, os.PathLike)):
             continue
         s = os.fspath(item)
-        if "://" in s:
-            continue
         path, _ = split_array_path(s)
+        if is_url(path):
+            loc = _quiet_resolve(path)
+            if loc is None or not loc.is_local:
+                continue
+            path = loc.path
         out.append(_resolve(path))
     return out
+
+
+def _quiet_resolve(path: Any, storage_options: Any = None) -> Location | None:
+    """``resolve(path)``, or None for a URL that cannot be resolved (it cannot overlap)."""
+    try:
+        return resolve(path, storage_options)
+    except Exception:
+        return None
 
 
 def _is_within(child: Path, parent: Path) -> bool:
@@ -169,20 +186,35 @@ def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) ->
     return final
 
 
-def check_output(path: str | os.PathLike, *, overwrite: bool,
-                 inputs: Iterable[Any] = ()) -> Path:
+def check_output(path: str | os.PathLike | Location, *, overwrite: bool,
+                 inputs: Iterable[Any] = (), storage_options: Any = None) -> Any:
     """Check that ``path`` may be written as a new output, before any work is done.
 
     An existing ``path`` needs ``overwrite`` and must pass
-    :func:`check_replaceable`; a path inside (or containing) an input is
-    refused in any case.
+    :func:`check_replaceable` (for a URL: hold a distsketch manifest or
+    marker); a path inside (or containing) an input is refused in any case.
+
+    Parameters
+    ----------
+    path : path-like, URL or Location
+    overwrite : bool
+    inputs : iterable of path-like or URL, optional
+    storage_options : mapping, optional
+        For a URL ``path`` (and URL inputs): fsspec options.
 
     Returns
     -------
-    pathlib.Path
-        The absolute path.
+    pathlib.Path or Location
+        The absolute path; the resolved :class:`~distsketch.io.urls.Location`
+        for a URL.
     """
     inputs = list(inputs)
+    if isinstance(path, Location) or is_url(path):
+        loc = resolve(path, storage_options)
+        if not loc.is_local:
+            return _check_url_output(loc, overwrite=overwrite, inputs=inputs,
+                                     storage_options=storage_options)
+        path = loc.path
     final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
     _check_not_input(final, _resolve(final), inputs)
     if os.path.lexists(final):
@@ -196,3 +228,59 @@ def check_output(path: str | os.PathLike, *, overwrite: bool,
             raise StoreError(f"output {final} already exists; {hint}.")
         check_replaceable(final, inputs=inputs)
     return final
+
+
+def _exists(loc: Location) -> bool:
+    loc.fs.invalidate_cache(loc.path)
+    try:
+        return bool(loc.fs.exists(loc.path))
+    except FileNotFoundError:
+        return False
+    except Exception as exc:
+        raise StoreError(f"cannot check output {loc.url} ({type(exc).__name__}: {exc}); check "
+                         "that the bucket exists and that the storage options (credentials, "
+                         "endpoint) allow access.") from exc
+
+
+def url_written_by_distsketch(loc: Location) -> bool:
+    """Whether the prefix ``loc`` carries a distsketch manifest or marker."""
+    fs = loc.fs
+    fs.invalidate_cache(loc.path)
+    try:
+        return bool(fs.isfile(loc.child(_MANIFEST).path) or fs.isfile(loc.child(MARKER_NAME).path))
+    except (FileNotFoundError, OSError):
+        return False
+
+
+def _check_url_output(loc: Location, *, overwrite: bool, inputs: list,
+                      storage_options: Any) -> Location:
+    """:func:`check_output` for an object-store (or other fsspec) location."""
+    for item in inputs:
+        if item is None or not isinstance(item, (str, os.PathLike, Location)):
+            continue
+        src_text = item.url if isinstance(item, Location) else split_array_path(os.fspath(item))[0]
+        src = _quiet_resolve(src_text, storage_options)
+        if src is None or src.is_local:
+            continue
+        if loc.within(src) or src.within(loc):
+            where = ("is the input" if loc.path.rstrip("/") == src.path.rstrip("/") else
+                     "is inside the input" if loc.within(src) else "contains the input")
+            raise InputError(f"output {loc.url} {where} {src.url}; distsketch never writes into "
+                             "or replaces its input. Choose another output URL.")
+    if not _exists(loc):
+        return loc
+    ours = url_written_by_distsketch(loc)
+    if loc.fs.isfile(loc.path):
+        raise StoreError(f"output {loc.url} is an existing object that distsketch did not write; "
+                         "it is never replaced. Remove it yourself or choose another output URL.")
+    if not overwrite:
+        hint = ("pass overwrite=True (CLI: --overwrite) to replace it" if ours else
+                "it was not written by distsketch (it has no distsketch manifest), so it will not "
+                "be replaced, even with overwrite (CLI: --overwrite); choose another output URL")
+        raise StoreError(f"output {loc.url} already exists; {hint}.")
+    if not ours:
+        raise StoreError(
+            f"output {loc.url} exists and has no distsketch manifest, so distsketch did not write "
+            "it and will not replace it (even with overwrite). Remove it yourself or choose "
+            "another output URL.")
+    return loc

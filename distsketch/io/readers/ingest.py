@@ -11,6 +11,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
 from distsketch.io.codecs import COMPRESSORS
+from distsketch.io.publish import output_location
 from distsketch.io.readers.base import (
     Header,
     ReadOptions,
@@ -25,6 +26,7 @@ from distsketch.io.readers.idx import read_header as idx_header
 from distsketch.io.readers.progress import Progress
 from distsketch.io.readers.registry import find_reader
 from distsketch.io.readers.sink import RowWriter, ZarrSink
+from distsketch.io.urls import resolve
 from distsketch.validation.params import Interval, StrOptions, validate_params
 
 __all__ = ["ingest"]
@@ -58,6 +60,7 @@ def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
     "compressor": [StrOptions({c for c in COMPRESSORS if c} | {"none"}), None],
     "overwrite": ["boolean"],
     "progress": ["boolean", None],
+    "storage_options": [dict, None],
 })
 def ingest(
     source: str | os.PathLike,
@@ -75,7 +78,8 @@ def ingest(
     compressor: str | None = "lz4",
     overwrite: bool = False,
     progress: bool | None = None,
-) -> Path:
+    storage_options: dict | None = None,
+) -> Path | str:
     """Stream a file into a row-chunked Zarr store, never holding the whole file.
 
     Parameters
@@ -84,9 +88,12 @@ def ingest(
         ``.npy``, ``.csv``/``.tsv``/``.txt``, ``.svm``/``.svmlight``/``.libsvm``
         or an MNIST idx file (``*-ubyte``), each optionally ``.gz``, or any
         format registered with :func:`~distsketch.io.readers.register_reader`.
-    dest : path-like
-        Output directory: a Zarr group with ``X`` (n, d) and, for labelled
-        inputs, ``y`` (n,).  Committed atomically; nothing is left on failure.
+    dest : path-like or URL
+        Output directory or URL (``s3://bucket/data.zarr``): a Zarr group with
+        ``X`` (n, d) and, for labelled inputs, ``y`` (n,), dimensions
+        ``("sample", "feature")`` and ``("sample",)``, consolidated metadata.
+        Committed atomically (on an object store: by its manifest, written
+        last); nothing is left on failure.
     format : str, optional
         A registered format name ("npy", "csv", "svmlight", "idx") or alias.
         Default: recognised from the file name, else from its first bytes.
@@ -118,11 +125,15 @@ def ingest(
         the source).
     progress : bool, optional
         Progress line on stderr (default: when stderr is a terminal).
+    storage_options : dict, optional
+        fsspec options for a URL ``dest`` (merged over the dask config
+        ``distsketch.storage-options``).  The source is a local file.
 
     Returns
     -------
-    pathlib.Path
-        The committed store (``open_array(path)`` gives ``X``).
+    pathlib.Path or str
+        The committed store (``open_array(path)`` gives ``X``); a URL for a
+        URL ``dest``.
 
     Raises
     ------
@@ -157,8 +168,9 @@ def ingest(
     show = progress_enabled(progress)
     options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
                           n_features=n_features)
-    with ZarrSink.open(dest, compressor=compressor, overwrite=overwrite,
-                       inputs=[src, labels]) as sink:
+    out = resolve(dest, storage_options)
+    with ZarrSink.open(out, compressor=compressor, overwrite=overwrite,
+                       inputs=[src, labels], storage_options=storage_options) as sink:
         with reader.open(src, options) as stream:
             info = _copy(stream, sink, src, dtype, chunk_rows, allow_nan, show)
         n = int(info["rows"])
@@ -177,7 +189,7 @@ def ingest(
                     "seconds": round(time.perf_counter() - t0, 3)}
         manifest.update(info)
         sink.commit(n, src, manifest)
-    return Path(dest).expanduser().absolute()
+    return output_location(out)
 
 
 def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: int | None,

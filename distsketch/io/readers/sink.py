@@ -1,11 +1,13 @@
 """The one sink of file ingestion: row blocks into a Zarr group, committed atomically.
 
-Layout of the output (a Zarr group)::
+Layout of the output (a Zarr group, a local directory or a URL prefix)::
 
     dest.zarr/
-      zarr.json                    group (attribute ``ingest``: source, format, size)
-      X/                           (n, d) data, row chunks of ``chunk_rows``
-      y/                           (n,) labels, when there are any
+      zarr.json                    group (attribute ``ingest``: source, format, size;
+                                   ``provenance``: the manifest's entries)
+      X/                           (n, d) data, row chunks of ``chunk_rows``,
+                                   dimensions ("sample", "feature")
+      y/                           (n,) labels, when there are any, dimension ("sample",)
       distsketch-manifest.json     written last
 """
 
@@ -21,10 +23,11 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.arrays import create_array, zarr_store
-from distsketch.io.atomic import atomic_dir
-from distsketch.io.codecs import codecs
-from distsketch.io.manifest import write_manifest
+from distsketch.io.manifest import provenance, write_manifest
+from distsketch.io.publish import atomic_output
+from distsketch.io.stores import consolidate, zarr_store
+from distsketch.io.urls import Location
+from distsketch.io.writes import create_array
 
 __all__ = ["RowWriter", "ZarrSink"]
 
@@ -37,7 +40,7 @@ class RowWriter:
     concurrently, so no row can be lost to unaligned writes.
     """
 
-    def __init__(self, path: Path, dtype: np.dtype, chunk_rows: int,
+    def __init__(self, path: Location, dtype: np.dtype, chunk_rows: int,
                  compressor: str | None, n_rows: int | None = None):
         self.path = path
         self.dtype = np.dtype(dtype)
@@ -52,14 +55,13 @@ class RowWriter:
     def _create(self, n_cols: int | None) -> None:
         n0 = self.n_known if self.n_known is not None else 0
         if n_cols is None:  # 1-D labels
-            self.arr = zarr.create_array(
-                store=zarr_store(self.path), shape=(n0,), dtype=self.dtype,
-                chunks=(self.chunk_rows,), compressors=codecs(self.compressor),
-                overwrite=True, config={"write_empty_chunks": True})
+            self.arr = create_array(self.path, (n0,), self.dtype, chunk_rows=self.chunk_rows,
+                                    compressor=self.compressor, dimension_names=("sample",))
             self._buf = np.empty((self.chunk_rows,), dtype=self.dtype)
         else:
             self.arr = create_array(self.path, (n0, n_cols), self.dtype,
-                                    chunk_rows=self.chunk_rows, compressor=self.compressor)
+                                    chunk_rows=self.chunk_rows, compressor=self.compressor,
+                                    dimension_names=("sample", "feature"))
             self._buf = np.empty((self.chunk_rows, n_cols), dtype=self.dtype)
 
     def write(self, block: np.ndarray) -> None:
@@ -100,16 +102,18 @@ class ZarrSink:
     the block exits without an error; otherwise nothing is left behind.
     """
 
-    def __init__(self, tmp: Path, compressor: str | None):
+    def __init__(self, tmp: Location, compressor: str | None):
         self.tmp = tmp
         self.compressor = compressor
         self.writers: dict[str, RowWriter] = {}
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, dest: str | os.PathLike, *, compressor: str | None,
-             overwrite: bool, inputs: Any = ()) -> Iterator[ZarrSink]:
-        with atomic_dir(dest, overwrite=overwrite, inputs=inputs) as tmp:
+    def open(cls, dest: str | os.PathLike | Location, *, compressor: str | None,
+             overwrite: bool, inputs: Any = (),
+             storage_options: dict | None = None) -> Iterator[ZarrSink]:
+        with atomic_output(dest, overwrite=overwrite, inputs=inputs,
+                           storage_options=storage_options) as tmp:
             # "w-", not "w": "w" deletes and re-creates tmp, dropping atomic_dir's lock on it
             zarr.open_group(store=zarr_store(tmp), mode="w-")
             yield cls(tmp, compressor)
@@ -117,7 +121,7 @@ class ZarrSink:
     def array(self, name: str, dtype: np.dtype, chunk_rows: int,
               n_rows: int | None) -> RowWriter:
         """A writer for array ``name`` (created at its first block)."""
-        w = RowWriter(self.tmp / name, dtype, chunk_rows, self.compressor, n_rows)
+        w = RowWriter(self.tmp.child(name), dtype, chunk_rows, self.compressor, n_rows)
         self.writers[name] = w
         return w
 
@@ -126,13 +130,15 @@ class ZarrSink:
         for w in self.writers.values():
             w.close()
         for name in self.writers:
-            _verify(self.tmp / name, n_rows, source, name)
+            _verify(self.tmp.child(name), n_rows, source, name)
         root = zarr.open_group(store=zarr_store(self.tmp), mode="r+")
         root.attrs["ingest"] = {k: manifest[k] for k in ("source", "format", "rows", "n_features")}
+        root.attrs["provenance"] = provenance(manifest)
+        consolidate(self.tmp)
         write_manifest(self.tmp, manifest)
 
 
-def _verify(path: Path, expected_rows: int, source: Path, what: str) -> zarr.Array:
+def _verify(path: Location, expected_rows: int, source: Path, what: str) -> zarr.Array:
     """Re-open a written array and check that every row and chunk arrived."""
     arr = zarr.open_array(zarr_store(path, read_only=True), mode="r")
     if arr.shape[0] != expected_rows or arr.nchunks_initialized != arr.nchunks:

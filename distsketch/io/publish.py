@@ -1,0 +1,191 @@
+"""Committed outputs on any storage: :func:`atomic_output`.
+
+A local output is built by :func:`distsketch.io.atomic.atomic_dir` (temporary
+sibling, marker, rename).  Object stores have no atomic rename, so an output
+at a URL is committed by its manifest instead (docs/storage.md)::
+
+    1. the destination is checked (absent, or a distsketch output and
+       overwrite=True; never an input); a probe object is written and deleted
+       under .<name>.tmp-<token>/ to prove, before any work is done, that the
+       location is writable
+    2. everything is written under .<name>.tmp-<token>/, then the marker
+       .distsketch
+    3. the destination is checked again; when it is replaced, its manifest is
+       deleted first (from then on it reads as uncommitted), then its objects
+    4. every object is copied from the temporary prefix to the destination
+       (server-side where the store can), the marker first and the manifest
+       LAST: the destination is committed when its manifest appears
+    5. the temporary prefix is deleted
+
+A failure in 1–2 deletes the temporary prefix and leaves an existing output
+untouched; a failure in 3–4 leaves the destination uncommitted (it has the
+marker but no manifest), which every reader refuses with a StoreError saying
+to rerun the write.  A killed writer may leave a ``.<name>.tmp-<token>``
+prefix behind; it is never read and may be deleted.  One writer per
+destination at a time (a workflow's lock, or the user's own scheduling).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from distsketch.errors import DistsketchError, StoreError
+from distsketch.io.atomic import atomic_dir
+from distsketch.io.manifest import MANIFEST_NAME, write_manifest
+from distsketch.io.safety import MARKER_NAME, check_output
+from distsketch.io.urls import Location, resolve
+
+__all__ = ["atomic_output", "check_committed", "output_location"]
+
+
+def _step(name: str, loc: Location) -> None:
+    """Instrumentation point of the object-store protocol (fault-injection tests patch it)."""
+
+
+def output_location(loc: Location) -> Any:
+    """What a writer returns for its committed output: a Path locally, else the URL."""
+    from pathlib import Path
+
+    return Path(loc.path) if loc.is_local else loc.url
+
+
+def _unwritable(loc: Location, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"cannot write to {loc.url} ({type(exc).__name__}: {exc}). Check that the bucket or "
+        "container exists and that the storage options (credentials, endpoint; CLI: "
+        "--storage-option KEY=VALUE) allow writing there; nothing was written, locally or "
+        "remotely.")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False,
+                  inputs: Iterable[Any] = (), storage_options: Any = None) -> Iterator[Location]:
+    """Yield a temporary location that becomes ``path`` when the block succeeds.
+
+    Parameters
+    ----------
+    path : path-like, URL or Location
+        Final location: a local directory or a prefix on an object store.
+    overwrite : bool
+        Replace an existing output, which must be one distsketch wrote.
+    inputs : iterable of path-like or URL, optional
+        Inputs of the computation; ``path`` may not be, contain or lie in one.
+    storage_options : mapping, optional
+        fsspec options for a URL (merged over ``distsketch.storage-options``).
+
+    Yields
+    ------
+    Location
+        The temporary location to write into (a local directory or a prefix).
+        Write the manifest into it (:func:`~distsketch.io.manifest.write_manifest`);
+        a URL output without one gets a minimal manifest at publication.
+
+    Raises
+    ------
+    StoreError
+        ``path`` exists (without ``overwrite``, or not written by distsketch),
+        cannot be written (unknown protocol, missing filesystem package, no
+        bucket or permission), or the commit failed.
+    InputError
+        ``path`` overlaps an input.
+    """
+    loc = resolve(path, storage_options)
+    inputs = list(inputs)
+    if loc.is_local:
+        with atomic_dir(loc.path, overwrite=overwrite, inputs=inputs) as tmp:
+            yield resolve(tmp)
+        return
+    check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+    token = uuid.uuid4().hex[:12]
+    tmp = loc.sibling(f".{loc.name}.tmp-{token}")
+    marker = json.dumps({"written_by": "distsketch", "token": token}).encode()
+    try:
+        # the probe is removed again: Zarr refuses to create a group in a non-empty prefix
+        tmp.fs.pipe_file(tmp.child(MARKER_NAME).path, marker)
+        tmp.fs.rm_file(tmp.child(MARKER_NAME).path)
+    except Exception as exc:
+        raise _unwritable(loc, exc) from exc
+    try:
+        yield tmp
+        _publish(loc, tmp, marker, overwrite, inputs, storage_options)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            tmp.fs.rm(tmp.path, recursive=True)
+        raise
+
+
+def _publish(loc: Location, tmp: Location, marker: bytes, overwrite: bool, inputs: list,
+             storage_options: Any) -> None:
+    """Steps 3–5 of the protocol (module docstring)."""
+    fs = tmp.fs
+    try:
+        check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+    except DistsketchError as exc:
+        raise type(exc)(f"{exc} (checked again when committing; nothing was written)") from None
+    try:
+        fs.invalidate_cache(tmp.path)
+        fs.pipe_file(tmp.child(MARKER_NAME).path, marker)
+        if not fs.isfile(tmp.child(MANIFEST_NAME).path):
+            write_manifest(tmp, {"kind": "output"})
+        files = sorted(fs.find(tmp.path))
+    except Exception as exc:
+        raise _unwritable(loc, exc) from exc
+    _step("written", tmp)
+    root = tmp.path.rstrip("/")
+    rel = [f[len(root) + 1:] for f in files if f.startswith(root + "/")]
+    rel.sort(key=lambda r: (r != MARKER_NAME, r == MANIFEST_NAME, r))  # marker first, manifest last
+    try:
+        fs.invalidate_cache(loc.path)
+        if fs.exists(loc.path):
+            # the old output becomes uncommitted before any of it is removed
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm_file(loc.child(MANIFEST_NAME).path)
+            _step("old-uncommitted", loc)
+            fs.rm(loc.path, recursive=True)
+        body = [r for r in rel if r != MANIFEST_NAME]
+        if body:
+            fs.copy([f"{root}/{r}" for r in body], [loc.child(r).path for r in body])
+        _step("copied", loc)
+        fs.copy(tmp.child(MANIFEST_NAME).path, loc.child(MANIFEST_NAME).path)
+    except Exception as exc:
+        raise StoreError(
+            f"cannot commit output {loc.url} ({type(exc).__name__}: {exc}); it is left "
+            "uncommitted (no manifest) and will be refused by readers. Rerun the command that "
+            "writes it (with overwrite=True / --overwrite).") from exc
+    fs.invalidate_cache(loc.path)
+    _step("committed", loc)
+    with contextlib.suppress(Exception):
+        fs.rm(tmp.path, recursive=True)
+
+
+def check_committed(loc: Location) -> None:
+    """Refuse a URL store that distsketch began to write but did not commit.
+
+    A prefix with the distsketch marker but no manifest is an interrupted
+    write (see the module docstring); a store without either was not written
+    by distsketch and is read as it is.
+
+    Raises
+    ------
+    StoreError
+        The store is uncommitted.
+    """
+    if loc.is_local:
+        return
+    fs = loc.fs
+    fs.invalidate_cache(loc.path)
+    try:
+        marked = fs.isfile(loc.child(MARKER_NAME).path)
+        committed = fs.isfile(loc.child(MANIFEST_NAME).path)
+    except Exception:
+        return  # unreadable: opening it reports the real error
+    if marked and not committed:
+        raise StoreError(
+            f"{loc.url} has no manifest: an interrupted write (distsketch began it and did not "
+            "commit it, so its data may be incomplete). Rerun the command that writes it, with "
+            "overwrite=True (CLI: --overwrite).")

@@ -1,0 +1,170 @@
+"""Zarr stores of local paths and URLs: the store object, opening, the row reader.
+
+:func:`zarr_store` is the one place a resolved location
+(:func:`distsketch.io.urls.resolve`) becomes a Zarr store: a
+``LocalStore`` for a local path, Zarr's ``FsspecStore`` (with the
+``storage_options``) for a URL.  :func:`open_zarr` opens an array with clear
+errors; :class:`ZarrRowReader` is what dask graphs hold to read it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from distsketch.errors import StoreError
+from distsketch.io.atomic import recover
+from distsketch.io.urls import Location, resolve
+
+__all__ = ["ZarrRowReader", "consolidate", "open_zarr", "zarr_store"]
+
+
+def zarr_store(path: str | os.PathLike | Location, *, read_only: bool = False,
+               storage_options: Any = None) -> Any:
+    """The ``store=`` argument of zarr for ``path``.
+
+    A local path becomes a :class:`zarr.storage.LocalStore` (absolute), because
+    zarr reads a plain string containing ``::`` as a chained fsspec URL
+    (``/data/a::b`` would open ``/data/a``); a URL becomes a
+    :class:`zarr.storage.FsspecStore` with ``storage_options`` (merged over
+    the dask config ``distsketch.storage-options``).
+    """
+    loc = resolve(path, storage_options)
+    if loc.is_local:
+        return zarr.storage.LocalStore(loc.path, read_only=read_only)
+    try:
+        return zarr.storage.FsspecStore.from_url(loc.url, storage_options=loc.storage_options,
+                                                 read_only=read_only)
+    except Exception as exc:
+        raise StoreError(f"cannot open {loc.url} ({type(exc).__name__}: {exc}); check the URL "
+                         "and its storage options.") from exc
+
+
+def _exists(loc: Location) -> bool:
+    if loc.is_local:
+        return Path(loc.path).exists()
+    try:
+        loc.fs.invalidate_cache(loc.path)
+        return bool(loc.fs.exists(loc.path))
+    except FileNotFoundError:
+        return False
+    except Exception as exc:
+        raise StoreError(f"cannot read {loc.url} ({type(exc).__name__}: {exc}); check that the "
+                         "bucket exists and that the storage options (credentials, endpoint; "
+                         "CLI: --storage-option KEY=VALUE) allow reading it.") from exc
+
+
+def open_zarr(path: str | os.PathLike | Location, component: str | None = None, *,
+              storage_options: Any = None) -> zarr.Array:
+    """Open a Zarr array read-only, with a clear error if it is missing or broken.
+
+    A local store that is missing because a writer was killed between the two
+    renames of its commit is first recovered (:func:`distsketch.io.atomic.recover`).
+    A URL store that distsketch began to write but did not commit (its marker
+    without its manifest) is refused (:func:`distsketch.io.publish.check_committed`).
+    """
+    from distsketch.io.publish import check_committed
+
+    loc = resolve(path, storage_options)
+    p = loc.url
+    if loc.is_local and not Path(p).exists():
+        recover(p)
+    if not _exists(loc):
+        raise StoreError(
+            f"no Zarr store at {p}: the {'path' if loc.is_local else 'URL'} does not exist. "
+            "Check it, or create it with `distsketch ingest`."
+        )
+    check_committed(loc)
+    try:
+        node = zarr.open(store=zarr_store(loc, read_only=True), mode="r")
+    except Exception as exc:
+        raise StoreError(
+            f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
+            "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
+        ) from exc
+    if isinstance(node, zarr.Group):
+        with warnings.catch_warnings():
+            # the distsketch manifest beside the arrays is not a Zarr node
+            warnings.filterwarnings("ignore", message=".*not recognized.*")
+            names = sorted(node.array_keys())
+        key = component or ("X" if "X" in names else (names[0] if len(names) == 1 else None))
+        if key is None or key not in names:
+            raise StoreError(
+                f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
+                f"{p}::{names[0] if names else 'X'}."
+            )
+        node = node[key]
+    return node
+
+
+class ZarrRowReader:
+    """Array-like read adapter over a Zarr array for :func:`dask.array.from_array`.
+
+    Holds only the (absolute) path or URL and its storage options, so it
+    pickles cheaply to workers; opens lazily there.
+    """
+
+    def __init__(self, path: str, component: str | None, shape: tuple, dtype: np.dtype,
+                 storage_options: dict | None = None):
+        self.path = path
+        self.storage_options = storage_options
+        self.component = component
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(shape)
+        self._arr: zarr.Array | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_arr"} | {"_arr": None}
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        try:
+            if self._arr is None:
+                self._arr = open_zarr(self.path, self.component,
+                                      storage_options=self.storage_options)
+            return np.asarray(self._arr[key])
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(self._describe_failure(key, exc)) from exc
+
+    def _describe_failure(self, key: Any, exc: Exception) -> str:
+        rows = key[0] if isinstance(key, tuple) else key
+        if not isinstance(rows, slice) or self._arr is None:
+            return (f"cannot read selection {key!r} of {self.path}: {type(exc).__name__}: {exc}. "
+                    "Restore the data or re-ingest it.")
+        c = (self._arr.shards or self._arr.chunks)[0]
+        start = rows.start or 0
+        stop = self.shape[0] if rows.stop is None else rows.stop
+        bad = []
+        # re-read chunk by chunk so the message names the broken chunk, not the block
+        for i in range(start // c, (stop - 1) // c + 1):
+            try:
+                self._arr[i * c: min(self.shape[0], (i + 1) * c)]
+            except Exception:
+                bad.append(i)
+        unit = "shard" if self._arr.shards else "chunk"
+        cols = (0,) * (len(self.shape) - 1)
+        where = ", ".join(f"{unit} {(i, *cols)} (rows {i * c}..{min(self.shape[0], (i + 1) * c)})"
+                          for i in bad) or f"rows {start}..{stop}"
+        return (f"cannot read {where} of Zarr array {self.path}: {type(exc).__name__}: {exc}. "
+                "The chunk is corrupt or unreadable; restore it or re-ingest the data.")
+
+
+
+def consolidate(path: str | os.PathLike | Location, storage_options: Any = None) -> None:
+    """Consolidate the metadata of the Zarr group at ``path`` (one read opens it all).
+
+    xarray and other readers open a consolidated group with one request,
+    which matters on object stores.
+    """
+    with warnings.catch_warnings():
+        # consolidated metadata is not yet in the Zarr v3 specification
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(zarr_store(path, storage_options=storage_options))
+
