@@ -14,13 +14,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from distsketch.workflow.hooks import Segment, WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.spec import WorkflowSpec
-from distsketch.workflow.state import prefix_fingerprint, save_state
+from distsketch.workflow.state import StateStore, prefix_fingerprint
 from distsketch.workflow.window import SummaryWindow, splitter_for
 
 __all__ = ["SegmentFolder", "plan_summary", "segment_bounds"]
@@ -83,21 +82,25 @@ class SegmentFolder:
     method : MethodAdapter
         Holds the running state.
     spec : WorkflowSpec
-    state_dir : pathlib.Path
-        The checkpoint folder (``outputs.dir/state``).
+    state : StateStore
+        Where checkpoints are committed (``outputs.dir/state``).
     hooks : WorkflowHooks
     say : callable
         Receives one progress line per segment.
     in_flight : int, default 1
         Segment summaries computed at once (1: one segment after another).
+    check_lock : callable, optional
+        Raises when the run no longer holds its output's lock (called before
+        each checkpoint).
     """
 
     method: MethodAdapter
     spec: WorkflowSpec
-    state_dir: Path
+    state: StateStore
     hooks: WorkflowHooks
     say: Callable[[str], None]
     in_flight: int = 1
+    check_lock: Callable[[], None] | None = None
 
     def fold(self, X: Any, Xs: Any, done: int, meta: dict) -> int:
         """Fold rows ``[done, n)`` of ``Xs`` into the state; return the segments folded.
@@ -167,9 +170,11 @@ class SegmentFolder:
                     self.method.update(X_seg, start, y)
                     fingerprint = prefix_fingerprint(X, stop, seed)
                 meta.update(rows_done=stop, in_progress=stop < n, prefix_fingerprint=fingerprint)
-                save_state(self.state_dir, self.method, meta)
+                if self.check_lock is not None:
+                    self.check_lock()
+                self.state.save(self.method, meta)
                 # keep the in-memory state identical to what a resumed run would load
-                self.method.load(self.state_dir / "summary")
+                self.state.reload(self.method)
                 self.say(f"segment rows {start}..{stop}: {stop}/{n} rows consumed, checkpointed")
                 self.hooks.after_segment(segment)
         finally:
