@@ -22,6 +22,7 @@ __all__ = [
     "add_common_options",
     "add_overwrite_option",
     "add_progress_option",
+    "add_storage_option",
     "check_before_cluster",
     "cluster",
     "emit",
@@ -29,9 +30,11 @@ __all__ = [
     "median_gamma",
     "open_input",
     "parse_params",
+    "parse_storage_options",
     "positive_int",
     "result_stream",
     "stage",
+    "storage_options_arg",
 ]
 
 _RESULT: list[IO[str]] = []
@@ -177,6 +180,55 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage-option", action="append", metavar="KEY=VALUE", default=[],
+        dest="storage_option",
+        help="fsspec storage option for URL inputs and outputs (s3://, gs://, ...), repeatable; "
+             "VALUE is JSON when it parses (true, 3, {\"a\": 1}), else a string; dotted keys "
+             "nest (client_kwargs.endpoint_url=http://127.0.0.1:9000). Merged over the dask "
+             "config distsketch.storage-options")
+
+
+def parse_storage_options(items: list[str] | None) -> dict[str, Any] | None:
+    """``["anon=true", "client_kwargs.endpoint_url=http://h:9000"]`` -> nested options.
+
+    Values are JSON when they parse (``true``, ``3``, ``{"a": 1}``), otherwise
+    the plain string; a dotted key sets a nested mapping.  None when empty.
+
+    Raises
+    ------
+    ConfigError
+        An item without ``=`` or with an empty key part, or a key that is
+        both a value and a mapping.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        parts = [k.strip() for k in key.split(".")]
+        if not sep or not all(parts):
+            raise ConfigError(f"--storage-option {item!r}: expected KEY=VALUE, e.g. "
+                              "--storage-option anon=true or --storage-option "
+                              "client_kwargs.endpoint_url=http://127.0.0.1:9000.")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        node = out
+        for k in parts[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--storage-option {item!r}: {k!r} is already set to a value, "
+                                  "not a mapping.")
+        node[parts[-1]] = value
+    return out or None
+
+
+def storage_options_arg(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``--storage-option`` items of a command, parsed (None when there are none)."""
+    return parse_storage_options(getattr(args, "storage_option", None))
+
+
 def add_allow_missing_chunks_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-missing-chunks", action="store_true",
@@ -196,7 +248,7 @@ _STAGE_ROW_FACTOR = 16
 
 
 def open_input(path: str, block_rows: int | None = None, *,
-               allow_missing_chunks: bool = False) -> Any:
+               allow_missing_chunks: bool = False, storage_options: dict | None = None) -> Any:
     """Open a Zarr input as a dask array whose row blocks the graph's rule chose.
 
     The blocks are whole store chunks (or shards), sized by
@@ -207,14 +259,15 @@ def open_input(path: str, block_rows: int | None = None, *,
     from distsketch.graph.plan import choose_block_rows, input_bytes_per_row
     from distsketch.io.arrays import open_array, open_zarr, split_array_path
 
-    kw = {"allow_missing_chunks": allow_missing_chunks}
+    kw: dict[str, Any] = {"allow_missing_chunks": allow_missing_chunks,
+                          "storage_options": storage_options}
     if block_rows is not None:
         if block_rows < 1:
             raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")
         return open_array(path, block_rows=block_rows, **kw)
     X = open_array(path, **kw)
     p, comp = split_array_path(str(path))
-    arr = open_zarr(p, comp)
+    arr = open_zarr(p, comp, storage_options=storage_options)
     row_bytes = input_bytes_per_row(X)
     plan = choose_block_rows(X.shape[0], row_bytes, bytes_per_row=_STAGE_ROW_FACTOR * row_bytes,
                              align=int((arr.shards or arr.chunks)[0]))

@@ -9,6 +9,7 @@ from distsketch.cli.common import (
     add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
+    add_storage_option,
     apply_progress,
     cluster,
     emit,
@@ -16,6 +17,7 @@ from distsketch.cli.common import (
     positive_int,
     print_json,
     stage,
+    storage_options_arg,
 )
 from distsketch.errors import ConfigError
 
@@ -43,6 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p, overwrite=False)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -52,13 +55,15 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.metrics import kernel_errors, model_kernel
 
     apply_progress(args)
-    model = load(args.model)
+    so = storage_options_arg(args)
+    model = load(args.model, storage_options=so)
     if not hasattr(model, "kernel_approx"):
         raise ConfigError(f"model {args.model} ({type(model).__name__}) cannot approximate a "
                           "kernel (no kernel_approx).")
     if args.kernel is None and model_kernel(model) is None:
         raise ConfigError(f"{type(model).__name__} does not name its kernel; pass --kernel.")
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                   storage_options=so)
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
         from distsketch.errors import InputError
 

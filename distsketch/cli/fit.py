@@ -11,6 +11,7 @@ from distsketch.cli.common import (
     add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
+    add_storage_option,
     apply_progress,
     check_before_cluster,
     cluster,
@@ -19,6 +20,7 @@ from distsketch.cli.common import (
     open_input,
     parse_params,
     stage,
+    storage_options_arg,
 )
 from distsketch.errors import ConfigError
 
@@ -82,14 +84,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
 
-def _read_targets(spec: str, n: int) -> Any:
+def _read_targets(spec: str, n: int, storage_options: dict | None = None) -> Any:
     from distsketch.io.targets import open_targets
 
-    return open_targets(spec, n, where=f"--y {spec}").as_dask()
+    return open_targets(spec, n, where=f"--y {spec}",
+                        storage_options=storage_options).as_dask()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io.safety import check_output
 
     apply_progress(args)
-    check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y])
+    so = storage_options_arg(args)
+    check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y],
+                 storage_options=so)
     cls, params = resolve_estimator(args.method)
     params = dict(params)
     accepted = set(inspect.signature(cls).parameters)
@@ -122,8 +128,9 @@ def run(args: argparse.Namespace) -> int:
             params["gamma"] = float(params["gamma"])
         except ValueError:
             raise ConfigError(f"--gamma {params['gamma']!r}: use a number or 'median'.") from None
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
-    y = _read_targets(args.y, X.shape[0]) if args.y else None
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                   storage_options=so)
+    y = _read_targets(args.y, X.shape[0], so) if args.y else None
     # gamma="median" is known only once the sample is read: its default stands in for the check
     check_before_cluster(cls(**{k: v for k, v in params.items()
                                 if not (k == "gamma" and v == "median")}),
@@ -140,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - t0
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
-                      "fit_seconds": round(seconds, 3)})
+                      "fit_seconds": round(seconds, 3)}, storage_options=so)
     emit(f"fitted {cls.__name__} on {X.shape[0]} rows in {seconds:.1f} s "
          f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
     return 0

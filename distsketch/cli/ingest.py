@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from distsketch.cli.common import add_common_options, apply_progress, emit, positive_int, stage
+from distsketch.cli.common import (
+    add_common_options,
+    add_storage_option,
+    apply_progress,
+    emit,
+    positive_int,
+    stage,
+    storage_options_arg,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -39,6 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
                    help="chunk codec (default lz4)")
     add_common_options(p, cluster_used=False)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -47,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io import ingest, read_manifest
 
     show = apply_progress(args)
+    so = storage_options_arg(args)
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None
     zero_based = {"auto": "auto", "true": True, "false": False}[args.zero_based]
     stage(f"ingesting {args.source} -> {args.dest}")
@@ -56,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
                   skip_header=args.skip_header, labels=args.labels, zero_based=zero_based,
                   allow_nan=args.allow_nan,
                   compressor=None if args.compressor == "none" else args.compressor,
-                  overwrite=args.overwrite, progress=show)
-    info = read_manifest(path) or {}
+                  overwrite=args.overwrite, progress=show, storage_options=so)
+    info = read_manifest(path, storage_options=so) or {}
     emit(f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
          f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
          f"{time.perf_counter() - t0:.1f} s")

@@ -110,15 +110,17 @@ class DistsketchEstimator(BaseEstimator):
             self.seed_ = resolve_seed(getattr(self, "random_state", None))
         return self.seed_
 
-    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Any:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False,
+             storage_options: dict | None = None) -> Any:
         """Save the fitted estimator to a Zarr group at ``path`` (atomic).
 
-        Load it with :func:`distsketch.load`.
+        ``path`` may be a URL (``s3://bucket/model.zarr``) with fsspec
+        ``storage_options``.  Load it with :func:`distsketch.load`.
         """
         from distsketch.io.model import save_model
 
         self._check_is_fitted()
-        return save_model(self, path, overwrite=overwrite)
+        return save_model(self, path, overwrite=overwrite, storage_options=storage_options)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

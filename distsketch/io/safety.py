@@ -133,13 +133,15 @@ def check_not_input(path: str | os.PathLike, inputs: Iterable[Any]) -> Path:
     return final
 
 
-def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) -> Path:
+def check_replaceable(path: str | os.PathLike | Location, *, inputs: Iterable[Any] = ()) -> Any:
     """Refuse unless the existing ``path`` may be replaced by a new distsketch output.
 
     Parameters
     ----------
-    path : path-like
-        An output about to be replaced (``overwrite=True``).
+    path : path-like, URL or Location
+        An output about to be replaced (``overwrite=True``); a URL is
+        resolved with the configured storage options (pass a resolved
+        :class:`~distsketch.io.urls.Location` for others).
     inputs : iterable of path-like, optional
         The inputs of the command (``store.zarr::name`` accepted); the output
         may not be, contain or lie inside any of them.
@@ -157,6 +159,12 @@ def check_replaceable(path: str | os.PathLike, *, inputs: Iterable[Any] = ()) ->
         ``path`` is a file, a symbolic link, the home or working directory (or
         a parent of it), or a directory without a distsketch manifest or marker.
     """
+    if isinstance(path, Location) or is_url(path):
+        loc = resolve(path)
+        if not loc.is_local:
+            return _check_url_output(loc, overwrite=True, inputs=list(inputs),
+                                     storage_options=None)
+        path = loc.path
     final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
     resolved = _resolve(final)
     _check_not_input(final, resolved, inputs)

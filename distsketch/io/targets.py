@@ -86,7 +86,7 @@ class Targets:
 
 
 def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = None,
-                 allow_extra_rows: bool = False) -> Targets:
+                 allow_extra_rows: bool = False, storage_options: dict | None = None) -> Targets:
     """Open the targets at ``path`` (``store.zarr::name`` for an array in a group).
 
     Parameters
@@ -100,6 +100,8 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
     allow_extra_rows : bool, default False
         Accept more target rows than input rows (a workflow reads only the
         rows it consumes; targets may be appended before the rows).
+    storage_options : dict, optional
+        fsspec options for a URL ``path``.
 
     Returns
     -------
@@ -119,7 +121,7 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
     where = where or spec
     # the same rule as for inputs: an existing path is a path, else the last '::' names the array
     p, comp = split_array_path(spec)
-    arr = open_zarr(p, comp)
+    arr = open_zarr(p, comp, storage_options=storage_options)
     short = arr.ndim not in (1, 2) or arr.shape[0] < n_rows
     if short or (arr.shape[0] != n_rows and not allow_extra_rows):
         need = f"at least {n_rows}" if allow_extra_rows else f"{n_rows}"
