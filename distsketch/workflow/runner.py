@@ -79,6 +79,7 @@ def run_workflow(
     log: Callable[[str], None] | None = None,
     hooks: WorkflowHooks | None = None,
     force_unlock: bool = False,
+    storage_options: dict | None = None,
 ) -> RunResult:
     """Run (or continue) the pipeline described by ``spec``.
 
@@ -115,6 +116,9 @@ def run_workflow(
         On an object store: remove the lock object another run left before
         taking it (when that run is known to be gone).  Local folders use an
         OS lock that dies with its process.
+    storage_options : dict, optional
+        fsspec options for URL inputs and outputs, merged over the spec's
+        ``storage_options`` (CLI: ``--storage-option KEY=VALUE``).
 
     Returns
     -------
@@ -145,7 +149,13 @@ def run_workflow(
     AISTATS 2016 (mergeable summaries that make incremental runs exact or
     within the FD guarantee).
     """
-    run = _Run(spec=load_workflow_spec(spec), cluster=cluster, full=full, wait=wait,
+    spec = load_workflow_spec(spec)
+    if storage_options:
+        from distsketch.io.urls import merge_options
+
+        spec = dataclasses.replace(
+            spec, storage_options=merge_options(spec.storage_options, storage_options))
+    run = _Run(spec=spec, cluster=cluster, full=full, wait=wait,
                connect_timeout=connect_timeout, force_unlock=force_unlock,
                say=log or (lambda msg: print(msg, file=sys.stderr, flush=True)),
                hooks=hooks or WorkflowHooks())
