@@ -235,7 +235,8 @@ class _Run:
                               "to the spec.")
         from distsketch.io.targets import open_targets
 
-        targets = open_targets(self.spec.targets, n, allow_extra_rows=True)
+        targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
+                                   storage_options=self.spec.storage_options)
         classes = targets.distinct(n)
         if classes.size < 2:
             raise WorkflowError(f"targets {self.spec.targets} hold {classes.size} distinct label(s) "

@@ -133,7 +133,8 @@ class SegmentFolder:
         if self.spec.targets is not None:
             from distsketch.io.targets import open_targets
 
-            targets = open_targets(self.spec.targets, n, allow_extra_rows=True)
+            targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
+                                   storage_options=self.spec.storage_options)
         bounds = segment_bounds(done, n, seg)
         splitter = splitter_for(self.method.cls) if self.in_flight > 1 else None
         window: SummaryWindow | None = None

@@ -253,14 +253,20 @@ class ObjectLock:
         self._thread = threading.Thread(target=self._beat, name="distsketch-lock", daemon=True)
         self._thread.start()
 
+    def _beat_once(self) -> bool:
+        """Refresh the heartbeat; False (and :attr:`lost`) when the lock is not ours any more."""
+        held = self._read()
+        if held is None or held.get("token") != self.token:
+            self.lost = True
+            return False
+        self._write()
+        return True
+
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             try:
-                held = self._read()
-                if held is None or held.get("token") != self.token:
-                    self.lost = True
+                if not self._beat_once():
                     return
-                self._write()
             except Exception:  # a failed refresh is retried; the lock goes stale if it persists
                 continue
 
@@ -371,12 +377,11 @@ class RemoteStorage:
             self.lock.check()
 
     def read_result_manifest(self) -> dict | None:
+        """The committed result's manifest; None also for a result whose publication was
+        interrupted (no manifest): the run publishes it again."""
         from distsketch.io import read_manifest
-        from distsketch.io.publish import check_committed
 
-        result = self.loc.child("result")
-        check_committed(result)
-        return read_manifest(result)
+        return read_manifest(self.loc.child("result"))
 
     @contextlib.contextmanager
     def result_writer(self, inputs: list) -> Iterator[RemoteResult]:
