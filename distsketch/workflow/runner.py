@@ -283,7 +283,8 @@ class _Run:
             method.classes = self._classes(method, state, n)
             timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout) as client, self._result_writer() as tmp:
+                     timeout=self.connect_timeout) as client, self._result_writer() as tmp, \
+                record_plans() as plans:
             t0 = time.perf_counter()
             if not spec.preprocessing.standardize:
                 scaler = None
@@ -302,7 +303,7 @@ class _Run:
                 meta["classes"] = {"values": method.classes.tolist(),
                                    "dtype": method.classes.dtype.str}
             perf_ctx, perf_file = performance_report(client, self.storage.scratch)
-            with perf_ctx, record_plans() as plans:
+            with perf_ctx:
                 t0 = time.perf_counter()
                 in_flight = segments_in_flight(spec.segments_in_flight)
                 folder = SegmentFolder(method, spec, self.state, self.hooks, self.say,
@@ -317,6 +318,8 @@ class _Run:
             info = self._info(status, X, before, segments, errors, model)
             info["segments_in_flight"] = in_flight
             info["block_plans"] = plan_summary(plans)
+            for line in dict.fromkeys(str(p) for p in plans):
+                self.say(f"block plan {line}")
             if perf_file is not None and perf_file.exists():
                 tmp.add(perf_file, "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"

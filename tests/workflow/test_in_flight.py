@@ -19,7 +19,7 @@ import zarr
 
 import distsketch
 from distsketch import RandomFourierFeatures
-from distsketch.errors import ConfigError
+from distsketch.errors import ConfigError, WorkflowError
 from distsketch.workflow import WorkflowHooks, load_workflow_spec, run_workflow
 from distsketch.workflow.window import SummaryWindow, segments_in_flight
 
@@ -133,6 +133,30 @@ def test_ridge_in_flight_equals_one_at_a_time(tmp_path):
     assert len(seq.seen) == 6
     assert_same_checkpoints(seq, win)
     assert_same_result(tmp_path / "seq", tmp_path / "win", "coef_")
+
+
+def test_classifier_in_flight_equals_one_at_a_time_and_refuses_a_new_label_in_order(tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(800, 2))
+    y = (X[:, 0] > 0).astype(np.int64) + (X[:, 1] > 0.5)
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", y)
+    method = {"name": "SketchedKernelRidgeClassifier", "params": {
+        "features": RandomFourierFeatures(gamma=1.0, n_components=24), "classes": [0, 1, 2]}}
+    seq, win, _ = run_both(tmp_path, ("gram_", "zty_", "coef_"), method=method, targets=True)
+    assert len(seq.seen) == 6
+    assert_same_checkpoints(seq, win)
+    assert_same_result(tmp_path / "seq", tmp_path / "win", "coef_")
+    # a label outside the classes in segment 4: segments 1-3 are committed, then the refusal
+    bad = y.copy()
+    bad[500] = 7
+    write(tmp_path / "y.zarr", bad)
+    hooks = Checkpoints(tmp_path / "bad" / "state", ("gram_",))
+    with pytest.raises(WorkflowError, match=r"rows 450\.\.600 hold the label 7"):
+        run_workflow(spec(tmp_path, "bad", 4, method=method, targets=True), hooks=hooks, log=quiet)
+    assert [r for r, _ in hooks.seen] == [150, 300, 450]
+    for (_, a), (_, b) in zip(hooks.seen, seq.seen[:3], strict=True):
+        np.testing.assert_array_equal(a[0], b[0])
 
 
 def test_in_flight_under_a_local_cluster_equals_one_at_a_time(tmp_path):
