@@ -161,7 +161,8 @@ class SegmentFolder:
                     window = SummaryWindow(self.in_flight)
                 if window is not None:
                     for later in range(index, min(index + window.size, len(bounds) + 1)):
-                        window.submit(later, ahead(operators, later))
+                        if later not in window:
+                            window.submit(later, ahead(operators, later))
                 segment = Segment(index=index, start=start, stop=stop, n_rows=n)
                 self.hooks.before_segment(segment)
                 if window is not None:

@@ -141,6 +141,10 @@ class SummaryWindow:
         self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="distsketch-segment")
         self._pending: dict[int, Future] = {}
 
+    def __contains__(self, index: int) -> bool:
+        """Whether segment ``index``'s work is pending (submitted, not yet taken)."""
+        return index in self._pending
+
     def submit(self, index: int, work: Callable[[], Any]) -> None:
         """Start ``work()`` (segment ``index``'s summary) unless it is pending."""
         if index in self._pending:

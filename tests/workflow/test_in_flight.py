@@ -189,8 +189,10 @@ def test_window_runs_summaries_at_once_and_hands_them_out_in_order():
     try:
         for i in range(4):
             window.submit(i, lambda i=i: work(i))
+        assert all(i in window for i in range(4))
         # each summary saw the next one start, which needs two in flight
         assert [window.take(i) for i in range(4)] == [True] * 4
+        assert 0 not in window
     finally:
         window.close()
 
