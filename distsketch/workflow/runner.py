@@ -373,7 +373,7 @@ class _Run:
         try:
             if out.model:
                 t0 = time.perf_counter()
-                path, so = tmp.target(out.model)
+                path, so = tmp.target(out.model, small=True)
                 save_model(model, path, extra={"spec_key": self.key, "rows": n},
                            **({} if so is None else {"storage_options": so}))
                 timings["save_model"] = time.perf_counter() - t0

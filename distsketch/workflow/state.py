@@ -194,6 +194,12 @@ class LocalState(StateStore):
 _SUMMARY_PREFIX = "summary-"
 
 
+def upload_tree(fs: Any, local: Path, dest: Any) -> None:
+    """Copy every file under the local folder ``local`` to the prefix ``dest`` (a Location)."""
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.put_file(str(f), dest.child(f.relative_to(local).as_posix()).path)
+
+
 class RemoteState(StateStore):
     """``state/`` on an object store: ``state.json`` names the committed summary.
 
@@ -254,21 +260,38 @@ class RemoteState(StateStore):
             raise _damaged(self.loc.child(name).url, str(exc).rstrip(".")) from exc
 
     def save(self, method: MethodAdapter, meta: dict) -> None:
-        from distsketch.io.model import save_model
+        """Write the summary locally, upload it under a fresh name, commit ``state.json``.
+
+        The in-memory state is then reloaded from the local copy, whose bytes
+        are those uploaded (what a resumed run loads), so :meth:`reload` has
+        nothing left to do.
+        """
+        import tempfile
+
+        from distsketch.io.model import load, save_model
 
         old = None
         with contextlib.suppress(StoreError):
             old = (self.read() or {}).get("summary")
         name = f"{_SUMMARY_PREFIX}{int(meta['rows_done']):012d}-{uuid.uuid4().hex[:8]}.zarr"
-        try:
-            save_model(method.state, self.loc.child(name).url, storage_options=self.storage_options)
-            body = json.dumps(meta | {"summary": name}, indent=2).encode()
-            self.loc.fs.pipe_file(self._pointer().path, body)  # the commit
-        except OSError as exc:
-            raise store_error(exc, f"the checkpoint {self.where}") from exc
+        fs = self.loc.fs
+        with tempfile.TemporaryDirectory(prefix="distsketch-checkpoint-") as scratch:
+            local = Path(scratch) / name
+            save_model(method.state, local)
+            try:
+                # a fresh name, unreferenced until state.json names it: no publication step
+                upload_tree(fs, local, self.loc.child(name))
+                body = json.dumps(meta | {"summary": name}, indent=2).encode()
+                fs.pipe_file(self._pointer().path, body)  # the commit
+            except OSError as exc:
+                raise store_error(exc, f"the checkpoint {self.where}") from exc
+            method.state = load(local)
         if isinstance(old, str) and old.startswith(_SUMMARY_PREFIX) and old != name:
             with contextlib.suppress(Exception):
-                self.loc.fs.rm(self.loc.child(old).path, recursive=True)
+                fs.rm(self.loc.child(old).path, recursive=True)
+
+    def reload(self, method: MethodAdapter) -> None:
+        """Nothing: :meth:`save` reloaded the state from the bytes it uploaded."""
 
     def check_foreign(self, inputs: list) -> None:
         fs = self.loc.fs

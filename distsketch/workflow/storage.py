@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
-from distsketch.workflow.state import LocalState, RemoteState, StateStore, store_error
+from distsketch.workflow.state import LocalState, RemoteState, StateStore, store_error, upload_tree
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_STALE_SECONDS", "LocalResult", "LocalStorage", "ObjectLock",
            "RemoteResult", "RemoteStorage", "open_storage"]
@@ -69,8 +69,9 @@ class LocalResult:
         self.staging = tmp  # files for the result are written in place
         self.hook_arg: Any = tmp
 
-    def target(self, name: str) -> tuple[Any, dict | None]:
-        """Where output ``name`` is written, and the storage options to write it with."""
+    def target(self, name: str, small: bool = False) -> tuple[Any, dict | None]:
+        """Where output ``name`` is written, and the storage options to write it with
+        (``small``: written by the driver, e.g. the model)."""
         return self.tmp / name, None
 
     def add(self, local_file: Path, name: str) -> None:
@@ -297,7 +298,11 @@ class RemoteResult:
         self.staging = staging
         self.hook_arg: Any = tmp
 
-    def target(self, name: str) -> tuple[Any, dict | None]:
+    def target(self, name: str, small: bool = False) -> tuple[Any, dict | None]:
+        # a small output is written locally and uploaded with the report (fewer requests
+        # than a publication of its own); features are written by the workers, in place
+        if small:
+            return self.staging / name, None
         return self.tmp.child(name).url, self.storage_options
 
     def add(self, local_file: Path, name: str) -> None:
@@ -308,6 +313,8 @@ class RemoteResult:
         for p in sorted(self.staging.iterdir()):
             if p.is_file():
                 self.add(p, p.name)
+            elif p.is_dir():
+                upload_tree(self.tmp.fs, p, self.tmp.child(p.name))
 
     def files(self) -> list[str]:
         fs = self.tmp.fs
