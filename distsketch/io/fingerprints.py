@@ -30,7 +30,8 @@ _PROBES = 16        # hashed 16-row probes inside a prefix longer than 2 * _PREF
 
 
 def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
-                path: str | os.PathLike | None = None) -> dict:
+                path: str | os.PathLike | None = None,
+                storage_options: dict | None = None) -> dict:
     """A cheap identity of an input: shape, dtype and a hash of a few rows.
 
     Parameters
@@ -44,6 +45,8 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
         Seed of the probe positions inside a prefix (``n_rows`` given).
     path : path-like, optional
         Where an already opened ``X`` came from, recorded as ``"path"``.
+    storage_options : dict, optional
+        fsspec options when ``X`` is a URL.
 
     Returns
     -------
@@ -62,7 +65,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     """
     if isinstance(X, (str, os.PathLike)):
         path = X if path is None else path
-        X = open_array(X)
+        X = open_array(X, storage_options=storage_options)
     h = hashlib.blake2b(digest_size=16)
     if n_rows is None:
         n = int(X.shape[0])

@@ -37,7 +37,7 @@ import zarr
 
 from distsketch import registry
 from distsketch.errors import StoreError
-from distsketch.io.manifest import read_manifest, write_manifest
+from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
     check_array,
     check_consistency,
@@ -46,7 +46,7 @@ from distsketch.io.model_checks import (
     library_versions,
 )
 from distsketch.io.publish import atomic_output, check_committed, output_location
-from distsketch.io.stores import _exists, zarr_store
+from distsketch.io.stores import _exists, consolidate, zarr_store
 from distsketch.io.urls import resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
@@ -133,7 +133,8 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         # missing chunk always means a lost one
         arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
                                  chunks=value.shape or None, overwrite=True,
-                                 config={"write_empty_chunks": True})
+                                 config={"write_empty_chunks": True},
+                                 dimension_names=[f"{name}_{i}" for i in range(value.ndim)])
         if value.size:
             arr[...] = value
         return {"__array__": name, "shape": list(value.shape), "dtype": value.dtype.str}
@@ -314,6 +315,8 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         root.attrs["info"] = info_json if ok else info
         root.attrs["format"] = FORMAT_VERSION
         root.attrs["versions"] = versions
+        root.attrs["provenance"] = provenance({"kind": "model", "class": _class_path(est)} | info)
+        consolidate(tmp)  # xarray and other readers open the hierarchy in one read
         write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
                        | info)
     return output_location(dest)
@@ -360,7 +363,9 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
             "complete. Re-run the fit that produces it."
         )
     try:
-        root = zarr.open_group(store=zarr_store(loc, read_only=True), mode="r")
+        # the arrays' own metadata, not the consolidated copy: an edited store is caught
+        root = zarr.open_group(store=zarr_store(loc, read_only=True), mode="r",
+                               use_consolidated=False)
         attrs = root.attrs.asdict()
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store's "

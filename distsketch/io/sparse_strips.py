@@ -25,9 +25,10 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from distsketch.io.arrays import zarr_store
-from distsketch.io.atomic import atomic_dir
 from distsketch.io.manifest import write_manifest
+from distsketch.io.publish import atomic_output
+from distsketch.io.stores import zarr_store
+from distsketch.io.urls import resolve
 
 __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
 
@@ -62,22 +63,25 @@ class CSRStripWriter:
 
 @contextlib.contextmanager
 def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest: dict[str, Any],
-                     overwrite: bool = False) -> Iterator[CSRStripWriter]:
+                     overwrite: bool = False,
+                     storage_options: dict | None = None) -> Iterator[CSRStripWriter]:
     """Write a strip store atomically: strips and diagonal inside the block, then
     the attributes and the manifest, then the rename into place.
 
     Parameters
     ----------
-    path : path-like
-        The store to create.
+    path : path-like or URL
+        The store to create (a URL is committed by its manifest, written last).
     attrs : dict
         JSON-serialisable group attributes (sizes, bounds, parameters).
     manifest : dict
         Fields of the manifest written last.
     overwrite : bool, default False
         Replace an existing store.
+    storage_options : dict, optional
+        fsspec options for a URL.
     """
-    with atomic_dir(path, overwrite=overwrite) as tmp:
+    with atomic_output(path, overwrite=overwrite, storage_options=storage_options) as tmp:
         root = zarr.open_group(store=zarr_store(tmp), mode="w-")
         yield CSRStripWriter(root)
         root.attrs.update(attrs)
@@ -90,17 +94,21 @@ class CSRStripReader:
     Picklable: the Zarr handle is dropped and reopened where it is used.
     """
 
-    def __init__(self, path: str):
-        self.path = str(path)
+    def __init__(self, path: str, storage_options: dict | None = None):
+        # resolved here, on the client: the reader may be unpickled in another directory
+        loc = resolve(path, storage_options)
+        self.path = loc.url
+        self.storage_options = None if loc.is_local else loc.storage_options
         self._group: zarr.Group | None = None
 
     def __getstate__(self) -> dict:
-        return {"path": self.path, "_group": None}
+        return {"path": self.path, "storage_options": self.storage_options, "_group": None}
 
     def strip(self, s: int, shape: tuple[int, int]) -> sp.csr_array:
         """Strip ``s`` as a CSR array of ``shape`` (errors propagate to the caller)."""
         if self._group is None:
-            self._group = zarr.open_group(store=zarr_store(self.path, read_only=True), mode="r")
+            self._group = zarr.open_group(store=zarr_store(
+                self.path, read_only=True, storage_options=self.storage_options), mode="r")
         g = self._group[f"strips/{s}"]
         return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
                              np.asarray(g["indptr"][...])), shape=shape)

@@ -60,13 +60,15 @@ def _exists(loc: Location) -> bool:
 
 
 def open_zarr(path: str | os.PathLike | Location, component: str | None = None, *,
-              storage_options: Any = None) -> zarr.Array:
+              storage_options: Any = None, check: bool = True) -> zarr.Array:
     """Open a Zarr array read-only, with a clear error if it is missing or broken.
 
     A local store that is missing because a writer was killed between the two
     renames of its commit is first recovered (:func:`distsketch.io.atomic.recover`).
     A URL store that distsketch began to write but did not commit (its marker
     without its manifest) is refused (:func:`distsketch.io.publish.check_committed`).
+    ``check=False`` skips these requests for a URL (a graph's reader, opening
+    a store that was checked when the graph was built).
     """
     from distsketch.io.publish import check_committed
 
@@ -74,14 +76,15 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
     p = loc.url
     if loc.is_local and not Path(p).exists():
         recover(p)
-    if not _exists(loc):
+    if (check or loc.is_local) and not _exists(loc):
         raise StoreError(
             f"no Zarr store at {p}: the {'path' if loc.is_local else 'URL'} does not exist. "
             "Check it, or create it with `distsketch ingest`."
         )
-    check_committed(loc)
+    if check:
+        check_committed(loc)
     try:
-        node = zarr.open(store=zarr_store(loc, read_only=True), mode="r")
+        node = _open_node(zarr_store(loc, read_only=True))
     except Exception as exc:
         raise StoreError(
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
@@ -100,6 +103,21 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             )
         node = node[key]
     return node
+
+
+def _open_node(store: Any) -> zarr.Array | zarr.Group:
+    """The array or group at the root of ``store``, from its own metadata.
+
+    Consolidated metadata (written for xarray) is not used: what is checked
+    and read is what the arrays' own metadata say, even in an edited store.
+    """
+    try:
+        return zarr.open_array(store=store, mode="r")
+    except Exception as exc:
+        try:
+            return zarr.open_group(store=store, mode="r", use_consolidated=False)
+        except Exception:
+            raise exc from None
 
 
 class ZarrRowReader:
@@ -125,8 +143,9 @@ class ZarrRowReader:
     def __getitem__(self, key: Any) -> np.ndarray:
         try:
             if self._arr is None:
+                # checked when the graph was built: no existence/commit requests per task
                 self._arr = open_zarr(self.path, self.component,
-                                      storage_options=self.storage_options)
+                                      storage_options=self.storage_options, check=False)
             return np.asarray(self._arr[key])
         except StoreError:
             raise

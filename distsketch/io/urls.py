@@ -145,6 +145,28 @@ class Location:
         a, b = self.path.rstrip("/"), other.path.rstrip("/")
         return a == b or a.startswith(b + "/")
 
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Write the object (file) ``name`` inside this location, in one PUT on object stores."""
+        self.fs.pipe_file(self.child(name).path, data)
+
+    def read_bytes(self, name: str) -> bytes:
+        """The content of the object (file) ``name`` inside this location.
+
+        Raises
+        ------
+        FileNotFoundError
+            There is no such object.
+        """
+        return self.fs.cat_file(self.child(name).path)
+
+    def isfile(self, name: str) -> bool:
+        """Whether the object (file) ``name`` exists inside this location (no cached listing)."""
+        self.fs.invalidate_cache(self.path)
+        try:
+            return bool(self.fs.isfile(self.child(name).path))
+        except (FileNotFoundError, OSError):
+            return False
+
     def __str__(self) -> str:
         return self.url
 

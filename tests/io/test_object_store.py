@@ -360,3 +360,36 @@ def test_relative_path_under_workers_in_another_cwd(tmp_path, monkeypatch):
         cwds = client.run(chdir_elsewhere)
         assert set(cwds.values()) == {str(tmp_path / "elsewhere")}
         _same(Xd.compute(), X)
+
+
+def test_location_reads_and_writes_small_objects(store):
+    loc = resolve(store.url("state"), store.options)
+    assert not loc.isfile("state.json")
+    loc.write_bytes("state.json", b'{"rows": 3}')
+    assert loc.isfile("state.json") and loc.read_bytes("state.json") == b'{"rows": 3}'
+    assert loc.child("a").sibling("b").url == loc.child("b").url
+    with pytest.raises(FileNotFoundError):
+        loc.read_bytes("missing.json")
+
+
+def test_file_url_is_the_local_store(tmp_path):
+    X = _data(100, 3)
+    out = write_array(X, f"file://{tmp_path}/x.zarr", chunk_rows=25)
+    assert out == tmp_path / "x.zarr"  # a local output: renamed into place, a Path returned
+    _same(open_array(f"file://{tmp_path}/x.zarr").compute(), X)
+    (tmp_path / "x.zarr" / "c" / "1" / "0").unlink()
+    with pytest.raises(StoreError, match=r"missing chunk \(1, 0\) \(rows 25..50\)"):
+        open_array(f"file://{tmp_path}/x.zarr")
+
+
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # the same code path as S3
+def test_check_replaceable_on_urls(store):
+    from distsketch.io.safety import check_replaceable
+
+    write_array(_data(), store.url("ours.zarr"), storage_options=store.options)
+    assert check_replaceable(store.url("ours.zarr")).url.endswith("/ours.zarr")
+    store.fs.pipe_file(resolve(store.url("theirs/data.bin")).path, b"x")
+    with pytest.raises(StoreError, match="did not write it"):
+        check_replaceable(store.url("theirs"))
+    with pytest.raises(InputError, match="inside the input"):
+        check_replaceable(store.url("ours.zarr/sub"), inputs=[store.url("ours.zarr::X")])
