@@ -18,7 +18,7 @@ import yaml
 import zarr
 
 import distsketch
-from distsketch.errors import WorkflowError
+from distsketch.errors import StoreError, WorkflowError
 from distsketch.io import read_manifest, write_array
 from distsketch.workflow import run_workflow
 
@@ -172,3 +172,15 @@ def test_lock_object_of_a_live_run_refuses_then_force_unlock(s3, tmp_path, data)
     s3.fs.pipe_file(f"{out}/.lock"[5:], json.dumps(lock | {"heartbeat": 0.0}).encode())
     assert run_workflow(spec(url, out, s3.storage_options), log=lambda m: None,
                         full=True).status == "full"
+
+
+def test_unwritable_bucket_is_a_clear_error_and_nothing_is_written(s3, data, tmp_path,
+                                                                   monkeypatch):
+    _, url = data
+    monkeypatch.chdir(tmp_path)
+    out = "s3://no-such-bucket-distsketch/run"
+    with pytest.raises(StoreError, match=r"no-such-bucket-distsketch.*(bucket|storage options)"):
+        run_workflow(spec(url, out, s3.storage_options), log=lambda m: None)
+    assert not s3.fs.exists("no-such-bucket-distsketch")
+    # never a local folder named after the scheme
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X.zarr"]
