@@ -119,7 +119,8 @@ def test_full_and_incremental_run_on_s3_equal_local(s3, tmp_path, data):
     assert sorted(n.split("-")[0] for n in names) == ["state.json", "summary"]
 
 
-# `distsketch run` with a hook that SIGKILLs the process once the first segment is committed
+# `distsketch run` with a hook that SIGKILLs the process once its second segment is committed
+# (the third is in flight then)
 KILLED = """
 import functools, os, signal, sys
 import distsketch.workflow as wf
@@ -128,7 +129,7 @@ from distsketch.cli.run import main
 
 class Die(wf.WorkflowHooks):
     def after_segment(self, segment):
-        if segment.index == 1:
+        if segment.index == 2:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -146,7 +147,7 @@ def test_killed_cli_run_on_s3_resumes_to_the_local_result(s3, tmp_path, data):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     state = json.loads(s3.fs.cat_file(f"{out}/state/state.json"[5:]))
-    assert state["rows_done"] == SEG and state["in_progress"]
+    assert state["rows_done"] == 2 * SEG and state["in_progress"]
     assert not s3.fs.exists(f"{out}/result"[5:])  # nothing committed yet
     # the killed run's lock object is left; its process is gone, so the next run takes it
     assert s3.fs.exists(f"{out}/.lock"[5:])
