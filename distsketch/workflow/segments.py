@@ -20,7 +20,7 @@ from distsketch.workflow.hooks import Segment, WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.spec import WorkflowSpec
 from distsketch.workflow.state import StateStore, prefix_fingerprint
-from distsketch.workflow.window import SummaryWindow, splitter_for
+from distsketch.workflow.window import SummaryWindow, splitter_for, summary_bytes
 
 __all__ = ["SegmentFolder", "plan_summary", "segment_bounds"]
 
@@ -193,6 +193,7 @@ class SegmentFolder:
             # refused in segment order, as the one-at-a-time fold refuses it
             self.method._check_labels(targets.rows(segment.start, segment.stop), segment.start)
         summary, fingerprint = window.take(segment.index)
+        window.fit_memory(summary_bytes(summary))
         with blas_single_thread():  # partial_fit merges on one BLAS thread
             splitter.merge(self.method.state, summary)
         return fingerprint

@@ -23,12 +23,24 @@ from typing import Any
 
 from distsketch.errors import InputError
 
-__all__ = ["MAX_IN_FLIGHT", "SegmentSplitter", "SummaryWindow", "segments_in_flight",
-           "splitter_for"]
+__all__ = ["MAX_IN_FLIGHT", "PENDING_BYTES", "SegmentSplitter", "SummaryWindow",
+           "segments_in_flight", "splitter_for", "summary_bytes"]
 
 #: most segment summaries a run keeps in flight (each holds one summary state
 #: on the driver until it is merged)
 MAX_IN_FLIGHT = 16
+#: driver memory the pending summaries may hold together; the window shrinks
+#: to fit once the first summary's size is known
+PENDING_BYTES = 2**30
+
+
+def summary_bytes(summary: Any) -> int:
+    """Bytes of the arrays in a summary (dicts, lists and tuples of arrays and numbers)."""
+    if isinstance(summary, dict):
+        return sum(summary_bytes(v) for v in summary.values())
+    if isinstance(summary, (list, tuple)):
+        return sum(summary_bytes(v) for v in summary)
+    return int(getattr(summary, "nbytes", 8))
 
 
 class SegmentSplitter:
@@ -156,6 +168,10 @@ class SummaryWindow:
     def take(self, index: int) -> Any:
         """What segment ``index``'s work returned (waits; re-raises its error)."""
         return self._pending.pop(index).result()
+
+    def fit_memory(self, state_bytes: int, budget: int = PENDING_BYTES) -> None:
+        """Keep at most ``budget`` bytes of pending summaries of ``state_bytes`` each."""
+        self.size = max(1, min(self.size, budget // max(1, int(state_bytes))))
 
     def close(self) -> None:
         """Drop work not yet started; what runs ends with the run's client."""

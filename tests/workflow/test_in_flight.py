@@ -21,7 +21,7 @@ import distsketch
 from distsketch import RandomFourierFeatures
 from distsketch.errors import ConfigError, WorkflowError
 from distsketch.workflow import WorkflowHooks, load_workflow_spec, run_workflow
-from distsketch.workflow.window import SummaryWindow, segments_in_flight
+from distsketch.workflow.window import SummaryWindow, segments_in_flight, summary_bytes
 
 
 def write(path, a, chunk=100):
@@ -193,6 +193,19 @@ def test_window_runs_summaries_at_once_and_hands_them_out_in_order():
         # each summary saw the next one start, which needs two in flight
         assert [window.take(i) for i in range(4)] == [True] * 4
         assert 0 not in window
+    finally:
+        window.close()
+
+
+def test_window_shrinks_to_the_pending_memory_budget():
+    window = SummaryWindow(size=8)
+    try:
+        state = {"n": 3, "ztz": np.zeros((100, 100)), "parts": [np.zeros(10), 1.5]}
+        assert summary_bytes(state) == 8 + 80_000 + 80 + 8
+        window.fit_memory(summary_bytes(state), budget=250_000)
+        assert window.size == 3
+        window.fit_memory(10**9, budget=250_000)
+        assert window.size == 1  # never below one at a time
     finally:
         window.close()
 
