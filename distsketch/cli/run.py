@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from distsketch.cli.common import add_storage_option
+
 __all__ = ["add_parser", "main", "run"]
 
 HELP = "run a workflow spec (incremental, resumable, atomic outputs)"
@@ -32,6 +34,10 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", nargs="?", const=-1.0, default=None, type=float, metavar="SECONDS",
                         help="if another run holds the output folder, wait for it (optionally at "
                              "most SECONDS) instead of refusing")
+    parser.add_argument("--force-unlock", action="store_true",
+                        help="on an object store: remove the lock object a run that is gone left "
+                             "behind, then run (never while another run may still write there)")
+    add_storage_option(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the final line")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bars on stderr (default: on when stderr is a terminal)")
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
-    from distsketch.cli.common import emit
+    from distsketch.cli.common import emit, storage_options_arg
     from distsketch.workflow import run_workflow
 
     if args.progress is not None:
@@ -65,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
         wait = True if args.wait < 0 else float(args.wait)
     log = (lambda msg: None) if args.quiet else None
     result = run_workflow(args.spec, cluster=args.cluster, full=args.full, wait=wait,
-                          dry_run=args.dry_run, connect_timeout=args.connect_timeout, log=log)
+                          dry_run=args.dry_run, connect_timeout=args.connect_timeout, log=log,
+                          force_unlock=args.force_unlock,
+                          storage_options=storage_options_arg(args))
     emit(result.message)
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Segment", "WorkflowHooks"]
 
@@ -39,26 +40,31 @@ class WorkflowHooks:
 
     Points, in the order a run reaches them:
 
-    * :meth:`before_segment` — before a segment's rows are read;
+    * :meth:`before_segment` — before a segment is folded into the state
+      (with segments in flight its summary may already be computing);
     * :meth:`after_segment` — after its state is checkpointed (a run killed
       here resumes after this segment);
     * :meth:`before_outputs` — the state covers every row, no output is
       written yet;
     * :meth:`before_commit` — every output is in the uncommitted result
       folder, the manifest (which marks it complete) is not;
+
+    (``result_tmp`` is a :class:`pathlib.Path` for a local ``outputs.dir``,
+    the temporary prefix's :class:`~distsketch.io.urls.Location` on an
+    object store.)
     * :meth:`on_error` — the run raised; the exception propagates afterwards.
     """
 
     def before_segment(self, segment: Segment) -> None:
-        """Called before ``segment`` is read and folded into the state."""
+        """Called before ``segment`` is folded into the state, in segment order."""
 
     def after_segment(self, segment: Segment) -> None:
         """Called once ``segment`` is folded and its checkpoint committed."""
 
-    def before_outputs(self, result_tmp: Path) -> None:
+    def before_outputs(self, result_tmp: Path | Any) -> None:
         """Called with the (still empty) uncommitted result folder."""
 
-    def before_commit(self, result_tmp: Path) -> None:
+    def before_commit(self, result_tmp: Path | Any) -> None:
         """Called before the manifest is written and the result folder renamed into place."""
 
     def on_error(self, exc: BaseException) -> None:

@@ -2,37 +2,37 @@
 
 Layout of ``outputs.dir``::
 
-    .lock                 fcntl lock: one run at a time per output
-    state/                checkpoint: state.json + summary/ (committed per segment)
+    .lock                 fcntl lock (an object with a heartbeat on object stores):
+                          one run at a time per output
+    state/                checkpoint: state.json + its summary (committed per segment)
     result/               model.zarr, features.zarr, report.md, report.png,
                           dask-performance.html, distsketch-manifest.json (last)
+
+``outputs.dir`` and the input may be fsspec URLs (``s3://...``) with the
+spec's ``storage_options``; :mod:`~distsketch.workflow.storage` holds what
+differs there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from distsketch.errors import ConfigError, StoreError, WorkflowError
+from distsketch.errors import ConfigError, WorkflowError
+from distsketch.graph import record_plans
 from distsketch.workflow.hooks import WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.preprocess import apply_scaler, learn_scaler
 from distsketch.workflow.report import kernel_errors, performance_report, spectrum, versions, write_report
-from distsketch.workflow.segments import SegmentFolder, segment_bounds
+from distsketch.workflow.segments import SegmentFolder, plan_summary, segment_bounds
 from distsketch.workflow.spec import WorkflowSpec, load_workflow_spec
-from distsketch.workflow.state import (
-    STATE_VERSION,
-    check_state,
-    load_checkpoint,
-    read_state,
-    store_error,
-)
+from distsketch.workflow.state import STATE_VERSION, check_state, store_error
+from distsketch.workflow.storage import open_storage
+from distsketch.workflow.window import segments_in_flight
 
 __all__ = ["RunResult", "run_workflow"]
 
@@ -51,8 +51,8 @@ class RunResult:
         Rows of the input consumed before and after the run.
     segments : int
         Row segments processed by this run.
-    result_dir : pathlib.Path
-        The committed result folder.
+    result_dir : pathlib.Path or str
+        The committed result folder (its URL on an object store).
     manifest : dict or None
         The run manifest (None for a dry run).
     message : str
@@ -63,7 +63,7 @@ class RunResult:
     rows_before: int
     rows_after: int
     segments: int
-    result_dir: Path
+    result_dir: Path | str
     manifest: dict | None
     message: str
 
@@ -78,6 +78,8 @@ def run_workflow(
     connect_timeout: float = 20.0,
     log: Callable[[str], None] | None = None,
     hooks: WorkflowHooks | None = None,
+    force_unlock: bool = False,
+    storage_options: dict | None = None,
 ) -> RunResult:
     """Run (or continue) the pipeline described by ``spec``.
 
@@ -110,6 +112,13 @@ def run_workflow(
         Receives progress lines (default: print to stderr).
     hooks : WorkflowHooks, optional
         Called at fixed points of the run (instrumentation, fault-injection tests).
+    force_unlock : bool, default False
+        On an object store: remove the lock object another run left before
+        taking it (when that run is known to be gone).  Local folders use an
+        OS lock that dies with its process.
+    storage_options : dict, optional
+        fsspec options for URL inputs and outputs, merged over the spec's
+        ``storage_options`` (CLI: ``--storage-option KEY=VALUE``).
 
     Returns
     -------
@@ -129,9 +138,10 @@ def run_workflow(
     Notes
     -----
     Memory per task is that of the method on one block; the driver holds one
-    summary state.  Each segment costs one pass over its rows plus an atomic
-    checkpoint write of the state; outputs are rewritten once per run
-    (features: one pass over all rows).
+    summary state per segment in flight (``segments_in_flight``, by default
+    one per cluster thread plus one).  Each segment costs one pass over its
+    rows plus an atomic checkpoint write of the state; outputs are rewritten
+    once per run (features: one pass over all rows).
 
     References
     ----------
@@ -139,8 +149,14 @@ def run_workflow(
     AISTATS 2016 (mergeable summaries that make incremental runs exact or
     within the FD guarantee).
     """
-    run = _Run(spec=load_workflow_spec(spec), cluster=cluster, full=full, wait=wait,
-               connect_timeout=connect_timeout,
+    spec = load_workflow_spec(spec)
+    if storage_options:
+        from distsketch.io.urls import merge_options
+
+        spec = dataclasses.replace(
+            spec, storage_options=merge_options(spec.storage_options, storage_options))
+    run = _Run(spec=spec, cluster=cluster, full=full, wait=wait,
+               connect_timeout=connect_timeout, force_unlock=force_unlock,
                say=log or (lambda msg: print(msg, file=sys.stderr, flush=True)),
                hooks=hooks or WorkflowHooks())
     if dry_run:
@@ -163,39 +179,31 @@ class _Run:
     connect_timeout: float
     say: Callable[[str], None]
     hooks: WorkflowHooks
+    force_unlock: bool = False
 
     def __post_init__(self) -> None:
         self.key = self.spec.key()
-        self.out_dir = Path(self.spec.outputs.dir)
-        self.state_dir = self.out_dir / "state"
-        self.result_dir = self.out_dir / "result"
+        self.storage = open_storage(self.spec.outputs.dir, self.spec.storage_options)
+        self.out_dir = self.storage.out_dir
+        self.state = self.storage.state
+        self.state_dir = self.state.where
+        self.result_dir = self.storage.result_dir
+        self.inputs = [self.spec.input, self.spec.targets]
         self.timings: dict[str, float] = {}
 
     def _open(self) -> Any:
         from distsketch.io import open_array
 
-        return open_array(self.spec.input, block_rows=self.spec.block_rows)
+        if self.spec.storage_options is None:
+            return open_array(self.spec.input, block_rows=self.spec.block_rows)
+        return open_array(self.spec.input, block_rows=self.spec.block_rows,
+                          storage_options=self.spec.storage_options)
 
     def execute(self) -> RunResult:
         from distsketch.diagnostics import PeakMemory
-        from distsketch.io.atomic import recover
-        from distsketch.io.locks import folder_lock
 
-        if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise StoreError(f"outputs.dir {self.out_dir} exists and is not a folder; choose another "
-                             "path.")
-        self._check_foreign()  # before anything is created in the folder
-        try:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise store_error(exc, f"the output folder {self.out_dir}") from exc
         t_run = time.perf_counter()
-        with folder_lock(self.out_dir, self.wait), PeakMemory() as peak:
-            for p in (self.state_dir, self.result_dir):
-                recover(p)
-            self._check_foreign()  # again, now that a killed swap is repaired
-            for stale in self.out_dir.glob(".dask-performance-*.html"):
-                stale.unlink(missing_ok=True)
+        with self.storage.locked(self.wait, self.inputs, self.force_unlock), PeakMemory() as peak:
             return self._locked(t_run, peak)
 
     def _classes(self, method: MethodAdapter, state: dict | None, n: int) -> Any:
@@ -227,7 +235,8 @@ class _Run:
                               "to the spec.")
         from distsketch.io.targets import open_targets
 
-        targets = open_targets(self.spec.targets, n, allow_extra_rows=True)
+        targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
+                                   storage_options=self.spec.storage_options)
         classes = targets.distinct(n)
         if classes.size < 2:
             raise WorkflowError(f"targets {self.spec.targets} hold {classes.size} distinct label(s) "
@@ -236,25 +245,9 @@ class _Run:
         self.say(f"classes learned from the targets: {classes.tolist()}")
         return classes
 
-    def _check_foreign(self) -> None:
-        """Refuse an outputs.dir whose state/ or result/ distsketch did not write, or one
-        that overlaps the input: the run replaces both folders."""
-        from distsketch.io.safety import check_not_input, check_replaceable
-
-        inputs = [self.spec.input, self.spec.targets]
-        check_not_input(self.out_dir, inputs)
-        for p in (self.state_dir, self.result_dir):
-            try:
-                check_replaceable(p, inputs=inputs)
-            except StoreError as exc:
-                raise StoreError(f"outputs.dir {self.out_dir} holds {p.name}/, which distsketch "
-                                 f"did not write: {exc} A run replaces {p.name}/; nothing was "
-                                 "changed.") from None
-
     def _locked(self, t_run: float, peak: Any) -> RunResult:
         """The run once the output folder is locked and recovered."""
         from distsketch.cluster import connect
-        from distsketch.io import read_manifest
 
         spec, timings = self.spec, self.timings
         t0 = time.perf_counter()
@@ -262,14 +255,13 @@ class _Run:
         n, d = int(X.shape[0]), int(X.shape[1])
         if n == 0:
             raise WorkflowError(f"input {spec.input} has no rows; nothing to fit.")
-        state = None if self.full else read_state(self.state_dir)
+        state = None if self.full else self.state.read()
         method = MethodAdapter(spec.method.name, spec.method.params, spec.seed)
         if state is not None:
-            check_state(state, spec.input, self.key, X, spec.seed, self.state_dir)
+            check_state(state, spec.input, self.key, X, spec.seed, self.state)
         done = int(state["rows_done"]) if state else 0
         # --full rebuilds the result, so a damaged manifest of the old one is not read
-        manifest = (read_manifest(self.result_dir)
-                    if self.result_dir.exists() and not self.full else None)
+        manifest = None if self.full else self.storage.read_result_manifest()
         same = manifest is not None and manifest.get("spec_key") == self.key
         timings["open"] = time.perf_counter() - t0
         if state is not None and done == n and same and manifest["rows"]["after"] == n:
@@ -285,13 +277,14 @@ class _Run:
         status = ("full" if state is None else "resumed" if state.get("in_progress")
                   else "refreshed" if done == n else "incremental")
         if state is not None:
-            load_checkpoint(method, self.state_dir)
+            self.state.load(method)
         if method.needs_classes:
             t0 = time.perf_counter()
             method.classes = self._classes(method, state, n)
             timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout, log=self.say) as client, self._result_writer() as tmp:
+                     timeout=self.connect_timeout, log=self.say) as client, \
+                self._result_writer() as tmp, record_plans() as plans:
             t0 = time.perf_counter()
             if not spec.preprocessing.standardize:
                 scaler = None
@@ -312,20 +305,26 @@ class _Run:
             if method.classes is not None:
                 meta["classes"] = {"values": method.classes.tolist(),
                                    "dtype": method.classes.dtype.str}
-            perf_ctx, perf_file = performance_report(client, self.out_dir)
+            perf_ctx, perf_file = performance_report(client, self.storage.scratch)
             with perf_ctx:
                 t0 = time.perf_counter()
-                folder = SegmentFolder(method, spec, self.state_dir, self.hooks, self.say)
+                in_flight = segments_in_flight(spec.segments_in_flight)
+                folder = SegmentFolder(method, spec, self.state, self.hooks, self.say,
+                                       in_flight=in_flight, check_lock=self.storage.check_held)
                 segments = folder.fold(X, Xs, done, meta)
                 timings["fit"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 model = method.model()
                 timings["finalize"] = time.perf_counter() - t0
-                self.hooks.before_outputs(tmp)
+                self.hooks.before_outputs(tmp.hook_arg)
                 errors = self._write_outputs(tmp, Xs, model, n)
             info = self._info(status, X, before, segments, errors, model)
+            info["segments_in_flight"] = in_flight
+            info["block_plans"] = plan_summary(plans)
+            for line in dict.fromkeys(str(p) for p in plans):
+                self.say(f"block plan {line}")
             if perf_file is not None and perf_file.exists():
-                os.replace(perf_file, tmp / "dask-performance.html")
+                tmp.add(perf_file, "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"
             timings["total"] = time.perf_counter() - t_run
             info["peak_memory_bytes"] = int(peak.peak_bytes)
@@ -352,32 +351,25 @@ class _Run:
             "fit": self.fit, "resolved_params": self.method.resolved,
         }
 
-    def _finish(self, tmp: Path, info: dict, model: Any, errors: dict) -> None:
+    def _finish(self, tmp: Any, info: dict, model: Any, errors: dict) -> None:
         """Report, then the manifest last: it marks the result complete."""
-        from distsketch.io import write_manifest
-
         try:
             if self.spec.outputs.report:
-                write_report(tmp, self.spec, info, spectrum(model), errors, self.spec.outputs.report)
-            info["files"] = sorted(p.name for p in tmp.iterdir())
-            self.hooks.before_commit(tmp)
-            write_manifest(tmp, info | {"finished_at": time.time()})
+                write_report(tmp.staging, self.spec, info, spectrum(model), errors,
+                             self.spec.outputs.report)
+            tmp.upload_staged()
+            info["files"] = tmp.files()
+            self.hooks.before_commit(tmp.hook_arg)
+            self.storage.check_held()
+            tmp.write_manifest(info | {"finished_at": time.time()})
         except OSError as exc:
             raise store_error(exc, f"the result {self.result_dir}") from exc
 
-    @contextlib.contextmanager
-    def _result_writer(self) -> Iterator[Path]:
-        """atomic_dir for the result, with OS errors turned into StoreError."""
-        from distsketch.io.atomic import atomic_dir
+    def _result_writer(self) -> Any:
+        """The uncommitted result (atomic_dir locally, a temporary prefix on an object store)."""
+        return self.storage.result_writer(self.inputs)
 
-        try:
-            with atomic_dir(self.result_dir, overwrite=True,
-                            inputs=[self.spec.input, self.spec.targets]) as tmp:
-                yield tmp
-        except OSError as exc:
-            raise store_error(exc, f"the result {self.result_dir}") from exc
-
-    def _write_outputs(self, tmp: Path, Xs: Any, model: Any, n: int) -> dict:
+    def _write_outputs(self, tmp: Any, Xs: Any, model: Any, n: int) -> dict:
         """Model, features and kernel error estimate into the uncommitted result folder."""
         from distsketch.io import write_array
         from distsketch.io.model import save_model
@@ -388,20 +380,24 @@ class _Run:
         try:
             if out.model:
                 t0 = time.perf_counter()
-                save_model(with_preprocessing(model, self.scaler, n), tmp / out.model,
-                           extra={"spec_key": self.key, "rows": n})
+                path, so = tmp.target(out.model, small=True)
+                save_model(with_preprocessing(model, self.scaler, n), path,
+                           extra={"spec_key": self.key, "rows": n},
+                           **({} if so is None else {"storage_options": so}))
                 timings["save_model"] = time.perf_counter() - t0
             if feature_output(self.spec, model):
                 t0 = time.perf_counter()
                 Z = model.transform(Xs)
                 if Z.ndim == 1:
                     Z = Z[:, None]
-                write_array(Z, tmp / out.features, compressor=out.features_compressor,
-                            manifest={"rows": n, "spec_key": self.key}, progress=False)
+                path, so = tmp.target(out.features)
+                write_array(Z, path, compressor=out.features_compressor,
+                            manifest={"rows": n, "spec_key": self.key}, progress=False,
+                            **({} if so is None else {"storage_options": so}))
                 timings["features"] = time.perf_counter() - t0
             self.fit = write_predictions(tmp, self.spec, model, Xs, n, timings, self.key)
         except OSError as exc:
-            raise store_error(exc, f"the outputs under {tmp.parent}") from exc
+            raise store_error(exc, f"the outputs under {self.out_dir}") from exc
         t0 = time.perf_counter()
         errors = kernel_errors(self.spec, Xs, model)
         timings["kernel_error"] = time.perf_counter() - t0
@@ -409,17 +405,15 @@ class _Run:
 
     def dry_run(self) -> RunResult:
         """What :meth:`execute` would do, computing and writing nothing."""
-        from distsketch.io import read_manifest
-
         spec = self.spec
         X = self._open()
         n = int(X.shape[0])
-        state = None if self.full else read_state(self.state_dir)
+        state = None if self.full else self.state.read()
         done = int(state["rows_done"]) if state else 0
         if state is not None and state.get("spec_key") != self.key:
             plan = "the stored state is from a different spec: the run would refuse (use --full)"
         elif done >= n and state is not None:
-            man = read_manifest(self.result_dir) if self.result_dir.exists() else None
+            man = self.storage.read_result_manifest()
             plan = ("nothing new: the run would do nothing"
                     if man and man.get("rows", {}).get("after") == n
                     else "all rows consumed: the run would refresh the outputs")

@@ -45,8 +45,6 @@ __all__ = [
     "load_workflow_spec",
 ]
 
-_TOP_KEYS = {"name", "input", "targets", "seed", "segment_rows", "block_rows", "preprocessing", "method",
-             "outputs", "cluster", "report", "description"}
 _OUTPUT_KEYS = {"dir", "model", "features", "report", "features_compressor"}
 _REPORT_KEYS = {"n_sample", "kernel", "gamma", "degree", "coef0", "png", "kernel_error"}
 _PRE_KEYS = {"standardize"}
@@ -56,6 +54,28 @@ _SEED = [Interval(int, 0, None)]
 _POSITIVE = [Interval(int, 1, None)]
 _POSITIVE_OR_NONE = [Interval(int, 1, None), None]
 _BOOLEAN = ["boolean"]
+
+
+_STORAGE_OPTIONS = [dict, None]
+
+#: top-level scalar keys: name -> (default, constraints, what a valid value is).
+#: A new scalar key is one line here and one field of WorkflowSpec.
+_SCALARS: dict[str, tuple[Any, list[Any], str]] = {
+    "seed": (0, _SEED, "a non-negative integer (a fixed seed makes reruns and incremental runs "
+                       "reproducible)"),
+    "segment_rows": (65536, _POSITIVE, "a positive integer"),
+    "block_rows": (None, _POSITIVE_OR_NONE, "a positive integer or null"),
+    "segments_in_flight": (None, _POSITIVE_OR_NONE,
+                           "a positive integer or null (one per cluster thread)"),
+    "storage_options": (None, _STORAGE_OPTIONS,
+                        "a mapping of fsspec options (e.g. {anon: false, client_kwargs: "
+                        "{endpoint_url: ...}}) or null"),
+    "name": (None, [str, None], "a string"),
+    "description": (None, [str, None], "a string"),
+}
+#: keys holding a path or a nested section, parsed by their own functions below
+_SECTIONS = {"input", "targets", "preprocessing", "method", "outputs", "cluster", "report"}
+_TOP_KEYS = set(_SCALARS) | _SECTIONS
 
 
 def _check(value: Any, constraints: list[Any], message: str) -> Any:
@@ -122,6 +142,8 @@ class WorkflowSpec:
     seed: int = 0
     segment_rows: int = 65536
     block_rows: int | None = None
+    segments_in_flight: int | None = None
+    storage_options: dict[str, Any] | None = None
     preprocessing: Preprocessing = Preprocessing()
     report: ReportSpec = ReportSpec()
     cluster: Any = None
@@ -132,9 +154,12 @@ class WorkflowSpec:
         """The spec as plain JSON-able data (the manifest records it)."""
         out = dataclasses.asdict(self)
         out["report"] = {k: v for k, v in out["report"].items() if v is not None}
-        for key in ("name", "description"):
+        for key in ("name", "description", "segments_in_flight", "storage_options"):
             if out[key] is None:
                 del out[key]
+        if "storage_options" in out:
+            # credentials never reach a manifest or a report: the option names only
+            out["storage_options"] = sorted(out["storage_options"])
         return out
 
     def key(self) -> str:
@@ -205,26 +230,21 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
         if key not in cfg:
             raise ConfigError(f"{where}: missing required key {key!r} (input: a Zarr path; method: "
                               "{name, params}; outputs: {dir}).")
-    seed = _check(cfg.get("seed", 0), _SEED,
-                  f"{where}: seed must be a non-negative integer, got {cfg.get('seed')!r}; a fixed "
-                  "seed makes reruns and incremental runs reproducible.")
-    seg = _check(cfg.get("segment_rows", 65536), _POSITIVE,
-                 f"{where}: segment_rows must be a positive integer, got {cfg.get('segment_rows')!r}.")
-    br = _check(cfg.get("block_rows"), _POSITIVE_OR_NONE,
-                f"{where}: block_rows must be a positive integer or null, got {cfg.get('block_rows')!r}.")
+    scalars = {key: _check(cfg.get(key, default), constraints,
+                           f"{where}: {key} must be {what}, got {cfg.get(key)!r}.")
+               for key, (default, constraints, what) in _SCALARS.items()}
     pre = _check_keys(cfg.get("preprocessing"), _PRE_KEYS, f"{where}: preprocessing")
     standardize = _check(pre.get("standardize", False), _BOOLEAN,
                          f"{where}: preprocessing.standardize must be true or false.")
     return WorkflowSpec(
         input=_resolve_path(cfg["input"], base_dir),
         targets=None if cfg.get("targets") is None else _resolve_path(cfg["targets"], base_dir),
-        seed=seed, segment_rows=seg, block_rows=br,
+        **scalars,
         preprocessing=Preprocessing(standardize=standardize),
         method=_method(cfg["method"], where),
         outputs=_outputs(cfg["outputs"], where, base_dir),
         report=_report(cfg.get("report"), where),
         cluster=_cluster(cfg.get("cluster"), where, base_dir),
-        name=cfg.get("name"), description=cfg.get("description"),
     )
 
 
