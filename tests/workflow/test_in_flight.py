@@ -72,8 +72,10 @@ def assert_same_result(out_a: Path, out_b: Path, attr: str):
     ma = distsketch.load(out_a / "result" / "model.zarr")
     mb = distsketch.load(out_b / "result" / "model.zarr")
     np.testing.assert_array_equal(getattr(ma, attr), getattr(mb, attr))
-    fa = zarr.open_array(str(out_a / "result" / "features.zarr"))[...]
-    fb = zarr.open_array(str(out_b / "result" / "features.zarr"))[...]
+    # supervised runs write predictions instead of features
+    name = "features.zarr" if (out_a / "result" / "features.zarr").exists() else "predictions.zarr"
+    fa = zarr.open_array(str(out_a / "result" / name))[...]
+    fb = zarr.open_array(str(out_b / "result" / name))[...]
     np.testing.assert_array_equal(fa, fb)
 
 
