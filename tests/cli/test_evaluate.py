@@ -55,3 +55,71 @@ def test_contradicting_option_is_an_error(ridge, capsys):
     assert cli.main(["evaluate", str(d / "ridge.zarr"), str(d / "x.zarr"), "--gamma", "0.5",
                      "--n-sample", "100", "--cluster", "sync"]) != 0
     assert "gamma=0.5 contradicts SketchedKernelRidge's gamma=0.15" in capsys.readouterr().err
+
+
+def test_workflow_model_with_its_scaler_is_evaluated_on_scaled_rows(tmp_path, capsys):
+    import zarr
+    from sklearn.pipeline import Pipeline
+
+    from distsketch.io import load
+    from distsketch.workflow import run_workflow
+
+    # columns on very different scales, so the scaler matters to the kernel
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(600, 4)) * np.array([1.0, 20.0, 0.05, 3.0]) + 2.0
+    arr = zarr.create_array(store=str(tmp_path / "X.zarr"), shape=X.shape, dtype=X.dtype,
+                            chunks=(150, 4))
+    arr[...] = X
+    params = {"method": "rnca", "gamma": 0.3, "n_random_features": 64, "n_components": 4}
+    res = run_workflow({"input": str(tmp_path / "X.zarr"), "seed": 1,
+                  "preprocessing": {"standardize": True},
+                  "method": {"name": "StreamingKernelPCA", "params": params},
+                  "outputs": {"dir": str(tmp_path / "out")}, "cluster": "sync",
+                  "report": {"kernel_error": False}}, log=lambda m: None)
+    model_path = res.result_dir / "model.zarr"
+    pipe = load(model_path)
+    assert isinstance(pipe, Pipeline)
+    args = ["evaluate", str(model_path), str(tmp_path / "X.zarr"), "--json", "--cluster", "sync"]
+    assert cli.main([*args, "--n-sample", "1000"]) == 0  # more than the rows: exact
+    got = json.loads(capsys.readouterr().out)
+
+    # NumPy reference: the exact Gaussian kernel of the standardised rows
+    scaler, est = pipe.steps[0][1], pipe.steps[-1][1]
+    Z = (X - scaler.mean_) / scaler.scale_
+    np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-9)
+    sq = np.einsum("ij,ij->i", Z, Z)
+    G = np.exp(-0.3 * np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0))
+    E = G - est.kernel_approx(Z)
+    n = X.shape[0]
+    assert got["model_class"] == "Pipeline(Standardizer, StreamingKernelPCA)"
+    assert got["kernel"] == "rbf" and got["gamma"] == 0.3 and got["sampled"] is False
+    assert got["frobenius"] == pytest.approx(np.linalg.norm(E) / n**2, rel=1e-9)
+    assert got["relative_frobenius"] == pytest.approx(np.linalg.norm(E) / np.linalg.norm(G),
+                                                      rel=1e-9)
+    assert got["spectral"] == pytest.approx(np.abs(np.linalg.eigvalsh(E)).max() / n, rel=1e-9)
+    # a rank-4 approximation of the scaled rows' kernel: better than G~ = 0, worse than exact
+    assert 0 < got["relative_frobenius"] < 1
+
+    # the contradiction check reads the last step's kernel
+    assert cli.main([*args, "--gamma", "0.5"]) != 0
+    assert "gamma=0.5 contradicts StreamingKernelPCA's gamma=0.3" in capsys.readouterr().err
+
+
+def test_model_without_a_kernel_approximation_is_a_clear_error(tmp_path, capsys):
+    from sklearn.pipeline import Pipeline
+
+    from distsketch import FrequentDirections
+    from distsketch.io.model import save_model
+    from distsketch.workflow.preprocess import Standardizer
+
+    X = np.random.default_rng(1).normal(size=(200, 3))
+    ingest_path = tmp_path / "x.npy"
+    np.save(ingest_path, X.astype(np.float32))
+    ingest(ingest_path, tmp_path / "x.zarr", chunk_rows=100)
+    sketch = FrequentDirections(sketch_size=2).fit(X)  # a matrix sketch: no kernel
+    pipe = Pipeline([("scale", Standardizer().fit(X)), ("model", sketch)])
+    save_model(pipe, tmp_path / "m.zarr")
+    assert cli.main(["evaluate", str(tmp_path / "m.zarr"), str(tmp_path / "x.zarr"),
+                     "--cluster", "sync"]) != 0
+    err = capsys.readouterr().err
+    assert "the last step 'model' (FrequentDirections) of the Pipeline cannot approximate" in err
