@@ -4,7 +4,10 @@ for large n, computed blockwise.
 Both functions take an *approximation*: any object with
 ``kernel_approx(A, B=None) -> ndarray`` returning the approximate kernel
 block G̃(A, B) for small in-memory row sets (every distsketch feature map,
-kernel PCA and MEKA model has it).
+kernel PCA, ridge and MEKA model has it), or a scikit-learn ``Pipeline``
+whose last step has it (a workflow's model with its preprocessing): the
+earlier steps then map the sampled rows first, and the kernel is that of
+the mapped rows.
 """
 
 from __future__ import annotations
@@ -23,9 +26,61 @@ from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
 
-__all__ = ["kernel_errors", "model_kernel", "relative_kernel_error", "sample_rows"]
+__all__ = ["kernel_errors", "model_kernel", "relative_kernel_error", "sample_rows",
+           "split_pipeline"]
 
 _DENSE_LIMIT = 4096
+
+
+def _is_pipeline(model: Any) -> bool:
+    from sklearn.pipeline import Pipeline
+
+    return isinstance(model, Pipeline)
+
+
+def split_pipeline(model: Any) -> tuple[Callable[[np.ndarray], np.ndarray] | None, Any]:
+    """A model's row preprocessing and the step that approximates the kernel.
+
+    Parameters
+    ----------
+    model : estimator or sklearn.pipeline.Pipeline
+        A fitted approximation, or a fitted Pipeline whose last step is one
+        (e.g. ``Pipeline([("scale", Standardizer), ("model", estimator)])``,
+        what a workflow with ``standardize: true`` saves).
+
+    Returns
+    -------
+    prep : callable or None
+        Maps in-memory rows (ndarray of shape (s, d)) through the pipeline's
+        earlier steps to float64 rows of the last step's input; None for a
+        model that is not a Pipeline (or whose earlier steps are all
+        ``"passthrough"``).
+    approx : estimator
+        The last step (the model itself when it is not a Pipeline).
+
+    Raises
+    ------
+    ConfigError
+        The last step has no ``kernel_approx`` (it approximates no kernel).
+    """
+    if not _is_pipeline(model):
+        approx, prep = model, None
+    else:
+        approx = model.steps[-1][1]
+        head = [step for _, step in model.steps[:-1] if step not in (None, "passthrough")]
+        prep = None
+        if head:
+            def prep(rows: np.ndarray) -> np.ndarray:
+                for step in head:
+                    rows = step.transform(rows)
+                return np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows,
+                                  dtype=np.float64)
+    if not hasattr(approx, "kernel_approx"):
+        where = (f"the last step {model.steps[-1][0]!r} ({type(approx).__name__}) of the Pipeline"
+                 if _is_pipeline(model) else type(approx).__name__)
+        raise ConfigError(f"{where} cannot approximate a kernel (no kernel_approx); evaluate a "
+                          "kernel approximation (a feature map, kernel PCA, ridge or MEKA model).")
+    return prep, approx
 
 
 def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -135,12 +190,13 @@ def model_kernel(model: Any) -> dict[str, Any] | None:
 
     Nested approximations answer for their inner map (``features_`` of a
     ridge model or of streaming kernel PCA, ``kspace_`` of KernelPCR,
-    ``meka_``); resolved parameters (``kernel_params_``, ``gamma_``) win over
-    the constructor's.
+    ``meka_``), a Pipeline for its last step (the kernel of the rows its
+    earlier steps produce); resolved parameters (``kernel_params_``,
+    ``gamma_``) win over the constructor's.
 
     Parameters
     ----------
-    model : estimator
+    model : estimator or sklearn.pipeline.Pipeline
         A fitted distsketch approximation (anything with ``get_params``).
 
     Returns
@@ -150,6 +206,8 @@ def model_kernel(model: Any) -> dict[str, Any] | None:
         kernel takes (e.g. ``gamma`` for ``rbf``; ``gamma``, ``degree``,
         ``coef0`` for ``polynomial``); None for an object that names no kernel.
     """
+    if _is_pipeline(model):
+        return model_kernel(model.steps[-1][1])
     for attr in ("features_", "kspace_", "meka_"):
         inner = getattr(model, attr, None)
         if inner is not None and hasattr(inner, "get_params"):
@@ -247,8 +305,10 @@ def kernel_errors(
     ----------
     X : array_like, dask array or Zarr path of shape (n, d)
         Data whose Gram matrix G is approximated.
-    approx : object with ``kernel_approx``
-        A fitted approximation (feature map, kernel PCA, MEKA, ...).
+    approx : object with ``kernel_approx``, or a Pipeline ending in one
+        A fitted approximation (feature map, kernel PCA, ridge, MEKA, ...).
+        For a Pipeline the sampled rows of X go through its earlier steps
+        (``transform``) and G is the kernel of the transformed rows.
     kernel : str or callable, optional
         The exact kernel.  Default: the one ``approx`` approximates
         (:func:`model_kernel`), else ``"rbf"``.
@@ -296,9 +356,13 @@ def kernel_errors(
     if n_sample is not None and n_sample < 2:
         raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
     X = check_input(X, where="kernel_errors X", allow_sparse=True)
-    name, params = _resolve_kernel(approx, X.shape[1], kernel, gamma, degree, coef0,
+    prep, approx = split_pipeline(approx)
+    d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
+    name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
                                    "kernel_errors")
     _, S = sample_rows(X, n_sample, random_state)
+    if prep is not None:
+        S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
     spec, err, gram = _errors(S, _kernel_fn(name, params), approx, tile)
     n, s = int(X.shape[0]), int(S.shape[0])
     e2, g2 = err.full_sq(n, s), gram.full_sq(n, s)
@@ -323,10 +387,14 @@ def relative_kernel_error(X: Any, approx: Any, kernel: Any = None, *,
     if n_sample is not None and n_sample < 2:
         raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
     X = check_input(X, where="relative_kernel_error X", allow_sparse=True)
-    name, params = _resolve_kernel(approx, X.shape[1], kernel, gamma, degree, coef0,
+    prep, approx = split_pipeline(approx)
+    d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
+    name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
                                    "relative_kernel_error")
     kfun = _kernel_fn(name, params)
     _, S = sample_rows(X, n_sample, random_state)
+    if prep is not None:
+        S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
     s = S.shape[0]
     err, gram = _Sums(), _Sums()
     for a0, a1 in _tiles(s, tile):

@@ -156,3 +156,72 @@ def test_kernel_comes_from_the_model():
     assert model_kernel(pcr) == {"kernel": "polynomial", "gamma": 0.5, "coef0": 2.0, "degree": 2}
     # an object that names no kernel: the arguments (default rbf, 1 / n_features)
     assert model_kernel(_Shifted(0.0, 0.25)) is None
+
+
+# ----------------------------------------------------------------- a model saved with its preprocessing
+
+def _scaled_pipeline(X, est):
+    """``Pipeline([("scale", Standardizer), ("model", est fitted on the scaled rows)])``."""
+    from distsketch.workflow.preprocess import Standardizer, with_preprocessing
+
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    est.fit((X - mean) / std, X[:, 0])
+    pipe = with_preprocessing(est, {"mean": mean.tolist(), "scale": std.tolist()}, X.shape[0])
+    assert isinstance(pipe.steps[0][1], Standardizer)
+    return pipe, (X - mean) / std
+
+
+@pytest.mark.parametrize("kind", ["skpca", "ridge"])
+def test_pipeline_is_evaluated_on_its_transformed_rows(kind):
+    from sklearn.pipeline import Pipeline
+
+    from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
+    from distsketch.metrics import model_kernel
+
+    # columns on very different scales: the raw rows' kernel is far from the scaled rows'
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(400, 4)) * np.array([1.0, 10.0, 0.1, 50.0]) + 3.0
+    if kind == "skpca":
+        est = StreamingKernelPCA(n_components=4, n_random_features=256, sketch_size=24,
+                                 gamma=0.2, random_state=0)
+    else:
+        est = SketchedKernelRidge(features=RandomFourierFeatures(gamma=0.2, n_components=128,
+                                                                 random_state=0))
+    pipe, Z = _scaled_pipeline(X, est)
+    assert isinstance(pipe, Pipeline)
+    assert model_kernel(pipe) == {"kernel": "rbf", "gamma": 0.2}
+
+    # exact reference: the Gaussian kernel of the standardised rows, in NumPy
+    sq = np.einsum("ij,ij->i", Z, Z)
+    G = np.exp(-0.2 * np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0))
+    E = G - est.kernel_approx(Z)
+    n = X.shape[0]
+    got = kernel_errors(X, pipe, n_sample=None)
+    assert got["kernel"] == "rbf" and got["kernel_params"] == {"gamma": 0.2}
+    assert got["frobenius"] == pytest.approx(np.linalg.norm(E) / n**2, rel=1e-9)
+    assert got["relative_frobenius"] == pytest.approx(np.linalg.norm(E) / np.linalg.norm(G),
+                                                      rel=1e-9)
+    assert got["spectral"] == pytest.approx(np.abs(np.linalg.eigvalsh(E)).max() / n, rel=1e-9)
+    assert relative_kernel_error(X, pipe, n_sample=None) == pytest.approx(
+        got["relative_frobenius"], rel=1e-9)
+    # a sampled estimate maps the same sampled rows: equal to the bare model on scaled rows
+    sampled = kernel_errors(X, pipe, n_sample=150, random_state=3)
+    bare = kernel_errors(Z, est, n_sample=150, random_state=3)
+    for key in ("spectral", "frobenius", "relative_frobenius"):
+        assert sampled[key] == pytest.approx(bare[key], rel=1e-9)
+    # a contradicting argument is checked against the last step's kernel
+    name = type(est).__name__
+    with pytest.raises(ConfigError, match=rf"gamma=0.5 contradicts {name}'s gamma=0.2"):
+        kernel_errors(X, pipe, gamma=0.5, n_sample=None)
+
+
+def test_pipeline_without_a_kernel_approximation_is_refused():
+    from sklearn.linear_model import Ridge
+
+    X = np.random.default_rng(8).normal(size=(50, 3))
+    pipe, _ = _scaled_pipeline(X, Ridge())
+    with pytest.raises(ConfigError, match=r"last step 'model' \(Ridge\) of the Pipeline cannot "
+                                          "approximate a kernel"):
+        kernel_errors(X, pipe, n_sample=None)
+    with pytest.raises(ConfigError, match="Ridge cannot approximate a kernel"):
+        relative_kernel_error(X, Ridge().fit(X, X[:, 0]), n_sample=None)

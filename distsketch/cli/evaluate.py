@@ -30,7 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Compare the model's approximate kernel with the exact kernel (the model's own "
             "unless given) on INPUT: spectral error ||G - G~||_2 / n and Frobenius error "
             "||G - G~||_F / n^2 (Ghashami et al. 2016), and ||G - G~||_F / ||G||_F, estimated "
-            "from a uniform row sample when --n-sample is below the number of rows."),
+            "from a uniform row sample when --n-sample is below the number of rows. A model "
+            "saved with its preprocessing (a workflow's Pipeline) maps the sampled rows through "
+            "it first and is compared with the exact kernel of the mapped rows."),
     )
     p.add_argument("model", help="saved model store")
     p.add_argument("input", help="input Zarr store")
@@ -48,18 +50,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+def _class_name(model: object) -> str:
+    """``Pipeline(Standardizer, StreamingKernelPCA)`` for a Pipeline, else the class name."""
+    steps = getattr(model, "steps", None)
+    if type(model).__name__ == "Pipeline" and isinstance(steps, list):
+        return f"Pipeline({', '.join(type(step).__name__ for _, step in steps)})"
+    return type(model).__name__
+
+
 def run(args: argparse.Namespace) -> int:
     from distsketch.io.model import load
-    from distsketch.metrics import kernel_errors, model_kernel
+    from distsketch.metrics import kernel_errors, model_kernel, split_pipeline
 
     apply_progress(args)
     so = storage_options_arg(args)
     model = load(args.model, storage_options=so)
-    if not hasattr(model, "kernel_approx"):
-        raise ConfigError(f"model {args.model} ({type(model).__name__}) cannot approximate a "
-                          "kernel (no kernel_approx).")
-    if args.kernel is None and model_kernel(model) is None:
-        raise ConfigError(f"{type(model).__name__} does not name its kernel; pass --kernel.")
+    try:
+        # a Pipeline (a workflow's model with its scaler): its last step approximates the kernel
+        _, approx = split_pipeline(model)
+    except ConfigError as exc:
+        raise ConfigError(f"model {args.model}: {exc}") from None
+    if args.kernel is None and model_kernel(approx) is None:
+        raise ConfigError(f"{type(approx).__name__} does not name its kernel; pass --kernel.")
     X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
                    storage_options=so)
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
@@ -71,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     n_rows = int(X.shape[0])
     s = n_rows if args.n_sample is None or args.n_sample >= n_rows else int(args.n_sample)
     with cluster(args):
-        stage(f"kernel errors of {type(model).__name__} on {s} sampled rows of {args.input}")
+        stage(f"kernel errors of {_class_name(model)} on {s} sampled rows of {args.input}")
         t0 = time.perf_counter()
         # the model's own kernel unless given; an option that contradicts it is an error
         errs = kernel_errors(X, model, args.kernel, gamma=args.gamma, degree=args.degree,
@@ -79,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - t0
     note = (f"estimated from {errs['n_sample']} sampled rows of {n_rows}" if errs["sampled"]
             else f"exact, all {n_rows} rows")
-    result = {"command": "evaluate", "model": str(args.model), "model_class": type(model).__name__,
+    result = {"command": "evaluate", "model": str(args.model), "model_class": _class_name(model),
               "input": str(args.input), "rows": n_rows, **errs,
               "gamma": errs["kernel_params"].get("gamma"), "note": note,
               "seconds": round(seconds, 3)}

@@ -2,16 +2,17 @@
 
 1. generate the RandomNoisy data set (A = S·D·U + F/ζ, s = 50, ζ = 10) into a
    local Zarr directory store (reused when already complete);
-2. start the embedded local Dask cluster (one worker process per core);
+2. start the embedded local Dask cluster (one worker process per core), or
+   connect to the scheduler that --cluster or DASK_SCHEDULER_ADDRESS names;
 3. choose gamma by the median heuristic, gamma = 1 / median ‖xᵢ − xⱼ‖² over
    1000 sampled rows (a typical pair then has kernel value e⁻¹);
 4. fit StreamingKernelPCA (m random Fourier features, Frequent Directions
    sketch of ℓ rows) out of core and save the model;
 5. write the k-dimensional embeddings to Zarr;
-6. report rows, time per stage, peak memory of the whole process tree and the
-   kernel spectral and Frobenius errors against the exact Gaussian kernel on
-   a row sample, normalised as in Ghashami et al. (2016): ‖G − G̃‖₂/s and
-   ‖G − G̃‖_F/s².
+6. report rows, time per stage, peak memory of the whole process tree (and of
+   the workers) and the kernel spectral and Frobenius errors against the
+   exact Gaussian kernel on a row sample, normalised as in Ghashami et al.
+   (2016): ‖G − G̃‖₂/s and ‖G − G̃‖_F/s².
 """
 
 from __future__ import annotations
@@ -153,6 +154,23 @@ def _model(args: argparse.Namespace, gamma: float | None) -> Any:
                               sketch_size=args.sketch_size, method="fd", random_state=args.seed)
 
 
+def _cluster_used(spec: str | None, client: Any) -> str:
+    """What ran the job: the --cluster given, else the configured scheduler's address or local.
+
+    Without --cluster, ``DASK_SCHEDULER_ADDRESS`` (or Dask's ``scheduler-address``)
+    names the scheduler when set, otherwise the embedded LocalCluster starts.
+    """
+    if spec is not None:
+        return str(spec)
+    from distsketch.cluster import configured_scheduler_address
+
+    configured = configured_scheduler_address()
+    if configured is None:
+        return "local"
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    return str(address or configured[0])
+
+
 def run(args: argparse.Namespace) -> int:
     from distsketch.datasets import make_random_noisy_zarr
     from distsketch.diagnostics import PeakMemory, format_bytes
@@ -179,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             times["start cluster"] = time.perf_counter() - t0
             workers = (len(client.scheduler_info().get("workers", {})) if client is not None
                        else 0)
+            used = _cluster_used(args.cluster, client)
 
             t0 = time.perf_counter()
             reused = _data_is_complete(data, args.rows, args.features, args.seed)
@@ -223,13 +242,14 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         _REPORT_KEY: True, "rows": args.rows, "features": args.features, "data": str(data),
         "data_reused": reused,
-        "model": str(model_path), "embeddings": str(emb_path), "cluster": args.cluster,
+        "model": str(model_path), "embeddings": str(emb_path), "cluster": used,
         "workers": workers, "gamma": gamma,
         "n_random_features": args.n_random_features,
         "sketch_size": args.sketch_size, "n_components": args.n_components,
         "seconds": {k: round(v, 3) for k, v in times.items()} | {"total": round(total, 3)},
         "fit_rows_per_second": args.rows / times["fit"] if times["fit"] > 0 else None,
-        "peak_memory_bytes": pm.peak_bytes, "kernel_errors": errs,
+        "peak_memory_bytes": pm.peak_bytes, "workers_peak_memory_bytes": pm.workers_peak_bytes,
+        "kernel_errors": errs,
     }
     _check_out(out)  # again: the folder may have changed while this ran
     tmp = out / f".report.json.tmp-{os.getpid()}"
@@ -249,13 +269,16 @@ def _report_lines(r: dict, peak: int, format_bytes: Any) -> list[str]:
          "Directions)")
     emit(f"  data          {r['rows']} x {r['features']} float32 RandomNoisy (s=50, zeta=10)"
          f"{' (reused)' if r['data_reused'] else ''}: {r['data']}")
-    emit(f"  cluster       {r['cluster']} ({r['workers']} worker(s))")
+    emit(f"  cluster       {r['cluster']} " + (f"({r['workers']} worker(s))" if r["workers"]
+                                                 else "(no workers: a local Dask scheduler)"))
     emit(f"  model         m={r['n_random_features']} RFF, l={r['sketch_size']}, k={r['n_components']}, "
          f"rbf gamma={r['gamma']:.4g} (median heuristic)")
     emit("  time          " + ", ".join(f"{k} {v:.1f} s" for k, v in r["seconds"].items()))
     if r["fit_rows_per_second"]:
         emit(f"  fit rate      {r['fit_rows_per_second']:,.0f} rows/s")
-    emit(f"  peak memory   {format_bytes(peak)} (this process and all its children)")
+    workers = r.get("workers_peak_memory_bytes")
+    emit(f"  peak memory   {format_bytes(peak)} (this process and all its children)"
+         + (f"; workers {format_bytes(workers)} (sampled by the scheduler)" if workers else ""))
     how = f"estimated from {e['n_sample']} sampled rows" if e.get("sampled") else "exact"
     emit(f"  kernel error  spectral ||G - G~||_2 / n = {e['spectral']:.3e}, Frobenius "
          f"||G - G~||_F / n^2 = {e['frobenius']:.3e} (relative {e['relative_frobenius']:.3f}; "

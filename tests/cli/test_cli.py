@@ -142,13 +142,17 @@ def test_missing_subcommand_module_does_not_break_others(monkeypatch, capsys):
     assert "the 'transform' command cannot be loaded" in capsys.readouterr().err
 
 
-def test_quickstart_small(tmp_path, capsys):
+def test_quickstart_small(tmp_path, capsys, monkeypatch):
     out = tmp_path / "qs"
     args = ("quickstart", "--rows", "10000", "--out", out, "--n-random-features", "256",
             "--sketch-size", "32", "--n-sample", "500", "--chunk-rows", "2500")
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     res = run(*args)  # default --cluster: the embedded local cluster
     report = json.loads((out / "report.json").read_text())
     assert report["rows"] == 10000 and report["workers"] >= 1 and not report["data_reused"]
+    # the report names what ran the job, not the absent option
+    assert report["cluster"] == "local"
+    assert f"cluster       local ({report['workers']} worker(s))" in res.stdout
     assert report["peak_memory_bytes"] > 0
     for stage_name in ("generate data", "fit", "embed", "evaluate", "total"):
         assert report["seconds"][stage_name] >= 0
@@ -165,6 +169,27 @@ def test_quickstart_small(tmp_path, capsys):
     # a second run reuses the complete data set
     mtime = (out / "data.zarr" / "zarr.json").stat().st_mtime_ns
     assert cli.main([*map(str, args), "--cluster", "sync"]) == 0  # in process: cheaper
-    assert json.loads((out / "report.json").read_text())["data_reused"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["data_reused"] and report["cluster"] == "sync" and report["workers"] == 0
+    assert report["workers_peak_memory_bytes"] is None  # no cluster attached
     assert (out / "data.zarr" / "zarr.json").stat().st_mtime_ns == mtime
-    assert "(reused)" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "(reused)" in text and "cluster       sync (no workers: a local Dask scheduler)" in text
+
+
+def test_quickstart_records_the_scheduler_from_the_environment(tmp_path, capsys, monkeypatch):
+    from distributed import LocalCluster
+
+    out = tmp_path / "qs"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as running:
+        # without --cluster, DASK_SCHEDULER_ADDRESS names the scheduler to use
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", running.scheduler_address)
+        assert cli.main(["quickstart", "--rows", "2000", "--features", "50", "--out", str(out),
+                         "--n-random-features", "64", "--sketch-size", "16", "--n-components",
+                         "4", "--n-sample", "200", "--chunk-rows", "500", "--no-progress"]) == 0
+        n_workers = len(running.scheduler_info["workers"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["cluster"] == running.scheduler_address and report["workers"] == n_workers == 1
+    text = capsys.readouterr().out
+    assert f"cluster       {running.scheduler_address} (1 worker(s))" in text
