@@ -31,6 +31,7 @@ from sklearn.base import RegressorMixin, TransformerMixin
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
@@ -115,7 +116,9 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     n_components : int, default 10
         k.
     degree : int, default 3
-    gamma : float, default 1.0
+    gamma : float, "median" or None, default None
+        Scale of the inner product; None means 1 / n_features, "median" the
+        median heuristic on a 1000-row sample (one more pass over X).
     coef0 : float, default 1.0
     sketch_size : int or None, default None
         m, columns of S (default 2k, the paper's experiments).
@@ -134,6 +137,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The kernel scale used.
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
     components_ : ndarray of shape (n_components, m)
@@ -179,7 +184,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "degree": [Interval(int, 1, None)],
-        "gamma": [Interval(float, 0, None, closed="neither")],
+        "gamma": GAMMA_CONSTRAINT,
         "coef0": [Interval(float, 0, None, closed="left")],
         "sketch_size": [Interval(int, 1, None), None],
         "embed_size": [Interval(int, 1, None), None],
@@ -189,7 +194,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float = 1.0,
+    def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float | str | None = None,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
@@ -205,7 +210,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.random_state = random_state
 
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return pairwise_kernel(A, B, "polynomial", gamma=self.gamma, coef0=self.coef0,
+        return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
                                degree=self.degree)
 
     def fit(self, X: Any, y: Any = None) -> KSpaceKernelPCA:
@@ -230,7 +235,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
             _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
-        common = {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+        common = {"degree": self.degree, "gamma": fit_gamma(self, X), "coef0": self.coef0}
         self.sketch_S_ = TensorSketch(n_components=m, random_state=_sub_seed(seed, "kspace.S"),
                                       **common).fit(A)
         self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),
@@ -334,7 +339,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     ----------
     n_components : int, default 50
         k, the number of approximate principal components.
-    degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, 1.0, 1.0
+    degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, None, 1.0
+        ``gamma=None`` means 1 / n_features, "median" the median heuristic.
     sketch_size, embed_size, sample : as in :class:`KSpaceKernelPCA`
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
@@ -347,6 +353,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     Attributes
     ----------
     kspace_ : KSpaceKernelPCA
+    gamma_ : float
+        The kernel scale used.
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
     single_target_ : bool
@@ -383,7 +391,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         "fit_intercept": ["boolean"],
     }
 
-    def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float = 1.0,
+    def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float | str | None = None,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
                  n_landmarks: int | None = None, split_every: int = 8,
@@ -428,10 +436,10 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         Y = self._targets(y, X.shape[0])
-        params = {k: getattr(self, k) for k in ("n_components", "degree", "gamma", "coef0",
+        params = {k: getattr(self, k) for k in ("n_components", "degree", "coef0",
                                                 "sketch_size", "embed_size", "sample",
                                                 "n_landmarks", "split_every")}
-        self.kspace_ = KSpaceKernelPCA(random_state=seed, **params).fit(X)
+        self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
         if is_dask(V):
             import dask.array as da

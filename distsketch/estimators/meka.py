@@ -17,6 +17,7 @@ from sklearn.base import TransformerMixin
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
@@ -47,8 +48,10 @@ def _source_path(X: Any) -> str | None:
     return None
 
 
-def _kernel_setup(est: Any, d: int) -> tuple[Any, dict]:
-    name, params = resolve_kernel_params(est.kernel, d, est.gamma, getattr(est, "degree", 3),
+def _kernel_setup(est: Any, X: Any) -> tuple[Any, dict]:
+    # gamma None/"median" resolved for X and stored as est.gamma_
+    name, params = resolve_kernel_params(est.kernel, X.shape[1], fit_gamma(est, X),
+                                         getattr(est, "degree", 3),
                                          getattr(est, "coef0", 1.0))
     return name, params
 
@@ -100,8 +103,10 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     kernel : str or callable, default "rbf"
         Meant for shift-invariant kernels (rbf, laplacian, cauchy); any kernel
         of :mod:`distsketch.ops.kernels` or a callable works.
-    gamma : float, optional
-        Kernel scale (None: 1 / n_features).
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``);
+        the value used is ``gamma_``.
     degree, coef0 : int, float
         Polynomial kernel parameters.
     n_landmarks : int, optional
@@ -182,7 +187,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         "n_clusters": [Interval(int, 1, None)],
         "rank": [Interval(int, 1, None)],
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_landmarks": [Interval(int, 1, None), None],
@@ -198,7 +203,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, n_clusters: int = 8, rank: int = 32, kernel: Any = "rbf",
-                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 gamma: float | str | None = None, degree: int = 3, coef0: float = 1.0,
                  n_landmarks: int | None = None, eps: float = 0.0, rho: float = 2.0,
                  rank_rule: str | None = None, kmeans_sample: int = 20000, kmeans_iter: int = 100,
                  kmeans_full_iter: int = 0, link_rcond: float = 1e-6, basis_path: Any = None,
@@ -240,7 +245,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         if n < c:
             raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X (n_samples={n}); "
                              "use fewer clusters.")
-        name, params = _kernel_setup(self, d)
+        name, params = _kernel_setup(self, X)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)
         k = int(self.rank)

@@ -87,6 +87,14 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
             "state_bytes": state}
 
 
+def _map_gamma(features: Any) -> float | None:
+    """The kernel scale a fitted feature map used (None when it has none)."""
+    g = getattr(features, "gamma_", None)
+    if g is None:
+        g = getattr(features, "gamma", None)
+    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
+
+
 def _is_fitted(features: Any) -> bool:
     if hasattr(features, "n_output_features_"):
         return True
@@ -186,7 +194,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ``NystromFeatures``, ``MEKA``, ``StatisticalDimensionSketch``...) or
         any transformer with ``fit``/``transform``.  Unfitted maps are cloned
         and fitted on X; fitted ones are used as they are.  None means
-        ``RandomFourierFeatures()`` seeded from ``random_state``.
+        ``RandomFourierFeatures()`` seeded from ``random_state`` (100 features,
+        ``gamma=None``: 1 / n_features).  The map's parameters are this
+        model's nested parameters: ``set_params(features__gamma="median")``.
     alpha : float or array-like of floats > 0, default 1.0
         Regularisation λ.  An array gives the whole path: ``coef_`` then has
         a leading axis of length ``len(alpha)`` and ``predict`` returns one
@@ -218,7 +228,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     alpha_ : float or ndarray
         The λ used (chosen by CV when ``cv`` is set).
     gamma_ : float or None
-        The kernel scale chosen by CV (None without ``gammas``).
+        The kernel scale: chosen by CV among ``gammas``, else the one the
+        feature map used (its ``gamma_``, e.g. 1 / n_features for the default
+        ``RandomFourierFeatures()``); None for a map without one.
     cv_results_ : dict
         ``alphas``, ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas:
         mean squared validation error per row and target).
@@ -418,7 +430,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             self.features_ = self._make_features(X)
             state = self._reduce(X, Y, [self.features_], 0)[0]
             self.alpha_ = alphas_path if np.ndim(self.alpha) > 0 else float(self.alpha)
-            self.gamma_ = None
+            self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
             state = self._fit_cv(X, Y)
@@ -454,7 +466,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         g_best, a_best = np.unravel_index(int(np.argmin(mse)), mse.shape)
         self.features_ = maps[g_best]
         self.alpha_ = float(alphas[a_best])
-        self.gamma_ = None if gammas is None else float(gammas[g_best])
+        self.gamma_ = _map_gamma(self.features_) if gammas is None else float(gammas[g_best])
         # plain lists so the model saves as JSON attributes
         self.cv_results_ = {"alphas": alphas.tolist(),
                             "gammas": None if gammas is None else gammas.tolist(),
@@ -486,7 +498,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             self.features_ = self._make_features(X)
             self.alpha_ = np.asarray(self.alpha, dtype=np.float64) if np.ndim(self.alpha) else \
                 float(self.alpha)
-            self.gamma_ = None
+            self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
             X = self._check_input(X, reset=False)

@@ -12,6 +12,7 @@ from sklearn.base import TransformerMixin
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import fit_gamma
 from distsketch.estimators.sparsified import SparsifiedGram
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_function
@@ -131,7 +132,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         "tol": [Interval(float, 0, None)],
     }
 
-    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | None = None,
+    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, solver: str = "lanczos",
                  tile_rows: int = 2048, store: str | os.PathLike | None = None,
@@ -171,7 +172,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
             raise ConfigError(
                 f"n_components={k} must be smaller than the number of samples (n_samples={n}); "
                 "reduce n_components.")
-        gram = SparsifiedGram(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        gram = SparsifiedGram(kernel=self.kernel, gamma=fit_gamma(self, X), degree=self.degree,
                               coef0=self.coef0, p=self.p, quantize=self.quantize,
                               quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
                               store=self.store, random_state=seed).fit(X)
