@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import RegressorMixin, TransformerMixin
+from sklearn.base import ClassifierMixin, RegressorMixin, TransformerMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
@@ -477,6 +477,12 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         """
         S = self._decision(X)
         return S[:, 0] if getattr(self, "single_target_", False) else S
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # 2-D y is several targets solved from one summary
+        tags.target_tags.multi_output = not isinstance(self, ClassifierMixin)
+        return tags
 
     def score(self, X: Any, y: Any) -> float:
         """The coefficient of determination R²."""

@@ -140,6 +140,12 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
             )
         return meka
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # 2-D y is several targets solved from one summary
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
         """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y``.
 

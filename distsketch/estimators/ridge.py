@@ -233,7 +233,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ``RandomFourierFeatures()``); None for a map without one.
     cv_results_ : dict
         ``alphas``, ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas:
-        mean squared validation error per row and target).
+        mean squared validation error per row and target); the classifier
+        adds ``accuracy``, by which it chooses.
     gram_, zty_, zsum_, ysum_, yty_ : ndarray
         The merged summary (``ZᵀZ``, ``Zᵀy``, ``Σz``, ``Σy``, ``yᵀy``), kept for
         ``partial_fit``.
@@ -449,29 +450,50 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         maps = [self._make_features(X, g) for g in (gammas if gammas is not None else [None])]
         k = int(self.cv)
         folds = self._reduce(X, Y, maps, k)
-        mse = np.zeros((len(maps), len(alphas)))
         totals = []
-        for g, fold_states in enumerate(folds):
+        for fold_states in folds:
             total = fold_states[0]
             for s in fold_states[1:]:
                 total = _add(total, s)
             totals.append(total)
-            for s in fold_states:
-                if s["n"] == 0:
-                    continue
-                train = _add(total, s, -1.0)
-                W, c = self._solve_path(train, alphas)
-                mse[g] += summary_sse(s, W, c).sum(axis=1)
-        mse /= max(1, totals[0]["n"]) * Y.shape[1]
-        g_best, a_best = np.unravel_index(int(np.argmin(mse)), mse.shape)
+        scores = self._cv_scores(X, Y, maps, folds, totals, alphas)
+        g_best, a_best = self._cv_best(scores)
         self.features_ = maps[g_best]
         self.alpha_ = float(alphas[a_best])
         self.gamma_ = _map_gamma(self.features_) if gammas is None else float(gammas[g_best])
         # plain lists so the model saves as JSON attributes
         self.cv_results_ = {"alphas": alphas.tolist(),
                             "gammas": None if gammas is None else gammas.tolist(),
-                            "mse": mse.tolist()}
+                            **{name: v.tolist() for name, v in scores.items()}}
         return totals[g_best]
+
+    def _fold_solutions(self, folds: list, totals: list, alphas: np.ndarray):
+        """``(g, f, state, W, c)`` for every map g and non-empty fold f, trained without f."""
+        for g, fold_states in enumerate(folds):
+            for f, s in enumerate(fold_states):
+                if s["n"] == 0:
+                    continue
+                W, c = self._solve_path(_add(totals[g], s, -1.0), alphas)
+                yield g, f, s, W, c
+
+    def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
+                   alphas: np.ndarray) -> dict[str, np.ndarray]:
+        """Validation scores, each of shape (n_gammas, n_alphas): the mean squared error.
+
+        Computed from the per-fold summaries alone (no further pass over X).
+        """
+        mse = np.zeros((len(maps), len(alphas)))
+        for g, _, s, W, c in self._fold_solutions(folds, totals, alphas):
+            mse[g] += summary_sse(s, W, c).sum(axis=1)
+        mse /= max(1, totals[0]["n"]) * Y.shape[1]
+        return {"mse": mse}
+
+    @staticmethod
+    def _cv_best(scores: dict[str, np.ndarray]) -> tuple[int, int]:
+        """(gamma index, alpha index) of the best candidate: the lowest MSE."""
+        mse = scores["mse"]
+        g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
+        return int(g), int(a)
 
     def partial_fit(self, X: Any, y: Any) -> SketchedKernelRidge:
         """Merge the summary of new rows into the model and re-solve.

@@ -141,12 +141,13 @@ def test_pcr_classifier_is_the_regression_of_pm1_class_columns():
     clf = KernelPCRClassifier(n_components=10, degree=2, random_state=0).fit(A, y)
     assert is_classifier(clf) and not hasattr(KernelPCR, "decision_function")
     np.testing.assert_array_equal(clf.classes_, ["neg", "pos"])
-    Y = np.where(y[:, None] == clf.classes_[None, :], 1.0, -1.0)
+    # two classes: one column, +1 for classes_[1] (as RidgeClassifier)
+    Y = np.where(y == clf.classes_[1], 1.0, -1.0)[:, None]
     reg = KernelPCR(n_components=10, degree=2, random_state=0).fit(A, Y)
     np.testing.assert_array_equal(clf.coef_, reg.coef_)
-    np.testing.assert_array_equal(clf.decision_function(A), reg.predict(A))
+    np.testing.assert_array_equal(clf.decision_function(A), reg.predict(A)[:, 0])
     pred = clf.predict(A)
-    np.testing.assert_array_equal(pred, clf.classes_[reg.predict(A).argmax(axis=1)])
+    np.testing.assert_array_equal(pred, clf.classes_[(reg.predict(A)[:, 0] > 0).astype(int)])
     assert clf.score(A, y) == np.mean(pred == y) > 0.7  # chance is 0.5
     np.testing.assert_array_equal(clf.predict(da.from_array(A, chunks=(60, 4))).compute(), pred)
     with pytest.raises(InputError, match="only one class"):
