@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import ClassifierMixin, RegressorMixin, TransformerMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks

@@ -12,11 +12,10 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks, reduce_blocks
@@ -355,6 +354,9 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _bytes_per_row(self) -> float:
         m = self.landmarks_.shape[1]
         return 8.0 * (self.n_features_in_ + self.n_clusters + 2 * m + 2 * self.maps_.shape[2] + 4)
+
+    def _n_features_out(self) -> int:
+        return int(self.ranks_.sum())
 
     def transform(self, X: Any) -> Any:
         """Rows of the block-diagonal basis W for (new) points.

@@ -7,11 +7,10 @@ import os
 from typing import Any
 
 import numpy as np
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import fit_gamma
 from distsketch.estimators.sparsified import SparsifiedGram
 from distsketch.graph import map_blocks
@@ -48,8 +47,10 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     spectrum reaches ±4σ√n), so both solvers return the largest *algebraic*
     eigenpairs, never the most negative ones.
     Conventions follow scikit-learn's ``KernelPCA``: ``eigenvalues_`` are
-    those of the centred matrix, ``fit_transform(X)`` is V·√λ, and
-    ``transform`` centres new kernel rows with the training statistics.
+    those of the centred matrix and ``transform`` centres new kernel rows
+    with the training statistics; ``fit_transform(X)`` is
+    ``fit(X).transform(X)`` (the training embedding of the sparsified
+    matrix, V·√λ, is ``eigenvectors_ * sqrt(eigenvalues_)``).
 
     Parameters
     ----------
@@ -226,10 +227,16 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         order = np.argsort(-vals, kind="stable")
         return vals[order], vecs[:, order], products[0]
 
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""
-        self.fit(X)
-        return self.eigenvectors_ * np.sqrt(np.maximum(self.eigenvalues_, 0.0))[None, :]
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """``fit(X).transform(X)``: the same map for training and new rows.
+
+        The embedding of the sparsified matrix itself, V·√λ (free after
+        ``fit``, no kernel evaluations), is
+        ``eigenvectors_ * np.sqrt(eigenvalues_)``; it differs from
+        ``transform`` of the training rows, which uses the exact kernel, by
+        the sparsification error.
+        """
+        return self.fit(X).transform(X)
 
     def transform(self, X: Any) -> Any:
         """Kernel PCA features of new points.

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
@@ -378,7 +377,3 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         EA = np.asarray(self.transform(np.asarray(A)), dtype=np.float64)
         EB = EA if B is None else np.asarray(self.transform(np.asarray(B)), dtype=np.float64)
         return EA @ EB.T
-
-    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
-        return np.asarray([f"streamingkernelpca{i}" for i in range(self.n_components)],
-                          dtype=object)
