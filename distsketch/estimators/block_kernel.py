@@ -93,9 +93,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
-        if X.shape[0] < self.n_clusters:
-            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
-                             f"{X.shape[0]} rows of X; use fewer clusters.")
+        self._check_params_for_shape(*X.shape)
         _, self.kernel_params_ = _kernel_setup(self, X)
         self.centres_, self.inertia_ = fit_kmeans(
             X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
@@ -105,6 +103,12 @@ class BlockKernelApproximation(DistsketchEstimator):
         labels = self._labels(X)
         self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
         return self
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        if n_samples < self.n_clusters:
+            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
+                             f"{n_samples} rows of X (n_samples={n_samples}); use fewer clusters.")
 
     def _labels(self, X: Any) -> np.ndarray:
         lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")

@@ -22,6 +22,7 @@ gives ``kernel_approx``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,33 @@ def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     lam, Q = scipy.linalg.eigh(0.5 * (G + G.T))
     keep = lam > rtol * max(lam.max(), 0.0) if lam.size and lam.max() > 0 else np.zeros(lam.size, bool)
     return Q[:, keep] / np.sqrt(lam[keep])
+
+
+def _check_kspace_params(est: Any, n_samples: int | None = None,
+                         n_features: int | None = None) -> None:
+    """k-Space's parameter checks (KSpaceKernelPCA and KernelPCR), with X's shape when given.
+
+    n_components ≤ sketch_size (S must have k columns), ≤ the rows it is
+    fitted on, and ≤ the dimension of the polynomial feature space, C(d + q, q)
+    (C(d + q − 1, q) for coef0 = 0).
+    """
+    owner = type(est).__name__
+    k = int(est.n_components)
+    if est.sketch_size is not None and est.sketch_size < k:
+        raise ConfigError(f"{owner}: sketch_size={est.sketch_size} must be >= n_components={k}.")
+    if n_samples is None or n_features is None:
+        return
+    rows = min(n_samples, est.sample) if est.sample is not None else n_samples
+    if k > rows:
+        raise InputError(f"{owner}: n_components={k} exceeds the {rows} rows it is fitted on "
+                         f"(n_samples={n_samples}); lower n_components.")
+    q = int(est.degree)
+    dim = math.comb(n_features + q, q) if est.coef0 > 0 else math.comb(n_features + q - 1, q)
+    if k > dim:
+        raise InputError(
+            f"{owner}: n_components={k} exceeds the dimension {dim} of the degree-{q} polynomial "
+            f"feature space of {n_features} features (C(d + q, q), or C(d + q - 1, q) for "
+            "coef0=0); lower n_components or raise degree.")
 
 
 class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
@@ -209,6 +237,13 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.split_every = split_every
         self.random_state = random_state
 
+    def _check_params(self) -> None:
+        _check_kspace_params(self)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        _check_kspace_params(self, n_samples, n_features)
+
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
                                degree=self.degree)
@@ -226,12 +261,11 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         k = int(self.n_components)
         m = int(self.sketch_size or 2 * k)
         r = int(self.embed_size or 4 * k)
-        if m < k:
-            raise ConfigError(f"KSpaceKernelPCA: sketch_size={m} must be >= n_components={k}.")
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
             _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
@@ -409,6 +443,13 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.split_every = split_every
         self.random_state = random_state
 
+    def _check_params(self) -> None:
+        _check_kspace_params(self)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        _check_kspace_params(self, n_samples, n_features)
+
     def _targets(self, y: Any, n: int) -> np.ndarray:
         """The (n, n_targets) float64 matrix the least squares fit."""
         y = check_targets(y, n)
@@ -434,6 +475,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         Y = self._targets(y, X.shape[0])
         params = {k: getattr(self, k) for k in ("n_components", "degree", "coef0",

@@ -240,10 +240,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         n, d = X.shape
+        self._check_params_for_shape(n, d)
         c = int(self.n_clusters)
-        if n < c:
-            raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X (n_samples={n}); "
-                             "use fewer clusters.")
         name, params = _kernel_setup(self, X)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)
@@ -354,6 +352,13 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _bytes_per_row(self) -> float:
         m = self.landmarks_.shape[1]
         return 8.0 * (self.n_features_in_ + self.n_clusters + 2 * m + 2 * self.maps_.shape[2] + 4)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        c = int(self.n_clusters)
+        if n_samples < c:
+            raise InputError(f"MEKA: n_clusters={c} exceeds the {n_samples} rows of X "
+                             f"(n_samples={n_samples}); use fewer clusters.")
 
     def _n_features_out(self) -> int:
         return int(self.ranks_.sum())

@@ -455,6 +455,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
                                           self.degree, self.coef0)
@@ -467,6 +468,22 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         self.gram_, self.feature_sum_, self.n_samples_seen_ = state["ztz"], state["sum"], int(state["n"])
         self._solve()
         return self
+
+    def _check_params(self) -> None:
+        if self.n_components > self.n_landmarks:
+            raise ConfigError(
+                f"NystromKernelPCA: n_components={self.n_components} exceeds "
+                f"n_landmarks={self.n_landmarks}; the r landmarks span at most r components: "
+                "raise n_landmarks or lower n_components.")
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        self._check_params()
+        if self.n_components > n_samples:
+            raise InputError(
+                f"NystromKernelPCA: n_components={self.n_components} exceeds the {n_samples} rows "
+                f"of X (n_samples={n_samples}), which span at most that many components; lower "
+                "n_components.")
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
         """Fold new rows into the stored r × r Gram matrix and refresh the components.

@@ -169,10 +169,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         seed = self._init_seed()
         n = X.shape[0]
         k = int(self.n_components)
-        if k >= n:
-            raise ConfigError(
-                f"n_components={k} must be smaller than the number of samples (n_samples={n}); "
-                "reduce n_components.")
+        self._check_params_for_shape(*X.shape)
         gram = SparsifiedGram(kernel=self.kernel, gamma=fit_gamma(self, X), degree=self.degree,
                               coef0=self.coef0, p=self.p, quantize=self.quantize,
                               quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
@@ -197,6 +194,14 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.n_output_features_ = k
         self.n_samples_seen_ = int(n)
         return self
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        k = int(self.n_components)
+        if k >= n_samples:
+            raise ConfigError(
+                f"SparsifiedKernelPCA: n_components={k} must be smaller than the number of "
+                f"samples (n_samples={n_samples}); reduce n_components.")
 
     @property
     def components_(self) -> np.ndarray:

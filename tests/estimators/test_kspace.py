@@ -90,8 +90,18 @@ def test_kspace_errors():
         KSpaceKernelPCA(n_components=5, sketch_size=3).fit(A)
     with pytest.raises(ConfigError, match="degree"):
         KSpaceKernelPCA(degree=0).fit(A)
-    with pytest.raises(InputError, match="rank"):
+    # checked from X's shape before any pass: more components than rows, or than the
+    # polynomial feature space has dimensions (C(4 + 1, 1) = 5; C(4, 1) = 4 for coef0=0)
+    with pytest.raises(InputError, match="exceeds the 4 rows"):
         KSpaceKernelPCA(n_components=8, random_state=0).fit(A[:4])
+    with pytest.raises(InputError, match="dimension 5 "):
+        KSpaceKernelPCA(n_components=6, degree=1, random_state=0).fit(A)
+    with pytest.raises(InputError, match="dimension 4 "):
+        KernelPCR(n_components=5, degree=1, coef0=0.0, random_state=0).fit(A, A[:, 0])
+    KSpaceKernelPCA(n_components=5, degree=1)._check_params_for_shape(240, 4)  # the bound passes
+    # enough rows and dimensions, but the rows repeat: the sketch's rank is found in fit
+    with pytest.raises(InputError, match="rank"):
+        KSpaceKernelPCA(n_components=8, random_state=0).fit(np.repeat(A[:3], 4, axis=0))
 
 
 def test_pcr_digits_beats_linear_regression():
