@@ -341,6 +341,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         ndarray or dask array of shape (n_samples, n_components)
         """
         self._check_is_fitted("components_")
+        X = self._check_input(X, reset=False, allow_sparse=True)
         return _apply_affine(self.sketch_S_.transform(X), self._projection())
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
