@@ -394,6 +394,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     intercept_ : ndarray of shape (n_targets,)
     single_target_ : bool
         y was 1-D (``predict`` then returns shape (n_samples,)).
+    n_samples_seen_ : int
+        Rows of the least-squares fit (all rows of X).
     n_features_in_ : int
 
     Notes
@@ -503,6 +505,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         coef = scipy.linalg.lstsq(ztz + self.alpha * np.eye(k), zty)[0]
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
+        self.n_samples_seen_ = int(n)
         return self
 
     def _decision(self, X: Any) -> Any:

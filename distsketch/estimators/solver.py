@@ -222,6 +222,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         sample of up to 1024 rows; a value near the sample size means at
         least that); None without a preconditioner.
     kernel_params_ : dict
+    n_samples_seen_ : int
+        Rows fitted on.
     n_features_in_, seed_
 
     Notes
@@ -471,6 +473,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter),
                   verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
+        self.n_samples_seen_ = int(X.shape[0])
         self.n_iter_ = int(res.n_iter)
         self.residuals_ = res.residuals
         self.converged_ = bool(res.converged)
