@@ -59,6 +59,9 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
     """
     info: dict[str, Any] = {k: getattr(model, k) for k in ("kernel", "gamma", "degree", "coef0")
                             if hasattr(model, k)}
+    if isinstance(getattr(model, "gamma_", None), float):
+        # the scale the model used ("median" or None resolved on its training rows)
+        info["gamma"] = model.gamma_
     if info.get("kernel") == "precomputed":
         raise InputError(f"{type(model).__name__} was fitted on a precomputed kernel; its support "
                          "points are unknown. Fit it with a named kernel.")

@@ -146,3 +146,12 @@ def test_bad_gamma_is_a_config_error():
         ds.RandomFourierFeatures(gamma="mean").fit(X)
     with pytest.raises(ConfigError, match="gamma=0"):
         ds.NystromFeatures(gamma=0.0).fit(X)
+
+
+def test_rounded_expansion_of_a_model_uses_its_fitted_gamma():
+    kp = ds.SparsifiedKernelPCA(n_components=2, gamma="median", p=0.5, random_state=0).fit(X)
+    r = ds.RoundedExpansion(threshold=1e-14, random_state=0).fit(kp)
+    assert r.gamma_ == kp.gamma_ == median_gamma(X)
+    # nothing rounded away: the expansion is the model's transform (whose extra row-mean
+    # centring term is ~0 because the eigenvectors are orthogonal to the ones vector)
+    np.testing.assert_allclose(r.predict(X[:10]), kp.transform(X[:10]), atol=1e-10)
