@@ -14,6 +14,7 @@ statistical-dimension sketch in :mod:`distsketch.estimators.statistical_dimensio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -467,7 +468,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                             **{name: v.tolist() for name, v in scores.items()}}
         return totals[g_best]
 
-    def _fold_solutions(self, folds: list, totals: list, alphas: np.ndarray):
+    def _fold_solutions(self, folds: list, totals: list,
+                        alphas: np.ndarray) -> Iterator[tuple[int, int, dict, Any, Any]]:
         """``(g, f, state, W, c)`` for every map g and non-empty fold f, trained without f."""
         for g, fold_states in enumerate(folds):
             for f, s in enumerate(fold_states):

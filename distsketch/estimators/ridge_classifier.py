@@ -111,14 +111,16 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
                    alphas: np.ndarray) -> dict[str, np.ndarray]:
         scores = super()._cv_scores(X, Y, maps, folds, totals, alphas)
-        k, t = int(self.cv), int(Y.shape[1])
-        weights = []
+        k, t = int(self.cv or 0), int(Y.shape[1])  # called only with cv set
+        weights: list[list[np.ndarray]] = []
         for g in range(len(maps)):
             m = int(totals[g]["ztz"].shape[0])
             weights.append([np.zeros((k, len(alphas), m, t)), np.zeros((k, len(alphas), t))])
         for g, fold, _, W, c in self._fold_solutions(folds, totals, alphas):
             weights[g][0][fold], weights[g][1][fold] = W, c
-        fns, ops, counts = [], [], []
+        fns: list[Any] = []
+        ops: list[Any] = []
+        counts: list[int] = []
         for f in maps:
             fn, o = feature_block_function(f)
             fns.append(fn)
