@@ -18,21 +18,31 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
+from sklearn.base import TransformerMixin as _SklearnTransformerMixin
+from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
+from sklearn.utils.validation import _check_feature_names_in
+
+try:  # scikit-learn >= 1.6: a function (before, a BaseEstimator method)
+    from sklearn.utils.validation import _check_feature_names
+except ImportError:  # pragma: no cover - older scikit-learn
+    def _check_feature_names(estimator: Any, X: Any, *, reset: bool) -> None:
+        estimator._check_feature_names(X, reset=reset)
 
 from distsketch.blas import single_threaded_blas
-from distsketch.errors import NotFittedError
+from distsketch.errors import ConfigError, NotFittedError
 from distsketch.graph import map_blocks, to_numpy
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
     check_estimator_params,
     check_input,
     check_n_features,
+    is_dask,
     is_path_like,
 )
 from distsketch.validation.finite import FiniteRows
 
-__all__ = ["DistsketchEstimator", "RowMapTransformer", "to_numpy"]
+__all__ = ["DistsketchEstimator", "RowMapTransformer", "TransformerMixin", "to_numpy"]
 
 _SINGLE_THREADED = ("fit", "partial_fit", "merge")
 _VALIDATED = ("fit", "partial_fit")
@@ -91,6 +101,9 @@ class DistsketchEstimator(BaseEstimator):
             X = open_array(X)
             if reset and isinstance(source, (str, os.PathLike)):
                 self.fingerprint_ = fingerprint(X, path=source)
+        else:
+            # column names of a DataFrame: feature_names_in_ (fit) or checked against it
+            _check_feature_names(self, X, reset=reset)
         X = check_input(X, where=f"{type(self).__name__} input", allow_sparse=allow_sparse,
                         dtype=dtype)
         check_n_features(self, X, reset=reset)
@@ -127,6 +140,80 @@ class DistsketchEstimator(BaseEstimator):
         tags.non_deterministic = False
         tags.input_tags.sparse = bool(getattr(self, "_accepts_sparse", False))
         return tags
+
+
+def _lazy_frame(out: Any, columns: np.ndarray) -> Any:
+    """A dask array of features as a dask DataFrame with these columns (still lazy)."""
+    try:
+        import dask.dataframe as dd
+    except ImportError as exc:
+        raise ConfigError(
+            "set_output(transform='pandas') on dask input gives a lazy dask DataFrame, which "
+            f"needs dask's dataframe support ({exc}); install it (pip install "
+            "'dask[dataframe]'), or pass NumPy input, or use set_output(transform='default') "
+            "and wrap the computed result yourself.") from exc
+    out = out[:, None] if out.ndim == 1 else out
+    return dd.from_dask_array(out, columns=[str(c) for c in columns])
+
+
+def _wrap_output(method: Callable[..., Any]) -> Callable[..., Any]:
+    """scikit-learn's ``set_output`` wrapping, except that dask output stays lazy."""
+    @functools.wraps(method)
+    def wrapped(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, X, *args, **kwargs)
+        if is_dask(out) and _get_output_config("transform", self)["dense"] != "default":
+            if _get_output_config("transform", self)["dense"] != "pandas":
+                raise ConfigError(
+                    f"{type(self).__name__}: set_output(transform="
+                    f"{_get_output_config('transform', self)['dense']!r}) is not available for "
+                    "dask input; use 'pandas' (a lazy dask DataFrame) or 'default'.")
+            return _lazy_frame(out, self.get_feature_names_out())
+        return _wrap_data_with_container("transform", out, X, self)
+
+    wrapped._lazy_output = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+class TransformerMixin(_SklearnTransformerMixin):
+    """scikit-learn's ``TransformerMixin`` for distsketch transformers.
+
+    Adds ``get_feature_names_out`` (``<classname>0``, ``<classname>1``, …,
+    as scikit-learn's ``ClassNamePrefixFeaturesOutMixin``), so ``set_output``
+    works, and keeps ``set_output(transform="pandas")`` lazy on dask input:
+    the result is a dask DataFrame, never a computed pandas one.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # scikit-learn has just wrapped the methods this class defines: wrap the originals
+        for name in ("transform", "fit_transform"):
+            method = cls.__dict__.get(name)
+            if method is None or getattr(method, "_lazy_output", False):
+                continue
+            setattr(cls, name, _wrap_output(getattr(method, "__wrapped__", method)))
+
+    def _n_features_out(self) -> int:
+        for attr in ("n_output_features_", "n_outputs_"):
+            if hasattr(self, attr):
+                return int(getattr(self, attr))
+        return int(self.components_.shape[0])  # type: ignore[attr-defined]
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Output feature names ``<classname>0 … <classname>{k-1}``.
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Checked against ``feature_names_in_`` / ``n_features_in_``; not used.
+
+        Returns
+        -------
+        ndarray of str objects, shape (n_output_features,)
+        """
+        self._check_is_fitted()  # type: ignore[attr-defined]
+        _check_feature_names_in(self, input_features, generate_names=False)
+        name = type(self).__name__.lower()
+        return np.asarray([f"{name}{i}" for i in range(self._n_features_out())], dtype=object)
 
 
 class RowMapTransformer(TransformerMixin, DistsketchEstimator):
@@ -176,8 +263,3 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         ZA = np.asarray(self.transform(np.asarray(A)), dtype=np.float64)
         ZB = ZA if B is None else np.asarray(self.transform(np.asarray(B)), dtype=np.float64)
         return ZA @ ZB.T
-
-    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
-        name = type(self).__name__.lower()
-        return np.asarray([f"{name}{i}" for i in range(self.n_output_features_)], dtype=object)
-

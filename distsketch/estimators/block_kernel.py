@@ -8,6 +8,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.meka import _DENSE_MAX_ROWS, _kernel_setup
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
@@ -52,10 +53,12 @@ class BlockKernelApproximation(DistsketchEstimator):
     Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014, section 4.1.
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "n_clusters": [Interval(int, 1, None)],
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "kmeans_sample": [Interval(int, 1, None)],
@@ -64,7 +67,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_clusters: int = 8, kernel: Any = "rbf", gamma: float | None = None,
+    def __init__(self, *, n_clusters: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, kmeans_sample: int = 20000,
                  kmeans_iter: int = 100, kmeans_full_iter: int = 0, random_state: Any = None):
         self.n_clusters = n_clusters
@@ -90,10 +93,8 @@ class BlockKernelApproximation(DistsketchEstimator):
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
-        if X.shape[0] < self.n_clusters:
-            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
-                             f"{X.shape[0]} rows of X; use fewer clusters.")
-        _, self.kernel_params_ = _kernel_setup(self, X.shape[1])
+        self._check_params_for_shape(*X.shape)
+        _, self.kernel_params_ = _kernel_setup(self, X)
         self.centres_, self.inertia_ = fit_kmeans(
             X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
             full_iter=self.kmeans_full_iter)
@@ -102,6 +103,12 @@ class BlockKernelApproximation(DistsketchEstimator):
         labels = self._labels(X)
         self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
         return self
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        if n_samples < self.n_clusters:
+            raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
+                             f"{n_samples} rows of X (n_samples={n_samples}); use fewer clusters.")
 
     def _labels(self, X: Any) -> np.ndarray:
         lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")

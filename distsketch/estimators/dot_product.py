@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.polynomial import LinearStageSketch
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
@@ -106,6 +107,13 @@ class _GaussianStats(Summary):
         out = sum_states([{k: s[k] for k in ("n", "w", "w2")} for s in states])
         out["max_sq"] = max(s["max_sq"] for s in states)
         return out
+
+
+def _split_rest(total: int, weights: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+    """Components of the non-constant terms; none left (n_components=1) drops them all."""
+    if total <= 0:
+        return np.zeros(len(degrees), dtype=np.int64)
+    return split_components_by_variance(total, weights, degrees)
 
 
 class _TermSketch(LinearStageSketch):
@@ -191,7 +199,9 @@ class GaussianSketch(_TermSketch):
 
     Parameters
     ----------
-    gamma : float, default 1.0
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``).
     n_components : int, default 256
         Total number of features (split over the terms).
     degree : int or None, default None
@@ -216,6 +226,8 @@ class GaussianSketch(_TermSketch):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The kernel scale used.
     center_ : ndarray of shape (n_features_in_,)
         Column mean of the fit data (rounded to float32 precision, so rounding
         differences of the reduction order do not change it), or zeros.
@@ -260,8 +272,8 @@ class GaussianSketch(_TermSketch):
     """
 
     _parameter_constraints = {
-        "gamma": [Interval(float, 0, None, closed="neither")],
-        "n_components": [Interval(int, 2, None)],
+        "gamma": GAMMA_CONSTRAINT,
+        "n_components": [Interval(int, 1, None)],
         "degree": [Interval(int, 1, None), None],
         "tol": [Interval(float, 0, 1, closed="neither")],
         "base": [Options(set(BASES))],
@@ -273,7 +285,8 @@ class GaussianSketch(_TermSketch):
     _purpose = "gaussian"
     _max_degree = 200
 
-    def __init__(self, *, gamma: float = 1.0, n_components: int = 256, degree: int | None = None,
+    def __init__(self, *, gamma: float | str | None = None, n_components: int = 256,
+                 degree: int | None = None,
                  tol: float = 1e-3, base: str = "srht", center: bool = True, check_variance: bool = True,
                  max_error: float = 0.5, random_state: Any = None):
         self.gamma = gamma
@@ -295,16 +308,16 @@ class GaussianSketch(_TermSketch):
         else:
             self.center_ = np.zeros(d)
         J = int(self._max_degree if self.degree is None else max(self.degree, 1))
-        st = reduce_blocks(_GaussianStats(float(self.gamma), J), X, self.center_, name="gaussian-radius",
+        st = reduce_blocks(_GaussianStats(float(self.gamma_), J), X, self.center_, name="gaussian-radius",
                            bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
         n = max(st["n"], 1)
         self.radius_ = float(np.sqrt(st["max_sq"]))
-        self.degree_ = (gaussian_degree(self.gamma, self.radius_, self.tol, self._max_degree)
+        self.degree_ = (gaussian_degree(self.gamma_, self.radius_, self.tol, self._max_degree)
                         if self.degree is None else int(self.degree))
         q = self.degree_
-        coef = gaussian_coefficients(q, self.gamma)
+        coef = gaussian_coefficients(q, self.gamma_)
         rms = np.sqrt(st["w2"][:q + 1] / n)
-        comps = split_components_by_variance(int(self.n_components) - 1, rms[1:], np.arange(1, q + 1))
+        comps = _split_rest(int(self.n_components) - 1, rms[1:], np.arange(1, q + 1))
         comps = np.concatenate(([1], comps))
         # plus the mean diagonal mass beyond degree q (the truncation bias; tiny unless q was capped or given)
         truncated = max(0.0, 1.0 - float(st["w"][:q + 1].sum()) / n)
@@ -323,8 +336,8 @@ class GaussianSketch(_TermSketch):
             c = split_components_by_variance(need - 1, rms[1:], np.arange(1, q + 1))
             if predicted_sketch_error(rms[1:], np.arange(1, q + 1), c) <= target:
                 break
-        lam = 2.0 * self.gamma * self.radius_ ** 2
-        return (f"GaussianSketch: gamma={self.gamma:g} is outside the range this Taylor-series sketch can "
+        lam = 2.0 * self.gamma_ * self.radius_ ** 2
+        return (f"GaussianSketch: gamma={self.gamma_:g} is outside the range this Taylor-series sketch can "
                 f"resolve with n_components={self.n_components}: radius r={self.radius_:.4g} "
                 f"(after centring), 2*gamma*r^2={lam:.3g}, degree needed q={q} for tol={self.tol:g}; the "
                 f"predicted RMS error of k(x, x)=1 is {self.predicted_error_:.3g} > "
@@ -337,7 +350,7 @@ class GaussianSketch(_TermSketch):
         return np.ones_like(sq)
 
     def _row_factor(self, sq: np.ndarray) -> np.ndarray:
-        return np.exp(-self.gamma * sq)
+        return np.exp(-self.gamma_ * sq)
 
 
 class DotProductKernelSketch(_TermSketch):
@@ -410,7 +423,7 @@ class DotProductKernelSketch(_TermSketch):
 
     _parameter_constraints = {
         "kernel": [Options(set(DOT_PRODUCT_KERNELS)), "callable"],
-        "n_components": [Interval(int, 2, None)],
+        "n_components": [Interval(int, 1, None)],
         "n_exact": [Interval(int, 1, None)],
         "n_tail_samples": [Interval(int, 0, None)],
         "max_degree": [Interval(int, 1, None)],
@@ -449,8 +462,8 @@ class DotProductKernelSketch(_TermSketch):
         # normalised so that the weights sum to k(x̂, x̂) = 1 on the unit sphere (the worst case)
         scale = weights.sum()
         if term_deg[0] == 0:
-            comps = np.concatenate(([1], split_components_by_variance(int(self.n_components) - 1,
-                                                                      weights[1:] / scale, term_deg[1:])))
+            comps = np.concatenate(([1], _split_rest(int(self.n_components) - 1,
+                                                     weights[1:] / scale, term_deg[1:])))
             self.predicted_error_ = predicted_sketch_error(weights[1:] / scale, term_deg[1:], comps[1:])
         else:
             comps = split_components_by_variance(int(self.n_components), weights / scale, term_deg)

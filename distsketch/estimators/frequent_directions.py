@@ -75,6 +75,8 @@ class FrequentDirections(DistsketchEstimator):
     True
     """
 
+    _accepts_sparse = True
+
     _parameter_constraints = {
         "sketch_size": [Interval(int, 1, None)],
         "split_every": [Interval(int, 2, None)],

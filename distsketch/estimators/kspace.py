@@ -22,15 +22,17 @@ gives ``kernel_approx``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import RegressorMixin, TransformerMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
@@ -103,6 +105,33 @@ def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     return Q[:, keep] / np.sqrt(lam[keep])
 
 
+def _check_kspace_params(est: Any, n_samples: int | None = None,
+                         n_features: int | None = None) -> None:
+    """k-Space's parameter checks (KSpaceKernelPCA and KernelPCR), with X's shape when given.
+
+    n_components ≤ sketch_size (S must have k columns), ≤ the rows it is
+    fitted on, and ≤ the dimension of the polynomial feature space, C(d + q, q)
+    (C(d + q − 1, q) for coef0 = 0).
+    """
+    owner = type(est).__name__
+    k = int(est.n_components)
+    if est.sketch_size is not None and est.sketch_size < k:
+        raise ConfigError(f"{owner}: sketch_size={est.sketch_size} must be >= n_components={k}.")
+    if n_samples is None or n_features is None:
+        return
+    rows = min(n_samples, est.sample) if est.sample is not None else n_samples
+    if k > rows:
+        raise InputError(f"{owner}: n_components={k} exceeds the {rows} rows it is fitted on "
+                         f"(n_samples={n_samples}); lower n_components.")
+    q = int(est.degree)
+    dim = math.comb(n_features + q, q) if est.coef0 > 0 else math.comb(n_features + q - 1, q)
+    if k > dim:
+        raise InputError(
+            f"{owner}: n_components={k} exceeds the dimension {dim} of the degree-{q} polynomial "
+            f"feature space of {n_features} features (C(d + q, q), or C(d + q - 1, q) for "
+            "coef0=0); lower n_components or raise degree.")
+
+
 class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     """Approximate polynomial-kernel PCA by k-Space (Algorithm 1 of Avron et al. 2014).
 
@@ -115,7 +144,9 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     n_components : int, default 10
         k.
     degree : int, default 3
-    gamma : float, default 1.0
+    gamma : float, "median" or None, default None
+        Scale of the inner product; None means 1 / n_features, "median" the
+        median heuristic on a 1000-row sample (one more pass over X).
     coef0 : float, default 1.0
     sketch_size : int or None, default None
         m, columns of S (default 2k, the paper's experiments).
@@ -134,6 +165,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The kernel scale used.
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
     components_ : ndarray of shape (n_components, m)
@@ -179,7 +212,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "degree": [Interval(int, 1, None)],
-        "gamma": [Interval(float, 0, None, closed="neither")],
+        "gamma": GAMMA_CONSTRAINT,
         "coef0": [Interval(float, 0, None, closed="left")],
         "sketch_size": [Interval(int, 1, None), None],
         "embed_size": [Interval(int, 1, None), None],
@@ -189,7 +222,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float = 1.0,
+    def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float | str | None = None,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
@@ -204,8 +237,15 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.split_every = split_every
         self.random_state = random_state
 
+    def _check_params(self) -> None:
+        _check_kspace_params(self)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        _check_kspace_params(self, n_samples, n_features)
+
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return pairwise_kernel(A, B, "polynomial", gamma=self.gamma, coef0=self.coef0,
+        return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
                                degree=self.degree)
 
     def fit(self, X: Any, y: Any = None) -> KSpaceKernelPCA:
@@ -221,16 +261,15 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         k = int(self.n_components)
         m = int(self.sketch_size or 2 * k)
         r = int(self.embed_size or 4 * k)
-        if m < k:
-            raise ConfigError(f"KSpaceKernelPCA: sketch_size={m} must be >= n_components={k}.")
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
             _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
-        common = {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+        common = {"degree": self.degree, "gamma": fit_gamma(self, X), "coef0": self.coef0}
         self.sketch_S_ = TensorSketch(n_components=m, random_state=_sub_seed(seed, "kspace.S"),
                                       **common).fit(A)
         self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),
@@ -302,6 +341,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         ndarray or dask array of shape (n_samples, n_components)
         """
         self._check_is_fitted("components_")
+        X = self._check_input(X, reset=False, allow_sparse=True)
         return _apply_affine(self.sketch_S_.transform(X), self._projection())
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
@@ -334,7 +374,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     ----------
     n_components : int, default 50
         k, the number of approximate principal components.
-    degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, 1.0, 1.0
+    degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, None, 1.0
+        ``gamma=None`` means 1 / n_features, "median" the median heuristic.
     sketch_size, embed_size, sample : as in :class:`KSpaceKernelPCA`
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
@@ -347,10 +388,14 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     Attributes
     ----------
     kspace_ : KSpaceKernelPCA
+    gamma_ : float
+        The kernel scale used.
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
     single_target_ : bool
         y was 1-D (``predict`` then returns shape (n_samples,)).
+    n_samples_seen_ : int
+        Rows of the least-squares fit (all rows of X).
     n_features_in_ : int
 
     Notes
@@ -383,7 +428,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         "fit_intercept": ["boolean"],
     }
 
-    def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float = 1.0,
+    def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float | str | None = None,
                  coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
                  n_landmarks: int | None = None, split_every: int = 8,
@@ -400,6 +445,13 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.n_landmarks = n_landmarks
         self.split_every = split_every
         self.random_state = random_state
+
+    def _check_params(self) -> None:
+        _check_kspace_params(self)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        _check_kspace_params(self, n_samples, n_features)
 
     def _targets(self, y: Any, n: int) -> np.ndarray:
         """The (n, n_targets) float64 matrix the least squares fit."""
@@ -426,12 +478,13 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         Y = self._targets(y, X.shape[0])
-        params = {k: getattr(self, k) for k in ("n_components", "degree", "gamma", "coef0",
+        params = {k: getattr(self, k) for k in ("n_components", "degree", "coef0",
                                                 "sketch_size", "embed_size", "sample",
                                                 "n_landmarks", "split_every")}
-        self.kspace_ = KSpaceKernelPCA(random_state=seed, **params).fit(X)
+        self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
         if is_dask(V):
             import dask.array as da
@@ -453,6 +506,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         coef = scipy.linalg.lstsq(ztz + self.alpha * np.eye(k), zty)[0]
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
+        self.n_samples_seen_ = int(n)
         return self
 
     def _decision(self, X: Any) -> Any:
@@ -470,6 +524,12 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         """
         S = self._decision(X)
         return S[:, 0] if getattr(self, "single_target_", False) else S
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # 2-D y is several targets solved from one summary
+        tags.target_tags.multi_output = not isinstance(self, ClassifierMixin)
+        return tags
 
     def score(self, X: Any, y: Any) -> float:
         """The coefficient of determination R²."""

@@ -9,7 +9,13 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.estimators.kspace import KernelPCR
-from distsketch.estimators.labels import accuracy, decode_labels, encode_labels, one_vs_rest
+from distsketch.estimators.labels import (
+    accuracy,
+    decode_labels,
+    encode_labels,
+    one_vs_rest,
+    softmax_scores,
+)
 
 __all__ = ["KernelPCRClassifier"]
 
@@ -30,8 +36,10 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     ----------
     classes_ : ndarray of shape (n_classes,)
         The sorted labels of y, in y's own dtype (int, bool, float, str, object).
-    coef_ : ndarray of shape (k, n_classes)
-    intercept_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (k, 1) for two classes else (k, n_classes)
+        One ±1 target column per class; for two classes one column, +1 for
+        ``classes_[1]`` (as :class:`sklearn.linear_model.RidgeClassifier`).
+    intercept_ : ndarray of shape (1,) or (n_classes,)
     kspace_ : KSpaceKernelPCA
     n_features_in_ : int
 
@@ -60,7 +68,9 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
         # labels as scikit-learn reads them (type_of_target, classes in their own dtype)
         self.classes_, codes = encode_labels(y, n, owner=type(self).__name__,
                                              regressor="KernelPCR")
-        return one_vs_rest(codes, self.classes_.size)
+        Y = one_vs_rest(codes, self.classes_.size)
+        # two classes: one column (+1 for classes_[1]), as scikit-learn's RidgeClassifier
+        return Y[:, 1:] if self.classes_.size == 2 else Y
 
     def fit(self, X: Any, y: Any) -> KernelPCRClassifier:
         """Fit k-Space on X, then least squares of the ±1 class columns on the embedding.
@@ -80,12 +90,32 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
         return super().fit(X, y)
 
     def decision_function(self, X: Any) -> Any:
-        """Class scores V(X)·coef + intercept, shape (n_samples, n_classes)."""
-        return self._decision(X)
+        """Class scores V(X)·coef + intercept.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples,) for two classes (the score
+        of ``classes_[1]``) else (n_samples, n_classes)
+        """
+        D = self._decision(X)  # checks that the model is fitted
+        if self.classes_.size == 2:
+            # a model fitted with one column per class for two classes has D[:, 0] = -D[:, 1]
+            return D[:, -1]
+        return D
+
+    def predict_proba(self, X: Any) -> Any:
+        """Softmax of the one-vs-rest scores, shape (n_samples, n_classes).
+
+        Not calibrated probabilities (least-squares scores are not log-odds);
+        see :meth:`SketchedKernelRidgeClassifier.predict_proba
+        <distsketch.SketchedKernelRidgeClassifier.predict_proba>`.
+        """
+        return softmax_scores(self.decision_function(X))
 
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
-        idx = self._decision(X).argmax(axis=1)  # checks that the model is fitted
+        D = self.decision_function(X)
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else D.argmax(axis=1)
         return decode_labels(self.classes_, idx)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
@@ -19,7 +20,7 @@ from distsketch.errors import InputError
 from distsketch.graph import to_numpy
 from distsketch.validation import is_dask
 
-__all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest"]
+__all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest", "softmax_scores"]
 
 _CLASS_TARGETS = ("binary", "multiclass")
 
@@ -31,8 +32,9 @@ def _as_label_array(y: Any, owner: str) -> np.ndarray:
     # labels are one value per row, read once on the driver
     y = to_numpy(y) if is_dask(y) else np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn(f"{owner}: a column-vector y was passed when a 1-D array was expected; "
-                      "it is raveled.", DataConversionWarning, stacklevel=4)
+        # scikit-learn's wording, which its estimator checks look for
+        warnings.warn(f"A column-vector y was passed when a 1d array was expected ({owner}); "
+                      "it is raveled to shape (n_samples,).", DataConversionWarning, stacklevel=4)
         y = y.ravel()
     if y.ndim != 1:
         raise InputError(f"{owner}: y must be 1-D class labels, got shape {y.shape}; "
@@ -126,6 +128,26 @@ def encode_labels(y: Any, n_rows: int | None, *, owner: str, classes: Any = None
                          f"{classes.tolist()}; pass every label in classes= on the first "
                          "partial_fit call.")
     return classes, idx.astype(np.int64)
+
+
+def softmax_scores(D: Any) -> Any:
+    """Softmax over classes of one-vs-rest scores (NumPy or dask, lazily).
+
+    Parameters
+    ----------
+    D : array of shape (n_rows,) for two classes (the score of the second)
+        or (n_rows, n_classes).
+
+    Returns
+    -------
+    array of shape (n_rows, n_classes)
+        Rows sum to 1; a 1-D D stands for the scores (−d, d).
+    """
+    xp = da if is_dask(D) else np
+    if D.ndim == 1:
+        D = xp.stack([-D, D], axis=1)
+    E = xp.exp(D - D.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
 
 
 def one_vs_rest(codes: np.ndarray, n_classes: int) -> np.ndarray:

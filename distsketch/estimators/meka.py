@@ -12,11 +12,11 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
@@ -47,8 +47,10 @@ def _source_path(X: Any) -> str | None:
     return None
 
 
-def _kernel_setup(est: Any, d: int) -> tuple[Any, dict]:
-    name, params = resolve_kernel_params(est.kernel, d, est.gamma, getattr(est, "degree", 3),
+def _kernel_setup(est: Any, X: Any) -> tuple[Any, dict]:
+    # gamma None/"median" resolved for X and stored as est.gamma_
+    name, params = resolve_kernel_params(est.kernel, X.shape[1], fit_gamma(est, X),
+                                         getattr(est, "degree", 3),
                                          getattr(est, "coef0", 1.0))
     return name, params
 
@@ -100,8 +102,10 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     kernel : str or callable, default "rbf"
         Meant for shift-invariant kernels (rbf, laplacian, cauchy); any kernel
         of :mod:`distsketch.ops.kernels` or a callable works.
-    gamma : float, optional
-        Kernel scale (None: 1 / n_features).
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``);
+        the value used is ``gamma_``.
     degree, coef0 : int, float
         Polynomial kernel parameters.
     n_landmarks : int, optional
@@ -182,7 +186,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         "n_clusters": [Interval(int, 1, None)],
         "rank": [Interval(int, 1, None)],
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_landmarks": [Interval(int, 1, None), None],
@@ -198,7 +202,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, n_clusters: int = 8, rank: int = 32, kernel: Any = "rbf",
-                 gamma: float | None = None, degree: int = 3, coef0: float = 1.0,
+                 gamma: float | str | None = None, degree: int = 3, coef0: float = 1.0,
                  n_landmarks: int | None = None, eps: float = 0.0, rho: float = 2.0,
                  rank_rule: str | None = None, kmeans_sample: int = 20000, kmeans_iter: int = 100,
                  kmeans_full_iter: int = 0, link_rcond: float = 1e-6, basis_path: Any = None,
@@ -236,11 +240,9 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         n, d = X.shape
+        self._check_params_for_shape(n, d)
         c = int(self.n_clusters)
-        if n < c:
-            raise InputError(f"MEKA: n_clusters={c} exceeds the {n} rows of X (n_samples={n}); "
-                             "use fewer clusters.")
-        name, params = _kernel_setup(self, d)
+        name, params = _kernel_setup(self, X)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)
         k = int(self.rank)
@@ -351,6 +353,16 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _bytes_per_row(self) -> float:
         m = self.landmarks_.shape[1]
         return 8.0 * (self.n_features_in_ + self.n_clusters + 2 * m + 2 * self.maps_.shape[2] + 4)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        c = int(self.n_clusters)
+        if n_samples < c:
+            raise InputError(f"MEKA: n_clusters={c} exceeds the {n_samples} rows of X "
+                             f"(n_samples={n_samples}); use fewer clusters.")
+
+    def _n_features_out(self) -> int:
+        return int(self.ranks_.sum())
 
     def transform(self, X: Any) -> Any:
         """Rows of the block-diagonal basis W for (new) points.

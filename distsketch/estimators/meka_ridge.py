@@ -84,6 +84,8 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
     n_iter_, residuals_, converged_
         CG's iterations and residual history (for the factored solver:
         ``n_iter_ = 1``, one direct solve, and residuals ``[1, 0]``).
+    n_samples_seen_ : int
+        Rows fitted on.
 
     Notes
     -----
@@ -140,6 +142,12 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
             )
         return meka
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # 2-D y is several targets solved from one summary
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
         """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y``.
 
@@ -162,6 +170,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         else:
             alpha = self._fit_factored(meka, X, Y)
         self.dual_coef_ = alpha[:, 0] if one_d else alpha
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def _fit_factored(self, meka: Any, X: Any, Y: np.ndarray) -> np.ndarray:

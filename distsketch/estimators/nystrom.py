@@ -7,11 +7,11 @@ import os
 from typing import Any
 
 import numpy as np
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, TransformerMixin, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
@@ -116,8 +116,10 @@ class NystromFeatures(RowMapTransformer):
         ``f(A, B) -> (len(A), len(B))``, or ``"precomputed"``: then ``fit`` takes
         the m × m kernel matrix of the landmarks and ``transform`` takes rows of
         kernel values K(x, L) (n × m).
-    gamma : float, optional
-        Kernel scale; None means 1 / n_features.
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``);
+        the value used is ``gamma_``.
     degree, coef0 : int, float
         Polynomial kernel parameters.
     n_components : int, default 100
@@ -192,7 +194,7 @@ class NystromFeatures(RowMapTransformer):
 
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES | {"precomputed"}), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_components": [Interval(int, 1, None)],
@@ -206,7 +208,7 @@ class NystromFeatures(RowMapTransformer):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, n_components: int = 100, landmarks: Any = "uniform",
                  rank: int | None = None, variant: str = "standard", n_ensemble: int = 4,
                  kmeans_sample: int = 20000, random_state: Any = None,
@@ -255,7 +257,7 @@ class NystromFeatures(RowMapTransformer):
             self.kernel_params_ = {}
             self.landmarks_ = np.zeros((0, W.shape[0]))
         else:
-            name, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma,
+            name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
                                                  self.degree, self.coef0)
             self.kernel_params_ = params
             self.landmarks_ = self._choose_landmarks(X, seed)
@@ -293,7 +295,7 @@ class NystromFeatures(RowMapTransformer):
         idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
                                      row_start=self.n_samples_seen_, previous=previous)
         self.landmark_indices_, self.landmarks_ = idx, rows
-        name, _ = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
+        name, _ = resolve_kernel_params(self.kernel, X.shape[1], None, self.degree,
                                         self.coef0)
         W = pairwise_kernel(rows, None, name, **self.kernel_params_)
         with blas_single_thread():
@@ -422,7 +424,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_landmarks": [Interval(int, 1, None)],
@@ -430,7 +432,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 10, kernel: Any = "rbf", gamma: float | None = None,
+    def __init__(self, *, n_components: int = 10, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, n_landmarks: int = 200, center: bool = False,
                  random_state: Any = None):
         self.n_components = n_components
@@ -454,9 +456,10 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma, self.degree,
-                                          self.coef0)
+        _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
+                                          self.degree, self.coef0)
         self.kernel_params_ = params
         self.landmark_indices_, self.landmarks_ = sample_landmarks(X, self.n_landmarks, seed)
         W = pairwise_kernel(self.landmarks_, None, self.kernel, **params)
@@ -466,6 +469,22 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         self.gram_, self.feature_sum_, self.n_samples_seen_ = state["ztz"], state["sum"], int(state["n"])
         self._solve()
         return self
+
+    def _check_params(self) -> None:
+        if self.n_components > self.n_landmarks:
+            raise ConfigError(
+                f"NystromKernelPCA: n_components={self.n_components} exceeds "
+                f"n_landmarks={self.n_landmarks}; the r landmarks span at most r components: "
+                "raise n_landmarks or lower n_components.")
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        self._check_params()
+        if self.n_components > n_samples:
+            raise InputError(
+                f"NystromKernelPCA: n_components={self.n_components} exceeds the {n_samples} rows "
+                f"of X (n_samples={n_samples}), which span at most that many components; lower "
+                "n_components.")
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
         """Fold new rows into the stored r × r Gram matrix and refresh the components.

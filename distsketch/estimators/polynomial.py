@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
 from distsketch.ops.countsketch import countsketch
@@ -60,7 +61,10 @@ class LinearStageSketch(RowMapTransformer):
     _accepts_sparse = True
 
     def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
-        """Fix the operator for X's number of features (reads only X's shape).
+        """Fix the operator for X's number of features.
+
+        Reads only X's shape, unless the estimator has ``gamma="median"`` (one
+        pass for a row sample) or needs statistics of X (GaussianSketch).
 
         Parameters
         ----------
@@ -73,6 +77,8 @@ class LinearStageSketch(RowMapTransformer):
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._init_seed()
+        if "gamma" in self._parameter_constraints:
+            fit_gamma(self, X)
         self._setup(X)
         return self
 
@@ -177,7 +183,7 @@ class LinearStageSketch(RowMapTransformer):
 class _PolynomialMixin:
     """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q."""
 
-    gamma: float
+    gamma_: float
     coef0: float
     n_features_in_: int
 
@@ -185,8 +191,8 @@ class _PolynomialMixin:
         return 1 if self.coef0 > 0 else 0
 
     def _scaled(self, L: np.ndarray) -> np.ndarray:
-        if self.gamma != 1.0:
-            L *= L.dtype.type(np.sqrt(self.gamma))
+        if self.gamma_ != 1.0:
+            L *= L.dtype.type(np.sqrt(self.gamma_))
         return L
 
     def _constant_row(self) -> np.ndarray:
@@ -208,7 +214,7 @@ class _PaddedPolynomialMixin(_PolynomialMixin):
 
 _POLY_CONSTRAINTS = {
     "degree": [Interval(int, 1, None)],
-    "gamma": [Interval(float, 0, None, closed="neither")],
+    "gamma": GAMMA_CONSTRAINT,
     "coef0": [Interval(float, 0, None, closed="left")],
     "n_components": [Interval(int, 1, None)],
     "random_state": ["random_state"],
@@ -342,8 +348,10 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     ----------
     degree : int, default 2
         q >= 1.
-    gamma : float, default 1.0
-        Scale of the inner product (the input is multiplied by sqrt(γ)).
+    gamma : float, "median" or None, default None
+        Scale of the inner product (the input is multiplied by sqrt(γ)); None
+        means 1 / n_features, "median" the median heuristic on a 1000-row
+        sample (one pass over X in ``fit``).
     coef0 : float, default 0.0
         c >= 0; a coordinate sqrt(c) is appended (so c enters unscaled by γ).
     n_components : int, default 100
@@ -353,6 +361,8 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The scale used.
     n_features_in_ : int
     n_output_features_ : int
 
@@ -377,7 +387,7 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
 
     _parameter_constraints = dict(_POLY_CONSTRAINTS)
 
-    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+    def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
                  n_components: int = 100, random_state: Any = None):
         self.degree = degree
         self.gamma = gamma
@@ -406,7 +416,7 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
             return super()._map_block(block, offset)
         # dense blocks holding all columns: the fused kernel, bitwise equal to the two stages
         return tensor_sketch_dense(block, self.seed_, "tensorsketch", self.degree, self.n_components,
-                                   scale=float(np.sqrt(self.gamma)), bias=self._bias(),
+                                   scale=float(np.sqrt(self.gamma_)), bias=self._bias(),
                                    dtype=self._dtype_of(block))
 
 
@@ -421,7 +431,8 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     Parameters
     ----------
     degree : int, default 2
-    gamma : float, default 1.0
+    gamma : float, "median" or None, default None
+        As for :class:`TensorSketch`.
     coef0 : float, default 0.0
     n_components : int, default 100
     random_state : int, Generator or None
@@ -429,6 +440,8 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The scale used.
     n_features_in_ : int
     n_output_features_ : int
 
@@ -445,7 +458,7 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
 
     _parameter_constraints = dict(_POLY_CONSTRAINTS)
 
-    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+    def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
                  n_components: int = 100, random_state: Any = None):
         self.degree = degree
         self.gamma = gamma
@@ -485,7 +498,8 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     ----------
     degree : int, default 2
         p >= 1.
-    gamma : float, default 1.0
+    gamma : float, "median" or None, default None
+        As for :class:`TensorSketch`.
     coef0 : float, default 0.0
     n_components : int, default 100
         m, the width of every intermediate sketch and of the output.
@@ -496,6 +510,8 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     Attributes
     ----------
     seed_ : int
+    gamma_ : float
+        The scale used.
     n_features_in_ : int
     n_output_features_ : int
 
@@ -515,7 +531,7 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
 
     _parameter_constraints = {**_POLY_CONSTRAINTS, "base": [Options(set(BASES))]}
 
-    def __init__(self, *, degree: int = 2, gamma: float = 1.0, coef0: float = 0.0,
+    def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
                  n_components: int = 100, base: str = "srht", random_state: Any = None):
         self.degree = degree
         self.gamma = gamma

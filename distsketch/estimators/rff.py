@@ -8,6 +8,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.rff import RFF_FORMS, rff_map, rff_operator
 from distsketch.validation import Interval, Options
@@ -26,8 +27,11 @@ class RandomFourierFeatures(RowMapTransformer):
     ----------
     kernel : {"rbf", "laplacian", "cauchy"}, default "rbf"
         ``exp(-γ‖x−y‖²)``, ``exp(-γ‖x−y‖₁)`` or ``1/(1+γ‖x−y‖²)``.
-    gamma : float, default 1.0
-        Kernel scale.
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample
+        (:func:`~distsketch.estimators.kernel_params.median_gamma`, one pass
+        over X in ``fit``).
     n_components : int, default 100
         Number of features m.
     orthogonal : bool, default False
@@ -47,6 +51,8 @@ class RandomFourierFeatures(RowMapTransformer):
     ----------
     seed_ : int
         The resolved seed.
+    gamma_ : float
+        The kernel scale used.
     random_weights_ : ndarray of shape (n_features_in_, n_components)
         (n_components // 2 columns for ``form="paired"``).
     random_offset_ : ndarray of shape (n_components,)
@@ -80,14 +86,14 @@ class RandomFourierFeatures(RowMapTransformer):
 
     _parameter_constraints = {
         "kernel": [Options(SHIFT_INVARIANT_NAMES)],
-        "gamma": [Interval(float, 0, None, closed="neither")],
+        "gamma": GAMMA_CONSTRAINT,
         "n_components": [Interval(int, 1, None)],
         "orthogonal": ["boolean"],
         "form": [Options(RFF_FORMS)],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: str = "rbf", gamma: float = 1.0, n_components: int = 100,
+    def __init__(self, *, kernel: str = "rbf", gamma: float | str | None = None, n_components: int = 100,
                  orthogonal: bool = False, form: str = "offset", random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma
@@ -99,7 +105,10 @@ class RandomFourierFeatures(RowMapTransformer):
     _accepts_sparse = True
 
     def fit(self, X: Any, y: Any = None) -> RandomFourierFeatures:
-        """Draw the operator for X's number of features (reads only X's shape)."""
+        """Draw the operator for X's number of features.
+
+        Reads only X's shape, unless ``gamma="median"`` (one pass for a row sample).
+        """
         if self.form == "paired" and self.n_components % 2:
             raise ConfigError(
                 f"RandomFourierFeatures(form='paired') outputs a (cos, sin) pair per frequency, "
@@ -107,7 +116,7 @@ class RandomFourierFeatures(RowMapTransformer):
                 f"{self.n_components + 1} or {self.n_components - 1}.")
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
-        name, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)
+        name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
         self.random_weights_, self.random_offset_ = rff_operator(
             seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,
             self.form)

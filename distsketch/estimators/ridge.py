@@ -14,6 +14,7 @@ statistical-dimension sketch in :mod:`distsketch.estimators.statistical_dimensio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -85,6 +86,14 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
     state = 8.0 * max(n_folds, 1) * sum(m * m + m * (t + 1) + t * t + t for m in widths)
     return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
             "state_bytes": state}
+
+
+def _map_gamma(features: Any) -> float | None:
+    """The kernel scale a fitted feature map used (None when it has none)."""
+    g = getattr(features, "gamma_", None)
+    if g is None:
+        g = getattr(features, "gamma", None)
+    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
 
 
 def _is_fitted(features: Any) -> bool:
@@ -186,7 +195,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ``NystromFeatures``, ``MEKA``, ``StatisticalDimensionSketch``...) or
         any transformer with ``fit``/``transform``.  Unfitted maps are cloned
         and fitted on X; fitted ones are used as they are.  None means
-        ``RandomFourierFeatures()`` seeded from ``random_state``.
+        ``RandomFourierFeatures()`` seeded from ``random_state`` (100 features,
+        ``gamma=None``: 1 / n_features).  The map's parameters are this
+        model's nested parameters: ``set_params(features__gamma="median")``.
     alpha : float or array-like of floats > 0, default 1.0
         Regularisation λ.  An array gives the whole path: ``coef_`` then has
         a leading axis of length ``len(alpha)`` and ``predict`` returns one
@@ -218,10 +229,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     alpha_ : float or ndarray
         The λ used (chosen by CV when ``cv`` is set).
     gamma_ : float or None
-        The kernel scale chosen by CV (None without ``gammas``).
+        The kernel scale: chosen by CV among ``gammas``, else the one the
+        feature map used (its ``gamma_``, e.g. 1 / n_features for the default
+        ``RandomFourierFeatures()``); None for a map without one.
     cv_results_ : dict
         ``alphas``, ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas:
-        mean squared validation error per row and target).
+        mean squared validation error per row and target); the classifier
+        adds ``accuracy``, by which it chooses.
     gram_, zty_, zsum_, ysum_, yty_ : ndarray
         The merged summary (``ZᵀZ``, ``Zᵀy``, ``Σz``, ``Σy``, ``yᵀy``), kept for
         ``partial_fit``.
@@ -418,7 +432,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             self.features_ = self._make_features(X)
             state = self._reduce(X, Y, [self.features_], 0)[0]
             self.alpha_ = alphas_path if np.ndim(self.alpha) > 0 else float(self.alpha)
-            self.gamma_ = None
+            self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
             state = self._fit_cv(X, Y)
@@ -437,29 +451,51 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         maps = [self._make_features(X, g) for g in (gammas if gammas is not None else [None])]
         k = int(self.cv)
         folds = self._reduce(X, Y, maps, k)
-        mse = np.zeros((len(maps), len(alphas)))
         totals = []
-        for g, fold_states in enumerate(folds):
+        for fold_states in folds:
             total = fold_states[0]
             for s in fold_states[1:]:
                 total = _add(total, s)
             totals.append(total)
-            for s in fold_states:
-                if s["n"] == 0:
-                    continue
-                train = _add(total, s, -1.0)
-                W, c = self._solve_path(train, alphas)
-                mse[g] += summary_sse(s, W, c).sum(axis=1)
-        mse /= max(1, totals[0]["n"]) * Y.shape[1]
-        g_best, a_best = np.unravel_index(int(np.argmin(mse)), mse.shape)
+        scores = self._cv_scores(X, Y, maps, folds, totals, alphas)
+        g_best, a_best = self._cv_best(scores)
         self.features_ = maps[g_best]
         self.alpha_ = float(alphas[a_best])
-        self.gamma_ = None if gammas is None else float(gammas[g_best])
+        self.gamma_ = _map_gamma(self.features_) if gammas is None else float(gammas[g_best])
         # plain lists so the model saves as JSON attributes
         self.cv_results_ = {"alphas": alphas.tolist(),
                             "gammas": None if gammas is None else gammas.tolist(),
-                            "mse": mse.tolist()}
+                            **{name: v.tolist() for name, v in scores.items()}}
         return totals[g_best]
+
+    def _fold_solutions(self, folds: list, totals: list,
+                        alphas: np.ndarray) -> Iterator[tuple[int, int, dict, Any, Any]]:
+        """``(g, f, state, W, c)`` for every map g and non-empty fold f, trained without f."""
+        for g, fold_states in enumerate(folds):
+            for f, s in enumerate(fold_states):
+                if s["n"] == 0:
+                    continue
+                W, c = self._solve_path(_add(totals[g], s, -1.0), alphas)
+                yield g, f, s, W, c
+
+    def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
+                   alphas: np.ndarray) -> dict[str, np.ndarray]:
+        """Validation scores, each of shape (n_gammas, n_alphas): the mean squared error.
+
+        Computed from the per-fold summaries alone (no further pass over X).
+        """
+        mse = np.zeros((len(maps), len(alphas)))
+        for g, _, s, W, c in self._fold_solutions(folds, totals, alphas):
+            mse[g] += summary_sse(s, W, c).sum(axis=1)
+        mse /= max(1, totals[0]["n"]) * Y.shape[1]
+        return {"mse": mse}
+
+    @staticmethod
+    def _cv_best(scores: dict[str, np.ndarray]) -> tuple[int, int]:
+        """(gamma index, alpha index) of the best candidate: the lowest MSE."""
+        mse = scores["mse"]
+        g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
+        return int(g), int(a)
 
     def partial_fit(self, X: Any, y: Any) -> SketchedKernelRidge:
         """Merge the summary of new rows into the model and re-solve.
@@ -486,7 +522,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             self.features_ = self._make_features(X)
             self.alpha_ = np.asarray(self.alpha, dtype=np.float64) if np.ndim(self.alpha) else \
                 float(self.alpha)
-            self.gamma_ = None
+            self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
             X = self._check_input(X, reset=False)

@@ -8,8 +8,17 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.labels import accuracy, decode_labels, encode_labels, one_vs_rest
-from distsketch.estimators.ridge import SketchedKernelRidge
+from distsketch.estimators.labels import (
+    accuracy,
+    decode_labels,
+    encode_labels,
+    one_vs_rest,
+    softmax_scores,
+)
+from distsketch.estimators.ridge import SketchedKernelRidge, _stack_xy, feature_block_function
+from distsketch.graph import reduce_blocks
+from distsketch.ops.random import hash_bucket
+from distsketch.summaries.sums import SumSummary
 
 __all__ = ["SketchedKernelRidgeClassifier"]
 
@@ -34,7 +43,17 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     Notes
     -----
     Same cost as the regressor with t = n_classes targets (t = 1 for two
-    classes).  ``predict`` returns labels; ``decision_function`` the scores.
+    classes).  ``predict`` returns labels; ``decision_function`` the scores;
+    ``predict_proba`` the softmax of the one-vs-rest scores (not calibrated
+    probabilities: wrap the model in
+    :class:`sklearn.calibration.CalibratedClassifierCV` for those).
+
+    With ``cv``, candidates (``alphas`` × ``gammas``) are ranked by validation
+    accuracy (ties by mean squared error of the ±1 scores): the folds'
+    summaries come from one pass as for the regressor, and a second pass
+    scores every candidate on its held-out rows (per task: the block, its
+    features for each candidate map and rows × n_alphas × t scores; the
+    operands are k × n_alphas × m × t fold weights per map).
 
     References
     ----------
@@ -78,6 +97,53 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
+    def predict_proba(self, X: Any) -> Any:
+        """Softmax of the one-vs-rest scores, shape (n_samples, n_classes).
+
+        For two classes the scores are (−d, d) with d = ``decision_function``,
+        so the probability of ``classes_[1]`` is 1 / (1 + e^(−2d)).  These are
+        not calibrated probabilities (ridge scores are not log-odds); use
+        :class:`sklearn.calibration.CalibratedClassifierCV` for calibration.
+        Dask in, dask out.
+        """
+        return softmax_scores(self.decision_function(X))
+
+    def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
+                   alphas: np.ndarray) -> dict[str, np.ndarray]:
+        scores = super()._cv_scores(X, Y, maps, folds, totals, alphas)
+        k, t = int(self.cv or 0), int(Y.shape[1])  # called only with cv set
+        weights: list[list[np.ndarray]] = []
+        for g in range(len(maps)):
+            m = int(totals[g]["ztz"].shape[0])
+            weights.append([np.zeros((k, len(alphas), m, t)), np.zeros((k, len(alphas), t))])
+        for g, fold, _, W, c in self._fold_solutions(folds, totals, alphas):
+            weights[g][0][fold], weights[g][1][fold] = W, c
+        fns: list[Any] = []
+        ops: list[Any] = []
+        counts: list[int] = []
+        for f in maps:
+            fn, o = feature_block_function(f)
+            fns.append(fn)
+            ops.extend(o)
+            counts.append(len(o))
+        chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), np.dtype(X.dtype).str, k, self.seed_)
+        widths = [w[0].shape[2] for w in weights]
+        st = reduce_blocks(SumSummary(chunk), _stack_xy(X, Y), *ops,
+                           *[a for w in weights for a in w], split_every=self.split_every,
+                           bytes_per_row=8.0 * (X.shape[1] + t + 2 * max(widths)
+                                                + 2 * len(alphas) * t),
+                           fixed_bytes=8.0 * sum(w[0].size + w[1].size for w in weights),
+                           name="ridge-cv-accuracy")
+        scores["accuracy"] = st["correct"] / max(1, int(st["n"]))
+        return scores
+
+    @staticmethod
+    def _cv_best(scores: dict[str, np.ndarray]) -> tuple[int, int]:
+        acc, mse = scores["accuracy"], scores["mse"]
+        best = np.lexsort((mse.ravel(), -acc.ravel()))[0]
+        g, a = np.unravel_index(int(best), acc.shape)
+        return int(g), int(a)
+
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         self._check_is_fitted("coef_")
@@ -95,3 +161,51 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
 
 
 # --------------------------------------------------------------------------- Theorem E.2 sketch
+
+
+class _FoldAccuracy:
+    """Held-out correct counts per (map, alpha) of the k fold models (a picklable chunk function).
+
+    The block holds the d input columns then the t ±1 target columns; a row
+    of global index i belongs to fold hash(seed, "cv.fold", i) mod k, as in
+    :class:`~distsketch.estimators.ridge.RidgeSummary`, and is scored by the
+    model trained without that fold.  Operands: every map's own operands,
+    then per map the fold weights (k, n_alphas, m, t) and intercepts
+    (k, n_alphas, t).
+    """
+
+    def __init__(self, functions: list, n_operands: list[int], n_features: int, x_dtype: str,
+                 n_folds: int, seed: int):
+        self.functions = list(functions)
+        self.n_operands = list(n_operands)
+        self.n_features = int(n_features)
+        self.x_dtype = str(x_dtype)
+        self.n_folds = int(n_folds)
+        self.seed = int(seed)
+
+    def __call__(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        d = self.n_features
+        X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
+        y = np.asarray(block[:, d:], dtype=np.float64)
+        truth = y[:, 0] > 0 if y.shape[1] == 1 else y.argmax(axis=1)
+        rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
+        fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
+        n_ops = sum(self.n_operands)
+        fold_weights = operands[n_ops:]
+        correct = []
+        pos = 0
+        for g, (fn, k) in enumerate(zip(self.functions, self.n_operands)):
+            Z = fn(X, row_offset, *operands[pos:pos + k])
+            pos += k
+            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+            W, c = fold_weights[2 * g], fold_weights[2 * g + 1]
+            hits = np.zeros(W.shape[1])
+            for f in range(self.n_folds):
+                sel = fold == f
+                if not sel.any():
+                    continue
+                S = np.einsum("rm,amt->art", Z[sel], W[f]) + c[f][:, None, :]
+                pred = S[..., 0] > 0 if S.shape[2] == 1 else S.argmax(axis=2)
+                hits += (pred == truth[sel][None, :]).sum(axis=1)
+            correct.append(hits)
+        return {"correct": np.asarray(correct), "n": X.shape[0]}

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
 from distsketch.ops.rounding import (
@@ -58,6 +59,9 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
     """
     info: dict[str, Any] = {k: getattr(model, k) for k in ("kernel", "gamma", "degree", "coef0")
                             if hasattr(model, k)}
+    if isinstance(getattr(model, "gamma_", None), float):
+        # the scale the model used ("median" or None resolved on its training rows)
+        info["gamma"] = model.gamma_
     if info.get("kernel") == "precomputed":
         raise InputError(f"{type(model).__name__} was fitted on a precomputed kernel; its support "
                          "points are unknown. Fit it with a named kernel.")
@@ -94,7 +98,7 @@ def _expansion_block(block: Any, offset: int, support: np.ndarray, coef: np.ndar
     return out
 
 
-class RoundedExpansion(DistsketchEstimator):
+class RoundedExpansion(TransformerMixin, DistsketchEstimator):
     """A kernel expansion f(x) = Σᵢ αᵢ k(xᵢ, x) + b with randomly rounded coefficients.
 
     Coefficients with |αᵢ| >= c are kept; each smaller one becomes
@@ -124,8 +128,10 @@ class RoundedExpansion(DistsketchEstimator):
         Kernel of the expansion; a model passed to ``fit`` that has a
         ``kernel`` attribute overrides it (and ``gamma``, ``degree``,
         ``coef0`` likewise).
-    gamma : float, optional
-        None means ``1 / n_features``.
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X of the support points);
+        the value used is ``gamma_``.
     degree : int, default 3
     coef0 : float, default 1.0
     threshold : float, optional
@@ -205,7 +211,7 @@ class RoundedExpansion(DistsketchEstimator):
 
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "threshold": [Interval(float, 0, None, closed="neither"), None],
@@ -216,7 +222,7 @@ class RoundedExpansion(DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, threshold: float | None = None, budget: float | None = None,
                  delta: float = 0.05, kernel_bound: float | None = None, random_state: Any = None,
                  budget_scope: str = "per_output"):
@@ -231,7 +237,8 @@ class RoundedExpansion(DistsketchEstimator):
         self.random_state = random_state
         self.budget_scope = budget_scope
 
-    def fit(self, X: Any, coef: Any = None, *, intercept: Any = 0.0) -> RoundedExpansion:
+    def fit(self, X: Any, y: Any = None, *, coef: Any = None,
+            intercept: Any = 0.0) -> RoundedExpansion:
         """Round the coefficients of an expansion.
 
         Parameters
@@ -239,8 +246,11 @@ class RoundedExpansion(DistsketchEstimator):
         X : ndarray of shape (n_support, n_features), or a fitted model
             Support points xᵢ, or a model exposing an expansion (see
             :func:`expansion_from_model`).
-        coef : ndarray of shape (n_support,) or (n_support, n_outputs)
-            Coefficients αᵢ (required with support points).
+        y : ndarray of shape (n_support,) or (n_support, n_outputs)
+            Coefficients αᵢ (required with support points; named ``y`` as
+            scikit-learn names fit's second argument).
+        coef : ndarray, optional
+            The same coefficients by keyword (give ``y`` or ``coef``).
         intercept : float or ndarray of shape (n_outputs,)
             Constant added to f (ignored for a model, which supplies its own).
 
@@ -248,6 +258,9 @@ class RoundedExpansion(DistsketchEstimator):
         -------
         self
         """
+        if y is not None and coef is not None:
+            raise ConfigError("RoundedExpansion.fit: give the coefficients once, as y or as coef.")
+        coef = y if coef is None else coef
         if self.threshold is not None and self.budget is not None:
             raise ConfigError("RoundedExpansion: give threshold or budget, not both.")
         kernel_args = {"kernel": self.kernel, "gamma": self.gamma, "degree": self.degree,
@@ -258,7 +271,9 @@ class RoundedExpansion(DistsketchEstimator):
             support, coef, intercept = info["support"], info["coef"], info["intercept"]
         else:
             if coef is None:
-                raise InputError("RoundedExpansion.fit(support, coef): coef is missing.")
+                raise InputError(
+                    "RoundedExpansion requires y to be passed, but the target y is None: "
+                    "fit(support, coef) needs one coefficient (row) per support point.")
             support = X
         support = self._check_input(support, reset=True, dtype=np.float64)
         support = np.asarray(support)
@@ -270,8 +285,9 @@ class RoundedExpansion(DistsketchEstimator):
         if not np.all(np.isfinite(coef)):
             raise InputError("coef contains NaN or Inf; check the fitted model.")
         seed = self._init_seed()
+        self.gamma_ = resolve_gamma(kernel_args["gamma"], support)
         name, params = resolve_kernel_params(kernel_args["kernel"], support.shape[1],
-                                             kernel_args["gamma"], int(kernel_args["degree"]),
+                                             self.gamma_, int(kernel_args["degree"]),
                                              float(kernel_args["coef0"]))
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self._kernel_obj = name
@@ -356,3 +372,9 @@ class RoundedExpansion(DistsketchEstimator):
 
     evaluate = predict
     transform = predict
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # fit(support, coef): the coefficients play the part of y
+        tags.target_tags.required = True
+        return tags

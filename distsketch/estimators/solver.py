@@ -31,6 +31,7 @@ from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, tile_matvec
@@ -160,8 +161,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     ----------
     kernel : str or callable, default "rbf"
         A kernel of :mod:`distsketch.ops.kernels` or ``f(A, B) -> block``.
-    gamma : float, optional
-        Kernel scale (None: 1 / n_features).
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``);
+        the value used is ``gamma_``.
     degree : int, default 3
     coef0 : float, default 1.0
     alpha : float, default 1.0
@@ -219,6 +222,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         sample of up to 1024 rows; a value near the sample size means at
         least that); None without a preconditioner.
     kernel_params_ : dict
+    n_samples_seen_ : int
+        Rows fitted on.
     n_features_in_, seed_
 
     Notes
@@ -266,7 +271,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "kernel": ["str", "callable"],
-        "gamma": [None, Interval(float, 0, None, closed="neither")],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "alpha": [Interval(float, 0, None, closed="neither")],
@@ -280,7 +285,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, alpha: float = 1.0, preconditioner: Any = None,
                  sketch_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
                  block_rows: int = 2048, split_every: int = 8, verbose: int = 0,
@@ -440,7 +445,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         Y, one_d = _targets(self, y, X.shape[0])
         self._init_seed()
         self.kernel_name_, self.kernel_params_ = resolve_kernel_params(
-            self.kernel, X.shape[1], self.gamma, self.degree, self.coef0)
+            self.kernel, X.shape[1], fit_gamma(self, X), self.degree, self.coef0)
         self.X_path_ = str(source) if isinstance(source, str) or hasattr(source, "__fspath__") \
             else None
         self.X_fit_ = None if self.X_path_ is not None else X
@@ -468,6 +473,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         res = pcg(matvec, Y, precond=precond, tol=float(self.tol), max_iter=int(self.max_iter),
                   verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
+        self.n_samples_seen_ = int(X.shape[0])
         self.n_iter_ = int(res.n_iter)
         self.residuals_ = res.residuals
         self.converged_ = bool(res.converged)

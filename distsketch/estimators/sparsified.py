@@ -38,6 +38,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
@@ -209,8 +210,10 @@ class SparsifiedGram(DistsketchEstimator):
     ----------
     kernel : str or callable, default "rbf"
         A kernel name of :mod:`distsketch.ops.kernels` or ``f(X, Y)``.
-    gamma : float, optional
-        Kernel scale; None means ``1 / n_features``.
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``);
+        the value used is ``gamma_``.
     degree : int, default 3
         Polynomial degree.
     coef0 : float, default 1.0
@@ -276,7 +279,7 @@ class SparsifiedGram(DistsketchEstimator):
 
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "p": [Interval(float, 0, 1, closed="right")],
@@ -287,7 +290,7 @@ class SparsifiedGram(DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: Any = "rbf", gamma: float | None = None, degree: int = 3,
+    def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, tile_rows: int = 2048,
                  store: str | os.PathLike | None = None, random_state: Any = None):
@@ -319,7 +322,8 @@ class SparsifiedGram(DistsketchEstimator):
         X = self._check_input(X, reset=True)
         seed = self._init_seed()
         n, d = X.shape
-        name, params = resolve_kernel_params(self.kernel, d, self.gamma, self.degree, self.coef0)
+        name, params = resolve_kernel_params(self.kernel, d, fit_gamma(self, X), self.degree,
+                                             self.coef0)
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
         T = int(self.tile_rows)

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
+from distsketch.estimators.kernel_params import fit_gamma
 from distsketch.estimators.sparsified import SparsifiedGram
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_function
@@ -47,8 +47,10 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     spectrum reaches ±4σ√n), so both solvers return the largest *algebraic*
     eigenpairs, never the most negative ones.
     Conventions follow scikit-learn's ``KernelPCA``: ``eigenvalues_`` are
-    those of the centred matrix, ``fit_transform(X)`` is V·√λ, and
-    ``transform`` centres new kernel rows with the training statistics.
+    those of the centred matrix and ``transform`` centres new kernel rows
+    with the training statistics; ``fit_transform(X)`` is
+    ``fit(X).transform(X)`` (the training embedding of the sparsified
+    matrix, V·√λ, is ``eigenvectors_ * sqrt(eigenvalues_)``).
 
     Parameters
     ----------
@@ -131,7 +133,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         "tol": [Interval(float, 0, None)],
     }
 
-    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | None = None,
+    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, solver: str = "lanczos",
                  tile_rows: int = 2048, store: str | os.PathLike | None = None,
@@ -167,11 +169,8 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         seed = self._init_seed()
         n = X.shape[0]
         k = int(self.n_components)
-        if k >= n:
-            raise ConfigError(
-                f"n_components={k} must be smaller than the number of samples (n_samples={n}); "
-                "reduce n_components.")
-        gram = SparsifiedGram(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        self._check_params_for_shape(*X.shape)
+        gram = SparsifiedGram(kernel=self.kernel, gamma=fit_gamma(self, X), degree=self.degree,
                               coef0=self.coef0, p=self.p, quantize=self.quantize,
                               quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
                               store=self.store, random_state=seed).fit(X)
@@ -195,6 +194,14 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.n_output_features_ = k
         self.n_samples_seen_ = int(n)
         return self
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
+        k = int(self.n_components)
+        if k >= n_samples:
+            raise ConfigError(
+                f"SparsifiedKernelPCA: n_components={k} must be smaller than the number of "
+                f"samples (n_samples={n_samples}); reduce n_components.")
 
     @property
     def components_(self) -> np.ndarray:
@@ -225,10 +232,16 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         order = np.argsort(-vals, kind="stable")
         return vals[order], vecs[:, order], products[0]
 
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return the training embedding V·√λ, shape (n_samples, n_components)."""
-        self.fit(X)
-        return self.eigenvectors_ * np.sqrt(np.maximum(self.eigenvalues_, 0.0))[None, :]
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """``fit(X).transform(X)``: the same map for training and new rows.
+
+        The embedding of the sparsified matrix itself, V·√λ (free after
+        ``fit``, no kernel evaluations), is
+        ``eigenvectors_ * np.sqrt(eigenvalues_)``; it differs from
+        ``transform`` of the training rows, which uses the exact kernel, by
+        the sparsification error.
+        """
+        return self.fit(X).transform(X)
 
     def transform(self, X: Any) -> Any:
         """Kernel PCA features of new points.

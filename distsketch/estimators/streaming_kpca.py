@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import TransformerMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
@@ -139,8 +139,9 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         ``sketch_size`` for "fd", ≤ ``n_random_features``).
     kernel : {"rbf", "laplacian", "cauchy"}, default "rbf"
         Shift-invariant kernel (see :class:`~distsketch.RandomFourierFeatures`).
-    gamma : float or None, default None
-        Kernel scale; None means 1 / n_features_in_.
+    gamma : float, "median" or None, default None
+        Kernel scale; None means 1 / n_features_in_, "median" the median
+        heuristic on a 1000-row sample (one more pass over X in ``fit``).
     n_random_features : int, default 1024
         m, the width of the inner random Fourier feature map (the
         ``n_components`` of its :class:`~distsketch.RandomFourierFeatures`).
@@ -163,6 +164,8 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     ----------
     features_ : RandomFourierFeatures
         The fitted feature map (m features).
+    gamma_ : float
+        The kernel scale used.
     components_ : ndarray of shape (n_components, n_random_features)
         Vₖ, orthonormal rows in feature space:
         ``transform(X) = features_.transform(X) @ components_.T`` (uncentred).
@@ -224,7 +227,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "kernel": [Options(SHIFT_INVARIANT_NAMES)],
-        "gamma": [Interval(float, 0, None, closed="neither"), None],
+        "gamma": GAMMA_CONSTRAINT,
         "n_random_features": [Interval(int, 1, None)],
         "sketch_size": [Interval(int, 1, None)],
         "method": [Options({"fd", "rnca"})],
@@ -234,7 +237,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 10, kernel: str = "rbf", gamma: float | None = None,
+    def __init__(self, *, n_components: int = 10, kernel: str = "rbf", gamma: float | str | None = None,
                  n_random_features: int = 1024, sketch_size: int = 64, method: str = "fd",
                  orthogonal: bool = False, split_every: int = 8, random_state: Any = None,
                  rff_form: str = "offset"):
@@ -327,7 +330,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
             delattr(self, attr)
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
-        _, params = resolve_kernel_params(self.kernel, X.shape[1], self.gamma)
+        _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
             orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])
@@ -406,7 +409,3 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         EA = np.asarray(self.transform(np.asarray(A)), dtype=np.float64)
         EB = EA if B is None else np.asarray(self.transform(np.asarray(B)), dtype=np.float64)
         return EA @ EB.T
-
-    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
-        return np.asarray([f"streamingkernelpca{i}" for i in range(self.n_components)],
-                          dtype=object)

@@ -22,6 +22,11 @@ K = 5
 BEST = np.sqrt(np.sum(SV[K:] ** 2))
 
 
+def _ks(**params):
+    # PHI is the feature map of (x·y + 1)^3: gamma=1 (the default is 1 / n_features)
+    return KSpaceKernelPCA(gamma=1.0, **params)
+
+
 def _ratio(est):
     V = est.transform(A)
     return np.linalg.norm(PHI - V @ (V.T @ PHI)) / BEST
@@ -33,9 +38,9 @@ def test_explicit_feature_map_matches_kernel():
 
 def test_rank_k_within_one_plus_eps_and_eps_shrinks():
     # Lemmas 4–5: ‖φ(A) − VVᵀφ(A)‖_F ≤ (1 + ε)‖φ(A) − [φ(A)]_k‖_F, ε decreasing in (m, r)
-    small = [_ratio(KSpaceKernelPCA(n_components=K, sketch_size=10, embed_size=20, random_state=s).fit(A))
+    small = [_ratio(_ks(n_components=K, sketch_size=10, embed_size=20, random_state=s).fit(A))
              for s in range(4)]
-    large = [_ratio(KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, random_state=s).fit(A))
+    large = [_ratio(_ks(n_components=K, sketch_size=80, embed_size=320, random_state=s).fit(A))
              for s in range(4)]
     assert min(small + large) >= 1.0 - 1e-9                 # never beats the optimum
     assert max(large) < 1.06
@@ -43,18 +48,18 @@ def test_rank_k_within_one_plus_eps_and_eps_shrinks():
 
 
 def test_embedding_is_orthonormal_and_chunking_invariant():
-    est = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(A)
+    est = _ks(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(A)
     V = est.transform(A)
     np.testing.assert_allclose(V.T @ V, np.eye(K), atol=1e-10)
     Vd = est.transform(da.from_array(A, chunks=(37, 4)))
     np.testing.assert_array_equal(Vd.compute(), V)
-    est2 = KSpaceKernelPCA(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
+    est2 = _ks(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
         da.from_array(A, chunks=(50, 4)))
     np.testing.assert_allclose(est2.components_, est.components_, rtol=1e-8, atol=1e-10)
 
 
 def test_sampled_fit_applies_to_all_rows():
-    est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
+    est = _ks(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
     assert est.n_samples_seen_ == 120
     V = est.transform(A)
     Q, _ = np.linalg.qr(V)
@@ -63,7 +68,7 @@ def test_sampled_fit_applies_to_all_rows():
 
 
 def test_theorem7_factorisation_and_kernel_approx():
-    est = KSpaceKernelPCA(n_components=K, sketch_size=80, embed_size=320, n_landmarks=60,
+    est = _ks(n_components=K, sketch_size=80, embed_size=320, n_landmarks=60,
                           random_state=0).fit(A)
     V = est.transform(A)
     # V · U · φ(R) against the rank-k optimum
@@ -85,8 +90,18 @@ def test_kspace_errors():
         KSpaceKernelPCA(n_components=5, sketch_size=3).fit(A)
     with pytest.raises(ConfigError, match="degree"):
         KSpaceKernelPCA(degree=0).fit(A)
-    with pytest.raises(InputError, match="rank"):
+    # checked from X's shape before any pass: more components than rows, or than the
+    # polynomial feature space has dimensions (C(4 + 1, 1) = 5; C(4, 1) = 4 for coef0=0)
+    with pytest.raises(InputError, match="exceeds the 4 rows"):
         KSpaceKernelPCA(n_components=8, random_state=0).fit(A[:4])
+    with pytest.raises(InputError, match="dimension 5 "):
+        KSpaceKernelPCA(n_components=6, degree=1, random_state=0).fit(A)
+    with pytest.raises(InputError, match="dimension 4 "):
+        KernelPCR(n_components=5, degree=1, coef0=0.0, random_state=0).fit(A, A[:, 0])
+    KSpaceKernelPCA(n_components=5, degree=1)._check_params_for_shape(240, 4)  # the bound passes
+    # enough rows and dimensions, but the rows repeat: the sketch's rank is found in fit
+    with pytest.raises(InputError, match="rank"):
+        KSpaceKernelPCA(n_components=8, random_state=0).fit(np.repeat(A[:3], 4, axis=0))
 
 
 def test_pcr_digits_beats_linear_regression():
@@ -119,7 +134,7 @@ def test_pcr_regression_matches_least_squares_on_embedding():
 def test_save_load_roundtrip(tmp_path):
     from distsketch.io.model import load
 
-    est = KSpaceKernelPCA(n_components=K, sketch_size=20, embed_size=40, n_landmarks=30,
+    est = _ks(n_components=K, sketch_size=20, embed_size=40, n_landmarks=30,
                           random_state=0).fit(A)
     est.save(tmp_path / "ks")
     back = load(tmp_path / "ks")
@@ -136,12 +151,13 @@ def test_pcr_classifier_is_the_regression_of_pm1_class_columns():
     clf = KernelPCRClassifier(n_components=10, degree=2, random_state=0).fit(A, y)
     assert is_classifier(clf) and not hasattr(KernelPCR, "decision_function")
     np.testing.assert_array_equal(clf.classes_, ["neg", "pos"])
-    Y = np.where(y[:, None] == clf.classes_[None, :], 1.0, -1.0)
+    # two classes: one column, +1 for classes_[1] (as RidgeClassifier)
+    Y = np.where(y == clf.classes_[1], 1.0, -1.0)[:, None]
     reg = KernelPCR(n_components=10, degree=2, random_state=0).fit(A, Y)
     np.testing.assert_array_equal(clf.coef_, reg.coef_)
-    np.testing.assert_array_equal(clf.decision_function(A), reg.predict(A))
+    np.testing.assert_array_equal(clf.decision_function(A), reg.predict(A)[:, 0])
     pred = clf.predict(A)
-    np.testing.assert_array_equal(pred, clf.classes_[reg.predict(A).argmax(axis=1)])
+    np.testing.assert_array_equal(pred, clf.classes_[(reg.predict(A)[:, 0] > 0).astype(int)])
     assert clf.score(A, y) == np.mean(pred == y) > 0.7  # chance is 0.5
     np.testing.assert_array_equal(clf.predict(da.from_array(A, chunks=(60, 4))).compute(), pred)
     with pytest.raises(InputError, match="only one class"):

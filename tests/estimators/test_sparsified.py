@@ -121,7 +121,15 @@ def test_dask_in_dask_out_and_errors():
     assert isinstance(out, da.Array)
     np.testing.assert_allclose(out.compute(), kp.transform(X[:50]), rtol=1e-12, atol=1e-12)
     emb = kp.fit_transform(X)
-    np.testing.assert_allclose(emb, kp.eigenvectors_ * np.sqrt(kp.eigenvalues_), rtol=1e-12)
+    np.testing.assert_array_equal(emb, kp.transform(X))
+    # the exact-kernel projection of the training rows against the sparsified matrix's own
+    # embedding V·√λ: equal but for the sparsification error
+    # (H K̂ H V/√λ = V√λ, and transform's row centring uses K̂'s statistics): the difference is
+    # exactly (K − K̂) H dual_coef_
+    own = kp.eigenvectors_ * np.sqrt(kp.eigenvalues_)
+    E = K_EXACT - kp.gram_.to_scipy().toarray()
+    C = kp.dual_coef_
+    np.testing.assert_allclose(emb - own, E @ (C - C.mean(axis=0)), rtol=1e-7, atol=1e-9)
     with pytest.raises(ConfigError, match="n_components"):
         SparsifiedKernelPCA(n_components=300).fit(X)
     with pytest.raises(ConfigError, match="p="):
