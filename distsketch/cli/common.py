@@ -281,24 +281,14 @@ def open_input(path: str, block_rows: int | None = None, *,
                                                                   **kw)
 
 
+
+
+
 def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
-    """The median heuristic: ``gamma = 1 / median ‖xᵢ − xⱼ‖²`` over a row sample.
+    """The median heuristic (:func:`distsketch.estimators.kernel_params.median_gamma`)."""
+    from distsketch.estimators.kernel_params import median_gamma as median
 
-    With this gamma a typical pair of points has Gaussian kernel value e⁻¹,
-    so the kernel is neither nearly diagonal nor nearly constant.  Rows are
-    sampled by hashed priorities (deterministic, chunking-independent).
-    """
-    from distsketch.metrics import sample_rows
-
-    _, S = sample_rows(X, n_sample, random_state)
-    sq = np.einsum("ij,ij->i", S, S)
-    D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
-    iu = np.triu_indices(S.shape[0], k=1)
-    med = float(np.median(np.maximum(D[iu], 0.0))) if iu[0].size else 0.0
-    if not med > 0:
-        raise InputError("cannot choose gamma by the median heuristic: the sampled rows are all "
-                         "identical; pass --gamma explicitly.")
-    return 1.0 / med
+    return median(X, n_sample=n_sample, random_state=random_state)
 
 
 def print_json(obj: Any) -> None:

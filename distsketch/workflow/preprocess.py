@@ -15,6 +15,7 @@ from sklearn.base import TransformerMixin
 
 from distsketch.errors import InputError
 from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.kernel_params import median_gamma
 from distsketch.graph import reduce_blocks
 from distsketch.summaries.base import Summary
 
@@ -144,41 +145,3 @@ def with_preprocessing(model: Any, scaler: dict | None, n_samples: int) -> Any:
     from sklearn.pipeline import Pipeline
 
     return Pipeline([("scale", Standardizer.from_scaler(scaler, n_samples)), ("model", model)])
-
-
-def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
-    """The median heuristic: ``gamma = 1 / median ‖xᵢ − xⱼ‖²`` over a row sample.
-
-    Rows are chosen by hashed priorities (:func:`distsketch.metrics.sample_rows`):
-    deterministic for a seed and independent of the chunking.
-
-    Parameters
-    ----------
-    X : ndarray or dask array of shape (n, d)
-    n_sample : int, default 1000
-    random_state : int, default 0
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    InputError
-        If every sampled row is the same point (no scale to take).
-
-    Notes
-    -----
-    One pass over X for the sample; an n_sample² distance matrix on the driver.
-    """
-    from distsketch.metrics import sample_rows
-
-    _, S = sample_rows(X, n_sample, random_state)
-    sq = np.einsum("ij,ij->i", S, S)
-    D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
-    iu = np.triu_indices(S.shape[0], k=1)
-    med = float(np.median(np.maximum(D[iu], 0.0))) if iu[0].size else 0.0
-    if not med > 0:
-        raise InputError("cannot choose gamma by the median heuristic: the sampled rows of the "
-                         "input are all identical; give gamma as a number in the spec.")
-    return 1.0 / med
