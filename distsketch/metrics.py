@@ -283,6 +283,13 @@ def _kernel_fn(name: Any, params: dict[str, Any]) -> Callable:
     return lambda A, B: pairwise_kernel(A, B, name, **params)
 
 
+def _check_finite_params(where: str, **values: Any) -> None:
+    # checked before the model, so a bad argument is named whatever the model is
+    for k, v in values.items():
+        if v is not None and not isinstance(v, str) and not np.isfinite(v):
+            raise ConfigError(f"{where}: {k} must be finite; got {v!r}.")
+
+
 def kernel_errors(
     X: Any,
     approx: Any,
@@ -355,6 +362,7 @@ def kernel_errors(
     """
     if n_sample is not None and n_sample < 2:
         raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
+    _check_finite_params("kernel_errors", gamma=gamma, coef0=coef0)
     X = check_input(X, where="kernel_errors X", allow_sparse=True)
     prep, approx = split_pipeline(approx)
     d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
