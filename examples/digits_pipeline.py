@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         .fit_transform(X_train), y_train)
     ref_features = RBFSampler(gamma=gamma, n_components=args.n_components,
                               random_state=0).fit(X_train).transform(X_test)
-    result = {"n_train": int(len(y_train)), "n_test": int(len(y_test)), "gamma": gamma,
+    result = {"n_train": len(y_train), "n_test": len(y_test), "gamma": gamma,
               "n_components": args.n_components, "accuracy": accuracy,
               "score": float(model.score(X_test, y_test)),
               "sklearn_accuracy": float(reference.score(ref_features, y_test)),

@@ -266,7 +266,9 @@ def open_array(
     out = da.from_array(reader, chunks=(block_rows, arr.shape[1]), asarray=False,
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
-    return register_row_source(out, functools.partial(_reopen, source, component), unit)
+    # a path is reopened split (``store::X`` -> store, X), as it was opened here
+    again = path if isinstance(source, (str, os.PathLike)) else source
+    return register_row_source(out, functools.partial(_reopen, again, component), unit)
 
 
 def _open_targets(source: Any, component: str | None) -> da.Array:
