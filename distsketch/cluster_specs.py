@@ -283,7 +283,7 @@ def render_job_script(spec: Any, scheduler_address: str = "tcp://SCHEDULER:8786"
         if kind == "slurm":
             from dask_jobqueue.slurm import SLURMJob as Job
         else:
-            from dask_jobqueue.pbs import PBSJob as Job
+            from dask_jobqueue.pbs import PBSJob as Job  # type: ignore[assignment]
     except ImportError:
         # same layout as dask-jobqueue's, so a spec can be checked without the extra
         return _builtin_job_script(cfg, scheduler_address)
@@ -378,7 +378,7 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
         elif kind == "ssh":
             from distributed import SSHCluster
 
-            cluster = SSHCluster(cfg["hosts"], connect_options=cfg.get("connect_options", {}),
+            cluster = SSHCluster(cfg["hosts"], connect_options=cfg.get("connect_options", {}),  # type: ignore[assignment]
                                  worker_options=cfg.get("worker_options", {}),
                                  scheduler_options=cfg.get("scheduler_options", {}),
                                  remote_python=cfg.get("remote_python"), **cfg.get("extra", {}))

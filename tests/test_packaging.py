@@ -48,6 +48,7 @@ def test_every_dependency_has_a_floor_pinned_exactly_in_constraints_minimum():
 def test_ci_installs_the_floors_and_the_test_extra():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "-c constraints/minimum.txt" in ci and '".[test]"' in ci
+    assert "\nmypy\n" in ci and PYPROJECT["tool"]["mypy"]["files"] == ["distsketch"]
 
 
 # ----------------------------------------------------------------------------- example specs

@@ -77,7 +77,7 @@ def _log_to_stderr() -> None:
     log.setLevel(logging.INFO)
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

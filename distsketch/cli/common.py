@@ -207,7 +207,7 @@ def open_input(path: str, block_rows: int | None = None, *,
     from distsketch.graph.plan import choose_block_rows, input_bytes_per_row
     from distsketch.io.arrays import open_array, open_zarr, split_array_path
 
-    kw = {"allow_missing_chunks": allow_missing_chunks}
+    kw: dict[str, Any] = {"allow_missing_chunks": allow_missing_chunks}
     if block_rows is not None:
         if block_rows < 1:
             raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")

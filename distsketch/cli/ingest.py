@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     show = apply_progress(args)
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None
-    zero_based = {"auto": "auto", "true": True, "false": False}[args.zero_based]
+    zero_based: bool | str = {"auto": "auto", "true": True, "false": False}[args.zero_based]  # type: ignore[assignment]
     stage(f"ingesting {args.source} -> {args.dest}")
     t0 = time.perf_counter()
     path = ingest(args.source, args.dest, format=args.format, chunk_rows=args.chunk_rows,

@@ -92,7 +92,7 @@ def open_zarr(path: str | os.PathLike, component: str | None = None) -> zarr.Arr
                 f"{p}::{names[0] if names else 'X'}."
             )
         node = node[key]
-    return node
+    return node  # type: ignore[return-value]
 
 
 class ZarrRowReader:
@@ -354,7 +354,7 @@ class _GuardedTarget:
         return {"arr": self.arr}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["arr"])
+        self.__init__(state["arr"])  # type: ignore[misc]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         with self._cond:
@@ -477,7 +477,7 @@ def write_array(
         if Xd.shape[0]:
             guarded = _GuardedTarget(target)
             try:
-                compute(da.store(Xd, guarded, lock=False, compute=False), progress=progress)
+                compute(da.store(Xd, guarded, lock=False, compute=False), progress=progress)  # type: ignore[arg-type]
             except BaseException:
                 guarded.close()
                 raise

@@ -131,7 +131,7 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         # every chunk is written, even one equal to the fill value, so that a
         # missing chunk always means a lost one
         arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
-                                 chunks=value.shape or None, overwrite=True,
+                                 chunks=value.shape or None, overwrite=True,  # type: ignore[arg-type]
                                  config={"write_empty_chunks": True})
         if value.size:
             arr[...] = value
@@ -360,7 +360,7 @@ def load(path: str | os.PathLike) -> Any:
     if fmt > FORMAT_VERSION:
         raise StoreError(f"model {p} has format {fmt}, newer than this distsketch reads "
                          f"({FORMAT_VERSION}); upgrade distsketch to load it.")
-    check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(
+    check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(  # type: ignore[union-attr]
         "distsketch_version") if isinstance(attrs.get("info"), dict) else None}, p)
     try:
         with warnings.catch_warnings():

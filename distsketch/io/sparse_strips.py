@@ -101,6 +101,6 @@ class CSRStripReader:
         """Strip ``s`` as a CSR array of ``shape`` (errors propagate to the caller)."""
         if self._group is None:
             self._group = zarr.open_group(store=zarr_store(self.path, read_only=True), mode="r")
-        g = self._group[f"strips/{s}"]
+        g: Any = self._group[f"strips/{s}"]
         return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
                              np.asarray(g["indptr"][...])), shape=shape)
