@@ -108,3 +108,28 @@ def test_copy_example_specs_replaces_nothing_and_writes_nothing_on_conflict(tmp_
         copy_example_specs(dest)
     assert mine.read_text() == "my own spec\n"
     assert sorted(os.listdir(dest)) == ["workflows"] and os.listdir(dest / "workflows") == ["skpca.yaml"]
+
+
+# ----------------------------------------------------------------------------- BLAS control
+
+def test_threadpoolctl_controls_every_blas_that_numpy_and_scipy_load():
+    # bitwise determinism pins BLAS to one thread per task (distsketch.blas); a
+    # threadpoolctl that does not recognise a loaded BLAS leaves it multi-threaded, and
+    # results then differ between schedulers in the last bits (threadpoolctl < 3.5 does
+    # not know the libscipy_openblas of the NumPy 2 wheels)
+    import numpy as np
+    import scipy.linalg
+    from threadpoolctl import threadpool_info
+
+    np.dot(np.ones((4, 4)), np.ones((4, 4)))
+    scipy.linalg.eigh(np.eye(4))
+    blas = re.compile(r"(openblas|mkl_rt|libblis|flexiblas)[^/]*\.so")
+    loaded = set()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and blas.search(os.path.basename(fields[5])):
+            loaded.add(os.path.realpath(fields[5].strip()))
+    known = {os.path.realpath(info["filepath"]) for info in threadpool_info()
+             if info["user_api"] == "blas"}
+    assert loaded, "no BLAS library found in /proc/self/maps"
+    assert loaded <= known, f"BLAS libraries threadpoolctl cannot limit: {sorted(loaded - known)}"
