@@ -72,7 +72,7 @@ class _RowBlock:
         self.dtype = np.dtype(dtype)
 
     def __call__(self, block_info: dict | None = None) -> np.ndarray:
-        start, stop = block_info[None]["array-location"][0]
+        start, stop = block_info[None]["array-location"][0]  # type: ignore[index]
         return random_noisy_rows(self.seed, int(start), int(stop), self.n_features,
                                  self.signal_dim, self.zeta, self.dtype)
 

@@ -196,7 +196,7 @@ def checkpoint_round_trip(state: Any) -> Any:
     root = zarr.open_group(store=zarr.storage.MemoryStore(), mode="w")
     desc = _write(root, "state", state, "state")
     root.attrs["state"] = desc
-    return _read(root, dict(root.attrs["state"]), "state")
+    return _read(root, dict(root.attrs["state"]), "state")  # type: ignore[arg-type]
 
 
 def _blocks(n: int, cuts: set[int]) -> tuple[int, ...]:

@@ -85,7 +85,7 @@ class DistsketchEstimator(BaseEstimator):
                 method = _validating(method)
             if not getattr(method, "_single_threaded", False):
                 method = single_threaded_blas(method)
-                method._single_threaded = True
+                method._single_threaded = True  # type: ignore[attr-defined]
             setattr(cls, name, method)
 
     def _validate_params(self) -> None:

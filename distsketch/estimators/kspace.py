@@ -269,7 +269,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
             _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
-        common = {"degree": self.degree, "gamma": fit_gamma(self, X), "coef0": self.coef0}
+        common: dict[str, Any] = {"degree": self.degree, "gamma": fit_gamma(self, X),
+                                  "coef0": self.coef0}
         self.sketch_S_ = TensorSketch(n_components=m, random_state=_sub_seed(seed, "kspace.S"),
                                       **common).fit(A)
         self.sketch_T_ = TensorSketch(n_components=r, random_state=_sub_seed(seed, "kspace.T"),

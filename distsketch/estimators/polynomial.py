@@ -135,7 +135,7 @@ class LinearStageSketch(RowMapTransformer):
             if out is None:
                 out = np.empty((n, Y.shape[1]), dtype=Y.dtype)
             out[a:stop] = Y
-        return out
+        return out  # type: ignore[return-value]
 
     def _dtype_of(self, block: Any) -> np.dtype:
         dt = np.dtype(block.dtype)
@@ -212,7 +212,7 @@ class _PaddedPolynomialMixin(_PolynomialMixin):
         return next_pow2(self.n_features_in_ + self._extra())
 
 
-_POLY_CONSTRAINTS = {
+_POLY_CONSTRAINTS: dict[str, list[Any]] = {
     "degree": [Interval(int, 1, None)],
     "gamma": GAMMA_CONSTRAINT,
     "coef0": [Interval(float, 0, None, closed="left")],

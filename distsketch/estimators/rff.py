@@ -118,7 +118,7 @@ class RandomFourierFeatures(RowMapTransformer):
         seed = self._init_seed()
         name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
         self.random_weights_, self.random_offset_ = rff_operator(
-            seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,
+            seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,  # type: ignore[arg-type]
             self.form)
         self.n_output_features_ = int(self.n_components)
         return self

@@ -138,7 +138,7 @@ class RidgeSummary(SumMerge, Summary):
         if self.n_folds:
             rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
             fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
-        out = []
+        out: list[Any] = []
         pos = 0
         for fn, k in zip(self.functions, self.n_operands):
             Z = fn(X, row_offset, *operands[pos:pos + k])
@@ -337,7 +337,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return Y, one_d
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0) -> list:
-        fns, ops, counts = [], [], []
+        fns: list[Any] = []
+        ops: list[Any] = []
+        counts: list[int] = []
         for f in maps:
             fn, o = feature_block_function(f)
             fns.append(fn)
@@ -449,7 +451,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             alphas = np.logspace(-4, 3, 8)
         gammas = None if self.gammas is None else self._positive(self.gammas, "gammas")
         maps = [self._make_features(X, g) for g in (gammas if gammas is not None else [None])]
-        k = int(self.cv)
+        k = int(self.cv)  # type: ignore[arg-type]
         folds = self._reduce(X, Y, maps, k)
         totals = []
         for fold_states in folds:

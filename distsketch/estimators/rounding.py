@@ -77,7 +77,7 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
         rows = getattr(centerer, "K_fit_rows_", None)
         intercept = np.zeros(coef.shape[1])
         if rows is not None:
-            intercept = -np.asarray(rows) @ coef + float(centerer.K_fit_all_) * coef.sum(axis=0)
+            intercept = -np.asarray(rows) @ coef + float(centerer.K_fit_all_) * coef.sum(axis=0)  # type: ignore[union-attr]
         info.update(support=np.asarray(model.X_fit_, dtype=np.float64), coef=coef,
                     intercept=intercept)
         return info

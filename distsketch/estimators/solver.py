@@ -335,7 +335,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         if not isinstance(p, str):
             return p
         name = self.kernel_name_
-        m = int(self.sketch_size_)
+        m = int(self.sketch_size_)  # type: ignore[arg-type]
         if name in SHIFT_INVARIANT:
             from distsketch.estimators.rff import RandomFourierFeatures
 
@@ -401,7 +401,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         if self.preconditioner is None or self.sketch_size_ == 0:
             return None
         if self.preconditioner == "nystrom":
-            M = min(int(self.sketch_size_), Xb.shape[0])
+            M = min(int(self.sketch_size_), Xb.shape[0])  # type: ignore[arg-type]
             sampler = UniformLandmarks(M, self.seed_, "solver.landmarks", order="priority")
             index, L = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-landmarks"))
             self.landmark_index_ = np.sort(index)
@@ -453,7 +453,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self._train_blocks = persist_rows(self._blocks(X)) if is_dask(X) else self._blocks(X)
         lam = float(self.alpha)
         self.sketch_size_ = None
-        self.statistical_dimension_ = None
+        self.statistical_dimension_ = None  # type: ignore[assignment]
         if self.preconditioner is not None:
             self._size_preconditioner(self._train_blocks)
         Z = self._factor(self._train_blocks)

@@ -124,7 +124,7 @@ class SparseTiles:
             return self.strips[s]
         try:
             r0, r1 = self.bounds[s]
-            return self._reader.strip(s, (int(r1 - r0), int(r1)))
+            return self._reader.strip(s, (int(r1 - r0), int(r1)))  # type: ignore[union-attr]
         except Exception as exc:
             raise StoreError(
                 f"cannot read strip {s} (rows {self.bounds[s][0]}..{self.bounds[s][1]}) of the "
@@ -340,7 +340,7 @@ class SparsifiedGram(DistsketchEstimator):
                 if bound <= 0:
                     raise InputError("all kernel diagonal values are 0; quantisation needs b > 0.")
         self.quantize_level_ = bound
-        scale = bound / self.p if self.quantize else 1.0
+        scale = bound / self.p if self.quantize else 1.0  # type: ignore[operator]
 
         bounds = np.array([(r0, min(r0 + T, n)) for r0 in range(0, n, T)], dtype=np.int64)
         diagonal = np.zeros(n)

@@ -64,7 +64,7 @@ def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
             Vd = V.astype(dt, copy=False)
             out = np.empty((n, V.shape[1]), dtype=dt)
         Z = rff_map(part, W, b, offset + a, out=None if hasattr(part, "tocsr") else buf[:rows])
-        row_stable_matmul(Z, Vd, offset + a, out=out[a: a + rows])
+        row_stable_matmul(Z, Vd, offset + a, out=out[a: a + rows])  # type: ignore[index]
     if out is None:
         out = np.empty((0, V.shape[1]), dtype=block.dtype)
     return out

@@ -167,8 +167,8 @@ def choose_block_rows(n_rows: int, input_row_bytes: float, bytes_per_row: float 
         fits (then :func:`~distsketch.graph.check_task_memory` refuses).
     """
     res = cluster_resources() if budget is None or n_threads is None else None
-    budget = res.task_bytes if budget is None else int(budget)
-    threads = res.threads if n_threads is None else max(1, int(n_threads))
+    budget = res.task_bytes if budget is None else int(budget)  # type: ignore[union-attr]
+    threads = res.threads if n_threads is None else max(1, int(n_threads))  # type: ignore[union-attr]
     source = res.source if res is not None else "given"
     n = max(int(n_rows), 1)
     per_row = float(bytes_per_row) if bytes_per_row else max(1.0, float(input_row_bytes))

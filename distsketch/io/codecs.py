@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import zarr
+import zarr.codecs
 
 from distsketch.errors import InputError
 

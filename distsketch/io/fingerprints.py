@@ -79,7 +79,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     for part in parts:
         part = part.toarray() if hasattr(part, "toarray") else np.asarray(part)
         h.update(np.ascontiguousarray(part).tobytes())
-    out = {"shape": [int(s) for s in X.shape], "dtype": str(X.dtype),
+    out: dict[str, Any] = {"shape": [int(s) for s in X.shape], "dtype": str(X.dtype),
            "sample_hash": h.hexdigest() if parts or n_rows is None else "empty"}
     out["rows"] = n
     if path is not None:

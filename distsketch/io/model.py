@@ -376,7 +376,7 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
     if fmt > FORMAT_VERSION:
         raise StoreError(f"model {p} has format {fmt}, newer than this distsketch reads "
                          f"({FORMAT_VERSION}); upgrade distsketch to load it.")
-    check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(
+    check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(  # type: ignore[union-attr]
         "distsketch_version") if isinstance(attrs.get("info"), dict) else None}, p)
     try:
         with warnings.catch_warnings():

@@ -109,6 +109,6 @@ class CSRStripReader:
         if self._group is None:
             self._group = zarr.open_group(store=zarr_store(
                 self.path, read_only=True, storage_options=self.storage_options), mode="r")
-        g = self._group[f"strips/{s}"]
+        g: Any = self._group[f"strips/{s}"]
         return sp.csr_array((np.asarray(g["data"][...]), np.asarray(g["indices"][...]),
                              np.asarray(g["indptr"][...])), shape=shape)

@@ -24,7 +24,7 @@ arithmetic, not on chunking, scheduler or worker count.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def resolve_seed(random_state: int | np.random.Generator | np.random.RandomState
     generator object, so the loaded model refits to the same operator.
     """
     if random_state is None:
-        return int(np.random.SeedSequence().entropy % (2**63))
+        return int(cast(int, np.random.SeedSequence().entropy) % (2**63))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**63 - 1))
     if isinstance(random_state, np.random.RandomState):
@@ -197,7 +197,7 @@ def random_rows(
         g = philox(seed, purpose, t)
         shape = (TILE_ROWS, n_cols)
         if kind == "normal":
-            tile = g.standard_normal(shape)
+            tile: np.ndarray = g.standard_normal(shape)
         elif kind == "uniform":
             tile = g.random(shape)
         elif kind == "rademacher":

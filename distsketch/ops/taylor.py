@@ -75,7 +75,7 @@ def gaussian_term_weights(sq_norms: np.ndarray, gamma: float, max_degree: int) -
     return poisson.pmf(np.arange(max_degree + 1)[None, :], lam)
 
 
-def poly_sketch_log_moment(degree: np.ndarray | int, m: np.ndarray | int) -> np.ndarray:
+def poly_sketch_log_moment(degree: np.ndarray | int, m: np.ndarray | float) -> np.ndarray:
     """Log of the relative second moment of a degree-p recursive-squaring sketch of size m.
 
     With y_0 = T x and y_l = S_l(y_{l−1} ⊗ y_{l−1}), ‖y_l‖² = ‖y_{l−1}‖⁴ (1 + ε_l)
@@ -142,7 +142,7 @@ def split_components_by_variance(total: int, weights: np.ndarray, degrees: np.nd
             mj = split(keep)
             trials.append((predicted_sketch_error(w, p, mj), int(j), mj))
             keep[j] = True
-        err, j, m = min(trials, key=lambda t: t[0])
+        err, j, m = min(trials, key=lambda t: t[0])  # type: ignore[assignment]
         keep[j] = False
         if err < best_err:
             best_m, best_err = m, err

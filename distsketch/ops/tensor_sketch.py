@@ -125,7 +125,7 @@ def tensor_sketch_dense(X: np.ndarray, seed: int, purpose: str, degree: int, m: 
     b = None if bias is None else np.asarray(bias, dtype=dt).reshape(degree, m, 1)
     for a in range(0, n, block_rows):
         XT = np.ascontiguousarray(np.asarray(X[a:a + block_rows], dtype=dt).T)
-        P = None
+        P: Any = None
         for l in range(degree):
             Y = countsketch_transposed(XT, seed, f"{purpose}.cs{l}", m)
             if scale != 1.0:

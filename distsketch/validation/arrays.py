@@ -134,7 +134,7 @@ def _cast_dask(X: da.Array, target: np.dtype, where: str) -> da.Array:
     """Lazy cast; a narrowing one checks each block's range and names its global row."""
     if not narrows(X.dtype, target):
         return X.astype(target)  # widening: no check needed, the graph stays as it was
-    return X.map_blocks(_cast_block, target, where, dtype=target,
+    return X.map_blocks(_cast_block, target, where, dtype=target,  # type: ignore[arg-type]
                         meta=np.empty((0, 0), dtype=target))
 
 

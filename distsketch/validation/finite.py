@@ -118,7 +118,7 @@ def check_finite_output(out: Any, *, stage: str) -> Any:
     could wrap (e.g. a tiled kernel product); rows are numbered globally.
     """
     if isinstance(out, da.Array):
-        return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)
+        return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)  # type: ignore[arg-type]
     return check_finite_block(out, stage=stage)
 
 

@@ -234,7 +234,7 @@ def _check_classes(value: Any, where: str) -> list[Any]:
     kinds = {isinstance(v, str) for v in value} if ok else set()
     ok = ok and len(kinds) == 1 and all(
         isinstance(v, str) or (isinstance(v, numbers.Real) and not isinstance(v, bool)
-                               and np.isfinite(v)) for v in value)
+                               and np.isfinite(v)) for v in value)  # type: ignore[call-overload]
     if ok:
         classes = np.unique(np.asarray(value))
         ok = classes.size == len(value)

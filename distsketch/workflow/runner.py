@@ -264,11 +264,11 @@ class _Run:
         manifest = None if self.full else self.storage.read_result_manifest()
         same = manifest is not None and manifest.get("spec_key") == self.key
         timings["open"] = time.perf_counter() - t0
-        if state is not None and done == n and same and manifest["rows"]["after"] == n:
+        if state is not None and done == n and same and manifest["rows"]["after"] == n:  # type: ignore[index]
             msg = (f"nothing new: all {n} rows of {spec.input} were already consumed; the result in "
                    f"{self.result_dir} is up to date.")
             return RunResult("up-to-date", n, n, 0, self.result_dir, manifest, msg)
-        before = int(manifest["rows"]["after"]) if same and state is not None else 0
+        before = int(manifest["rows"]["after"]) if same and state is not None else 0  # type: ignore[index]
         if state is not None and not method.incremental and done < n:
             why = ("has no partial_fit" if not hasattr(method.cls, "partial_fit")
                    else "cannot merge new rows into a result equal to a refit")

@@ -7,8 +7,8 @@ materialisation is one ``distsketch run``: incremental, resumable, and a
 no-op when no rows were appended.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Dagster reads the context
+# parameter's annotation at definition time and refuses a string.
 from pathlib import Path
 
 import dagster as dg

@@ -154,7 +154,7 @@ def open_binary(path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
     try:
         if path.name.lower().endswith(".gz"):
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                yield gz, raw
+                yield gz, raw  # type: ignore[misc]
         else:
             yield raw, raw
     except (OSError, EOFError, gzip.BadGzipFile) as exc:

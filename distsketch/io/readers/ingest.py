@@ -208,7 +208,7 @@ def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: 
             check_finite(X, done, source, block.line_of)
         xw.write(X)
         if yw is not None:
-            yw.write(block.y)
+            yw.write(block.y)  # type: ignore[arg-type]
         done += X.shape[0]
         prog.update(block.position, done)
     prog.close(done)
