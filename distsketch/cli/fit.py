@@ -273,7 +273,7 @@ def _non_negative(text: str) -> int:
 
 
 def _needs_targets(cls: type) -> bool:
-    y = inspect.signature(cls.fit).parameters.get("y")
+    y = inspect.signature(cls.fit).parameters.get("y")  # type: ignore[attr-defined]
     return y is not None and y.default is inspect.Parameter.empty
 
 

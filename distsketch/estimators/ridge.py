@@ -435,7 +435,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             state = self._reduce(X, Y, [self.features_], 0)[0]
             self.alpha_ = alphas_path if np.ndim(self.alpha) > 0 else float(self.alpha)
             self.gamma_ = _map_gamma(self.features_)
-            self.cv_results_ = None
+            self.cv_results_: dict[str, Any] | None = None
         else:
             state = self._fit_cv(X, Y)
         self._store_state(state)

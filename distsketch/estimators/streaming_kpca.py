@@ -93,8 +93,9 @@ class _BlockedCovariance(Covariance):
                     zbuf = np.empty((min(n, _MAP_ROWS), self._width(operands)),
                                     dtype=part.dtype if part.dtype == np.float32 else np.float64)
                     z64 = zbuf if zbuf.dtype == np.float64 else np.empty(zbuf.shape)
-                Zf = self.transform(part, row_offset + a, *operands, out=zbuf[:rows])
-                Z = z64[:rows]
+                Zf = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
+                                    out=zbuf[:rows])
+                Z = z64[:rows]  # type: ignore[index]
                 if Zf is not Z:
                     np.copyto(Z, Zf)
             if state is None:
@@ -104,7 +105,7 @@ class _BlockedCovariance(Covariance):
             state["n"] += Z.shape[0]
             state["sum"] += Z.sum(axis=0)
             state["ztz"] += np.matmul(Z.T, Z, out=gram)
-        return state
+        return state  # type: ignore[return-value]
 
     @staticmethod
     def _width(operands: tuple) -> int:

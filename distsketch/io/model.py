@@ -132,7 +132,8 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         # every chunk is written, even one equal to the fill value, so that a
         # missing chunk always means a lost one
         arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
-                                 chunks=value.shape or None, overwrite=True,
+                                 chunks=value.shape or None,  # type: ignore[arg-type]
+                                 overwrite=True,
                                  config={"write_empty_chunks": True},
                                  dimension_names=[f"{name}_{i}" for i in range(value.ndim)])
         if value.size:

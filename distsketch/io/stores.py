@@ -102,7 +102,7 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
                 f"{p}::{names[0] if names else 'X'}."
             )
         node = node[key]
-    return node
+    return node  # type: ignore[return-value]
 
 
 def _open_node(store: Any) -> zarr.Array | zarr.Group:

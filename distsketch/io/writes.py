@@ -105,7 +105,7 @@ class _GuardedTarget:
         return {"arr": self.arr}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["arr"])
+        self.__init__(state["arr"])  # type: ignore[misc]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         with self._cond:
@@ -255,7 +255,8 @@ def write_array(
         if Xd.shape[0]:
             guarded = _GuardedTarget(target)
             try:
-                compute(da.store(Xd, guarded, lock=False, compute=False), progress=progress)
+                compute(da.store(Xd, guarded, lock=False, compute=False),  # type: ignore[arg-type]
+                        progress=progress)
             except BaseException:
                 guarded.close()
                 raise

@@ -199,7 +199,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     """
     from distsketch.io.targets import open_targets
 
-    opts = {} if storage_options is None else {"storage_options": storage_options}
+    opts: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
     targets = open_targets(targets_path, n, allow_extra_rows=True, **opts)
     t_cols = 1 if len(targets.shape) == 1 else int(targets.shape[1])
     p_cols = int(P.shape[1])
@@ -256,9 +256,10 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     # a constant target column: R² is 1 for a perfect fit, else 0 (scikit-learn's convention)
     r2 = np.where(m2 > 0, 1.0 - ss_res / np.where(m2 > 0, m2, 1.0),
                   np.where(ss_res == 0, 1.0, 0.0))
-    out = {**base, "metric": "r2", "value": float(r2.mean()), "baseline": 0.0}
-    if out["value"] <= 0.0:
-        out["warning"] = (f"R² {out['value']:.4f} is no better than always predicting the mean "
+    value = float(r2.mean())
+    out = {**base, "metric": "r2", "value": value, "baseline": 0.0}
+    if value <= 0.0:
+        out["warning"] = (f"R² {value:.4f} is no better than always predicting the mean "
                           "(R² 0): check the kernel scale (gamma: median), the feature count and "
                           "alpha")
     return out

@@ -121,7 +121,7 @@ def fit_line(fit: dict[str, Any]) -> str:
     """One sentence for the fit metric of a supervised run (unescaped)."""
     if not fit.get("available"):
         return f"not computed: {fit.get('reason', 'unknown')}"
-    name = {"accuracy": "accuracy", "r2": "R²"}.get(fit.get("metric"), str(fit.get("metric")))
+    name = {"accuracy": "accuracy", "r2": "R²"}.get(str(fit.get("metric")), str(fit.get("metric")))
     if fit.get("on") == "held-out rows":
         text = (f"held-out {name}: {fit['value']:.4f} on {fit['rows']} rows (a fraction "
                 f"{fit.get('holdout')} of the rows, left out of the fit)")

@@ -32,7 +32,8 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def _table(headers: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+def _table(headers: list[str], rows: list[list[Any]],
+           numeric: frozenset[int] | set[int] = frozenset()) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f'<td class="n">{_e(c)}</td>' if i in numeric else f"<td>{_e(c)}</td>"

@@ -148,7 +148,7 @@ class SegmentFolder:
         def ahead(operators: Any, index: int) -> Callable[[], tuple[Any, str]]:
             X_seg, y, start, stop = rows(index)
             # the prefix fingerprint is independent of the state: computed ahead too
-            return lambda: (splitter.summarize(operators, X_seg, y, start),
+            return lambda: (splitter.summarize(operators, X_seg, y, start),  # type: ignore[union-attr]
                             prefix_fingerprint(X, stop, seed))
 
         try:

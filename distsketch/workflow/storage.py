@@ -243,6 +243,7 @@ class ObjectLock:
                     break
                 held = mine or held  # another run wrote in between: it holds the lock
             if deadline is not None and time.monotonic() >= deadline:
+                held = held or {}
                 age = time.time() - float(held.get("heartbeat", 0) or 0)
                 raise WorkflowError(
                     f"another distsketch run ({held.get('owner', '?')}) holds the lock object "
