@@ -150,7 +150,7 @@ def _lazy_frame(out: Any, columns: np.ndarray) -> Any:
         raise ConfigError(
             "set_output(transform='pandas') on dask input gives a lazy dask DataFrame, which "
             f"needs dask's dataframe support ({exc}); install it (pip install "
-            "'dask[dataframe]'), or pass NumPy input, or use set_output(transform='default') "
+            "'distsketch[dataframe]'), or pass NumPy input, or use set_output(transform='default') "
             "and wrap the computed result yourself.") from exc
     out = out[:, None] if out.ndim == 1 else out
     return dd.from_dask_array(out, columns=[str(c) for c in columns])

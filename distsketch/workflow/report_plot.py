@@ -13,7 +13,7 @@ from distsketch.workflow.report_data import plot_values
 __all__ = ["NO_MATPLOTLIB", "spectrum_png", "spectrum_svg"]
 
 #: why a report has no PNG when matplotlib is missing
-NO_MATPLOTLIB = ("matplotlib is not installed (it is optional: pip install matplotlib); "
+NO_MATPLOTLIB = ("matplotlib is not installed (it is optional: pip install distsketch[plot]); "
                  "report.html draws the spectrum without it")
 
 

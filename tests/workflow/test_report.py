@@ -84,7 +84,7 @@ def test_without_matplotlib_the_report_says_why_and_html_still_plots(tmp_path, m
                          NO_ERRORS, "report.md")
     assert sorted(files) == ["report.html", "report.md"]
     md = (tmp_path / "report.md").read_text()
-    assert "No plot: matplotlib is not installed \\(it is optional: pip install matplotlib\\)" in md
+    assert "No plot: matplotlib is not installed \\(it is optional: pip install distsketch\\[plot\\]\\)" in md
     assert info["plot"] == NO_MATPLOTLIB
     html = (tmp_path / "report.html").read_text()
     assert html.count("<svg") == 1 and html.count("<circle") == 2
