@@ -85,7 +85,7 @@ def test_write_open_array_bitwise_equal_to_local(store, tmp_path):
     _same(got.compute(), X)
     assert read_manifest(url, storage_options=store.options)["kind"] == "array"
     keys = store.keys("x.zarr")
-    assert {MANIFEST_NAME, ".distsketch", "zarr.json", "c/0/0", "c/4/0"} <= set(keys)
+    assert {MANIFEST_NAME, ".distsketch", "zarr.json", "X/zarr.json", "X/c/0/0", "X/c/4/0"} <= set(keys)
     assert not [k for k in keys if ".tmp-" in k]
     # nothing is left beside the output either (the temporary prefix was removed)
     parent = resolve(store.base, store.options)
@@ -383,7 +383,7 @@ def test_file_url_is_the_local_store(tmp_path):
     out = write_array(X, f"file://{tmp_path}/x.zarr", chunk_rows=25)
     assert out == tmp_path / "x.zarr"  # a local output: renamed into place, a Path returned
     _same(open_array(f"file://{tmp_path}/x.zarr").compute(), X)
-    (tmp_path / "x.zarr" / "c" / "1" / "0").unlink()
+    (tmp_path / "x.zarr" / "X" / "c" / "1" / "0").unlink()
     with pytest.raises(StoreError, match=r"missing chunk \(1, 0\) \(rows 25..50\)"):
         open_array(f"file://{tmp_path}/x.zarr")
 
