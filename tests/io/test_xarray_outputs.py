@@ -8,6 +8,7 @@ manifest's provenance is also a Zarr attribute.
 from __future__ import annotations
 
 import uuid
+import warnings
 
 import numpy as np
 import pytest
@@ -58,6 +59,17 @@ def test_written_array_is_a_group_holding_x(tmp_path):
     # distsketch reads X by default and by name, as in an ingested store
     np.testing.assert_array_equal(open_array(out).compute(), X)
     np.testing.assert_array_equal(open_array(f"{out}::X").compute(), X)
+
+
+def test_reading_an_output_group_does_not_warn(tmp_path):
+    # the manifest beside the arrays is no Zarr node: opening X must not list the group
+    X = _data()
+    out = write_array(X, tmp_path / "z.zarr", chunk_rows=20)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = open_array(out, block_rows=20).compute(scheduler="threads")
+    np.testing.assert_array_equal(got, X)
+    assert not [w for w in seen if "not recognized" in str(w.message)]
 
 
 def test_one_dimensional_array_has_the_sample_dimension(tmp_path):
