@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import zarr
 
 import distsketch
@@ -225,3 +226,21 @@ def test_workflow_predictions_open_in_xarray(tmp_path):
     assert ds["predictions"].dims == ("sample", "output") and ds["predictions"].shape == (300, 1)
     np.testing.assert_array_equal(ds["predictions"].values, raw)
     assert ds.attrs["provenance"]["kind"] == "predictions"
+
+
+def test_sparsified_gram_store_opens_in_xarray(tmp_path):
+    X = _data(90, 3, seed=5)
+    G = distsketch.SparsifiedGram(gamma=0.5, p=0.4, tile_rows=40, random_state=2,
+                                  store=tmp_path / "gram.zarr").fit(X)
+    root = xr.open_zarr(tmp_path / "gram.zarr", consolidated=True)
+    assert root["diagonal"].dims == ("sample",)
+    K = G.to_scipy().toarray()
+    np.testing.assert_array_equal(root["diagonal"].values, np.diag(K))
+    assert root.attrs["layout"] == "lower-csr-strips"
+    for s, (r0, r1) in enumerate(root.attrs["bounds"]):
+        strip = xr.open_zarr(tmp_path / "gram.zarr", group=f"strips/{s}", consolidated=True)
+        assert strip["data"].dims == strip["indices"].dims == ("nonzero",)
+        assert strip["indptr"].dims == ("row_pointer",)
+        got = sp.csr_array((strip["data"].values, strip["indices"].values,
+                            strip["indptr"].values), shape=(r1 - r0, r1)).toarray()
+        np.testing.assert_array_equal(got, np.tril(K)[r0:r1, :r1])
