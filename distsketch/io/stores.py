@@ -90,22 +90,23 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
             "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
         ) from exc
-    if isinstance(node, zarr.Group):
-        # the named array, else X, is opened directly: listing the group warns about the
-        # distsketch files beside the arrays, from zarr's own thread (unfilterable here)
-        member = _member_array(node, component or "X")
+    if not isinstance(node, zarr.Group):
+        return node
+    # the named array, else X, is opened directly: listing the group warns about the
+    # distsketch files beside the arrays, from zarr's own thread (unfilterable here)
+    member = _member_array(node, component or "X")
+    if member is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not recognized.*")
+            names = sorted(node.array_keys())
+        if component is None and len(names) == 1:
+            member = _member_array(node, names[0])
         if member is None:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*not recognized.*")
-                names = sorted(node.array_keys())
-            if component is not None or len(names) != 1:
-                raise StoreError(
-                    f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
-                    f"{p}::{names[0] if names else 'X'}."
-                )
-            member = node[names[0]]
-        node = member
-    return node
+            raise StoreError(
+                f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
+                f"{p}::{names[0] if names else 'X'}."
+            )
+    return member
 
 
 def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:

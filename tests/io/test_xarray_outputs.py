@@ -17,6 +17,7 @@ import zarr
 
 import distsketch
 import distsketch.cli as cli
+from distsketch.errors import StoreError
 from distsketch.io import ingest, open_array, read_manifest, write_array
 from distsketch.workflow import run_workflow
 
@@ -60,6 +61,8 @@ def test_written_array_is_a_group_holding_x(tmp_path):
     # distsketch reads X by default and by name, as in an ingested store
     np.testing.assert_array_equal(open_array(out).compute(), X)
     np.testing.assert_array_equal(open_array(f"{out}::X").compute(), X)
+    with pytest.raises(StoreError, match=r"one of \['X'\]"):
+        open_array(f"{out}::features")
 
 
 def test_reading_an_output_group_does_not_warn(tmp_path):
