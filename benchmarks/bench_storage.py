@@ -77,7 +77,7 @@ def main() -> None:
     results: dict = {"rows": n, "mb": n * D * 4 / 1e6}
     try:
         src_path = make_random_noisy_zarr(work / "x.zarr", n, D, random_state=0, progress=False)
-        src = zarr.open_array(str(src_path), mode="r")
+        src = zarr.open_array(str(src_path), path="X", mode="r")
         X = np.asarray(src[:])
         opts = {"key": "bench", "secret": "bench", "client_kwargs": {
             "endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"}}

@@ -54,7 +54,7 @@ def test_distribution_matches_sdu_plus_noise():
 def test_write_zarr_store(tmp_path):
     path = make_random_noisy_zarr(tmp_path / "rn.zarr", 2500, 7, chunk_rows=600, signal_dim=3,
                                   random_state=2)
-    arr = zarr.open_array(str(path), mode="r")
+    arr = zarr.open_array(str(path), path="X", mode="r")
     assert arr.shape == (2500, 7) and arr.chunks == (600, 7) and arr.dtype == np.float32
     np.testing.assert_array_equal(
         open_array(path).compute(),
@@ -64,7 +64,7 @@ def test_write_zarr_store(tmp_path):
     with pytest.raises(StoreError, match="exists"):
         make_random_noisy_zarr(path, 10, 7, chunk_rows=5, signal_dim=3)
     make_random_noisy_zarr(path, 10, 7, chunk_rows=5, signal_dim=3, overwrite=True)
-    assert zarr.open_array(str(path), mode="r").shape == (10, 7)
+    assert zarr.open_array(str(path), path="X", mode="r").shape == (10, 7)
 
 
 def test_bad_parameters():

@@ -28,11 +28,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Load MODEL (a supervised model saved by `distsketch fit` or model.save), predict "
             "every row of INPUT blockwise and write OUTPUT atomically (on any error nothing is "
             "left behind): class labels in their own dtype for a classifier, one value per row "
-            "for a single-output regressor (a 1-D array), else one column per target."),
+            "for a single-output regressor (a 1-D array), else one column per target. OUTPUT "
+            "is a Zarr group holding them as `predictions` (dimensions sample[, output]), "
+            "which xarray.open_zarr reads."),
     )
     p.add_argument("model", help="saved model store with predict (e.g. a kernel ridge model)")
     p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
-    p.add_argument("output", help="output Zarr store (directory)")
+    p.add_argument("output", help="output Zarr group (directory), the values as predictions")
     p.add_argument("--chunk-rows", type=positive_int, default=None,
                    help="rows per output chunk (default: the input's block rows)")
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         path = write_array(P, args.output, chunk_rows=args.chunk_rows,
                            compressor=None if args.compressor == "none" else args.compressor,
                            overwrite=args.overwrite, progress=show, inputs=inputs,
+                           name="predictions", dimension_names=("sample", "output"),
                            stage=f"predictions for {args.input} by {args.model}",
                            manifest={"model": str(Path(args.model).absolute()),
                                      "model_class": type(model).__name__,

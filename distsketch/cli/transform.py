@@ -29,13 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Load MODEL (saved by `distsketch fit` or model.save), map every row of INPUT "
             "blockwise (features or kernel PCA embeddings) and write OUTPUT atomically: on "
-            "any error nothing is left behind."),
+            "any error nothing is left behind. OUTPUT is a Zarr group holding the features as "
+            "X (dimensions sample, component), which `distsketch fit`/`transform` and "
+            "xarray.open_zarr read as they are."),
     )
     p.add_argument("model", help="saved model store")
     p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group: an "
                                  "existing path is taken as it is, otherwise the last '::' "
                                  "followed by a name without '/' names the array)")
-    p.add_argument("output", help="output Zarr store (directory)")
+    p.add_argument("output", help="output Zarr group (directory), the features as X")
     p.add_argument("--chunk-rows", type=positive_int, default=None,
                    help="rows per output chunk (default: the input's block rows)")
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",

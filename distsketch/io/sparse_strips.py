@@ -27,7 +27,7 @@ import zarr
 
 from distsketch.io.manifest import write_manifest
 from distsketch.io.publish import atomic_output
-from distsketch.io.stores import zarr_store
+from distsketch.io.stores import consolidate, zarr_store
 from distsketch.io.urls import resolve
 
 __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
@@ -35,8 +35,8 @@ __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
 _CHUNK = 2**22
 
 
-def _write_1d(group: zarr.Group, name: str, arr: np.ndarray) -> None:
-    a = group.create_array(name, shape=arr.shape, dtype=arr.dtype,
+def _write_1d(group: zarr.Group, name: str, arr: np.ndarray, dim: str) -> None:
+    a = group.create_array(name, shape=arr.shape, dtype=arr.dtype, dimension_names=(dim,),
                            chunks=(max(1, min(arr.shape[0], _CHUNK)),), overwrite=True)
     if arr.size:
         a[...] = arr
@@ -52,13 +52,13 @@ class CSRStripWriter:
     def strip(self, s: int, m: sp.csr_array) -> None:
         """Store strip ``s`` (its data, indices and indptr)."""
         g = self._strips.create_group(str(s))
-        _write_1d(g, "data", np.asarray(m.data))
-        _write_1d(g, "indices", np.asarray(m.indices))
-        _write_1d(g, "indptr", np.asarray(m.indptr))
+        _write_1d(g, "data", np.asarray(m.data), "nonzero")
+        _write_1d(g, "indices", np.asarray(m.indices), "nonzero")
+        _write_1d(g, "indptr", np.asarray(m.indptr), "row_pointer")
 
     def diagonal(self, diagonal: np.ndarray) -> None:
         """Store the (n,) diagonal."""
-        _write_1d(self._root, "diagonal", np.asarray(diagonal))
+        _write_1d(self._root, "diagonal", np.asarray(diagonal), "sample")
 
 
 @contextlib.contextmanager
@@ -85,6 +85,7 @@ def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest
         root = zarr.open_group(store=zarr_store(tmp), mode="w-")
         yield CSRStripWriter(root)
         root.attrs.update(attrs)
+        consolidate(tmp)  # named dimensions and consolidated metadata: xarray opens each group
         write_manifest(tmp, manifest)
 
 

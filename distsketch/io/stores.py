@@ -90,19 +90,34 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "
             "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
         ) from exc
-    if isinstance(node, zarr.Group):
+    if not isinstance(node, zarr.Group):
+        return node
+    # the named array, else X, is opened directly: listing the group warns about the
+    # distsketch files beside the arrays, from zarr's own thread (unfilterable here)
+    member = _member_array(node, component or "X")
+    if member is None:
         with warnings.catch_warnings():
-            # the distsketch manifest beside the arrays is not a Zarr node
             warnings.filterwarnings("ignore", message=".*not recognized.*")
             names = sorted(node.array_keys())
-        key = component or ("X" if "X" in names else (names[0] if len(names) == 1 else None))
-        if key is None or key not in names:
+        if component is None and len(names) == 1:
+            member = _member_array(node, names[0])
+        if member is None:
             raise StoreError(
                 f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
                 f"{p}::{names[0] if names else 'X'}."
             )
-        node = node[key]
-    return node  # type: ignore[return-value]
+    return member
+
+
+def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:
+    """The array ``name`` directly inside ``group``, or None (absent, or not an array)."""
+    if not name or "/" in name:
+        return None
+    try:
+        node = group[name]
+    except KeyError:
+        return None
+    return node if isinstance(node, zarr.Array) else None
 
 
 def _open_node(store: Any) -> zarr.Array | zarr.Group:

@@ -157,11 +157,15 @@ def write_array(
     inputs: Any = (),
     allow_nonfinite: bool = False,
     stage: str | None = None,
-    dimension_names: tuple[str, str] = ("sample", "component"),
-    name: str | None = None,
+    dimension_names: tuple[str, ...] = ("sample", "component"),
+    name: str | None = "X",
     storage_options: dict | None = None,
 ) -> Any:
-    """Write a 2-D (or 1-D) array to a new Zarr store atomically, without losing rows.
+    """Write a 2-D (or 1-D) array to a new Zarr group atomically, without losing rows.
+
+    The store is a Zarr group holding the array as ``X`` (like an ingested
+    store), so ``xarray.open_zarr(path)`` opens it and ``open_array(path)``,
+    ``fit`` and ``transform`` read it directly.
 
     Parameters
     ----------
@@ -192,13 +196,14 @@ def write_array(
     stage : str, optional
         What is being written, for error messages (default ``"writing <path>"``).
     dimension_names : tuple of str, default ("sample", "component")
-        Names of the two axes, recorded in the Zarr metadata (xarray reads
-        them).
-    name : str, optional
-        Write a Zarr group at ``path`` holding the array as ``name`` (with
+        Names of the axes, recorded in the Zarr metadata (xarray reads them);
+        a 1-D array takes the first, ``("sample",)``.
+    name : str or None, default "X"
+        Name of the array in the Zarr group written at ``path`` (with
         consolidated metadata), which ``xarray.open_zarr(path)`` opens as a
-        Dataset; ``open_array(path)`` still reads it (``path::name``).  By
-        default the store is the bare array (xarray opens only groups).
+        Dataset; ``open_array(path)`` reads ``X`` (or the group's only array),
+        ``path::name`` names it.  ``None`` writes the bare array at ``path``
+        instead, for readers that expect one (xarray cannot open it).
     storage_options : dict, optional
         fsspec options for a URL ``path`` (credentials, endpoint), merged over
         the dask config ``distsketch.storage-options``.

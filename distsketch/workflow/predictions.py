@@ -1,7 +1,8 @@
 """Supervised outputs of a workflow: predictions of every input row and a fit metric.
 
 A method with ``predict`` fitted on ``targets:`` writes ``predictions.zarr``
-(``outputs.predictions``) and measures its fit on the rows it was trained on:
+(``outputs.predictions``, a Zarr group holding the array ``predictions`` with
+dimensions ``sample, output``) and measures its fit on the rows it was trained on:
 accuracy for a classifier, R² for a regressor.  Both are streamed: one block
 of predictions and targets is in memory at a time.
 """
@@ -124,6 +125,7 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
         path, so_out = target(name) if callable(target) else (Path(folder) / name, None)
         opts = {} if so_out is None else {"storage_options": so_out}
         write_array(P, path, compressor=spec.outputs.features_compressor,
+                    name="predictions", dimension_names=("sample", "output"),
                     manifest={"rows": n, "spec_key": key, "kind": "predictions"},
                     progress=False, **opts)
         timings["predictions"] = time.perf_counter() - t0

@@ -62,7 +62,7 @@ def test_pipeline_ingest_fit_transform_evaluate(data):
     np.testing.assert_array_equal(ref.sketch_, model.sketch_)
 
     run("transform", d / "model.zarr", d / "x.zarr", d / "emb.zarr", "--cluster", "sync")
-    emb = zarr.open_array(str(d / "emb.zarr"), mode="r")[...]
+    emb = zarr.open_array(str(d / "emb.zarr"), path="X", mode="r")[...]
     np.testing.assert_array_equal(emb, model.transform(X))
     assert read_manifest(d / "emb.zarr")["model_class"] == "StreamingKernelPCA"
 
@@ -104,7 +104,7 @@ def test_fit_any_estimator_by_name(data):
     assert rff.n_components == 32 and rff.gamma == 0.5 and rff.seed_ == 1
     assert cli.main(["transform", str(d / "rff.zarr"), str(d / "named.zarr"),
                      str(d / "feat.zarr"), "--cluster", "sync", "--chunk-rows", "700"]) == 0
-    feat = zarr.open_array(str(d / "feat.zarr"), mode="r")
+    feat = zarr.open_array(str(d / "feat.zarr"), path="X", mode="r")
     assert feat.chunks[0] == 700
     want = RandomFourierFeatures(n_components=32, gamma=0.5, random_state=1).fit(X).transform(X)
     np.testing.assert_array_equal(feat[...], want)
@@ -157,7 +157,7 @@ def test_quickstart_small(tmp_path, capsys, monkeypatch):
     for stage_name in ("generate data", "fit", "embed", "evaluate", "total"):
         assert report["seconds"][stage_name] >= 0
     assert "kernel error" in res.stdout and "peak memory" in res.stdout
-    emb = zarr.open_array(str(out / "embeddings.zarr"), mode="r")
+    emb = zarr.open_array(str(out / "embeddings.zarr"), path="X", mode="r")
     assert emb.shape == (10000, 10)
     model = load(out / "model.zarr")
     X = open_array(str(out / "data.zarr"))

@@ -95,7 +95,7 @@ def test_median_gamma_reaches_the_feature_map(digits, fitted):
 def test_predictions_are_labels_written_blockwise(digits, fitted):
     d, _, _, Xte, yte = digits
     _, pred, _ = fitted
-    P = zarr.open_array(str(d / "pred.zarr"), mode="r")
+    P = zarr.open_array(str(d / "pred.zarr"), path="predictions", mode="r")
     assert P.shape == (yte.size,) and P.dtype == np.int64  # 1-D, the labels' dtype
     assert pred["shape"] == [yte.size] and pred["output"] == str(d / "pred.zarr")
     assert read_manifest(d / "pred.zarr")["model_class"] == "SketchedKernelRidgeClassifier"
@@ -106,7 +106,7 @@ def test_predictions_are_labels_written_blockwise(digits, fitted):
 def test_score_is_the_accuracy_of_the_written_predictions(digits, fitted):
     d, _, _, _, yte = digits
     _, _, score = fitted
-    P = zarr.open_array(str(d / "pred.zarr"), mode="r")[...]
+    P = zarr.open_array(str(d / "pred.zarr"), path="predictions", mode="r")[...]
     assert score["metric"] == "accuracy" and score["rows"] == yte.size
     assert score["accuracy"] == score["score"] == accuracy_score(yte, P)
 
@@ -120,7 +120,7 @@ def test_same_features_give_scikit_learns_ridge_classifier(digits, fitted):
     ref = RidgeClassifier(alpha=1.0).fit(Z, ytr)
     np.testing.assert_allclose(model.decision_function(Xte), ref.decision_function(Zt),
                                rtol=1e-9, atol=1e-10)
-    P = zarr.open_array(str(d / "pred.zarr"), mode="r")[...]
+    P = zarr.open_array(str(d / "pred.zarr"), path="predictions", mode="r")[...]
     np.testing.assert_array_equal(P, ref.predict(Zt))
 
 
@@ -293,7 +293,7 @@ def test_regression_predict_and_score(small, capsys):
     model = load(d / "r1.zarr")
     res = main_json(capsys, "predict", d / "r1.zarr", d / "x.zarr", d / "r1-pred.zarr",
                     "--cluster", "sync", "--chunk-rows", "150")
-    P = zarr.open_array(str(d / "r1-pred.zarr"), mode="r")
+    P = zarr.open_array(str(d / "r1-pred.zarr"), path="predictions", mode="r")
     assert P.shape == (600,) and P.chunks == (150,) and res["shape"] == [600]
     np.testing.assert_allclose(P[...], model.predict(X), rtol=1e-10, atol=1e-10)
     sc = main_json(capsys, "score", d / "r1.zarr", d / "x.zarr", "--y", f"{d}/t.zarr::y",
@@ -305,7 +305,7 @@ def test_regression_predict_and_score(small, capsys):
          "--n-features", "128")
     main_json(capsys, "predict", d / "r2.zarr", d / "x.zarr", d / "r2-pred.zarr",
               "--cluster", "sync")
-    P2 = zarr.open_array(str(d / "r2-pred.zarr"), mode="r")[...]
+    P2 = zarr.open_array(str(d / "r2-pred.zarr"), path="predictions", mode="r")[...]
     assert P2.shape == (600, 2)
     sc = main_json(capsys, "score", d / "r2.zarr", d / "x.zarr", "--y", f"{d}/t.zarr::y2",
                    "--cluster", "sync")

@@ -104,9 +104,9 @@ def test_run_through_tcp_address_equals_local_run(tmp_path, dask_cluster):
     a = distsketch.load(out / "model.zarr")
     b = distsketch.load(tmp_path / "local" / "result" / "model.zarr")
     np.testing.assert_array_equal(a.sketch_, b.sketch_)
-    np.testing.assert_array_equal(zarr.open_array(str(out / "features.zarr"))[...],
+    np.testing.assert_array_equal(zarr.open_array(str(out / "features.zarr"), path="X")[...],
                                   zarr.open_array(str(tmp_path / "local" / "result" /
-                                                      "features.zarr"))[...])
+                                                      "features.zarr"), path="X")[...])
 
 
 def test_fit_command_through_scheduler_file(tmp_path, dask_cluster):

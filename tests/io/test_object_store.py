@@ -85,7 +85,7 @@ def test_write_open_array_bitwise_equal_to_local(store, tmp_path):
     _same(got.compute(), X)
     assert read_manifest(url, storage_options=store.options)["kind"] == "array"
     keys = store.keys("x.zarr")
-    assert {MANIFEST_NAME, ".distsketch", "zarr.json", "c/0/0", "c/4/0"} <= set(keys)
+    assert {MANIFEST_NAME, ".distsketch", "zarr.json", "X/zarr.json", "X/c/0/0", "X/c/4/0"} <= set(keys)
     assert not [k for k in keys if ".tmp-" in k]
     # nothing is left beside the output either (the temporary prefix was removed)
     parent = resolve(store.base, store.options)
@@ -233,7 +233,7 @@ def test_output_inside_url_input_is_refused(store):
 
 def test_missing_chunk_on_url_is_detected(store):
     write_array(_data(), store.url("x.zarr"), chunk_rows=64, storage_options=store.options)
-    store.remove("x.zarr", "c/2/0")
+    store.remove("x.zarr", "X/c/2/0")
     with pytest.raises(StoreError, match=r"missing chunk \(2, 0\) \(rows 128..192\).*data was lost"):
         open_array(store.url("x.zarr"), storage_options=store.options)
     # a foreign store written with empty chunks skipped: absent chunks are the fill value
@@ -383,7 +383,7 @@ def test_file_url_is_the_local_store(tmp_path):
     out = write_array(X, f"file://{tmp_path}/x.zarr", chunk_rows=25)
     assert out == tmp_path / "x.zarr"  # a local output: renamed into place, a Path returned
     _same(open_array(f"file://{tmp_path}/x.zarr").compute(), X)
-    (tmp_path / "x.zarr" / "c" / "1" / "0").unlink()
+    (tmp_path / "x.zarr" / "X" / "c" / "1" / "0").unlink()
     with pytest.raises(StoreError, match=r"missing chunk \(1, 0\) \(rows 25..50\)"):
         open_array(f"file://{tmp_path}/x.zarr")
 

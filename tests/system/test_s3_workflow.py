@@ -56,7 +56,7 @@ def append_local(path, new):
 
 def append_s3(s3, url, new):
     store = zarr.storage.FsspecStore.from_url(url, storage_options=s3.storage_options)
-    arr = zarr.open_array(store=store, mode="r+")
+    arr = zarr.open_array(store=store, path="X", mode="r+")
     n = arr.shape[0]
     arr.resize((n + new.shape[0], arr.shape[1]))
     arr[n:] = new
@@ -73,9 +73,10 @@ def assert_same(s3, out_url, ref, n):
     np.testing.assert_array_equal(a.components_, b.components_)
     store = zarr.storage.FsspecStore.from_url(f"{out_url}/result/features.zarr",
                                               storage_options=so, read_only=True)
-    fa = zarr.open_array(store=store, mode="r")
+    fa = zarr.open_array(store=store, path="X", mode="r")
     assert fa.shape[0] == n
-    np.testing.assert_array_equal(fa[...], zarr.open_array(str(ref / "result" / "features.zarr"))[...])
+    ref_features = zarr.open_array(str(ref / "result" / "features.zarr"), path="X")
+    np.testing.assert_array_equal(fa[...], ref_features[...])
     man = read_manifest(f"{out_url}/result", storage_options=so)
     assert man["rows"]["after"] == n
     # the state the next run resumes from is on S3 too, and equals the local one

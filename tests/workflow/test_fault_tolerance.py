@@ -124,9 +124,10 @@ def assert_same_result(out: Path, ref: Path, n: int):
     mb = distsketch.load(ref / "result" / "model.zarr")[-1]
     assert ma.n_samples_seen_ == n
     np.testing.assert_array_equal(ma.components_, mb.components_)
-    fa = zarr.open_array(str(out / "result" / "features.zarr"))
+    fa = zarr.open_array(str(out / "result" / "features.zarr"), path="X")
     assert fa.shape[0] == n and fa.nchunks_initialized == fa.nchunks
-    np.testing.assert_array_equal(fa[...], zarr.open_array(str(ref / "result" / "features.zarr"))[...])
+    ref_features = zarr.open_array(str(ref / "result" / "features.zarr"), path="X")
+    np.testing.assert_array_equal(fa[...], ref_features[...])
     assert read_manifest(out / "result")["rows"]["after"] == n
 
 
@@ -135,7 +136,7 @@ def assert_previous_result_intact(out: Path, n_prev: int):
     assert man is not None and man["rows"]["after"] == n_prev
     model = distsketch.load(out / "result" / "model.zarr")[-1]
     assert model.n_samples_seen_ == n_prev
-    assert zarr.open_array(str(out / "result" / "features.zarr")).shape[0] == n_prev
+    assert zarr.open_array(str(out / "result" / "features.zarr"), path="X").shape[0] == n_prev
 
 
 @pytest.fixture

@@ -74,8 +74,9 @@ def assert_same_result(out_a: Path, out_b: Path, attr: str):
     np.testing.assert_array_equal(getattr(ma, attr), getattr(mb, attr))
     # supervised runs write predictions instead of features
     name = "features.zarr" if (out_a / "result" / "features.zarr").exists() else "predictions.zarr"
-    fa = zarr.open_array(str(out_a / "result" / name))[...]
-    fb = zarr.open_array(str(out_b / "result" / name))[...]
+    array = "X" if name == "features.zarr" else "predictions"
+    fa = zarr.open_array(str(out_a / "result" / name), path=array)[...]
+    fb = zarr.open_array(str(out_b / "result" / name), path=array)[...]
     np.testing.assert_array_equal(fa, fb)
 
 

@@ -75,7 +75,7 @@ def test_incremental_rnca_equals_full_refit(tmp_path, n1):
         np.testing.assert_allclose(inc.singular_values_ ** 2 / 1000, full.singular_values_ ** 2 / 1000,
                                    rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(inc.components_, full.components_, rtol=1e-8, atol=1e-10)
-    feats = zarr.open_array(str(tmp_path / "out" / "result" / "features.zarr"))[...]
+    feats = zarr.open_array(str(tmp_path / "out" / "result" / "features.zarr"), path="X")[...]
     assert feats.shape == (1000, K)
     np.testing.assert_allclose(feats, inc.transform(X), rtol=1e-10, atol=1e-12)
     man = read_manifest(tmp_path / "out" / "result")
@@ -173,7 +173,7 @@ def test_estimator_without_partial_fit_is_refitted_on_all_rows(tmp_path):
     res = run_workflow(spec(tmp_path, method=method), log=logs.append)
     assert (res.status, res.rows_before, res.rows_after, res.segments) == ("full", 300, 700, 1)
     assert any("no partial_fit: refitting on all 700 rows" in m for m in logs)
-    feats = zarr.open_array(str(tmp_path / "out" / "result" / "features.zarr"))[...]
+    feats = zarr.open_array(str(tmp_path / "out" / "result" / "features.zarr"), path="X")[...]
     np.testing.assert_allclose(feats, _model(tmp_path).transform(X), rtol=1e-12, atol=1e-12)
     assert run_workflow(spec(tmp_path, method=method), log=quiet).status == "up-to-date"
 

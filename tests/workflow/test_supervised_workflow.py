@@ -94,7 +94,7 @@ def test_classifier_with_features_block_median_gamma_predictions_and_accuracy(tm
                                rtol=1e-6, atol=1e-8)
 
     # predictions of every row: the saved Pipeline on raw rows gives them bitwise
-    pred = zarr.open_array(str(out / "predictions.zarr"))[...]
+    pred = zarr.open_array(str(out / "predictions.zarr"), path="predictions")[...]
     assert pred.shape == (900, 1)
     np.testing.assert_array_equal(pred[:, 0], pipe.predict(X))
     np.testing.assert_array_equal(pred[:, 0], model.predict(Xs))
@@ -146,7 +146,7 @@ def test_regressor_reports_r2_equal_to_sklearn(tmp_path):
     res = run_workflow(cfg, log=quiet)
     model = distsketch.load(res.result_dir / "model.zarr")
     assert isinstance(model, SketchedKernelRidge)  # no preprocessing: the model alone
-    pred = zarr.open_array(str(res.result_dir / "yhat.zarr"))[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "yhat.zarr"), path="predictions")[...][:, 0]
     np.testing.assert_allclose(pred, model.predict(X), rtol=1e-12, atol=1e-12)
     fit = read_manifest(res.result_dir)["fit"]
     # streamed sums in another order than scikit-learn's: equal to float64 rounding
@@ -178,11 +178,11 @@ def test_cli_transform_of_raw_rows_through_the_saved_model_equals_features(tmp_p
            "outputs": {"dir": str(tmp_path / "out")}, "cluster": "sync",
            "report": {"kernel_error": False, "png": False}}
     res = run_workflow(cfg, log=quiet)
-    feats = zarr.open_array(str(res.result_dir / "features.zarr"))[...]
+    feats = zarr.open_array(str(res.result_dir / "features.zarr"), path="X")[...]
     model_path = res.result_dir / "model.zarr"
     assert cli.main(["transform", str(model_path), str(tmp_path / "X.zarr"),
                      str(tmp_path / "Z.zarr"), "--cluster", "sync"]) == 0
-    Z = zarr.open_array(str(tmp_path / "Z.zarr"))[...]
+    Z = zarr.open_array(str(tmp_path / "Z.zarr"), path="X")[...]
     np.testing.assert_array_equal(Z, feats)
     # lazy from Python too, on another chunking
     pipe = distsketch.load(model_path)
@@ -281,7 +281,7 @@ def test_incremental_run_keeps_the_median_gamma_and_predicts_every_row(tmp_path)
     assert man["resolved_params"]["features.gamma"] == gamma
     pipe = distsketch.load(second.result_dir / "model.zarr")
     assert pipe[-1].features_.gamma == gamma and pipe[-1].n_samples_seen_ == 1200
-    pred = zarr.open_array(str(second.result_dir / "predictions.zarr"))[...][:, 0]
+    pred = zarr.open_array(str(second.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
     np.testing.assert_array_equal(pred, pipe.predict(X))
     assert man["fit"]["rows"] == 1200
     assert man["fit"]["value"] == pytest.approx(accuracy_score(y, pred), abs=1e-15)
@@ -311,7 +311,7 @@ def test_holdout_rows_are_left_out_of_the_fit_and_measured(tmp_path):
         random_state=SEED).fit(Xs[~mask], y[~mask])
     np.testing.assert_allclose(model.decision_function(Xs), ref.decision_function(Xs),
                                rtol=1e-6, atol=1e-8)
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
     assert pred.shape == (1000,)  # predictions of every row, held out or not
     fit = read_manifest(res.result_dir)["fit"]
     assert fit["on"] == "held-out rows" and fit["holdout"] == 0.2 and fit["rows"] == mask.sum()
@@ -335,7 +335,7 @@ def test_holdout_r2_of_a_regressor_equals_sklearn(tmp_path):
            "report": {"kernel_error": False, "png": False}}
     res = run_workflow(cfg, log=quiet)
     mask = hash_uniform(3, "workflow.holdout", np.arange(600)) < 0.25
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...]
     fit = read_manifest(res.result_dir)["fit"]
     assert fit["rows"] == mask.sum() and fit["metric"] == "r2"
     assert fit["value"] == pytest.approx(r2_score(y[mask], pred[mask]), rel=1e-12)
@@ -368,7 +368,7 @@ def test_a_model_no_better_than_the_majority_label_is_flagged(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="distsketch"):
         res = run_workflow(cfg, log=quiet)
     fit = read_manifest(res.result_dir)["fit"]
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
     mask = held_out_rows(800)
     assert fit["baseline"] == np.bincount(y[mask]).max() / mask.sum()
     assert fit["value"] == pytest.approx(accuracy_score(y[mask], pred[mask]), abs=1e-15)

@@ -134,7 +134,7 @@ def test_full_run_matches_numpy_reference_and_writes_complete_result(tmp_path):
     vals, emb = rnca_reference(X, seed=7)
     model = distsketch.load(out / "model.zarr")[-1]  # the Pipeline's step after the scaler
     np.testing.assert_allclose(eigenvalues(model), vals, rtol=1e-9, atol=1e-12)
-    feats = zarr.open_array(str(out / "features.zarr"))[...]
+    feats = zarr.open_array(str(out / "features.zarr"), path="X")[...]
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
     # the model equals a fresh StreamingKernelPCA(method="rnca") fed the same standardised
     # segments (one dask block each, as in the run): bitwise
@@ -192,7 +192,7 @@ def test_result_independent_of_block_chunking(tmp_path_factory, block_rows):
     make_input(tmp / "X.zarr", X)
     run_workflow(spec(tmp, block_rows=block_rows), log=lambda m: None)
     vals, emb = rnca_reference(X, seed=7)
-    feats = zarr.open_array(str(tmp / "out" / "result" / "features.zarr"))[...]
+    feats = zarr.open_array(str(tmp / "out" / "result" / "features.zarr"), path="X")[...]
     # sums of ZᵀZ change order with the blocking: equal to rounding only
     np.testing.assert_allclose(feats, emb, rtol=1e-7, atol=1e-9)
     model = distsketch.load(tmp / "out" / "result" / "model.zarr")[-1]
@@ -209,7 +209,7 @@ def test_streaming_kpca_method_runs_with_estimator_params(tmp_path):
     out = res.result_dir
     model = distsketch.load(out / "model.zarr")
     assert model.n_samples_seen_ == 900 and model.seed_ == 7  # the workflow seed reaches the estimator
-    feats = zarr.open_array(str(out / "features.zarr"))[...]
+    feats = zarr.open_array(str(out / "features.zarr"), path="X")[...]
     np.testing.assert_allclose(feats, model.transform(X), rtol=1e-6, atol=1e-6)
     assert read_manifest(out)["kernel_errors"]["available"]
 
@@ -225,7 +225,7 @@ def test_supervised_method_reads_targets_and_writes_predictions(tmp_path):
                preprocessing={"standardize": False}, report={"kernel_error": False})
     res = run_workflow(cfg, log=lambda m: None)
     model = distsketch.load(res.result_dir / "model.zarr")
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"))[...]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...]
     np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-10, atol=1e-10)
     assert model.n_samples_seen_ == 900
 
