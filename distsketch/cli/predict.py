@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from distsketch.cli.common import (
     add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
+    add_storage_option,
     apply_progress,
     cluster,
     open_input,
     positive_int,
     stage,
+    storage_options_arg,
 )
 from distsketch.cli.output import finish
 
@@ -42,6 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -52,14 +54,17 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io import fingerprint, write_array
     from distsketch.io.model import load
     from distsketch.io.safety import check_output
+    from distsketch.io.urls import resolve
     from distsketch.validation import check_n_features
 
     show = apply_progress(args)
+    so = storage_options_arg(args)
     inputs = [args.input, args.model]
-    check_output(args.output, overwrite=args.overwrite, inputs=inputs)
-    model = load(args.model)
+    check_output(args.output, overwrite=args.overwrite, inputs=inputs, storage_options=so)
+    model = load(args.model, storage_options=so)
     check_predictor(model, args.model)
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                   storage_options=so)
     # the feature count is checked before the cluster starts (predict checks it again)
     check_n_features(model, X, reset=False)
     with PeakMemory() as pm, cluster(args):
@@ -70,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
                            compressor=None if args.compressor == "none" else args.compressor,
                            overwrite=args.overwrite, progress=show, inputs=inputs,
                            name="predictions", dimension_names=("sample", "output"),
+                           storage_options=so,
                            stage=f"predictions for {args.input} by {args.model}",
-                           manifest={"model": str(Path(args.model).absolute()),
+                           manifest={"model": resolve(args.model).url,
                                      "model_class": type(model).__name__,
                                      "predictions": True,
                                      "input_fingerprint": fingerprint(X, path=args.input)})

@@ -12,10 +12,12 @@ from distsketch.cli.common import (
     add_allow_missing_chunks_option,
     add_block_rows_option,
     add_common_options,
+    add_storage_option,
     apply_progress,
     cluster,
     open_input,
     stage,
+    storage_options_arg,
 )
 from distsketch.cli.output import finish
 from distsketch.errors import ConfigError, InputError
@@ -139,6 +141,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_block_rows_option(p)
     add_allow_missing_chunks_option(p)
     add_common_options(p, overwrite=False)
+    add_storage_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -150,11 +153,13 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.validation import check_n_features
 
     apply_progress(args)
-    model = load(args.model)
+    so = storage_options_arg(args)
+    model = load(args.model, storage_options=so)
     check_predictor(model, args.model)
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks)
+    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                   storage_options=so)
     check_n_features(model, X, reset=False)
-    y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}").as_dask()
+    y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}", storage_options=so).as_dask()
     with cluster(args):
         stage(f"scoring {type(model).__name__} on {X.shape[0]} rows of {args.input}")
         t0 = time.perf_counter()

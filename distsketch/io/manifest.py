@@ -88,42 +88,44 @@ def read_manifest(directory: str | os.PathLike | Location, *,
     loc = _remote(directory, storage_options)
     if loc is None:
         return read_json_object(_local(directory) / MANIFEST_NAME, _corrupt)
-    where = loc.child(MANIFEST_NAME)
-    try:
-        raw = loc.fs.cat_file(where.path)
-    except FileNotFoundError:
-        return None
-    except Exception as exc:
-        raise StoreError(f"cannot read {where.url} ({type(exc).__name__}: {exc}); check the "
-                         "URL and its storage options.") from exc
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise _corrupt(where.url, f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(body, dict):
-        raise _corrupt(where.url, f"it holds a JSON {type(body).__name__}, not an object")
-    return body
+    return read_json_object(loc.child(MANIFEST_NAME), _corrupt)
 
 
-def read_json_object(p: Path, damaged: Any) -> dict | None:
+def read_json_object(p: Path | Location, damaged: Any) -> dict | None:
     """The JSON object in file ``p`` (None when it does not exist).
 
     Parameters
     ----------
-    p : Path
+    p : Path or Location
+        A local file, or an object on a file system given by URL.
     damaged : callable ``(path, why) -> DistsketchError``
         Builds the error raised when the file cannot be read, is not JSON or
         holds something other than an object.
     """
-    if not p.exists():
-        return None
+    if isinstance(p, Location):
+        try:
+            raw = p.fs.cat_file(p.path)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise StoreError(f"cannot read {p.url} ({type(exc).__name__}: {exc}); check the "
+                             "URL and its storage options.") from exc
+        where: Any = p.url
+    else:
+        if not p.exists():
+            return None
+        try:
+            raw = p.read_bytes()
+        except OSError as exc:
+            raise damaged(p, f"{type(exc).__name__}: {exc}") from exc
+        where = p
     try:
-        body = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
+        body = json.loads(raw)
+    except ValueError as exc:
         # ValueError covers bad UTF-8 as well as bad JSON
-        raise damaged(p, f"{type(exc).__name__}: {exc}") from exc
+        raise damaged(where, f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(body, dict):
-        raise damaged(p, f"it holds a JSON {type(body).__name__}, not an object")
+        raise damaged(where, f"it holds a JSON {type(body).__name__}, not an object")
     return body
 
 

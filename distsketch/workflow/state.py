@@ -227,22 +227,8 @@ class RemoteState(StateStore):
 
     def read(self) -> dict | None:
         where = self._pointer()
-        fs = where.fs
-        try:
-            fs.invalidate_cache(self.loc.path)
-            raw = fs.cat_file(where.path)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:
-            raise StoreError(f"cannot read {where.url} ({type(exc).__name__}: {exc}); check the "
-                             "URL and its storage options.") from exc
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise _damaged(where.url, f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(body, dict):
-            raise _damaged(where.url, f"it holds a JSON {type(body).__name__}, not an object")
-        return body
+        where.fs.invalidate_cache(self.loc.path)
+        return read_json_object(where, _damaged)
 
     def _summary_name(self, state: dict | None) -> str:
         name = (state or {}).get("summary")

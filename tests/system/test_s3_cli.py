@@ -63,6 +63,38 @@ def test_cli_pipeline_on_s3_equals_local(s3, tmp_path, monkeypatch, capsys):
     assert names == ["model.zarr", "x.zarr", "z.zarr"]
 
 
+def test_supervised_cli_on_s3_equals_local(s3, tmp_path, monkeypatch, capsys):
+    """fit -> predict -> score with a labelled store on S3: the same labels and score as on disk."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 4)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    opts = s3.cli_options()
+    base = s3.url()
+    fit = ["--method", "SketchedKernelRidgeClassifier", "--features", "rff", "--n-features", "128",
+           "--gamma", "median", "--random-state", "1", "--cluster", "sync"]
+    scores = {}
+    for root, extra in (("", []), (f"{base}/", opts)):
+        _run("ingest", "x.npy", f"{root}d.zarr", "--labels", "y.npy", *extra)
+        _run("fit", f"{root}d.zarr", f"{root}m.zarr", "--y", f"{root}d.zarr::y", *fit, *extra)
+        _run("predict", f"{root}m.zarr", f"{root}d.zarr", f"{root}p.zarr", "--cluster", "sync",
+             *extra)
+        capsys.readouterr()
+        _run("score", f"{root}m.zarr", f"{root}d.zarr", "--y", f"{root}d.zarr::y", "--json",
+             "--cluster", "sync", *extra)
+        scores[root] = json.loads(capsys.readouterr().out)
+    so = s3.storage_options
+    remote = open_array(f"{base}/p.zarr::predictions", storage_options=so, targets=True).compute()
+    local = open_array(tmp_path / "p.zarr::predictions", targets=True).compute()
+    assert remote.tobytes() == local.tobytes() and remote.shape == (600,)
+    # the score is the accuracy of the written labels, the same on both stores
+    acc = float(np.mean(local == y))
+    assert scores[""]["accuracy"] == scores[f"{base}/"]["accuracy"] == acc
+    assert sorted(os.listdir(tmp_path)) == ["d.zarr", "m.zarr", "p.zarr", "x.npy", "y.npy"]
+
+
 def test_cli_without_storage_options_fails_clearly(s3, tmp_path, monkeypatch, capsys):
     """Without the endpoint the command fails with an error naming the URL, nothing local."""
     monkeypatch.chdir(tmp_path)
