@@ -57,7 +57,7 @@ FORMAT_VERSION = 2
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__",
-                "__object_strings__")
+                "__object_strings__", "__strings__")
 
 
 def _class_path(obj: Any) -> str:
@@ -128,6 +128,9 @@ def _holds_objects(v: Any) -> bool:
 
 def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
     """Store one value; return its JSON descriptor for the parent's attributes."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim == 1:
+        # string class labels (NumPy unicode): a JSON list, restored with NumPy's string dtype
+        return {"__strings__": value.tolist()}
     if isinstance(value, np.ndarray) and value.dtype != object:
         # every chunk is written, even one equal to the fill value, so that a
         # missing chunk always means a lost one
@@ -191,12 +194,13 @@ def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
         return check_array(arr, desc, where, fmt)
     if "__estimator__" in desc:
         return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where, fmt)
-    if "__object_strings__" in desc:
-        items = desc["__object_strings__"]
-        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-            raise StoreError(f"{where}: stored labels are not a list of strings; the model store "
-                             "is damaged.")
-        return np.array(items, dtype=object)
+    for key in ("__object_strings__", "__strings__"):
+        if key in desc:
+            items = desc[key]
+            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+                raise StoreError(f"{where}: stored labels are not a list of strings; the model "
+                                 "store is damaged.")
+            return np.array(items, dtype=object if key == "__object_strings__" else str)
     if "__object__" in desc:
         sub = _child(group, desc["__object__"], zarr.Group, where)
         cls = _import(sub.attrs.get("class"), where)

@@ -48,3 +48,47 @@ def test_load_rejects_missing_and_incomplete(tmp_path):
     (tmp_path / "half.zarr").mkdir()
     with pytest.raises(StoreError, match="no distsketch manifest"):
         load(tmp_path / "half.zarr")
+
+
+@pytest.mark.parametrize("dtype", [str, object])
+def test_string_class_labels_round_trip(tmp_path, dtype):
+    from distsketch import SketchedKernelRidgeClassifier
+
+    X = np.random.default_rng(3).normal(size=(300, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, "same sign", "opposite").astype(dtype)
+    clf = SketchedKernelRidgeClassifier(random_state=0).fit(X, y)
+    clf.save(tmp_path / "m.zarr")
+    back = load(tmp_path / "m.zarr")
+    assert back.classes_.dtype == clf.classes_.dtype
+    np.testing.assert_array_equal(back.classes_, clf.classes_)
+    np.testing.assert_array_equal(back.predict(X), clf.predict(X))
+
+
+def test_damaged_string_labels_are_refused(tmp_path):
+    import json
+
+    from distsketch import SketchedKernelRidgeClassifier
+
+    X = np.random.default_rng(3).normal(size=(100, 3))
+    clf = SketchedKernelRidgeClassifier(random_state=0).fit(X, np.where(X[:, 0] > 0, "a", "b"))
+    clf.save(tmp_path / "m.zarr")
+    meta = tmp_path / "m.zarr" / "zarr.json"
+    body = json.loads(meta.read_text())
+    found = []
+
+    def damage(node):
+        if isinstance(node, dict):
+            if "__strings__" in node:
+                node["__strings__"] = ["a", 7]
+                found.append(node)
+            for v in node.values():
+                damage(v)
+        elif isinstance(node, list):
+            for v in node:
+                damage(v)
+
+    damage(body["attributes"])
+    assert len(found) == 1
+    meta.write_text(json.dumps(body))
+    with pytest.raises(StoreError, match="not a list of strings"):
+        load(tmp_path / "m.zarr")
