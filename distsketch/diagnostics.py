@@ -363,6 +363,13 @@ class PeakMemory:
         if self.workers is not None:
             self.workers.__exit__(exc_type, exc, tb)
 
+    def sample_now(self) -> None:
+        """Sample the process tree and the workers now, e.g. before the cluster closes (a run
+        shorter than one worker interval would otherwise see no worker sample)."""
+        self._sample()
+        if self.workers is not None:
+            self.workers.sample()
+
     @property
     def increase_bytes(self) -> int:
         """Peak minus baseline (bytes)."""

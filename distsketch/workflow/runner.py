@@ -327,6 +327,7 @@ class _Run:
                 tmp.add(perf_file, "dask-performance.html")
                 info["performance_report"] = "dask-performance.html"
             timings["total"] = time.perf_counter() - t_run
+            peak.sample_now()  # while the cluster is still connected
             info["peak_memory_bytes"] = int(peak.peak_bytes)
             info["workers_peak_memory_bytes"] = peak.workers_peak_bytes  # None without a cluster
             self._finish(tmp, info, model, errors)
