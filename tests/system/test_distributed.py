@@ -199,6 +199,8 @@ def test_peak_memory_sees_allocations_and_child_processes():
     with PeakMemory(interval=0.01) as pm:
         a = np.ones(200 * 2**20 // 8)  # 200 MiB, touched
         assert rss_tree_bytes() >= pm.baseline_bytes + 150 * 2**20
+        # a sample while it is held (the background thread may not get the GIL in between)
+        pm.sample_now()
         del a
     assert pm.increase_bytes >= 150 * 2**20
     assert len(pm.samples) >= 2 and pm.as_dict()["peak_bytes"] == pm.peak_bytes
