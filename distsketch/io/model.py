@@ -141,7 +141,13 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
                                  dimension_names=[f"{name}_{i}" for i in range(value.ndim)])
         if value.size:
             arr[...] = value
-        return {"__array__": name, "shape": list(value.shape), "dtype": value.dtype.str}
+        desc = {"__array__": name, "shape": list(value.shape), "dtype": value.dtype.str}
+        if value.ndim > 1 and value.flags.f_contiguous and not value.flags.c_contiguous:
+            # Zarr returns C order; the layout is restored on load because BLAS may take
+            # another kernel for another layout, and a loaded model must equal the saved
+            # one bitwise, not only to rounding
+            desc["order"] = "F"
+        return desc
     if _is_estimator(value):
         _write_estimator(group.create_group(name), value)
         return {"__estimator__": name}
@@ -191,7 +197,12 @@ def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
                          "is damaged or was not written by distsketch.")
     if "__array__" in desc:
         arr = _child(group, desc["__array__"], zarr.Array, where)
-        return check_array(arr, desc, where, fmt)
+        value = check_array(arr, desc, where, fmt)
+        order = desc.get("order", "C")
+        if order not in ("C", "F"):
+            raise StoreError(f"{where}: stored memory order {str(order)[:20]!r} is neither 'C' "
+                             "nor 'F'; the model store is damaged. Re-save the model.")
+        return np.asfortranarray(value) if order == "F" else value
     if "__estimator__" in desc:
         return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where, fmt)
     for key in ("__object_strings__", "__strings__"):
