@@ -105,14 +105,10 @@ def _worker_task_bytes(worker: dict, frac: float) -> float:
 
 
 def _local_memory() -> int:
-    try:
-        from distributed.system import MEMORY_LIMIT  # total memory, cgroup and rlimit aware
+    # host total, every cgroup limit on this process's path, rlimits
+    from distsketch.graph.host_memory import host_memory_limit
 
-        return int(MEMORY_LIMIT)
-    except ImportError:  # pragma: no cover - distributed is a required dependency
-        import psutil
-
-        return int(psutil.virtual_memory().total)
+    return host_memory_limit()
 
 
 def cluster_resources() -> Resources:
