@@ -20,9 +20,16 @@ A model store is untrusted input.  Every class it names is looked up in
 :mod:`distsketch.registry` (registered distsketch classes and an explicit
 list of scikit-learn types) before anything is imported; values are plain
 JSON, numeric arrays, numeric NumPy dtypes or nested stored classes; nothing
-is ever unpickled.  Arrays are checked against the shape and dtype recorded
-beside them, for missing chunks, and the loaded estimator is checked for
-consistency (:mod:`distsketch.io.model_checks`) before it is returned.
+is ever unpickled.  A local store holding a symbolic link is refused before
+anything in it is read (:func:`distsketch.io.stores.refuse_links`).  Arrays
+are checked against the shape and dtype recorded beside them, for missing
+chunks and for their checksum codec (every chunk is read through a CRC-32C
+check), and the loaded estimator is checked for consistency
+(:mod:`distsketch.io.model_checks`) before it is returned.
+
+Only the current format is read: every check above applies to every store,
+whatever its recorded ``format`` says, and an older or newer number is
+refused (an edit that lowers it cannot turn a check off).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import zarr
 
 from distsketch import registry
 from distsketch.errors import StoreError
+from distsketch.io.codecs import codecs
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
     check_array,
@@ -46,14 +54,15 @@ from distsketch.io.model_checks import (
     library_versions,
 )
 from distsketch.io.publish import atomic_output, check_committed, output_location
-from distsketch.io.stores import _exists, consolidate, zarr_store
+from distsketch.io.stores import _exists, consolidate, refuse_links, zarr_store
 from distsketch.io.urls import resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
 
 #: 2: arrays record shape and dtype, every chunk is written (a missing one is lost),
-#: library versions are recorded
-FORMAT_VERSION = 2
+#: library versions are recorded; 3: every chunk carries a CRC-32C checksum.
+#: Only this format is loaded (older stores are re-saved or re-fitted).
+FORMAT_VERSION = 3
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__",
@@ -136,7 +145,7 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         # missing chunk always means a lost one
         arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
                                  chunks=value.shape or None,  # type: ignore[arg-type]
-                                 overwrite=True,
+                                 overwrite=True, compressors=codecs("zstd"),
                                  config={"write_empty_chunks": True},
                                  dimension_names=[f"{name}_{i}" for i in range(value.ndim)])
         if value.size:
@@ -191,20 +200,20 @@ def _child(group: zarr.Group, name: Any, kind: type, where: str) -> Any:
     return group[name]
 
 
-def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
+def _read_value(group: zarr.Group, desc: Any, where: str) -> Any:
     if not isinstance(desc, dict) or sum(k in desc for k in _DESCRIPTORS) != 1:
         raise StoreError(f"{where}: unrecognised stored value {str(desc)[:80]!r}; the model store "
                          "is damaged or was not written by distsketch.")
     if "__array__" in desc:
         arr = _child(group, desc["__array__"], zarr.Array, where)
-        value = check_array(arr, desc, where, fmt)
+        value = check_array(arr, desc, where)
         order = desc.get("order", "C")
         if order not in ("C", "F"):
             raise StoreError(f"{where}: stored memory order {str(order)[:20]!r} is neither 'C' "
                              "nor 'F'; the model store is damaged. Re-save the model.")
         return np.asfortranarray(value) if order == "F" else value
     if "__estimator__" in desc:
-        return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where, fmt)
+        return _read_estimator(_child(group, desc["__estimator__"], zarr.Group, where), where)
     for key in ("__object_strings__", "__strings__"):
         if key in desc:
             items = desc[key]
@@ -217,7 +226,7 @@ def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
         cls = _import(sub.attrs.get("class"), where)
         if not hasattr(cls, "__distsketch_restore__"):
             raise StoreError(f"{where}: class {sub.attrs.get('class')!r} is not a stored object.")
-        return cls.__distsketch_restore__(_read_mapping(sub, sub.attrs.get("state"), where, fmt))
+        return cls.__distsketch_restore__(_read_mapping(sub, sub.attrs.get("state"), where))
     if "__dtype__" in desc:
         dt = dtype_from_name(desc["__dtype__"], where, error=StoreError)
         return dt.type if desc.get("type") else dt
@@ -226,16 +235,16 @@ def _read_value(group: zarr.Group, desc: Any, where: str, fmt: int) -> Any:
         items = desc.get("items")
         if not isinstance(items, list):
             raise StoreError(f"{where}: a stored list has no items; the model store is damaged.")
-        out = [_read_value(sub, d, f"{where}[{i}]", fmt) for i, d in enumerate(items)]
+        out = [_read_value(sub, d, f"{where}[{i}]") for i, d in enumerate(items)]
         return tuple(out) if desc.get("tuple") else out
     return _from_json(desc["__json__"])
 
 
-def _read_mapping(group: zarr.Group, descs: Any, where: str, fmt: int) -> dict:
+def _read_mapping(group: zarr.Group, descs: Any, where: str) -> dict:
     if not isinstance(descs, dict):
         raise StoreError(f"{where}: the stored attributes are {type(descs).__name__}, not a "
                          "mapping; the model store is damaged or was not written by distsketch.")
-    return {k: _read_value(group, d, f"{where}.{k}", fmt) for k, d in descs.items()}
+    return {k: _read_value(group, d, f"{where}.{k}") for k, d in descs.items()}
 
 
 def _learned(est: Any) -> dict[str, Any]:
@@ -265,25 +274,47 @@ def _write_estimator(group: zarr.Group, est: Any) -> None:
     group.attrs["state"] = _write_mapping(sgroup, _learned(est), type(est).__name__)
 
 
-def _read_estimator(group: zarr.Group, where: str, fmt: int) -> Any:
+def _read_estimator(group: zarr.Group, where: str) -> Any:
     # the class is resolved (or refused) before any stored value is read
     cls = _import(group.attrs.get("class"), where)
     name = cls.__name__
     params = _read_mapping(_child(group, "params", zarr.Group, name), group.attrs.get("params"),
-                           f"{where}:{name} params", fmt)
+                           f"{where}:{name} params")
     try:
         est = cls(**params)
     except TypeError as exc:
         raise StoreError(f"{where}: the stored parameters do not fit {name} ({exc}); the model "
                          "was written by another version or edited. Re-save it.") from exc
     state = _read_mapping(_child(group, "state", zarr.Group, name), group.attrs.get("state"),
-                          f"{where}:{name}", fmt)
+                          f"{where}:{name}")
     for k, v in state.items():
         if not (k.endswith("_") and not k.startswith("_")):
             raise StoreError(f"{where}: stored attribute {k!r} of {name} is not a learned "
                              "attribute (public, ending in '_'); the store was edited.")
         setattr(est, k, v)
     return est
+
+
+def _check_format(fmt: Any, path: Path | str) -> None:
+    """Refuse every recorded format but :data:`FORMAT_VERSION`.
+
+    An older number would mean stores without checksums (or without recorded
+    shapes); reading them under relaxed checks would let an edited number
+    switch the checks off, so they are refused with the fix instead.
+    """
+    if not isinstance(fmt, int) or isinstance(fmt, bool):
+        raise StoreError(f"model {path} records format {fmt!r}, not an integer; the store is "
+                         "damaged or was not written by distsketch. Re-fit and re-save the "
+                         "model.")
+    if fmt > FORMAT_VERSION:
+        raise StoreError(f"model {path} has format {fmt}, newer than this distsketch reads "
+                         f"({FORMAT_VERSION}); upgrade distsketch to load it.")
+    if fmt < FORMAT_VERSION:
+        raise StoreError(
+            f"model {path} has format {fmt}, older than the format {FORMAT_VERSION} this "
+            "distsketch loads (format 3 adds a checksum to every chunk, and only stores with all "
+            "checks are read). Re-fit and re-save the model with this version (a workflow "
+            "checkpoint: rerun with --full).")
 
 
 def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
@@ -371,6 +402,8 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
     p = Path(loc.path) if loc.is_local else loc.url
     if not _exists(loc):
         raise StoreError(f"no model at {p}; check the path (models are saved with .save(path)).")
+    if loc.is_local:
+        refuse_links(loc.path, "model")
     check_committed(loc)
     manifest = read_manifest(loc)
     if manifest is None:
@@ -386,19 +419,14 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store's "
                          "metadata is missing or corrupt; re-save the model.") from exc
-    fmt = attrs.get("format", 1)
-    if not isinstance(fmt, int) or isinstance(fmt, bool):
-        raise StoreError(f"model {p} has format {fmt!r}, not an integer; the store is damaged.")
-    if fmt > FORMAT_VERSION:
-        raise StoreError(f"model {p} has format {fmt}, newer than this distsketch reads "
-                         f"({FORMAT_VERSION}); upgrade distsketch to load it.")
+    _check_format(attrs.get("format", 1), p)  # format 1 recorded no number
     check_versions(attrs.get("versions") or {"distsketch": (attrs.get("info") or {}).get(  # type: ignore[union-attr]
         "distsketch_version") if isinstance(attrs.get("info"), dict) else None}, p)
     try:
         with warnings.catch_warnings():
             # the distsketch manifest beside the arrays is not a Zarr node
             warnings.filterwarnings("ignore", message=".*not recognized.*")
-            est = _read_estimator(root, str(p), fmt)
+            est = _read_estimator(root, str(p))
     except StoreError:
         raise
     except Exception as exc:

@@ -19,6 +19,7 @@ import zarr
 
 from distsketch._version import __version__
 from distsketch.errors import StoreError, StoreVersionWarning
+from distsketch.io.stores import chunk_error_detail
 
 __all__ = ["check_array", "check_consistency", "check_versions", "dtype_from_name",
            "library_versions"]
@@ -62,50 +63,75 @@ def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreErro
     return dt
 
 
-def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray:
-    """Read one stored model array after checking its dtype, shape and chunks.
+def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
+    """Read one stored model array after checking its dtype, shape, codecs and chunks.
+
+    Every check applies to every array, whatever format the store records.
 
     Parameters
     ----------
     arr : zarr.Array
     desc : dict
-        The descriptor saved beside it (``shape``, ``dtype`` from format 2 on).
+        The descriptor saved beside it (``shape``, ``dtype``).
     where : str
         The attribute path, for messages.
-    fmt : int
-        Model store format; format 1 stores record neither shape nor dtype and
-        skip writing chunks equal to the fill value, so their chunks are not
-        checked.
 
     Raises
     ------
     StoreError
-        Non-numeric dtype, shape or dtype unlike the recorded ones, a missing
-        chunk, or a chunk that cannot be decoded.
+        Non-numeric dtype, shape or dtype unlike the recorded ones, no
+        checksum codec, a missing chunk, or a chunk that cannot be decoded or
+        whose checksum does not match (naming the chunk).
     """
-    dt = dtype_from_name(arr.dtype, where)
-    if fmt >= 2:
-        shape = desc.get("shape")
-        if not isinstance(shape, list) or tuple(shape) != tuple(arr.shape):
-            raise StoreError(f"{where} has shape {tuple(arr.shape)}, but the model recorded "
-                             f"{tuple(shape) if isinstance(shape, list) else shape!r}; the array "
-                             "was replaced or the store edited. Re-save the model.")
-        if np.dtype(str(desc.get("dtype"))) != dt:
-            raise StoreError(f"{where} has dtype {dt}, but the model recorded {desc.get('dtype')}; "
-                             "the store was edited. Re-save the model.")
-        if arr.size and arr.nchunks_initialized < arr.nchunks:
-            from distsketch.io.arrays import _missing_chunks
+    from distsketch.io.codecs import has_checksum
 
-            missing = _missing_chunks(arr)
-            raise StoreError(
-                f"{where}: model array is missing chunk(s) {missing or ''} (grid index); reading "
-                "it would silently give zeros. The model store is damaged: restore it or re-save "
-                "the model.")
+    dt = dtype_from_name(arr.dtype, where)
+    shape = desc.get("shape")
+    if not isinstance(shape, list) or tuple(shape) != tuple(arr.shape):
+        raise StoreError(f"{where} has shape {tuple(arr.shape)}, but the model recorded "
+                         f"{tuple(shape) if isinstance(shape, list) else shape!r}; the array "
+                         "was replaced or the store edited. Re-save the model.")
+    try:
+        recorded = np.dtype(str(desc.get("dtype")))
+    except TypeError:
+        recorded = None
+    if recorded != dt:
+        raise StoreError(f"{where} has dtype {dt}, but the model recorded {desc.get('dtype')}; "
+                         "the store was edited. Re-save the model.")
+    if not has_checksum(arr):
+        raise StoreError(f"{where}: model array has no crc32c checksum codec, which distsketch "
+                         "writes on every array; the array was replaced or its metadata edited. "
+                         "Restore the model store or re-save the model.")
+    if arr.size and arr.nchunks_initialized < arr.nchunks:
+        from distsketch.io.arrays import _missing_chunks
+
+        missing = _missing_chunks(arr)
+        raise StoreError(
+            f"{where}: model array is missing chunk(s) {missing or ''} (grid index); reading "
+            "it would silently give zeros. The model store is damaged: restore it or re-save "
+            "the model.")
     try:
         return np.asarray(arr[...])
     except Exception as exc:
-        raise StoreError(f"{where}: cannot read model array ({type(exc).__name__}: {exc}); a "
-                         "chunk is corrupt. Restore the model store or re-save the model.") from exc
+        raise StoreError(f"{where}: cannot read model array: {_failed_chunks(arr)}"
+                         f"{chunk_error_detail(exc)}. Restore the model store or re-save the "
+                         "model.") from exc
+
+
+def _failed_chunks(arr: zarr.Array) -> str:
+    """``"chunk (i, j) ... "`` for the chunks of ``arr`` that fail to read (the first 5)."""
+    bad = []
+    for idx in np.ndindex(*arr.cdata_shape):
+        sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, arr.chunks))
+        try:
+            arr[sel]
+        except Exception:
+            bad.append(tuple(int(i) for i in idx))
+            if len(bad) >= 5:
+                break
+    if not bad:
+        return ""
+    return f"chunk{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} (grid index) is corrupt, "
 
 
 def _estimators(est: Any, prefix: str = "") -> list[tuple[str, Any]]:

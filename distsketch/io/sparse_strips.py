@@ -25,9 +25,10 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
+from distsketch.io.codecs import codecs
 from distsketch.io.manifest import write_manifest
 from distsketch.io.publish import atomic_output
-from distsketch.io.stores import consolidate, zarr_store
+from distsketch.io.stores import consolidate, refuse_links, zarr_store
 from distsketch.io.urls import resolve
 
 __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
@@ -37,7 +38,8 @@ _CHUNK = 2**22
 
 def _write_1d(group: zarr.Group, name: str, arr: np.ndarray, dim: str) -> None:
     a = group.create_array(name, shape=arr.shape, dtype=arr.dtype, dimension_names=(dim,),
-                           chunks=(max(1, min(arr.shape[0], _CHUNK)),), overwrite=True)
+                           chunks=(max(1, min(arr.shape[0], _CHUNK)),), overwrite=True,
+                           compressors=codecs("zstd"))
     if arr.size:
         a[...] = arr
 
@@ -98,6 +100,8 @@ class CSRStripReader:
     def __init__(self, path: str, storage_options: dict | None = None):
         # resolved here, on the client: the reader may be unpickled in another directory
         loc = resolve(path, storage_options)
+        if loc.is_local:
+            refuse_links(loc.path, "sparse strip store")  # read only from inside itself
         self.path = loc.url
         self.storage_options = None if loc.is_local else loc.storage_options
         self._group: zarr.Group | None = None

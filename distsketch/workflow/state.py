@@ -49,9 +49,21 @@ def read_state(state_dir: Path) -> dict | None:
     Raises
     ------
     StoreError
-        The file is unreadable, not JSON, or not a JSON object.
+        The file is unreadable, not JSON, or not a JSON object; the folder
+        holds a symbolic link (the checkpoint would be read from elsewhere).
     """
+    _refuse_links(state_dir)
     return read_json_object(state_dir / "state.json", _damaged)
+
+
+def _refuse_links(state_dir: Path) -> None:
+    """Refuse a checkpoint folder holding a link (to another run's state, say)."""
+    from distsketch.io.stores import refuse_links
+
+    try:
+        refuse_links(state_dir, "workflow checkpoint")
+    except StoreError as exc:
+        raise _damaged(state_dir, str(exc).rstrip(".")) from exc
 
 
 def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
@@ -59,8 +71,9 @@ def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
 
     The summary is a model store read by :func:`distsketch.io.model.load`:
     only registered classes, numeric arrays with every chunk present, nothing
-    unpickled.
+    unpickled; no symbolic link in ``state_dir`` is followed.
     """
+    _refuse_links(state_dir)
     try:
         method.load(state_dir / "summary")
     except StoreError as exc:

@@ -1,14 +1,18 @@
-"""The CSR strip store: round trip, manifest last, nothing left behind on failure."""
+"""The CSR strip store: round trip, manifest last, nothing left behind on failure, no links."""
 
 from __future__ import annotations
 
 import pickle
+import shutil
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import zarr
 
+from distsketch.errors import StoreError
 from distsketch.io import read_manifest
+from distsketch.io.codecs import has_checksum
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
 
 
@@ -42,3 +46,18 @@ def test_failure_inside_the_block_leaves_no_store(tmp_path):
         raise RuntimeError("boom")
     assert not path.exists()
     assert not [p for p in tmp_path.iterdir()]
+
+
+def test_strip_linked_to_another_store_is_refused_and_strips_are_checksummed(tmp_path):
+    A, _, strips = _strips(np.random.default_rng(1))
+    for name in ("g.zarr", "other.zarr"):
+        with write_csr_strips(tmp_path / name, attrs={"n": 30}, manifest={"kind": "t"}) as w:
+            for s, m in enumerate(strips):
+                w.strip(s, m)
+            w.diagonal(A.diagonal())
+    assert has_checksum(zarr.open_array(str(tmp_path / "g.zarr" / "strips" / "0" / "data")))
+    folder = tmp_path / "g.zarr" / "strips" / "1"
+    shutil.rmtree(folder)
+    folder.symlink_to(tmp_path / "other.zarr" / "strips" / "1", target_is_directory=True)
+    with pytest.raises(StoreError, match="symbolic link"):
+        CSRStripReader(str(tmp_path / "g.zarr"))
