@@ -101,6 +101,19 @@ _SKLEARN_TYPES: frozenset[str] = frozenset({
     "sklearn.kernel_approximation.PolynomialCountSketch",
     "sklearn.kernel_approximation.RBFSampler",
     "sklearn.kernel_approximation.SkewedChi2Sampler",
+    # scalers and linear models a user puts around distsketch steps in a Pipeline; each
+    # keeps its whole learned state in public attributes ending in "_" (a class that
+    # needs a private one to predict, such as RidgeClassifier, is not listed)
+    "sklearn.preprocessing._data.MinMaxScaler",
+    "sklearn.preprocessing._data.MaxAbsScaler",
+    "sklearn.preprocessing._data.RobustScaler",
+    "sklearn.preprocessing._data.Normalizer",
+    "sklearn.decomposition._pca.PCA",
+    "sklearn.linear_model._base.LinearRegression",
+    "sklearn.linear_model._ridge.Ridge",
+    "sklearn.linear_model._logistic.LogisticRegression",
+    "sklearn.svm._classes.LinearSVC",
+    "sklearn.svm._classes.LinearSVR",
 })
 
 Kind = Literal["estimator", "function", "any"]

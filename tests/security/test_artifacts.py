@@ -310,3 +310,40 @@ def test_numpy_dtypes_round_trip_as_names(tmp_path):
     assert back.dtype_ is np.float32 and back.out_dtype_ == np.dtype("<f8")
     attrs = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())["attributes"]
     assert attrs["state"]["dtype_"] == {"__dtype__": "<f4", "type": True}
+
+
+@pytest.mark.parametrize("scaler", ["StandardScaler", "MinMaxScaler", "MaxAbsScaler",
+                                    "RobustScaler", "Normalizer", "PCA"])
+@pytest.mark.parametrize("model", ["LogisticRegression", "LinearSVC", "Ridge",
+                                   "LinearRegression", "LinearSVR"])
+def test_pipelines_with_scikit_learn_scalers_and_linear_models_round_trip(tmp_path, scaler,
+                                                                          model):
+    # the steps a user puts around distsketch: a scaler before, a linear model after
+    import sklearn.decomposition
+    import sklearn.linear_model
+    import sklearn.preprocessing
+    import sklearn.svm
+
+    find = {m: getattr(mod, m) for mod in (sklearn.preprocessing, sklearn.decomposition,
+                                            sklearn.linear_model, sklearn.svm)
+            for m in dir(mod) if m in (scaler, model)}
+    rng = np.random.default_rng(4)
+    Xs = rng.normal(size=(120, 5))
+    classify = model in ("LogisticRegression", "LinearSVC")
+    y = np.array(["ant", "bee", "cat"])[rng.integers(0, 3, 120)] if classify else Xs[:, 0]
+    first = find[scaler](n_components=3) if scaler == "PCA" else find[scaler]()
+    pipe = make_pipeline(first, RandomFourierFeatures(n_components=24, random_state=0),
+                         find[model]()).fit(Xs, y)
+    back = load(save_model(pipe, tmp_path / "pipe.zarr"))
+    np.testing.assert_array_equal(back.predict(Xs), pipe.predict(Xs))
+    if classify:
+        assert back.predict(Xs).dtype == pipe.predict(Xs).dtype  # the user's labels
+
+
+def test_a_scikit_learn_model_that_needs_private_state_is_refused_on_save(tmp_path):
+    from sklearn.linear_model import RidgeClassifier
+
+    pipe = make_pipeline(StandardScaler(), RidgeClassifier()).fit(X, X[:, 0] > 0)
+    with pytest.raises(StoreError, match="RidgeClassifier"):
+        save_model(pipe, tmp_path / "p.zarr")
+    assert not (tmp_path / "p.zarr").exists()
