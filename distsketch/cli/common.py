@@ -74,7 +74,8 @@ def add_cluster_option(parser: argparse.ArgumentParser, *, used: bool = True) ->
         "Dask cluster: 'local' (an embedded LocalCluster, one worker per core), 'sync' or "
         "'threads' (no cluster), tcp://host:port, a scheduler file (.json) or a cluster spec "
         "(.yaml). Default: $DASK_SCHEDULER_ADDRESS (or Dask's scheduler-address config) when "
-        "set, else 'local'."
+        "set; else 'threads' for an input of at most 256 MiB (dask config "
+        "distsketch.cli.threads-below), else 'local'."
     )
     if not used:
         help_text += " Accepted for uniformity; this command runs in this process only."
@@ -136,12 +137,71 @@ def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> Non
             check(*args)
 
 
+#: Inputs up to this size run on threads in the CLI's own process unless a cluster is
+#: named or configured: a LocalCluster's start (5-10 s) would cost more than the work.
+#: Dask config ``distsketch.cli.threads-below`` (bytes or "256MiB") changes it; 0 always
+#: starts the LocalCluster.
+SMALL_INPUT_BYTES = 256 * 2**20
+
+
+def _small_input_limit() -> int:
+    import dask
+    from dask.utils import parse_bytes
+
+    value = dask.config.get("distsketch.cli.threads-below", None)
+    if value is None:
+        return SMALL_INPUT_BYTES
+    try:
+        return int(parse_bytes(value))
+    except (TypeError, ValueError):
+        raise ConfigError(f"dask config distsketch.cli.threads-below = {value!r} is not a size; "
+                          "give bytes or a string such as '256MiB'.") from None
+
+
+def default_cluster(data: Any = None) -> str | None:
+    """The cluster a command uses when ``--cluster`` is not given.
+
+    The scheduler Dask's configuration names (``DASK_SCHEDULER_ADDRESS``)
+    first; else ``"threads"`` (no cluster) when ``data`` holds at most
+    ``distsketch.cli.threads-below`` bytes (default 256 MiB); else None, the
+    embedded LocalCluster.
+
+    Parameters
+    ----------
+    data : array-like, optional
+        The command's input (its ``shape`` and ``dtype`` are read, nothing
+        else); None for a command whose work is not its input's size.
+
+    Returns
+    -------
+    str or None
+    """
+    from distsketch.cluster import configured_scheduler_address
+
+    if data is None or configured_scheduler_address() is not None:
+        return None
+    nbytes = int(np.prod(data.shape, dtype=np.float64)) * np.dtype(data.dtype).itemsize
+    return "threads" if nbytes <= _small_input_limit() else None
+
+
 @contextlib.contextmanager
-def cluster(args: argparse.Namespace) -> Iterator[Any]:
-    """Connect to the cluster named by ``--cluster`` for the duration of a command."""
+def cluster(args: argparse.Namespace, data: Any = None) -> Iterator[Any]:
+    """Connect to the cluster named by ``--cluster`` for the duration of a command.
+
+    Without ``--cluster``: the configured scheduler, else threads in this
+    process for a small ``data`` (:func:`default_cluster`), else an embedded
+    LocalCluster; the choice is logged.
+    """
+    from dask.utils import format_bytes
+
     from distsketch.cluster import connect
 
     spec = getattr(args, "cluster", None)
+    if spec is None and default_cluster(data) == "threads":
+        spec = "threads"
+        nbytes = int(np.prod(data.shape, dtype=np.float64)) * np.dtype(data.dtype).itemsize
+        stage(f"input of {format_bytes(nbytes)} (at most {format_bytes(_small_input_limit())}): "
+              "running on threads in this process, no cluster; --cluster local starts one")
     t0 = time.perf_counter()
     with connect(spec, log=stage) as client:
         if client is not None:

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                          "columns.")
     n_rows = int(X.shape[0])
     s = n_rows if args.n_sample is None or args.n_sample >= n_rows else int(args.n_sample)
-    with cluster(args):
+    with cluster(args, X):
         stage(f"kernel errors of {_class_name(model)} on {s} sampled rows of {args.input}")
         t0 = time.perf_counter()
         # the model's own kernel unless given; an option that contradicts it is an error

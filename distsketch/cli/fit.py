@@ -325,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
     if args.y is None and _needs_targets(cls):
         raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
                           f"--y {args.input}::y (the labels ingest stores with --labels).")
-    with PeakMemory() as pm, cluster(args):
+    with PeakMemory() as pm, cluster(args, X):
         gamma = _resolve_median(X, params, fparams)
         if feature_cls is not None:
             params["features"] = feature_cls(**fparams)

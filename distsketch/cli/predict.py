@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                    storage_options=so)
     # the feature count is checked before the cluster starts (predict checks it again)
     check_n_features(model, X, reset=False)
-    with PeakMemory() as pm, cluster(args):
+    with PeakMemory() as pm, cluster(args, X):
         t0 = time.perf_counter()
         P = model.predict(X)  # lazy for dask input
         stage(f"predicting {X.shape[0]} rows with {type(model).__name__} -> {args.output}")

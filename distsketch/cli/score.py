@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                    storage_options=so)
     check_n_features(model, X, reset=False)
     y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}", storage_options=so).as_dask()
-    with cluster(args):
+    with cluster(args, X):
         stage(f"scoring {type(model).__name__} on {X.shape[0]} rows of {args.input}")
         t0 = time.perf_counter()
         pred = to_numpy(model.predict(X))

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                    storage_options=so)
     # the feature count is checked before the cluster starts (transform checks it again)
     check_n_features(model, X, reset=False)
-    with PeakMemory() as pm, cluster(args):
+    with PeakMemory() as pm, cluster(args, X):
         t0 = time.perf_counter()
         Z = model.transform(X)  # lazy for dask input; checks the feature count first
         stage(f"transforming {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
