@@ -139,7 +139,6 @@ _EXTRA_WHY = {
     "job_extra": "directives go in job_extra_directives",
     "header_skip": "use job_directives_skip",
     "config_name": "the site's section jobqueue.<kind> is the one used",
-    "worker_extra_args": None,
 }
 _KUBERNETES_EXTRA = {"idle_timeout": int, "resource_timeout": int, "shutdown_on_close": bool,
                      "port_forward_cluster_ip": bool, "scheduler_forward_port": int,

@@ -20,7 +20,10 @@ while connected as the Dask config value ``distsketch.storage-options``.
 accepts the path, the dict, an address or a scheduler file; :func:`start_cluster`
 starts the batch/remote kinds; and :func:`render_job_script` (or
 :func:`batch_cluster`) shows the worker job script that dask-jobqueue would
-submit, without submitting anything.
+submit, without submitting anything.  A spec starts workers and nothing else:
+every value that reaches a job script, a command line, an environment or Dask's
+configuration is checked by :mod:`distsketch.cluster_safety` (docs/security.md
+lists every field).
 Optional packages are imported lazily: a missing one gives a
 :class:`~distsketch.errors.ConfigError` naming the extra to install.
 """
