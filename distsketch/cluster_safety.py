@@ -32,12 +32,13 @@ _CODE_FIELD = ("code that the workers must run goes in job_script_prologue, the 
                "batch spec that is shell code (docs/security.md)")
 
 # Values written into a job script or a command line: no shell metacharacters, no newlines.
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_QUEUE = re.compile(r"[A-Za-z0-9_.@,-]+")             # SLURM partition lists, PBS queue@server
-_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")   # HH:MM:SS, MM:SS, D-HH:MM:SS
+# no value may start with "-", where a command line would read it as a flag
+_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+_QUEUE = re.compile(r"[A-Za-z0-9_.@,][A-Za-z0-9_.@,-]*")  # partition lists, PBS queue@server
+_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")       # HH:MM:SS, MM:SS, D-HH:MM:SS
 _MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
-_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
-_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@-]+")      # select=1:ncpus=8, h_vmem=8G,mem_req=8G
+_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*")
+_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*")  # select=1:ncpus=8, h_vmem=8G
 _DURATION = re.compile(r"\d+(\.\d+)?\s?[a-z]*")       # 60, 1h, 5m, 30s
 _ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9_.:\[\]-]*")
 _PORTS = re.compile(r"\d+(:\d+)?")
@@ -108,7 +109,9 @@ _ENV_ALLOWED_PREFIXES = ("DASK_DISTRIBUTED__WORKER__MEMORY__", "DASK_DISTRIBUTED
                          "DASK_DISTRIBUTED__WORKER__PROFILE__")
 
 # Batch directives that set the job's environment, shell, working directory, files or
-# pre/post commands; a single-letter flag also matches its attached form (-o/path).
+# pre/post commands.  sbatch and qsub (PBS) parse with getopt: a single-letter flag also
+# matches its attached form (-o/path), and sbatch takes any unambiguous abbreviation of a
+# long flag (--exp=... is --export).
 _DIRECTIVES_REFUSED = {
     "slurm": {"-o", "-e", "-i", "-D", "--output", "--error", "--input", "--chdir", "--export",
               "--export-file", "--get-user-env", "--bb", "--bbf", "--container", "--container-id",
@@ -120,8 +123,7 @@ _DIRECTIVES_REFUSED = {
             "-outdir", "-a"},
 }
 # resource items that name a script to run (Torque's -l prologue=..., PBS file staging)
-_RESOURCE_CODE = re.compile(r"(^|[\s:,=])(prologue|epilogue|stagein|stageout|sandbox)\b",
-                            re.IGNORECASE)
+_RESOURCE_CODE = re.compile(r"(prologue|epilogue|stagein|stageout|sandbox)\s*=", re.IGNORECASE)
 
 # keys of `extra` a batch spec may pass to dask-jobqueue, besides its own options
 _BATCH_EXTRA_ONLY = {"death_timeout", "nanny", "protocol", "job_name", "job_directives_skip",
@@ -338,8 +340,11 @@ def _check_directives(kind: str, value: Any, where: str, key: str) -> None:
         if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
             raise refuse(where, key, v, "one directive on one line")
         flag = v.split()[0].split("=")[0] if v.split() else ""
-        short = [f for f in refused if len(f) == 2 and f[1].isalpha() and flag.startswith(f)]
-        if flag in refused or short or (kind == "pbs" and _RESOURCE_CODE.search(v)):
+        getopt = kind in ("slurm", "pbs")
+        short = getopt and any(len(f) == 2 and flag.startswith(f) for f in refused)
+        abbreviated = kind == "slurm" and len(flag) > 3 and flag.startswith("--") and \
+            any(f.startswith(flag) for f in refused)
+        if flag in refused or short or abbreviated or (kind == "pbs" and _RESOURCE_CODE.search(v)):
             raise _code(where, key, v, "a directive that sets the job's environment, shell, "
                                        "working directory, files or pre/post commands")
 

@@ -206,6 +206,8 @@ def test_environment_that_loads_code_or_configuration_is_refused(key, value):
     ("slurm", "-o/home/u/.bashrc"), ("slurm", "--chdir=/tmp"), ("slurm", "--get-user-env"),
     ("slurm", "--bb=capacity=1G"), ("pbs", "-v LD_PRELOAD=/tmp/x.so"), ("pbs", "-S /tmp/sh"),
     ("pbs", "-l prologue=/tmp/x.sh"), ("pbs", "-W stagein=x@h:/y"), ("sge", "-S /tmp/sh"),
+    ("slurm", "--exp=LD_PRELOAD=/tmp/x.so"), ("slurm", "--outp=/home/u/.bashrc"),
+    ("pbs", "-lprologue=/tmp/x.sh"), ("pbs", "-vLD_PRELOAD=/tmp/x.so"),
     ("sge", "-v PYTHONPATH=/tmp"), ("sge", "-@ /tmp/opts"), ("lsf", "-E /tmp/pre.sh"),
     ("lsf", "-Ep /tmp/post.sh"), ("lsf", "-env all"), ("lsf", "-L /tmp/sh"),
 ])
@@ -222,6 +224,15 @@ def test_directives_that_set_environment_shell_files_or_commands_are_refused(kin
 def test_ordinary_directives_reach_the_script(kind, directive):
     script = render_job_script({"kind": kind, **BATCH, "job_extra_directives": [directive]})
     assert any(ln.endswith(directive) for ln in script.splitlines())
+
+
+@pytest.mark.parametrize("key, value", [
+    ("name", "--preload"), ("queue", "-x"), ("local_directory", "--preload=evil"),
+    ("interface", "-m"), ("resource_spec", "-h_vmem=1G"), ("walltime", "-1:00"),
+])
+def test_a_value_that_would_read_as_a_flag_is_refused(key, value):
+    with pytest.raises(ConfigError, match=f"{key} = {re.escape(repr(value))}"):
+        validate_spec({"kind": "sge", **BATCH, key: value})
 
 
 def test_the_prologue_is_the_one_field_written_as_code():
