@@ -29,7 +29,8 @@ WORKER_COMMAND = "distributed.cli.dask_worker"
 #: the first line of every job script, chosen by distsketch
 SHEBANG = "#!/usr/bin/env bash"
 _CODE_FIELD = ("code that the workers must run goes in job_script_prologue, the one field of a "
-               "batch spec that is shell code (docs/security.md)")
+               "batch spec that is shell code, or for ssh and kubernetes in the hosts' "
+               "environment or the image (docs/security.md)")
 
 # Values written into a job script or a command line: no shell metacharacters, no newlines.
 # no value may start with "-", where a command line would read it as a flag
@@ -71,7 +72,7 @@ _MIN_BYTES = 2**20
 # positional arguments) is refused.
 WORKER_FLAGS: dict[str, tuple[re.Pattern[str], str] | None] = {
     "--nthreads": (re.compile(r"\d+"), "a whole number"),
-    "--nworkers": (re.compile(r"-?\d+|auto"), "a whole number or auto"),
+    "--nworkers": (re.compile(r"\d+|auto"), "a whole number or auto"),
     "--name": (_NAME, _LETTERS),
     "--memory-limit": (re.compile(r"auto|" + _MEMORY.pattern, re.IGNORECASE), "a size or auto"),
     "--local-directory": (_PATH, "a path without spaces or shell characters"),
