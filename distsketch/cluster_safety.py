@@ -40,7 +40,7 @@ _WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")       # HH:MM:SS, MM:SS, D-
 _MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
 _PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*")
 _RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*")  # select=1:ncpus=8, h_vmem=8G
-_DURATION = re.compile(r"\d+(\.\d+)?\s?[a-z]*")       # 60, 1h, 5m, 30s
+_DURATION = re.compile(r"\d+(\.\d+)?\s?[a-z]*", re.IGNORECASE)  # 60, 1h, 5m, 30s (or 4GB)
 _ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9_.:\[\]-]*")
 _PORTS = re.compile(r"\d+(:\d+)?")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -235,6 +235,11 @@ def test_a_value_that_would_read_as_a_flag_is_refused(key, value):
         validate_spec({"kind": "sge", **BATCH, key: value})
 
 
+def test_adaptive_bounds_are_accepted():
+    adapt = {"minimum": 1, "maximum": 4, "maximum_memory": "64GB", "interval": "1s"}
+    assert validate_spec({"kind": "slurm", **BATCH, "adapt": adapt})["adapt"] == adapt
+
+
 def test_the_prologue_is_the_one_field_written_as_code():
     line = 'export DASK_DISTRIBUTED__WORKER__PRELOAD=mymodule; echo "$HOME"'
     script = render_job_script({"kind": "slurm", **BATCH, "job_script_prologue": [line],
