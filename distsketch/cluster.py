@@ -88,7 +88,10 @@ def resolve_spec(spec: Any) -> dict[str, Any]:
     if isinstance(spec, dict):
         if "kind" not in spec:
             raise ConfigError(f"cluster spec {spec!r} has no 'kind' key.")
-        return dict(spec)
+        from distsketch.cluster_specs import validate_spec
+
+        # a mapping is held to the same checks as a spec file
+        return validate_spec(spec)
     s = os.fspath(spec)
     if s in ("sync", "synchronous", "threads", "threaded"):
         return {"kind": "sync" if s.startswith("sync") else "threads"}

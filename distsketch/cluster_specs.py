@@ -20,7 +20,10 @@ while connected as the Dask config value ``distsketch.storage-options``.
 accepts the path, the dict, an address or a scheduler file; :func:`start_cluster`
 starts the batch/remote kinds; and :func:`render_job_script` (or
 :func:`batch_cluster`) shows the worker job script that dask-jobqueue would
-submit, without submitting anything.
+submit, without submitting anything.  A spec starts workers and nothing else:
+every value that reaches a job script, a command line, an environment or Dask's
+configuration is checked by :mod:`distsketch.cluster_safety` (docs/security.md
+lists every field).
 Optional packages are imported lazily: a missing one gives a
 :class:`~distsketch.errors.ConfigError` naming the extra to install.
 """
@@ -29,18 +32,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from distsketch.cluster_safety import (
+    SHEBANG,
+    WORKER_COMMAND,
+    check_job_values,
+    check_kubernetes,
+    check_local,
+    check_scheduler,
+    check_ssh,
+    count,
+    size,
+)
 from distsketch.errors import ClusterError, ConfigError
 from distsketch.validation import InstanceOf, check_section, load_yaml
 
 __all__ = ["BATCH_KINDS", "KINDS", "batch_cluster", "check_storage_options", "load_spec", "render_job_script",
            "start_cluster", "validate_spec"]
 
-# kind -> {option: [constraint]}; "extra" passes keyword arguments through
+# kind -> {option: [constraint]}; "extra" passes allow-listed keyword arguments through
+# (distsketch/cluster_safety.py checks every value that reaches a worker)
 _NUM = [InstanceOf(int, float)]
 _STR = [InstanceOf(str)]
 _STRS = [InstanceOf(list)]
@@ -87,115 +101,6 @@ _EXTRA_HINT = {
     "kubernetes": ("dask_kubernetes", "pip install dask-kubernetes (the Dask Kubernetes operator "
                                       "must run in the cluster)"),
 }
-
-
-# What the batch systems accept in the values that are written into a job script
-# (directives and the worker command line): no shell metacharacters, no newlines.
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_QUEUE = re.compile(r"[A-Za-z0-9_.@,-]+")             # SLURM partition lists, PBS queue@server
-_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")   # HH:MM:SS, MM:SS, D-HH:MM:SS
-_MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
-_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
-_ARG = re.compile(r"[A-Za-z0-9_./~+@%:,=-]+")
-_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@-]+")      # select=1:ncpus=8, h_vmem=8G,mem_req=8G
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_JOB_VALUES = {"name": (_NAME, "letters, digits, '_', '.', '-'"),
-               "queue": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
-               "account": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
-               "project": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
-               "interface": (_NAME, "letters, digits, '_', '.', '-'"),
-               "lsf_units": (_NAME, "a unit such as MB"),
-               "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
-               "job_mem": (_MEMORY, "a SLURM size such as 32G"),
-               "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
-               "local_directory": (_PATH, "a path without spaces or shell characters"),
-               "log_directory": (_PATH, "a path without spaces or shell characters"),
-               "python": (_PATH, "a path without spaces or shell characters")}
-_COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
-_SIZES = ("memory",)
-_BYTES = ("mem",)  # LSF: an int number of bytes
-# a size given as a bare number is bytes; below this it is surely a unit left out
-_MIN_BYTES = 2**20
-# run as shell code on purpose (clusters/README.md says so); not checked
-_SHELL_CODE = ("job_script_prologue",)
-
-
-def _refuse(where: str, key: str, value: Any, what: str) -> ConfigError:
-    return ConfigError(f"{where}: {key} = {value!r} is not accepted in a batch job script; it must "
-                       f"be {what} (shell characters such as ';', '$(', backticks and newlines are "
-                       "refused).")
-
-
-def _count(value: Any) -> int | None:
-    """``4`` or ``4.0`` -> 4; anything else (a fraction, a bool, a string, < 1) -> None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    return int(value) if value >= 1 else None
-
-
-def _size(value: Any) -> str | None:
-    """A size as dask-jobqueue takes it: ``"32GB"`` unchanged, a number of bytes as ``"<n>B"``."""
-    if isinstance(value, str):
-        return value if _MEMORY.fullmatch(value) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < _MIN_BYTES:
-        return None
-    return f"{int(value)}B"
-
-
-def _check_job_values(cfg: dict[str, Any], where: str) -> None:
-    """Refuse batch-job values that the batch system would not accept or the shell would run."""
-    values = {k: v for k, v in cfg.items() if k != "extra"} | dict(cfg.get("extra") or {})
-    for key, value in values.items():
-        if key in _JOB_VALUES:
-            rx, what = _JOB_VALUES[key]
-            if not isinstance(value, str) or not rx.fullmatch(value):
-                raise _refuse(where, key, value, what)
-        elif key in _COUNTS:
-            if _count(value) is None:
-                raise _refuse(where, key, value, "a positive whole number (4 or 4.0)")
-        elif key in _BYTES:
-            if _count(value) is None or value < _MIN_BYTES:
-                raise _refuse(where, key, value, f"a number of bytes (at least {_MIN_BYTES})")
-        elif key in _SIZES:
-            if _size(value) is None:
-                raise _refuse(where, key, value, "a size such as 32GB, or a number of bytes "
-                                                 f"(at least {_MIN_BYTES})")
-        elif key == "job_extra_directives":
-            # one directive per line: a newline would start a new script line
-            for v in value if isinstance(value, list) else [value]:
-                if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
-                    raise _refuse(where, key, v, "one directive on one line")
-        elif key == "worker_extra_args":
-            for v in value if isinstance(value, list) else [value]:
-                if not isinstance(v, str) or not _ARG.fullmatch(v):
-                    raise _refuse(where, key, v, "plain arguments (letters, digits, '-', '=', "
-                                                 "'.', '/', ':', ',')")
-        elif key == "env":
-            _check_env(value, where)
-        elif key not in _SHELL_CODE and key not in ("adapt", "timeout", "kind", "storage_options"):
-            for v in value if isinstance(value, list) else [value]:
-                if isinstance(v, str) and any(c in v for c in ";|&$`<>\n\r\0"):
-                    raise _refuse(where, key, v, "free of shell characters")
-
-
-def _check_env(env: Any, where: str) -> None:
-    if not isinstance(env, dict):
-        raise ConfigError(f"{where}: env must be a mapping NAME: value.")
-    for k, v in env.items():
-        if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
-            raise _refuse(where, "env key", k, "an identifier (letters, digits, '_')")
-        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or \
-                any(c in str(v) for c in "\n\r\0"):
-            raise _refuse(where, f"env {k}", v, "a string or number on one line")
-
-
-def _env_prologue(env: dict[str, Any]) -> list[str]:
-    """``export NAME=value`` lines, each value shell-quoted."""
-    import shlex
-
-    return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
 
 
 def check_storage_options(value: Any, where: str = "storage_options") -> dict[str, Any]:
@@ -273,20 +178,23 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
         raise ConfigError(f"{where}: unknown cluster kind {kind!r}; use one of {sorted(KINDS)}.")
     options = {k: v for k, v in cfg.items() if k != "kind"}
     check_section(options, KINDS[kind], where, owner=f"kind {kind!r}",
-                  hint=" (pass anything else under 'extra')")
+                  hint=" (docs/security.md lists the fields a spec may hold)")
     out = dict(cfg)
     if "storage_options" in cfg:
         out["storage_options"] = check_storage_options(cfg["storage_options"],
                                                        f"{where}: storage_options")
     if kind == "local":
+        check_local(cfg, where)
         for key in ("n_workers", "threads_per_worker"):
-            if cfg.get(key) is not None and _count(cfg[key]) is None:
+            if cfg.get(key) is not None and count(cfg[key]) is None:
                 raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
                                   "number (2 or 2.0).")
             if cfg.get(key) is not None:
-                out[key] = _count(cfg[key])
+                out[key] = count(cfg[key])
         if isinstance(cfg.get("memory_limit"), float):
             out["memory_limit"] = int(cfg["memory_limit"])  # bytes
+    if kind == "scheduler":
+        check_scheduler(cfg, where)
     if kind == "scheduler" and ("address" in cfg) == ("scheduler_file" in cfg):
         raise ConfigError(f"{where}: kind 'scheduler' needs exactly one of 'address' "
                           "(tcp://host:port) or 'scheduler_file'.")
@@ -300,12 +208,11 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
                                   f"job), e.g. cores: 8, memory: 32GB, in the spec or in the "
                                   f"site's Dask config (jobqueue.{kind}.{key}, e.g. in "
                                   "~/.config/dask/jobqueue.yaml).")
-        _check_job_values(cfg, where)
+        check_job_values(cfg, where, set(KINDS[kind]))
+    if kind == "ssh":
+        check_ssh(cfg, where)
     if kind == "kubernetes":
-        if "name" in cfg and not (isinstance(cfg["name"], str) and _NAME.fullmatch(cfg["name"])):
-            raise _refuse(where, "name", cfg["name"], "letters, digits, '_', '.', '-'")
-        if "env" in cfg:
-            _check_env(cfg["env"], where)
+        check_kubernetes(cfg, where)
     if kind == "kubernetes" and "image" not in cfg:
         raise ConfigError(f"{where}: kind 'kubernetes' needs 'image': a container image with "
                           "distsketch installed.")
@@ -362,14 +269,16 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
     skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env", "storage_options"}
     kwargs = {k: v for k, v in cfg.items() if k not in skip}
     kwargs.update(cfg.get("extra", {}))
-    for key in _COUNTS + _BYTES:
+    for key in ("cores", "processes", "job_cpu", "ncpus", "mem"):
         if key in kwargs:
-            kwargs[key] = _count(kwargs[key])
+            kwargs[key] = count(kwargs[key])
         elif key in ("cores", "processes") and isinstance(_site_config(kind, key), float):
-            kwargs[key] = _count(_site_config(kind, key)) or _site_config(kind, key)
-    for key in _SIZES:
-        if key in kwargs and not isinstance(kwargs[key], str):
-            kwargs[key] = _size(kwargs[key])
+            kwargs[key] = count(_site_config(kind, key)) or _site_config(kind, key)
+    if "memory" in kwargs and not isinstance(kwargs["memory"], str):
+        kwargs["memory"] = size(kwargs["memory"])
+    # what runs is distsketch's choice, whatever the site's configuration says
+    kwargs["worker_command"] = WORKER_COMMAND
+    kwargs["shebang"] = SHEBANG
     if "processes" not in kwargs and _site_config(kind, "processes") is None:
         # one worker process per job with `cores` threads, unless the site says otherwise
         kwargs["processes"] = 1
@@ -380,6 +289,13 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
             prologue = _site_config(kind, "job-script-prologue") or []
         kwargs["job_script_prologue"] = _env_prologue(cfg["env"]) + list(prologue)
     return kwargs
+
+
+def _env_prologue(env: dict[str, Any]) -> list[str]:
+    """``export NAME=value`` lines, each value shell-quoted."""
+    import shlex
+
+    return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
 
 
 def _batch_cluster(cfg: dict[str, Any], **options: Any) -> Any:
@@ -527,7 +443,7 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
         if "adapt" in cfg:
             cluster.adapt(**cfg["adapt"])
         elif kind in BATCH_KINDS:
-            cluster.scale(jobs=_count(cfg.get("n_workers", 1)))
+            cluster.scale(jobs=count(cfg.get("n_workers", 1)))
         elif kind == "kubernetes" and "n_workers" in cfg:
             cluster.scale(cfg["n_workers"])
         with Client(cluster, timeout=cfg.get("timeout", 60)) as client:

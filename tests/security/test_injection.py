@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -175,7 +176,8 @@ ACCEPTED = {
                                 "pbs": "#PBS -l walltime=1-12:00:00"}),
     "memory": ("31.5GiB", "--memory-limit 31.50GiB"),
     "local_directory": ("/scratch/ds_1", "--local-directory /scratch/ds_1"),
-    "python": ("/opt/ds-1.0/bin/python3", "/opt/ds-1.0/bin/python3 -m distributed.cli.dask_worker"),
+    # an existing interpreter (tests/security/test_cluster_code.py refuses the others)
+    "python": (sys.executable, f"{sys.executable} -m distributed.cli.dask_worker"),
     "project": ("p-1", {"sge": "#$ -P p-1", "lsf": '#BSUB -P "p-1"'}),
     "resource_spec": ("h_vmem=8G,mem_req=8G", "#$ -l h_vmem=8G,mem_req=8G"),
     "lsf_units": ("GB", "#BSUB -M 8"),  # memory 8GB in the chosen unit

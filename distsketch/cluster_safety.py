@@ -1,0 +1,523 @@
+"""What a cluster spec may hold: every value that reaches a job script, a command
+line, an environment or Dask's configuration is checked here.
+
+A cluster spec starts Dask workers and nothing else.  distsketch chooses the
+worker command (``python -m distributed.cli.dask_worker``) and the job script's
+shebang (``#!/usr/bin/env bash``); worker arguments come from an allow-list of
+harmless ``dask worker`` flags; environment variables that make a shell, the
+dynamic loader, Python or Dask load code are refused; ``python`` must name an
+existing Python interpreter.  The one field that *is* code is a batch spec's
+``job_script_prologue`` (shell lines run before the worker starts), which is
+where anything else a site needs goes.  ``docs/security.md`` lists every field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import Any
+
+from distsketch.errors import ConfigError
+
+__all__ = ["SHEBANG", "WORKER_COMMAND", "WORKER_FLAGS", "check_adapt", "check_env",
+           "check_job_values", "check_kubernetes", "check_local", "check_python",
+           "check_scheduler", "check_ssh", "check_worker_args", "count", "size"]
+
+#: the module every batch job runs (``python -m WORKER_COMMAND``), chosen by distsketch
+WORKER_COMMAND = "distributed.cli.dask_worker"
+#: the first line of every job script, chosen by distsketch
+SHEBANG = "#!/usr/bin/env bash"
+_CODE_FIELD = ("code that the workers must run goes in job_script_prologue, the one field of a "
+               "batch spec that is shell code, or for ssh and kubernetes in the hosts' "
+               "environment or the image (docs/security.md)")
+
+# Values written into a job script or a command line: no shell metacharacters, no newlines.
+# no value may start with "-", where a command line would read it as a flag
+_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+_QUEUE = re.compile(r"[A-Za-z0-9_.@,][A-Za-z0-9_.@,-]*")  # partition lists, PBS queue@server
+_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")       # HH:MM:SS, MM:SS, D-HH:MM:SS
+_MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
+_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*")
+_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*")  # select=1:ncpus=8, h_vmem=8G
+_DURATION = re.compile(r"\d+(\.\d+)?\s?[a-z]*", re.IGNORECASE)  # 60, 1h, 5m, 30s (or 4GB)
+_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9_.:\[\]-]*")
+_PORTS = re.compile(r"\d+(:\d+)?")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
+_SCHEDULER = re.compile(r"[a-z0-9+]+://[A-Za-z0-9_.:\[\]%-]+")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*")
+_LETTERS = "letters, digits, '_', '.', '-'"
+_JOB_VALUES = {"name": (_NAME, _LETTERS), "job_name": (_NAME, _LETTERS),
+               "queue": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "account": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "project": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
+               "interface": (_NAME, _LETTERS), "protocol": (_NAME, "a protocol such as tcp"),
+               "lsf_units": (_NAME, "a unit such as MB"),
+               "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
+               "job_mem": (_MEMORY, "a SLURM size such as 32G"),
+               "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
+               "local_directory": (_PATH, "a path without spaces or shell characters"),
+               "log_directory": (_PATH, "a path without spaces or shell characters"),
+               "shared_temp_directory": (_PATH, "a path without spaces or shell characters")}
+_COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
+_SIZES = ("memory",)
+_BYTES = ("mem",)  # LSF: an int number of bytes
+# a size given as a bare number is bytes; below this it is surely a unit left out
+_MIN_BYTES = 2**20
+
+# `dask worker` flags a spec may pass: flag -> (value pattern, what) or None for a switch.
+# Everything else (--preload*, --scheduler-file, --worker-class, --pid-file, --tls-*,
+# positional arguments) is refused.
+WORKER_FLAGS: dict[str, tuple[re.Pattern[str], str] | None] = {
+    "--nthreads": (re.compile(r"\d+"), "a whole number"),
+    "--nworkers": (re.compile(r"\d+|auto"), "a whole number or auto"),
+    "--name": (_NAME, _LETTERS),
+    "--memory-limit": (re.compile(r"auto|" + _MEMORY.pattern, re.IGNORECASE), "a size or auto"),
+    "--local-directory": (_PATH, "a path without spaces or shell characters"),
+    "--resources": (re.compile(r"[A-Za-z0-9_.=,+]+"), "NAME=amount items such as GPU=2"),
+    "--lifetime": (_DURATION, "a duration such as 1h"),
+    "--lifetime-stagger": (_DURATION, "a duration such as 5m"),
+    "--death-timeout": (_DURATION, "a duration such as 60s"),
+    "--interface": (_NAME, _LETTERS), "--protocol": (_NAME, "a protocol such as tcp"),
+    "--host": (_ADDRESS, "a host name or address"),
+    "--listen-address": (_ADDRESS, "an address"), "--contact-address": (_ADDRESS, "an address"),
+    "--dashboard-address": (_ADDRESS, "an address such as :8787"),
+    "--dashboard-prefix": (re.compile(r"/?[A-Za-z0-9_./-]*"), "a URL path"),
+    "--worker-port": (_PORTS, "a port or a range such as 9000:9100"),
+    "--nanny-port": (_PORTS, "a port or a range such as 9000:9100"),
+    **dict.fromkeys(["--dashboard", "--no-dashboard", "--nanny", "--no-nanny",
+                     "--lifetime-restart", "--no-lifetime-restart"]),
+}
+
+# Environment names that make the shell, the dynamic loader, Python, Dask or another
+# runtime load code or configuration from a path (exact names, then prefixes).
+_ENV_CODE = {"BASH_ENV", "ENV", "PATH", "HOME", "IFS", "SHELLOPTS", "BASHOPTS", "PS4",
+             "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE", "PERL5OPT", "PERL5LIB", "PERLLIB",
+             "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS",
+             "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "OPENSSL_CONF", "OPENSSL_ENGINES",
+             "OPENSSL_MODULES", "GCONV_PATH", "LOCPATH", "NLSPATH", "GLIBC_TUNABLES",
+             "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "MPLCONFIGDIR", "MPLBACKEND", "IPYTHONDIR",
+             "AWS_CONFIG_FILE", "BOTO_CONFIG", "VIRTUAL_ENV", "CONDA_PREFIX"}
+_ENV_CODE_PREFIXES = ("LD_", "DYLD_", "PYTHON", "BASH_FUNC_", "DASK_", "JUPYTER_")
+# the harmless exceptions to the prefixes above
+_ENV_ALLOWED = {"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+                "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "DASK_TEMPORARY_DIRECTORY",
+                "DASK_DISTRIBUTED__WORKER__DAEMON", "DASK_DISTRIBUTED__COMM__COMPRESSION"}
+_ENV_ALLOWED_PREFIXES = ("DASK_DISTRIBUTED__WORKER__MEMORY__", "DASK_DISTRIBUTED__COMM__TIMEOUTS__",
+                         "DASK_DISTRIBUTED__COMM__RETRY__", "DASK_DISTRIBUTED__WORKER__CONNECTIONS__",
+                         "DASK_DISTRIBUTED__WORKER__PROFILE__")
+
+# Batch directives that set the job's environment, shell, working directory, files or
+# pre/post commands.  sbatch and qsub (PBS) parse with getopt: a single-letter flag also
+# matches its attached form (-o/path), and sbatch takes any unambiguous abbreviation of a
+# long flag (--exp=... is --export).
+_DIRECTIVES_REFUSED = {
+    "slurm": {"-o", "-e", "-i", "-D", "--output", "--error", "--input", "--chdir", "--export",
+              "--export-file", "--get-user-env", "--bb", "--bbf", "--container", "--container-id",
+              "--uid", "--gid", "--wrap", "--prolog", "--epilog", "--task-prolog",
+              "--task-epilog", "--propagate"},
+    "pbs": {"-o", "-e", "-v", "-V", "-S", "-d", "-w", "-I", "-C"},
+    "sge": {"-o", "-e", "-i", "-v", "-V", "-S", "-C", "-cwd", "-wd", "-@"},
+    "lsf": {"-o", "-oo", "-e", "-eo", "-i", "-is", "-E", "-Ep", "-L", "-env", "-cwd", "-f",
+            "-outdir", "-a"},
+}
+# resource items that name a script to run (Torque's -l prologue=..., PBS file staging)
+_RESOURCE_CODE = re.compile(r"(prologue|epilogue|stagein|stageout|sandbox)\s*=", re.IGNORECASE)
+
+# keys of `extra` a batch spec may pass to dask-jobqueue, besides its own options
+_BATCH_EXTRA_ONLY = {"death_timeout", "nanny", "protocol", "job_name", "job_directives_skip",
+                     "silence_logs", "shared_temp_directory"}
+_BATCH_NOT_IN_EXTRA = {"python", "job_script_prologue", "env", "adapt", "extra", "timeout",
+                       "n_workers", "storage_options"}
+_EXTRA_WHY = {
+    "worker_command": "distsketch chooses the worker command (python -m "
+                      f"{WORKER_COMMAND})",
+    "shebang": f"distsketch writes the job script's first line ({SHEBANG})",
+    "python": "the interpreter is the top-level python: field (an existing Python, checked)",
+    "job_script_prologue": "shell code goes in the top-level job_script_prologue",
+    "env_extra": "shell code goes in the top-level job_script_prologue",
+    "extra": "worker arguments go in worker_extra_args",
+    "job_extra": "directives go in job_extra_directives",
+    "header_skip": "use job_directives_skip",
+    "config_name": "the site's section jobqueue.<kind> is the one used",
+}
+_KUBERNETES_EXTRA = {"idle_timeout": int, "resource_timeout": int, "shutdown_on_close": bool,
+                     "port_forward_cluster_ip": bool, "scheduler_forward_port": int,
+                     "scheduler_service_type": str, "quiet": bool}
+_ADAPT_KEYS = {"minimum", "maximum", "minimum_jobs", "maximum_jobs", "minimum_memory",
+               "maximum_memory", "interval", "wait_count", "target_duration"}
+# distributed.SSHCluster: options forwarded to asyncssh, the workers and the scheduler
+_SSH_CONNECT = {"known_hosts", "username", "port", "client_keys", "connect_timeout",
+                "login_timeout", "keepalive_interval"}
+_SSH_WORKER = {"nthreads", "n_workers", "memory_limit", "local_directory", "resources",
+               "lifetime", "lifetime_stagger", "lifetime_restart", "death_timeout", "dashboard",
+               "dashboard_address", "interface", "protocol"}
+_SSH_SCHEDULER = {"port", "dashboard_address", "dashboard", "interface", "protocol", "host",
+                  "idle_timeout"}
+_SSH_VALUE = re.compile(r"[A-Za-z0-9_.:/@%+,=~-]*")  # written into a remote command line
+
+
+def refuse(where: str, key: str, value: Any, what: str,
+           place: str = "a batch job script") -> ConfigError:
+    """The error for a value that may not reach ``place``."""
+    return ConfigError(f"{where}: {key} = {value!r} is not accepted in {place}; it must be "
+                       f"{what} (shell characters such as ';', '$(', backticks and newlines are "
+                       "refused).")
+
+
+def _code(where: str, key: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(f"{where}: {key} = {value!r} is refused: {why}; a cluster spec starts "
+                       f"workers and nothing else ({_CODE_FIELD}).")
+
+
+def count(value: Any) -> int | None:
+    """``4`` or ``4.0`` -> 4; anything else (a fraction, a bool, a string, < 1) -> None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if value >= 1 else None
+
+
+def size(value: Any) -> str | None:
+    """A size as dask-jobqueue takes it: ``"32GB"`` unchanged, a number of bytes as ``"<n>B"``."""
+    if isinstance(value, str):
+        return value if _MEMORY.fullmatch(value) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < _MIN_BYTES:
+        return None
+    return f"{int(value)}B"
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def check_worker_args(args: Any, where: str, key: str = "worker_extra_args") -> None:
+    """Refuse any ``dask worker`` argument that is not an allowed flag with a plain value.
+
+    Parameters
+    ----------
+    args : list of str
+        The arguments, as written in the spec (``--flag value`` or ``--flag=value``).
+    where, key : str
+        Used in error messages.
+
+    Raises
+    ------
+    ConfigError
+        A flag outside :data:`WORKER_FLAGS` (``--preload`` and every other code
+        loader among them), a positional argument, or a value that is not plain.
+    """
+    items = _as_list(args)
+    i = 0
+    while i < len(items):
+        arg = items[i]
+        if not isinstance(arg, str):
+            raise refuse(where, key, arg, "strings")
+        flag, eq, value = arg.partition("=")
+        if flag not in WORKER_FLAGS:
+            if "preload" in flag or "class" in flag:
+                raise _code(where, key, arg, "it loads code into every worker")
+            raise ConfigError(f"{where}: {key}: {arg!r} is not accepted: the worker arguments a "
+                              f"spec may pass are {', '.join(sorted(WORKER_FLAGS))} with plain "
+                              f"values (anything else, such as --scheduler-file or a positional "
+                              f"argument, is refused; {_CODE_FIELD}).")
+        spec = WORKER_FLAGS[flag]
+        if spec is None:
+            if eq:
+                raise refuse(where, key, arg, f"the switch {flag} without a value")
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(items):
+                raise refuse(where, key, arg, f"followed by a value ({spec[1]})")
+            value, i = items[i + 1], i + 1
+        if not isinstance(value, str) or value.startswith("-") or not spec[0].fullmatch(value):
+            raise refuse(where, key, value, f"the value of {flag}: {spec[1]}")
+        i += 1
+
+
+def check_env(env: Any, where: str) -> None:
+    """Refuse environment names that load code, and values that are not one line.
+
+    Raises
+    ------
+    ConfigError
+        Not a mapping; a name that is not an identifier or that the shell, the
+        dynamic loader, Python, Dask or another runtime reads code or
+        configuration from (``LD_PRELOAD``, ``PYTHONPATH``, ``BASH_ENV``,
+        ``DASK_DISTRIBUTED__WORKER__PRELOAD``, ...); a value on several lines,
+        or a ``DASK_*`` value that Dask would read as a mapping or list.
+    """
+    if not isinstance(env, dict):
+        raise ConfigError(f"{where}: env must be a mapping NAME: value.")
+    for k, v in env.items():
+        if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
+            raise refuse(where, "env key", k, "an identifier (letters, digits, '_')",
+                         "the workers' environment")
+        name = k.upper()
+        allowed = name in _ENV_ALLOWED or name.startswith(_ENV_ALLOWED_PREFIXES)
+        if not allowed and (name in _ENV_CODE or name.startswith(_ENV_CODE_PREFIXES)):
+            raise _code(where, f"env {k}", v, "this variable makes the shell, the dynamic loader, "
+                                              "Python or Dask load code or configuration")
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or \
+                any(c in str(v) for c in "\n\r\0"):
+            raise refuse(where, f"env {k}", v, "a string or number on one line",
+                         "the workers' environment")
+        if name.startswith("DASK_") and str(v).lstrip()[:1] in ("{", "["):
+            raise _code(where, f"env {k}", v, "Dask reads it as a mapping or list of settings")
+
+
+def check_python(value: Any, where: str, key: str = "python", local: bool = True,
+                 place: str = "the worker command of a batch job script") -> str:
+    """Check that ``value`` names a Python interpreter that distsketch may run workers with.
+
+    Parameters
+    ----------
+    value : Any
+        The path from the spec.
+    where, key : str
+        Used in error messages.
+    local : bool, default True
+        The interpreter is on this machine (a batch spec: the compute nodes see
+        the same file system): it must exist, be executable and be writable by
+        nobody but its owner and group.  False for ``ssh``'s ``remote_python``.
+    place : str
+        Where the value goes, for error messages.
+
+    Returns
+    -------
+    str
+        ``value``.
+
+    Raises
+    ------
+    ConfigError
+        Not an absolute, normalised path; not named ``python``, ``python3`` or
+        ``python3.X`` (also after resolving links); missing, not executable or
+        in a place other users may write to.
+    """
+    what = "an absolute path to a Python interpreter named python, python3 or python3.X"
+    if not isinstance(value, str) or not _PATH.fullmatch(value) or not value.startswith("/") \
+            or os.path.normpath(value) != value:
+        raise refuse(where, key, value, what, place)
+    if not _PYTHON_NAME.fullmatch(os.path.basename(value)):
+        raise _code(where, key, value, f"it must be {what}")
+    if not local:
+        return value
+    real = os.path.realpath(value)
+    if not os.path.isfile(real):
+        raise ConfigError(f"{where}: {key} = {value!r} does not exist on this machine; give the "
+                          "interpreter of the environment distsketch is installed in (the compute "
+                          "nodes must see the same path).")
+    if not _PYTHON_NAME.fullmatch(os.path.basename(real)) or not os.access(real, os.X_OK):
+        raise _code(where, key, value, f"it resolves to {real!r}, which is not {what} that "
+                                       "can be run")
+    for path in (real, os.path.dirname(real), value, os.path.dirname(value)):
+        if os.stat(path).st_mode & stat.S_IWOTH:
+            raise _code(where, key, value, f"{path} is writable by other users, who could "
+                                           "replace the interpreter")
+    return value
+
+
+def check_adapt(adapt: Any, where: str) -> None:
+    """``adapt:`` is ``cluster.adapt(**adapt)``: known bounds with plain values only."""
+    if not isinstance(adapt, dict):
+        raise ConfigError(f"{where}: adapt must be a mapping such as {{minimum: 1, maximum: 8}}.")
+    for k, v in adapt.items():
+        if k not in _ADAPT_KEYS:
+            raise ConfigError(f"{where}: adapt.{k} is not accepted; use {sorted(_ADAPT_KEYS)}.")
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) or
+                                       (isinstance(v, str) and _DURATION.fullmatch(v))):
+            raise refuse(where, f"adapt.{k}", v, "a number, a size or a duration",
+                         "the cluster's adaptive settings")
+
+
+def _check_directives(kind: str, value: Any, where: str, key: str) -> None:
+    refused = _DIRECTIVES_REFUSED[kind]
+    for v in _as_list(value):
+        if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
+            raise refuse(where, key, v, "one directive on one line")
+        flag = v.split()[0].split("=")[0] if v.split() else ""
+        getopt = kind in ("slurm", "pbs")
+        short = getopt and any(len(f) == 2 and flag.startswith(f) for f in refused)
+        abbreviated = kind == "slurm" and len(flag) > 3 and flag.startswith("--") and \
+            any(f.startswith(flag) for f in refused)
+        if flag in refused or short or abbreviated or (kind == "pbs" and _RESOURCE_CODE.search(v)):
+            raise _code(where, key, v, "a directive that sets the job's environment, shell, "
+                                       "working directory, files or pre/post commands")
+
+
+def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None:
+    """Refuse batch-job values that the batch system would not accept or the shell would run.
+
+    Parameters
+    ----------
+    cfg : dict
+        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec.
+    where : str
+        Used in error messages.
+    options : set of str
+        The top-level options of the kind; ``extra`` may hold these (except the
+        ones that are not dask-jobqueue keywords) and a few harmless others.
+    """
+    kind = cfg["kind"]
+    extra = cfg.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{where}: extra must be a mapping.")
+    allowed = (options - _BATCH_NOT_IN_EXTRA) | _BATCH_EXTRA_ONLY
+    for key in extra:
+        if key not in allowed:
+            why = _EXTRA_WHY.get(key) or (f"the keys extra may hold for kind {kind!r} are "
+                                          f"{', '.join(sorted(allowed))}")
+            raise ConfigError(f"{where}: extra.{key} is not accepted: {why}; a cluster spec starts "
+                              f"workers and nothing else ({_CODE_FIELD}).")
+    values = [(k, v) for k, v in cfg.items() if k not in ("extra", "kind")] + list(extra.items())
+    for key, value in values:
+        if key in _JOB_VALUES:
+            rx, what = _JOB_VALUES[key]
+            if not isinstance(value, str) or not rx.fullmatch(value):
+                raise refuse(where, key, value, what)
+            if key == "resource_spec" and _RESOURCE_CODE.search(value):
+                raise _code(where, key, value, "a resource that names a script to run")
+        elif key in _COUNTS:
+            if count(value) is None:
+                raise refuse(where, key, value, "a positive whole number (4 or 4.0)")
+        elif key in _BYTES:
+            if count(value) is None or value < _MIN_BYTES:
+                raise refuse(where, key, value, f"a number of bytes (at least {_MIN_BYTES})")
+        elif key in _SIZES:
+            if size(value) is None:
+                raise refuse(where, key, value, "a size such as 32GB, or a number of bytes "
+                                                f"(at least {_MIN_BYTES})")
+        elif key == "job_extra_directives":
+            _check_directives(kind, value, where, key)
+        elif key == "job_directives_skip":
+            for v in _as_list(value):
+                if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
+                    raise refuse(where, key, v, "text on one line")
+        elif key == "worker_extra_args":
+            check_worker_args(value, where)
+        elif key == "python":
+            check_python(value, where)
+        elif key == "env":
+            check_env(value, where)
+        elif key == "adapt":
+            check_adapt(value, where)
+        elif key == "death_timeout":
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) or
+                                               (isinstance(value, str) and _DURATION.fullmatch(value))):
+                raise refuse(where, key, value, "a number of seconds or a duration")
+        elif key in ("nanny", "use_stdin"):
+            if not isinstance(value, bool):
+                raise refuse(where, key, value, "true or false")
+        elif key == "silence_logs":
+            if not isinstance(value, (str, int, bool)) or not _NAME.fullmatch(str(value)):
+                raise refuse(where, key, value, "a log level such as error")
+        elif key == "job_script_prologue":
+            # shell code on purpose (the documented opt-in): only its shape is checked
+            if not all(isinstance(line, str) for line in _as_list(value)):
+                raise ConfigError(f"{where}: job_script_prologue must be a list of shell lines.")
+        elif key not in ("timeout", "storage_options"):
+            raise ConfigError(f"{where}: {key} has no check; it is not accepted.")
+
+
+def _plain(value: Any, where: str, key: str, place: str) -> None:
+    """A scalar, list or mapping of scalars whose strings can be written into a command line."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _plain(k, where, key, place)
+            _plain(v, where, f"{key}.{k}", place)
+    elif isinstance(value, list):
+        for v in value:
+            _plain(v, where, key, place)
+    elif isinstance(value, str):
+        if not _SSH_VALUE.fullmatch(value):
+            raise refuse(where, key, value, "letters, digits and '_.:/@%+,=~-'", place)
+    elif value is not None and not isinstance(value, (int, float, bool)):
+        raise refuse(where, key, value, "a string, number, bool or null", place)
+
+
+def _allowed_keys(section: Any, allowed: set[str], where: str, key: str) -> None:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: {key} must be a mapping.")
+    for k in section:
+        if k not in allowed:
+            raise ConfigError(f"{where}: {key}.{k} is not accepted: the keys {key} may hold are "
+                              f"{', '.join(sorted(allowed))} (preload, plugins, worker classes, "
+                              "environments and proxy commands load or run code).")
+
+
+def check_ssh(cfg: dict[str, Any], where: str) -> None:
+    """``ssh``: host names, allow-listed asyncssh/worker/scheduler options, the remote Python."""
+    place = "the remote worker command"
+    for host in _as_list(cfg.get("hosts", [])):
+        if not isinstance(host, str) or not _HOST.fullmatch(host):
+            raise refuse(where, "hosts", host, "host names or addresses", place)
+    for key, allowed in (("connect_options", _SSH_CONNECT), ("worker_options", _SSH_WORKER),
+                         ("scheduler_options", _SSH_SCHEDULER)):
+        if key in cfg:
+            _allowed_keys(cfg[key], allowed, where, key)
+            _plain(cfg[key], where, key, place)
+    if cfg.get("extra"):
+        raise ConfigError(f"{where}: extra.{next(iter(cfg['extra']))} is not accepted: kind 'ssh' "
+                          "takes no extra options (SSHCluster's worker_class, worker_module and "
+                          "config choose what runs).")
+    if "remote_python" in cfg:
+        check_python(cfg["remote_python"], where, "remote_python", local=False, place=place)
+
+
+def check_kubernetes(cfg: dict[str, Any], where: str) -> None:
+    """``kubernetes``: names, image, resources, env and allow-listed operator options."""
+    place = "the Kubernetes resources"
+    for key in ("name", "namespace"):
+        if key in cfg and not (isinstance(cfg[key], str) and _NAME.fullmatch(cfg[key])):
+            raise refuse(where, key, cfg[key], _LETTERS, place)
+    if "image" in cfg and not (isinstance(cfg["image"], str) and _IMAGE.fullmatch(cfg["image"])):
+        raise refuse(where, "image", cfg["image"], "an image reference such as "
+                                                    "ghcr.io/org/name:tag", place)
+    if "n_workers" in cfg and count(cfg["n_workers"]) is None:
+        raise refuse(where, "n_workers", cfg["n_workers"], "a positive whole number", place)
+    if "resources" in cfg:
+        _allowed_keys(cfg["resources"], {"requests", "limits"}, where, "resources")
+        for part, amounts in cfg["resources"].items():
+            if not isinstance(amounts, dict):
+                raise ConfigError(f"{where}: resources.{part} must be a mapping such as "
+                                  "{cpu: '1', memory: 4Gi}.")
+            _plain(amounts, where, f"resources.{part}", place)
+    if "env" in cfg:
+        check_env(cfg["env"], where)
+    if "adapt" in cfg:
+        check_adapt(cfg["adapt"], where)
+    extra = cfg.get("extra") or {}
+    _allowed_keys(extra, set(_KUBERNETES_EXTRA), where, "extra")
+    for k, v in extra.items():
+        kind = _KUBERNETES_EXTRA[k]
+        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)) or \
+                (isinstance(v, str) and not _NAME.fullmatch(v)):
+            raise refuse(where, f"extra.{k}", v, f"a {kind.__name__}", place)
+
+
+def check_local(cfg: dict[str, Any], where: str) -> None:
+    """``local``: the memory limit and the dashboard address are plain values."""
+    limit = cfg.get("memory_limit")
+    if isinstance(limit, str) and not (limit == "auto" or _MEMORY.fullmatch(limit)):
+        raise refuse(where, "memory_limit", limit, "auto or a size such as 4GB", "a LocalCluster")
+    address = cfg.get("dashboard_address")
+    if isinstance(address, str) and not _ADDRESS.fullmatch(address):
+        raise refuse(where, "dashboard_address", address, "an address such as :8787",
+                      "a LocalCluster")
+
+
+def check_scheduler(cfg: dict[str, Any], where: str) -> None:
+    """``scheduler``: an address ``scheme://host:port`` or a scheduler file path on one line."""
+    if "address" in cfg and not (isinstance(cfg["address"], str) and
+                                 _SCHEDULER.fullmatch(cfg["address"])):
+        raise refuse(where, "address", cfg["address"], "an address such as tcp://host:8786",
+                     "a scheduler address")
+    path = cfg.get("scheduler_file")
+    if path is not None and (not isinstance(path, str) or not path or
+                             any(c in path for c in "\n\r\0")):
+        raise refuse(where, "scheduler_file", path, "a path on one line", "a scheduler file")

@@ -1,0 +1,170 @@
+"""Cluster specs start workers and nothing else.
+
+The three payloads of the adversarial pass (a ``--preload`` worker argument, an
+``extra.worker_command``, an ``extra.shebang``) and the environment / interpreter
+ones are rendered into a job script; were one accepted, the script is run as a
+batch system runs it (executed, so its shebang counts) and must create no marker
+file.  Each is refused with a ``ConfigError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from distsketch.cluster_specs import render_job_script, validate_spec
+from distsketch.errors import ConfigError
+
+SLURM = {"kind": "slurm", "cores": 1, "memory": "1GB", "walltime": "00:10:00"}
+WALLTIME_S = 30  # the run's limit: a worker that started is killed after it
+
+
+def touch_code() -> str:
+    """Python source creating ``PWNED`` in the job's directory, as ``bytes([...])`` (as reported)."""
+    src = "open('PWNED','w').close()"
+    return "bytes([" + ",".join(str(b) for b in src.encode()) + "]).decode()"
+
+
+def run_like_a_batch_system(script: str, cwd: Path) -> None:
+    """Execute the job script as SLURM does (its shebang chooses the interpreter).
+
+    A worker that starts connects to the scheduler of the test and runs until the
+    walltime, when it is killed with its process group (as the batch system would).
+    """
+    job = cwd / "job.sh"
+    job.write_text(script)
+    job.chmod(0o700)
+    proc = subprocess.Popen([str(job)], cwd=cwd, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(timeout=WALLTIME_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def render_or_run(cfg: dict, tmp_path: Path) -> ConfigError:
+    """Render ``cfg``; if it is accepted, run the script against a scheduler, then fail."""
+    try:
+        render_job_script(cfg)
+    except ConfigError as exc:
+        return exc
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        run_like_a_batch_system(render_job_script(cfg, cluster.scheduler_address), tmp_path)
+    pytest.fail(f"the spec was accepted; marker created: {(tmp_path / 'PWNED').exists()}")
+
+
+@pytest.fixture
+def evil_server(tmp_path):
+    """An HTTP server on 127.0.0.1 serving ``evil.py``, which creates the marker."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "evil.py").write_text(f"exec({touch_code()})\n")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(site), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/evil.py"
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+# --- the three payloads of the report ---------------------------------------------------------
+
+def test_preload_worker_argument_is_refused(evil_server, tmp_path):
+    exc = render_or_run(SLURM | {"worker_extra_args": ["--preload", evil_server]}, tmp_path)
+    assert "worker_extra_args" in str(exc) and "'--preload'" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_worker_command_override_is_refused(tmp_path):
+    command = f'timeit -n1 -s "exec({touch_code()})" pass #'
+    exc = render_or_run(SLURM | {"extra": {"worker_command": command}}, tmp_path)
+    assert "extra.worker_command" in str(exc) and "worker command" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_shebang_override_is_refused(tmp_path):
+    shebang = f"#!/usr/bin/env -S {sys.executable} -c exec({touch_code()})"
+    exc = render_or_run(SLURM | {"extra": {"shebang": shebang}}, tmp_path)
+    assert "extra.shebang" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+# --- environment and interpreter ---------------------------------------------------------------
+
+def test_pythonpath_in_env_is_refused(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"exec({touch_code()})\n")
+    exc = render_or_run(SLURM | {"env": {"PYTHONPATH": str(site)}}, tmp_path)
+    assert "env PYTHONPATH" in str(exc) and "job_script_prologue" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("key", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+                                 "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PYTHONWARNINGS",
+                                 "PERL5OPT", "PATH", "HOME", "DASK_CONFIG",
+                                 "DASK_DISTRIBUTED__WORKER__PRELOAD",
+                                 "DASK_DISTRIBUTED__NANNY__PRELOAD_ARGV",
+                                 "dask_distributed__worker__preload", "DASK_DISTRIBUTED__WORKER"])
+def test_environment_that_loads_code_is_refused(key, tmp_path):
+    exc = render_or_run(SLURM | {"env": {key: str(tmp_path / "evil")}}, tmp_path)
+    assert f"env {key}" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_python_that_is_not_a_python_interpreter_is_refused(tmp_path):
+    # /bin/sh -m FILE runs FILE: the job's working directory holds one
+    (tmp_path / "distributed.cli.dask_worker").write_text("touch PWNED\n")
+    exc = render_or_run(SLURM | {"python": "/bin/sh"}, tmp_path)
+    assert "python = '/bin/sh'" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("python, needle", [
+    ("python3", "an absolute path"),
+    ("/nonexistent/bin/python3", "does not exist"),
+    ("/usr/bin/../bin/python3", "an absolute path"),
+    ("/usr/bin/env", "named python"),
+])
+def test_python_must_be_an_absolute_existing_interpreter(python, needle):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec(SLURM | {"python": python})
+    assert f"python = {python!r}" in str(exc.value) and needle in str(exc.value)
+
+
+def test_python_writable_by_others_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    fake = shared / "python3"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    shared.chmod(0o777)
+    with pytest.raises(ConfigError, match="writable by other users"):
+        validate_spec(SLURM | {"python": str(fake)})
+
+
+def test_an_existing_interpreter_is_accepted_and_runs_the_worker():
+    script = render_job_script(SLURM | {"python": sys.executable})
+    worker = next(ln for ln in script.splitlines() if "dask_worker" in ln)
+    assert worker.startswith(f"{sys.executable} -m distributed.cli.dask_worker ")
+    assert script.splitlines()[0] == "#!/usr/bin/env bash"

@@ -1,0 +1,249 @@
+"""Every cluster-spec field: listed in docs/security.md, and a hostile value of it refused.
+
+For each field of each kind a hostile value (shell syntax, a code loader, a value of
+the wrong shape) is a ``ConfigError`` naming the field, raised by ``validate_spec``,
+before any cluster object exists.  The table in docs/security.md must list exactly
+the fields the validator knows.  The allow-lists (worker arguments, ``extra``,
+environment names, batch directives) are tested both ways.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from distsketch.cluster import resolve_spec
+from distsketch.cluster_specs import BATCH_KINDS, KINDS, render_job_script, validate_spec
+from distsketch.errors import ConfigError
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+BATCH = {"cores": 1, "memory": "1GB"}
+BASE = {"local": {}, "sync": {}, "threads": {}, "scheduler": {"address": "tcp://127.0.0.1:8786"},
+        "ssh": {"hosts": ["node0", "node1"]}, "kubernetes": {"image": "ghcr.io/o/ds:1"},
+        **dict.fromkeys(BATCH_KINDS, BATCH)}
+
+# (kinds, field) -> a hostile value; "batch" is every batch kind, "all" every kind
+HOSTILE = {
+    ("all", "storage_options"): {"client_kwargs": {"endpoint_url": ["x"]}},
+    ("local", "n_workers"): "2; touch PWNED", ("local", "threads_per_worker"): -1,
+    ("local", "memory_limit"): "4GB; touch PWNED", ("local", "processes"): "yes",
+    ("local", "dashboard_address"): ":8787 $(touch PWNED)",
+    ("scheduler", "address"): "tcp://h:1;touch PWNED",
+    ("scheduler", "scheduler_file"): "s.json\ntouch PWNED",
+    ("scheduler ssh kubernetes batch", "timeout"): "$(touch PWNED)",
+    ("batch", "n_workers"): -1, ("batch", "cores"): "4; id", ("batch", "processes"): 0,
+    ("batch", "memory"): "8GB$(id)", ("batch", "queue"): "q;id", ("batch", "project"): "$(id)",
+    ("batch", "walltime"): "01:00:00; id", ("batch", "name"): "w$(id)",
+    ("batch", "interface"): "ib0 --preload x", ("batch", "local_directory"): "/tmp/$(id)",
+    ("batch", "log_directory"): "/tmp/`id`", ("batch", "python"): "/bin/sh",
+    ("batch", "worker_extra_args"): ["--preload-nanny", "evil.py"],
+    ("slurm", "job_extra_directives"): ["--export=LD_PRELOAD=/tmp/x.so"],
+    ("pbs sge", "job_extra_directives"): ["-v LD_PRELOAD=/tmp/x.so"],
+    ("lsf", "job_extra_directives"): ["-env LD_PRELOAD=/tmp/x.so"],
+    ("batch", "job_script_prologue"): [["not", "a", "line"]],
+    ("batch kubernetes", "env"): {"LD_PRELOAD": "/tmp/x.so"},
+    ("batch kubernetes", "adapt"): {"Adaptive": "evil.Adaptive"},
+    ("batch", "extra"): {"shebang": "#!/bin/sh"},
+    ("slurm pbs", "account"): "a`id`", ("slurm", "job_cpu"): 1.5, ("slurm", "job_mem"): "8G;id",
+    ("pbs", "resource_spec"): "prologue=x.sh", ("sge", "resource_spec"): "h_vmem=1G;id",
+    ("lsf", "ncpus"): 0, ("lsf", "mem"): 10, ("lsf", "lsf_units"): "MB;id",
+    ("lsf", "use_stdin"): "yes",
+    ("ssh", "hosts"): ["-oProxyCommand=touch PWNED"],
+    ("ssh", "connect_options"): {"proxy_command": "touch PWNED"},
+    ("ssh", "worker_options"): {"preload": ["evil"]},
+    ("ssh", "scheduler_options"): {"port": "0' ; touch PWNED '"},
+    ("ssh", "remote_python"): "/usr/bin/env", ("ssh", "extra"): {"worker_class": "evil.Worker"},
+    ("kubernetes", "name"): "a;b", ("kubernetes", "namespace"): "ns/x",
+    ("kubernetes", "image"): "img; touch PWNED", ("kubernetes", "n_workers"): 0,
+    ("kubernetes", "resources"): {"limits": {"cpu": "1'; id"}},
+    ("kubernetes", "extra"): {"worker_command": ["python", "-c", "x"]},
+}
+
+
+def expand(kinds: str) -> list[str]:
+    out: list[str] = []
+    for word in kinds.replace(",", " ").split():
+        out += list(KINDS) if word == "all" else list(BATCH_KINDS) if word == "batch" else [word]
+    return out
+
+
+HOSTILE_CASES = sorted((kind, field) for (kinds, field) in HOSTILE for kind in expand(kinds))
+
+
+def documented() -> set[tuple[str, str]]:
+    """(kind, field) pairs of the table in docs/security.md."""
+    text = DOC.read_text()
+    table = text.split("| field | kinds | where it goes | what it may hold |")[1].split("\n\n")[0]
+    pairs = set()
+    for row in table.strip().splitlines()[1:]:
+        fields, kinds = row.split("|")[1:3]
+        for field in re.findall(r"`([a-z_]+)`", fields):
+            pairs |= {(kind, field) for kind in expand(kinds)}
+    return pairs
+
+
+def test_the_security_doc_lists_every_field_of_every_kind():
+    known = {(kind, field) for kind, options in KINDS.items() for field in options}
+    assert documented() == known
+
+
+def test_every_field_has_a_hostile_value():
+    known = {(kind, field) for kind, options in KINDS.items() for field in options}
+    assert set(HOSTILE_CASES) == known
+
+
+@pytest.mark.parametrize("kind, field", HOSTILE_CASES)
+def test_a_hostile_value_of_each_field_is_refused_naming_it(kind, field):
+    value = next(v for (kinds, f), v in HOSTILE.items() if f == field and kind in expand(kinds))
+    base = {k: v for k, v in BASE[kind].items() if not (kind == "scheduler" and field ==
+                                                           "scheduler_file")}
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **base, field: value})
+    assert field in str(exc.value)
+    # a mapping handed to connect() is held to the same checks
+    with pytest.raises(ConfigError):
+        resolve_spec({"kind": kind, **base, field: value})
+
+
+# --- worker arguments: an allow-list ------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["--nthreads", "2"], ["--nworkers=4"], ["--memory-limit", "auto"], ["--memory-limit=3.5GiB"],
+    ["--lifetime", "1h", "--lifetime-stagger=5m", "--lifetime-restart"], ["--no-dashboard"],
+    ["--resources", "GPU=2,MEM=10e9"], ["--death-timeout", "60"], ["--local-directory", "/scratch/x"],
+    ["--dashboard-address", ":0", "--worker-port", "9000:9100"], ["--protocol", "tcp"],
+])
+def test_harmless_worker_arguments_reach_the_worker_command(args):
+    script = render_job_script({"kind": "slurm", **BATCH, "worker_extra_args": args})
+    worker = next(ln for ln in script.splitlines() if "dask_worker" in ln)
+    assert worker.endswith(" ".join(args))
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--preload", "evil"], "'--preload'"), (["--preload=evil.py"], "'--preload=evil.py'"),
+    (["--preload-nanny", "evil"], "'--preload-nanny'"), (["--preload-argv", "x"], "'--preload-argv'"),
+    (["--worker-class", "evil.Worker"], "'--worker-class'"),
+    (["--scheduler-file", "/tmp/s.json"], "'--scheduler-file'"),
+    (["--pid-file", "/home/u/.bashrc"], "'--pid-file'"), (["--tls-key", "k.pem"], "'--tls-key'"),
+    (["tcp://evil:8786"], "'tcp://evil:8786'"), (["-m", "timeit"], "'-m'"),
+    (["--name", "--preload"], "'--preload'"), (["--nthreads"], "'--nthreads'"),
+    (["--nanny=x"], "'--nanny=x'"), (["--nthreads", "2;id"], "'2;id'"),
+    (["--memory-limit", "$(id)"], "'$(id)'"), ([3], "3"),
+])
+def test_other_worker_arguments_are_refused(args, named):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": "slurm", **BATCH, "worker_extra_args": args})
+    assert "worker_extra_args" in str(exc.value) and named in str(exc.value)
+
+
+# --- extra: an allow-list of dask-jobqueue keywords ---------------------------------------------
+
+@pytest.mark.parametrize("key", ["worker_command", "shebang", "python", "env_extra",
+                                 "job_script_prologue", "extra", "job_extra", "header_skip",
+                                 "config_name", "scheduler_options", "security", "job_cls",
+                                 "scheduler_cls", "n_workers"])
+def test_extra_keys_that_change_what_runs_are_refused(key):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": "pbs", **BATCH, "extra": {key: "x"}})
+    assert f"extra.{key} is not accepted" in str(exc.value)
+
+
+def test_harmless_extra_keys_reach_the_script():
+    script = render_job_script({"kind": "slurm", **BATCH, "extra": {
+        "death_timeout": 30, "nanny": False, "job_name": "ds-w", "job_directives_skip": ["-n 1"],
+        "walltime": "00:05:00"}})
+    lines = script.splitlines()
+    worker = next(ln for ln in lines if "dask_worker" in ln)
+    assert "--no-nanny" in worker and "--death-timeout 30" in worker
+    assert "#SBATCH -J ds-w" in lines and "#SBATCH -t 00:05:00" in lines
+    assert "#SBATCH -n 1" not in lines
+
+
+def test_the_site_configuration_cannot_change_the_command_or_the_shebang():
+    import dask
+
+    with dask.config.set({"jobqueue.slurm.worker-command": "timeit",
+                          "jobqueue.slurm.shebang": "#!/usr/bin/env -S python -c pass"}):
+        lines = render_job_script({"kind": "slurm", **BATCH}).splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert " -m distributed.cli.dask_worker " in next(ln for ln in lines if "dask_worker" in ln)
+
+
+# --- environment names ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value", [
+    ("OMP_NUM_THREADS", 1), ("MALLOC_TRIM_THRESHOLD_", 0), ("PYTHONUNBUFFERED", "1"),
+    ("DASK_DISTRIBUTED__WORKER__MEMORY__TARGET", 0.8), ("DASK_TEMPORARY_DIRECTORY", "/scratch"),
+    ("DS_PATH", "/a b/c"),
+])
+def test_plain_environment_is_exported(key, value):
+    script = render_job_script({"kind": "sge", **BATCH, "env": {key: value}})
+    assert any(ln.startswith(f"export {key}=") for ln in script.splitlines())
+
+
+@pytest.mark.parametrize("key, value", [
+    ("DASK_DISTRIBUTED__WORKER__MEMORY__TARGET", "{'x': 1}"),
+    ("DASK_DISTRIBUTED__WORKER__MEMORY__TARGET", "[1]"),
+    ("DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__LD_PRELOAD", "/tmp/x.so"),
+    ("DASK_INTERNAL_INHERIT_CONFIG", "e30="), ("DASK_DISTRIBUTED__LOGGING", "x"),
+    ("DASK_ROOT_CONFIG", "/tmp"), ("BASH_FUNC_x", "() { id; }"), ("OPENSSL_CONF", "/tmp/c"),
+    ("PYTHONUSERBASE", "/tmp"), ("PS4", "$(id)"), ("JAVA_TOOL_OPTIONS", "-javaagent:x"),
+])
+def test_environment_that_loads_code_or_configuration_is_refused(key, value):
+    for kind in ("slurm", "kubernetes"):
+        with pytest.raises(ConfigError) as exc:
+            validate_spec({"kind": kind, **BASE[kind], "env": {key: value}})
+        assert f"env {key}" in str(exc.value) and "job_script_prologue" in str(exc.value)
+
+
+# --- batch directives -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, directive", [
+    ("slurm", "--export=ALL,LD_PRELOAD=/tmp/x.so"), ("slurm", "-o /home/u/.bashrc"),
+    ("slurm", "-o/home/u/.bashrc"), ("slurm", "--chdir=/tmp"), ("slurm", "--get-user-env"),
+    ("slurm", "--bb=capacity=1G"), ("pbs", "-v LD_PRELOAD=/tmp/x.so"), ("pbs", "-S /tmp/sh"),
+    ("pbs", "-l prologue=/tmp/x.sh"), ("pbs", "-W stagein=x@h:/y"), ("sge", "-S /tmp/sh"),
+    ("slurm", "--exp=LD_PRELOAD=/tmp/x.so"), ("slurm", "--outp=/home/u/.bashrc"),
+    ("pbs", "-lprologue=/tmp/x.sh"), ("pbs", "-vLD_PRELOAD=/tmp/x.so"),
+    ("sge", "-v PYTHONPATH=/tmp"), ("sge", "-@ /tmp/opts"), ("lsf", "-E /tmp/pre.sh"),
+    ("lsf", "-Ep /tmp/post.sh"), ("lsf", "-env all"), ("lsf", "-L /tmp/sh"),
+])
+def test_directives_that_set_environment_shell_files_or_commands_are_refused(kind, directive):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BATCH, "job_extra_directives": [directive]})
+    assert "job_extra_directives" in str(exc.value) and repr(directive) in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, directive", [
+    ("slurm", "--exclusive"), ("slurm", "--gres=gpu:1"), ("slurm", "-C haswell"),
+    ("pbs", "-l place=scatter"), ("pbs", "-m abe"), ("sge", "-pe smp 4"), ("lsf", '-R "span[hosts=1]"'),
+])
+def test_ordinary_directives_reach_the_script(kind, directive):
+    script = render_job_script({"kind": kind, **BATCH, "job_extra_directives": [directive]})
+    assert any(ln.endswith(directive) for ln in script.splitlines())
+
+
+@pytest.mark.parametrize("key, value", [
+    ("name", "--preload"), ("queue", "-x"), ("local_directory", "--preload=evil"),
+    ("interface", "-m"), ("resource_spec", "-h_vmem=1G"), ("walltime", "-1:00"),
+])
+def test_a_value_that_would_read_as_a_flag_is_refused(key, value):
+    with pytest.raises(ConfigError, match=f"{key} = {re.escape(repr(value))}"):
+        validate_spec({"kind": "sge", **BATCH, key: value})
+
+
+def test_adaptive_bounds_are_accepted():
+    adapt = {"minimum": 1, "maximum": 4, "maximum_memory": "64GB", "interval": "1s"}
+    assert validate_spec({"kind": "slurm", **BATCH, "adapt": adapt})["adapt"] == adapt
+
+
+def test_the_prologue_is_the_one_field_written_as_code():
+    line = 'export DASK_DISTRIBUTED__WORKER__PRELOAD=mymodule; echo "$HOME"'
+    script = render_job_script({"kind": "slurm", **BATCH, "job_script_prologue": [line],
+                                "python": sys.executable})
+    lines = script.splitlines()
+    worker = next(i for i, ln in enumerate(lines) if "dask_worker" in ln)
+    assert lines.index(line) < worker  # as written, before the worker starts
