@@ -45,6 +45,23 @@ STORAGE_OPTIONS_KEY = "distsketch.storage-options"
 _ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
 
 
+def _local_worker_memory(kwargs: dict) -> int:
+    """Bytes per worker of an embedded LocalCluster with ``memory_limit: auto``.
+
+    distributed's "auto" divides the memory it sees (host total, root cgroup)
+    by the workers; a process inside a nested cgroup (a SLURM step, a
+    ``systemd-run`` scope) may use less, so its workers would plan and spill
+    for memory that is not there.  The least of every limit is divided instead.
+    """
+    from dask.system import CPU_COUNT
+
+    from distsketch.graph.host_memory import host_memory_limit
+
+    threads = max(1, int(kwargs.get("threads_per_worker") or 1))
+    workers = int(kwargs.get("n_workers") or max(1, CPU_COUNT // threads))
+    return max(1, host_memory_limit() // max(1, workers))
+
+
 def configured_scheduler_address() -> tuple[str, str] | None:
     """The scheduler address Dask's own configuration names, and where it comes from.
 
@@ -217,6 +234,8 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                 # whole numbers written as floats (n_workers: 2.0) become ints
                 if isinstance(kwargs.get(key), float) and kwargs[key].is_integer():
                     kwargs[key] = int(kwargs[key])
+            if kwargs.get("memory_limit", "auto") == "auto":
+                kwargs["memory_limit"] = _local_worker_memory(kwargs)
             with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
                 if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
                     say(f"Dask dashboard: {link}")

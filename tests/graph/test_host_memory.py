@@ -63,3 +63,15 @@ def test_address_space_rlimit_bounds_the_host_limit(monkeypatch):
     monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, resource.RLIM_INFINITY)
                         if which == resource.RLIMIT_AS else (resource.RLIM_INFINITY,) * 2)
     assert host_memory_limit() <= soft
+
+
+def test_embedded_local_cluster_divides_the_cgroup_limit_among_its_workers(monkeypatch):
+    from distsketch.cluster import _local_worker_memory
+
+    monkeypatch.setattr("distsketch.graph.host_memory.cgroup_memory_limit",
+                        lambda *a, **k: 3 * GiB // 2)
+    assert _local_worker_memory({"n_workers": 3, "threads_per_worker": 1}) <= GiB // 2
+    from dask.system import CPU_COUNT
+
+    per = _local_worker_memory({"threads_per_worker": 1})  # one worker per core
+    assert per <= 3 * GiB // 2 // CPU_COUNT
