@@ -16,7 +16,9 @@ Commit protocol (``<token>`` is 12 hex digits, the same for both siblings)::
     5. .<name>.old-<token> removed
 
 The writer holds an ``flock`` on its temporary directory from creation to the
-end, so a leftover whose directory is not locked belongs to a dead process.
+end (it is created as ``.<name>.init-<token>`` and renamed to its ``.tmp-`` name
+once locked), so a leftover whose directory is not locked belongs to a dead
+process.
 :func:`recover` runs before every write to ``<name>`` (and when a missing store
 is opened): a swap killed between 3 and 4 is finished (the new directory is
 complete: it has its marker) or undone (the old one is renamed back), so the
@@ -125,12 +127,8 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
     inputs = list(inputs)
     final = check_writable(path, overwrite=overwrite, inputs=inputs)
     recover(final)
-    token = uuid.uuid4().hex[:12]
-    tmp = final.parent / f".{final.name}.tmp-{token}"
     try:
-        tmp.mkdir()
-        fd = os.open(tmp, os.O_RDONLY)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # tells recover() that this writer is alive
+        tmp, token, fd = _locked_tmp(final)
     except OSError as exc:
         if exc.errno in _SPACE_ERRNOS:
             raise _space_error(final, exc) from exc
@@ -151,6 +149,43 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
             raise
     finally:
         os.close(fd)
+
+
+def _locked_tmp(final: Path, attempts: int = 5) -> tuple[Path, str, int]:
+    """Create ``.<name>.tmp-<token>`` already locked; return it, the token and the fd.
+
+    The directory gets its ``.tmp-`` name only once it is locked, so under that
+    name an unlocked directory always belongs to a dead writer (created under it
+    directly, another writer's :func:`recover` could find it between mkdir and
+    flock and remove it).  It is made as ``.<name>.init-<token>``; recover()
+    removes an *empty* unlocked ``.init-`` directory (one a writer killed in that
+    instant left), and a writer that loses its ``.init-`` directory that way
+    starts again with a new token.
+    """
+    for attempt in range(attempts):
+        token = uuid.uuid4().hex[:12]
+        init = final.parent / f".{final.name}.init-{token}"
+        tmp = final.parent / f".{final.name}.tmp-{token}"
+        init.mkdir()
+        fd = -1
+        try:
+            fd = os.open(init, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # tells recover() that this writer is alive
+            os.rename(init, tmp)
+            return tmp, token, fd
+        except FileNotFoundError:
+            # removed by a concurrent recover() before it was locked: try again
+            if fd >= 0:
+                os.close(fd)
+            if attempt == attempts - 1:
+                raise
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                init.rmdir()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -> None:
@@ -213,13 +248,17 @@ def recover(path: str | os.PathLike) -> None:
         names = os.listdir(parent)
     except OSError:
         return
-    pattern = re.compile(rf"\.{re.escape(final.name)}\.(tmp|old)-([0-9a-f]{{12}})")
-    found: dict[str, dict[str, Path]] = {"tmp": {}, "old": {}}
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(tmp|old|init)-([0-9a-f]{{12}})")
+    found: dict[str, dict[str, Path]] = {"tmp": {}, "old": {}, "init": {}}
     for n in names:
         m = pattern.fullmatch(n)
         p = parent / n
         if m and p.is_dir() and not p.is_symlink():
             found[m.group(1)][m.group(2)] = p
+    for p in found["init"].values():
+        if not _is_live(p):
+            with contextlib.suppress(OSError):
+                p.rmdir()  # only ever empty: a writer writes after the rename to .tmp-
     if not found["tmp"] and not found["old"]:
         return
     live = {t for t, p in found["tmp"].items() if _is_live(p)}

@@ -226,3 +226,26 @@ def test_only_dead_leftovers_named_by_distsketch_are_removed(tmp_path):
     atomic.recover(out)
     assert not live_tmp.exists()  # its writer is gone now
     assert all(p.exists() for p in foreign)
+
+
+def test_a_writer_found_between_mkdir_and_lock_is_not_taken_for_a_dead_one(tmp_path,
+                                                                            monkeypatch):
+    # Another writer's recover() runs in the instant after this writer created its
+    # temporary directory and before it opened and locked it: the directory must not be
+    # taken for a dead writer's (it was removed, and the write failed with "cannot write
+    # under ...: No such file or directory").
+    out = tmp_path / "out.zarr"
+    np.save(tmp_path / "a.npy", A)
+    real_open = os.open
+    raced = []
+
+    def open_(path, flags, *args, **kwargs):
+        if not raced and os.fspath(path).startswith(os.fspath(tmp_path / ".out.zarr.")):
+            raced.append(os.path.basename(os.fspath(path)))
+            atomic.recover(out)  # the other writer's clean-up, in the worst instant
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    assert ingest(tmp_path / "a.npy", out, chunk_rows=5) == out
+    np.testing.assert_array_equal(read(out), A)
+    assert raced and siblings(out) == []
