@@ -24,7 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Stream SOURCE into the Zarr group DEST (array X, plus y for labels) without "
             "loading the whole file. The output is written atomically with a manifest; on any "
-            "error nothing is left behind."),
+            "error nothing is left behind. CSV: the first line is a header only when every "
+            "field is a name (or with --header); --label-column stores a column as y, and "
+            "string labels stay class names through fit, predict and score (the rules: "
+            "docs/storage.md, 'Ingesting files')."),
     )
     p.add_argument("source", help="input file: .npy, .csv/.tsv/.txt, .svm/.svmlight/.libsvm, "
                                   "*-ubyte (MNIST idx); each optionally .gz")

@@ -254,9 +254,10 @@ def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | 
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
         with np.errstate(invalid="ignore"):
-            cand = np.isfinite(X) & (np.abs(X) > limit) & (X == np.round(X))
-        if not cand.any():
-            return None
+            cand = np.abs(X) > limit  # NaN compares False; the common case stops here
+            if not cand.any():
+                return None
+            cand &= np.isfinite(X) & (X == np.round(X))
         data = [ln for ln in lines if _split_tokens(ln, delimiter)]
         for r, c in zip(*np.nonzero(cand)):
             tokens = _split_tokens(data[r], delimiter)
