@@ -4,6 +4,11 @@ A UTF-8 byte-order mark is not data.  Fields may be quoted with ``"`` (the
 csv module's semantics, ``""`` inside a quoted field is one quote): a quoted
 field holding the delimiter or ``#`` is one field, and it is refused as not
 a number unless it is one.
+
+Nothing is guessed silently: the first line is a header only by the rule of
+:func:`is_header` (or ``header=``), numbers are ASCII decimals
+(:func:`is_number`), and a label column (``label_column=``) holds numbers or
+class names by its first label (or ``class_labels=``).
 """
 
 from __future__ import annotations
