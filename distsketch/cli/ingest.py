@@ -24,7 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Stream SOURCE into the Zarr group DEST (array X, plus y for labels) without "
             "loading the whole file. The output is written atomically with a manifest; on any "
-            "error nothing is left behind."),
+            "error nothing is left behind. CSV: the first line is a header only when every "
+            "field is a name (or with --header); --label-column stores a column as y, and "
+            "string labels stay class names through fit, predict and score (the rules: "
+            "docs/storage.md, 'Ingesting files')."),
     )
     p.add_argument("source", help="input file: .npy, .csv/.tsv/.txt, .svm/.svmlight/.libsvm, "
                                   "*-ubyte (MNIST idx); each optionally .gz")
@@ -33,16 +36,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="file format: npy, csv, svmlight, idx or another registered reader "
                         "(default: from the file name, else its first bytes)")
     p.add_argument("--chunk-rows", type=positive_int, default=None, help="rows per Zarr chunk "
-                   "(default: about 8 MiB per chunk)")
-    p.add_argument("--dtype", default="float32", help="stored dtype of X (default float32)")
+                   "(default: about 8 MiB per chunk; chunks under 64 KiB are refused when "
+                   "there would be more than 1000)")
+    p.add_argument("--dtype", default="float32",
+                   help="stored dtype of X (default float32); integers it cannot hold exactly "
+                        "(above 2**24 for float32) are refused: use float64 for them")
     p.add_argument("--n-features", type=positive_int, default=None, help="svmlight: number of columns "
                    "(default: the largest index in the file)")
     p.add_argument("--zero-based", choices=["auto", "true", "false"], default="auto",
                    help="svmlight: indices start at 0 or 1 (default: auto)")
     p.add_argument("--delimiter", default=None, help="CSV separator (default: from the name)")
-    p.add_argument("--skip-header", type=int, default=None, help="CSV lines to skip (default: "
-                   "one header line if the first line is not numeric)")
-    p.add_argument("--labels", default=None, help="idx or .npy labels file, stored as y")
+    p.add_argument("--skip-header", type=int, default=None,
+                   help="CSV lines to skip at the top (not read as names)")
+    head = p.add_mutually_exclusive_group()
+    head.add_argument("--header", dest="header", action="store_const", const=True, default=None,
+                      help="CSV: the first line holds the column names (default: it does "
+                           "exactly when every field is a name, e.g. a,b,c; header names become "
+                           "the store's feature names)")
+    head.add_argument("--no-header", dest="header", action="store_const", const=False,
+                      help="CSV: the first line is data")
+    p.add_argument("--label-column", default=None, metavar="NAME|INDEX",
+                   help="CSV: the column stored as y (labels or targets) instead of in X, by "
+                        "header name or index (0 is the first, -1 the last)")
+    kinds = p.add_mutually_exclusive_group()
+    kinds.add_argument("--class-labels", dest="class_labels", action="store_const", const=True,
+                       default=None, help="CSV label column: store every label as a class name "
+                       "(default: when the first label is not a number); predictions are "
+                       "then the names")
+    kinds.add_argument("--no-class-labels", dest="class_labels", action="store_const",
+                       const=False, help="CSV label column: numbers (regression targets)")
+    p.add_argument("--labels", default=None, help="idx or .npy labels file (numbers, or strings "
+                                                  "stored as class names), stored as y")
     p.add_argument("--allow-nan", action="store_true", help="store NaN/Inf instead of failing")
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
                    help="chunk codec (default lz4)")
@@ -64,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     path = ingest(args.source, args.dest, format=args.format, chunk_rows=args.chunk_rows,
                   dtype=args.dtype, n_features=args.n_features, delimiter=delimiter,
-                  skip_header=args.skip_header, labels=args.labels, zero_based=zero_based,
+                  skip_header=args.skip_header, header=args.header,
+                  label_column=_column(args.label_column), class_labels=args.class_labels,
+                  labels=args.labels, zero_based=zero_based,
                   allow_nan=args.allow_nan,
                   compressor=None if args.compressor == "none" else args.compressor,
                   overwrite=args.overwrite, progress=show, storage_options=so)
@@ -73,8 +99,20 @@ def run(args: argparse.Namespace) -> int:
     result = {"command": "ingest", "output": str(path), "source": str(args.source),
               "rows": info.get("rows"), "n_features": info.get("n_features"),
               "format": info.get("format"), "arrays": info.get("arrays", []),
+              "n_classes": info.get("n_classes"), "feature_names": info.get("feature_names"),
               "seconds": round(seconds, 3)}
+    classes = f", {info['n_classes']} classes in y" if info.get("n_classes") else ""
     finish(result, f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
-                   f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}) in "
-                   f"{seconds:.1f} s")
+                   f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}{classes}) "
+                   f"in {seconds:.1f} s")
     return 0
+
+
+def _column(text: str | None) -> int | str | None:
+    """``--label-column``: an integer is an index, anything else a header name."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text

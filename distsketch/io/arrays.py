@@ -211,7 +211,9 @@ def _open_targets(source: Any, component: str | None,
     if arr.ndim not in (1, 2) or arr.shape[0] < 1:
         raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
                          "or values (or 2-D, one column per target) with rows.")
-    return da.from_array(arr, chunks=arr.chunks)
+    from distsketch.io.class_codes import dask_targets
+
+    return dask_targets(arr, where)  # class codes read as their names
 
 
 def _reopen(source: Any, component: str | None, storage_options: dict | None,

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import InputError, StoreError
+from distsketch.io.class_codes import class_names, dask_targets, decode_classes
 
-__all__ = ["Targets", "open_target_args", "open_targets", "targets_argument"]
+__all__ = ["Targets", "class_names", "dask_targets", "decode_classes", "open_target_args",
+           "open_targets", "targets_argument"]
 
 
 class Targets:
@@ -30,6 +32,8 @@ class Targets:
     -----
     Opening reads only metadata; :meth:`rows` reads one row range into memory
     (``(stop - start) × t`` values), :meth:`as_dask` reads nothing until computed.
+    Class labels stored as codes with a ``classes`` attribute are read as
+    their names (:func:`class_names`).
     """
 
     def __init__(self, array: Any, where: str):
@@ -49,10 +53,12 @@ class Targets:
             A chunk is missing or unreadable; the message names the rows.
         """
         try:
-            return np.asarray(self.array[start:stop])
+            values = np.asarray(self.array[start:stop])
         except Exception as exc:
             raise StoreError(f"cannot read rows {start}..{stop} of the targets {self.where}: "
                              f"{type(exc).__name__}: {exc}. Restore the chunk or re-ingest.") from exc
+        classes = class_names(self.array, self.where)
+        return values if classes is None else decode_classes(values, classes, self.where, start)
 
     def distinct(self, stop: int, block_rows: int = 65536) -> np.ndarray:
         """The distinct labels of rows ``[0, stop)``, sorted as :func:`numpy.unique` sorts them.
@@ -79,10 +85,8 @@ class Targets:
         return np.unique(np.asarray([] if seen is None else seen))
 
     def as_dask(self) -> Any:
-        """The whole targets as a dask array chunked like the store."""
-        import dask.array as da
-
-        return da.from_array(self.array, chunks=self.array.chunks)
+        """The whole targets as a dask array chunked like the store (class names decoded)."""
+        return dask_targets(self.array, self.where)
 
 
 def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = None,

@@ -45,6 +45,7 @@ def create_array(path: str | os.PathLike | Location, shape: tuple[int, ...], dty
     shape : tuple of int
         ``(n, d)``, or ``(n,)`` for a 1-D array.
     dtype : dtype
+        NumPy unicode (``<U``) is stored as variable-length UTF-8 strings.
     chunk_rows : int
         Rows per chunk (a chunk spans every column).
     compressor : {"lz4", "zstd", None}
@@ -56,10 +57,15 @@ def create_array(path: str | os.PathLike | Location, shape: tuple[int, ...], dty
         fsspec options for a URL.
     """
     shape = tuple(int(s) for s in shape)
+    dt: Any = np.dtype(dtype)
+    if dt.kind == "U":
+        # text (class-name predictions): Zarr's variable-length UTF-8 strings, which have a
+        # Zarr v3 specification; fixed-width NumPy unicode does not
+        dt = str
     try:
         return zarr.create_array(
             store=zarr_store(path, storage_options=storage_options), shape=shape,
-            dtype=np.dtype(dtype), chunks=(int(chunk_rows), *shape[1:]),
+            dtype=dt, chunks=(int(chunk_rows), *shape[1:]),
             compressors=codecs(compressor), attributes=attrs or {}, overwrite=True,
             config={"write_empty_chunks": True}, dimension_names=dimension_names,
         )

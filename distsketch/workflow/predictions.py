@@ -129,7 +129,13 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
                     manifest={"rows": n, "spec_key": key, "kind": "predictions"},
                     progress=False, **opts)
         timings["predictions"] = time.perf_counter() - t0
-        source = open_array(path if so_out is not None else str(path), **opts)
+        if P.dtype.kind == "U":
+            # class names: read back as the strings written (open_array reads numbers only)
+            from distsketch.io.arrays import open_zarr
+
+            source = open_zarr(path if so_out is not None else str(path), "predictions", **opts)
+        else:
+            source = open_array(path if so_out is not None else str(path), **opts)
     t0 = time.perf_counter()
     fraction = spec.method.params.get(HOLDOUT)
     fit = fit_metric(source, spec.targets, n, _is_classifier(model),

@@ -22,6 +22,7 @@ from distsketch.errors import InputError, StoreError
 from distsketch.io import ingest, load, open_array, read_manifest, resolve, write_array
 from distsketch.io import publish as publish_mod
 from distsketch.io.manifest import MANIFEST_NAME
+from distsketch.io.stores import zarr_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -399,3 +400,14 @@ def test_check_replaceable_on_urls(store):
         check_replaceable(store.url("theirs"))
     with pytest.raises(InputError, match="inside the input"):
         check_replaceable(store.url("ours.zarr/sub"), inputs=[store.url("ours.zarr::X")])
+
+
+def test_class_names_ingested_to_url(store, tmp_path):
+    """A CSV label column of names on an object store: codes, names and feature names."""
+    (tmp_path / "t.csv").write_text("lettr,a,b\nT,1,2\nA,3,4\nT,5,6\n")
+    url = ingest(tmp_path / "t.csv", store.url("t.zarr"), label_column="lettr",
+                 storage_options=store.options)
+    y = open_array(f"{url}::y", storage_options=store.options, targets=True).compute()
+    assert y.tolist() == ["T", "A", "T"]
+    g = zarr.open_group(zarr_store(resolve(url, store.options)), mode="r")
+    assert g["X"].attrs["feature_names"] == ["a", "b"]

@@ -87,3 +87,44 @@ def test_targets_use_the_input_path_rule(tmp_path):
     assert targets_argument(y) is y  # in-memory targets pass through
     with pytest.raises(StoreError, match="no Zarr store"):
         targets_argument(str(tmp_path / "nope.zarr::y"))
+
+
+# ------------------------------------------------------------------ class names
+
+
+@pytest.fixture
+def coded(tmp_path):
+    """Class labels as ``distsketch ingest`` stores strings: int32 codes, names in attributes."""
+    arr = zarr.create_array(store=str(tmp_path / "c.zarr"), shape=(5,), dtype=np.int32,
+                            chunks=(2,), attributes={"classes": ["T", "A", "N"]})
+    arr[...] = [0, 1, 0, 2, 1]
+    return tmp_path / "c.zarr", arr
+
+
+def test_class_codes_are_read_as_their_names(coded):
+    from distsketch.io import open_array
+
+    path, _ = coded
+    t = open_targets(path, 5)
+    assert t.rows(1, 4).tolist() == ["A", "T", "N"]
+    assert t.as_dask().compute().tolist() == list("TATNA")
+    assert t.distinct(5).tolist() == ["A", "N", "T"]
+    assert open_array(path, targets=True).compute().tolist() == list("TATNA")
+
+
+@pytest.mark.parametrize("code", [3, -1])
+def test_a_code_outside_the_classes_is_refused(coded, code):
+    path, arr = coded
+    arr[3] = code  # -1 would wrap around to the last name if it were used as an index
+    with pytest.raises(StoreError, match=f"row 3 holds the code {code}, outside the 3 class"):
+        open_targets(path, 5).as_dask().compute()
+    with pytest.raises(StoreError, match=f"row 3 holds the code {code}"):
+        open_targets(path, 5).rows(2, 5)
+
+
+@pytest.mark.parametrize("classes", [["T", "T", "N"], ["T", 1, "N"], [], "TAN"])
+def test_damaged_class_names_are_refused(coded, classes):
+    path, arr = coded
+    arr.attrs["classes"] = classes
+    with pytest.raises(StoreError, match="'classes' attribute must be a list of distinct"):
+        open_targets(path, 5).rows(0, 2)

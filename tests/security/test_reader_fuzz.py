@@ -134,18 +134,29 @@ def test_damaged_csv_gives_rows_or_a_distsketch_error(case, at, junk):
 
 
 def _header_lines(text: str, delimiter: str) -> int:
-    """Lines up to and including a non-numeric first data line (the reader's documented
-    auto header: fields split as the csv module does, a field that is not a number)."""
+    """Lines up to and including the first data line when it is a header by the documented
+    rule: fields split as the csv module does, every one a name (it starts with a letter or
+    ``_`` and is not a number).  Any other first line is data."""
     for i, line in enumerate(text.split("\n")):
         body = line.split("#", 1)[0].strip()
         if not body:
             continue
         try:
-            [float(t.strip()) for t in next(csv.reader([body], delimiter=delimiter))]
-        except (ValueError, StopIteration):
-            return i + 1
-        return 0
+            fields = [t.strip() for t in next(csv.reader([body], delimiter=delimiter))]
+        except StopIteration:
+            return 0
+        return i + 1 if all(map(_is_name, fields)) else 0
     return 0
+
+
+def _is_name(field: str) -> bool:
+    if not field or not (field[0].isalpha() or field[0] == "_"):
+        return False
+    try:
+        float(field)
+    except ValueError:
+        return True
+    return False
 
 
 # ------------------------------------------------------------ svmlight lines

@@ -170,3 +170,26 @@ def test_failed_pre_pass_leaves_the_lock_free(tmp_path):
     with pytest.raises(ConfigError, match="needs targets"):
         run_workflow(no_targets, log=quiet)
     assert lock_is_free(tmp_path / "out")
+
+
+def test_class_names_from_an_ingested_csv(tmp_path):
+    """String labels of a CSV label column: the workflow fits, predicts and scores the names."""
+    from distsketch.io.readers import ingest
+
+    X, y = make(600, 4)
+    names = np.array(["disc", "east", "west"])[y]
+    with open(tmp_path / "t.csv", "w") as f:
+        for label, row in zip(names, X):
+            f.write(f"{label},{row[0]:.17g},{row[1]:.17g}\n")
+    ingest(tmp_path / "t.csv", tmp_path / "t.zarr", label_column=0, dtype="float64",
+           chunk_rows=100)
+    s = {**spec(tmp_path), "input": f"{tmp_path / 't.zarr'}::X",
+         "targets": f"{tmp_path / 't.zarr'}::y"}
+    r = run_workflow(s, log=quiet)
+    assert r.status == "full"
+    assert state_classes(tmp_path) == ["disc", "east", "west"]
+    model = distsketch.load(tmp_path / "out" / "result" / "model.zarr")
+    pred = zarr.open_group(str(tmp_path / "out" / "result" / "predictions.zarr"),
+                           mode="r")["predictions"][:]
+    np.testing.assert_array_equal(np.array(pred.tolist()).ravel(), model.predict(X))
+    assert np.mean(model.predict(X) == names) > 0.9

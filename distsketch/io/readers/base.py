@@ -34,6 +34,7 @@ __all__ = [
     "Reader",
     "Stream",
     "cast_block",
+    "check_exact_integers",
     "check_finite",
     "check_width",
     "open_binary",
@@ -50,6 +51,9 @@ class ReadOptions:
     skip_header: int | None = None
     zero_based: bool | str = "auto"
     n_features: int | None = None
+    header: bool | None = None
+    label_column: int | str | None = None
+    class_labels: bool | None = None
 
 
 @dataclass
@@ -74,7 +78,13 @@ class Header:
         ``"file"`` (position is a byte offset) or ``"rows"``.
     info : dict
         Manifest entries (source dtype, shape, options the reader chose); a
-        reader may add to it while its blocks are read.
+        reader may add to it while its blocks are read.  ``feature_names``
+        (a list of str) becomes the ``feature_names`` attribute of ``X``.
+    label_dtype : numpy.dtype or None
+        Stored dtype of ``y`` (default float64).
+    classes : list of str or None
+        Class names of ``y`` when ``y`` holds their codes (index into this
+        list); the reader fills it while its blocks are read.
     """
 
     n_features: int
@@ -84,6 +94,8 @@ class Header:
     labelled: bool = False
     progress_unit: str = "file"
     info: dict[str, Any] = field(default_factory=dict)
+    label_dtype: np.dtype | None = None
+    classes: list[str] | None = None
 
 
 @dataclass
@@ -92,13 +104,16 @@ class Block:
 
     ``position`` is the progress so far (in :attr:`Header.progress_unit`);
     ``line_of(r)`` gives the file line of row ``r`` of the block, for
-    messages, where the format has lines.
+    messages, where the format has lines.  ``inexact(dtype)``, given by text
+    formats, returns the first integer written in the file that ``dtype``
+    cannot hold exactly, as ``(row, column, text)`` (None when there is none).
     """
 
     X: np.ndarray
     y: np.ndarray | None
     position: int
     line_of: Callable[[int], int] | None = None
+    inexact: Callable[[np.dtype], tuple[int, int, str] | None] | None = None
 
 
 @dataclass
@@ -206,6 +221,75 @@ def cast_block(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
         Names the first row (and line) holding a value ``dtype`` cannot hold.
     """
     return cast_checked(block, dtype, where=str(source), row_start=first_row, line_of=line_of)
+
+
+def _inexact_integer(values: np.ndarray, dtype: np.dtype) -> tuple[int, int] | None:
+    """(row, column) of the first integer of ``values`` that ``dtype`` (floating) rounds."""
+    if np.iinfo(values.dtype).bits <= np.finfo(dtype).nmant + 1:
+        return None  # every value of the source type is exact in dtype
+    flat = values.reshape(values.shape[0], -1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = flat.astype(dtype)
+        # above the source's range the cast back is undefined: compare in float64 first
+        big = np.abs(back.astype(np.float64)) >= float(np.iinfo(values.dtype).max)
+        bad = big | (back.astype(values.dtype) != flat)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not rows.size:
+        return None
+    r = int(rows[0])
+    return r, int(np.flatnonzero(bad[r])[0])
+
+
+def check_exact_integers(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
+                         line_of: Callable[[int], int] | None = None,
+                         inexact: Callable[[np.dtype], tuple[int, int, str] | None] | None = None
+                         ) -> None:
+    """Refuse an integer that the floating ``dtype`` would round (no silent rounding).
+
+    Integer sources (an int64 ``.npy``) are checked value by value; text
+    sources through their ``inexact`` function, which knows which values were
+    written as integers.  float32 holds integers up to 2**24 exactly, float64
+    up to 2**53.
+
+    Raises
+    ------
+    InputError
+        Names the row (and line, column) and the value, and the dtype to use.
+    """
+    dt = np.dtype(dtype)
+    if inexact is not None and not np.issubdtype(dt, np.floating):
+        dt = np.dtype(np.float64)  # text is parsed as float64 whatever the stored dtype
+    if not np.issubdtype(dt, np.floating):
+        return
+    found: tuple[int, int, str] | None = None
+    if np.issubdtype(block.dtype, np.integer) and block.size:
+        hit = _inexact_integer(block, dt)
+        if hit is not None:
+            r, c = hit
+            found = (r, c, str(int(block.reshape(block.shape[0], -1)[r, c])))
+    elif inexact is not None:
+        found = inexact(dt)
+    if found is None:
+        return
+    row, col, text = found
+    value = int(text)
+    at = f"row {first_row + row}" + (f" (line {line_of(row)})" if line_of else "")
+    exact_in_64 = abs(value) <= 2**53 or int(np.float64(value)) == value
+    with np.errstate(over="ignore"):
+        near = dt.type(float(value)) if abs(value) < 2**1000 else dt.type(np.inf)
+    became = f" (it would become {int(near)})" if np.isfinite(near) else ""
+    if exact_in_64 and dt.itemsize < 8:
+        todo = ("Pass dtype='float64' (CLI: --dtype float64), which holds integers up to "
+                "2**53 exactly.")
+    elif inexact is not None:
+        todo = "Text is parsed as float64, which cannot hold it: rescale or drop that column."
+    else:
+        todo = ("No floating dtype holds it exactly: store integers with dtype='int64' (CLI: "
+                "--dtype int64), or rescale or drop that column.")
+    raise InputError(
+        f"{source}: {at}, column {col + 1} holds the integer {value}, which {dt} cannot "
+        f"represent exactly{became}. {todo}"
+    )
 
 
 def check_width(width: int, source: Path, *, declared: bool, itemsize: int = 8,

@@ -4,6 +4,11 @@ A UTF-8 byte-order mark is not data.  Fields may be quoted with ``"`` (the
 csv module's semantics, ``""`` inside a quoted field is one quote): a quoted
 field holding the delimiter or ``#`` is one field, and it is refused as not
 a number unless it is one.
+
+Nothing is guessed silently: the first line is a header only by the rule of
+:func:`is_header` (or ``header=``), numbers are ASCII decimals
+(:func:`is_number`), and a label column (``label_column=``) holds numbers or
+class names by its first label (or ``class_labels=``).
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ import csv
 import io
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,14 +35,14 @@ from distsketch.io.readers.base import (
     plain_name,
 )
 
-__all__ = ["CsvReader"]
+__all__ = ["MAX_CLASSES", "CsvReader", "is_header", "is_number"]
 
 
 class CsvReader(Reader):
     """Numbers separated by a delimiter, one row per line; ``#`` starts a comment.
 
-    The first data line decides the width and, unless ``skip_header`` is
-    given, whether one header line is skipped (when it is not numeric).
+    The first data line decides the width and whether it is a header (see
+    :func:`is_header`); a label column (``label_column``) is stored as ``y``.
     """
 
     name = "csv"
@@ -55,9 +61,13 @@ class CsvReader(Reader):
             f = io.TextIOWrapper(fb, encoding="utf-8-sig", errors="strict", newline=None)
             lineno = 0
             skip = options.skip_header
-            header: list[str] = []
+            # skipped lines are not names; otherwise a header is declared or detected
+            header_rule = options.header if options.header is not None else \
+                (False if skip is not None else None)
+            skipped: list[str] = []
+            names: list[str] | None = None
             first: str | None = None
-            # the first data line decides the header (when auto) and the width
+            first_lineno = 0
             while True:
                 try:
                     line = f.readline()
@@ -68,27 +78,38 @@ class CsvReader(Reader):
                     break
                 lineno += 1
                 if skip is not None and lineno <= skip:
-                    header.append(line.rstrip("\r\n"))
+                    skipped.append(line.rstrip("\r\n"))
                     continue
                 tokens = _split_tokens(line, delimiter)
                 if not tokens:
                     continue
-                if delimiter is None and "," in line and not _looks_numeric(tokens):
+                if delimiter is None and "," in line and not all(map(is_number, tokens)):
                     delimiter = ","
                     tokens = _split_tokens(line, delimiter)
-                if skip is None and not header and not _looks_numeric(tokens):
-                    header.append(line.rstrip("\r\n"))
+                if names is None and (header_rule or (header_rule is None and is_header(tokens))):
+                    names = tokens
+                    skipped.append(line.rstrip("\r\n"))
                     continue
-                first = line
+                first, first_lineno = line, lineno
                 break
             if first is None:
                 raise InputError(f"{source}: no data rows (only {lineno} header/blank/comment "
                                  "line(s)); nothing to ingest.")
-            n_cols = len(_split_tokens(first, delimiter))
+            first_tokens = _split_tokens(first, delimiter)
+            n_cols = len(first_tokens)
+            if names is not None and len(names) != n_cols:
+                raise InputError(
+                    f"{source}: the header has {len(names)} names but line {first_lineno} has "
+                    f"{n_cols} fields. Fix the header, or pass header=False (CLI: --no-header) "
+                    "if that line is data.")
+            label = _label_column(options, names, n_cols, source)
+            labels = None if label is None else _Labels(
+                label, first_tokens[label], options.class_labels, first_lineno)
+            n_x = n_cols - (label is not None)
 
             def blocks(rows: int) -> Iterator[Block]:
                 pending = [first]
-                block_first_line = lineno
+                block_first_line = first_lineno
                 while True:
                     try:
                         while len(pending) < rows:
@@ -102,29 +123,159 @@ class CsvReader(Reader):
                             from exc
                     if not pending:
                         break
+                    conv: dict[int | str, Callable[[str], Any]] = \
+                        {} if labels is None or not labels.classes_mode else \
+                        {labels.column: labels.code}
                     try:
                         # a block of only blank/comment lines is legitimately empty
                         with np.errstate(all="ignore"), warnings.catch_warnings():
                             warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                             block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
-                                               comments="#", ndmin=2, quotechar='"')
+                                               comments="#", ndmin=2, quotechar='"',
+                                               converters=conv or None)
                     except ValueError:
                         raise _diagnose(pending, block_first_line, delimiter, n_cols,
-                                        source) from None
+                                        source, labels) from None
                     if block.size and block.shape[1] != n_cols:
-                        raise _diagnose(pending, block_first_line, delimiter, n_cols, source)
+                        raise _diagnose(pending, block_first_line, delimiter, n_cols, source,
+                                        labels)
                     if not block.shape[0]:
                         block = np.empty((0, n_cols))
-                    yield Block(block, None, raw.tell(),
-                                _line_numbers(pending, block_first_line, delimiter))
+                    y = None
+                    if labels is not None:
+                        y = block[:, labels.column]
+                        y = y.astype(np.int32) if labels.classes_mode else y.copy()
+                        block = np.delete(block, labels.column, axis=1)
+                    line_of = _line_numbers(pending, block_first_line, delimiter)
+                    yield Block(block, y, raw.tell(), line_of,
+                                _inexact(block, pending, block_first_line, delimiter,
+                                         None if labels is None else labels.column))
                     block_first_line += len(pending)
                     done = len(pending) < rows
                     pending = []
                     if done:
                         break
 
-            info = {"delimiter": delimiter, "header": header}
-            yield Stream(Header(n_cols, None, None, size, info=info), blocks)
+            info: dict[str, Any] = {"delimiter": delimiter, "header": skipped}
+            if names is not None:
+                info["feature_names"] = [n for j, n in enumerate(names) if j != label]
+            if labels is not None:
+                info["label_column"] = names[labels.column] if names is not None else labels.column
+                info["labels"] = "classes" if labels.classes_mode else "numbers"
+            yield Stream(Header(n_x, None, None, size, labelled=labels is not None, info=info,
+                                label_dtype=None if labels is None else labels.dtype,
+                                classes=labels.classes if labels and labels.classes_mode else None), blocks)
+
+
+def is_number(token: str) -> bool:
+    """Whether ``token`` is a decimal number as the parser reads it (ASCII digits only).
+
+    ``1_000``, full-width digits, ``0x10`` and ``1,000`` are not numbers, although
+    Python's ``float`` accepts some of them.
+    """
+    return _NUMBER.match(token.strip()) is not None
+
+
+def is_header(tokens: list[str]) -> bool:
+    """The documented header rule: every field is a name (not a number, starts with a letter
+    or ``_``).  A line mixing names and numbers is data (and refused as not a number)."""
+    return all(t and (t[0].isalpha() or t[0] == "_") and not is_number(t) for t in tokens)
+
+
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\Z",
+                     re.IGNORECASE | re.ASCII)
+_INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
+# distinct class names a label column may hold: more is an ID column, not classes
+MAX_CLASSES = 65536
+
+
+def _label_column(options: ReadOptions, names: list[str] | None, n_cols: int,
+                  source: Path) -> int | None:
+    """The index of ``options.label_column`` (a header name, or an index; negative from the end)."""
+    col = options.label_column
+    if col is None:
+        return None
+    if isinstance(col, str):
+        if names is None:
+            raise InputError(f"{source}: label_column={col!r} names a column, but the file has no "
+                             "header line of names; give the column's index (0 is the first), or "
+                             "pass header=True (CLI: --header) if line 1 holds the names.")
+        if col not in names:
+            raise InputError(f"{source}: no column named {col!r}; the header names "
+                             f"{', '.join(map(repr, names[:20]))}{' ...' if len(names) > 20 else ''}.")
+        return names.index(col)
+    if not -n_cols <= col < n_cols:
+        raise InputError(f"{source}: label_column={col} is out of range: the rows have {n_cols} "
+                         f"fields (indices 0..{n_cols - 1}, or -1 for the last).")
+    if n_cols < 2:
+        raise InputError(f"{source}: the rows have one field, so a label column leaves no "
+                         "features.")
+    return col % n_cols
+
+
+class _Labels:
+    """A label column: numbers (targets), or class names coded in order of first appearance."""
+
+    def __init__(self, column: int, first: str, class_labels: bool | None, line: int):
+        self.column = column
+        self.first_line = line
+        self.classes_mode = bool(class_labels) if class_labels is not None else \
+            not is_number(first)
+        self.dtype = np.dtype(np.int32) if self.classes_mode else np.dtype(np.float64)
+        self.classes: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, text: str) -> float:
+        """The code of a class name (a new one gets the next code)."""
+        name = text.strip()
+        code = self._codes.get(name)
+        if code is None:
+            if not name or len(self.classes) >= MAX_CLASSES:
+                raise ValueError(name)
+            code = self._codes[name] = len(self.classes)
+            self.classes.append(name)
+        return float(code)
+
+    def problem(self, token: str) -> str | None:
+        """Why ``token`` is not a label of this column (None when it is one)."""
+        if not self.classes_mode:
+            if is_number(token):
+                return None
+            return (f"label {token!r} is not a number, but the first label (line "
+                    f"{self.first_line}) is, so the column holds numeric targets. Pass "
+                    "class_labels=True (CLI: --class-labels) to store every label as a class "
+                    "name, or fix the value.")
+        if not token.strip():
+            return "the label is empty; every row needs a label (remove or fill that row)."
+        if token.strip() not in self._codes and len(self.classes) >= MAX_CLASSES:
+            return (f"more than {MAX_CLASSES} distinct labels: is this an ID column? Pass "
+                    "class_labels=False (CLI: --no-class-labels) for numeric targets.")
+        return None
+
+
+def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | None,
+             label: int | None):
+    """The block's check for integers written in the file that a float dtype would round."""
+    def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
+        limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
+        with np.errstate(invalid="ignore"):
+            cand = np.abs(X) > limit  # NaN compares False; the common case stops here
+            if not cand.any():
+                return None
+            cand &= np.isfinite(X) & (X == np.round(X))
+        data = [ln for ln in lines if _split_tokens(ln, delimiter)]
+        for r, c in zip(*np.nonzero(cand)):
+            tokens = _split_tokens(data[r], delimiter)
+            text = tokens[c + (label is not None and c >= label)].strip()
+            if _INTEGER.match(text) is None:
+                continue  # written as a float (1e30): rounding it is the cast's ordinary job
+            value = int(text)
+            with np.errstate(over="ignore"):
+                near = dtype.type(float(value)) if abs(value) < 2**1000 else np.inf
+            if not np.isfinite(near) or int(near) != value:
+                return int(r), int(c), text
+        return None
+    return first_inexact
 
 
 def _line_numbers(lines: list[str], first_line: int, delimiter: str | None):
@@ -180,17 +331,8 @@ def _split_tokens(line: str, delimiter: str | None) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _looks_numeric(tokens: list[str]) -> bool:
-    try:
-        for t in tokens:
-            float(t)
-    except ValueError:
-        return False
-    return True
-
-
 def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
-              source: Path) -> InputError:
+              source: Path, labels: _Labels | None = None) -> InputError:
     """Find the first bad line of a block that NumPy refused and describe it."""
     for i, line in enumerate(lines):
         tokens = _split_tokens(line, delimiter)
@@ -204,15 +346,20 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 f"{'' if delimiter else ', or pass the right delimiter= (CLI: --delimiter)'}."
             )
         for j, t in enumerate(tokens):
-            try:
-                float(t)
-            except ValueError:
+            if labels is not None and j == labels.column:
+                problem = labels.problem(t)
+                if problem is not None:
+                    return InputError(f"{source}, line {lineno}, column {j + 1}: {problem}")
+                continue
+            if not is_number(t):
                 quoted = f" (a quoted field holding the delimiter {delimiter!r} is one field)" \
                     if delimiter and delimiter in t else ""
                 return InputError(
-                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number{quoted}. Fix the "
-                    "value, pass skip_header= if it is a header line (CLI: --skip-header), or "
-                    "check the delimiter."
+                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number{quoted}. "
+                    "Numbers are ASCII decimals such as -1.5e3 (no digit separators, no other "
+                    "digits). Fix the value, or check the delimiter; a header line is a line "
+                    "of names only (else pass header=True, CLI: --header), and a label column "
+                    "is named with label_column= (CLI: --label-column)."
                 )
         if n_cols is None:
             n_cols = len(tokens)

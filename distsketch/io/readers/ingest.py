@@ -17,11 +17,13 @@ from distsketch.io.readers.base import (
     ReadOptions,
     Stream,
     cast_block,
+    check_exact_integers,
     check_finite,
     open_binary,
     plain_name,
     target_dtype,
 )
+from distsketch.io.readers.csv import MAX_CLASSES
 from distsketch.io.readers.idx import read_header as idx_header
 from distsketch.io.readers.progress import Progress
 from distsketch.io.readers.registry import find_reader
@@ -32,6 +34,10 @@ from distsketch.validation.params import Interval, StrOptions, validate_params
 __all__ = ["ingest"]
 
 _CHUNK_BYTES = 8 * 2**20
+# a store may have at most this many chunks smaller than MIN_CHUNK_BYTES: each chunk is a
+# file and a task in every later pass, so a million one-row chunks take hours, not seconds
+MIN_CHUNK_BYTES = 64 * 2**10
+MAX_SMALL_CHUNKS = 1000
 _PATH = [str, os.PathLike]
 
 
@@ -54,6 +60,9 @@ def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
     "n_features": [Interval(int, 1, None), None],
     "delimiter": [str, None],
     "skip_header": [Interval(int, 0, None), None],
+    "header": ["boolean", None],
+    "label_column": [Interval(int, None, None), str, None],
+    "class_labels": ["boolean", None],
     "labels": [*_PATH, None],
     "zero_based": ["boolean", StrOptions({"auto"})],
     "allow_nan": ["boolean"],
@@ -72,6 +81,9 @@ def ingest(
     n_features: int | None = None,
     delimiter: str | None = None,
     skip_header: int | None = None,
+    header: bool | None = None,
+    label_column: int | str | None = None,
+    class_labels: bool | None = None,
     labels: str | os.PathLike | None = None,
     zero_based: bool | str = "auto",
     allow_nan: bool = False,
@@ -98,20 +110,41 @@ def ingest(
         A registered format name ("npy", "csv", "svmlight", "idx") or alias.
         Default: recognised from the file name, else from its first bytes.
     chunk_rows : int, optional
-        Rows per Zarr chunk (default: about 8 MiB per chunk).
+        Rows per Zarr chunk (default: about 8 MiB per chunk).  Chunks under
+        64 KiB are refused when the store would have more than 1000 of them
+        (the message gives the least rows that are accepted).
     dtype : dtype, default "float32"
-        Stored dtype of ``X``; None keeps the source dtype (npy, idx).
+        Stored dtype of ``X``; None keeps the source dtype (npy, idx).  An
+        integer the dtype cannot hold exactly (above 2**24 for float32, 2**53
+        for float64) is refused, never rounded.
     n_features : int, optional
         svmlight only: width of ``X`` (default: the largest index in the file).
     delimiter : str, optional
         CSV field separator (default: "," for .csv, tab for .tsv, otherwise
         whitespace, or "," if the first data line has commas).
     skip_header : int, optional
-        CSV lines to skip at the top.  Default: one header line is skipped if
-        the first non-blank line is not numeric.
+        CSV lines to skip at the top (not read as names).
+    header : bool, optional
+        CSV: the first non-blank line holds the column names (True), or is
+        data (False).  Default: it is a header exactly when every field is a
+        name (starts with a letter or ``_`` and is not a number, e.g.
+        ``a,b,c``); a line mixing names and numbers (``x1,2,3``) is data, and
+        refused as not a number.  With ``skip_header`` the default is False.
+        Header names become the ``feature_names`` attribute of ``X``.
+    label_column : int or str, optional
+        CSV: the column stored as ``y`` instead of in ``X``, by header name
+        or index (0 is the first, -1 the last).
+    class_labels : bool, optional
+        CSV label column: True stores every label as a class name, False as
+        a number.  Default: class names when the first label is not a number.
+        Class names are stored as int32 codes in ``y`` with the names in its
+        ``classes`` attribute; ``fit``/``predict``/``score`` read them as the
+        names (predictions are the names).
     labels : path-like, optional
         A 1-D idx (e.g. ``train-labels-idx1-ubyte.gz``) or ``.npy`` file of
         labels stored as ``y``; it must have as many records as ``source``.
+        Numbers (NaN/Inf refused unless ``allow_nan``) or strings (stored as
+        class names, as for ``class_labels``).
     zero_based : bool or "auto", default "auto"
         svmlight feature indices start at 0 (True) or 1 (False); "auto" picks
         0 if any index is 0.
@@ -167,7 +200,12 @@ def ingest(
 
     show = progress_enabled(progress)
     options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
-                          n_features=n_features)
+                          n_features=n_features, header=header, label_column=label_column,
+                          class_labels=class_labels)
+    if (label_column is not None or header is not None or class_labels is not None) \
+            and reader.name != "csv":
+        raise ConfigError(f"{src}: header=, label_column= and class_labels= apply to CSV "
+                          f"files, not {reader.name}.")
     out = resolve(dest, storage_options)
     with ZarrSink.open(out, compressor=compressor, overwrite=overwrite,
                        inputs=[src, labels], storage_options=storage_options) as sink:
@@ -177,10 +215,11 @@ def ingest(
         xw = sink.writers["X"]
         if labels is not None:
             if "y" in sink.writers:
-                raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
+                raise ConfigError(f"{src} has labels of its own (a label column, or "
+                                  f"{reader.name} labels); do not pass labels=.")
             info["labels_source"] = str(_ingest_labels(
                 Path(labels).expanduser().absolute(), n, xw.chunk_rows,
-                sink.array, allow_nan, show))
+                sink, allow_nan, show))
         st = src.stat()
         manifest = {"kind": "ingest", "source": str(src), "source_bytes": st.st_size,
                     "source_mtime": st.st_mtime, "format": reader.name,
@@ -198,43 +237,102 @@ def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: 
     hdr: Header = stream.header
     dt = target_dtype(dtype, hdr.source_dtype)
     rows = chunk_rows_for(chunk_rows, hdr.n_features, dt.itemsize, hdr.n_rows)
+    small = _small_chunks(rows, hdr.n_features * dt.itemsize, source)
+    if small is not None and hdr.n_rows is not None and -(-hdr.n_rows // rows) > MAX_SMALL_CHUNKS:
+        raise small
     xw = sink.array("X", dt, rows, hdr.n_rows)
-    yw = sink.array("y", np.dtype(np.float64), rows, hdr.n_rows) if hdr.labelled else None
+    if hdr.info.get("feature_names"):
+        sink.attrs["X"] = {"feature_names": list(hdr.info["feature_names"])}
+    yw = sink.array("y", hdr.label_dtype or np.dtype(np.float64), rows, hdr.n_rows) \
+        if hdr.labelled else None
     prog = Progress(f"ingest {source.name}", hdr.progress_total, hdr.progress_unit, show)
     done = 0
     for block in stream.blocks(rows):
+        check_exact_integers(block.X, dt, done, source, block.line_of, block.inexact)
         X = cast_block(block.X, dt, done, source, block.line_of)
         if not allow_nan:
             check_finite(X, done, source, block.line_of)
         xw.write(X)
         if yw is not None:
-            yw.write(block.y)  # type: ignore[arg-type]
+            assert block.y is not None
+            if not allow_nan:
+                check_finite(block.y.reshape(-1, 1), done, Path(f"{source} (labels)"),
+                             block.line_of)
+            yw.write(block.y)
         done += X.shape[0]
+        if small is not None and done > rows * MAX_SMALL_CHUNKS:
+            raise small
         prog.update(block.position, done)
     prog.close(done)
     if hdr.n_rows is not None and done != hdr.n_rows:
         raise StoreError(f"{source} changed while being ingested ({hdr.n_rows} rows, then "
                          f"{done}); retry when it is no longer being written.")
-    return {"rows": done, "n_features": hdr.n_features} | hdr.info
+    if hdr.classes is not None:
+        sink.attrs["y"] = {"classes": list(hdr.classes)}
+    info = {"rows": done, "n_features": hdr.n_features} | hdr.info
+    if hdr.classes is not None:
+        info["n_classes"] = len(hdr.classes)
+    return info
 
 
-def _ingest_labels(path: Path, n: int, chunk_rows: int, make_writer: Any, allow_nan: bool,
+def _small_chunks(rows: int, row_bytes: int, source: Path) -> ConfigError | None:
+    """The error for chunks under :data:`MIN_CHUNK_BYTES` (raised if there are too many)."""
+    if rows * row_bytes >= MIN_CHUNK_BYTES:
+        return None
+    least = -(-MIN_CHUNK_BYTES // max(1, row_bytes))
+    return ConfigError(
+        f"chunk_rows={rows} makes chunks of {rows * row_bytes} bytes, and {source} needs more "
+        f"than {MAX_SMALL_CHUNKS} of them: every chunk is a file and a task in each later pass, "
+        f"so tiny chunks make ingest and fit slow. Use chunk_rows >= {least} (64 KiB per "
+        "chunk; CLI: --chunk-rows), or leave it out for about 8 MiB per chunk.")
+
+
+def _npy_labels(path: Path, n: int) -> np.ndarray:
+    """A 1-D ``.npy`` of ``n`` labels, memory-mapped; numbers, booleans or strings."""
+    if path.name.lower().endswith(".gz"):
+        raise InputError(f"{path}: labels from .npy.gz are not supported; decompress it.")
+    try:
+        y = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        raise InputError(f"labels {path}: {exc}. Save the labels as numbers or strings "
+                         "(numpy.save of a numeric or str array, not objects).") from exc
+    except (OSError, EOFError) as exc:
+        raise StoreError(f"cannot read labels {path} as .npy: {exc}.") from exc
+    if not isinstance(y, np.ndarray):
+        raise InputError(f"labels {path} are not a single .npy array; save one with numpy.save.")
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InputError(f"labels {path} have shape {y.shape}; expected ({n},) to match "
+                         "the rows of the data.")
+    if not (np.issubdtype(y.dtype, np.number) or y.dtype.kind in "bUS") or \
+            np.issubdtype(y.dtype, np.complexfloating):
+        raise InputError(f"labels {path}: dtype {y.dtype} is neither real numbers nor strings; "
+                         "save numeric or str labels.")
+    return y
+
+
+def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_nan: bool,
                    show: bool) -> Path:
     """Store a 1-D .npy or idx labels file of ``n`` records as ``y``."""
     if not path.exists():
         raise StoreError(f"no labels file at {path}; check the path.")
     if plain_name(path).endswith(".npy"):
-        if path.name.lower().endswith(".gz"):
-            raise InputError(f"{path}: labels from .npy.gz are not supported; decompress it.")
-        y = np.load(path, mmap_mode="r", allow_pickle=False)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise InputError(f"labels {path} have shape {y.shape}; expected ({n},) to match "
-                             "the rows of the data.")
-        w: RowWriter = make_writer("y", target_dtype(None, y.dtype), chunk_rows, n)
+        y = _npy_labels(path, n)
+        names = y.dtype.kind in "US"
+        classes: dict[str, int] = {}
+        w: RowWriter = sink.array("y", np.dtype(np.int32) if names else target_dtype(None, y.dtype),
+                                  chunk_rows, n)
         for a in range(0, n, chunk_rows):
-            w.write(np.asarray(y[a:a + chunk_rows]))
+            part = np.asarray(y[a:a + chunk_rows])
+            if names:
+                part = _class_codes(part, classes, a, path)
+            elif not allow_nan:
+                check_finite(part.reshape(-1, 1), a, path)
+            w.write(part)
         w.close()
+        if names:
+            sink.attrs["y"] = {"classes": list(classes)}
         return path
+    make_writer = sink.array
     reader = find_reader(path)
     if reader.name != "idx":
         raise ConfigError(f"labels {path}: use a 1-D idx (*-ubyte) or .npy file.")
@@ -258,3 +356,23 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, make_writer: Any, allow_
             prog.update(block.position, done)
         prog.close(done)
     return path
+
+
+def _class_codes(block: np.ndarray, classes: dict[str, int], first_row: int,
+                 path: Path) -> np.ndarray:
+    """int32 codes of string labels; names not seen before get the next codes (sorted within a block)."""
+    text = block.astype(str) if block.dtype.kind == "S" else block
+    names, inverse = np.unique(text, return_inverse=True)
+    codes = np.empty(names.shape[0], dtype=np.int32)
+    for i, name in enumerate(names.tolist()):
+        name = name.strip()
+        if not name:
+            row = first_row + int(np.flatnonzero(inverse == i)[0])
+            raise InputError(f"labels {path}: row {row} has an empty label; every row needs one.")
+        if name not in classes:
+            if len(classes) >= MAX_CLASSES:
+                raise InputError(f"labels {path}: more than {MAX_CLASSES} distinct labels; is it "
+                                 "an ID column? Store numeric targets instead.")
+            classes[name] = len(classes)
+        codes[i] = classes[name]
+    return codes[inverse.reshape(-1)]

@@ -6,8 +6,11 @@ Layout of the output (a Zarr group, a local directory or a URL prefix)::
       zarr.json                    group (attribute ``ingest``: source, format, size;
                                    ``provenance``: the manifest's entries)
       X/                           (n, d) data, row chunks of ``chunk_rows``,
-                                   dimensions ("sample", "feature")
-      y/                           (n,) labels, when there are any, dimension ("sample",)
+                                   dimensions ("sample", "feature"); attribute
+                                   ``feature_names`` when a CSV header named them
+      y/                           (n,) labels, when there are any, dimension ("sample",);
+                                   class names: int32 codes and the attribute
+                                   ``classes`` (code i is ``classes[i]``)
       distsketch-manifest.json     written last
 """
 
@@ -106,6 +109,8 @@ class ZarrSink:
         self.tmp = tmp
         self.compressor = compressor
         self.writers: dict[str, RowWriter] = {}
+        # JSON attributes of the arrays, set at commit (class names are known only then)
+        self.attrs: dict[str, dict[str, Any]] = {}
 
     @classmethod
     @contextlib.contextmanager
@@ -131,6 +136,9 @@ class ZarrSink:
             w.close()
         for name in self.writers:
             _verify(self.tmp.child(name), n_rows, source, name)
+            if self.attrs.get(name):
+                zarr.open_array(zarr_store(self.tmp.child(name)), mode="r+").attrs.update(
+                    self.attrs[name])
         root = zarr.open_group(store=zarr_store(self.tmp), mode="r+")
         root.attrs["ingest"] = {k: manifest[k] for k in ("source", "format", "rows", "n_features")}
         root.attrs["provenance"] = provenance(manifest)

@@ -1,0 +1,92 @@
+"""Class labels stored as codes: int32 codes in a targets array, the names in its attributes.
+
+``distsketch ingest`` stores string labels this way (code ``i`` is
+``classes[i]``); every reader of targets (:mod:`distsketch.io.targets`,
+``open_array(..., targets=True)``) reads them back as the names, so a model
+fitted on them predicts the names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import StoreError
+
+__all__ = ["class_names", "dask_targets", "decode_classes"]
+
+# no label name is longer than this; a longer one in a store's attributes is damage
+_MAX_NAME = 1024
+
+
+def class_names(array: Any, where: str) -> np.ndarray | None:
+    """The class names of a targets array that stores their codes, else None.
+
+    ``distsketch ingest`` stores string labels as int32 codes with the names
+    in the array's ``classes`` attribute (code ``i`` is ``classes[i]``).
+
+    Returns
+    -------
+    ndarray of str, or None
+        The names (NumPy unicode), when the array has a ``classes`` attribute.
+
+    Raises
+    ------
+    StoreError
+        The attribute is not a list of distinct non-empty strings, or the
+        array is not 1-D integer codes.
+    """
+    attrs = getattr(array, "attrs", None)
+    names = None if attrs is None else attrs.get("classes")
+    if names is None:
+        return None
+    ok = (isinstance(names, list) and names and len(set(names)) == len(names)
+          and all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in names))
+    if not ok or array.ndim != 1 or np.dtype(array.dtype).kind not in "iu":
+        raise StoreError(f"targets {where}: the 'classes' attribute must be a list of distinct "
+                         "class names beside a 1-D array of integer codes (as distsketch ingest "
+                         "writes them); the store was changed or damaged. Re-ingest it.")
+    return np.asarray(names, dtype=str)
+
+
+def decode_classes(codes: np.ndarray, classes: np.ndarray, where: str,
+                   first_row: int = 0) -> np.ndarray:
+    """``classes[codes]``, refusing a code outside the classes (no wrap-around).
+
+    Raises
+    ------
+    StoreError
+        Names the first row whose code is not an index into ``classes``.
+    """
+    codes = np.asarray(codes)
+    bad = (codes < 0) | (codes >= classes.shape[0])
+    if bad.any():
+        row = first_row + int(np.flatnonzero(bad)[0])
+        raise StoreError(f"targets {where}: row {row} holds the code {int(codes[bad][0])}, "
+                         f"outside the {classes.shape[0]} class names of its 'classes' "
+                         "attribute; the store was changed or damaged. Re-ingest it.")
+    return classes[codes]
+
+
+class _Decode:
+    """Block function of :func:`decode_classes` (picklable for distributed workers)."""
+
+    def __init__(self, classes: np.ndarray, where: str):
+        self.classes = classes
+        self.where = where
+
+    def __call__(self, codes: np.ndarray, block_info: Any = None) -> np.ndarray:
+        start = block_info[0]["array-location"][0][0] if block_info else 0
+        return decode_classes(codes, self.classes, self.where, start)
+
+
+def dask_targets(array: Any, where: str) -> Any:
+    """A targets array as dask, chunked like the store; class codes read as their names."""
+    import dask.array as da
+
+    classes = class_names(array, where)
+    d = da.from_array(array, chunks=array.chunks)
+    if classes is None:
+        return d
+    return d.map_blocks(_Decode(classes, where), dtype=classes.dtype)
