@@ -151,9 +151,18 @@ def check_consistency(est: Any, path: Path | str) -> None:
     """
     for prefix, e in _estimators(est):
         _check_components(e, prefix, path)
+    for prefix, e in _estimators(est):
+        width = getattr(e, "n_features_in_", None)
+        if width is not None and (not isinstance(width, (int, np.integer))
+                                  or isinstance(width, bool)):
+            # a text "5" would pass load and fail every transform with "X has 5 features,
+            # but ... is expecting 5"
+            raise StoreError(f"model {path}: {prefix}n_features_in_ is {width!r} "
+                             f"({type(width).__name__}), not an integer; the store was edited. "
+                             "Re-save the model.")
     d = getattr(est, "n_features_in_", None)
     method = getattr(est, "transform", None) or getattr(est, "predict", None)
-    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or method is None:
+    if d is None or method is None:
         return
     if any(k.endswith("_path_") and v is not None
            for _, e in _estimators(est) for k, v in vars(e).items()):

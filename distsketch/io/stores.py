@@ -103,7 +103,8 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             member = _member_array(node, names[0])
         if member is None:
             raise StoreError(
-                f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
+                f"{p} is a Zarr group{f' with no array {component!r}' if component else ''}; "
+                f"name the array inside it (one of {names}), e.g. "
                 f"{p}::{names[0] if names else 'X'}."
             )
     return member
@@ -111,7 +112,7 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
 
 def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:
     """The array ``name`` directly inside ``group``, or None (absent, or not an array)."""
-    if not name or "/" in name:
+    if not name or "/" in name or name in (".", ".."):  # zarr raises on '.' segments
         return None
     try:
         node = group[name]
