@@ -221,7 +221,8 @@ def open_array(
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
-    return register_row_source(out, functools.partial(_reopen, again, component, so), unit)
+    return register_row_source(out, functools.partial(_reopen, again, component, so), unit,
+                               where=path + (f"::{component}" if component else ""))
 
 
 def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from distsketch.errors import StoreError
+from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.atomic import recover
 from distsketch.io.urls import Location, resolve
 
@@ -163,8 +163,15 @@ class ZarrRowReader:
                 self._arr = open_zarr(self.path, self.component,
                                       storage_options=self.storage_options, check=False)
             return np.asarray(self._arr[key])
-        except StoreError:
+        except (StoreError, MemoryBudgetError):
             raise
+        except MemoryError as exc:
+            # out of memory is not a damaged chunk: say so, and what to change
+            raise MemoryBudgetError(
+                f"out of memory reading {key!r} of Zarr array {self.path} ({self.shape[1:]} "
+                f"{self.dtype} per row): the block or one of its chunks does not fit the memory "
+                "of this process. Re-ingest the input with smaller --chunk-rows, use smaller "
+                "blocks (--block-rows), or give the process/workers more memory.") from exc
         except Exception as exc:
             raise StoreError(self._describe_failure(key, exc)) from exc
 
