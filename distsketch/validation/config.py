@@ -46,7 +46,7 @@ class _LimitedLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
-        self._open: list[str] = []  # anchors of the nodes being composed
+        self._open: list[str | None] = []  # anchors of the nodes being composed
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
