@@ -18,7 +18,7 @@ import sklearn
 import zarr
 
 from distsketch._version import __version__
-from distsketch.errors import StoreError, StoreVersionWarning
+from distsketch.errors import MemoryBudgetError, StoreError, StoreVersionWarning
 
 __all__ = ["check_array", "check_consistency", "check_versions", "dtype_from_name",
            "library_versions"]
@@ -103,6 +103,10 @@ def check_array(arr: zarr.Array, desc: dict, where: str, fmt: int) -> np.ndarray
                 "the model.")
     try:
         return np.asarray(arr[...])
+    except MemoryError as exc:
+        raise MemoryBudgetError(
+            f"{where}: out of memory reading the model array {tuple(arr.shape)} {arr.dtype} "
+            f"({exc}); the model is not damaged. Load it where more memory is free.") from exc
     except Exception as exc:
         raise StoreError(f"{where}: cannot read model array ({type(exc).__name__}: {exc}); a "
                          "chunk is corrupt. Restore the model store or re-save the model.") from exc

@@ -362,3 +362,20 @@ def test_out_of_memory_while_decoding_a_chunk_is_memory_not_corruption(tmp_path,
     msg = str(info.value)
     assert "out of memory reading" in msg and "x.zarr" in msg and "--chunk-rows" in msg
     assert "corrupt" not in msg
+
+
+def test_out_of_memory_while_loading_a_model_is_memory_not_corruption(tmp_path, monkeypatch):
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.io import load
+
+    RandomFourierFeatures(n_components=8, random_state=0).fit(X).save(tmp_path / "m.zarr")
+
+    def no_memory(self, key):
+        raise MemoryError("Unable to allocate 3.2 GiB for an array")
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", no_memory)
+    with pytest.raises(MemoryBudgetError) as info:
+        load(tmp_path / "m.zarr")
+    msg = str(info.value)
+    assert "out of memory reading the model array" in msg and "random_weights_" in msg
+    assert "corrupt" not in msg
