@@ -67,3 +67,16 @@ def test_text_where_a_number_is_expected_says_yaml_read_it_as_text(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_workflow_spec(path)
     assert "alpha='1e-3'" in str(info.value) and "YAML read it as text" in str(info.value)
+
+
+def test_spec_key_does_not_copy_storage_options(tmp_path):
+    # a mapping handed in from Python that shares one list 10**9 times once copied
+    shared: list = ["x"] * 10
+    for _ in range(8):
+        shared = [shared] * 10
+    spec = load_workflow_spec({**spec_mapping(tmp_path), "storage_options": {"bomb": shared}})
+    assert spec.as_dict()["storage_options"] == ["bomb"] and len(spec.key()) == 24
+
+
+def spec_mapping(tmp):
+    return spec(tmp, {"n_components": 2})
