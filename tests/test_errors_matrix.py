@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import zarr
 
-from distsketch import StreamingKernelPCA
-from distsketch.errors import ConfigError, DistsketchError, InputError, StoreError
+from distsketch import RandomFourierFeatures, StreamingKernelPCA
+from distsketch.errors import ConfigError, DistsketchError, InputError, MemoryBudgetError, StoreError
 from distsketch.io import open_array, write_array
 from distsketch.io.readers import ingest
 
@@ -74,6 +74,55 @@ def _transform_to(d: Path, src: Path) -> Path:
     return write_array(load(_model(d)).transform(open_array(str(src))), d / "out")
 
 
+def _edited(d: Path, **meta: Any) -> Path:
+    """A plain Zarr array whose zarr.json was edited afterwards (shape or chunk grid)."""
+    path = d / "in.zarr"
+    arr = zarr.create_array(str(path), shape=(60, 6), chunks=(10, 6), dtype="f4")
+    arr[...] = 1.0
+    body = json.loads((path / "zarr.json").read_text())
+    if "chunk_shape" in meta:
+        body["chunk_grid"]["configuration"]["chunk_shape"] = meta.pop("chunk_shape")
+    body.update(meta)
+    (path / "zarr.json").write_text(json.dumps(body))
+    return path
+
+
+def _wide(d: Path) -> Path:
+    # one row of 3e7 features (zeros compress to almost nothing on disk)
+    arr = zarr.create_array(str(d / "wide.zarr"), shape=(1, 30_000_000), chunks=(1, 30_000_000),
+                            dtype="f4", config={"write_empty_chunks": True})
+    arr[...] = 0.0
+    return d / "wide.zarr"
+
+
+def _text_width_model(d: Path) -> Path:
+    """A model whose recorded n_features_in_ was edited from 5 to the text "5"."""
+    path = _model(d)
+    body = json.loads((path / "zarr.json").read_text())
+    body["attributes"]["state"]["n_features_in_"] = {"__json__": "5"}
+    (path / "zarr.json").write_text(json.dumps(body))
+    return path
+
+
+def _spec(d: Path, extra: str = "", params: str = "{n_components: 2}") -> Path:
+    _good(d)
+    (d / "wf.yaml").write_text(f"input: good5.zarr\nmethod: {{name: StreamingKernelPCA, params: "
+                               f"{params}}}\noutputs: {{dir: out}}\ncluster: sync\n{extra}")
+    return d / "wf.yaml"
+
+
+# 10 levels of 10 aliases: 10**10 strings once expanded
+_LAUGHS = "storage_options:\n  l0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
+
+
+def _deep_state(d: Path) -> None:
+    from distsketch.workflow import run_workflow
+
+    run_workflow(_spec(d), log=lambda m: None)
+    (d / "out" / "state" / "state.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
 SETUP: dict[str, Callable[[Path], None]] = {
     "corrupt-metadata": lambda d: ((d / "in.zarr").mkdir(),
                                    (d / "in.zarr" / "zarr.json").write_text("{oops")),
@@ -95,7 +144,28 @@ SETUP: dict[str, Callable[[Path], None]] = {
     "param-option": lambda d: _good(d),
     "param-unknown": lambda d: _good(d),
     "existing-output": lambda d: (_good(d), (d / "out").mkdir(), (d / "out" / "keep").write_text("x")),
+    "n-components-1e9": lambda d: _good(d),
+    "n-components-2**63": lambda d: _good(d),
+    "rows-2**62": lambda d: _edited(d, shape=[2**62, 6]),
+    "width-2**40": lambda d: _edited(d, shape=[60, 2**40]),
+    "wide-row-m4096": _wide,
+    "chunk-shape-0": lambda d: _edited(d, chunk_shape=[0, 6]),
+    "dotdot-array": lambda d: _good(d),
+    "n-features-in-text": _text_width_model,
+    "yaml-gamma-1e300": lambda d: _spec(d, params="{gamma: 1e300}"),
+    "yaml-number-as-text": lambda d: _spec(d, params="{gamma: 1e-3x}"),
+    "yaml-billion-laughs": lambda d: _spec(d, _LAUGHS),
+    "yaml-recursive-alias": lambda d: _spec(d, "storage_options: &s {self: *s}\n"),
+    "yaml-deep-nesting": lambda d: _spec(d, "storage_options: {a: " + "[" * 100_000 + "]" * 100_000
+                                         + "}\n"),
+    "state-json-deep": _deep_state,
 }
+
+
+def _load_spec(d: Path) -> Any:
+    from distsketch.workflow import load_workflow_spec
+
+    return load_workflow_spec(d / "wf.yaml")
 
 
 def _fit(src: str, **kw: Any) -> Any:
@@ -144,6 +214,47 @@ CASES = [
     Case("existing-output", StoreError, ["out", "already exists", "overwrite"],
          lambda d: StreamingKernelPCA(**_model_kwargs()).fit(str(d / "good5.zarr")).save(d / "out"),
          ["fit", "{d}/good5.zarr", "{d}/out", *SMALL], []),
+    # sizes are checked before anything is allocated (issue 26)
+    Case("n-components-1e9", MemoryBudgetError,
+         ["1000000000 features", "5 input features", "37.25 GiB", "per-task budget", "n_components"],
+         lambda d: RandomFourierFeatures(n_components=10**9).fit(str(d / "good5.zarr")),
+         ["fit", "{d}/good5.zarr", "{d}/out", "--cluster", "sync", "--method",
+          "RandomFourierFeatures", "--n-components", "1000000000"]),
+    Case("n-components-2**63", MemoryBudgetError,
+         ["9223372036854775808 features", "per-task budget", "n_components"],
+         lambda d: RandomFourierFeatures(n_components=2**63).fit(str(d / "good5.zarr")),
+         ["fit", "{d}/good5.zarr", "{d}/out", "--cluster", "sync", "--method",
+          "RandomFourierFeatures", "--param", "n_components=9223372036854775808"]),
+    Case("rows-2**62", InputError, ["in.zarr", "(4611686018427387904, 6)", "chunks", "zarr.json"],
+         lambda d: _fit(str(d / "in.zarr")), ["fit", "{d}/in.zarr", "{d}/out", *SMALL]),
+    Case("width-2**40", InputError, ["in.zarr", "(60, 1099511627776)", "chunks", "zarr.json"],
+         lambda d: _fit(str(d / "in.zarr")), ["fit", "{d}/in.zarr", "{d}/out", *SMALL]),
+    Case("wide-row-m4096", MemoryBudgetError,
+         ["4096 features", "30000000 input features", "per-task budget"],
+         lambda d: StreamingKernelPCA(n_random_features=4096).fit(str(d / "wide.zarr")),
+         ["fit", "{d}/wide.zarr", "{d}/out", "--cluster", "sync", "--n-random-features", "4096"]),
+    Case("chunk-shape-0", StoreError, ["in.zarr", "chunk shape (0, 6)", "zarr.json"],
+         lambda d: _fit(str(d / "in.zarr")), ["fit", "{d}/in.zarr", "{d}/out", *SMALL]),
+    Case("dotdot-array", StoreError, ["good5.zarr", "'..'", "good5.zarr::X"],
+         lambda d: _fit(str(d / "good5.zarr") + "::.."),
+         ["fit", "{d}/good5.zarr::..", "{d}/out", *SMALL]),
+    Case("n-features-in-text", StoreError, ["model.zarr", "n_features_in_", "'5'", "Re-save"],
+         lambda d: __import__("distsketch.io", fromlist=["load"]).load(d / "model.zarr"),
+         ["transform", "{d}/model.zarr", "{d}/good5.zarr", "{d}/out", "--cluster", "sync"]),
+    Case("yaml-gamma-1e300", ConfigError, ["wf.yaml", "gamma=1e+300", "|gamma| <="],
+         lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
+    Case("yaml-number-as-text", ConfigError, ["wf.yaml", "gamma", "'1e-3x'", "YAML read it as text"],
+         lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
+    Case("yaml-billion-laughs", ConfigError, ["wf.yaml", "aliases", "expand"],
+         lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
+    Case("yaml-recursive-alias", ConfigError, ["wf.yaml", "recursive alias", "*s"],
+         lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
+    Case("yaml-deep-nesting", ConfigError, ["wf.yaml", "nested more than"],
+         lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
+    Case("state-json-deep", StoreError, ["state.json", "nested more than", "--full"],
+         lambda d: __import__("distsketch.workflow.state", fromlist=["read_state"]).read_state(
+             d / "out" / "state"),
+         ["run", "{d}/wf.yaml"], []),
 ]
 # the constructor of an unknown parameter raises TypeError in Python; the table
 # test covers the API side of parameter checks, the CLI turns it into a ConfigError
@@ -230,7 +341,8 @@ def test_cli(cli_results, case):
     assert "Traceback" not in res.stderr
     for frag in case.fragments:
         assert frag in err_lines[0], (frag, err_lines[0])
-    existed = {"model.zarr", "good5.zarr", "good6.zarr", "nan.zarr", "in.zarr", "in.csv"}
+    existed = {"model.zarr", "good5.zarr", "good6.zarr", "nan.zarr", "in.zarr", "in.csv",
+               "wide.zarr", "wf.yaml"}
     if case.id == "existing-output":
         existed.add("out")
         assert (d / "out" / "keep").read_text() == "x"

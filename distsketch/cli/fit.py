@@ -37,6 +37,10 @@ _OPTION_PARAMS = ("n_components", "kernel", "gamma", "n_random_features", "sketc
                   "random_state")
 
 
+# the seed of a command whose estimator takes random_state and none was given: a CLI run
+# is reproducible by default (--param random_state=null draws fresh entropy)
+DEFAULT_SEED = 0
+
 # short names of --features (any feature map's registry name works too, in any case)
 _FEATURE_SHORTCUTS = {"rff": "RandomFourierFeatures", "nystrom": "NystromFeatures"}
 # the default feature map of a model with a ``features`` parameter (SketchedKernelRidge's)
@@ -189,6 +193,8 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
             raise _no_param(f"--param {name}=...", cls, name)
         else:
             params[name] = _as_gamma(value, f"--param {name}") if name == "gamma" else value
+    if "random_state" in accepted and "random_state" not in params:
+        params["random_state"] = DEFAULT_SEED
     if holds_map:
         feature_cls = feature_cls or _default_features()
         for name in fparams:
@@ -244,7 +250,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--n-random-features", type=int, default=None,
                    help="width m of an inner random feature map (StreamingKernelPCA)")
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
-    p.add_argument("--random-state", type=int, default=None, help="seed")
+    p.add_argument("--random-state", type=int, default=None,
+                   help=f"seed of the estimator's random operators (default {DEFAULT_SEED}: two "
+                        "runs give the same model; recorded in the model and in --json; "
+                        "--param random_state=null draws a fresh one)")
     p.add_argument("--features", default=None, metavar="NAME",
                    help="feature map of a kernel ridge model: rff (RandomFourierFeatures, the "
                         "default), nystrom (NystromFeatures) or another feature map's name, e.g. "
@@ -338,16 +347,20 @@ def run(args: argparse.Namespace) -> int:
         check = (training_check(est, X, y, n_sample=args.n_check)
                  if y is not None and args.n_check > 0 and callable(getattr(est, "predict", None))
                  else None)
+    # the seed actually used (the one drawn when random_state=null was asked for)
+    seed = getattr(est, "seed_", params.get("random_state"))
+    seed = int(seed) if seed is not None else None
     if check is not None and check["no_better_than_constant"]:
         warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
-                      "fit_seconds": round(seconds, 3)}, storage_options=so)
+                      "fit_seconds": round(seconds, 3), "random_state": seed},
+               storage_options=so)
     result: dict[str, Any] = {
         "command": "fit", "model": str(args.model), "model_class": cls.__name__,
         "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,
         "params": {k: repr(v) for k, v in sorted(est.get_params(deep=False).items())},
-        "gamma_median": gamma, "fit_seconds": round(seconds, 3),
+        "gamma_median": gamma, "random_state": seed, "fit_seconds": round(seconds, 3),
         "peak_memory_bytes": pm.peak_bytes, "training_check": check}
     line = (f"fitted {cls.__name__} on {n} rows in {seconds:.1f} s "
             f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")

@@ -115,6 +115,7 @@ class RandomFourierFeatures(RowMapTransformer):
                 f"so n_components must be even; got {self.n_components}. Use "
                 f"{self.n_components + 1} or {self.n_components - 1}.")
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
         self.random_weights_, self.random_offset_ = rff_operator(
@@ -122,6 +123,17 @@ class RandomFourierFeatures(RowMapTransformer):
             self.form)
         self.n_output_features_ = int(self.n_components)
         return self
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse weights larger than a task's memory before drawing them."""
+        from distsketch.graph import check_operator_memory
+
+        m, d = int(self.n_components), int(n_features)
+        check_operator_memory(
+            f"RandomFourierFeatures: a map of {m} features on {d} input features has weights W "
+            f"({d} x {m} float64) that", 8.0 * m * d,
+            "lower n_components (n_random_features of a model holding this map) or reduce the "
+            "input's width first (feature selection, PCA)")
 
     def _operands(self) -> tuple:
         return (self.random_weights_, self.random_offset_)

@@ -11,6 +11,7 @@ from distsketch.graph.blocks import (
 )
 from distsketch.graph.budget import (
     Resources,
+    check_operator_memory,
     check_task_memory,
     cluster_resources,
     rows_for_budget,
@@ -50,6 +51,7 @@ __all__ = [
     "blas_single_thread",
     "block_starts",
     "check_finite_block",
+    "check_operator_memory",
     "check_task_memory",
     "choose_block_rows",
     "choose_fan_in",

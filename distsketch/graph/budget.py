@@ -29,8 +29,8 @@ from dask.utils import format_bytes, parse_bytes
 from distsketch.errors import ConfigError, MemoryBudgetError
 from distsketch.graph.runtime import active_client
 
-__all__ = ["DEFAULT_TASK_MEMORY", "MEMORY_FRACTION", "Resources", "check_task_memory",
-           "cluster_resources", "rows_for_budget", "task_memory_budget"]
+__all__ = ["DEFAULT_TASK_MEMORY", "MEMORY_FRACTION", "Resources", "check_operator_memory",
+           "check_task_memory", "cluster_resources", "rows_for_budget", "task_memory_budget"]
 
 DEFAULT_TASK_MEMORY = 2 * 2**30
 MEMORY_FRACTION = 0.5
@@ -191,6 +191,39 @@ def check_task_memory(what: str, max_block_rows: int, bytes_per_row: float,
             f"{format_bytes(budget)}. Fix: {fix_hint(fit_rows, bytes_per_row, fixed_bytes, budget)}"
         )
     return need
+
+
+def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | None = None) -> None:
+    """Refuse an operator larger than the per-task budget before it is allocated.
+
+    Every task that applies an operator (random weights, landmarks) holds a
+    copy, so one that does not fit a task cannot be used, and allocating it
+    first would end in a MemoryError (or take the machine's memory) instead
+    of this message.
+
+    Parameters
+    ----------
+    what : str
+        The operator and its shape, e.g. "RandomFourierFeatures: weights W (5 x 10**9 float64)".
+    n_bytes : float
+        Its size in bytes.
+    fix : str
+        What the user can lower (parameter names).
+    budget : int, optional
+        Override of :func:`task_memory_budget`.
+
+    Raises
+    ------
+    MemoryBudgetError
+        Naming the size, the budget and its source, and the fix.
+    """
+    res = cluster_resources() if budget is None else Resources(int(budget), 1, "given")
+    if n_bytes > res.task_bytes:
+        raise MemoryBudgetError(
+            f"{what} need {format_bytes(int(n_bytes))}, more than the per-task budget of "
+            f"{format_bytes(res.task_bytes)} ({res.source}); every task holds them. Fix: {fix}, "
+            "or raise the budget with dask.config.set({'distsketch.task-memory': '...'}) / "
+            "DISTSKETCH_TASK_MEMORY if the workers have that much memory.")
 
 
 def fix_hint(fit_rows: int, bytes_per_row: float, fixed_bytes: float, budget: int) -> str:

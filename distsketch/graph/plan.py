@@ -33,7 +33,9 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.utils import format_bytes
 
+from distsketch.errors import MemoryBudgetError
 from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
 from distsketch.graph.planner import (
     INPUT_BLOCK_BYTES,
@@ -66,9 +68,12 @@ __all__ = [
 # dask array name -> (reopen(block_rows) -> dask array, store chunk rows); bounded
 _ROW_SOURCES: OrderedDict[str, tuple[Callable[[int], da.Array], int]] = OrderedDict()
 _MAX_SOURCES = 256
+# dask array name -> the store it reads, for messages
+_SOURCE_NAMES: dict[str, str] = {}
 
 
-def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: int) -> da.Array:
+def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: int,
+                        where: str = "") -> da.Array:
     """Tell the planner how to re-read ``X`` with other row blocks.
 
     A reader (``distsketch.io.open_array``) registers its arrays so that a
@@ -84,6 +89,8 @@ def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: in
         ``reopen(block_rows)`` returns the same data with blocks of that many rows.
     unit : int
         The store's chunk (or shard) rows.
+    where : str, optional
+        The store, named in the planner's messages.
 
     Returns
     -------
@@ -92,19 +99,23 @@ def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: in
     """
     _ROW_SOURCES[X.name] = (reopen, max(1, int(unit)))
     _ROW_SOURCES.move_to_end(X.name)
+    _SOURCE_NAMES[X.name] = where
     while len(_ROW_SOURCES) > _MAX_SOURCES:
-        _ROW_SOURCES.popitem(last=False)
+        _SOURCE_NAMES.pop(_ROW_SOURCES.popitem(last=False)[0], None)
     return X
 
 
-def _row_unit(X: da.Array) -> int | None:
-    # the store's chunk rows, also for arrays derived row by row from a registered one
+def _row_source(X: da.Array) -> str | None:
+    # the registered store X was read from, also for arrays derived row by row from one
     if X.name in _ROW_SOURCES:
-        return _ROW_SOURCES[X.name][1]
-    for layer in X.dask.layers:
-        if layer in _ROW_SOURCES:
-            return _ROW_SOURCES[layer][1]
-    return None
+        return X.name
+    return next((layer for layer in X.dask.layers if layer in _ROW_SOURCES), None)
+
+
+def _row_unit(X: da.Array) -> int | None:
+    # the store's chunk rows
+    key = _row_source(X)
+    return None if key is None else _ROW_SOURCES[key][1]
 
 
 def input_bytes_per_row(X: Any) -> int:
@@ -114,6 +125,25 @@ def input_bytes_per_row(X: Any) -> int:
         return 12 * max(1, X.nnz // n)
     width = X.shape[1] if len(X.shape) > 1 else 1
     return max(1, int(width) * np.dtype(X.dtype).itemsize)
+
+
+def _check_store_chunk(chunk_rows: int, row_bytes: int, rule: BlockPlan, where: str) -> None:
+    """Refuse a store whose one chunk (or shard) does not fit the per-task memory.
+
+    A task decodes at least one whole chunk, whatever its block size; a chunk
+    above the budget is killed (or refused as corrupt) on the workers, so it
+    is named here, before anything runs.
+    """
+    chunk = chunk_rows * row_bytes
+    if rule.budget is not None and chunk > rule.budget:
+        raise MemoryBudgetError(
+            f"one chunk of the input store{' ' + where if where else ''} is {format_bytes(chunk)} "
+            f"({chunk_rows} rows x "
+            f"{format_bytes(row_bytes)}/row) but a task may use only {format_bytes(rule.budget)} "
+            f"({rule.source}), and every task decodes at least one whole chunk. Fix: re-ingest "
+            f"the input with smaller chunks (distsketch ingest --chunk-rows "
+            f"{max(1, rule.budget // max(1, 4 * row_bytes))} or less), or give the workers more "
+            "memory per thread (or raise distsketch.task-memory / DISTSKETCH_TASK_MEMORY).")
 
 
 def _cut(n_rows: int, block_rows: int) -> tuple[int, ...]:
@@ -298,6 +328,9 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     if lazy:
         unit = align or _row_unit(X)
         rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=unit)
+        key = _row_source(X)
+        if key is not None:
+            _check_store_chunk(_ROW_SOURCES[key][1], row_bytes, rule, _SOURCE_NAMES.get(key, ""))
         data = whole_rows(X)
         if block_rows is not None:
             data = (_split(X, data, int(block_rows)) if X.name in _ROW_SOURCES else

@@ -33,7 +33,9 @@ from distsketch.io.urls import Location, resolve
 from distsketch.validation.arrays import check_input, check_shape_dtype
 
 __all__ = [
+    "MAX_CHUNKS",
     "ZarrRowReader",
+    "check_grid",
     "consolidate",
     "create_array",
     "open_array",
@@ -42,6 +44,42 @@ __all__ = [
     "write_array",
     "zarr_store",
 ]
+
+
+#: most storage units (chunks, or shards) distsketch reads from one array; far above any
+#: real store (10**9 rows in chunks of 100 rows), far below what exhausts memory to list
+MAX_CHUNKS = 10**7
+
+
+def check_grid(arr: zarr.Array, where: str) -> None:
+    """Refuse a chunk grid no real store has, before Zarr or Dask enumerates it.
+
+    An edited ``zarr.json`` (a zero chunk extent, a shape of 2**62 rows or
+    2**40 columns) would otherwise end in ZeroDivisionError or MemoryError
+    while the chunks are listed.
+
+    Raises
+    ------
+    StoreError
+        A chunk (or shard) extent below 1.
+    InputError
+        More than :data:`MAX_CHUNKS` chunks, with the shape and chunk shape.
+    """
+    units = tuple(int(c) for c in (arr.shards or arr.chunks))
+    unit = "shard" if arr.shards else "chunk"
+    if any(c < 1 for c in units):
+        raise StoreError(f"{where}: its {unit} shape {units} has an extent below 1; its "
+                         "zarr.json is corrupt or was edited. Restore the store or re-create it "
+                         "(e.g. distsketch ingest).")
+    count = 1
+    for size, c in zip(arr.shape, units):
+        count *= -(-int(size) // c)
+    if count > MAX_CHUNKS:
+        raise InputError(f"{where} has shape {tuple(int(s) for s in arr.shape)} in {unit}s of "
+                         f"{units}: {count} {unit}s, more than the {MAX_CHUNKS} distsketch reads "
+                         "from one array. If the shape is wrong, its zarr.json was edited: restore "
+                         "the store; otherwise re-create it with larger chunks (distsketch ingest "
+                         "--chunk-rows).")
 
 
 def _missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
@@ -163,6 +201,7 @@ def open_array(
                          "targets pass targets=True (fit(X, y) takes the path as y directly); for "
                          "a single feature store the data with shape (n, 1).")
     check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
+    check_grid(arr, f"Zarr array {path}")
     if check_chunks and loc is not None:
         missing = _missing_chunks(arr)
         if missing:
@@ -182,7 +221,8 @@ def open_array(
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
-    return register_row_source(out, functools.partial(_reopen, again, component, so), unit)
+    return register_row_source(out, functools.partial(_reopen, again, component, so), unit,
+                               where=path + (f"::{component}" if component else ""))
 
 
 def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:
@@ -208,6 +248,7 @@ def _open_targets(source: Any, component: str | None,
         where = path + (f"::{component}" if component else "")
     else:
         return source if isinstance(source, da.Array) else da.asarray(source)
+    check_grid(arr, f"targets {where}")
     if arr.ndim not in (1, 2) or arr.shape[0] < 1:
         raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
                          "or values (or 2-D, one column per target) with rows.")

@@ -25,6 +25,8 @@ __all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "r
            "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
+#: deepest nesting of lists and objects a manifest or state file may have
+MAX_JSON_DEPTH = 64
 
 
 def provenance(info: dict) -> dict:
@@ -124,9 +126,26 @@ def read_json_object(p: Path | Location, damaged: Any) -> dict | None:
     except ValueError as exc:
         # ValueError covers bad UTF-8 as well as bad JSON
         raise damaged(where, f"{type(exc).__name__}: {exc}") from exc
+    except RecursionError:
+        raise damaged(where, f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if _depth(body) > MAX_JSON_DEPTH:
+        # nested below Python's recursion limit, but deeper than anything distsketch writes
+        raise damaged(where, f"it is nested more than {MAX_JSON_DEPTH} levels deep")
     if not isinstance(body, dict):
         raise damaged(where, f"it holds a JSON {type(body).__name__}, not an object")
     return body
+
+
+def _depth(body: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, todo = 0, [(body, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            todo.extend((child, level + 1)
+                        for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _corrupt(p: Path | str, why: str) -> StoreError:

@@ -43,7 +43,7 @@ import numpy as np
 import zarr
 
 from distsketch import registry
-from distsketch.errors import StoreError
+from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.codecs import codecs
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
@@ -427,7 +427,7 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
             # the distsketch manifest beside the arrays is not a Zarr node
             warnings.filterwarnings("ignore", message=".*not recognized.*")
             est = _read_estimator(root, str(p))
-    except StoreError:
+    except (StoreError, MemoryBudgetError):
         raise
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store is "

@@ -18,7 +18,7 @@ import sklearn
 import zarr
 
 from distsketch._version import __version__
-from distsketch.errors import StoreError, StoreVersionWarning
+from distsketch.errors import MemoryBudgetError, StoreError, StoreVersionWarning
 from distsketch.io.stores import chunk_error_detail
 
 __all__ = ["check_array", "check_consistency", "check_versions", "dtype_from_name",
@@ -112,6 +112,10 @@ def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
             "the model.")
     try:
         return np.asarray(arr[...])
+    except MemoryError as exc:
+        raise MemoryBudgetError(
+            f"{where}: out of memory reading the model array {tuple(arr.shape)} {arr.dtype} "
+            f"({exc}); the model is not damaged. Load it where more memory is free.") from exc
     except Exception as exc:
         raise StoreError(f"{where}: cannot read model array: {_failed_chunks(arr)}"
                          f"{chunk_error_detail(exc)}. Restore the model store or re-save the "
@@ -177,9 +181,18 @@ def check_consistency(est: Any, path: Path | str) -> None:
     """
     for prefix, e in _estimators(est):
         _check_components(e, prefix, path)
+    for prefix, e in _estimators(est):
+        width = getattr(e, "n_features_in_", None)
+        if width is not None and (not isinstance(width, (int, np.integer))
+                                  or isinstance(width, bool)):
+            # a text "5" would pass load and fail every transform with "X has 5 features,
+            # but ... is expecting 5"
+            raise StoreError(f"model {path}: {prefix}n_features_in_ is {width!r} "
+                             f"({type(width).__name__}), not an integer; the store was edited. "
+                             "Re-save the model.")
     d = getattr(est, "n_features_in_", None)
     method = getattr(est, "transform", None) or getattr(est, "predict", None)
-    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or method is None:
+    if d is None or method is None:
         return
     if any(k.endswith("_path_") and v is not None
            for _, e in _estimators(est) for k, v in vars(e).items()):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from distsketch.errors import StoreError
+from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.atomic import recover
 from distsketch.io.urls import Location, resolve
 
@@ -180,7 +180,8 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             member = _member_array(node, names[0])
         if member is None:
             raise StoreError(
-                f"{p} is a Zarr group; name the array inside it (one of {names}), e.g. "
+                f"{p} is a Zarr group{f' with no array {component!r}' if component else ''}; "
+                f"name the array inside it (one of {names}), e.g. "
                 f"{p}::{names[0] if names else 'X'}."
             )
     return member
@@ -188,7 +189,7 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
 
 def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:
     """The array ``name`` directly inside ``group``, or None (absent, or not an array)."""
-    if not name or "/" in name:
+    if not name or "/" in name or name in (".", ".."):  # zarr raises on '.' segments
         return None
     try:
         node = group[name]
@@ -239,8 +240,15 @@ class ZarrRowReader:
                 self._arr = open_zarr(self.path, self.component,
                                       storage_options=self.storage_options, check=False)
             return np.asarray(self._arr[key])
-        except StoreError:
+        except (StoreError, MemoryBudgetError):
             raise
+        except MemoryError as exc:
+            # out of memory is not a damaged chunk: say so, and what to change
+            raise MemoryBudgetError(
+                f"out of memory reading {key!r} of Zarr array {self.path} ({self.shape[1:]} "
+                f"{self.dtype} per row): the block or one of its chunks does not fit the memory "
+                "of this process. Re-ingest the input with smaller --chunk-rows, use smaller "
+                "blocks (--block-rows), or give the process/workers more memory.") from exc
         except Exception as exc:
             raise StoreError(self._describe_failure(key, exc)) from exc
 

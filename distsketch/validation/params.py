@@ -48,6 +48,7 @@ __all__ = [
     "check_params",
     "check_section",
     "describe",
+    "text_hint",
     "validate_params",
 ]
 
@@ -207,7 +208,20 @@ def check_params(params: Mapping[str, Any], table: Mapping[str, list[Any]], owne
         value = params[name]
         if not any(accepts(c, value) for c in constraints):
             raise ConfigError(f"{owner}: parameter {name}={value!r} is invalid; "
-                              f"it must be {describe(constraints)}.")
+                              f"it must be {describe(constraints)}.{text_hint(value, constraints)}")
+
+
+def text_hint(value: Any, constraints: Iterable[Any]) -> str:
+    """A note for a string given where a number is expected (YAML read it as text).
+
+    Returns an empty string unless ``value`` is a string and a numeric
+    :class:`Interval` is among ``constraints``.
+    """
+    if not isinstance(value, str) or not any(isinstance(c, Interval) for c in constraints):
+        return ""
+    return (f" The value {value!r} is text: YAML read it as text (in a spec or a --param value), "
+            "not as a number. Write a plain number, e.g. 0.001, 1e-3 or 1.5E+2, without quotes, units "
+            "or other characters.")
 
 
 def check_estimator_params(estimator: Any) -> None:
@@ -358,7 +372,7 @@ def check_section(section: Any, table: Mapping[str, list[Any]], where: str, *,
                               f"{sorted(table)}{hint}.")
         if not any(accepts(c, value) for c in table[key]):
             raise ConfigError(f"{where}: {noun} {key!r}{of} must be {describe(table[key])}, "
-                              f"got {value!r}.")
+                              f"got {value!r}.{text_hint(value, table[key])}")
     for key in required:
         if key not in section:
             raise ConfigError(f"{where}: missing required {noun} {key!r}{of}.")

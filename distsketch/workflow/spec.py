@@ -25,9 +25,12 @@ the workflow state, so incremental runs use the same classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import reprlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +81,10 @@ _SECTIONS = {"input", "targets", "preprocessing", "method", "outputs", "cluster"
 _TOP_KEYS = set(_SCALARS) | _SECTIONS
 
 
-def _check(value: Any, constraints: list[Any], message: str) -> Any:
+def _check(value: Any, constraints: list[Any], message: str | Callable[[], str]) -> Any:
+    # a callable message is built only on failure: a valid value is never repr()'d
     if not any(accepts(c, value) for c in constraints):
-        raise ConfigError(message)
+        raise ConfigError(message() if callable(message) else message)
     return value
 
 
@@ -152,14 +156,15 @@ class WorkflowSpec:
 
     def as_dict(self) -> dict[str, Any]:
         """The spec as plain JSON-able data (the manifest records it)."""
-        out = dataclasses.asdict(self)
+        # storage options are not copied (asdict copies deeply): only their names are kept
+        out = dataclasses.asdict(dataclasses.replace(self, storage_options=None))
         out["report"] = {k: v for k, v in out["report"].items() if v is not None}
         for key in ("name", "description", "segments_in_flight", "storage_options"):
             if out[key] is None:
                 del out[key]
-        if "storage_options" in out:
+        if self.storage_options is not None:
             # credentials never reach a manifest or a report: the option names only
-            out["storage_options"] = sorted(out["storage_options"])
+            out["storage_options"] = sorted(self.storage_options)
         return out
 
     def key(self) -> str:
@@ -169,6 +174,10 @@ class WorkflowSpec:
                                    "method")}
         blob = json.dumps(keyed, sort_keys=True, default=str).encode()
         return hashlib.blake2b(blob, digest_size=12).hexdigest()
+
+
+def _must_be(where: str, key: str, what: str, value: Any) -> str:
+    return f"{where}: {key} must be {what}, got {reprlib.repr(value)}."
 
 
 def _check_keys(d: Any, allowed: set[str], where: str) -> dict:
@@ -231,7 +240,7 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
             raise ConfigError(f"{where}: missing required key {key!r} (input: a Zarr path; method: "
                               "{name, params}; outputs: {dir}).")
     scalars = {key: _check(cfg.get(key, default), constraints,
-                           f"{where}: {key} must be {what}, got {cfg.get(key)!r}.")
+                           functools.partial(_must_be, where, key, what, cfg.get(key)))
                for key, (default, constraints, what) in _SCALARS.items()}
     pre = _check_keys(cfg.get("preprocessing"), _PRE_KEYS, f"{where}: preprocessing")
     standardize = _check(pre.get("standardize", False), _BOOLEAN,

@@ -406,3 +406,46 @@ def test_run_gets_the_output_flags(small, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert err == "" and len(out.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------- numbers and seeds
+def test_param_numbers_with_an_exponent_are_floats(small, capsys):
+    d, *_ = small
+    _fit(d, capsys, "e.zarr", "--method", "SketchedKernelRidge", "--y", f"{d}/t.zarr::y",
+         "--param", "alpha=1e-3", "--n-check", "0")
+    model = load(d / "e.zarr")
+    assert model.alpha == 0.001 and isinstance(model.alpha, float)
+    _fit(d, capsys, "cv.zarr", "--method", "SketchedKernelRidge", "--y", f"{d}/t.zarr::y",
+         "--param", "alphas=[1e-4,1E+2]", "--param", "cv=2", "--n-check", "0")
+    model = load(d / "cv.zarr")
+    assert list(model.alphas) == [0.0001, 100.0]
+    assert all(isinstance(a, float) for a in model.alphas)
+
+
+def test_param_text_where_a_number_is_expected_says_yaml_read_it_as_text(small, capsys):
+    d, *_ = small
+    code = cli.main(["fit", str(d / "x.zarr"), str(d / "t1.zarr"), "--cluster", "sync",
+                     "--method", "SketchedKernelRidge", "--y", f"{d}/t.zarr::y",
+                     "--param", "alpha=1e-3x"])
+    err = capsys.readouterr().err
+    assert code == 2 and "alpha='1e-3x'" in err and "YAML read it as text" in err
+    assert "unexpected error" not in err and not (d / "t1.zarr").exists()
+
+
+@pytest.mark.parametrize("method", ["SketchedKernelRidge", "StreamingKernelPCA"])
+def test_cli_fit_is_reproducible_by_default_and_records_its_seed(small, capsys, method):
+    d, X, *_ = small
+    extra = ["--y", f"{d}/t.zarr::y", "--n-check", "0"] if method == "SketchedKernelRidge" else \
+        ["--n-components", "3", "--gamma", "0.2"]
+    runs = [_fit(d, capsys, f"seed-{method}-{i}.zarr", "--method", method, *extra)
+            for i in range(2)]
+    assert runs[0]["random_state"] == runs[1]["random_state"] == 0
+    models = [load(d / f"seed-{method}-{i}.zarr") for i in range(2)]
+    assert models[0].random_state == models[1].random_state == 0
+    assert read_manifest(d / f"seed-{method}-0.zarr")["seed"] == 0
+    out = [m.predict(X) if hasattr(m, "predict") else m.transform(X) for m in models]
+    np.testing.assert_array_equal(out[0], out[1])
+    # an explicit seed is used and recorded
+    run = _fit(d, capsys, f"seed-{method}-7.zarr", "--method", method, *extra,
+               "--random-state", "7")
+    assert run["random_state"] == 7 and load(d / f"seed-{method}-7.zarr").random_state == 7

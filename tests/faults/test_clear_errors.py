@@ -259,3 +259,123 @@ def test_non_finite_values_are_written_when_allowed(tmp_path):
     data[3, 0] = np.nan
     out = write_array(data, tmp_path / "o.zarr", chunk_rows=10, allow_nonfinite=True)
     np.testing.assert_array_equal(open_array(str(out), block_rows=10).compute(), data)
+
+
+# ------------------------------------------------------------ memory, named as memory (issue 26)
+
+
+def _one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith("distsketch: error:")]
+    assert len(lines) == 1 and "unexpected" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def small_budget():
+    """A 64 KiB per-task budget: the honest stand-in for a small worker or a 2 GB line."""
+    import dask
+
+    with dask.config.set({"distsketch.task-memory": 64 * 2**10}):
+        yield 64 * 2**10
+
+
+@pytest.mark.parametrize("newline", [True, False])
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_a_line_longer_than_the_budget_allows_is_refused_after_reading_the_limit(
+        tmp_path, capsys, small_budget, how, newline):
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.io.readers.lines import max_line_chars
+
+    limit = max_line_chars()
+    assert limit == small_budget // 8
+    src = tmp_path / "one-line.csv"
+    src.write_text("1,2,3\n" + "1," * (4 * limit) + ("1\n" if newline else "1"))
+    out = tmp_path / "o.zarr"
+    if how == "api":
+        with pytest.raises(MemoryBudgetError) as info:
+            ingest(src, out)
+        msg = str(info.value)
+    else:
+        assert cli.main(["ingest", str(src), str(out)]) == 2
+        msg = _one_error_line(capsys.readouterr().err)
+    assert f"one-line.csv, line 2: longer than {limit} characters" in msg
+    assert "distsketch.task-memory" in msg
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_lines_within_the_limit_are_read(tmp_path, small_budget):
+    from distsketch.io.readers.lines import max_line_chars
+
+    width = max_line_chars() // 4  # "1.0," is 4 characters: just within the limit
+    src = tmp_path / "wide.csv"
+    src.write_text(("1.0," * (width - 1) + "1.0\n") * 3)
+    with __import__("dask").config.set({"distsketch.task-memory": 2**30}):
+        ingest(src, tmp_path / "o.zarr")
+    assert open_array(str(tmp_path / "o.zarr")).shape == (3, width)
+
+
+def _fit_rff_kpca(src: str) -> None:
+    from distsketch import StreamingKernelPCA
+
+    StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=4, gamma=0.1,
+                       random_state=0).fit(src)
+
+
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_a_store_chunk_larger_than_a_task_may_use_is_refused_by_the_planner(
+        tmp_path, capsys, how):
+    import dask
+
+    from distsketch.errors import MemoryBudgetError
+
+    data = np.random.default_rng(0).normal(size=(400, 1000)).astype(np.float32)
+    src = write_array(data, tmp_path / "big-chunks.zarr", chunk_rows=400)  # one 1.5 MiB chunk
+    # the operators fit the 1 MiB budget, and so would blocks of a few rows: only the chunk,
+    # which every task decodes whole, does not
+    with dask.config.set({"distsketch.task-memory": 2**20}):
+        if how == "api":
+            with pytest.raises(MemoryBudgetError) as info:
+                _fit_rff_kpca(str(src))
+            msg = str(info.value)
+        else:
+            assert cli.main(["fit", str(src), str(tmp_path / "m.zarr"), "--cluster", "sync",
+                             "--n-components", "2", "--n-random-features", "16",
+                             "--sketch-size", "4", "--gamma", "0.1"]) == 2
+            msg = _one_error_line(capsys.readouterr().err)
+    assert f"one chunk of the input store {src}" in msg
+    assert "is 1.53 MiB (400 rows x 3.91 kiB/row)" in msg
+    assert "a task may use only 1.00 MiB" in msg and "--chunk-rows 65 or less" in msg
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_out_of_memory_while_decoding_a_chunk_is_memory_not_corruption(tmp_path, monkeypatch):
+    from distsketch.errors import MemoryBudgetError
+
+    src = write_array(X, tmp_path / "x.zarr", chunk_rows=10)
+
+    def no_memory(self, key):
+        raise MemoryError("Unable to allocate 3.2 GiB for an array")
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", no_memory)
+    with pytest.raises(MemoryBudgetError) as info:
+        _fit_rff_kpca(str(src))
+    msg = str(info.value)
+    assert "out of memory reading" in msg and "x.zarr" in msg and "--chunk-rows" in msg
+    assert "corrupt" not in msg
+
+
+def test_out_of_memory_while_loading_a_model_is_memory_not_corruption(tmp_path, monkeypatch):
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.io import load
+
+    RandomFourierFeatures(n_components=8, random_state=0).fit(X).save(tmp_path / "m.zarr")
+
+    def no_memory(self, key):
+        raise MemoryError("Unable to allocate 3.2 GiB for an array")
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", no_memory)
+    with pytest.raises(MemoryBudgetError) as info:
+        load(tmp_path / "m.zarr")
+    msg = str(info.value)
+    assert "out of memory reading the model array" in msg and "random_weights_" in msg
+    assert "corrupt" not in msg

@@ -49,3 +49,34 @@ def test_cli_run_reports_the_typo_not_an_internal_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Did you mean 'alpha'?" in err and "unexpected error" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_yaml_numbers_with_an_exponent_are_numbers_in_a_spec(tmp_path):
+    path = tmp_path / "wf.yaml"
+    path.write_text("input: X.zarr\nmethod:\n  name: SketchedKernelRidge\n"
+                    "  params: {alpha: 1e-3, alphas: [1e-4, 1E+2]}\noutputs: {dir: out}\n")
+    params = load_workflow_spec(path).method.params
+    assert params["alpha"] == 0.001 and isinstance(params["alpha"], float)
+    assert list(params["alphas"]) == [0.0001, 100.0]
+
+
+def test_text_where_a_number_is_expected_says_yaml_read_it_as_text(tmp_path):
+    path = tmp_path / "wf.yaml"
+    path.write_text("input: X.zarr\nmethod:\n  name: SketchedKernelRidge\n"
+                    "  params: {alpha: '1e-3'}\noutputs: {dir: out}\n")
+    with pytest.raises(ConfigError) as info:
+        load_workflow_spec(path)
+    assert "alpha='1e-3'" in str(info.value) and "YAML read it as text" in str(info.value)
+
+
+def test_spec_key_does_not_copy_storage_options(tmp_path):
+    # a mapping handed in from Python that shares one list 10**9 times once copied
+    shared: list = ["x"] * 10
+    for _ in range(8):
+        shared = [shared] * 10
+    spec = load_workflow_spec({**spec_mapping(tmp_path), "storage_options": {"bomb": shared}})
+    assert spec.as_dict()["storage_options"] == ["bomb"] and len(spec.key()) == 24
+
+
+def spec_mapping(tmp):
+    return spec(tmp, {"n_components": 2})

@@ -34,6 +34,7 @@ from distsketch.io.readers.base import (
     open_binary,
     plain_name,
 )
+from distsketch.io.readers.lines import line_reader
 
 __all__ = ["MAX_CLASSES", "CsvReader", "is_header", "is_number"]
 
@@ -59,6 +60,7 @@ class CsvReader(Reader):
         with open_binary(source) as (fb, raw):
             # utf-8-sig: a byte-order mark at the start is dropped, not read as part of a number
             f = io.TextIOWrapper(fb, encoding="utf-8-sig", errors="strict", newline=None)
+            readline = line_reader(f, source)  # a line longer than the budget allows is refused
             lineno = 0
             skip = options.skip_header
             # skipped lines are not names; otherwise a header is declared or detected
@@ -70,7 +72,7 @@ class CsvReader(Reader):
             first_lineno = 0
             while True:
                 try:
-                    line = f.readline()
+                    line = readline(lineno + 1)
                 except UnicodeDecodeError as exc:
                     raise InputError(f"{source}: not UTF-8 text near line {lineno + 1} ({exc}); "
                                      "is it a binary file? pass format=.") from exc
@@ -113,7 +115,7 @@ class CsvReader(Reader):
                 while True:
                     try:
                         while len(pending) < rows:
-                            line = f.readline()
+                            line = readline(block_first_line + len(pending))
                             if not line:
                                 break
                             pending.append(line)
