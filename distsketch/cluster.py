@@ -27,7 +27,8 @@ from typing import Any
 
 from distsketch.errors import ClusterError, ConfigError
 
-__all__ = ["DEFAULT_LOCAL", "STORAGE_OPTIONS_KEY", "configured_scheduler_address", "connect",
+__all__ = ["DASHBOARD_PREFIX", "DEFAULT_LOCAL", "STORAGE_OPTIONS_KEY",
+           "check_dashboard", "configured_scheduler_address", "connect", "require_dashboard",
            "resolve_spec"]
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ DEFAULT_LOCAL: dict[str, Any] = {
     "processes": True,
     "dashboard_address": None,
 }
+#: how the dashboard's link starts in the messages of :func:`connect`
+DASHBOARD_PREFIX = "Dask dashboard: "
 #: Dask config key holding a cluster spec's ``storage_options`` while connected
 STORAGE_OPTIONS_KEY = "distsketch.storage-options"
 _ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
@@ -158,6 +161,51 @@ def _dashboard_link(client: Any, on: bool = True) -> str:
         return ""
 
 
+def require_dashboard(what: str = "--dashboard") -> None:
+    """Refuse a dashboard request when bokeh, which serves the dashboard, is not installed.
+
+    Raises
+    ------
+    ConfigError
+        bokeh cannot be imported.
+    """
+    try:
+        import bokeh  # noqa: F401  (distributed serves no dashboard without it)
+    except ImportError:
+        raise ConfigError(f"{what}: the Dask dashboard needs bokeh, which is not installed; "
+                          'install it with pip install "distsketch[cluster]" (or pip install '
+                          "bokeh), or leave out the dashboard.") from None
+
+
+def _with_dashboard(cfg: dict[str, Any], address: str) -> dict[str, Any]:
+    """``cfg`` with the dashboard of an embedded LocalCluster at ``address``.
+
+    Only a cluster this process starts can be given a dashboard; a scheduler
+    it connects to, or a batch cluster, keeps its own (its link is shown).
+    """
+    require_dashboard()
+    if cfg["kind"] in ("sync", "threads"):
+        raise ConfigError(f"--dashboard needs a Dask cluster, but the cluster is "
+                          f"'{cfg['kind']}' (no cluster, so no dashboard); name one, e.g. "
+                          "--cluster local.")
+    if cfg["kind"] == "local":
+        if address == "auto":  # a spec's own address, else any free port
+            address = cfg.get("dashboard_address") or ":0"
+        return {**cfg, "dashboard_address": address}
+    return cfg
+
+
+def check_dashboard(spec: Any, address: str = "auto") -> None:
+    """Refuse, before anything starts, a dashboard that :func:`connect` could not serve.
+
+    Raises
+    ------
+    ConfigError
+        bokeh is not installed, or ``spec`` runs no cluster (sync, threads).
+    """
+    _with_dashboard(resolve_spec(spec), address)
+
+
 @contextlib.contextmanager
 def _storage_options(cfg: dict[str, Any], where: str) -> Iterator[None]:
     """Set ``distsketch.storage-options`` from the spec for the duration; restore it after."""
@@ -175,7 +223,8 @@ def _storage_options(cfg: dict[str, Any], where: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def connect(spec: Any = None, *, timeout: float | None = None,
-            log: Callable[[str], None] | None = None) -> Iterator[Any]:
+            log: Callable[[str], None] | None = None,
+            dashboard: str | None = None) -> Iterator[Any]:
     """Context manager yielding a ``distributed.Client`` (or None for sync/threads).
 
     Parameters
@@ -191,6 +240,13 @@ def connect(spec: Any = None, *, timeout: float | None = None,
         Receives one-line messages (the address taken from the environment,
         the dashboard link); they also go to the ``distsketch.cluster``
         logger.
+    dashboard : str, optional
+        Serve the Dask dashboard of an embedded LocalCluster at this address
+        (``":0"``: any free port; ``":8787"``, ``"127.0.0.1:8787"``; ``"auto"``:
+        the spec's ``dashboard_address``, else any free port) and show its
+        link.  A scheduler connected to keeps its own dashboard, whose link is
+        shown; ``"sync"``/``"threads"`` have none (ConfigError), and so has a
+        process without bokeh (ConfigError).
 
     Yields
     ------
@@ -217,6 +273,8 @@ def connect(spec: Any = None, *, timeout: float | None = None,
     if configured is not None:
         say(f"using the Dask scheduler at {configured[0]} (from {configured[1]})")
     cfg = resolve_spec(spec)
+    if dashboard is not None:
+        cfg = _with_dashboard(cfg, dashboard)
     kind = cfg["kind"]
     with _storage_options(cfg, "cluster spec"):
         if kind in ("sync", "threads"):
@@ -238,7 +296,7 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                 kwargs["memory_limit"] = _local_worker_memory(kwargs)
             with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
                 if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
-                    say(f"Dask dashboard: {link}")
+                    say(f"{DASHBOARD_PREFIX}{link}")
                 yield client
             return
         if kind == "scheduler":
@@ -258,11 +316,13 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                 ) from exc
             # close() only disconnects this client; the scheduler and workers stay
             with client:
+                if dashboard is not None and (link := _dashboard_link(client)):
+                    say(f"{DASHBOARD_PREFIX}{link} (the dashboard of the scheduler)")
                 yield client
             return
         from distsketch.cluster_specs import start_cluster
 
         with start_cluster(cfg) as client:
             if link := _dashboard_link(client):
-                say(f"Dask dashboard: {link}")
+                say(f"{DASHBOARD_PREFIX}{link}")
             yield client

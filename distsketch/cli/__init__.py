@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in modules.values():
         p = mod.add_parser(sub)
         if isinstance(p, argparse.ArgumentParser):
-            # -v/-q/--json after the command name too; an option the command defines
-            # itself (run's --quiet) stays its own
+            # -v/-q/--json after the command name too; an option a command defined
+            # itself would stay its own
             own = {name for name in ("verbose", "quiet", "json")
                    if f"--{name}" in p._option_string_actions}
             add_output_options(p, skip=tuple(own))

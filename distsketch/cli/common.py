@@ -7,9 +7,10 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn
 
 import numpy as np
@@ -22,12 +23,14 @@ __all__ = [
     "add_block_rows_option",
     "add_cluster_option",
     "add_common_options",
+    "add_dashboard_option",
     "add_output_options",
     "add_overwrite_option",
     "add_progress_option",
     "add_storage_option",
     "check_before_cluster",
     "cluster",
+    "cluster_log",
     "emit",
     "fail",
     "median_gamma",
@@ -80,6 +83,36 @@ def add_cluster_option(parser: argparse.ArgumentParser, *, used: bool = True) ->
     if not used:
         help_text += " Accepted for uniformity; this command runs in this process only."
     parser.add_argument("--cluster", default=None, metavar="SPEC", help=help_text)
+    if used:
+        add_dashboard_option(parser)
+
+
+_DASHBOARD_ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}")
+
+
+def _dashboard_address(text: str) -> str:
+    """argparse type of ``--dashboard``'s address: ``:PORT``, ``HOST:PORT`` or a bare port."""
+    if text == "auto":  # the flag alone (argparse passes its const through here too)
+        return text
+    if text.isdigit() and len(text) <= 5:
+        return f":{text}"
+    if not _DASHBOARD_ADDRESS.fullmatch(text):
+        # nargs="?" takes the next word: a positional written after --dashboard lands here
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a dashboard address (:PORT or HOST:PORT, e.g. :8787); put "
+            "--dashboard after the positional arguments or write --dashboard=:8787")
+    return text
+
+
+def add_dashboard_option(parser: argparse.ArgumentParser) -> None:
+    """``--dashboard [ADDRESS]``: start a LocalCluster with the Dask dashboard on, show its link."""
+    parser.add_argument(
+        "--dashboard", nargs="?", const="auto", default=None, type=_dashboard_address,
+        metavar="ADDRESS",
+        help="serve the Dask dashboard and print its link: starts the embedded LocalCluster "
+             "even for a small input, its dashboard at ADDRESS (:PORT or HOST:PORT; default: "
+             "any free port, or the cluster spec's dashboard_address); a scheduler connected "
+             "to shows its own. Needs bokeh (pip install \"distsketch[cluster]\")")
 
 
 def add_progress_option(parser: argparse.ArgumentParser) -> None:
@@ -197,13 +230,14 @@ def cluster(args: argparse.Namespace, data: Any = None) -> Iterator[Any]:
     from distsketch.cluster import connect
 
     spec = getattr(args, "cluster", None)
-    if spec is None and default_cluster(data) == "threads":
+    dashboard = getattr(args, "dashboard", None)
+    if spec is None and dashboard is None and default_cluster(data) == "threads":
         spec = "threads"
         nbytes = int(np.prod(data.shape, dtype=np.float64)) * np.dtype(data.dtype).itemsize
         stage(f"input of {format_bytes(nbytes)} (at most {format_bytes(_small_input_limit())}): "
               "running on threads in this process, no cluster; --cluster local starts one")
     t0 = time.perf_counter()
-    with connect(spec, log=stage) as client:
+    with connect(spec, log=cluster_log(args), dashboard=dashboard) as client:
         if client is not None:
             n = len(client.scheduler_info().get("workers", {}))
             stage(f"connected to Dask at {client.scheduler.address} ({n} worker(s), "
@@ -211,6 +245,21 @@ def cluster(args: argparse.Namespace, data: Any = None) -> Iterator[Any]:
         else:
             stage(f"using the local '{spec}' Dask scheduler (no cluster)")
         yield client
+
+
+def cluster_log(args: argparse.Namespace) -> Callable[[str], None]:
+    """The ``log`` of :func:`distsketch.cluster.connect` for a command: :func:`stage`, except
+    that the dashboard link ``--dashboard`` asked for shows even with ``-q``."""
+    from distsketch.cli.output import output_mode
+    from distsketch.cluster import DASHBOARD_PREFIX
+
+    def log(message: str) -> None:
+        if (getattr(args, "dashboard", None) is not None and output_mode().quiet
+                and message.startswith(DASHBOARD_PREFIX)):
+            print(f"distsketch: {message}", file=sys.stderr, flush=True)
+        else:
+            stage(message)
+    return log
 
 
 def _parse_value(text: str) -> Any:

@@ -39,7 +39,7 @@ logger = logging.getLogger("distsketch")
 cli_logger = logging.getLogger("distsketch.cli")
 
 # the top-level parser stores its flags under these names, so a subcommand's own
-# option of the same name (e.g. ``run --quiet``) cannot overwrite them
+# option of the same name cannot overwrite them
 _GLOBAL = {"verbose": "_global_verbose", "quiet": "_global_quiet", "json": "_global_json"}
 
 
@@ -54,7 +54,7 @@ def add_output_options(parser: argparse.ArgumentParser, *, top_level: bool = Fal
     top_level : bool, default False
         The options before the command name (stored under names of their own).
     skip : sequence of str
-        Options the command already defines itself (e.g. ``("quiet",)``).
+        Options the command already defines itself.
     """
     group = parser.add_argument_group("output")
     kw: dict[str, Any] = {"action": "store_true"}
@@ -163,7 +163,7 @@ def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[Out
     mode = OutputMode(_flag(args, "verbose"), _flag(args, "quiet"), _flag(args, "json"))
     mode.command = getattr(args, "command", None)
     mode.stdout = stdout if stdout is not None else sys.stdout
-    # a command that has its own --quiet (run) sees the global one too
+    # a command that had its own --quiet would see the global one too
     if mode.quiet and hasattr(args, "quiet"):
         args.quiet = True
     handler = _StderrHandler()

@@ -1,5 +1,12 @@
 """``distsketch run spec.yaml``: run or continue a workflow (incremental, resumable).
 
+Takes the output flags of every command (``-q``, ``-v``, ``--json``, before
+or after ``run``).  The final line states the status, the rows consumed, the
+result folder and the fit score (accuracy or R² of a supervised method, else
+the kernel error estimate); ``--json`` prints one object with the status,
+rows, segments, every output path, the stage times, the score, the seed and
+the peak memory, all taken from the committed manifest.
+
 Exit codes: 0 success (including "nothing new"), 2 a distsketch error (bad
 spec, locked output, changed input, unreadable input chunk, unwritable
 output), with the message on stderr.
@@ -11,20 +18,22 @@ import argparse
 import sys
 from typing import Any
 
-from distsketch.cli.common import add_storage_option
+from distsketch.cli.common import add_dashboard_option, add_progress_option, add_storage_option
 
-__all__ = ["add_parser", "main", "run"]
+__all__ = ["add_parser", "main", "run", "run_summary"]
 
 HELP = "run a workflow spec (incremental, resumable, atomic outputs)"
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="workflow spec YAML (see workflows/)")
-    # not common.add_cluster_option: its default ("local") would override the spec's cluster
+    # not common.add_cluster_option: without --cluster the spec's cluster applies, not the
+    # commands' small-input rule
     parser.add_argument("--cluster", default=None, metavar="SPEC",
                         help="override the spec's cluster: 'local' (embedded LocalCluster), 'sync' or "
                              "'threads' (no cluster), tcp://host:port, a scheduler file (.json) or a "
                              "cluster spec (.yaml)")
+    add_dashboard_option(parser)
     parser.add_argument("--connect-timeout", type=float, default=20.0, metavar="SECONDS",
                         help="seconds to wait for a remote scheduler (default 20)")
     parser.add_argument("--dry-run", action="store_true",
@@ -38,9 +47,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="on an object store: remove the lock object a run that is gone left "
                              "behind, then run (never while another run may still write there)")
     add_storage_option(parser)
-    parser.add_argument("--quiet", action="store_true", help="print only the final line")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bars on stderr (default: on when stderr is a terminal)")
+    add_progress_option(parser)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -52,44 +59,109 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _join(folder: Any, name: str) -> str:
+    # the result folder is a local path or an object-store URL
+    return f"{str(folder).rstrip('/')}/{name}"
+
+
+def _score(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's score as the manifest records it: the fit metric, else the kernel error."""
+    fit = manifest.get("fit")
+    if isinstance(fit, dict) and fit.get("available"):
+        return {"metric": fit.get("metric"), "value": fit.get("value"), "on": fit.get("on"),
+                "rows": fit.get("rows"), "holdout": fit.get("holdout"),
+                "baseline": fit.get("baseline")}
+    errors = manifest.get("kernel_errors")
+    if isinstance(errors, dict) and errors.get("available"):
+        return {"metric": "relative_frobenius_kernel_error",
+                "value": errors.get("relative_frobenius"), "on": "sampled rows",
+                "rows": errors.get("n_sample"), "holdout": None, "baseline": None}
+    return None
+
+
+def _score_text(score: dict[str, Any]) -> str:
+    if score["metric"] == "relative_frobenius_kernel_error":
+        return (f"relative Frobenius kernel error {score['value']:.4g} on {score['rows']} sampled "
+                "rows")
+    name = {"accuracy": "accuracy", "r2": "R²"}.get(str(score["metric"]), str(score["metric"]))
+    where = "held-out" if score["on"] == "held-out rows" else "training"
+    return f"{where} {name} {score['value']:.4f} on {score['rows']} rows"
+
+
+def run_summary(result: Any) -> dict[str, Any]:
+    """What ``run --json`` prints: a :class:`~distsketch.workflow.RunResult` and its manifest.
+
+    Nothing is recomputed: the paths, stage times, score, seed and peak memory
+    are those of the committed manifest (of the previous run when nothing was
+    new; none for a dry run).
+    """
+    folder = result.result_dir
+    out: dict[str, Any] = {
+        "command": "run", "status": result.status,
+        "rows": {"before": result.rows_before, "after": result.rows_after,
+                 "new": result.rows_after - result.rows_before},
+        "segments": result.segments, "result_dir": str(folder), "message": result.message}
+    man = result.manifest
+    if man is None:
+        return out
+    names = list(man.get("files") or [])
+    outputs = (man.get("spec") or {}).get("outputs") or {}
+    fit = man.get("fit") if isinstance(man.get("fit"), dict) else {}
+
+    def path(name: Any) -> str | None:
+        return _join(folder, str(name)) if name and str(name) in names else None
+
+    out.update({
+        "manifest": _join(folder, "distsketch-manifest.json"),
+        "files": {name: _join(folder, name) for name in names},
+        "model": path(outputs.get("model")),
+        "features": path(outputs.get("features")),
+        "predictions": path(fit.get("predictions")),
+        "report": path(outputs.get("report")),
+        "report_html": path(man.get("html_report")),
+        "performance_report": path(man.get("performance_report")),
+        "timings": man.get("timings"), "score": _score(man), "fit": man.get("fit"),
+        "kernel_errors": man.get("kernel_errors"), "seed": man.get("seed"),
+        "resolved_params": man.get("resolved_params"),
+        "peak_memory_bytes": man.get("peak_memory_bytes"),
+        "workers_peak_memory_bytes": man.get("workers_peak_memory_bytes")})
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``distsketch run`` with parsed arguments; return the exit code.
 
     Distsketch errors propagate to the CLI's main, which prints them as one
     line and exits with code 2.
     """
-    import os
-
-    from distsketch.cli.common import emit, storage_options_arg
+    from distsketch.cli.common import apply_progress, cluster_log, storage_options_arg
+    from distsketch.cli.output import finish
     from distsketch.workflow import run_workflow
 
-    if args.progress is not None:
-        # the graph layer reads this for every computation of the run
-        os.environ["DISTSKETCH_PROGRESS"] = "1" if args.progress else "0"
+    apply_progress(args)  # the graph layer reads it for every computation of the run
     wait: bool | float = False
     if args.wait is not None:
         wait = True if args.wait < 0 else float(args.wait)
-    log = (lambda msg: None) if args.quiet else None
     result = run_workflow(args.spec, cluster=args.cluster, full=args.full, wait=wait,
-                          dry_run=args.dry_run, connect_timeout=args.connect_timeout, log=log,
-                          force_unlock=args.force_unlock,
-                          storage_options=storage_options_arg(args))
-    emit(result.message)
+                          dry_run=args.dry_run, connect_timeout=args.connect_timeout,
+                          log=cluster_log(args), force_unlock=args.force_unlock,
+                          storage_options=storage_options_arg(args), dashboard=args.dashboard)
+    summary = run_summary(result)
+    line = result.message
+    if summary.get("score") is not None:
+        line = f"{line.removesuffix('.')}; {_score_text(summary['score'])}."
+    finish(summary, line)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m distsketch.cli.run spec.yaml ...``."""
-    from distsketch.errors import DistsketchError
+    """Stand-alone entry point: ``python -m distsketch.cli.run spec.yaml ...``.
 
-    parser = argparse.ArgumentParser(prog="distsketch run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_options(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except DistsketchError as exc:
-        print(f"distsketch: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    The same as ``distsketch run ...`` (output flags and exit codes included).
+    """
+    from distsketch.cli import main as cli_main
+
+    return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from typing import Any
@@ -16,17 +15,24 @@ __all__ = ["markdown_report", "md_text", "md_url"]
 
 # Markdown punctuation that could start markup (emphasis, links, headings, tables, code)
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~#])")
+# what Markdown would read as HTML: a tag or comment ("<"), a character reference ("&amp;")
+_MD_HTML = re.compile(r"<|&(?=#?[0-9A-Za-z]+;)")
 
 
 def md_text(value: Any) -> str:
-    """``value`` as inert Markdown text: HTML-escaped, Markdown punctuation backslashed.
+    """``value`` as inert Markdown text, shown as written (quotes stay quotes).
 
-    A name such as ``<script>`` or ``a|b`` from a spec is shown as written, not
-    rendered as HTML, a link or a table cell; newlines become spaces so that a
-    value cannot start a heading or a new table row.
+    Markdown punctuation is backslashed, and only what Markdown would read as
+    HTML becomes an entity: ``<`` (a tag) and an ``&`` that starts a
+    character reference.  A name such as ``<script>``, ``a|b`` or
+    ``[x](javascript:...)`` from a spec is shown, not rendered as HTML, a link
+    or a table cell; newlines become spaces so that a value cannot start a
+    heading or a new table row.  (Backslashing ``<`` would not do: not every
+    Markdown renderer treats ``\\<`` as an escape.)
     """
     text = " ".join(str(value).splitlines())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=True))
+    text = _MD_HTML.sub(lambda m: "&lt;" if m.group() == "<" else "&amp;", text)
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def md_url(name: str) -> str:

@@ -80,6 +80,7 @@ def run_workflow(
     hooks: WorkflowHooks | None = None,
     force_unlock: bool = False,
     storage_options: dict | None = None,
+    dashboard: str | None = None,
 ) -> RunResult:
     """Run (or continue) the pipeline described by ``spec``.
 
@@ -119,6 +120,11 @@ def run_workflow(
     storage_options : dict, optional
         fsspec options for URL inputs and outputs, merged over the spec's
         ``storage_options`` (CLI: ``--storage-option KEY=VALUE``).
+    dashboard : str, optional
+        Serve the Dask dashboard of the cluster the run starts at this
+        address (``":0"`` any free port, ``"auto"`` the cluster spec's own
+        address or any free port) and log its link; see
+        :func:`distsketch.cluster.connect` (CLI: ``--dashboard``).
 
     Returns
     -------
@@ -150,13 +156,17 @@ def run_workflow(
     within the FD guarantee).
     """
     spec = load_workflow_spec(spec)
+    if dashboard is not None:  # refused before the output folder is locked or written
+        from distsketch.cluster import check_dashboard
+
+        check_dashboard(spec.cluster if cluster is None else cluster, dashboard)
     if storage_options:
         from distsketch.io.urls import merge_options
 
         spec = dataclasses.replace(
             spec, storage_options=merge_options(spec.storage_options, storage_options))
     run = _Run(spec=spec, cluster=cluster, full=full, wait=wait,
-               connect_timeout=connect_timeout, force_unlock=force_unlock,
+               connect_timeout=connect_timeout, force_unlock=force_unlock, dashboard=dashboard,
                say=log or (lambda msg: print(msg, file=sys.stderr, flush=True)),
                hooks=hooks or WorkflowHooks())
     if dry_run:
@@ -180,6 +190,7 @@ class _Run:
     say: Callable[[str], None]
     hooks: WorkflowHooks
     force_unlock: bool = False
+    dashboard: str | None = None
 
     def __post_init__(self) -> None:
         self.key = self.spec.key()
@@ -283,7 +294,7 @@ class _Run:
             method.classes = self._classes(method, state, n)
             timings["classes"] = time.perf_counter() - t0
         with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout, log=self.say) as client, \
+                     timeout=self.connect_timeout, log=self.say, dashboard=self.dashboard) as client, \
                 self._result_writer() as tmp, record_plans() as plans:
             t0 = time.perf_counter()
             if not spec.preprocessing.standardize:

@@ -395,13 +395,13 @@ def test_run_gets_the_output_flags(small, tmp_path, capsys):
         "input": str(d / "x.zarr"), "segment_rows": 300, "cluster": "sync",
         "method": {"name": "RandomFourierFeatures", "params": {"n_components": 8}},
         "outputs": {"dir": str(tmp_path / "out")}}))
-    # a command without its own JSON results: its text lines as "output"
+    # one JSON object, as every command prints
     assert cli.main(["run", str(spec), "--dry-run", "--json"]) == 0
     out, _ = capsys.readouterr()
     res = json.loads(out)
-    assert res["command"] == "run" and len(res["output"]) == 1
-    assert "rows 0..600 in 2 segment(s)" in res["output"][0]
-    # -q before the command reaches run's own --quiet
+    assert res["command"] == "run" and res["status"] == "dry-run"
+    assert "rows 0..600 in 2 segment(s)" in res["message"]
+    # -q before the command, as for every command
     assert cli.main(["-q", "run", str(spec), "--dry-run"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and len(out.splitlines()) == 1

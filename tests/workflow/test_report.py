@@ -162,7 +162,8 @@ def test_reports_render_plans_memory_fit_and_escape_everything(tmp_path):
     assert not re.search(r"<(script|link|iframe|img)\b", html)
     assert "http:" not in html and "https:" not in html and "url(" not in html
     assert re.findall(r'href="([^"]+)"', html) == ["predictions.zarr", "dask-performance.html"]
-    assert md.startswith("# distsketch run report: &lt;script&gt;")
+    # Markdown needs no entity for ">" (nor for quotes): only "<" could open a tag
+    assert md.startswith("# distsketch run report: &lt;script>alert\\(1\\)&lt;/script> \\| \\[x\\]")
     for line in md.splitlines():
         # an unescaped pipe appears only in the report's own table rows
         if "|" in line.replace("\\|", ""):
@@ -204,3 +205,21 @@ def test_a_workflow_run_writes_the_html_report(tmp_path):
     values = spectrum(distsketch.load(res.result_dir / "model.zarr"))
     assert values.size == 32 and html.count("<circle") == plot_values(values)[1].size > 3
     assert "relative_frobenius" in html and f"{values[0]:.4g}" in html
+
+
+def test_markdown_report_shows_quotes_as_written_and_html_escapes_them(tmp_path):
+    """report.md is Markdown, not HTML: a quote is a quote, not &quot; (the params' JSON too);
+    an ampersand that would read as an entity stays literal; report.html escapes for HTML."""
+    name = 'letters "v2" & it\'s &quot;raw&quot; <b>'
+    write_report(tmp_path, make_spec(tmp_path, name=name), make_info(), None, NO_ERRORS,
+                 "report.md")
+    md = (tmp_path / "report.md").read_text()
+    html = (tmp_path / "report.html").read_text()
+    title = md.splitlines()[0]
+    assert title == ("# distsketch run report: letters \"v2\" & it's &amp;quot;raw&amp;quot; "
+                     "&lt;b>")
+    assert "&quot;" not in md.replace("&amp;quot;", "") and "&#x27;" not in md
+    assert '\\{"n\\_components": 3\\}' in md  # the method's parameters: JSON, quotes kept
+    assert "<b>" not in md
+    assert ("<h1>distsketch run report: letters &quot;v2&quot; &amp; it&#x27;s "
+            "&amp;quot;raw&amp;quot; &lt;b&gt;</h1>") in html
