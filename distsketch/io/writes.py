@@ -23,6 +23,7 @@ from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.runtime import compute
 from distsketch.io.codecs import codecs
+from distsketch.io.layout import LAYOUT_KEY, layout_of
 from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output, output_location
 from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
@@ -281,6 +282,7 @@ def write_array(
         info.update(manifest or {})
         if name is not None:
             info["array"] = name
+        info[LAYOUT_KEY] = layout_of(tmp, [name])  # what readers check the array against
         prov = provenance(info)
         target.attrs["provenance"] = prov
         if name is not None:

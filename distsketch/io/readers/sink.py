@@ -23,6 +23,7 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
+from distsketch.io.layout import LAYOUT_KEY, layout_of
 from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output
 from distsketch.io.stores import consolidate, zarr_store
@@ -131,6 +132,8 @@ class ZarrSink:
             w.close()
         for name in self.writers:
             _verify(self.tmp.child(name), n_rows, source, name)
+        # what readers check the arrays against (io.layout)
+        manifest[LAYOUT_KEY] = layout_of(self.tmp, sorted(self.writers))
         root = zarr.open_group(store=zarr_store(self.tmp), mode="r+")
         root.attrs["ingest"] = {k: manifest[k] for k in ("source", "format", "rows", "n_features")}
         root.attrs["provenance"] = provenance(manifest)
