@@ -15,7 +15,7 @@ module                    holds
 ``io.manifest``           the completion manifest
 ``io.fingerprints``       the one input fingerprint (whole input or prefix)
 ``io.model``              model save/load
-``io.append``             rows appended to an ingested store, atomically
+``io.appending``          rows appended to an ingested store, atomically
 ``io.layout``             each array's recorded layout, checked on open
 ``io.readers``            file formats behind one reader interface, a
                           registry, one Zarr sink and :func:`ingest`
@@ -25,7 +25,7 @@ Only this package opens paths; array checks live in
 :mod:`distsketch.validation`, which imports nothing from here.
 """
 
-from distsketch.io.append import append
+from distsketch.io.appending import append
 from distsketch.io.arrays import create_array, open_array, write_array
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.fingerprints import fingerprint

@@ -102,7 +102,7 @@ def _differences(expected: dict, found: dict) -> list[str]:
 
 
 def _journal_note(root: Location) -> str:
-    from distsketch.io.append import JOURNAL_NAME
+    from distsketch.io.appending import JOURNAL_NAME
 
     try:
         interrupted = root.isfile(JOURNAL_NAME)

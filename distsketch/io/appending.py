@@ -11,16 +11,16 @@ data; this module is the way to add rows.  The protocol::
        an append that was interrupted before (its journal is still there);
        check X and y against the manifest
     2. write the journal .distsketch-append.json: the old shapes, and a copy of
-       each array's last, partly filled chunk (the only existing object an
-       append rewrites)
+       the group's zarr.json and of each array's last, partly filled chunk
+       (the only existing objects an append rewrites besides metadata)
     3. grow X and y and write the new rows (old rows keep their values)
     4. check every row and chunk, update the group attributes, re-consolidate
        the metadata, then write the manifest (rows, layout) LAST
     5. delete the journal
 
 A failure in 2–4 rolls back at once: the arrays are cut back to their old
-shapes (chunks past them deleted), the saved chunks and the consolidated
-metadata restored; the manifest was not touched.  A process killed in 2–4
+shapes (chunks past them deleted), the saved chunks and group metadata
+restored; the manifest was not touched.  A process killed in 2–4
 leaves the journal: readers refuse the store (its arrays disagree with the
 manifest) until the next append rolls it back.
 """
@@ -248,6 +248,9 @@ class StoreAppender:
             except FileNotFoundError:
                 continue
             saved[name] = {"key": key, "backup": backup}
+        # the group's metadata (attributes, consolidated view) come back byte for byte
+        saved[""] = {"key": "zarr.json", "backup": f".distsketch-append-{token}-root.bak"}
+        self.loc.write_bytes(saved[""]["backup"], self.loc.read_bytes("zarr.json"))
         body = {"token": token, "shapes": {k: list(v) for k, v in self.old.items()},
                 "chunks": saved}
         self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
@@ -260,7 +263,7 @@ def rollback(loc: Location) -> bool:
     """Undo an append to ``loc`` that did not commit (its journal is there); True if one was.
 
     The arrays are cut back to the journal's shapes (chunks past them are
-    deleted), the saved chunks written back and the metadata re-consolidated.
+    deleted), and the saved chunks and group metadata written back.
     """
     try:
         raw = loc.read_bytes(JOURNAL_NAME)
@@ -278,9 +281,10 @@ def rollback(loc: Location) -> bool:
             arr = zarr.open_array(zarr_store(loc.child(name)), mode="r+")
             if tuple(arr.shape) != shape:
                 arr.resize(shape)
-            if name in saved:
-                loc.write_bytes(saved[name]["key"], loc.read_bytes(saved[name]["backup"]))
-        consolidate(loc)
+        for item in saved.values():
+            loc.write_bytes(item["key"], loc.read_bytes(item["backup"]))
+        if "" not in saved:
+            consolidate(loc)
     except Exception as exc:
         raise StoreError(f"cannot roll back the interrupted append to {loc.url} "
                          f"({type(exc).__name__}: {exc}); retry, or re-ingest the store.") from exc
@@ -309,20 +313,24 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> Non
 
 @contextlib.contextmanager
 def _lock(loc: Location) -> Iterator[None]:
-    """One append per store: an OS lock locally (object stores: the caller's scheduling)."""
+    """One append per store: an OS lock on the store's folder (object stores: the caller's
+    scheduling).  The folder itself is locked, so no lock file is added to the store."""
     if not loc.is_local:
         yield
         return
-    from distsketch.errors import WorkflowError
-    from distsketch.io.locks import folder_lock
+    import fcntl
 
-    if not Path(loc.path).is_dir():
-        raise StoreError(f"no store at {loc.url}; ingest the first rows with `distsketch ingest`.")
-    stack = contextlib.ExitStack()
     try:
-        stack.enter_context(folder_lock(loc.path))
-    except WorkflowError as exc:
-        raise StoreError(f"another process holds {loc.url} (appending to it): {exc} Retry when "
-                         "it has finished.") from exc
-    with stack:
+        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise StoreError(f"no store at {loc.url} ({exc.strerror}); ingest the first rows with "
+                         "`distsketch ingest`.") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"another process is appending to {loc.url}; retry when it has "
+                             "finished.") from None
         yield
+    finally:
+        os.close(fd)  # releases the lock
