@@ -40,17 +40,15 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
-from distsketch.io.layout import LAYOUT_KEY, layout_of
+from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.publish import output_location
 from distsketch.io.stores import consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
+from distsketch.io.writes import layout_of
+from distsketch.validation.finite import cast_checked
 
 __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
-
-#: journal of an append in progress, at the root of the store
-JOURNAL_NAME = ".distsketch-append.json"
-
 
 def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool = False,
            source: str | None = None, storage_options: dict | None = None) -> Path | str:
@@ -138,12 +136,17 @@ class StoreAppender:
     @classmethod
     def _checked(cls, loc: Location) -> StoreAppender:
         manifest = read_manifest(loc)
-        if not manifest or manifest.get("kind") != "ingest":
+        manifest = manifest or {}
+        kind = manifest.get("kind")
+        if kind == "ingest":
+            names = [n for n in ("X", "y") if n in (manifest.get("arrays") or ["X"])]
+        elif kind == "array" and manifest.get("array") == "X":
+            names = ["X"]  # write_array's group of one array
+        else:
             raise StoreError(
                 f"{loc.url} is not a store written by `distsketch ingest` (its manifest "
-                f"{'is missing' if not manifest else 'says ' + repr(manifest.get('kind'))}); rows "
-                "can be appended only to an ingested store. Ingest the data first.")
-        names = [n for n in ("X", "y") if n in (manifest.get("arrays") or ["X"])]
+                f"{'is missing' if not manifest else 'says ' + repr(kind)}); rows can be "
+                "appended only to an ingested store (or write_array's X). Ingest the data first.")
         arrays = {}
         for name in names:
             open_zarr(loc, name)  # refuses arrays that disagree with the manifest
@@ -156,9 +159,7 @@ class StoreAppender:
     def write(self, X: Any, y: Any = None, *, allow_nan: bool = False,
               line_of: Any = None) -> None:
         """Append the rows ``X`` (and their labels ``y``), checked and cast."""
-        from distsketch.io.readers.base import cast_block, check_finite
-
-        where = Path(f"rows appended to {self.loc.url}")
+        where = f"rows appended to {self.loc.url}"
         X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
         xa = self.arrays["X"]
         if X.ndim != 2 or X.shape[1] != xa.shape[1]:
@@ -166,9 +167,9 @@ class StoreAppender:
                              f"{xa.shape[1]} columns; append rows of shape (k, {xa.shape[1]}).")
         _check_kind(X.dtype, xa.dtype, "X", self.loc)
         first = self.n0 + self.rows
-        X = cast_block(X, xa.dtype, first, where, line_of)
+        X = cast_checked(X, xa.dtype, where=where, row_start=first, line_of=line_of)
         if not allow_nan:
-            check_finite(X, first, where, line_of)
+            _check_finite(X, first, where, line_of)
         Y = None
         if "y" in self.arrays:
             ya = self.arrays["y"]
@@ -181,9 +182,9 @@ class StoreAppender:
                                  f"{(X.shape[0], *ya.shape[1:])} to match the rows and the "
                                  f"store's y {tuple(ya.shape)}.")
             _check_kind(Y.dtype, ya.dtype, "y", self.loc)
-            Y = cast_block(Y, ya.dtype, first, where)
+            Y = cast_checked(Y, ya.dtype, where=f"labels {where}", row_start=first)
             if not allow_nan:
-                check_finite(Y.reshape(Y.shape[0], -1), first, where)
+                _check_finite(Y.reshape(Y.shape[0], -1), first, f"labels {where}")
         elif y is not None:
             raise InputError(f"{self.loc.url} has no labels y; append its rows without labels.")
         k = int(X.shape[0])
@@ -217,14 +218,18 @@ class StoreAppender:
                     f"{arr.nchunks_initialized} of {arr.nchunks} chunks, expected {n} rows; the "
                     "store is left as it was. Retry; if it persists the disk may be full.")
         man = dict(self.manifest)
-        man["rows"] = n
+        if man.get("kind") == "ingest" or "rows" in man:
+            man["rows"] = n
+        if isinstance(man.get("shape"), list):
+            man["shape"] = [n, *man["shape"][1:]]
         man[LAYOUT_KEY] = layout_of(self.loc, sorted(self.arrays))
         man["appends"] = [*(man.get("appends") or []),
                           {"rows": self.rows, "first_row": self.n0, "at": time.time(),
                            **({"source": str(source)} if source else {})}]
         root = zarr.open_group(store=zarr_store(self.loc), mode="r+", use_consolidated=False)
-        attrs = dict(root.attrs.get("ingest") or {})
-        root.attrs["ingest"] = attrs | {"rows": n}
+        if isinstance(root.attrs.get("ingest"), dict):
+            old: Any = root.attrs["ingest"]
+            root.attrs["ingest"] = dict(old) | {"rows": n}
         root.attrs["provenance"] = provenance(man)
         consolidate(self.loc)
         write_manifest(self.loc, man)
@@ -301,6 +306,16 @@ def _remove_journal(loc: Location) -> None:
     with contextlib.suppress(FileNotFoundError, OSError):
         for f in loc.fs.glob(loc.child(".distsketch-append-*.bak").path):
             loc.fs.rm_file(f)
+
+
+def _check_finite(block: np.ndarray, first: int, where: str, line_of: Any = None) -> None:
+    """Refuse NaN/Inf, naming the first row (and line) holding one."""
+    if not np.issubdtype(block.dtype, np.floating) or np.all(np.isfinite(block)):
+        return
+    bad = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
+    at = f"row {first + bad}" + (f" (line {line_of(bad)})" if line_of is not None else "")
+    raise InputError(f"{where}: NaN or Inf at {at}. Clean or impute the data before appending, "
+                     "or pass allow_nan=True (CLI: --allow-nan) to store it as is.")
 
 
 def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> None:

@@ -2,7 +2,7 @@
 
 Every store distsketch writes records, in its manifest under ``"layout"``,
 the shape, dtype, chunk shape and codecs of each array
-(:func:`layout_of`).  :func:`check_array` compares an opened array with that
+(:func:`distsketch.io.writes.layout_of`).  :func:`check_array` compares an opened array with that
 record and with the group's consolidated metadata, so that metadata edited
 after the write (a dtype changed from float32 to int32 reinterprets every
 value; a shape cut from 1000 to 500 rows drops rows) or rows added outside
@@ -22,10 +22,12 @@ from distsketch.errors import StoreError
 from distsketch.io.manifest import read_manifest
 from distsketch.io.urls import Location
 
-__all__ = ["LAYOUT_KEY", "array_record", "check_array", "layout_of"]
+__all__ = ["JOURNAL_NAME", "LAYOUT_KEY", "array_record", "check_array"]
 
 #: manifest key of the per-array records
 LAYOUT_KEY = "layout"
+#: journal of an append in progress, at the root of a store (:mod:`distsketch.io.appending`)
+JOURNAL_NAME = ".distsketch-append.json"
 #: codec settings that change how stored bytes decode (others, e.g. a level, do not)
 _DECODING = ("endian", "order", "cname")
 
@@ -33,7 +35,8 @@ _DECODING = ("endian", "order", "cname")
 def _codecs(arr: zarr.Array) -> list[str]:
     """The array's codec chain as stable text: names and the settings that change decoding."""
     out = []
-    for c in arr.metadata.to_dict().get("codecs", ()) or ():
+    chain: Any = arr.metadata.to_dict().get("codecs", ()) or ()
+    for c in chain:
         if not isinstance(c, dict):
             continue
         conf = c.get("configuration") or {}
@@ -50,21 +53,6 @@ def array_record(arr: zarr.Array) -> dict[str, Any]:
     if arr.shards:
         rec["shards"] = [int(s) for s in arr.shards]
     return rec
-
-
-def layout_of(root: Location, names: list[str | None]) -> dict[str, dict[str, Any]]:
-    """The records of the arrays ``names`` of the store at ``root`` (``None``: the root array).
-
-    Read from each array's own metadata (never the consolidated view).
-    """
-    from distsketch.io.stores import zarr_store
-
-    out = {}
-    for name in names:
-        where = root if name is None else root.child(name)
-        arr = zarr.open_array(zarr_store(where, read_only=True), mode="r")
-        out["" if name is None else name] = array_record(arr)
-    return out
 
 
 def _expected(manifest: dict, name: str) -> dict[str, Any] | None:
@@ -102,8 +90,6 @@ def _differences(expected: dict, found: dict) -> list[str]:
 
 
 def _journal_note(root: Location) -> str:
-    from distsketch.io.appending import JOURNAL_NAME
-
     try:
         interrupted = root.isfile(JOURNAL_NAME)
     except Exception:

@@ -74,12 +74,17 @@ def test_bad_appends_are_refused_and_change_nothing(store, rows, y, err, fragmen
     assert snapshot(store) == before
 
 
-def test_append_only_to_an_ingested_store(tmp_path):
+def test_append_to_write_array_store_and_only_to_distsketch_stores(tmp_path):
     from distsketch.io import write_array
 
-    out = write_array(X, tmp_path / "f.zarr")
+    out = write_array(X[:600], tmp_path / "f.zarr", chunk_rows=128)
+    append(out, X[600:])
+    np.testing.assert_array_equal(open_array(out).compute(), X)
+    assert read_manifest(out)["shape"] == [1000, 5]
+    foreign = tmp_path / "foreign.zarr"
+    zarr.open_group(str(foreign), mode="w").create_array("X", shape=(5, 5), dtype="f4")
     with pytest.raises(StoreError, match="not a store written by `distsketch ingest`"):
-        append(out, X[:5])
+        append(foreign, X[:5])
 
 
 def test_failed_append_leaves_the_store_as_before(store, monkeypatch):

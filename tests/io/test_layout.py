@@ -111,5 +111,5 @@ def test_store_shrinking_while_read_is_refused(store):
     path, _ = store
     A = open_array(path)
     zarr.open_array(str(path / "X"), mode="r+").resize((600, 6))
-    with pytest.raises(StoreError, match="rows 600..900 are gone|rows 900..1000 are gone"):
+    with pytest.raises(StoreError, match=r"rows (600|900)\.\.(900|1000) are gone"):
         A.compute()

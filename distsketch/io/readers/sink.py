@@ -23,12 +23,12 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.layout import LAYOUT_KEY, layout_of
+from distsketch.io.layout import LAYOUT_KEY
 from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output
 from distsketch.io.stores import consolidate, zarr_store
 from distsketch.io.urls import Location
-from distsketch.io.writes import create_array
+from distsketch.io.writes import create_array, layout_of
 
 __all__ = ["RowWriter", "ZarrSink"]
 
