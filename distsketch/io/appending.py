@@ -7,7 +7,7 @@ from that record, so rows added by hand (``resize`` and a write, possibly
 through a stale consolidated view that leaves fill values) are never read as
 data; this module is the way to add rows.  The protocol::
 
-    1. lock the store (locally; object stores: one writer at a time), roll back
+    1. lock the store (an OS lock; on an object store a writer's claim), roll back
        an append that was interrupted before (its journal is still there);
        check X and y against the manifest
     2. write the journal .distsketch-append.json: the old shapes, and a copy of
@@ -40,6 +40,7 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
+from distsketch.io.claims import WriterClaim
 from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.publish import output_location
@@ -113,6 +114,7 @@ class StoreAppender:
         self.n0 = self.old["X"][0]
         self.rows = 0
         self.committed = False
+        self.claim: WriterClaim | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -120,9 +122,10 @@ class StoreAppender:
              storage_options: dict | None = None) -> Iterator[StoreAppender]:
         """Lock ``store``, check it and journal it; roll back unless :meth:`commit` ran."""
         loc = resolve(store, storage_options)
-        with _lock(loc):
+        with _lock(loc) as claim:
             rollback(loc)
             app = cls._checked(loc)
+            app.claim = claim
             app._journal()
             try:
                 yield app
@@ -226,6 +229,8 @@ class StoreAppender:
         man["appends"] = [*(man.get("appends") or []),
                           {"rows": self.rows, "first_row": self.n0, "at": time.time(),
                            **({"source": str(source)} if source else {})}]
+        if self.claim is not None:
+            self.claim.confirm()  # no other writer took the store meanwhile
         root = zarr.open_group(store=zarr_store(self.loc), mode="r+", use_consolidated=False)
         if isinstance(root.attrs.get("ingest"), dict):
             old: Any = root.attrs["ingest"]
@@ -327,11 +332,17 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> Non
 
 
 @contextlib.contextmanager
-def _lock(loc: Location) -> Iterator[None]:
-    """One append per store: an OS lock on the store's folder (object stores: the caller's
-    scheduling).  The folder itself is locked, so no lock file is added to the store."""
+def _lock(loc: Location) -> Iterator[WriterClaim | None]:
+    """One writer per store: an OS lock on the store's folder (no lock file is added to the
+    store); on an object store the writer's claim beside it (:mod:`distsketch.io.claims`),
+    which also keeps out a writer replacing the store."""
     if not loc.is_local:
-        yield
+        claim = WriterClaim(loc)
+        claim.take()
+        try:
+            yield claim
+        finally:
+            claim.release()
         return
     import fcntl
 
@@ -346,6 +357,6 @@ def _lock(loc: Location) -> Iterator[None]:
         except BlockingIOError:
             raise StoreError(f"another process is appending to {loc.url}; retry when it has "
                              "finished.") from None
-        yield
+        yield None
     finally:
         os.close(fd)  # releases the lock

@@ -118,3 +118,20 @@ def test_conditional_put_refuses_an_existing_claim(s3):
     first.held = True
     first.release()
     assert second._create()
+
+
+def test_append_to_a_url_store_is_refused_while_another_writer_holds_it(s3, tmp_path):
+    from distsketch.io import append, ingest
+
+    url, so = s3.url() + "/data.zarr", s3.storage_options
+    np.save(tmp_path / "a.npy", A)
+    ingest(tmp_path / "a.npy", url, storage_options=so)
+    loc = claim_of(url, so)
+    loc.fs.pipe_file(loc.path, json.dumps({"token": "t", "owner": "otherhost:12",
+                                           "started": 0}).encode())
+    with pytest.raises(StoreError, match="otherhost:12"):
+        append(url, B, storage_options=so)
+    loc.fs.rm_file(loc.path)
+    append(url, B, storage_options=so)
+    np.testing.assert_array_equal(open_array(url, storage_options=so).compute(), np.vstack([A, B]))
+    assert not loc.fs.exists(loc.path)
