@@ -16,6 +16,7 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
@@ -96,8 +97,9 @@ def _journal_note(root: Location) -> str:
         interrupted = False
     if not interrupted:
         return ""
-    return (" An append to this store was interrupted: append again (distsketch.io.append or "
-            "`distsketch ingest SRC STORE --append`), which first rolls the interrupted one back.")
+    return (" An append to this store is in progress or was interrupted: wait for it, or append "
+            "again (distsketch.io.append or `distsketch ingest SRC STORE --append`), which first "
+            "rolls an interrupted one back.")
 
 
 def check_array(root: Location, arr: zarr.Array, where: str) -> None:
@@ -162,6 +164,16 @@ def _check_consolidated(root: Location, name: str, found: dict, where: str) -> N
     view = members.get(name) if isinstance(members, dict) else None
     if not isinstance(view, dict) or view.get("node_type") != "array":
         return
+    dt = view.get("data_type")
+    try:
+        other_dtype = isinstance(dt, str) and np.dtype(dt) != np.dtype(found["dtype"])
+    except TypeError:
+        other_dtype = False  # a Zarr-only type name: nothing to compare here
+    if other_dtype:
+        raise StoreError(
+            f"Zarr array {where} has dtype {found['dtype']} in its own metadata but {dt} in the "
+            f"group's consolidated metadata ({root.url}/zarr.json): the metadata were edited. "
+            "Re-ingest the store (or re-create it with the tool that wrote it).")
     shape = view.get("shape")
     if isinstance(shape, list) and [int(s) for s in shape] != found["shape"]:
         n_view, n_real = (shape[0] if shape else None), found["shape"][0]

@@ -54,6 +54,10 @@ def test_append_grows_x_and_y_together(store):
     assert man["layout"]["y"]["shape"] == [1000]
     assert [a["rows"] for a in man["appends"]] == [200, 200]
     assert consolidated_shapes(store) == ((1000, 5), (1000,))
+    xr = pytest.importorskip("xarray")
+    ds = xr.open_zarr(store)  # consolidated: the view the user saw stale
+    assert ds.sizes["sample"] == 1000
+    np.testing.assert_array_equal(ds["y"].values, Y)
     assert zarr.open_group(str(store), mode="r").attrs["ingest"]["rows"] == 1000
     assert not (store / append_mod.JOURNAL_NAME).exists()
 
@@ -115,7 +119,7 @@ def test_interrupted_append_is_refused_then_rolled_back(store, monkeypatch):
     with pytest.raises(Killed):
         append(store, X[600:700], Y[600:700])
     assert (store / append_mod.JOURNAL_NAME).exists()
-    with pytest.raises(StoreError, match="append to this store was interrupted"):
+    with pytest.raises(StoreError, match="append to this store is in progress or was interrupted"):
         open_array(store)
     monkeypatch.undo()
     append_mod.rollback(append_mod.resolve(store))

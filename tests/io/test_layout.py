@@ -114,3 +114,14 @@ def test_store_shrinking_while_read_is_refused(store):
     with pytest.raises(StoreError, match=r"rows (600\.\.900|900\.\.1000) are gone \(the array now has 600 "
                                          r"rows, 1000 when it was opened\)"):
         A.compute()
+
+
+def test_consolidated_dtype_that_disagrees_is_refused(tmp_path):
+    path = tmp_path / "foreign.zarr"
+    g = zarr.open_group(str(path), mode="w")
+    g.create_array("X", shape=(10, 2), chunks=(10, 2), dtype="float32")[...] = 1.0
+    zarr.consolidate_metadata(str(path))
+    edit(path / "X" / "zarr.json", lambda m: m.update(data_type="int32"))
+    with pytest.raises(StoreError, match="dtype int32 in its own metadata but float32 in the "
+                                         "group's consolidated metadata"):
+        open_array(path)
