@@ -67,6 +67,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        const=False, help="CSV label column: numbers (regression targets)")
     p.add_argument("--labels", default=None, help="idx or .npy labels file (numbers, or strings "
                                                   "stored as class names), stored as y")
+    p.add_argument("--append", action="store_true",
+                   help="append the rows of SOURCE to the existing store DEST (written by ingest): "
+                        "X and y grow together, atomically; the rows must have DEST's width and "
+                        "are stored in its dtype")
     p.add_argument("--allow-nan", action="store_true", help="store NaN/Inf instead of failing")
     p.add_argument("--compressor", choices=["lz4", "zstd", "none"], default="lz4",
                    help="chunk codec (default lz4)")
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     delimiter = args.delimiter.encode().decode("unicode_escape") if args.delimiter else None
     zero_based: bool | str = ("auto" if args.zero_based == "auto"
                               else args.zero_based == "true")
-    stage(f"ingesting {args.source} -> {args.dest}")
+    stage(f"{'appending' if args.append else 'ingesting'} {args.source} -> {args.dest}")
     t0 = time.perf_counter()
     path = ingest(args.source, args.dest, format=args.format, chunk_rows=args.chunk_rows,
                   dtype=args.dtype, n_features=args.n_features, delimiter=delimiter,
@@ -93,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
                   labels=args.labels, zero_based=zero_based,
                   allow_nan=args.allow_nan,
                   compressor=None if args.compressor == "none" else args.compressor,
-                  overwrite=args.overwrite, progress=show, storage_options=so)
+                  overwrite=args.overwrite, append=args.append, progress=show,
+                  storage_options=so)
     info = read_manifest(path, storage_options=so) or {}
     seconds = time.perf_counter() - t0
     result = {"command": "ingest", "output": str(path), "source": str(args.source),
@@ -101,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
               "format": info.get("format"), "arrays": info.get("arrays", []),
               "n_classes": info.get("n_classes"), "feature_names": info.get("feature_names"),
               "seconds": round(seconds, 3)}
+    if args.append:
+        result["appended_rows"] = (info.get("appends") or [{}])[-1].get("rows")
+    verb = "appended to" if args.append else "wrote"
     classes = f", {info['n_classes']} classes in y" if info.get("n_classes") else ""
-    finish(result, f"wrote {path}: {info.get('rows')} rows x {info.get('n_features')} features "
+    finish(result, f"{verb} {path}: {info.get('rows')} rows x {info.get('n_features')} features "
                    f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}{classes}) "
                    f"in {seconds:.1f} s")
     return 0

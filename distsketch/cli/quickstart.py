@@ -61,6 +61,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="rows sampled for the kernel errors (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of data and sketch (default 0)")
     add_common_options(p, overwrite=False)
+    p.add_argument("--overwrite", action="store_true",
+                   help="also replace distsketch stores in --out that quickstart did not write "
+                        "(e.g. a model you fitted into --out/model.zarr); without it only "
+                        "quickstart's own outputs are replaced")
     p.set_defaults(func=run)
     return p
 
@@ -97,13 +101,25 @@ def _check_args(args: argparse.Namespace) -> None:
                           f"--n-random-features) = {limit}; lower it or raise those.")
 
 
-#: what quickstart writes into --out; report.json is recognised by this key
-_OUTPUTS = ("data.zarr", "model.zarr", "embeddings.zarr")
+#: what quickstart writes into --out, and the role each has in its manifest's ``quickstart`` key
+_OUTPUTS = {"data.zarr": "data", "model.zarr": "model", "embeddings.zarr": "embeddings"}
+#: manifest key (stores) and report key (report.json) that mark quickstart's own outputs
+_MARK = "quickstart"
 _REPORT_KEY = "distsketch_quickstart"
 
 
-def _check_out(out: Path) -> None:
-    """Refuse, before anything is written, an --out whose outputs distsketch did not write."""
+def _out_folder(text: str) -> Path:
+    """``--out`` as an absolute, normalised path (``Q/sub/..`` is ``Q``)."""
+    return Path(os.path.normpath(os.path.abspath(os.path.expanduser(text))))
+
+
+def _check_out(out: Path, overwrite: bool = False) -> None:
+    """Refuse, before anything is written, an --out whose outputs quickstart did not write.
+
+    Only outputs carrying quickstart's own mark (``"quickstart"`` in their
+    manifest) are replaced; with ``overwrite`` any store distsketch wrote is
+    (never a folder distsketch did not write, whatever the flag).
+    """
     from distsketch.io.safety import check_replaceable
 
     if out.exists() and not out.is_dir():
@@ -111,29 +127,33 @@ def _check_out(out: Path) -> None:
     for name in _OUTPUTS:
         path = out / name
         check_replaceable(path)
-        if path.exists() and not _is_ours(path, out):
-            raise StoreError(f"{path} is a distsketch store that quickstart did not generate "
-                             "(its manifest says otherwise); it is not replaced. Move it away "
-                             "or choose another --out.")
+        if path.exists() and not overwrite and not _is_ours(path):
+            raise StoreError(f"{path} is a distsketch store that quickstart did not write (its "
+                             f"manifest has no {_MARK!r} mark); it is not replaced. Move it away, "
+                             "choose another --out, or pass --overwrite to replace it.")
     report = out / "report.json"
     if report.is_symlink() or (report.exists() and not _is_our_report(report)):
         raise StoreError(f"{report} exists and was not written by distsketch quickstart; it is "
                          "never replaced. Move it away or choose another --out.")
 
 
-def _is_ours(path: Path, out: Path) -> bool:
-    """Whether the store ``path`` in ``out`` is one quickstart generated (by its manifest)."""
+def _is_ours(path: Path) -> bool:
+    """Whether the store ``path`` is the one quickstart wrote there (its manifest's mark)."""
     from distsketch.io.manifest import read_manifest
 
     try:
         info = read_manifest(path) or {}
     except (OSError, ValueError):
         return False
-    if path.name == "data.zarr":
-        return info.get("generator") == "random_noisy"
-    if path.name == "model.zarr":
-        return info.get("kind") == "model" and "StreamingKernelPCA" in str(info.get("class"))
-    return info.get("kind") == "array" and info.get("input") == str(out / "data.zarr")
+    return info.get(_MARK) == _OUTPUTS.get(path.name)
+
+
+def _mark(path: Path) -> None:
+    """Mark the committed store ``path`` as quickstart's own (a key in its manifest)."""
+    from distsketch.io.manifest import read_manifest, write_manifest
+
+    info = read_manifest(path) or {}
+    write_manifest(path, info | {_MARK: _OUTPUTS[path.name]})
 
 
 def _is_our_report(path: Path) -> bool:
@@ -182,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
     # the model's own checks too, before data or a cluster exist (gamma is chosen later)
     check_before_cluster(_model(args, gamma=None), args.rows, args.features)
     show = apply_progress(args)
-    out = Path(args.out).expanduser().absolute()
-    _check_out(out)
+    out = _out_folder(args.out)
+    _check_out(out, args.overwrite)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -209,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
                 make_random_noisy_zarr(data, args.rows, args.features,
                                        chunk_rows=args.chunk_rows, overwrite=True,
                                        progress=show, random_state=args.seed)
+                _mark(data)
             times["generate data" if not reused else "reuse data"] = time.perf_counter() - t0
             X = open_array(data, block_rows=args.chunk_rows)
 
@@ -225,12 +246,14 @@ def run(args: argparse.Namespace) -> int:
             times["fit"] = time.perf_counter() - t0
             save_model(model, model_path, overwrite=True,
                        extra={"input": str(data), "input_fingerprint": fingerprint(X, path=data)})
+            _mark(model_path)
 
             t0 = time.perf_counter()
             stage(f"[4/5] writing embeddings -> {emb_path}")
             write_array(model.transform(X), emb_path, chunk_rows=args.chunk_rows,
                         overwrite=True, progress=show,
-                        manifest={"model": str(model_path), "input": str(data)})
+                        manifest={"model": str(model_path), "input": str(data),
+                                  _MARK: _OUTPUTS["embeddings.zarr"]})
             times["embed"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -251,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         "peak_memory_bytes": pm.peak_bytes, "workers_peak_memory_bytes": pm.workers_peak_bytes,
         "kernel_errors": errs,
     }
-    _check_out(out)  # again: the folder may have changed while this ran
+    _check_out(out, args.overwrite)  # again: the folder may have changed while this ran
     tmp = out / f".report.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(report, indent=2))
     os.replace(tmp, out / "report.json")

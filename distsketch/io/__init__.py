@@ -15,6 +15,8 @@ module                    holds
 ``io.manifest``           the completion manifest
 ``io.fingerprints``       the one input fingerprint (whole input or prefix)
 ``io.model``              model save/load
+``io.appending``          rows appended to an ingested store, atomically
+``io.layout``             each array's recorded layout, checked on open
 ``io.readers``            file formats behind one reader interface, a
                           registry, one Zarr sink and :func:`ingest`
 ========================= ==================================================
@@ -23,6 +25,7 @@ Only this package opens paths; array checks live in
 :mod:`distsketch.validation`, which imports nothing from here.
 """
 
+from distsketch.io.appending import append
 from distsketch.io.arrays import create_array, open_array, write_array
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.fingerprints import fingerprint
@@ -33,6 +36,7 @@ from distsketch.io.readers import ingest
 from distsketch.io.urls import is_url, resolve
 
 __all__ = [
+    "append",
     "atomic_dir",
     "atomic_output",
     "create_array",

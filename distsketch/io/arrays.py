@@ -221,7 +221,9 @@ def open_array(
                         fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
-    return register_row_source(out, functools.partial(_reopen, again, component, so), unit,
+    # re-read at the shape read here: rows appended meanwhile are not part of this array
+    return register_row_source(out, functools.partial(_reopen, again, component, so,
+                                                      tuple(arr.shape), arr.dtype), unit,
                                where=path + (f"::{component}" if component else ""))
 
 
@@ -258,9 +260,21 @@ def _open_targets(source: Any, component: str | None,
 
 
 def _reopen(source: Any, component: str | None, storage_options: dict | None,
-            block_rows: int) -> da.Array:
-    return open_array(source, component=component, block_rows=block_rows, check_chunks=False,
-                      storage_options=storage_options)
+            shape: tuple[int, ...], dtype: np.dtype, block_rows: int) -> da.Array:
+    """``source`` again with blocks of ``block_rows``: its first ``shape[0]`` rows only.
+
+    A store that grew since it was first opened (an append) is read up to the
+    rows recorded then; one that shrank or changed width or dtype is refused.
+    """
+    X = open_array(source, component=component, block_rows=block_rows, check_chunks=False,
+                   storage_options=storage_options)
+    if X.shape[0] < shape[0] or tuple(X.shape[1:]) != tuple(shape[1:]) or X.dtype != dtype:
+        where = source if isinstance(source, str) else "the input array"
+        raise StoreError(f"{where}{'::' + component if component else ''} changed while being "
+                         f"read: it was opened with shape {tuple(shape)} and dtype {dtype}, and "
+                         f"now has shape {tuple(X.shape)} and dtype {X.dtype}. Rows may only be "
+                         "appended while a computation reads a store; rerun it.")
+    return X if X.shape[0] == shape[0] else X[: shape[0]]
 
 
 def _mtime(loc: Location) -> Any:

@@ -21,8 +21,13 @@ A failure in 1–2 deletes the temporary prefix and leaves an existing output
 untouched; a failure in 3–4 leaves the destination uncommitted (it has the
 marker but no manifest), which every reader refuses with a StoreError saying
 to rerun the write.  A killed writer may leave a ``.<name>.tmp-<token>``
-prefix behind; it is never read and may be deleted.  One writer per
-destination at a time (a workflow's lock, or the user's own scheduling).
+prefix behind; it is never read and may be deleted.
+
+One writer per destination: in step 1 a writer claims the destination with
+the object ``.<name>.writer`` beside it (a conditional put where the store
+has one, read back in any case), and before step 3 it checks the claim is
+still its own; a second writer gets a StoreError, never a silent replacement
+(:mod:`distsketch.io.claims`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 from distsketch.errors import DistsketchError, StoreError
 from distsketch.io.atomic import atomic_dir
+from distsketch.io.claims import WriterClaim
 from distsketch.io.manifest import MANIFEST_NAME, write_manifest
 from distsketch.io.safety import MARKER_NAME, check_output
 from distsketch.io.urls import Location, resolve
@@ -104,29 +110,36 @@ def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False
     token = uuid.uuid4().hex[:12]
     tmp = loc.sibling(f".{loc.name}.tmp-{token}")
     marker = json.dumps({"written_by": "distsketch", "token": token}).encode()
+    claim = WriterClaim(loc)
     try:
         # the probe is removed again: Zarr refuses to create a group in a non-empty prefix
         tmp.fs.pipe_file(tmp.child(MARKER_NAME).path, marker)
         tmp.fs.rm_file(tmp.child(MARKER_NAME).path)
+        claim.take()
+    except DistsketchError:
+        raise
     except Exception as exc:
         raise _unwritable(loc, exc) from exc
     try:
         yield tmp
-        _publish(loc, tmp, marker, overwrite, inputs, storage_options)
+        _publish(loc, tmp, marker, overwrite, inputs, storage_options, claim)
     except BaseException:
         with contextlib.suppress(Exception):
             tmp.fs.rm(tmp.path, recursive=True)
         raise
+    finally:
+        claim.release()
 
 
 def _publish(loc: Location, tmp: Location, marker: bytes, overwrite: bool, inputs: list,
-             storage_options: Any) -> None:
+             storage_options: Any, claim: WriterClaim) -> None:
     """Steps 3–5 of the protocol (module docstring)."""
     fs = tmp.fs
     try:
         check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     except DistsketchError as exc:
         raise type(exc)(f"{exc} (checked again when committing; nothing was written)") from None
+    claim.confirm()  # no other writer took the destination meanwhile
     try:
         fs.invalidate_cache(tmp.path)
         fs.pipe_file(tmp.child(MARKER_NAME).path, marker)

@@ -168,7 +168,7 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
             "missing its metadata or is corrupt; re-create it with `distsketch ingest`."
         ) from exc
     if not isinstance(node, zarr.Group):
-        return node
+        return _checked(loc, node, p, check)
     # the named array, else X, is opened directly: listing the group warns about the
     # distsketch files beside the arrays, from zarr's own thread (unfilterable here)
     member = _member_array(node, component or "X")
@@ -184,7 +184,16 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
                 f"name the array inside it (one of {names}), e.g. "
                 f"{p}::{names[0] if names else 'X'}."
             )
-    return member
+    return _checked(loc, member, f"{p}::{member.path}", check)
+
+
+def _checked(loc: Location, arr: zarr.Array, where: str, check: bool) -> zarr.Array:
+    """``arr`` once its metadata agree with the store's manifest and consolidated view."""
+    if check:
+        from distsketch.io.layout import check_array
+
+        check_array(loc, arr, where)
+    return arr
 
 
 def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:
@@ -239,7 +248,7 @@ class ZarrRowReader:
                 # checked when the graph was built: no existence/commit requests per task
                 self._arr = open_zarr(self.path, self.component,
                                       storage_options=self.storage_options, check=False)
-            return np.asarray(self._arr[key])
+            out = np.asarray(self._arr[key])
         except (StoreError, MemoryBudgetError):
             raise
         except MemoryError as exc:
@@ -251,6 +260,13 @@ class ZarrRowReader:
                 "blocks (--block-rows), or give the process/workers more memory.") from exc
         except Exception as exc:
             raise StoreError(self._describe_failure(key, exc)) from exc
+        rows = key[0] if isinstance(key, tuple) else key
+        if isinstance(rows, slice) and out.shape[:1] != (len(range(*rows.indices(self.shape[0]))),):
+            # the store shrank since the graph was built: never a short block
+            raise StoreError(f"{self.path}: rows {rows.start}..{rows.stop} are gone (the array now "
+                             f"has {self._arr.shape[0]} rows, {self.shape[0]} when it was opened); "
+                             "rows may only be appended to an input being read. Rerun.")
+        return out
 
     def _describe_failure(self, key: Any, exc: Exception) -> str:
         rows = key[0] if isinstance(key, tuple) else key

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import dask.array as da
@@ -23,12 +24,13 @@ from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.runtime import compute
 from distsketch.io.codecs import codecs
+from distsketch.io.layout import LAYOUT_KEY, array_record
 from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output, output_location
 from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
 from distsketch.io.urls import Location, resolve
 
-__all__ = ["create_array", "write_array"]
+__all__ = ["create_array", "layout_of", "write_array"]
 
 
 def create_array(path: str | os.PathLike | Location, shape: tuple[int, ...], dtype: Any, *,
@@ -287,6 +289,7 @@ def write_array(
         info.update(manifest or {})
         if name is not None:
             info["array"] = name
+        info[LAYOUT_KEY] = layout_of(tmp, [name])  # what readers check the array against
         prov = provenance(info)
         target.attrs["provenance"] = prov
         if name is not None:
@@ -294,3 +297,16 @@ def write_array(
             consolidate(tmp)
         write_manifest(tmp, info)
     return output_location(dest)
+
+
+def layout_of(root: Location, names: Sequence[str | None]) -> dict[str, dict[str, Any]]:
+    """The records of the arrays ``names`` of the store at ``root`` (``None``: the root array).
+
+    Read from each array's own metadata (never the consolidated view).
+    """
+    out = {}
+    for name in names:
+        where = root if name is None else root.child(name)
+        arr = zarr.open_array(zarr_store(where, read_only=True), mode="r")
+        out["" if name is None else name] = array_record(arr)
+    return out

@@ -40,10 +40,14 @@ def day_rows(first_row: int, n_rows: int) -> np.ndarray:
 
 
 def append_day(root: Path, n_rows: int) -> int:
-    """Append ``n_rows`` rows to ``root/data/X.zarr`` (created on the first day); return the total."""
-    import zarr
+    """Append ``n_rows`` rows to ``root/data/X.zarr`` (created on the first day); return the total.
 
-    from distsketch.io import ingest
+    The first day is ingested; later days are appended with :func:`distsketch.io.append`
+    (CLI: ``distsketch ingest day.npy data/X.zarr --append``), which grows the arrays, the
+    consolidated metadata and the manifest together.  Never resize the arrays by hand:
+    distsketch refuses a store whose rows changed outside it.
+    """
+    from distsketch.io import append, ingest, read_manifest
 
     store = root / "data" / "X.zarr"
     if not store.exists():
@@ -52,10 +56,8 @@ def append_day(root: Path, n_rows: int) -> int:
         np.save(root / "data" / "day0.npy", rows)
         ingest(root / "data" / "day0.npy", store)
         return n_rows
-    X = zarr.open_array(str(store), path="X", mode="r+")
-    n = X.shape[0]
-    X.resize((n + n_rows, N_FEATURES))
-    X[n:] = day_rows(n, n_rows)
+    n = int(read_manifest(store)["rows"])  # type: ignore[index]
+    append(store, day_rows(n, n_rows), source=f"simulated day at row {n}")
     return n + n_rows
 
 

@@ -316,6 +316,39 @@ def test_quickstart_never_replaces_what_it_did_not_generate(world, capsys, what)
     assert snapshot(world) == before
 
 
+QS = ["--rows", "200", "--features", "50", "--n-random-features", "16", "--sketch-size", "8",
+      "--n-components", "2", "--n-sample", "50", "--cluster", "sync", "--no-progress"]
+
+
+def test_quickstart_never_replaces_a_fitted_kernel_pca_of_the_users(world, capsys):
+    """A StreamingKernelPCA model the user fitted into --out/model.zarr (the class quickstart
+    fits) is not quickstart's: only the mark quickstart puts in its manifest is."""
+    from distsketch import StreamingKernelPCA
+
+    out = world / "qs"
+    assert cli.main(["quickstart", "--out", str(out), *QS]) == 0
+    shutil.rmtree(out / "model.zarr")
+    StreamingKernelPCA(n_components=2, n_random_features=16, sketch_size=8,
+                       random_state=1).fit(X).save(out / "model.zarr")
+    capsys.readouterr()
+    before = snapshot(world)
+    err = refused(capsys, ["quickstart", "--out", out, *QS], str(out / "model.zarr"))
+    assert "--overwrite" in err
+    assert snapshot(world) == before
+    # the user asks for it: replaced, and marked as quickstart's from then on
+    assert cli.main(["quickstart", "--out", str(out), *QS, "--overwrite"]) == 0
+    assert cli.main(["quickstart", "--out", str(out), *QS]) == 0
+
+
+def test_quickstart_out_with_dotdot_then_without(world, capsys):
+    """`--out Q/sub/..` writes into Q; a later `--out Q` recognises those outputs as its own."""
+    q = world / "q"
+    assert cli.main(["quickstart", "--out", str(q / "sub" / ".."), *QS]) == 0
+    assert (q / "model.zarr").is_dir() and not (q / "sub").exists()
+    capsys.readouterr()
+    assert cli.main(["quickstart", "--out", str(q), *QS]) == 0, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [["--chunk-rows", "0"], ["--rows", "-5"], ["--n-components", "99"],
                                  ["--features", "10"]])
 def test_quickstart_checks_parameters_before_writing(world, capsys, bad):

@@ -68,6 +68,7 @@ def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
     "allow_nan": ["boolean"],
     "compressor": [StrOptions({c for c in COMPRESSORS if c} | {"none"}), None],
     "overwrite": ["boolean"],
+    "append": ["boolean"],
     "progress": ["boolean", None],
     "storage_options": [dict, None],
 })
@@ -89,6 +90,7 @@ def ingest(
     allow_nan: bool = False,
     compressor: str | None = "lz4",
     overwrite: bool = False,
+    append: bool = False,
     progress: bool | None = None,
     storage_options: dict | None = None,
 ) -> Path | str:
@@ -156,6 +158,12 @@ def ingest(
         Replace an existing ``dest``; only a store distsketch wrote is ever
         replaced (never a file, the working directory or a parent of it, or
         the source).
+    append : bool, default False
+        Append the rows of ``source`` to the existing store ``dest`` (written
+        by ``ingest``) instead of creating it: ``X`` and ``y`` grow together,
+        atomically (:func:`distsketch.io.append`); the rows are cast to the
+        store's dtype (``dtype`` is not used) and must have its width, and
+        labels are required exactly when the store has ``y``.
     progress : bool, optional
         Progress line on stderr (default: when stderr is a terminal).
     storage_options : dict, optional
@@ -207,6 +215,11 @@ def ingest(
         raise ConfigError(f"{src}: header=, label_column= and class_labels= apply to CSV "
                           f"files, not {reader.name}.")
     out = resolve(dest, storage_options)
+    if append:
+        if overwrite:
+            raise ConfigError("ingest: append=True adds rows to dest and overwrite=True replaces "
+                              "it; pass one of them.")
+        return _append_file(src, reader, options, out, labels, allow_nan, show)
     with ZarrSink.open(out, compressor=compressor, overwrite=overwrite,
                        inputs=[src, labels], storage_options=storage_options) as sink:
         with reader.open(src, options) as stream:
@@ -229,6 +242,54 @@ def ingest(
         manifest.update(info)
         sink.commit(n, src, manifest)
     return output_location(out)
+
+
+def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
+                 labels: str | os.PathLike | None, allow_nan: bool, show: bool) -> Path | str:
+    """``ingest(..., append=True)``: the rows of ``src`` appended to the store ``out``."""
+    from distsketch.io.appending import StoreAppender
+
+    with StoreAppender.open(out) as app, reader.open(src, options) as stream:
+        hdr: Header = stream.header
+        if labels is not None and hdr.labelled:
+            raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
+        y_all = None if labels is None else _labels_in_memory(Path(labels).expanduser().absolute())
+        rows = int(app.arrays["X"].chunks[0])
+        prog = Progress(f"append {src.name}", hdr.progress_total, hdr.progress_unit, show)
+        done = 0
+        for block in stream.blocks(rows):
+            k = int(block.X.shape[0])
+            y = block.y if hdr.labelled else None
+            if y_all is not None:
+                if done + k > y_all.shape[0]:
+                    raise InputError(f"labels {labels} have {y_all.shape[0]} records, fewer than "
+                                     f"the rows of {src}; pair the data and labels of one batch.")
+                y = y_all[done:done + k]
+            app.write(block.X, y, allow_nan=allow_nan, line_of=block.line_of)
+            done += k
+            prog.update(block.position, done)
+        prog.close(done)
+        if y_all is not None and y_all.shape[0] != done:
+            raise InputError(f"labels {labels} have {y_all.shape[0]} records for the {done} rows "
+                             f"of {src}; pair the data and labels of one batch.")
+        app.commit(source=str(src))
+    return output_location(out)
+
+
+def _labels_in_memory(path: Path) -> np.ndarray:
+    """A 1-D .npy or idx labels file as an array (labels are one value per row)."""
+    if not path.exists():
+        raise StoreError(f"no labels file at {path}; check the path.")
+    if plain_name(path).endswith(".npy") and not path.name.lower().endswith(".gz"):
+        y = np.load(path, mmap_mode="r", allow_pickle=False)
+    elif find_reader(path).name == "idx":
+        with find_reader(path).open(path, ReadOptions()) as stream:
+            y = np.concatenate([b.X.reshape(-1) for b in stream.blocks(65536)])
+    else:
+        raise ConfigError(f"labels {path}: use a 1-D idx (*-ubyte) or .npy file.")
+    if y.ndim != 1:
+        raise InputError(f"labels {path} have shape {y.shape}; expected one label per row (1-D).")
+    return y
 
 
 def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: int | None,

@@ -1,0 +1,362 @@
+"""Rows appended to an ingested store: :func:`append`, all arrays together, atomically.
+
+A store written by :func:`distsketch.io.ingest` holds ``X`` and, when
+labelled, ``y``, and a manifest recording their rows and layout
+(:mod:`distsketch.io.layout`).  Readers refuse arrays whose shape differs
+from that record, so rows added by hand (``resize`` and a write, possibly
+through a stale consolidated view that leaves fill values) are never read as
+data; this module is the way to add rows.  The protocol::
+
+    1. lock the store (an OS lock; on an object store a writer's claim), roll back
+       an append that was interrupted before (its journal is still there);
+       check X and y against the manifest
+    2. write the journal .distsketch-append.json: the old shapes, and a copy of
+       the group's zarr.json and of each array's last, partly filled chunk
+       (the only existing objects an append rewrites besides metadata)
+    3. grow X and y and write the new rows (old rows keep their values)
+    4. check every row and chunk, update the group attributes, re-consolidate
+       the metadata, then write the manifest (rows, layout) LAST
+    5. delete the journal
+
+A failure in 2–4 rolls back at once: the arrays are cut back to their old
+shapes (chunks past them deleted), the saved chunks and group metadata
+restored; the manifest was not touched.  A process killed in 2–4
+leaves the journal: readers refuse the store (its arrays disagree with the
+manifest) until the next append rolls it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from distsketch.errors import DistsketchError, InputError, StoreError
+from distsketch.io.claims import WriterClaim
+from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
+from distsketch.io.manifest import provenance, read_manifest, write_manifest
+from distsketch.io.publish import output_location
+from distsketch.io.stores import consolidate, open_zarr, zarr_store
+from distsketch.io.urls import Location, resolve
+from distsketch.io.writes import layout_of
+from distsketch.validation.finite import cast_checked
+
+__all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
+
+def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool = False,
+           source: str | None = None, storage_options: dict | None = None) -> Path | str:
+    """Append rows to a store written by :func:`distsketch.io.ingest`, atomically.
+
+    ``X`` and ``y`` grow together; the consolidated metadata and then the
+    manifest are updated last, so readers see the old rows or all the new
+    ones, never fill values.
+
+    Parameters
+    ----------
+    store : path-like or URL
+        An ingested store (a Zarr group with ``X`` and, when labelled, ``y``).
+    X : array-like of shape (k, d)
+        The new rows; ``d`` is the store's width.  Cast to the store's dtype;
+        a cast that would change a value is refused.
+    y : array-like of shape (k,), optional
+        Labels of the new rows: required when the store has ``y``, refused
+        when it has none.
+    allow_nan : bool, default False
+        Store NaN/Inf as they are instead of raising.
+    source : str, optional
+        Where the rows came from, recorded in the manifest's ``appends``.
+    storage_options : dict, optional
+        fsspec options for a URL ``store``.
+
+    Returns
+    -------
+    pathlib.Path or str
+        The store (a URL for a URL ``store``).
+
+    Raises
+    ------
+    InputError
+        Wrong width, a dtype that cannot be cast, NaN/Inf, ``y`` missing,
+        unexpected or of another length.
+    StoreError
+        ``store`` is not an ingested store, its arrays disagree with its
+        manifest, another append holds it, or the write failed (the store is
+        then as it was).
+
+    Notes
+    -----
+    Only the last, partly filled chunk of each array is rewritten, with its
+    old rows unchanged; everything else is new chunks.  A workflow run that
+    started before the append reads only the rows it recorded when it started.
+    """
+    with StoreAppender.open(store, storage_options=storage_options) as app:
+        app.write(X, y, allow_nan=allow_nan)
+        app.commit(source=source)
+    return output_location(app.loc)
+
+
+class StoreAppender:
+    """One append to a store (use :meth:`open`; :func:`append` is the usual entry)."""
+
+    def __init__(self, loc: Location, manifest: dict, arrays: dict[str, zarr.Array]):
+        self.loc = loc
+        self.manifest = manifest
+        self.arrays = arrays
+        self.old = {name: tuple(int(s) for s in a.shape) for name, a in arrays.items()}
+        self.n0 = self.old["X"][0]
+        self.rows = 0
+        self.committed = False
+        self.claim: WriterClaim | None = None
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, store: str | os.PathLike | Location, *,
+             storage_options: dict | None = None) -> Iterator[StoreAppender]:
+        """Lock ``store``, check it and journal it; roll back unless :meth:`commit` ran."""
+        loc = resolve(store, storage_options)
+        with _lock(loc) as claim:
+            rollback(loc)
+            app = cls._checked(loc)
+            app.claim = claim
+            app._journal()
+            try:
+                yield app
+            except BaseException:
+                if not app.committed:
+                    app._undo()
+                raise
+            if not app.committed:
+                app._undo()
+
+    @classmethod
+    def _checked(cls, loc: Location) -> StoreAppender:
+        manifest = read_manifest(loc)
+        manifest = manifest or {}
+        kind = manifest.get("kind")
+        if kind == "ingest":
+            names = [n for n in ("X", "y") if n in (manifest.get("arrays") or ["X"])]
+        elif kind == "array" and manifest.get("array") == "X":
+            names = ["X"]  # write_array's group of one array
+        else:
+            raise StoreError(
+                f"{loc.url} is not a store written by `distsketch ingest` (its manifest "
+                f"{'is missing' if not manifest else 'says ' + repr(kind)}); rows can be "
+                "appended only to an ingested store (or write_array's X). Ingest the data first.")
+        arrays = {}
+        for name in names:
+            open_zarr(loc, name)  # refuses arrays that disagree with the manifest
+            # every chunk written, zeros included: a missing chunk means lost data (the
+            # config= argument is not applied when opening, the global setting is)
+            with zarr.config.set({"array.write_empty_chunks": True}):
+                arrays[name] = zarr.open_array(zarr_store(loc.child(name)), mode="r+")
+        return cls(loc, manifest, arrays)
+
+    def write(self, X: Any, y: Any = None, *, allow_nan: bool = False,
+              line_of: Any = None) -> None:
+        """Append the rows ``X`` (and their labels ``y``), checked and cast."""
+        where = f"rows appended to {self.loc.url}"
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        xa = self.arrays["X"]
+        if X.ndim != 2 or X.shape[1] != xa.shape[1]:
+            raise InputError(f"cannot append rows of shape {X.shape} to {self.loc.url}: its X has "
+                             f"{xa.shape[1]} columns; append rows of shape (k, {xa.shape[1]}).")
+        _check_kind(X.dtype, xa.dtype, "X", self.loc)
+        first = self.n0 + self.rows
+        X = cast_checked(X, xa.dtype, where=where, row_start=first, line_of=line_of)
+        if not allow_nan:
+            _check_finite(X, first, where, line_of)
+        Y = None
+        if "y" in self.arrays:
+            ya = self.arrays["y"]
+            if y is None:
+                raise InputError(f"{self.loc.url} has labels y: pass the labels of the "
+                                 f"{X.shape[0]} new rows (y=, CLI: --labels).")
+            Y = np.asarray(y)
+            if Y.shape != (X.shape[0], *ya.shape[1:]):
+                raise InputError(f"labels of shape {Y.shape} for {X.shape[0]} new rows; expected "
+                                 f"{(X.shape[0], *ya.shape[1:])} to match the rows and the "
+                                 f"store's y {tuple(ya.shape)}.")
+            _check_kind(Y.dtype, ya.dtype, "y", self.loc)
+            Y = cast_checked(Y, ya.dtype, where=f"labels {where}", row_start=first)
+            if not allow_nan:
+                _check_finite(Y.reshape(Y.shape[0], -1), first, f"labels {where}")
+        elif y is not None:
+            raise InputError(f"{self.loc.url} has no labels y; append its rows without labels.")
+        k = int(X.shape[0])
+        if not k:
+            return
+        try:
+            self._write(first, k, X, Y)
+        except DistsketchError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"cannot append to {self.loc.url} ({type(exc).__name__}: {exc}); "
+                             "the store is left as it was.") from exc
+        self.rows += k
+
+    def _write(self, first: int, k: int, X: np.ndarray, Y: np.ndarray | None) -> None:
+        for name, block in (("X", X), ("y", Y)):
+            if block is None:
+                continue
+            arr = self.arrays[name]
+            arr.resize((first + k, *arr.shape[1:]))
+            arr[first:first + k] = block
+
+    def commit(self, source: str | None = None) -> None:
+        """Verify, re-consolidate and write the manifest (last); the journal is then removed."""
+        n = self.n0 + self.rows
+        for name in self.arrays:
+            arr = zarr.open_array(zarr_store(self.loc.child(name), read_only=True), mode="r")
+            if arr.shape[0] != n or arr.nchunks_initialized != arr.nchunks:
+                raise StoreError(
+                    f"appending to {self.loc.url}: {name} has {arr.shape[0]} rows and "
+                    f"{arr.nchunks_initialized} of {arr.nchunks} chunks, expected {n} rows; the "
+                    "store is left as it was. Retry; if it persists the disk may be full.")
+        man = dict(self.manifest)
+        if man.get("kind") == "ingest" or "rows" in man:
+            man["rows"] = n
+        if isinstance(man.get("shape"), list):
+            man["shape"] = [n, *man["shape"][1:]]
+        man[LAYOUT_KEY] = layout_of(self.loc, sorted(self.arrays))
+        man["appends"] = [*(man.get("appends") or []),
+                          {"rows": self.rows, "first_row": self.n0, "at": time.time(),
+                           **({"source": str(source)} if source else {})}]
+        if self.claim is not None:
+            self.claim.confirm()  # no other writer took the store meanwhile
+        root = zarr.open_group(store=zarr_store(self.loc), mode="r+", use_consolidated=False)
+        if isinstance(root.attrs.get("ingest"), dict):
+            old: Any = root.attrs["ingest"]
+            root.attrs["ingest"] = dict(old) | {"rows": n}
+        root.attrs["provenance"] = provenance(man)
+        consolidate(self.loc)
+        write_manifest(self.loc, man)
+        self.committed = True
+        _remove_journal(self.loc)
+
+    # the journal: old shapes and the one chunk per array an append rewrites
+
+    def _journal(self) -> None:
+        token = uuid.uuid4().hex[:12]
+        saved = {}
+        for name, arr in self.arrays.items():
+            unit = (arr.shards or arr.chunks)[0]
+            n = self.old[name][0]
+            if n % unit == 0:
+                continue  # the last chunk is full: an append only adds chunks
+            key = f"{name}/" + arr.metadata.encode_chunk_key((n // unit,) + (0,) * (arr.ndim - 1))
+            backup = f".distsketch-append-{token}-{name}.bak"
+            try:
+                self.loc.write_bytes(backup, self.loc.read_bytes(key))
+            except FileNotFoundError:
+                continue
+            saved[name] = {"key": key, "backup": backup}
+        # the group's metadata (attributes, consolidated view) come back byte for byte
+        saved[""] = {"key": "zarr.json", "backup": f".distsketch-append-{token}-root.bak"}
+        self.loc.write_bytes(saved[""]["backup"], self.loc.read_bytes("zarr.json"))
+        body = {"token": token, "shapes": {k: list(v) for k, v in self.old.items()},
+                "chunks": saved}
+        self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
+
+    def _undo(self) -> None:
+        rollback(self.loc)
+
+
+def rollback(loc: Location) -> bool:
+    """Undo an append to ``loc`` that did not commit (its journal is there); True if one was.
+
+    The arrays are cut back to the journal's shapes (chunks past them are
+    deleted), and the saved chunks and group metadata written back.
+    """
+    try:
+        raw = loc.read_bytes(JOURNAL_NAME)
+    except FileNotFoundError:
+        return False
+    try:
+        body = json.loads(raw)
+        shapes = {str(k): tuple(int(s) for s in v) for k, v in body["shapes"].items()}
+        saved = dict(body.get("chunks") or {})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreError(f"the append journal {loc.url}/{JOURNAL_NAME} is damaged ({exc}); the "
+                         "store cannot be rolled back. Re-ingest it.") from exc
+    try:
+        for name, shape in shapes.items():
+            arr = zarr.open_array(zarr_store(loc.child(name)), mode="r+")
+            if tuple(arr.shape) != shape:
+                arr.resize(shape)
+        for item in saved.values():
+            loc.write_bytes(item["key"], loc.read_bytes(item["backup"]))
+        if "" not in saved:
+            consolidate(loc)
+    except Exception as exc:
+        raise StoreError(f"cannot roll back the interrupted append to {loc.url} "
+                         f"({type(exc).__name__}: {exc}); retry, or re-ingest the store.") from exc
+    for item in saved.values():
+        with contextlib.suppress(FileNotFoundError, OSError):
+            loc.fs.rm_file(loc.child(item["backup"]).path)
+    _remove_journal(loc)
+    return True
+
+
+def _remove_journal(loc: Location) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        loc.fs.rm_file(loc.child(JOURNAL_NAME).path)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        for f in loc.fs.glob(loc.child(".distsketch-append-*.bak").path):
+            loc.fs.rm_file(f)
+
+
+def _check_finite(block: np.ndarray, first: int, where: str, line_of: Any = None) -> None:
+    """Refuse NaN/Inf, naming the first row (and line) holding one."""
+    if not np.issubdtype(block.dtype, np.floating) or np.all(np.isfinite(block)):
+        return
+    bad = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
+    at = f"row {first + bad}" + (f" (line {line_of(bad)})" if line_of is not None else "")
+    raise InputError(f"{where}: NaN or Inf at {at}. Clean or impute the data before appending, "
+                     "or pass allow_nan=True (CLI: --allow-nan) to store it as is.")
+
+
+def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> None:
+    """Refuse values of another kind than the stored array holds (text, complex, float into int)."""
+    ok = np.dtype(have).kind in "biuf" and np.can_cast(have, want, casting="same_kind")
+    if not ok:
+        raise InputError(f"cannot append {name} of dtype {np.dtype(have)} to {loc.url}: its {name} "
+                         f"holds {np.dtype(want)}. Convert the values to {np.dtype(want)} first.")
+
+
+@contextlib.contextmanager
+def _lock(loc: Location) -> Iterator[WriterClaim | None]:
+    """One writer per store: an OS lock on the store's folder (no lock file is added to the
+    store); on an object store the writer's claim beside it (:mod:`distsketch.io.claims`),
+    which also keeps out a writer replacing the store."""
+    if not loc.is_local:
+        claim = WriterClaim(loc)
+        claim.take()
+        try:
+            yield claim
+        finally:
+            claim.release()
+        return
+    import fcntl
+
+    try:
+        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise StoreError(f"no store at {loc.url} ({exc.strerror}); ingest the first rows with "
+                         "`distsketch ingest`.") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"another process is appending to {loc.url}; retry when it has "
+                             "finished.") from None
+        yield None
+    finally:
+        os.close(fd)  # releases the lock

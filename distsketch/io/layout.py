@@ -1,0 +1,190 @@
+"""What a store's arrays must look like: recorded when distsketch writes, checked on open.
+
+Every store distsketch writes records, in its manifest under ``"layout"``,
+the shape, dtype, chunk shape and codecs of each array
+(:func:`distsketch.io.writes.layout_of`).  :func:`check_array` compares an opened array with that
+record and with the group's consolidated metadata, so that metadata edited
+after the write (a dtype changed from float32 to int32 reinterprets every
+value; a shape cut from 1000 to 500 rows drops rows) or rows added outside
+distsketch (possibly through a stale consolidated view, leaving fill values)
+are refused instead of being read as data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+import zarr
+
+from distsketch.errors import StoreError
+from distsketch.io.manifest import read_manifest
+from distsketch.io.urls import Location
+
+__all__ = ["JOURNAL_NAME", "LAYOUT_KEY", "array_record", "check_array"]
+
+#: manifest key of the per-array records
+LAYOUT_KEY = "layout"
+#: journal of an append in progress, at the root of a store (:mod:`distsketch.io.appending`)
+JOURNAL_NAME = ".distsketch-append.json"
+#: codec settings that change how stored bytes decode (others, e.g. a level, do not)
+_DECODING = ("endian", "order", "cname")
+
+
+def _codecs(arr: zarr.Array) -> list[str]:
+    """The array's codec chain as stable text: names and the settings that change decoding."""
+    out = []
+    chain: Any = arr.metadata.to_dict().get("codecs", ()) or ()
+    for c in chain:
+        if not isinstance(c, dict):
+            continue
+        conf = c.get("configuration") or {}
+        extra = ",".join(f"{k}={conf[k]}" for k in _DECODING if k in conf)
+        out.append(f"{c.get('name')}({extra})" if extra else str(c.get("name")))
+    return out
+
+
+def array_record(arr: zarr.Array) -> dict[str, Any]:
+    """Shape, dtype, chunk (and shard) shape and codecs of ``arr``, as plain JSON."""
+    rec: dict[str, Any] = {"shape": [int(s) for s in arr.shape], "dtype": str(arr.dtype),
+                           "chunks": [int(c) for c in arr.chunks],
+                           "codecs": _codecs(arr)}
+    if arr.shards:
+        rec["shards"] = [int(s) for s in arr.shards]
+    return rec
+
+
+def _expected(manifest: dict, name: str) -> dict[str, Any] | None:
+    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything."""
+    layout = manifest.get(LAYOUT_KEY)
+    if isinstance(layout, dict):
+        rec = layout.get(name)
+        return rec if isinstance(rec, dict) else None
+    # manifests written before the layout record: what they held
+    kind = manifest.get("kind")
+    if kind == "ingest" and isinstance(manifest.get("rows"), int):
+        if name == "X" and isinstance(manifest.get("n_features"), int):
+            return {"shape": [manifest["rows"], manifest["n_features"]],
+                    "dtype": manifest.get("dtype")}
+        if name in (manifest.get("arrays") or ()):
+            return {"rows": manifest["rows"]}
+    if kind in ("array", "predictions") and isinstance(manifest.get("shape"), list):
+        if (manifest.get("array") or "") == name:
+            return {"shape": manifest["shape"], "dtype": manifest.get("dtype")}
+    return None
+
+
+def _differences(expected: dict, found: dict) -> list[str]:
+    out = []
+    if "rows" in expected and expected["rows"] != found["shape"][0]:
+        out.append(f"rows: recorded {expected['rows']}, found {found['shape'][0]}")
+    for key in ("shape", "dtype", "chunks", "shards", "codecs"):
+        if key in expected and expected[key] is not None and expected[key] != found.get(key):
+            want, got = expected[key], found.get(key)
+            if key in ("shape", "chunks", "shards") and isinstance(want, list):
+                want = tuple(want)
+                got = tuple(got) if isinstance(got, list) else got
+            out.append(f"{key}: recorded {want}, found {got}")
+    return out
+
+
+def _journal_note(root: Location) -> str:
+    try:
+        interrupted = root.isfile(JOURNAL_NAME)
+    except Exception:
+        interrupted = False
+    if not interrupted:
+        return ""
+    return (" An append to this store is in progress or was interrupted: wait for it, or append "
+            "again (distsketch.io.append or `distsketch ingest SRC STORE --append`), which first "
+            "rolls an interrupted one back.")
+
+
+def check_array(root: Location, arr: zarr.Array, where: str) -> None:
+    """Refuse ``arr`` (opened from the store at ``root``) when its metadata disagree with
+    the store's manifest or with the group's consolidated metadata.
+
+    Parameters
+    ----------
+    root : Location
+        The store that was opened (a group holding ``arr``, or the array itself).
+    arr : zarr.Array
+        The array as its own metadata describe it.
+    where : str
+        How messages name the array.
+
+    Raises
+    ------
+    StoreError
+        The shape, dtype, chunks or codecs differ from what distsketch recorded
+        when it wrote the store, or the consolidated metadata give another
+        shape or dtype than the array's own metadata.
+    """
+    name = str(getattr(arr, "path", "") or "")
+    found = array_record(arr)
+    manifest, owner = read_manifest(root), root
+    if manifest is None and not name and "/" in root.path.rstrip("/"):
+        # a store's array opened by its own folder (store.zarr/X): the group's manifest
+        owner = _parent(root)
+        try:
+            manifest, name = read_manifest(owner), root.name
+        except StoreError:
+            manifest = None  # not this array's record
+    expected = _expected(manifest, name) if manifest else None
+    if expected is not None:
+        diff = _differences(expected, found)
+        if diff:
+            raise StoreError(
+                f"Zarr array {where} does not match what distsketch recorded when it wrote "
+                f"{owner.url} ({'; '.join(diff)}): its metadata were edited, or rows were added "
+                "outside distsketch, so the values read would not be the data written. Re-ingest "
+                "the source (`distsketch ingest SRC STORE --overwrite`); add rows only with "
+                "`distsketch ingest SRC STORE --append` (distsketch.io.append)."
+                + _journal_note(owner))
+    if name and "/" not in name:
+        _check_consolidated(root, name, found, where)
+
+
+def _parent(loc: Location) -> Location:
+    head = loc.path.rstrip("/").rsplit("/", 1)[0]
+    url_head = loc.url.rstrip("/").rsplit("/", 1)[0]
+    return dataclasses.replace(loc, url=url_head, path=head)
+
+
+def _check_consolidated(root: Location, name: str, found: dict, where: str) -> None:
+    """Refuse ``name`` when the group's consolidated metadata describe it otherwise."""
+    try:
+        body = json.loads(root.read_bytes("zarr.json"))
+    except Exception:
+        return  # unreadable here: opening the group reported what matters
+    meta = body.get("consolidated_metadata") if isinstance(body, dict) else None
+    members = meta.get("metadata") if isinstance(meta, dict) else None
+    view = members.get(name) if isinstance(members, dict) else None
+    if not isinstance(view, dict) or view.get("node_type") != "array":
+        return
+    dt = view.get("data_type")
+    try:
+        other_dtype = isinstance(dt, str) and np.dtype(dt) != np.dtype(found["dtype"])
+    except TypeError:
+        other_dtype = False  # a Zarr-only type name: nothing to compare here
+    if other_dtype:
+        raise StoreError(
+            f"Zarr array {where} has dtype {found['dtype']} in its own metadata but {dt} in the "
+            f"group's consolidated metadata ({root.url}/zarr.json): the metadata were edited. "
+            "Re-ingest the store (or re-create it with the tool that wrote it).")
+    shape = view.get("shape")
+    if isinstance(shape, list) and [int(s) for s in shape] != found["shape"]:
+        n_view, n_real = (shape[0] if shape else None), found["shape"][0]
+        grown = isinstance(n_view, int) and n_real > n_view
+        raise StoreError(
+            f"Zarr array {where} has shape {tuple(found['shape'])} in its own metadata but "
+            f"{tuple(shape)} in the group's consolidated metadata ({root.url}/zarr.json): the "
+            "array was changed without re-consolidating the group, and readers that use the "
+            "consolidated view (xarray, zarr.open_group) disagree with it"
+            + (f"; rows {n_view}..{n_real} may hold fill values written through the stale view"
+               if grown else "")
+            + ". Add rows with `distsketch ingest SRC STORE --append` (distsketch.io.append); "
+            "if the new rows really were written, run zarr.consolidate_metadata on the store; "
+            "otherwise re-ingest it.")

@@ -1,0 +1,147 @@
+"""Appending rows to an ingested store: X and y grow together, atomically, checked."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+
+import distsketch.cli as cli
+import distsketch.io.appending as append_mod
+from distsketch.errors import InputError, StoreError
+from distsketch.io import append, ingest, open_array, read_manifest
+from distsketch.io.targets import open_targets
+
+X = np.random.default_rng(0).normal(size=(1000, 5)).astype(np.float32)
+Y = np.arange(1000) % 4
+
+
+@pytest.fixture
+def store(tmp_path):
+    np.save(tmp_path / "x.npy", X[:600])
+    np.save(tmp_path / "y.npy", Y[:600])
+    return ingest(tmp_path / "x.npy", tmp_path / "s.zarr", labels=tmp_path / "y.npy",
+                  chunk_rows=250)
+
+
+def snapshot(path):
+    out = {}
+    for d, _, files in os.walk(path):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, path)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+def consolidated_shapes(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = zarr.open_group(str(path), mode="r")  # the consolidated view xarray uses
+        return g["X"].shape, g["y"].shape
+
+
+def test_append_grows_x_and_y_together(store):
+    append(store, X[600:800], Y[600:800])
+    append(store, X[800:], Y[800:])
+    np.testing.assert_array_equal(open_array(store).compute(), X)
+    np.testing.assert_array_equal(open_targets(f"{store}::y", 1000).rows(0, 1000), Y)
+    man = read_manifest(store)
+    assert man["rows"] == 1000 and man["layout"]["X"]["shape"] == [1000, 5]
+    assert man["layout"]["y"]["shape"] == [1000]
+    assert [a["rows"] for a in man["appends"]] == [200, 200]
+    assert consolidated_shapes(store) == ((1000, 5), (1000,))
+    xr = pytest.importorskip("xarray")
+    ds = xr.open_zarr(store)  # consolidated: the view the issue's user saw stale
+    assert ds.sizes["sample"] == 1000
+    np.testing.assert_array_equal(ds["y"].values, Y)
+    assert zarr.open_group(str(store), mode="r").attrs["ingest"]["rows"] == 1000
+    assert not (store / append_mod.JOURNAL_NAME).exists()
+
+
+@pytest.mark.parametrize("rows, y, err, fragment", [
+    (X[:10, :4], Y[:10], InputError, "its X has 5 columns"),
+    (X[:10].astype(str), Y[:10], InputError, "cannot append X of dtype <U"),
+    (X[:10], None, InputError, "has labels y: pass the labels"),
+    (X[:10], Y[:9], InputError, "labels of shape (9,) for 10 new rows"),
+    (X[:10], Y[:10] + 0.5, InputError, "cannot append y of dtype float64"),
+    (np.full((10, 5), np.nan, np.float32), Y[:10], InputError, "NaN or Inf"),
+])
+def test_bad_appends_are_refused_and_change_nothing(store, rows, y, err, fragment):
+    before = snapshot(store)
+    with pytest.raises(err) as info:
+        append(store, rows, y)
+    assert fragment in str(info.value)
+    assert snapshot(store) == before
+
+
+def test_append_to_write_array_store_and_only_to_distsketch_stores(tmp_path):
+    from distsketch.io import write_array
+
+    out = write_array(X[:600], tmp_path / "f.zarr", chunk_rows=128)
+    append(out, X[600:])
+    np.testing.assert_array_equal(open_array(out).compute(), X)
+    assert read_manifest(out)["shape"] == [1000, 5]
+    foreign = tmp_path / "foreign.zarr"
+    zarr.open_group(str(foreign), mode="w").create_array("X", shape=(5, 5), dtype="f4")
+    with pytest.raises(StoreError, match="not a store written by `distsketch ingest`"):
+        append(foreign, X[:5])
+
+
+def test_failed_append_leaves_the_store_as_before(store, monkeypatch):
+    before = snapshot(store)
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(append_mod, "write_manifest", broken)
+    with pytest.raises(OSError, match="disk full"):
+        append(store, X[600:700], Y[600:700])
+    assert snapshot(store) == before
+    np.testing.assert_array_equal(open_array(store).compute(), X[:600])
+
+
+def test_interrupted_append_is_refused_then_rolled_back(store, monkeypatch):
+    """A writer killed after growing the arrays: readers refuse, the next append rolls back."""
+    before = snapshot(store)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*a, **k):
+        raise Killed
+
+    monkeypatch.setattr(append_mod.StoreAppender, "_undo", lambda self: None)  # no cleanup
+    monkeypatch.setattr(append_mod, "consolidate", killed)
+    with pytest.raises(Killed):
+        append(store, X[600:700], Y[600:700])
+    assert (store / append_mod.JOURNAL_NAME).exists()
+    with pytest.raises(StoreError, match="append to this store is in progress or was interrupted"):
+        open_array(store)
+    monkeypatch.undo()
+    append_mod.rollback(append_mod.resolve(store))
+    assert snapshot(store) == before
+    append(store, X[600:], Y[600:])
+    np.testing.assert_array_equal(open_array(store).compute(), X)
+
+
+def test_cli_ingest_append(store, tmp_path, capsys):
+    np.save(tmp_path / "x2.npy", X[600:])
+    np.save(tmp_path / "y2.npy", Y[600:])
+    code = cli.main(["ingest", str(tmp_path / "x2.npy"), str(store), "--append",
+                     "--labels", str(tmp_path / "y2.npy"), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    assert "appended to" in capsys.readouterr().out
+    np.testing.assert_array_equal(open_array(store).compute(), X)
+    np.testing.assert_array_equal(open_targets(f"{store}::y", 1000).rows(0, 1000), Y)
+    # the wrong width: one clear error, nothing changed
+    np.save(tmp_path / "x3.npy", X[:10, :3])
+    before = snapshot(store)
+    code = cli.main(["ingest", str(tmp_path / "x3.npy"), str(store), "--append",
+                     "--labels", str(tmp_path / "y2.npy"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "its X has 5 columns" in err
+    assert snapshot(store) == before
