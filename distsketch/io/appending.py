@@ -41,6 +41,7 @@ import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
 from distsketch.io.claims import WriterClaim
+from distsketch.io.class_codes import MAX_CLASSES, class_names
 from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.publish import output_location
@@ -115,6 +116,10 @@ class StoreAppender:
         self.rows = 0
         self.committed = False
         self.claim: WriterClaim | None = None
+        # a y of class codes: the stored names, grown by names first seen in an append
+        names = class_names(arrays["y"], f"{loc.url}::y") if "y" in arrays else None
+        self.classes: list[str] | None = None if names is None else names.tolist()
+        self.n_classes0 = 0 if self.classes is None else len(self.classes)
 
     @classmethod
     @contextlib.contextmanager
@@ -180,6 +185,8 @@ class StoreAppender:
                 raise InputError(f"{self.loc.url} has labels y: pass the labels of the "
                                  f"{X.shape[0]} new rows (y=, CLI: --labels).")
             Y = np.asarray(y)
+            if self.classes is not None:
+                Y = self._codes(Y, first)
             if Y.shape != (X.shape[0], *ya.shape[1:]):
                 raise InputError(f"labels of shape {Y.shape} for {X.shape[0]} new rows; expected "
                                  f"{(X.shape[0], *ya.shape[1:])} to match the rows and the "
@@ -202,6 +209,30 @@ class StoreAppender:
                              "the store is left as it was.") from exc
         self.rows += k
 
+    def _codes(self, labels: np.ndarray, first: int) -> np.ndarray:
+        """Class names as the store's codes; a name not seen before gets the next code."""
+        assert self.classes is not None
+        if labels.dtype.kind not in "UO" or labels.ndim != 1:
+            raise InputError(
+                f"{self.loc.url} stores its labels as class names ({', '.join(self.classes[:5])}"
+                f"{', ...' if len(self.classes) > 5 else ''}); pass the labels of the new rows "
+                "as names (strings), not numbers (CLI: a CSV label column with --class-labels).")
+        codes = {name: i for i, name in enumerate(self.classes)}
+        out = np.empty(labels.shape[0], dtype=np.int32)
+        for i, label in enumerate(labels.tolist()):
+            if not isinstance(label, str) or not label or len(label) > 1024:
+                raise InputError(f"label of appended row {first + i} is {str(label)[:40]!r}; class "
+                                 "names are non-empty strings of at most 1024 characters.")
+            code = codes.get(label)
+            if code is None:
+                if len(self.classes) >= MAX_CLASSES:
+                    raise InputError(f"appended row {first + i} brings more than {MAX_CLASSES} "
+                                     "class names; is the label column an identifier?")
+                code = codes[label] = len(self.classes)
+                self.classes.append(label)
+            out[i] = code
+        return out
+
     def _write(self, first: int, k: int, X: np.ndarray, Y: np.ndarray | None) -> None:
         for name, block in (("X", X), ("y", Y)):
             if block is None:
@@ -220,7 +251,12 @@ class StoreAppender:
                     f"appending to {self.loc.url}: {name} has {arr.shape[0]} rows and "
                     f"{arr.nchunks_initialized} of {arr.nchunks} chunks, expected {n} rows; the "
                     "store is left as it was. Retry; if it persists the disk may be full.")
+        if self.classes is not None and len(self.classes) > self.n_classes0:
+            # new names only ever extend the list: the codes of stored rows keep their names
+            self.arrays["y"].attrs["classes"] = list(self.classes)
         man = dict(self.manifest)
+        if self.classes is not None:
+            man["n_classes"] = len(self.classes)
         if man.get("kind") == "ingest" or "rows" in man:
             man["rows"] = n
         if isinstance(man.get("shape"), list):

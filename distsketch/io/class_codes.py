@@ -14,7 +14,10 @@ import numpy as np
 
 from distsketch.errors import StoreError
 
-__all__ = ["class_names", "dask_targets", "decode_classes"]
+__all__ = ["MAX_CLASSES", "class_names", "dask_targets", "decode_classes"]
+
+#: distinct class names a label column may hold: more is an ID column, not classes
+MAX_CLASSES = 65536
 
 # no label name is longer than this; a longer one in a store's attributes is damage
 _MAX_NAME = 1024

@@ -145,3 +145,22 @@ def test_cli_ingest_append(store, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "its X has 5 columns" in err
     assert snapshot(store) == before
+
+
+def test_class_names_appended_keep_their_names(tmp_path, capsys):
+    # codes are per file: an appended file whose first label is another class must not
+    # store its codes as they are (they would name other classes)
+    (tmp_path / "a.csv").write_text("T,2,8\nI,5,12\nD,4,11\nT,7,11\n")
+    (tmp_path / "b.csv").write_text("N,2,1\nT,5,1\nD,0,0\n")
+    store = tmp_path / "s.zarr"
+    assert cli.main(["ingest", str(tmp_path / "a.csv"), str(store), "--label-column", "0"]) == 0
+    assert cli.main(["ingest", str(tmp_path / "b.csv"), str(store), "--label-column", "0",
+                     "--append"]) == 0
+    names = ["T", "I", "D", "T", "N", "T", "D"]
+    assert open_targets(f"{store}::y", 7).rows(0, 7).tolist() == names
+    # the API takes names too; an unseen one extends the classes, numbers are refused
+    append(store, np.zeros((2, 2), np.float32), np.array(["Q", "I"]))
+    assert open_targets(f"{store}::y", 9).rows(0, 9).tolist() == [*names, "Q", "I"]
+    with pytest.raises(InputError, match="stores its labels as class names"):
+        append(store, np.zeros((1, 2), np.float32), np.array([1]))
+    assert open_targets(f"{store}::y", 9).rows(0, 9).tolist() == [*names, "Q", "I"]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import InputError
+from distsketch.io.class_codes import MAX_CLASSES
 from distsketch.io.readers.base import (
     Block,
     Header,
@@ -187,8 +188,6 @@ def is_header(tokens: list[str]) -> bool:
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\Z",
                      re.IGNORECASE | re.ASCII)
 _INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
-# distinct class names a label column may hold: more is an ID column, not classes
-MAX_CLASSES = 65536
 
 
 def _label_column(options: ReadOptions, names: list[str] | None, n_cols: int,

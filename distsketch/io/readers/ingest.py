@@ -260,6 +260,10 @@ def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
         for block in stream.blocks(rows):
             k = int(block.X.shape[0])
             y = block.y if hdr.labelled else None
+            if y is not None and hdr.classes is not None:
+                # the file's own codes (in order of first appearance in this file) as names:
+                # the store maps them to its codes
+                y = np.asarray(hdr.classes, dtype=str)[y]
             if y_all is not None:
                 if done + k > y_all.shape[0]:
                     raise InputError(f"labels {labels} have {y_all.shape[0]} records, fewer than "
