@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import zarr
 
-from distsketch import RandomFourierFeatures, StreamingKernelPCA
+from distsketch import RandomFourierFeatures, StreamingKernelPCA, TensorSketch
 from distsketch.errors import ConfigError, DistsketchError, InputError, MemoryBudgetError, StoreError
 from distsketch.io import open_array, write_array
 from distsketch.io.readers import ingest
@@ -146,6 +146,7 @@ SETUP: dict[str, Callable[[Path], None]] = {
     "existing-output": lambda d: (_good(d), (d / "out").mkdir(), (d / "out" / "keep").write_text("x")),
     "n-components-1e9": lambda d: _good(d),
     "n-components-2**63": lambda d: _good(d),
+    "tensorsketch-n-components-1e12": lambda d: _good(d),
     "rows-2**62": lambda d: _edited(d, shape=[2**62, 6]),
     "width-2**40": lambda d: _edited(d, shape=[60, 2**40]),
     "wide-row-m4096": _wide,
@@ -225,6 +226,13 @@ CASES = [
          lambda d: RandomFourierFeatures(n_components=2**63).fit(str(d / "good5.zarr")),
          ["fit", "{d}/good5.zarr", "{d}/out", "--cluster", "sync", "--method",
           "RandomFourierFeatures", "--param", "n_components=9223372036854775808"]),
+    # every estimator's operator is sized before it is drawn, and before a cluster starts
+    Case("tensorsketch-n-components-1e12", MemoryBudgetError,
+         ["TensorSketch: n_components=1000000000000", "5 input features", "80.04 TiB",
+          "per-task budget", "lower n_components"],
+         lambda d: TensorSketch(n_components=10**12).fit(str(d / "good5.zarr")),
+         ["fit", "{d}/good5.zarr", "{d}/out", "--method", "TensorSketch", "--n-components",
+          "1000000000000"]),
     Case("rows-2**62", InputError, ["in.zarr", "(4611686018427387904, 6)", "chunks", "zarr.json"],
          lambda d: _fit(str(d / "in.zarr")), ["fit", "{d}/in.zarr", "{d}/out", *SMALL]),
     Case("width-2**40", InputError, ["in.zarr", "(60, 1099511627776)", "chunks", "zarr.json"],

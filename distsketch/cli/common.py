@@ -151,14 +151,15 @@ def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> Non
     The constraint table (:func:`distsketch.validation.check_estimator_params`),
     the estimator's own parameter checks (``_check_params()``, e.g.
     StreamingKernelPCA's n_components ≤ min(sketch_size, n_random_features))
-    and, where an estimator defines it, ``_check_params_for_shape(n_samples,
-    n_features)`` for the checks that need only the input's shape.  A fit
+    and ``_check_params_for_shape(n_samples, n_features)`` for the checks that
+    need only the input's shape, among them every estimator's operator and
+    state sizes against the per-task budget.  A fit
     repeats them all; this only makes a bad parameter fail in milliseconds
     instead of after the cluster's start-up.
 
     Raises
     ------
-    ConfigError, InputError
+    ConfigError, InputError, MemoryBudgetError
         What the estimator's ``fit`` would raise for these parameters.
     """
     from distsketch.validation import check_estimator_params

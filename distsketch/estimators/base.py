@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, NotFittedError
-from distsketch.graph import map_blocks, to_numpy
+from distsketch.graph import check_operator_memory, cluster_resources, map_blocks, to_numpy
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
     check_estimator_params,
@@ -42,7 +42,12 @@ from distsketch.validation import (
 )
 from distsketch.validation.finite import FiniteRows
 
-__all__ = ["DistsketchEstimator", "RowMapTransformer", "TransformerMixin", "to_numpy"]
+__all__ = ["DistsketchEstimator", "OperatorSize", "RowMapTransformer", "TransformerMixin",
+           "to_numpy"]
+
+#: One operator or state a fit holds in a task: (what it is, with the parameters that size it;
+#: its bytes; the fix), as :func:`distsketch.graph.check_operator_memory` takes them.
+OperatorSize = tuple[str, float, str]
 
 _SINGLE_THREADED = ("fit", "partial_fit", "merge")
 _VALIDATED = ("fit", "partial_fit")
@@ -90,6 +95,36 @@ class DistsketchEstimator(BaseEstimator):
 
     def _validate_params(self) -> None:
         check_estimator_params(self)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        """The operators and states a fit on X of this shape holds in one task.
+
+        Computed from the parameters and the shape only (Python integers, so
+        no overflow), never by allocating.  Estimators with an operator or state
+        sized by a parameter override this; the default holds none.
+        """
+        return []
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """Refuse, before any pass over X, what X's shape cannot give.
+
+        Here every size of :meth:`_operator_sizes` is compared with the per-task
+        budget (:class:`~distsketch.errors.MemoryBudgetError` naming the
+        parameters, the bytes and the budget), then the same is asked of each
+        estimator given as a parameter (``features=``, ``meka=``), which is fitted
+        on the same X.  ``fit`` calls it once X's shape is known, and the CLI
+        before it starts a cluster (``check_before_cluster``); subclasses with
+        their own shape checks run them and then call this.
+        """
+        sizes = self._operator_sizes(int(n_samples), int(n_features))
+        if sizes:
+            resources = cluster_resources()  # one look-up (a scheduler query) for all of them
+            for what, n_bytes, fix in sizes:
+                check_operator_memory(what, n_bytes, fix, resources=resources)
+        for value in self.get_params(deep=False).values():
+            if isinstance(value, DistsketchEstimator):
+                check_estimator_params(value)  # its sizes read its parameters as numbers
+                value._check_params_for_shape(n_samples, n_features)
 
     def _check_input(self, X: Any, *, reset: bool, allow_sparse: bool = False,
                      dtype: Any = None) -> Any:

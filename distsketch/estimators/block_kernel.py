@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.meka import _DENSE_MAX_ROWS, _kernel_setup
 from distsketch.estimators.nystrom import fit_kmeans
@@ -109,6 +109,15 @@ class BlockKernelApproximation(DistsketchEstimator):
         if n_samples < self.n_clusters:
             raise InputError(f"BlockKernelApproximation: n_clusters={self.n_clusters} exceeds the "
                              f"{n_samples} rows of X (n_samples={n_samples}); use fewer clusters.")
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        c, d = int(self.n_clusters), int(n_features)
+        rows = min(int(self.kmeans_sample), max(1, int(n_samples)))
+        return [(f"BlockKernelApproximation: n_clusters={c}, kmeans_sample={self.kmeans_sample} "
+                 f"on {d} input features: the k-means sample ({rows} x {d}), its distances to "
+                 f"the centres ({rows} x {c}) and the centres ({c} x {d}, float64) that",
+                 8 * (rows * (d + c) + c * d), "lower n_clusters or kmeans_sample")]
 
     def _labels(self, X: Any) -> np.ndarray:
         lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")

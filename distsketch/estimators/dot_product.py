@@ -137,6 +137,9 @@ class _TermSketch(LinearStageSketch):
     def _n_linear(self) -> int:
         return int(sum(self.term_components_[t] for t in self._leaf_terms())) + 1
 
+    def _padded_width(self, n_features: int) -> int:
+        return next_pow2(n_features)
+
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         dt = self._dtype_of(block)
         D = next_pow2(self.n_features_in_)

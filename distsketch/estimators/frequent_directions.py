@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize
 from distsketch.graph import reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -124,8 +124,16 @@ class FrequentDirections(DistsketchEstimator):
         for attr in ("sketch_", "fingerprint_"):
             self.__dict__.pop(attr, None)
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         self._set_state(self._sketch_state(X))
         return self
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        # the summary's working buffer: 2 x sketch_size rows of the input's width
+        l, d = int(self.sketch_size), int(n_features)
+        return [(f"FrequentDirections: sketch_size={l} on {d} input features: the sketch state "
+                 f"({2 * l} x {d} float64) that", 16 * l * d,
+                 "lower sketch_size (the rank kept) or reduce the input's width first")]
 
     def partial_fit(self, X: Any, y: Any = None) -> FrequentDirections:
         """Fold more rows into the sketch (a merge of their sketch with the stored one).

@@ -31,7 +31,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import map_blocks, reduce_blocks
@@ -130,6 +130,25 @@ def _check_kspace_params(est: Any, n_samples: int | None = None,
             f"{owner}: n_components={k} exceeds the dimension {dim} of the degree-{q} polynomial "
             f"feature space of {n_features} features (C(d + q, q), or C(d + q - 1, q) for "
             "coef0=0); lower n_components or raise degree.")
+
+
+def _kspace_sizes(est: Any, n_samples: int, n_features: int) -> list[OperatorSize]:
+    """The sketch pass's state and one row's sketches; the landmarks and their kernel matrix."""
+    owner, k, q, d = type(est).__name__, int(est.n_components), int(est.degree), int(n_features)
+    m = int(est.sketch_size or 2 * k)
+    r = int(est.embed_size or 4 * k)
+    sizes: list[OperatorSize] = [(
+        f"{owner}: the sketch pass (sketch_size m={m}, embed_size r={r}, degree {q}) on {d} "
+        f"input features holds an m x (m + r) state and one row's sketches (float64) that",
+        8 * m * (m + r) + 8 * (d + 4 * q * (m + r)),
+        "lower sketch_size/embed_size (default 2 and 4 x n_components) or n_components")]
+    if est.n_landmarks is not None:
+        rows = min(int(n_samples), int(est.sample)) if est.sample is not None else int(n_samples)
+        nl = min(int(est.n_landmarks), max(1, rows))
+        sizes.append((f"{owner}: n_landmarks={est.n_landmarks} on {d} input features: the "
+                      f"landmarks ({nl} x {d}) and their kernel matrix ({nl} x {nl}, float64) that",
+                      8 * nl * (nl + d), "lower n_landmarks"))
+    return sizes
 
 
 class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
@@ -243,6 +262,10 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
         _check_kspace_params(self, n_samples, n_features)
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        return _kspace_sizes(self, n_samples, n_features)
 
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
@@ -453,6 +476,10 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
         _check_kspace_params(self, n_samples, n_features)
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        return _kspace_sizes(self, n_samples, n_features)
 
     def _targets(self, y: Any, n: int) -> np.ndarray:
         """The (n, n_targets) float64 matrix the least squares fit."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import scipy.sparse.linalg
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks, reduce_blocks
@@ -245,11 +246,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         name, params = _kernel_setup(self, X)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)
-        k = int(self.rank)
-        m = int(self.n_landmarks) if self.n_landmarks is not None else 2 * k
-        if self.rank_rule == "spectrum":
-            m = max(m, 2 * k)  # room for clusters that get more than k
-        p = max(1, int(np.ceil((1.0 + self.rho) * k)))
+        k, m, p = self._sample_sizes()
 
         self.centres_, self.inertia_ = fit_kmeans(
             X, c, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
@@ -360,6 +357,30 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         if n_samples < c:
             raise InputError(f"MEKA: n_clusters={c} exceeds the {n_samples} rows of X "
                              f"(n_samples={n_samples}); use fewer clusters.")
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _sample_sizes(self) -> tuple[int, int, int]:
+        """(rank k, landmarks m, least-squares rows p) per cluster, as fit draws them."""
+        k = int(self.rank)
+        m = int(self.n_landmarks) if self.n_landmarks is not None else 2 * k
+        if self.rank_rule == "spectrum":
+            m = max(m, 2 * k)  # room for clusters that get more than k
+        try:
+            p = max(1, math.ceil((1.0 + self.rho) * k))
+        except OverflowError:  # a rank beyond a float's range: k itself bounds p from below
+            p = k
+        return k, m, p
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        c, d = int(self.n_clusters), int(n_features)
+        k, m, p = self._sample_sizes()
+        given = (f"MEKA: n_clusters={c}, rank={k}, n_landmarks={self.n_landmarks}, "
+                 f"rho={self.rho} on {d} input features:")
+        return [(f"{given} the per-cluster samples ({c} x {m + p} rows of {d + 2}, float64) that",
+                 8 * c * (m + p) * (d + 2),
+                 "lower rank, n_landmarks or n_clusters (or rho)"),
+                (f"{given} the link matrix ({c * k} x {c * k}, float64) that", 8 * (c * k) ** 2,
+                 "lower rank or n_clusters")]
 
     def _n_features_out(self) -> int:
         return int(self.ranks_.sum())

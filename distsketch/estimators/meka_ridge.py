@@ -161,6 +161,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True)
+        self._check_params_for_shape(*X.shape)  # a meka= given here, before y is read
         Y, one_d = _targets(self, y, X.shape[0])
         seed = self._init_seed()
         meka = self._fitted_meka(X, seed)

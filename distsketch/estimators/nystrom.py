@@ -10,7 +10,13 @@ import numpy as np
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, TransformerMixin, to_numpy
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    OperatorSize,
+    RowMapTransformer,
+    TransformerMixin,
+    to_numpy,
+)
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
@@ -51,6 +57,13 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)
+
+
+def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
+    """The landmarks (m x d) and their m x m kernel matrix, which a fit holds at once."""
+    return [(f"{owner}: {param}={m} on {d} input features: the landmarks ({m} x {d}) and their "
+             f"kernel matrix ({m} x {m}, float64) that", 8 * m * (d + m),
+             f"lower {param} or reduce the input's width first")]
 
 
 def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, max_iter: int = 100,
@@ -245,6 +258,7 @@ class NystromFeatures(RowMapTransformer):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         self.landmark_indices_ = np.zeros(0, dtype=np.int64)
         if self._precomputed():
@@ -266,6 +280,12 @@ class NystromFeatures(RowMapTransformer):
             self._fit_map(W, seed)
         self.n_samples_seen_ = int(X.shape[0])
         return self
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        if self._precomputed():  # X is the landmarks' kernel matrix itself
+            return []
+        return _landmark_sizes("NystromFeatures", "n_components", int(self.n_components),
+                               int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
@@ -485,6 +505,11 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
                 f"NystromKernelPCA: n_components={self.n_components} exceeds the {n_samples} rows "
                 f"of X (n_samples={n_samples}), which span at most that many components; lower "
                 "n_components.")
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        return _landmark_sizes("NystromKernelPCA", "n_landmarks", int(self.n_landmarks),
+                               int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
         """Fold new rows into the stored r × r Gram matrix and refresh the components.

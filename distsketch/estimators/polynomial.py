@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.base import OperatorSize, RowMapTransformer
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
@@ -59,6 +59,8 @@ class LinearStageSketch(RowMapTransformer):
     """
 
     _accepts_sparse = True
+    #: the linear stage has degree x n_components columns (one sketch per factor)
+    _linear_per_degree = False
 
     def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
         """Fix the operator for X's number of features.
@@ -76,11 +78,31 @@ class LinearStageSketch(RowMapTransformer):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         self._init_seed()
         if "gamma" in self._parameter_constraints:
             fit_gamma(self, X)
         self._setup(X)
         return self
+
+    def _padded_width(self, n_features: int) -> int:
+        """Width of the Hadamard transform buffer for this many features (0: none)."""
+        return 0
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        # The smallest transform task, one row: the input row, the padded transform buffer,
+        # the linear stage (and its sum), the output and two complex FFT spectra per output
+        # column, as _bytes_per_row and _fixed_bytes count them for a block, in float64.
+        # The operators themselves are regenerated per task from seed_ and are smaller.
+        m, d = int(self.n_components), int(n_features)
+        n_linear = int(getattr(self, "degree", None) or 1) * m if self._linear_per_degree else m
+        row = 8 * (d + self._padded_width(d) + 2 * n_linear + m) + 48 * m
+        name = type(self).__name__
+        degree = (f", degree={self.degree}" if getattr(self, "degree", None) is not None
+                  else "")
+        return [(f"{name}: n_components={m}{degree} on {d} input features: the buffers of one "
+                 "transformed row (input, linear stage, FFT spectra, output; float64)", row,
+                 "lower n_components")]
 
     # -- stages -------------------------------------------------------------------------------
     def _setup(self, X: Any) -> None:
@@ -211,6 +233,9 @@ class _PaddedPolynomialMixin(_PolynomialMixin):
     def _D(self) -> int:
         return next_pow2(self.n_features_in_ + self._extra())
 
+    def _padded_width(self, n_features: int) -> int:
+        return next_pow2(n_features + self._extra())
+
 
 _POLY_CONSTRAINTS: dict[str, list[Any]] = {
     "degree": [Interval(int, 1, None)],
@@ -318,12 +343,21 @@ class SRHT(LinearStageSketch):
         self.n_components = n_components
         self.random_state = random_state
 
-    def _setup(self, X: Any) -> None:
-        D = next_pow2(X.shape[1])
+    def _padded_width(self, n_features: int) -> int:
+        return next_pow2(n_features)
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        """n_components ≤ the padded width D, then the sizes (before any pass over X)."""
+        D = next_pow2(int(n_features))
         if self.n_components > D:
             raise ConfigError(
                 f"SRHT: n_components={self.n_components} exceeds the padded input dimension "
-                f"D={D} (next power of two >= n_features={X.shape[1]}); choose n_components <= {D}.")
+                f"D={D} (next power of two >= n_features={n_features}); choose n_components "
+                f"<= {D}.")
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _setup(self, X: Any) -> None:
+        D = next_pow2(X.shape[1])
         from distsketch.ops.hadamard import srht_coordinates
 
         self._padded_dim = D
@@ -386,6 +420,8 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     """
 
     _parameter_constraints = dict(_POLY_CONSTRAINTS)
+
+    _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
                  n_components: int = 100, random_state: Any = None):
@@ -457,6 +493,8 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     """
 
     _parameter_constraints = dict(_POLY_CONSTRAINTS)
+
+    _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
                  n_components: int = 100, random_state: Any = None):

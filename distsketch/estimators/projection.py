@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import RowMapTransformer, to_numpy
+from distsketch.estimators.base import OperatorSize, RowMapTransformer, to_numpy
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.projection import PROJECTABLE_KERNELS, jl_min_dim, project, projection_matrix
 from distsketch.validation import Interval, Options, check_input
@@ -96,13 +96,25 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         self
         """
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        k = (jl_min_dim(X.shape[0], self.eps) if self.n_components == "auto"
-             else int(self.n_components))
+        k = self._width(X.shape[0])
         self.n_components_ = k
         self.components_ = projection_matrix(seed, X.shape[1], k, self.density).T.copy()
         self.n_output_features_ = k
         return self
+
+    def _width(self, n_samples: int) -> int:
+        return (jl_min_dim(n_samples, self.eps) if self.n_components == "auto"
+                else int(self.n_components))
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        k, d = self._width(n_samples), int(n_features)
+        given = (f"n_components='auto' (eps={self.eps} on {n_samples} rows gives k={k})"
+                 if self.n_components == "auto" else f"n_components={k}")
+        return [(f"DatabaseFriendlyProjection: {given} on {d} input features has a matrix R "
+                 f"({k} x {d} float64) that", 8 * k * d,
+                 "lower n_components (or raise eps) or reduce the input's width first")]
 
     def _operands(self) -> tuple:
         return (self.components_,)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.base import OperatorSize, RowMapTransformer
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.rff import RFF_FORMS, rff_map, rff_operator
@@ -124,16 +124,13 @@ class RandomFourierFeatures(RowMapTransformer):
         self.n_output_features_ = int(self.n_components)
         return self
 
-    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
-        """Refuse weights larger than a task's memory before drawing them."""
-        from distsketch.graph import check_operator_memory
-
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        """The weights W (d x m float64), refused before they are drawn if too large."""
         m, d = int(self.n_components), int(n_features)
-        check_operator_memory(
-            f"RandomFourierFeatures: a map of {m} features on {d} input features has weights W "
-            f"({d} x {m} float64) that", 8.0 * m * d,
-            "lower n_components (n_random_features of a model holding this map) or reduce the "
-            "input's width first (feature selection, PCA)")
+        return [(f"RandomFourierFeatures: a map of {m} features on {d} input features has weights W "
+                 f"({d} x {m} float64) that", 8 * m * d,
+                 "lower n_components (n_random_features of a model holding this map) or reduce "
+                 "the input's width first (feature selection, PCA)")]
 
     def _operands(self) -> tuple:
         return (self.random_weights_, self.random_offset_)

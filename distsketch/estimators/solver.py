@@ -30,7 +30,7 @@ import scipy.linalg as sla
 from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
@@ -330,6 +330,22 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         res = compute(out, progress=False)[0]
         return res.reshape(V.shape)
 
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        n, d = int(n_samples), int(n_features)
+        b = min(int(self.block_rows), max(1, n))  # the blocks are cut as _blocks cuts them
+        sizes: list[OperatorSize] = [(
+            f"KernelSolver: block_rows={self.block_rows} on {n} rows of {d} features: one kernel "
+            f"tile ({b} x {b}) with its two row blocks and vectors (float64) that",
+            8 * b * (b + 2 * d + 2), "lower block_rows (a tile holds block_rows² floats)")]
+        if isinstance(self.preconditioner, str) and self.sketch_size is not None:
+            s = int(self.sketch_size)
+            m = min(s, max(1, n)) if self.preconditioner == "nystrom" else s
+            sizes.append((
+                f"KernelSolver: preconditioner={self.preconditioner!r} with sketch_size={s} on "
+                f"{d} features: its {m} x {m} factor and {d} x {m} operator (float64) that",
+                8 * m * (m + d), "lower sketch_size (or sketch_size=None: sized from d_λ)"))
+        return sizes
+
     def _sketch_map(self) -> Any:
         p = self.preconditioner
         if not isinstance(p, str):
@@ -442,6 +458,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self.__dict__.pop("seed_", None)
         source = X
         X = self._check_input(X, reset=True)
+        self._check_params_for_shape(*X.shape)
         Y, one_d = _targets(self, y, X.shape[0])
         self._init_seed()
         self.kernel_name_, self.kernel_params_ = resolve_kernel_params(

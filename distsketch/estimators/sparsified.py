@@ -28,6 +28,7 @@ entries: about ``p·n²/2 · (8 + 4)`` bytes (``p·n²/2 · (1 + 4)`` quantised)
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
@@ -82,6 +83,23 @@ class _StripSummary(Summary):
 
 def _index_dtype(n: int) -> np.dtype:
     return np.dtype(np.int32) if n < 2**31 - 1 else np.dtype(np.int64)
+
+
+def strip_sizes(owner: str, tile_rows: int, p: float, n_samples: int,
+                n_features: int) -> list[OperatorSize]:
+    """What one strip task of the sparsified Gram holds: a row of its tile, and its kept entries.
+
+    The strip of ``tile_rows`` rows against up to all n rows keeps about
+    p·tile_rows·n entries (row, column, value: 24 bytes each) until it is merged.
+    """
+    n, d = int(n_samples), int(n_features)
+    t = min(int(tile_rows), max(1, n))
+    given = f"{owner}: tile_rows={tile_rows}, p={p} on {n} rows of {d} features:"
+    fix = "lower tile_rows (or p)"
+    return [(f"{given} one row of a strip task (kernel tile row of {t}, hash temporaries and the "
+             f"strip's {t} x {d} rows, float64) that", 8 * t * (10 + d) + 8 * d, fix),
+            (f"{given} the kept entries of one strip (about p x {t} x {n}, 24 bytes each) that",
+             24 * math.ceil(float(p) * t * n), fix)]
 
 
 class SparseTiles:
@@ -320,13 +338,14 @@ class SparsifiedGram(DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         n, d = X.shape
         name, params = resolve_kernel_params(self.kernel, d, fit_gamma(self, X), self.degree,
                                              self.coef0)
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
-        T = int(self.tile_rows)
+        T = min(int(self.tile_rows), max(1, n))  # a strip has at most n rows: plan for those
         Xd = plan_rows(X, block_rows=T).data
 
         bound = None
@@ -392,6 +411,9 @@ class SparsifiedGram(DistsketchEstimator):
         self.density_ = self.nnz_ / float(n) ** 2
         self.memory_bytes_ = self.tiles_.nbytes
         return self
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        return strip_sizes("SparsifiedGram", self.tile_rows, self.p, n_samples, n_features)
 
     def to_scipy(self) -> sp.csr_array:
         """K̂ as a scipy CSR array of shape (n, n) (small n: it holds both triangles)."""

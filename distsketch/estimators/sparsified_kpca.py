@@ -10,9 +10,9 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import fit_gamma
-from distsketch.estimators.sparsified import SparsifiedGram
+from distsketch.estimators.sparsified import SparsifiedGram, strip_sizes
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import fix_signs
@@ -166,10 +166,10 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self
         """
         X = self._check_input(X, reset=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         n = X.shape[0]
         k = int(self.n_components)
-        self._check_params_for_shape(*X.shape)
         gram = SparsifiedGram(kernel=self.kernel, gamma=fit_gamma(self, X), degree=self.degree,
                               coef0=self.coef0, p=self.p, quantize=self.quantize,
                               quantize_bound=self.quantize_bound, tile_rows=self.tile_rows,
@@ -202,6 +202,14 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
             raise ConfigError(
                 f"SparsifiedKernelPCA: n_components={k} must be smaller than the number of "
                 f"samples (n_samples={n_samples}); reduce n_components.")
+        super()._check_params_for_shape(n_samples, n_features)
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        n, k = int(n_samples), int(self.n_components)
+        return [*strip_sizes("SparsifiedKernelPCA", self.tile_rows, self.p, n, n_features),
+                (f"SparsifiedKernelPCA: n_components={k} on {n} rows: the eigensolver's "
+                 f"{n} x {k + 8} block of vectors (float64) that", 8 * n * (k + 8),
+                 "lower n_components")]
 
     @property
     def components_(self) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
@@ -275,15 +275,28 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
                                              n_columns=self.n_random_features, map_rows=_MAP_ROWS)
         return _BlockedCovariance(transform=_RFFRows())
 
+    def _state_bytes(self) -> int:
+        m, l = int(self.n_random_features), int(self.sketch_size)
+        return 4 * l * m * 8 + 8 * (2 * l) ** 2 if self.method == "fd" else 2 * m * m * 8
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        # the feature map's weights (said as RandomFourierFeatures says them), then the summary
+        weights = RandomFourierFeatures(n_components=self.n_random_features)
+        shape = (f"sketch_size={self.sketch_size}, n_random_features={self.n_random_features}: "
+                 "the FD sketch and its merge buffers" if self.method == "fd" else
+                 f"n_random_features={self.n_random_features}: the covariance ZᵀZ and its "
+                 "merge buffer")
+        return [*weights._operator_sizes(n_samples, n_features),
+                (f"StreamingKernelPCA(method={self.method!r}) with {shape} (float64) that",
+                 self._state_bytes(), "lower n_random_features" +
+                 (" or sketch_size" if self.method == "fd" else " or use method='fd'"))]
+
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
         m = int(self.n_random_features)
         d = int(X.shape[1])
         itemsize = np.dtype(X.dtype).itemsize
         feat = itemsize if itemsize == 4 else 8
-        if self.method == "fd":
-            state_bytes = 4 * self.sketch_size * m * 8 + 8 * (2 * self.sketch_size) ** 2
-        else:
-            state_bytes = 2 * m * m * 8
+        state_bytes = self._state_bytes()
         fixed = d * m * 8 + m * 8 + _MAP_ROWS * m * (feat + 8) + state_bytes
         return reduce_blocks(self._summary(), X, *self.features_._operands(),
                              split_every=self.split_every, bytes_per_row=float(d * itemsize),
@@ -330,6 +343,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         for attr in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
             delattr(self, attr)
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
         self.features_ = RandomFourierFeatures(

@@ -30,7 +30,8 @@ from distsketch.errors import ConfigError, MemoryBudgetError
 from distsketch.graph.runtime import active_client
 
 __all__ = ["DEFAULT_TASK_MEMORY", "MEMORY_FRACTION", "Resources", "check_operator_memory",
-           "check_task_memory", "cluster_resources", "rows_for_budget", "task_memory_budget"]
+           "check_task_memory", "cluster_resources", "describe_bytes", "rows_for_budget",
+           "task_memory_budget"]
 
 DEFAULT_TASK_MEMORY = 2 * 2**30
 MEMORY_FRACTION = 0.5
@@ -193,7 +194,8 @@ def check_task_memory(what: str, max_block_rows: int, bytes_per_row: float,
     return need
 
 
-def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | None = None) -> None:
+def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | None = None,
+                          resources: Resources | None = None) -> None:
     """Refuse an operator larger than the per-task budget before it is allocated.
 
     Every task that applies an operator (random weights, landmarks) holds a
@@ -206,24 +208,40 @@ def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | Non
     what : str
         The operator and its shape, e.g. "RandomFourierFeatures: weights W (5 x 10**9 float64)".
     n_bytes : float
-        Its size in bytes.
+        Its size in bytes (a Python int of any size is fine).
     fix : str
         What the user can lower (parameter names).
     budget : int, optional
         Override of :func:`task_memory_budget`.
+    resources : Resources, optional
+        The budget already looked up (one scheduler query for several operators).
 
     Raises
     ------
     MemoryBudgetError
         Naming the size, the budget and its source, and the fix.
     """
-    res = cluster_resources() if budget is None else Resources(int(budget), 1, "given")
+    if resources is not None:
+        res = resources
+    else:
+        res = cluster_resources() if budget is None else Resources(int(budget), 1, "given")
     if n_bytes > res.task_bytes:
         raise MemoryBudgetError(
-            f"{what} need {format_bytes(int(n_bytes))}, more than the per-task budget of "
+            f"{what} need {describe_bytes(n_bytes)}, more than the per-task budget of "
             f"{format_bytes(res.task_bytes)} ({res.source}); every task holds them. Fix: {fix}, "
             "or raise the budget with dask.config.set({'distsketch.task-memory': '...'}) / "
             "DISTSKETCH_TASK_MEMORY if the workers have that much memory.")
+
+
+#: above this, a size is only said to be "over" it (format_bytes's largest unit is PiB)
+_LARGEST_STATED = 2**70
+
+
+def describe_bytes(n_bytes: float) -> str:
+    """``format_bytes`` for any size, including Python ints too large for a float."""
+    if n_bytes >= _LARGEST_STATED:
+        return f"over {format_bytes(_LARGEST_STATED)}"
+    return format_bytes(int(n_bytes))
 
 
 def fix_hint(fit_rows: int, bytes_per_row: float, fixed_bytes: float, budget: int) -> str:
