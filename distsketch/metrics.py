@@ -277,10 +277,19 @@ def _resolve_kernel(approx: Any, d: int, kernel: Any, gamma: float | None, degre
     return own_kernel, own
 
 
-def _kernel_fn(name: Any, params: dict[str, Any]) -> Callable:
+def _kernel_fn(name: Any, params: dict[str, Any], approx: Any = None) -> Callable:
     if callable(name):
-        return lambda A, B: np.asarray(name(A, B), dtype=np.float64)
-    return lambda A, B: pairwise_kernel(A, B, name, **params)
+        k = lambda A, B: np.asarray(name(A, B), dtype=np.float64)  # noqa: E731
+    else:
+        k = lambda A, B: pairwise_kernel(A, B, name, **params)  # noqa: E731
+    mean = getattr(approx, "x_mean_", None)
+    if mean is None:
+        return k
+    # a model that standardises its rows (SketchedKernelRidge) approximates the kernel
+    # of the standardised rows; its kernel_approx takes raw rows
+    scale = approx.x_scale_
+    return lambda A, B: k((np.asarray(A, dtype=np.float64) - mean) / scale,
+                          (np.asarray(B, dtype=np.float64) - mean) / scale)
 
 
 def _check_finite_params(where: str, **values: Any) -> None:
@@ -371,7 +380,7 @@ def kernel_errors(
     _, S = sample_rows(X, n_sample, random_state)
     if prep is not None:
         S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
-    spec, err, gram = _errors(S, _kernel_fn(name, params), approx, tile)
+    spec, err, gram = _errors(S, _kernel_fn(name, params, approx), approx, tile)
     n, s = int(X.shape[0]), int(S.shape[0])
     e2, g2 = err.full_sq(n, s), gram.full_sq(n, s)
     return {"spectral": spec / s, "frobenius": float(np.sqrt(e2)) / n**2,
@@ -399,7 +408,7 @@ def relative_kernel_error(X: Any, approx: Any, kernel: Any = None, *,
     d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
     name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
                                    "relative_kernel_error")
-    kfun = _kernel_fn(name, params)
+    kfun = _kernel_fn(name, params, approx)
     _, S = sample_rows(X, n_sample, random_state)
     if prep is not None:
         S = prep(S)  # only the sampled rows go through the pipeline's earlier steps

@@ -122,7 +122,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         ops: list[Any] = []
         counts: list[int] = []
         for f in maps:
-            fn, o = feature_block_function(f)
+            fn, o = feature_block_function(f, self._scaler())
             fns.append(fn)
             ops.extend(o)
             counts.append(len(o))
