@@ -35,6 +35,7 @@ from distsketch.estimators.ridge_defaults import (
 )
 from distsketch.estimators.ridge_summary import RidgeSummary, _add, _ridge_memory, _stack_xy
 from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
@@ -550,21 +551,34 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
-        """Coefficient of determination R² (averaged over targets; one value per λ on a path)."""
-        if sample_weight is not None:
-            raise ConfigError(f"{type(self).__name__}.score does not support sample_weight.")
+    def score(self, X: Any, y: Any, sample_weight: Any = None, metric: str = "r2") -> Any:
+        """R² (default), RMSE or MAE of ``predict(X)``; one value per λ on a path.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features)
+        y : array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array of shape (n_samples,), optional
+            Row weights of the means (weighted R² as scikit-learn's ``r2_score``).
+        metric : {"r2", "rmse", "mae"}, default "r2"
+            Averaged over targets (:func:`distsketch.metrics.regression_scores`).
+            RMSE and MAE are errors: lower is better.
+
+        Returns
+        -------
+        float, or ndarray of shape (n_alphas,) on a path
+        """
+        if metric not in REGRESSION_METRICS:
+            raise ConfigError(f"{type(self).__name__}.score: metric={metric!r} is not one of "
+                              f"{', '.join(REGRESSION_METRICS)}.")
         pred = to_numpy(self._decision(X))
-        Y = to_numpy(y).astype(np.float64).reshape(pred.shape[0], -1)
+        Y = to_numpy(y).astype(np.float64)
         if Y.shape[0] != pred.shape[0]:
             raise InputError(f"y has {Y.shape[0]} rows but X has {pred.shape[0]}.")
         p = np.atleast_1d(self.alpha_).size
         P = pred.reshape(pred.shape[0], p, -1)
-        ss_res = ((Y[:, None, :] - P) ** 2).sum(axis=0)
-        ss_tot = ((Y - Y.mean(axis=0)) ** 2).sum(axis=0)
-        r2 = 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0)
-        r2 = r2.mean(axis=1)
-        return r2 if np.ndim(self.alpha_) > 0 else float(r2[0])
+        out = np.array([regression_scores(Y, P[:, k], sample_weight)[metric] for k in range(p)])
+        return out if np.ndim(self.alpha_) > 0 else float(out[0])
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """The kernel block ``z(A) z(B)ᵀ`` of the fitted feature map."""

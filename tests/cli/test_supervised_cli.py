@@ -14,7 +14,12 @@ import zarr
 from sklearn.datasets import load_digits
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.linear_model import RidgeClassifier
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.metrics import (
+    accuracy_score,
+    mean_absolute_error,
+    r2_score,
+    root_mean_squared_error,
+)
 from sklearn.preprocessing import StandardScaler
 
 import distsketch.cli as cli
@@ -327,6 +332,9 @@ def test_regression_predict_and_score(small, capsys):
     sc = main_json(capsys, "score", d / "r2.zarr", d / "x.zarr", "--y", f"{d}/t.zarr::y2",
                    "--cluster", "sync")
     assert sc["r2"] == pytest.approx(r2_score(Y2, P2), rel=1e-12)
+    # and the errors in the targets' units, as scikit-learn computes them
+    assert sc["rmse"] == pytest.approx(root_mean_squared_error(Y2, P2), rel=1e-12)
+    assert sc["mae"] == pytest.approx(mean_absolute_error(Y2, P2), rel=1e-12)
 
 
 def test_predict_refuses_a_model_without_predict(small, tmp_path, capsys):

@@ -5,10 +5,16 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.linear_model import Ridge
+from sklearn.metrics import mean_absolute_error, r2_score, root_mean_squared_error
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
-from distsketch import RandomFourierFeatures, SketchedKernelRidge, SketchedKernelRidgeClassifier
+from distsketch import (
+    ConfigError,
+    RandomFourierFeatures,
+    SketchedKernelRidge,
+    SketchedKernelRidgeClassifier,
+)
 from distsketch.estimators.ridge_defaults import DEFAULT_MAX_FEATURES
 
 
@@ -113,3 +119,22 @@ def test_alpha_must_be_auto_or_positive(bad):
     X, y = _data(30)
     with pytest.raises(ValueError, match="alpha"):
         SketchedKernelRidge(alpha=bad).fit(X, y)
+
+
+def test_score_metrics_and_sample_weight_equal_scikit_learns():
+    X, y = _data(80)
+    w = np.random.default_rng(1).uniform(0.0, 2.0, size=80)
+    feats = RandomFourierFeatures(gamma=0.4, n_components=24, random_state=0)
+    model = SketchedKernelRidge(features=feats, alpha=0.1).fit(X, y)
+    P = model.predict(X)
+    for fn, metric in ((r2_score, "r2"), (root_mean_squared_error, "rmse"),
+                       (mean_absolute_error, "mae")):
+        assert model.score(X, y, metric=metric) == pytest.approx(fn(y, P), rel=1e-12)
+        assert model.score(X, y, sample_weight=w, metric=metric) == pytest.approx(
+            fn(y, P, sample_weight=w), rel=1e-12)
+    path = SketchedKernelRidge(features=feats, alpha=[0.01, 0.1]).fit(X, y[:, 0])
+    np.testing.assert_allclose(path.score(X, y[:, 0], metric="mae"),
+                               [mean_absolute_error(y[:, 0], c) for c in path.predict(X).T],
+                               rtol=1e-12)
+    with pytest.raises(ConfigError, match="metric='mse' is not one of r2, rmse, mae"):
+        model.score(X, y, metric="mse")
