@@ -306,6 +306,16 @@ def _without_median(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if not (k == "gamma" and v == "median")}
 
 
+def _chosen(est: Any) -> dict[str, Any]:
+    """The fitted model's ``alpha_`` and ``gamma_`` (those it has), JSON-able."""
+    out: dict[str, Any] = {}
+    for name in ("alpha_", "gamma_"):
+        value = getattr(est, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name.rstrip("_")] = float(value)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from distsketch.cli.score import training_check
     from distsketch.diagnostics import PeakMemory, format_bytes
@@ -358,8 +368,12 @@ def run(args: argparse.Namespace) -> int:
         "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,
         "params": {k: repr(v) for k, v in sorted(est.get_params(deep=False).items())},
         "gamma_median": gamma, "fit_seconds": round(seconds, 3),
+        # what the model chose by itself (alpha by GCV or CV, its kernel scale)
+        "chosen": _chosen(est),
         "peak_memory_bytes": pm.peak_bytes, "training_check": check}
-    line = (f"fitted {cls.__name__} on {n} rows in {seconds:.1f} s "
+    chose = ", ".join(f"{k} {v:.4g}" for k, v in result["chosen"].items())
+    chose = f" ({chose})" if chose else ""
+    line = (f"fitted {cls.__name__} on {n} rows{chose} in {seconds:.1f} s "
             f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
     finish(result, line)
     return 0

@@ -97,6 +97,8 @@ def test_median_gamma_reaches_the_feature_map(digits, fitted):
     assert model.features_.gamma == "median"
     assert model.features_.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-5)
     assert model.gamma_ == model.features_.gamma_ == fit["gamma_median"]
+    # what the model chose by itself is in the fit's report
+    assert fit["chosen"] == {"alpha": model.alpha_, "gamma": model.gamma_}
     np.testing.assert_array_equal(model.classes_, np.arange(10))
     assert fit["training_check"]["no_better_than_constant"] is False
     assert fit["warnings"] == []
