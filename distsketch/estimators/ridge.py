@@ -168,10 +168,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     Notes
     -----
-    One pass over X.  Per task: the block, its ``rows × m`` features and an
-    m × m + m × t state (× k folds × n_gammas with CV); merges hold
-    ``split_every`` states.  Communication: one state per block.  The solve
-    is one O(m³) eigendecomposition for the whole λ path, independent of n.
+    One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
+    for the column moments: a 2·d + 1 state per block).  Per task: the
+    block, its ``rows × m`` features and an m × m + m × t state (× k folds ×
+    n_gammas with CV); merges hold ``split_every`` states.  Communication:
+    one state per block.  The solve is one O(m³) eigendecomposition for the
+    whole λ path (and for the GCV choice of ``alpha="auto"``), then a
+    Cholesky solve at the chosen λ; nothing depends on n.
     ``predict`` is a blockwise map (dask in -> dask out).
 
     References
@@ -362,7 +365,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     # ---------------------------------------------------------------- fitting
     def fit(self, X: Any, y: Any) -> SketchedKernelRidge:
-        """Fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass and solve.
+        """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
         Parameters
         ----------

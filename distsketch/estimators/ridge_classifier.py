@@ -155,8 +155,13 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             idx = D.argmax(axis=1)
         return decode_labels(classes, idx)
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy of ``predict(X)`` against the labels y."""
+    def score(self, X: Any, y: Any, sample_weight: Any = None,
+              metric: str = "accuracy") -> float:
+        """Mean accuracy of ``predict(X)`` against the labels y (weighted by ``sample_weight``)."""
+        if metric != "accuracy":
+            raise ConfigError(f"{type(self).__name__}.score: metric={metric!r}; a classifier "
+                              "scores by 'accuracy' (the regressor's r2, rmse and mae do not "
+                              "apply to labels).")
         return accuracy(y, self.predict(X), sample_weight)
 
 
