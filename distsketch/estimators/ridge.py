@@ -24,19 +24,28 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_defaults import (
+    _is_fitted,
+    _map_gamma,
+    _PredictBlock,
     default_n_features,
     feature_block_function,
     fit_scaler,
     gcv_path,
     standardize_rows,
 )
-from distsketch.estimators.ridge_summary import RidgeSummary, _add, _ridge_memory, _stack_xy
+from distsketch.estimators.ridge_summary import (
+    RidgeSummary,
+    _add,
+    _ridge_memory,
+    _stack_xy,
+    check_sample_weight,
+    with_weights,
+)
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
-from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
     solve_path_from_eigh,
@@ -53,38 +62,6 @@ __all__ = [
     "feature_block_function",
 ]
 
-
-def _map_gamma(features: Any) -> float | None:
-    """The kernel scale a fitted feature map used (None when it has none)."""
-    g = getattr(features, "gamma_", None)
-    if g is None:
-        g = getattr(features, "gamma", None)
-    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
-
-
-def _is_fitted(features: Any) -> bool:
-    if hasattr(features, "n_output_features_"):
-        return True
-    return not isinstance(features, RowMapTransformer) and any(
-        k.endswith("_") and not k.startswith("_") for k in vars(features))
-
-
-# --------------------------------------------------------------------------- prediction task
-
-class _PredictBlock:
-    def __init__(self, fn: Any, n_ops: int):
-        self.fn = fn
-        self.n_ops = n_ops
-
-    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
-        Z = self.fn(block, offset, *operands[: self.n_ops])
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        W, c = operands[self.n_ops], operands[self.n_ops + 1]
-        # chunking-invariant rows: the same GEMM shape whatever the block
-        return row_stable_matmul(Z, W, offset) + c[None, :]
-
-
-# --------------------------------------------------------------------------- estimator
 
 class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     """Kernel ridge regression on a kernel feature map, with tree-reduced normal equations.
@@ -281,7 +258,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Y = y.reshape(-1, 1) if one_d else y
         return Y, one_d
 
-    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0) -> list:
+    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
+                w: np.ndarray | None = None) -> list:
         fns: list[Any] = []
         ops: list[Any] = []
         counts: list[int] = []
@@ -291,8 +269,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             ops.extend(o)
             counts.append(len(o))
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
-                               n_folds=n_folds, seed=self.seed_)
-        XY = _stack_xy(X, Y)
+                               n_folds=n_folds, seed=self.seed_, weighted=w is not None)
+        XY = _stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
         if not is_dask(X):
             return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
@@ -301,8 +279,10 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                              name="ridge-summary", **mem,
                              where=f"{type(self).__name__} input X and targets y")["maps"]
 
-    def _store_state(self, state: dict) -> None:
-        self.n_samples_seen_ = int(state["n"])
+    def _store_state(self, state: dict, rows: int | None = None) -> None:
+        # n is the total weight of the rows (their number without sample_weight)
+        self.n_samples_seen_ = int(state["n"]) if rows is None else int(rows)
+        self.weight_sum_ = float(state["n"])
         self.zsum_ = np.asarray(state["sum"], dtype=np.float64)
         self.gram_ = np.asarray(state["ztz"], dtype=np.float64)
         self.zty_ = np.asarray(state["zty"], dtype=np.float64)
@@ -310,8 +290,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self.yty_ = np.asarray(state["yty"], dtype=np.float64)
 
     def _state(self) -> dict:
-        return {"n": self.n_samples_seen_, "sum": self.zsum_, "ztz": self.gram_, "zty": self.zty_,
-                "ysum": self.ysum_, "yty": self.yty_}
+        return {"n": getattr(self, "weight_sum_", self.n_samples_seen_), "sum": self.zsum_,
+                "ztz": self.gram_, "zty": self.zty_, "ysum": self.ysum_, "yty": self.yty_}
 
     @single_threaded_blas
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -334,7 +314,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     def _choose_alpha(self, state: dict) -> None:
         """``alpha_`` by GCV over the summary's ridge path (``alpha="auto"``)."""
-        alphas, gcv = gcv_path(state, self.fit_intercept)
+        alphas, gcv = gcv_path(state, self.fit_intercept, n_rows=self.n_samples_seen_)
         self.alpha_ = float(alphas[int(np.argmin(gcv))])
         self.cv_results_: dict[str, Any] | None = {
             "alphas": alphas.tolist(), "gammas": None, "gcv": [gcv.tolist()]}
@@ -364,13 +344,18 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return tags
 
     # ---------------------------------------------------------------- fitting
-    def fit(self, X: Any, y: Any) -> SketchedKernelRidge:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
         """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
         Parameters
         ----------
         X : ndarray, dask array, Zarr array or path of shape (n_samples, n_features)
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights of the squared errors (as scikit-learn's ``Ridge``):
+            the summary sums ``w zzᵀ``, ``w z yᵀ`` ...; not with ``cv``.  The
+            standardisation and the default feature count use the rows
+            unweighted.
 
         Returns
         -------
@@ -388,18 +373,27 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         if self.cv is None and self.gammas is not None:
             raise ConfigError(f"{type(self).__name__}: gammas needs cv (k folds) to choose one; "
                               "set cv=5 or drop gammas.")
+        w = self._weights_of(sample_weight, X.shape[0])
         Xs = self._fit_scaler(X)
         if self.cv is None:
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
-            state = self._reduce(X, Y, [self.features_], 0)[0]
+            state = self._reduce(X, Y, [self.features_], 0, w=w)[0]
             self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
             state = self._fit_cv(X, Xs, Y)
-        self._store_state(state)
+        self._store_state(state, rows=X.shape[0])
         self._set_solution(state, choose=self.cv is None)
         return self
+
+    def _weights_of(self, sample_weight: Any, n_rows: int) -> np.ndarray | None:
+        if sample_weight is None:
+            return None
+        if self.cv is not None:
+            raise ConfigError(f"{type(self).__name__}: sample_weight with cv is not supported (the "
+                              "folds score rows unweighted); drop one of them.")
+        return check_sample_weight(sample_weight, n_rows, f"{type(self).__name__}.fit")
 
     def _fixed_alpha(self) -> Any:
         # "auto": a placeholder until _set_solution chooses alpha_ from the summary
@@ -466,7 +460,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
         return int(g), int(a)
 
-    def partial_fit(self, X: Any, y: Any) -> SketchedKernelRidge:
+    def partial_fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SketchedKernelRidge:
         """Merge the summary of new rows into the model and re-solve.
 
         The first call fits the feature map on its rows (choose a data-independent
@@ -476,6 +470,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ----------
         X : array of shape (n_rows, n_features)
         y : array of shape (n_rows,) or (n_rows, n_targets)
+        sample_weight : array of shape (n_rows,), optional
+            Row weights, as in :meth:`fit`.
 
         Returns
         -------
@@ -500,10 +496,12 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                                  f"the model was fitted with {self.n_targets_}.")
         # new rows are numbered after those already seen, as in fit on all rows
         start = 0 if first else self.n_samples_seen_
-        state = self._reduce(X, Y, [self.features_], 0, row_start=start)[0]
+        w = None if sample_weight is None else check_sample_weight(
+            sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
+        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w)[0]
         if not first:
             state = _add(self._state(), state)
-        self._store_state(state)
+        self._store_state(state, rows=start + X.shape[0])
         self._set_solution(state)
         return self
 

@@ -12,8 +12,8 @@
   over a log grid, from the eigendecomposition of the centred ``ZᵀZ`` that
   the solve needs anyway.
 
-Also the per-block feature functions (:func:`feature_block_function`), shared
-with the classifier and the statistical-dimension sketch.
+Also the per-block feature and prediction functions (:func:`feature_block_function`),
+shared with the classifier and the statistical-dimension sketch.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.graph import reduce_blocks
+from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.moments import ColumnMoments, column_scale
 from distsketch.validation import is_dask
@@ -105,6 +106,36 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
     return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
 
 
+def _map_gamma(features: Any) -> float | None:
+    """The kernel scale a fitted feature map used (None when it has none)."""
+    g = getattr(features, "gamma_", None)
+    if g is None:
+        g = getattr(features, "gamma", None)
+    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
+
+
+def _is_fitted(features: Any) -> bool:
+    if hasattr(features, "n_output_features_"):
+        return True
+    return not isinstance(features, RowMapTransformer) and any(
+        k.endswith("_") and not k.startswith("_") for k in vars(features))
+
+
+class _PredictBlock:
+    """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
+
+    def __init__(self, fn: Any, n_ops: int):
+        self.fn = fn
+        self.n_ops = n_ops
+
+    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
+        Z = self.fn(block, offset, *operands[: self.n_ops])
+        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        W, c = operands[self.n_ops], operands[self.n_ops + 1]
+        # chunking-invariant rows: the same GEMM shape whatever the block
+        return row_stable_matmul(Z, W, offset) + c[None, :]
+
+
 # --------------------------------------------------------------------------- standardisation
 
 def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
@@ -128,8 +159,8 @@ def fit_scaler(X: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- alpha by GCV
 
 @single_threaded_blas
-def gcv_path(state: dict, fit_intercept: bool,
-             grid: np.ndarray = GCV_GRID) -> tuple[np.ndarray, np.ndarray]:
+def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
+             n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Generalised cross-validation of the ridge path of a summary.
 
     ``GCV(λ) = n · RSS(λ) / (n − df(λ))²`` with ``df(λ) = Σ eᵢ / (eᵢ + λ)``
@@ -143,6 +174,9 @@ def gcv_path(state: dict, fit_intercept: bool,
     fit_intercept : bool
     grid : ndarray, default :data:`GCV_GRID`
         Candidates relative to the mean eigenvalue ``trace / m``.
+    n_rows : int, optional
+        Number of rows n of the GCV formula when the state's ``n`` is a
+        total of row weights (default: the state's ``n``).
 
     Returns
     -------
@@ -170,6 +204,8 @@ def gcv_path(state: dict, fit_intercept: bool,
     rss = np.maximum(yy - (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2)
                      .sum(axis=1), 0.0)
     df = (evals[None, :] / den).sum(axis=1) + (1.0 if fit_intercept else 0.0)
+    if n_rows is not None:
+        n = float(n_rows)
     resid_df = n - df
     # fewer than one residual degree of freedom: the fit interpolates and GCV's 0/0 says
     # nothing (it can favour λ → 0 on noisy data)

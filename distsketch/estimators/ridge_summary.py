@@ -1,4 +1,4 @@
-"""The one-pass summary of sketched kernel ridge regression: ``ZᵀZ``, ``Zᵀy`` and sums, per fold.
+"""The one-pass summary of sketched kernel ridge regression: ``ZᵀZ``, ``Zᵀy``, sums, per fold.
 
 Used by :class:`~distsketch.estimators.ridge.SketchedKernelRidge` (and its
 classifier, and the workflow's segment merge).
@@ -18,7 +18,7 @@ from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
 
-__all__ = ["RidgeSummary"]
+__all__ = ["RidgeSummary", "check_sample_weight", "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 
@@ -44,16 +44,19 @@ class RidgeSummary(SumMerge, Summary):
     """Normal equations ``ZᵀZ, Zᵀy`` (and sums) of one or several feature maps, per fold.
 
     The block holds the ``d`` input columns followed by ``n_targets`` target
-    columns.  Each feature map g contributes a state ``{n, sum, ztz, zty,
-    ysum, yty}``; with ``n_folds = k`` every row goes to fold
-    ``hash(seed, "cv.fold", global_row) mod k`` (independent of chunking) and
-    the state is a list of k such dicts.
+    columns (and, with ``weighted``, a last column of row weights: every sum
+    then counts a row with its weight and ``n`` is the total weight).  Each
+    feature map g contributes a state ``{n, sum, ztz, zty, ysum, yty}``;
+    with ``n_folds = k`` every row goes to fold ``hash(seed, "cv.fold",
+    global_row) mod k`` (independent of chunking) and the state is a list of
+    k such dicts.
 
     State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64.
     """
 
     def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
-                 n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0):
+                 n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0,
+                 weighted: bool = False):
         self.functions = list(functions)
         self.n_operands = list(n_operands)
         self.n_features = int(n_features)
@@ -61,11 +64,13 @@ class RidgeSummary(SumMerge, Summary):
         self.x_dtype = str(x_dtype)
         self.n_folds = int(n_folds)
         self.seed = int(seed)
+        self.weighted = bool(weighted)
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         d = self.n_features
         X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
-        y = np.asarray(block[:, d:], dtype=np.float64)
+        y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
+        w = np.asarray(block[:, -1], dtype=np.float64) if self.weighted else None
         if self.n_folds:
             rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
             fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
@@ -76,11 +81,45 @@ class RidgeSummary(SumMerge, Summary):
             pos += k
             Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
             if self.n_folds:
-                out.append([covariance_state(Z[fold == f], y[fold == f]) for f in range(self.n_folds)])
+                out.append([_state(Z[fold == f], y[fold == f], None if w is None else w[fold == f])
+                            for f in range(self.n_folds)])
             else:
-                out.append(covariance_state(Z, y))
+                out.append(_state(Z, y, w))
         # a dict, not a list: the tree reducer flattens nested lists of states
         return {"maps": out}
+
+
+def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
+    """Covariance state of rows, each counted with its weight (``n`` is then Σw)."""
+    if w is None:
+        return covariance_state(Z, y)
+    Zw, yw = Z * w[:, None], y * w[:, None]
+    return {"n": float(w.sum()), "sum": Zw.sum(axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
+            "ysum": yw.sum(axis=0), "yty": yw.T @ y}
+
+
+def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarray:
+    """Row weights as float64 of shape (n_rows,): finite, non-negative, not all zero."""
+    from distsketch.errors import InputError
+    from distsketch.graph import to_numpy
+
+    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else sample_weight,
+                   dtype=np.float64)
+    w = np.full(n_rows, float(w)) if w.ndim == 0 else w
+    if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise InputError(f"{where}: sample_weight must be {n_rows} finite non-negative numbers "
+                         f"(one per row of X), not all zero; got shape {w.shape}.")
+    return w
+
+
+def with_weights(Y: Any, w: np.ndarray | None) -> Any:
+    """Targets with the row weights as one more last column (Y itself without weights)."""
+    if w is None:
+        return Y
+    if is_dask(Y):
+        return da.concatenate([Y.astype(np.float64),
+                               da.from_array(w[:, None], chunks=(Y.chunks[0], 1))], axis=1)
+    return np.hstack([np.asarray(Y, dtype=np.float64), w[:, None]])
 
 
 def _stack_xy(X: Any, Y: Any) -> Any:

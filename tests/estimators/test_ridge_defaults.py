@@ -138,3 +138,61 @@ def test_score_metrics_and_sample_weight_equal_scikit_learns():
                                rtol=1e-12)
     with pytest.raises(ConfigError, match="metric='mse' is not one of r2, rmse, mae"):
         model.score(X, y, metric="mse")
+
+
+# ----------------------------------------------------------------------------- sample_weight
+
+def test_sample_weight_equals_scikit_learns_weighted_ridge():
+    X, y = _data(70)
+    w = np.random.default_rng(2).uniform(0.0, 3.0, size=70)
+    feats = RandomFourierFeatures(gamma=0.4, n_components=24, random_state=0)
+    model = SketchedKernelRidge(features=feats, alpha=0.2).fit(X, y, sample_weight=w)
+    # standardisation is unweighted; the squared errors are weighted
+    Z = model.features_.transform((X - X.mean(axis=0)) / X.std(axis=0))
+    ref = Ridge(alpha=0.2, solver="cholesky").fit(Z, y, sample_weight=w)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(model.intercept_, ref.intercept_, rtol=1e-6, atol=1e-9)
+    assert model.n_samples_seen_ == 70 and model.weight_sum_ == pytest.approx(w.sum())
+    # alpha="auto" picks from the weighted summary; a zero weight drops a row
+    raw = dict(features=feats, standardize=False)
+    keep = w > 0.5
+    w0 = np.where(keep, w, 0.0)
+    auto = SketchedKernelRidge(**raw).fit(X, y, sample_weight=w0)
+    sub = SketchedKernelRidge(**raw, alpha=auto.alpha_).fit(X[keep], y[keep],
+                                                            sample_weight=w[keep])
+    np.testing.assert_allclose(auto.coef_, sub.coef_, rtol=1e-7, atol=1e-10)
+    # partial_fit with weights merges to the weighted fit
+    inc = SketchedKernelRidge(**raw, alpha=0.2)
+    inc.partial_fit(X[:30], y[:30], sample_weight=w[:30])
+    inc.partial_fit(X[30:], y[30:], sample_weight=w[30:])
+    full = SketchedKernelRidge(**raw, alpha=0.2).fit(X, y, sample_weight=w)
+    assert inc.n_samples_seen_ == 70
+    np.testing.assert_allclose(inc.coef_, full.coef_, rtol=1e-8, atol=1e-10)
+
+
+def test_classifier_sample_weight_equals_scikit_learns_ridge_classifier():
+    from sklearn.linear_model import RidgeClassifier
+
+    X, yc = load_digits(return_X_y=True)
+    X, yc = X[:300], yc[:300]
+    w = np.random.default_rng(3).uniform(0.1, 2.0, size=300)
+    feats = RandomFourierFeatures(gamma=0.02, n_components=64, random_state=0)
+    clf = SketchedKernelRidgeClassifier(features=feats, alpha=0.5, standardize=False).fit(
+        X, yc, sample_weight=w)
+    Z = clf.features_.transform(X)
+    ref = RidgeClassifier(alpha=0.5, solver="cholesky").fit(Z, yc, sample_weight=w)
+    np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(Z), atol=1e-7)
+
+
+@pytest.mark.parametrize("w, kw, error, match", [
+    (-np.ones(30), {}, "InputError", "finite non-negative"),
+    (np.zeros(30), {}, "InputError", "not all zero"),
+    (np.ones(29), {}, "InputError", "30 finite"),
+    (np.ones(30), {"cv": 3}, "ConfigError", "sample_weight with cv"),
+])
+def test_bad_sample_weight_is_refused(w, kw, error, match):
+    import distsketch.errors as errors
+
+    X, y = _data(30)
+    with pytest.raises(getattr(errors, error), match=match):
+        SketchedKernelRidge(**kw).fit(X, y, sample_weight=w)
