@@ -14,7 +14,7 @@ chosen here):
 * ``skpca-rnca``  StreamingKernelPCA(method="rnca", n_random_features=1024).fit
 * ``rff-zarr``    write_array(RandomFourierFeatures(n_components=1024).fit(path)
                   .transform(open_array(path)), out)
-* ``krr``         SketchedKernelRidge(features=RandomFourierFeatures(1024)).fit on a
+* ``krr``         SketchedKernelRidge(standardize=False, features=RandomFourierFeatures(1024)).fit on a
                   synthetic target y = sin(x . v) stored beside X
 * ``nystrom``     write_array(NystromFeatures().fit(path).transform(open_array(path)), out)
 * ``meka``        MEKA().fit(path)
@@ -278,7 +278,7 @@ def run_pipeline(name: str, path: str, ypath: str, out: Path) -> None:
         write_array(est.transform(open_array(path)), out)
     elif name == "krr":
         y = open_array(ypath)[:, 0]
-        SketchedKernelRidge(features=RandomFourierFeatures(n_components=M, random_state=0),
+        SketchedKernelRidge(standardize=False, features=RandomFourierFeatures(n_components=M, random_state=0),
                             alpha=1.0, random_state=0).fit(path, y)
     elif name == "nystrom":
         est = NystromFeatures(random_state=0).fit(path)

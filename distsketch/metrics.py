@@ -20,16 +20,64 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from distsketch.blas import single_threaded_blas
-from distsketch.errors import ConfigError
+from distsketch.errors import ConfigError, InputError
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
 
-__all__ = ["kernel_errors", "model_kernel", "relative_kernel_error", "sample_rows",
-           "split_pipeline"]
+__all__ = ["REGRESSION_METRICS", "kernel_errors", "model_kernel", "regression_scores",
+           "relative_kernel_error", "sample_rows", "split_pipeline"]
+
+#: what :func:`regression_scores` returns (and ``SketchedKernelRidge.score(metric=...)`` takes)
+REGRESSION_METRICS = ("r2", "rmse", "mae")
 
 _DENSE_LIMIT = 4096
+
+
+def regression_scores(y_true: Any, y_pred: Any, sample_weight: Any = None) -> dict[str, float]:
+    """R², root mean squared error and mean absolute error of predictions.
+
+    Parameters
+    ----------
+    y_true, y_pred : array_like of shape (n,) or (n, t)
+    sample_weight : array_like of shape (n,), optional
+        Non-negative row weights (weighted means and weighted R², as
+        scikit-learn's ``r2_score``, ``root_mean_squared_error`` and
+        ``mean_absolute_error`` with ``sample_weight``).
+
+    Returns
+    -------
+    dict
+        ``{"r2", "rmse", "mae"}``, each the mean over the t targets of the
+        per-target value (scikit-learn's ``multioutput="uniform_average"``).
+        A target with no variance has R² 1 when predicted exactly, else 0.
+
+    Raises
+    ------
+    InputError
+        Shapes or the weights do not match, or weights are negative or all zero.
+    """
+    Y = np.asarray(y_true, dtype=np.float64)
+    P = np.asarray(y_pred, dtype=np.float64)
+    Y = Y.reshape(Y.shape[0], -1)
+    if P.size != Y.size or P.shape[0] != Y.shape[0]:
+        raise InputError(f"regression_scores: y_true has shape {Y.shape} but y_pred "
+                         f"{P.shape}; pass predictions of the same rows and targets.")
+    P = P.reshape(Y.shape)
+    w = np.ones(Y.shape[0]) if sample_weight is None else \
+        np.asarray(sample_weight, dtype=np.float64).ravel()
+    if w.shape != (Y.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise InputError(f"sample_weight must be {Y.shape[0]} finite non-negative numbers, not "
+                         "all zero (one per row of y).")
+    w = w / w.sum()
+    R = Y - P
+    ss_res = w @ R ** 2
+    ss_tot = w @ (Y - w @ Y) ** 2
+    r2 = np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0),
+                  np.where(ss_res == 0, 1.0, 0.0))
+    return {"r2": float(r2.mean()), "rmse": float(np.sqrt(ss_res).mean()),
+            "mae": float((w @ np.abs(R)).mean())}
 
 
 def _is_pipeline(model: Any) -> bool:
@@ -277,10 +325,19 @@ def _resolve_kernel(approx: Any, d: int, kernel: Any, gamma: float | None, degre
     return own_kernel, own
 
 
-def _kernel_fn(name: Any, params: dict[str, Any]) -> Callable:
+def _kernel_fn(name: Any, params: dict[str, Any], approx: Any = None) -> Callable:
     if callable(name):
-        return lambda A, B: np.asarray(name(A, B), dtype=np.float64)
-    return lambda A, B: pairwise_kernel(A, B, name, **params)
+        k = lambda A, B: np.asarray(name(A, B), dtype=np.float64)  # noqa: E731
+    else:
+        k = lambda A, B: pairwise_kernel(A, B, name, **params)  # noqa: E731
+    mean = getattr(approx, "x_mean_", None)
+    if mean is None:
+        return k
+    # a model that standardises its rows (SketchedKernelRidge) approximates the kernel
+    # of the standardised rows; its kernel_approx takes raw rows
+    scale = approx.x_scale_
+    return lambda A, B: k((np.asarray(A, dtype=np.float64) - mean) / scale,
+                          (np.asarray(B, dtype=np.float64) - mean) / scale)
 
 
 def _check_finite_params(where: str, **values: Any) -> None:
@@ -371,7 +428,7 @@ def kernel_errors(
     _, S = sample_rows(X, n_sample, random_state)
     if prep is not None:
         S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
-    spec, err, gram = _errors(S, _kernel_fn(name, params), approx, tile)
+    spec, err, gram = _errors(S, _kernel_fn(name, params, approx), approx, tile)
     n, s = int(X.shape[0]), int(S.shape[0])
     e2, g2 = err.full_sq(n, s), gram.full_sq(n, s)
     return {"spectral": spec / s, "frobenius": float(np.sqrt(e2)) / n**2,
@@ -399,7 +456,7 @@ def relative_kernel_error(X: Any, approx: Any, kernel: Any = None, *,
     d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
     name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
                                    "relative_kernel_error")
-    kfun = _kernel_fn(name, params)
+    kfun = _kernel_fn(name, params, approx)
     _, S = sample_rows(X, n_sample, random_state)
     if prep is not None:
         S = prep(S)  # only the sampled rows go through the pipeline's earlier steps

@@ -45,8 +45,6 @@ DEFAULT_SEED = 0
 _FEATURE_SHORTCUTS = {"rff": "RandomFourierFeatures", "nystrom": "NystromFeatures"}
 # the default feature map of a model with a ``features`` parameter (SketchedKernelRidge's)
 _DEFAULT_FEATURES = "RandomFourierFeatures"
-# kernels whose scale the median heuristic sets when no gamma is given
-_MEDIAN_KERNELS = ("rbf", "gaussian")
 # options that set a feature-map parameter for a model that holds one (--n-features:
 # the feature map's width)
 _FEATURE_OPTIONS = ("n_components", "kernel", "gamma")
@@ -146,9 +144,10 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
 
     Returns ``(params, feature_class, feature_params)``; ``feature_class`` is
     None for an estimator without a ``features`` parameter.  A model holding a
-    feature map gets one explicitly (default RandomFourierFeatures), with
-    ``gamma="median"`` for a Gaussian kernel when no gamma was given.  A
-    ``gamma`` of ``"median"`` is resolved on the data by :func:`run`.
+    feature map gets one only when a feature option is given (default class
+    RandomFourierFeatures), else the model's own default map.  A ``gamma``
+    of ``"median"`` is resolved on the data by :func:`run`, or, for a model
+    that standardises its rows before its feature map, by the map on those rows.
     """
     params = dict(preset)
     accepted = _params_of(cls)
@@ -195,16 +194,15 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
             params[name] = _as_gamma(value, f"--param {name}") if name == "gamma" else value
     if "random_state" in accepted and "random_state" not in params:
         params["random_state"] = DEFAULT_SEED
-    if holds_map:
+    if holds_map and (feature_cls is not None or fparams):
+        # a feature option builds the map with that class's own defaults otherwise, as
+        # features=RandomFourierFeatures(gamma=...) does in Python
         feature_cls = feature_cls or _default_features()
         for name in fparams:
             if name not in _params_of(feature_cls):
                 raise _no_param(f"feature map parameter {name!r}", feature_cls, name)
-        # a data-driven kernel scale: the median heuristic unless a gamma was given
-        kernel = fparams.get("kernel", _default(feature_cls, "kernel"))
-        if ("gamma" in _params_of(feature_cls) and "gamma" not in fparams
-                and str(kernel).lower() in _MEDIAN_KERNELS):
-            fparams["gamma"] = "median"
+    # without feature options the model's own default map (features=None) stands, so a
+    # CLI fit is the Python one with the same arguments
     return params, feature_cls, fparams
 
 
@@ -245,8 +243,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--kernel", default=None, help="kernel name (e.g. rbf)")
     p.add_argument("--gamma", default=None,
                    help="kernel scale, or 'median' for 1/median squared distance of a sample; "
-                        "for a kernel ridge model, its feature map's (default: median for a "
-                        "Gaussian kernel)")
+                        "for a kernel ridge model, its feature map's (default: the model's own, "
+                        "1/n_features on standardised columns)")
     p.add_argument("--n-random-features", type=int, default=None,
                    help="width m of an inner random feature map (StreamingKernelPCA)")
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
@@ -293,8 +291,15 @@ def _read_targets(spec: str, n: int, storage_options: dict | None = None) -> Any
                         storage_options=storage_options).as_dask()
 
 
-def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any]) -> float | None:
-    """Replace ``gamma="median"`` (estimator's or feature map's) by its value on X."""
+def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any],
+                    standardized: bool) -> float | None:
+    """Replace ``gamma="median"`` (estimator's or feature map's) by its value on X.
+
+    A feature map inside a model that standardises X first sees standardised
+    rows: its ``"median"`` stays, for the map to resolve on those rows.
+    """
+    if standardized and fparams.get("gamma") == "median":
+        return None
     if "median" not in (params.get("gamma"), fparams.get("gamma")):
         return None
     gamma = median_gamma(X)
@@ -308,6 +313,16 @@ def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any]) -> 
 def _without_median(params: dict[str, Any]) -> dict[str, Any]:
     # gamma="median" is known only once the sample is read: the default stands in for the check
     return {k: v for k, v in params.items() if not (k == "gamma" and v == "median")}
+
+
+def _chosen(est: Any) -> dict[str, Any]:
+    """The fitted model's ``alpha_`` and ``gamma_`` (those it has), JSON-able."""
+    out: dict[str, Any] = {}
+    for name in ("alpha_", "gamma_"):
+        value = getattr(est, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name.rstrip("_")] = float(value)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -335,7 +350,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
                           f"--y {args.input}::y (the labels ingest stores with --labels).")
     with PeakMemory() as pm, cluster(args, X):
-        gamma = _resolve_median(X, params, fparams)
+        standardized = feature_cls is not None and bool(
+            params.get("standardize", _default(cls, "standardize")))
+        gamma = _resolve_median(X, params, fparams, standardized)
         if feature_cls is not None:
             params["features"] = feature_cls(**fparams)
         est = cls(**params)
@@ -344,6 +361,9 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
+        if standardized and fparams.get("gamma") == "median":
+            gamma = float(est.gamma_)
+            stage(f"gamma = {gamma:.6g} (median heuristic on 1000 standardised rows)")
         check = (training_check(est, X, y, n_sample=args.n_check)
                  if y is not None and args.n_check > 0 and callable(getattr(est, "predict", None))
                  else None)
@@ -361,8 +381,12 @@ def run(args: argparse.Namespace) -> int:
         "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,
         "params": {k: repr(v) for k, v in sorted(est.get_params(deep=False).items())},
         "gamma_median": gamma, "random_state": seed, "fit_seconds": round(seconds, 3),
+        # what the model chose by itself (alpha by GCV or CV, its kernel scale)
+        "chosen": _chosen(est),
         "peak_memory_bytes": pm.peak_bytes, "training_check": check}
-    line = (f"fitted {cls.__name__} on {n} rows in {seconds:.1f} s "
+    chose = ", ".join(f"{k} {v:.4g}" for k, v in result["chosen"].items())
+    chose = f" ({chose})" if chose else ""
+    line = (f"fitted {cls.__name__} on {n} rows{chose} in {seconds:.1f} s "
             f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
     finish(result, line)
     return 0

@@ -164,12 +164,21 @@ def run(args: argparse.Namespace) -> int:
         stage(f"scoring {type(model).__name__} on {X.shape[0]} rows of {args.input}")
         t0 = time.perf_counter()
         pred = to_numpy(model.predict(X))
-        metric, value = score_predictions(model, to_numpy(y), pred)
+        y_true = to_numpy(y)
+        metric, value = score_predictions(model, y_true, pred)
         seconds = time.perf_counter() - t0
     name = {"accuracy": "accuracy", "r2": "R^2"}[metric]
     result = {"command": "score", "model": str(args.model), "model_class": type(model).__name__,
               "input": str(args.input), "targets": args.y, "rows": int(X.shape[0]),
               "metric": metric, "score": value, metric: value, "seconds": round(seconds, 3)}
-    finish(result, f"{name} {value:.4f} of {type(model).__name__} on {X.shape[0]} rows of "
-                   f"{args.input} ({seconds:.1f} s)")
+    errors = ""
+    if metric == "r2":
+        # a regressor's errors in the targets' units, beside R²
+        from distsketch.metrics import regression_scores
+
+        reg = regression_scores(y_true, pred)
+        result.update(rmse=reg["rmse"], mae=reg["mae"])
+        errors = f", RMSE {reg['rmse']:.4g}, MAE {reg['mae']:.4g}"
+    finish(result, f"{name} {value:.4f}{errors} of {type(model).__name__} on {X.shape[0]} rows "
+                   f"of {args.input} ({seconds:.1f} s)")
     return 0

@@ -14,31 +14,47 @@ statistical-dimension sketch in :mod:`distsketch.estimators.statistical_dimensio
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, RowMapTransformer, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph import map_blocks, plan_rows, reduce_blocks
-from distsketch.ops.linalg import row_stable_matmul
-from distsketch.ops.random import hash_bucket
+from distsketch.estimators.ridge_defaults import (
+    _is_fitted,
+    _map_gamma,
+    _PredictBlock,
+    default_n_features,
+    feature_block_function,
+    fit_scaler,
+    gcv_path,
+    standardize_rows,
+)
+from distsketch.estimators.ridge_summary import (
+    RidgeSummary,
+    _add,
+    _ridge_memory,
+    _stack_xy,
+    check_sample_weight,
+    with_weights,
+)
+from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
     solve_path_from_eigh,
     summary_sse,
 )
-from distsketch.summaries.base import Summary
-from distsketch.summaries.covariance import covariance_state
-from distsketch.summaries.sums import SumMerge
-from distsketch.validation import Interval, check_targets, is_dask
+from distsketch.validation import Interval, StrOptions, check_targets, is_dask
 from distsketch.validation.finite import FiniteRows, check_finite_result
+
+logger = logging.getLogger("distsketch")
 
 __all__ = [
     "RidgeSummary",
@@ -46,140 +62,6 @@ __all__ = [
     "feature_block_function",
 ]
 
-_STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
-
-
-# --------------------------------------------------------------------------- feature maps
-
-class _TransformCall:
-    """Per-block call of a feature map that is not a RowMapTransformer (pickled whole)."""
-
-    def __init__(self, features: Any):
-        self.features = features
-
-    def __call__(self, block: np.ndarray, offset: int) -> np.ndarray:
-        return np.asarray(self.features.transform(block))
-
-
-def feature_block_function(features: Any) -> tuple[Any, tuple]:
-    """``(fn, operands)`` with ``fn(block, row_offset, *operands)`` = rows of z(X).
-
-    Distsketch row maps ship their operators once as graph operands; any other
-    fitted transformer (with ``transform``) is called per block.
-    """
-    if isinstance(features, RowMapTransformer):
-        return features._map_block, tuple(features._operands())
-    if not hasattr(features, "transform"):
-        raise ConfigError(
-            f"features={type(features).__name__} has no transform method; pass a distsketch "
-            "feature map such as RandomFourierFeatures or PolySketch."
-        )
-    return _TransformCall(features), ()
-
-
-def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
-    # per row: the float64 block and one map's features with a temporary;
-    # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
-    widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
-    if not all(widths):
-        return {}
-    state = 8.0 * max(n_folds, 1) * sum(m * m + m * (t + 1) + t * t + t for m in widths)
-    return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
-            "state_bytes": state}
-
-
-def _map_gamma(features: Any) -> float | None:
-    """The kernel scale a fitted feature map used (None when it has none)."""
-    g = getattr(features, "gamma_", None)
-    if g is None:
-        g = getattr(features, "gamma", None)
-    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
-
-
-def _is_fitted(features: Any) -> bool:
-    if hasattr(features, "n_output_features_"):
-        return True
-    return not isinstance(features, RowMapTransformer) and any(
-        k.endswith("_") and not k.startswith("_") for k in vars(features))
-
-
-# --------------------------------------------------------------------------- the summary
-
-def _add(a: dict, b: dict, sign: float = 1.0) -> dict:
-    return {k: a[k] + sign * b[k] for k in _STATE_KEYS}
-
-
-class RidgeSummary(SumMerge, Summary):
-    """Normal equations ``ZᵀZ, Zᵀy`` (and sums) of one or several feature maps, per fold.
-
-    The block holds the ``d`` input columns followed by ``n_targets`` target
-    columns.  Each feature map g contributes a state ``{n, sum, ztz, zty,
-    ysum, yty}``; with ``n_folds = k`` every row goes to fold
-    ``hash(seed, "cv.fold", global_row) mod k`` (independent of chunking) and
-    the state is a list of k such dicts.
-
-    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64.
-    """
-
-    def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
-                 n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0):
-        self.functions = list(functions)
-        self.n_operands = list(n_operands)
-        self.n_features = int(n_features)
-        self.n_targets = int(n_targets)
-        self.x_dtype = str(x_dtype)
-        self.n_folds = int(n_folds)
-        self.seed = int(seed)
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        d = self.n_features
-        X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
-        y = np.asarray(block[:, d:], dtype=np.float64)
-        if self.n_folds:
-            rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
-            fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
-        out: list[Any] = []
-        pos = 0
-        for fn, k in zip(self.functions, self.n_operands):
-            Z = fn(X, row_offset, *operands[pos:pos + k])
-            pos += k
-            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-            if self.n_folds:
-                out.append([covariance_state(Z[fold == f], y[fold == f]) for f in range(self.n_folds)])
-            else:
-                out.append(covariance_state(Z, y))
-        # a dict, not a list: the tree reducer flattens nested lists of states
-        return {"maps": out}
-
-
-def _stack_xy(X: Any, Y: Any) -> Any:
-    """Targets appended as the last columns of X, row blocks aligned."""
-    if is_dask(X):
-        Yd = Y if is_dask(Y) else da.from_array(np.asarray(Y), chunks=(X.chunks[0], Y.shape[1]))
-        Yd = Yd.rechunk((X.chunks[0], Y.shape[1]))
-        Xd = X.rechunk({1: X.shape[1]})
-        return da.concatenate([Xd.astype(np.float64), Yd.astype(np.float64)], axis=1)
-    XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
-    rows = plan_rows(X).plan.block_rows
-    return da.from_array(XY, chunks=(rows, XY.shape[1]))
-
-
-# --------------------------------------------------------------------------- prediction task
-
-class _PredictBlock:
-    def __init__(self, fn: Any, n_ops: int):
-        self.fn = fn
-        self.n_ops = n_ops
-
-    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
-        Z = self.fn(block, offset, *operands[: self.n_ops])
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
-        W, c = operands[self.n_ops], operands[self.n_ops + 1]
-        # chunking-invariant rows: the same GEMM shape whatever the block
-        return row_stable_matmul(Z, W, offset) + c[None, :]
-
-
-# --------------------------------------------------------------------------- estimator
 
 class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     """Kernel ridge regression on a kernel feature map, with tree-reduced normal equations.
@@ -194,17 +76,30 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Any distsketch feature map (``RandomFourierFeatures``, ``PolySketch``,
         ``NystromFeatures``, ``MEKA``, ``StatisticalDimensionSketch``...) or
         any transformer with ``fit``/``transform``.  Unfitted maps are cloned
-        and fitted on X; fitted ones are used as they are.  None means
-        ``RandomFourierFeatures()`` seeded from ``random_state`` (100 features,
-        ``gamma=None``: 1 / n_features).  The map's parameters are this
-        model's nested parameters: ``set_params(features__gamma="median")``.
-    alpha : float or array-like of floats > 0, default 1.0
-        Regularisation λ.  An array gives the whole path: ``coef_`` then has
-        a leading axis of length ``len(alpha)`` and ``predict`` returns one
-        column per λ (one eigendecomposition serves every λ).
+        and fitted on X (standardised when ``standardize``); fitted ones are
+        used as they are.  None means Gaussian ``RandomFourierFeatures``
+        seeded from ``random_state`` with ``min(2048, n_samples)`` features
+        (2048 in ``partial_fit``) and ``gamma=None``: 1 / n_features, which on
+        standardised columns is scikit-learn's ``gamma="scale"``.  The map's
+        parameters are this model's nested parameters:
+        ``set_params(features__gamma="median")``.
+    alpha : "auto", float or array-like of floats > 0, default "auto"
+        Regularisation λ.  "auto" chooses λ by generalised cross-validation
+        (GCV) over a 41-point log grid from the eigendecomposition of the
+        summary (no further pass; see
+        :func:`~distsketch.estimators.ridge_defaults.gcv_path`); the grid and
+        scores are in ``cv_results_``.  An array gives the whole path:
+        ``coef_`` then has a leading axis of length ``len(alpha)`` and
+        ``predict`` returns one column per λ (one eigendecomposition serves
+        every λ).
     fit_intercept : bool, default True
         Fit an unpenalised intercept (features and targets are centred through
         the summary sums).
+    standardize : bool, default True
+        Centre and scale every input column to unit variance before the
+        feature map (``x_mean_``, ``x_scale_``; constant columns are centred
+        only).  Costs one extra pass over X that keeps 2·d + 1 numbers per
+        block; ``partial_fit`` takes the moments of its first batch.
     cv : int or None, default None
         k-fold cross-validation over ``alphas`` (and ``gammas``) from per-fold
         summaries computed in the same single pass.
@@ -227,14 +122,18 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Weights (p = path length, t = targets when y is 2-D).
     intercept_ : float or ndarray of shape (t,), (p,) or (p, t)
     alpha_ : float or ndarray
-        The λ used (chosen by CV when ``cv`` is set).
+        The λ used (chosen by CV when ``cv`` is set, else by GCV for "auto").
+    x_mean_, x_scale_ : ndarray of shape (n_features,) or None
+        The standardisation (None when ``standardize=False``).
     gamma_ : float or None
         The kernel scale: chosen by CV among ``gammas``, else the one the
         feature map used (its ``gamma_``, e.g. 1 / n_features for the default
         ``RandomFourierFeatures()``); None for a map without one.
-    cv_results_ : dict
-        ``alphas``, ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas:
-        mean squared validation error per row and target); the classifier
+    cv_results_ : dict or None
+        With ``alpha="auto"`` and no ``cv``: ``alphas`` and ``gcv`` (GCV per
+        candidate, inf where the fit interpolates).  With ``cv``: ``alphas``,
+        ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas: mean
+        squared validation error per row and target); the classifier
         adds ``accuracy``, by which it chooses.
     gram_, zty_, zsum_, ysum_, yty_ : ndarray
         The merged summary (``ZᵀZ``, ``Zᵀy``, ``Σz``, ``Σy``, ``yᵀy``), kept for
@@ -246,10 +145,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     Notes
     -----
-    One pass over X.  Per task: the block, its ``rows × m`` features and an
-    m × m + m × t state (× k folds × n_gammas with CV); merges hold
-    ``split_every`` states.  Communication: one state per block.  The solve
-    is one O(m³) eigendecomposition for the whole λ path, independent of n.
+    One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
+    for the column moments: a 2·d + 1 state per block).  Per task: the
+    block, its ``rows × m`` features and an m × m + m × t state (× k folds ×
+    n_gammas with CV); merges hold ``split_every`` states.  Communication:
+    one state per block.  The solve is one O(m³) eigendecomposition for the
+    whole λ path (and for the GCV choice of ``alpha="auto"``), then a
+    Cholesky solve at the chosen λ; nothing depends on n.
     ``predict`` is a blockwise map (dask in -> dask out).
 
     References
@@ -272,8 +174,10 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     _parameter_constraints = {
         "features": [None, "estimator"],
-        "alpha": [Interval(float, 0, None, closed="neither"), "array-like"],
+        "alpha": [StrOptions({"auto"}), Interval(float, 0, None, closed="neither"),
+                  "array-like"],
         "fit_intercept": ["boolean"],
+        "standardize": ["boolean"],
         "cv": [None, Interval(int, 2, None)],
         "alphas": [None, "array-like"],
         "gammas": [None, "array-like"],
@@ -281,12 +185,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, features: Any = None, alpha: Any = 1.0, fit_intercept: bool = True,
-                 cv: int | None = None, alphas: Any = None, gammas: Any = None,
-                 split_every: int = 8, random_state: Any = None):
+    def __init__(self, *, features: Any = None, alpha: Any = "auto", fit_intercept: bool = True,
+                 standardize: bool = True, cv: int | None = None, alphas: Any = None,
+                 gammas: Any = None, split_every: int = 8, random_state: Any = None):
         self.features = features
         self.alpha = alpha
         self.fit_intercept = fit_intercept
+        self.standardize = standardize
         self.cv = cv
         self.alphas = alphas
         self.gammas = gammas
@@ -304,14 +209,31 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             )
         return arr
 
-    def _alpha_grid(self) -> tuple[np.ndarray, bool]:
-        path = np.ndim(self.alpha) > 0
-        return self._positive(self.alpha, "alpha"), path
+    def _auto_alpha(self) -> bool:
+        return isinstance(self.alpha, str) and self.alpha == "auto"
 
-    def _make_features(self, X: Any, gamma: float | None = None) -> Any:
+    def _alpha_grid(self) -> None:
+        if not self._auto_alpha():
+            self._positive(self.alpha, "alpha")
+
+    def _fit_scaler(self, X: Any) -> Any:
+        """Learn the standardisation (or none) and return X as the feature map sees it."""
+        self.x_mean_ = self.x_scale_ = None
+        if not self.standardize:
+            return X
+        self.x_mean_, self.x_scale_ = fit_scaler(X, f"{type(self).__name__} input X")
+        return standardize_rows(X, self.x_mean_, self.x_scale_)
+
+    def _scaler(self) -> tuple | None:
+        mean = getattr(self, "x_mean_", None)
+        return None if mean is None else (mean, self.x_scale_)
+
+    def _make_features(self, X: Any, gamma: float | None = None,
+                       n_rows: int | None = None) -> Any:
         base = self.features
         if base is None:
-            base = RandomFourierFeatures(random_state=self.seed_)
+            base = RandomFourierFeatures(n_components=default_n_features(n_rows),
+                                         random_state=self.seed_)
         if gamma is None and _is_fitted(base):
             return base
         f = clone(base)
@@ -336,18 +258,19 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Y = y.reshape(-1, 1) if one_d else y
         return Y, one_d
 
-    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0) -> list:
+    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
+                w: np.ndarray | None = None) -> list:
         fns: list[Any] = []
         ops: list[Any] = []
         counts: list[int] = []
         for f in maps:
-            fn, o = feature_block_function(f)
+            fn, o = feature_block_function(f, self._scaler())
             fns.append(fn)
             ops.extend(o)
             counts.append(len(o))
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
-                               n_folds=n_folds, seed=self.seed_)
-        XY = _stack_xy(X, Y)
+                               n_folds=n_folds, seed=self.seed_, weighted=w is not None)
+        XY = _stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
         if not is_dask(X):
             return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
@@ -356,8 +279,10 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                              name="ridge-summary", **mem,
                              where=f"{type(self).__name__} input X and targets y")["maps"]
 
-    def _store_state(self, state: dict) -> None:
-        self.n_samples_seen_ = int(state["n"])
+    def _store_state(self, state: dict, rows: int | None = None) -> None:
+        # n is the total weight of the rows (their number without sample_weight)
+        self.n_samples_seen_ = int(state["n"]) if rows is None else int(rows)
+        self.weight_sum_ = float(state["n"])
         self.zsum_ = np.asarray(state["sum"], dtype=np.float64)
         self.gram_ = np.asarray(state["ztz"], dtype=np.float64)
         self.zty_ = np.asarray(state["zty"], dtype=np.float64)
@@ -365,8 +290,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self.yty_ = np.asarray(state["yty"], dtype=np.float64)
 
     def _state(self) -> dict:
-        return {"n": self.n_samples_seen_, "sum": self.zsum_, "ztz": self.gram_, "zty": self.zty_,
-                "ysum": self.ysum_, "yty": self.yty_}
+        return {"n": getattr(self, "weight_sum_", self.n_samples_seen_), "sum": self.zsum_,
+                "ztz": self.gram_, "zty": self.zty_, "ysum": self.ysum_, "yty": self.yty_}
 
     @single_threaded_blas
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -387,7 +312,20 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         c = ym[None, :] - np.einsum("m,pmt->pt", zm, W)             # (p, t)
         return W, c
 
-    def _set_solution(self, state: dict) -> None:
+    def _choose_alpha(self, state: dict) -> None:
+        """``alpha_`` by GCV over the summary's ridge path (``alpha="auto"``)."""
+        alphas, gcv = gcv_path(state, self.fit_intercept, n_rows=self.n_samples_seen_)
+        self.alpha_ = float(alphas[int(np.argmin(gcv))])
+        self.cv_results_: dict[str, Any] | None = {
+            "alphas": alphas.tolist(), "gammas": None, "gcv": [gcv.tolist()]}
+        logger.info("%s: alpha=%.3g chosen by GCV among %d values in [%.3g, %.3g]; %d features, "
+                    "gamma=%s, %s", type(self).__name__, self.alpha_, alphas.size, alphas[0],
+                    alphas[-1], int(state["ztz"].shape[0]), self.gamma_,
+                    "standardised" if self._scaler() is not None else "not standardised")
+
+    def _set_solution(self, state: dict, choose: bool = True) -> None:
+        if choose and self._auto_alpha():
+            self._choose_alpha(state)
         alphas = np.atleast_1d(np.asarray(self.alpha_, dtype=np.float64))
         W, c = self._solve_path(state, alphas)
         path = np.ndim(self.alpha_) > 0
@@ -406,13 +344,18 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return tags
 
     # ---------------------------------------------------------------- fitting
-    def fit(self, X: Any, y: Any) -> SketchedKernelRidge:
-        """Fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass and solve.
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
+        """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
         Parameters
         ----------
         X : ndarray, dask array, Zarr array or path of shape (n_samples, n_features)
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights of the squared errors (as scikit-learn's ``Ridge``):
+            the summary sums ``w zzᵀ``, ``w z yᵀ`` ...; not with ``cv``.  The
+            standardisation and the default feature count use the rows
+            unweighted.
 
         Returns
         -------
@@ -422,27 +365,44 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         for attr in ("coef_", "seed_", "_W"):
             self.__dict__.pop(attr, None)
-        alphas_path, _ = self._alpha_grid()
+        self._alpha_grid()
         X = self._check_input(X, reset=True)
         Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
         self.n_targets_ = int(Y.shape[1])
         self._init_seed()
+        if self.cv is None and self.gammas is not None:
+            raise ConfigError(f"{type(self).__name__}: gammas needs cv (k folds) to choose one; "
+                              "set cv=5 or drop gammas.")
+        w = self._weights_of(sample_weight, X.shape[0])
+        Xs = self._fit_scaler(X)
         if self.cv is None:
-            if self.gammas is not None:
-                raise ConfigError(f"{type(self).__name__}: gammas needs cv (k folds) to choose one; "
-                                  "set cv=5 or drop gammas.")
-            self.features_ = self._make_features(X)
-            state = self._reduce(X, Y, [self.features_], 0)[0]
-            self.alpha_ = alphas_path if np.ndim(self.alpha) > 0 else float(self.alpha)
+            self.features_ = self._make_features(Xs, n_rows=X.shape[0])
+            state = self._reduce(X, Y, [self.features_], 0, w=w)[0]
+            self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
-            self.cv_results_: dict[str, Any] | None = None
+            self.cv_results_ = None
         else:
-            state = self._fit_cv(X, Y)
-        self._store_state(state)
-        self._set_solution(state)
+            state = self._fit_cv(X, Xs, Y)
+        self._store_state(state, rows=X.shape[0])
+        self._set_solution(state, choose=self.cv is None)
         return self
 
-    def _fit_cv(self, X: Any, Y: Any) -> dict:
+    def _weights_of(self, sample_weight: Any, n_rows: int) -> np.ndarray | None:
+        if sample_weight is None:
+            return None
+        if self.cv is not None:
+            raise ConfigError(f"{type(self).__name__}: sample_weight with cv is not supported (the "
+                              "folds score rows unweighted); drop one of them.")
+        return check_sample_weight(sample_weight, n_rows, f"{type(self).__name__}.fit")
+
+    def _fixed_alpha(self) -> Any:
+        # "auto": a placeholder until _set_solution chooses alpha_ from the summary
+        if self._auto_alpha():
+            return float("nan")
+        return np.asarray(self.alpha, dtype=np.float64) if np.ndim(self.alpha) else \
+            float(self.alpha)
+
+    def _fit_cv(self, X: Any, Xs: Any, Y: Any) -> dict:
         if self.alphas is not None:
             alphas = self._positive(self.alphas, "alphas")
         elif np.ndim(self.alpha) > 0:
@@ -450,7 +410,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         else:
             alphas = np.logspace(-4, 3, 8)
         gammas = None if self.gammas is None else self._positive(self.gammas, "gammas")
-        maps = [self._make_features(X, g) for g in (gammas if gammas is not None else [None])]
+        maps = [self._make_features(Xs, g, X.shape[0])
+                for g in (gammas if gammas is not None else [None])]
         k = int(self.cv)  # type: ignore[arg-type]
         folds = self._reduce(X, Y, maps, k)
         totals = []
@@ -499,7 +460,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
         return int(g), int(a)
 
-    def partial_fit(self, X: Any, y: Any) -> SketchedKernelRidge:
+    def partial_fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SketchedKernelRidge:
         """Merge the summary of new rows into the model and re-solve.
 
         The first call fits the feature map on its rows (choose a data-independent
@@ -509,6 +470,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ----------
         X : array of shape (n_rows, n_features)
         y : array of shape (n_rows,) or (n_rows, n_targets)
+        sample_weight : array of shape (n_rows,), optional
+            Row weights, as in :meth:`fit`.
 
         Returns
         -------
@@ -521,9 +484,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
             self.n_targets_ = int(Y.shape[1])
             self._init_seed()
-            self.features_ = self._make_features(X)
-            self.alpha_ = np.asarray(self.alpha, dtype=np.float64) if np.ndim(self.alpha) else \
-                float(self.alpha)
+            self.features_ = self._make_features(self._fit_scaler(X))
+            self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
         else:
@@ -534,17 +496,19 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                                  f"the model was fitted with {self.n_targets_}.")
         # new rows are numbered after those already seen, as in fit on all rows
         start = 0 if first else self.n_samples_seen_
-        state = self._reduce(X, Y, [self.features_], 0, row_start=start)[0]
+        w = None if sample_weight is None else check_sample_weight(
+            sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
+        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w)[0]
         if not first:
             state = _add(self._state(), state)
-        self._store_state(state)
+        self._store_state(state, rows=start + X.shape[0])
         self._set_solution(state)
         return self
 
     # ---------------------------------------------------------------- prediction
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         if getattr(self, "_W", None) is None:
-            self._set_solution(self._state())
+            self._set_solution(self._state(), choose=False)
         alphas = np.atleast_1d(np.asarray(self.alpha_, dtype=np.float64))
         W = self._W                                                      # (p, m, t)
         Wm = np.transpose(W, (1, 0, 2)).reshape(W.shape[1], -1)          # (m, p*t)
@@ -555,7 +519,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     def _decision(self, X: Any) -> Any:
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
-        fn, ops = feature_block_function(self.features_)
+        fn, ops = feature_block_function(self.features_, self._scaler())
         Wm, c = self._weights()
         m = Wm.shape[0]
         return map_blocks(X, FiniteRows(_PredictBlock(fn, len(ops)), "ridge predict"),
@@ -588,26 +552,43 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
-        """Coefficient of determination R² (averaged over targets; one value per λ on a path)."""
-        if sample_weight is not None:
-            raise ConfigError(f"{type(self).__name__}.score does not support sample_weight.")
+    def score(self, X: Any, y: Any, sample_weight: Any = None, metric: str = "r2") -> Any:
+        """R² (default), RMSE or MAE of ``predict(X)``; one value per λ on a path.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features)
+        y : array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array of shape (n_samples,), optional
+            Row weights of the means (weighted R² as scikit-learn's ``r2_score``).
+        metric : {"r2", "rmse", "mae"}, default "r2"
+            Averaged over targets (:func:`distsketch.metrics.regression_scores`).
+            RMSE and MAE are errors: lower is better.
+
+        Returns
+        -------
+        float, or ndarray of shape (n_alphas,) on a path
+        """
+        if metric not in REGRESSION_METRICS:
+            raise ConfigError(f"{type(self).__name__}.score: metric={metric!r} is not one of "
+                              f"{', '.join(REGRESSION_METRICS)}.")
         pred = to_numpy(self._decision(X))
-        Y = to_numpy(y).astype(np.float64).reshape(pred.shape[0], -1)
+        Y = to_numpy(y).astype(np.float64)
         if Y.shape[0] != pred.shape[0]:
             raise InputError(f"y has {Y.shape[0]} rows but X has {pred.shape[0]}.")
         p = np.atleast_1d(self.alpha_).size
         P = pred.reshape(pred.shape[0], p, -1)
-        ss_res = ((Y[:, None, :] - P) ** 2).sum(axis=0)
-        ss_tot = ((Y - Y.mean(axis=0)) ** 2).sum(axis=0)
-        r2 = 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0)
-        r2 = r2.mean(axis=1)
-        return r2 if np.ndim(self.alpha_) > 0 else float(r2[0])
+        out = np.array([regression_scores(Y, P[:, k], sample_weight)[metric] for k in range(p)])
+        return out if np.ndim(self.alpha_) > 0 else float(out[0])
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """The kernel block ``z(A) z(B)ᵀ`` of the fitted feature map."""
         self._check_is_fitted("features_")
-        ZA = np.asarray(to_numpy(self.features_.transform(np.asarray(A))), dtype=np.float64)
-        ZB = ZA if B is None else np.asarray(to_numpy(self.features_.transform(np.asarray(B))),
-                                             dtype=np.float64)
-        return ZA @ ZB.T
+        sc = self._scaler()
+
+        def z(M: np.ndarray) -> np.ndarray:
+            M = np.asarray(M) if sc is None else standardize_rows(np.asarray(M), *sc)
+            return np.asarray(to_numpy(self.features_.transform(M)), dtype=np.float64)
+
+        ZA = z(A)
+        return ZA @ (ZA if B is None else z(B)).T

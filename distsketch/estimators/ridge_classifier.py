@@ -69,13 +69,13 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         Y = one_vs_rest(codes, classes.size)
         return Y[:, 1:] if classes.size == 2 else Y
 
-    def fit(self, X: Any, y: Any) -> SketchedKernelRidgeClassifier:
-        """Fit on labels y of shape (n_samples,)."""
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
+        """Fit on labels y of shape (n_samples,), rows weighted by ``sample_weight`` (optional)."""
         if np.ndim(self.alpha) > 0 and self.cv is None:
             raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
                               "choose among alphas).")
         Y = self._encode(y, None)
-        super().fit(X, Y)
+        super().fit(X, Y, sample_weight)
         return self
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
@@ -83,14 +83,15 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         Y, _ = super()._prepare_targets(y, n_rows)
         return Y, self.classes_.size == 2
 
-    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> SketchedKernelRidgeClassifier:
-        """Merge new labelled rows; ``classes`` is required on the first call."""
+    def partial_fit(self, X: Any, y: Any, classes: Any = None,
+                    sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
+        """Merge new labelled rows (weighted by ``sample_weight``); ``classes`` on the first call."""
         first = not hasattr(self, "coef_")
         if first and classes is None:
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
         Y = self._encode(y, None, classes if first else self.classes_)
-        return super().partial_fit(X, Y)
+        return super().partial_fit(X, Y, sample_weight=sample_weight)
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""
@@ -122,7 +123,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         ops: list[Any] = []
         counts: list[int] = []
         for f in maps:
-            fn, o = feature_block_function(f)
+            fn, o = feature_block_function(f, self._scaler())
             fns.append(fn)
             ops.extend(o)
             counts.append(len(o))
@@ -155,8 +156,13 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             idx = D.argmax(axis=1)
         return decode_labels(classes, idx)
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy of ``predict(X)`` against the labels y."""
+    def score(self, X: Any, y: Any, sample_weight: Any = None,
+              metric: str = "accuracy") -> float:
+        """Mean accuracy of ``predict(X)`` against the labels y (weighted by ``sample_weight``)."""
+        if metric != "accuracy":
+            raise ConfigError(f"{type(self).__name__}.score: metric={metric!r}; a classifier "
+                              "scores by 'accuracy' (the regressor's r2, rmse and mae do not "
+                              "apply to labels).")
         return accuracy(y, self.predict(X), sample_weight)
 
 

@@ -17,30 +17,9 @@ from distsketch.errors import InputError
 from distsketch.estimators.base import DistsketchEstimator
 from distsketch.estimators.kernel_params import median_gamma
 from distsketch.graph import reduce_blocks
-from distsketch.summaries.base import Summary
+from distsketch.summaries.moments import ColumnMoments, column_scale
 
 __all__ = ["Standardizer", "apply_scaler", "learn_scaler", "median_gamma", "with_preprocessing"]
-
-
-class _Moments(Summary):
-    """Per-column count, mean and sum of squared deviations (Chan et al. merge)."""
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        B = np.asarray(block, dtype=np.float64)
-        mean = B.mean(axis=0)
-        return {"n": B.shape[0], "mean": mean, "m2": ((B - mean) ** 2).sum(axis=0)}
-
-    def merge(self, states: list[dict]) -> dict:
-        out = states[0]
-        for s in states[1:]:
-            n = out["n"] + s["n"]
-            if n == 0:
-                continue
-            delta = s["mean"] - out["mean"]
-            mean = out["mean"] + delta * (s["n"] / n)
-            m2 = out["m2"] + s["m2"] + delta**2 * (out["n"] * s["n"] / n)
-            out = {"n": n, "mean": mean, "m2": m2}
-        return out
 
 
 def learn_scaler(X: Any) -> dict:
@@ -60,11 +39,9 @@ def learn_scaler(X: Any) -> dict:
     -----
     Per task: one block and a 3·d state; communication: one state per block.
     """
-    mom = reduce_blocks(_Moments(), X, name="standardize-moments", progress=False)
-    n = max(int(mom["n"]), 1)
-    scale = np.sqrt(mom["m2"] / n)
-    scale[scale == 0] = 1.0  # constant columns are centred only
-    return {"mean": mom["mean"].tolist(), "scale": scale.tolist()}
+    mom = reduce_blocks(ColumnMoments(), X, name="standardize-moments", progress=False)
+    mean, scale = column_scale(mom)  # constant columns are centred only
+    return {"mean": mean.tolist(), "scale": scale.tolist()}
 
 
 def apply_scaler(X: Any, scaler: dict | None) -> Any:

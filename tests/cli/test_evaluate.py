@@ -21,8 +21,10 @@ def ridge(tmp_path_factory):
     X = np.random.default_rng(2).normal(size=(1200, 5)).astype(np.float32)  # as ingest stores
     np.save(d / "x.npy", X)
     ingest(d / "x.npy", d / "x.zarr", chunk_rows=400)
+    # raw columns: the model's kernel is its feature map's on the stored rows
     model = SketchedKernelRidge(features=RandomFourierFeatures(gamma=0.15, n_components=96,
-                                                               random_state=0)).fit(X, X[:, 0])
+                                                               random_state=0),
+                                standardize=False).fit(X, X[:, 0])
     model.save(d / "ridge.zarr")
     return d, X, model
 

@@ -14,7 +14,13 @@ import zarr
 from sklearn.datasets import load_digits
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.linear_model import RidgeClassifier
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.metrics import (
+    accuracy_score,
+    mean_absolute_error,
+    r2_score,
+    root_mean_squared_error,
+)
+from sklearn.preprocessing import StandardScaler
 
 import distsketch.cli as cli
 import distsketch.cluster
@@ -84,9 +90,15 @@ def test_median_gamma_reaches_the_feature_map(digits, fitted):
     assert isinstance(model, SketchedKernelRidgeClassifier)
     assert isinstance(model.features_, RandomFourierFeatures)
     assert model.features_.n_components == 1024
-    # the CLI's one median heuristic, on the stored training rows
-    want = median_gamma(open_array(str(d / "train.zarr")))
-    assert model.features_.gamma == want == fit["gamma_median"]
+    # the median heuristic on the rows the map sees: the standardised training rows
+    mean, sd = _Xtr.astype(np.float64).mean(axis=0), _Xtr.astype(np.float64).std(axis=0)
+    sd[sd == 0] = 1.0
+    Xs = ((_Xtr - mean.astype(np.float32)) / sd.astype(np.float32)).astype(np.float32)
+    assert model.features_.gamma == "median"
+    assert model.features_.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-5)
+    assert model.gamma_ == model.features_.gamma_ == fit["gamma_median"]
+    # what the model chose by itself is in the fit's report
+    assert fit["chosen"] == {"alpha": model.alpha_, "gamma": model.gamma_}
     np.testing.assert_array_equal(model.classes_, np.arange(10))
     assert fit["training_check"]["no_better_than_constant"] is False
     assert fit["warnings"] == []
@@ -115,9 +127,17 @@ def test_same_features_give_scikit_learns_ridge_classifier(digits, fitted):
     # the exact reference: scikit-learn's RidgeClassifier on distsketch's own features
     d, Xtr, ytr, Xte, _yte = digits
     model = load(d / "model.zarr")
-    Z = np.asarray(model.features_.transform(Xtr), dtype=np.float64)
-    Zt = np.asarray(model.features_.transform(Xte), dtype=np.float64)
-    ref = RidgeClassifier(alpha=1.0).fit(Z, ytr)
+    # the model's standardisation (tested against NumPy's in test_ridge_defaults.py)
+    np.testing.assert_allclose(model.x_mean_, Xtr.astype(np.float64).mean(axis=0), atol=1e-9)
+
+    def z(A):
+        As = ((A - model.x_mean_.astype(A.dtype)) / model.x_scale_.astype(A.dtype)).astype(A.dtype)
+        return np.asarray(model.features_.transform(As), dtype=np.float64)
+
+    Z, Zt = z(Xtr), z(Xte)
+    # no --param alpha: alpha chosen by GCV, a number on the default grid
+    assert model.alpha_ in model.cv_results_["alphas"]
+    ref = RidgeClassifier(alpha=model.alpha_).fit(Z, ytr)
     np.testing.assert_allclose(model.decision_function(Xte), ref.decision_function(Zt),
                                rtol=1e-9, atol=1e-10)
     P = zarr.open_array(str(d / "pred.zarr"), path="predictions", mode="r")[...]
@@ -131,11 +151,14 @@ def test_accuracy_matches_rbfsampler_ridge_classifier(digits, fitted):
     7 test rows."""
     d, Xtr, ytr, Xte, yte = digits
     _, _, score = fitted
-    gamma = load(d / "model.zarr").features_.gamma
+    model = load(d / "model.zarr")
+    # the same model in scikit-learn: standardised columns, the same gamma and alpha
+    sc = StandardScaler().fit(Xtr)
+    Xtr, Xte = sc.transform(Xtr), sc.transform(Xte)
     accs = []
     for seed in range(3):
-        f = RBFSampler(gamma=gamma, n_components=1024, random_state=seed).fit(Xtr)
-        clf = RidgeClassifier(alpha=1.0).fit(f.transform(Xtr), ytr)
+        f = RBFSampler(gamma=model.gamma_, n_components=1024, random_state=seed).fit(Xtr)
+        clf = RidgeClassifier(alpha=model.alpha_).fit(f.transform(Xtr), ytr)
         accs.append(accuracy_score(yte, clf.predict(f.transform(Xte))))
     assert min(accs) > 0.95  # the comparison is between working models
     assert abs(score["accuracy"] - np.mean(accs)) <= 0.015, (score["accuracy"], accs)
@@ -169,8 +192,8 @@ def test_nystrom_features_with_nested_params(small, capsys):
     model = load(d / "nys.zarr")
     assert isinstance(model.features_, NystromFeatures)
     assert model.features_.n_components == 40 and model.alpha_ == 0.1
-    # no gamma given: the median heuristic, for every Gaussian feature map
-    assert model.features_.gamma == median_gamma(open_array(str(d / "x.zarr")))
+    # no gamma given: the map's own default, 1 / n_features (of standardised columns)
+    assert model.features_.gamma is None and model.gamma_ == 1.0 / X.shape[1]
     assert res["training_check"]["metric"] == "r2"
     assert res["training_check"]["value"] == pytest.approx(
         r2_score(y, model.predict(X)), abs=1e-12)
@@ -243,9 +266,10 @@ def test_warning_for_a_model_no_better_than_constant(small, capsys):
     # a huge alpha leaves only the intercepts: every row gets the majority class
     res = _fit(d, capsys, "const.zarr", "--method", "SketchedKernelRidgeClassifier",
                "--y", f"{d}/t.zarr::labels", "--param", "alpha=1.0e+9")
-    model = load(d / "const.zarr")  # no feature options: RFF, gamma by the median heuristic
+    model = load(d / "const.zarr")  # no feature options: the model's own default map
     assert isinstance(model.features_, RandomFourierFeatures)
-    assert model.features_.gamma == median_gamma(open_array(str(d / "x.zarr")))
+    assert model.features_.n_components == min(2048, X.shape[0])
+    assert model.gamma_ == 1.0 / X.shape[1]
     labels = (X[:, 0] > 0).astype(np.int32)
     majority = np.bincount(labels).max() / labels.size
     check = res["training_check"]
@@ -310,6 +334,9 @@ def test_regression_predict_and_score(small, capsys):
     sc = main_json(capsys, "score", d / "r2.zarr", d / "x.zarr", "--y", f"{d}/t.zarr::y2",
                    "--cluster", "sync")
     assert sc["r2"] == pytest.approx(r2_score(Y2, P2), rel=1e-12)
+    # and the errors in the targets' units, as scikit-learn computes them
+    assert sc["rmse"] == pytest.approx(root_mean_squared_error(Y2, P2), rel=1e-12)
+    assert sc["mae"] == pytest.approx(mean_absolute_error(Y2, P2), rel=1e-12)
 
 
 def test_predict_refuses_a_model_without_predict(small, tmp_path, capsys):

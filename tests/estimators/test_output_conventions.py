@@ -124,7 +124,7 @@ def test_cv_chooses_by_held_out_accuracy():
     k, alphas, gammas, m = 3, [1e-3, 1e-1, 10.0], [0.05, 0.5], 48
     clf = ds.SketchedKernelRidgeClassifier(
         features=ds.RandomFourierFeatures(n_components=m), cv=k, alphas=alphas, gammas=gammas,
-        random_state=0).fit(X, Y3)
+        standardize=False, random_state=0).fit(X, Y3)
     acc = np.asarray(clf.cv_results_["accuracy"])
     # reference: scikit-learn's Ridge on the same features and folds, one ±1 column per class
     fold = hash_bucket(clf.seed_, "cv.fold", np.arange(len(X), dtype=np.int64), k)

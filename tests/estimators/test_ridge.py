@@ -75,7 +75,8 @@ def test_exact_features_equal_direct_kernel_solve():
     X, y = _data(40)
     Xt = np.random.default_rng(9).normal(size=(7, 3))
     lam = 0.3
-    model = SketchedKernelRidge(features=ExplicitPoly2(), alpha=lam, fit_intercept=False).fit(X, y)
+    model = SketchedKernelRidge(standardize=False,
+                                features=ExplicitPoly2(), alpha=lam, fit_intercept=False).fit(X, y)
     K = pairwise_kernel(X, kernel="polynomial", gamma=1.0, coef0=1.0, degree=2)
     dual = sla.solve(K + lam * np.eye(40), y, assume_a="pos")
     Kt = pairwise_kernel(Xt, X, kernel="polynomial", gamma=1.0, coef0=1.0, degree=2)
@@ -88,7 +89,7 @@ def test_nystrom_with_every_point_as_landmark_is_exact_kernel_ridge():
 
     X, y = _data(60)
     lam = 0.1
-    model = SketchedKernelRidge(features=NystromFeatures(gamma=0.5, n_components=60,
+    model = SketchedKernelRidge(standardize=False, features=NystromFeatures(gamma=0.5, n_components=60,
                                                          random_state=0),
                                 alpha=lam, fit_intercept=False).fit(X, y)
     K = pairwise_kernel(X, X, kernel="rbf", gamma=0.5)
@@ -103,7 +104,7 @@ def test_intercept_matches_sklearn_ridge_on_the_same_features():
     X, y = _data(50, t=2)
     Z = ExplicitPoly2().fit(X).transform(X)
     ref = Ridge(alpha=0.7, fit_intercept=True, solver="cholesky").fit(Z, y)
-    model = SketchedKernelRidge(features=ExplicitPoly2(), alpha=0.7).fit(X, y)
+    model = SketchedKernelRidge(standardize=False, features=ExplicitPoly2(), alpha=0.7).fit(X, y)
     np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(model.intercept_, ref.intercept_, rtol=1e-6, atol=1e-9)
     assert model.predict(X).shape == (50, 2)
@@ -155,8 +156,8 @@ def test_any_chunking_gives_the_single_block_model(chunk):
 def test_partial_fit_merges_to_the_full_fit():
     X, y = _data(90, t=2)
     feats = RandomFourierFeatures(gamma=0.4, n_components=30, random_state=2)
-    full = SketchedKernelRidge(features=feats, alpha=0.2).fit(X, y)
-    inc = SketchedKernelRidge(features=feats, alpha=0.2)
+    full = SketchedKernelRidge(standardize=False, features=feats, alpha=0.2).fit(X, y)
+    inc = SketchedKernelRidge(standardize=False, features=feats, alpha=0.2)
     for lo, hi in [(0, 31), (31, 32), (32, 90)]:
         inc.partial_fit(X[lo:hi], y[lo:hi])
     assert inc.n_samples_seen_ == 90
@@ -185,7 +186,8 @@ def test_cv_errors_equal_refits_on_training_folds():
     X, y = _data(120)
     feats = RandomFourierFeatures(gamma=0.4, n_components=24, random_state=4)
     alphas = [1e-3, 0.1, 10.0]
-    model = SketchedKernelRidge(features=feats, cv=3, alphas=alphas, random_state=8).fit(X, y)
+    model = SketchedKernelRidge(standardize=False,
+                                features=feats, cv=3, alphas=alphas, random_state=8).fit(X, y)
     fold = hash_bucket(model.seed_, "cv.fold", np.arange(120), 3)
     Z = feats.fit(X).transform(X)
     mse = np.zeros(3)
@@ -197,7 +199,8 @@ def test_cv_errors_equal_refits_on_training_folds():
     np.testing.assert_allclose(np.asarray(model.cv_results_["mse"])[0], mse / 120, rtol=1e-6)
     assert model.alpha_ == alphas[int(np.argmin(mse))]
     np.testing.assert_allclose(
-        model.coef_, SketchedKernelRidge(features=feats, alpha=model.alpha_).fit(X, y).coef_,
+        model.coef_, SketchedKernelRidge(standardize=False,
+                                         features=feats, alpha=model.alpha_).fit(X, y).coef_,
         rtol=1e-8, atol=1e-10)
 
 
@@ -218,7 +221,8 @@ def test_classifier_matches_sklearn_ridge_classifier_on_linear_features():
     X = X[:300] / 16.0
     yc = yc[:300]
     ref = RidgeClassifier(alpha=1.0).fit(X, yc)
-    clf = SketchedKernelRidgeClassifier(features=ExplicitPoly2(degree=1), alpha=1.0).fit(X, yc)
+    clf = SketchedKernelRidgeClassifier(standardize=False,
+                                        features=ExplicitPoly2(degree=1), alpha=1.0).fit(X, yc)
     np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(X), atol=1e-7)
     assert np.array_equal(clf.predict(X), ref.predict(X))
@@ -226,7 +230,8 @@ def test_classifier_matches_sklearn_ridge_classifier_on_linear_features():
     two = yc < 5
     lab = np.where(two, "low", "high")
     ref2 = RidgeClassifier(alpha=1.0).fit(X, lab)
-    clf2 = SketchedKernelRidgeClassifier(features=ExplicitPoly2(degree=1), alpha=1.0).fit(X, lab)
+    clf2 = SketchedKernelRidgeClassifier(standardize=False,
+                                         features=ExplicitPoly2(degree=1), alpha=1.0).fit(X, lab)
     assert clf2.coef_.shape == (64,)
     np.testing.assert_allclose(clf2.decision_function(X), ref2.decision_function(X), atol=1e-7)
     assert np.array_equal(clf2.predict(da.from_array(X, chunks=(77, 64))).compute(),
@@ -238,8 +243,8 @@ def test_classifier_partial_fit_and_errors():
     X = X[:200] / 16.0
     yc = yc[:200]
     feats = RandomFourierFeatures(gamma=0.05, n_components=64, random_state=0)
-    full = SketchedKernelRidgeClassifier(features=feats, alpha=0.1).fit(X, yc)
-    inc = SketchedKernelRidgeClassifier(features=feats, alpha=0.1)
+    full = SketchedKernelRidgeClassifier(standardize=False, features=feats, alpha=0.1).fit(X, yc)
+    inc = SketchedKernelRidgeClassifier(standardize=False, features=feats, alpha=0.1)
     with pytest.raises(ConfigError, match="classes"):
         inc.partial_fit(X[:50], yc[:50])
     inc.partial_fit(X[:50], yc[:50], classes=np.arange(10))
@@ -263,14 +268,15 @@ def test_diabetes_rmse_close_to_exact_kernel_ridge():
     gamma, lam = 5.0, 0.1
     exact = KernelRidge(kernel="rbf", gamma=gamma, alpha=lam).fit(X[tr], y[tr] - ym)
     rmse0 = np.sqrt(np.mean((exact.predict(X[te]) + ym - y[te]) ** 2))
-    model = SketchedKernelRidge(features=RandomFourierFeatures(gamma=gamma, n_components=1000,
+    model = SketchedKernelRidge(standardize=False,
+                                features=RandomFourierFeatures(gamma=gamma, n_components=1000,
                                                                random_state=0),
                                 alpha=lam, fit_intercept=False).fit(X[tr], y[tr] - ym)
     rmse1 = np.sqrt(np.mean((model.predict(X[te]) + ym - y[te]) ** 2))
     # m = 1000 random features: kernel error ~ 1/sqrt(m) ≈ 3%; allow 3% on the test RMSE
     assert rmse1 <= 1.03 * rmse0
     # and the intercept version does as well
-    model2 = SketchedKernelRidge(features=model.features_, alpha=lam).fit(X[tr], y[tr])
+    model2 = SketchedKernelRidge(standardize=False, features=model.features_, alpha=lam).fit(X[tr], y[tr])
     assert np.sqrt(np.mean((model2.predict(X[te]) - y[te]) ** 2)) <= 1.03 * rmse0
 
 
@@ -282,7 +288,7 @@ def test_digits_accuracy_close_to_exact_kernel_ridge():
     lb = LabelBinarizer(neg_label=-1)
     exact = KernelRidge(kernel="rbf", gamma=gamma, alpha=lam).fit(X[tr], lb.fit_transform(y[tr]))
     acc0 = np.mean(lb.classes_[exact.predict(X[te]).argmax(axis=1)] == y[te])
-    clf = SketchedKernelRidgeClassifier(
+    clf = SketchedKernelRidgeClassifier(standardize=False,
         features=RandomFourierFeatures(gamma=gamma, n_components=800, random_state=0),
         alpha=lam, fit_intercept=False).fit(X[tr], y[tr])
     # margin: two percentage points of accuracy (about 12 of 597 test digits)

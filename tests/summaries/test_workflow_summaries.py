@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from distsketch.summaries.moments import ColumnMoments
 from distsketch.testing import MergeableSummaryTests
-from distsketch.workflow.preprocess import _Moments
 
 
 class TestMoments(MergeableSummaryTests):
     has_identity = False
 
     def make_summary(self):
-        return _Moments()
+        return ColumnMoments()
 
     def make_data(self, rng):
         return rng.normal(loc=3.0, size=(88, 4))

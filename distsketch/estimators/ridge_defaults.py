@@ -1,0 +1,214 @@
+"""What :class:`~distsketch.estimators.ridge.SketchedKernelRidge` chooses by itself.
+
+* **Standardisation** (``standardize=True``): column means and standard
+  deviations from one tree-reduced pass (:class:`~distsketch.summaries.moments.ColumnMoments`,
+  a 2·d + 1 state per block), applied to every block before the feature map.
+  A feature map such as random Fourier features needs standardised rows
+  *before* it maps them, so the moments cannot come from the same pass as
+  ``ZᵀZ``; the extra pass reads X once and does no other work.
+* **Feature count** of the default random Fourier features:
+  ``min(DEFAULT_MAX_FEATURES, n_rows)``.
+* **alpha** (``alpha="auto"``): the minimiser of generalised cross-validation
+  over a log grid, from the eigendecomposition of the centred ``ZᵀZ`` that
+  the solve needs anyway.
+
+Also the per-block feature and prediction functions (:func:`feature_block_function`),
+shared with the classifier and the statistical-dimension sketch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.blas import single_threaded_blas
+from distsketch.errors import ConfigError
+from distsketch.estimators.base import RowMapTransformer
+from distsketch.graph import reduce_blocks
+from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.sketch_solve import centered_normal_equations
+from distsketch.summaries.moments import ColumnMoments, column_scale
+from distsketch.validation import is_dask
+
+__all__ = [
+    "DEFAULT_MAX_FEATURES",
+    "GCV_GRID",
+    "default_n_features",
+    "feature_block_function",
+    "fit_scaler",
+    "gcv_path",
+    "standardize_rows",
+]
+
+#: largest width of the default random Fourier features (an m × m float64 state: 32 MiB)
+DEFAULT_MAX_FEATURES = 2048
+
+#: alpha candidates of ``alpha="auto"``, relative to the mean eigenvalue of the centred ZᵀZ
+GCV_GRID = np.logspace(-8, 2, 41)
+
+
+def default_n_features(n_rows: int | None) -> int:
+    """Width of the default feature map: ``min(DEFAULT_MAX_FEATURES, n_rows)``, at least 1.
+
+    More features than rows add kernel accuracy at a cost that grows as m³
+    while the rank of ``ZᵀZ`` stays at most n; ``n_rows=None`` (unknown)
+    gives ``DEFAULT_MAX_FEATURES``.
+    """
+    if n_rows is None:
+        return DEFAULT_MAX_FEATURES
+    return int(max(1, min(DEFAULT_MAX_FEATURES, int(n_rows))))
+
+
+# --------------------------------------------------------------------------- feature maps
+
+class _TransformCall:
+    """Per-block call of a feature map that is not a RowMapTransformer (pickled whole)."""
+
+    def __init__(self, features: Any):
+        self.features = features
+
+    def __call__(self, block: np.ndarray, offset: int) -> np.ndarray:
+        return np.asarray(self.features.transform(block))
+
+
+class _Standardized:
+    """``fn((block − mean) / scale, offset, *operands)``; mean and scale are the last two operands."""
+
+    def __init__(self, fn: Any, n_ops: int):
+        self.fn = fn
+        self.n_ops = n_ops
+
+    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> Any:
+        mean, scale = operands[self.n_ops], operands[self.n_ops + 1]
+        return self.fn(standardize_rows(block, mean, scale), offset, *operands[: self.n_ops])
+
+
+def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[Any, tuple]:
+    """``(fn, operands)`` with ``fn(block, row_offset, *operands)`` = rows of z(X).
+
+    Distsketch row maps ship their operators once as graph operands; any other
+    fitted transformer (with ``transform``) is called per block.  With
+    ``scaler = (mean, scale)`` rows are standardised first (the two vectors
+    travel as operands too).
+    """
+    if isinstance(features, RowMapTransformer):
+        fn, ops = features._map_block, tuple(features._operands())
+    elif hasattr(features, "transform"):
+        fn, ops = _TransformCall(features), ()
+    else:
+        raise ConfigError(
+            f"features={type(features).__name__} has no transform method; pass a distsketch "
+            "feature map such as RandomFourierFeatures or PolySketch."
+        )
+    if scaler is None:
+        return fn, ops
+    return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
+
+
+def _map_gamma(features: Any) -> float | None:
+    """The kernel scale a fitted feature map used (None when it has none)."""
+    g = getattr(features, "gamma_", None)
+    if g is None:
+        g = getattr(features, "gamma", None)
+    return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
+
+
+def _is_fitted(features: Any) -> bool:
+    if hasattr(features, "n_output_features_"):
+        return True
+    return not isinstance(features, RowMapTransformer) and any(
+        k.endswith("_") and not k.startswith("_") for k in vars(features))
+
+
+class _PredictBlock:
+    """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
+
+    def __init__(self, fn: Any, n_ops: int):
+        self.fn = fn
+        self.n_ops = n_ops
+
+    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
+        Z = self.fn(block, offset, *operands[: self.n_ops])
+        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        W, c = operands[self.n_ops], operands[self.n_ops + 1]
+        # chunking-invariant rows: the same GEMM shape whatever the block
+        return row_stable_matmul(Z, W, offset) + c[None, :]
+
+
+# --------------------------------------------------------------------------- standardisation
+
+def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
+    """``(X − mean) / scale`` in X's float type (float64 for integer input); lazy on dask."""
+    dt = X.dtype if np.dtype(X.dtype).kind == "f" else np.dtype(np.float64)
+    mu = np.asarray(mean, dtype=np.float64).astype(dt)
+    sd = np.asarray(scale, dtype=np.float64).astype(dt)
+    if is_dask(X):
+        return ((X.astype(dt) - mu) / sd).astype(dt)
+    return ((np.asarray(X, dtype=dt) - mu) / sd).astype(dt, copy=False)
+
+
+def fit_scaler(X: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Column ``(mean, scale)`` of X in one tree-reduced pass (constant columns: scale 1)."""
+    d = int(X.shape[1])
+    state = reduce_blocks(ColumnMoments(), X, bytes_per_row=16.0 * d, fixed_bytes=24.0 * d,
+                          name="ridge-standardize", where=where)
+    return column_scale(state)
+
+
+# --------------------------------------------------------------------------- alpha by GCV
+
+@single_threaded_blas
+def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
+             n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised cross-validation of the ridge path of a summary.
+
+    ``GCV(λ) = n · RSS(λ) / (n − df(λ))²`` with ``df(λ) = Σ eᵢ / (eᵢ + λ)``
+    (+1 for the intercept) over the eigenvalues e of the centred ``ZᵀZ``,
+    ``RSS`` summed over targets (Golub, Heath, Wahba 1979).
+
+    Parameters
+    ----------
+    state : dict
+        Ridge summary (``n``, ``sum``, ``ztz``, ``zty``, ``ysum``, ``yty``).
+    fit_intercept : bool
+    grid : ndarray, default :data:`GCV_GRID`
+        Candidates relative to the mean eigenvalue ``trace / m``.
+    n_rows : int, optional
+        Number of rows n of the GCV formula when the state's ``n`` is a
+        total of row weights (default: the state's ``n``).
+
+    Returns
+    -------
+    alphas : ndarray of shape (p,)
+    gcv : ndarray of shape (p,)
+        ``inf`` where ``df > n − 1`` (less than one residual degree of
+        freedom: the fit interpolates).
+
+    Notes
+    -----
+    One O(m³) eigendecomposition, then O(p · m · t): with ``q = Vᵀ b``,
+    ``RSS(λ) = ‖y_c‖² − Σᵢ qᵢ² (eᵢ + 2λ) / (eᵢ + λ)²``, from the summary
+    alone (no pass over X).
+    """
+    A, b, _, ym = centered_normal_equations(state, fit_intercept)
+    n = float(state["n"])
+    evals, evecs = np.linalg.eigh(A)
+    evals = np.clip(evals, 0.0, None)
+    q2 = ((evecs.T @ b) ** 2).sum(axis=1)                       # (m,)
+    yty = np.diag(np.atleast_2d(np.asarray(state["yty"], dtype=np.float64)))
+    yy = float(np.sum(yty - n * ym ** 2)) if fit_intercept else float(np.sum(yty))
+    scale = max(float(evals.sum()) / max(evals.size, 1), np.finfo(np.float64).tiny)
+    alphas = scale * np.asarray(grid, dtype=np.float64)
+    den = evals[None, :] + alphas[:, None]
+    rss = np.maximum(yy - (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2)
+                     .sum(axis=1), 0.0)
+    df = (evals[None, :] / den).sum(axis=1) + (1.0 if fit_intercept else 0.0)
+    if n_rows is not None:
+        n = float(n_rows)
+    resid_df = n - df
+    # fewer than one residual degree of freedom: the fit interpolates and GCV's 0/0 says
+    # nothing (it can favour λ → 0 on noisy data)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
+    return alphas, gcv

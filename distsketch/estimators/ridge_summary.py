@@ -1,0 +1,134 @@
+"""The one-pass summary of sketched kernel ridge regression: ``ZᵀZ``, ``Zᵀy``, sums, per fold.
+
+Used by :class:`~distsketch.estimators.ridge.SketchedKernelRidge` (and its
+classifier, and the workflow's segment merge).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from distsketch.graph import plan_rows
+from distsketch.ops.random import hash_bucket
+from distsketch.summaries.base import Summary
+from distsketch.summaries.covariance import covariance_state
+from distsketch.summaries.sums import SumMerge
+from distsketch.validation import is_dask
+
+__all__ = ["RidgeSummary", "check_sample_weight", "with_weights"]
+
+_STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
+
+
+def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
+    # per row: the float64 block and one map's features with a temporary;
+    # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
+    widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
+    if not all(widths):
+        return {}
+    state = 8.0 * max(n_folds, 1) * sum(m * m + m * (t + 1) + t * t + t for m in widths)
+    return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
+            "state_bytes": state}
+
+
+# --------------------------------------------------------------------------- the summary
+
+def _add(a: dict, b: dict, sign: float = 1.0) -> dict:
+    return {k: a[k] + sign * b[k] for k in _STATE_KEYS}
+
+
+class RidgeSummary(SumMerge, Summary):
+    """Normal equations ``ZᵀZ, Zᵀy`` (and sums) of one or several feature maps, per fold.
+
+    The block holds the ``d`` input columns followed by ``n_targets`` target
+    columns (and, with ``weighted``, a last column of row weights: every sum
+    then counts a row with its weight and ``n`` is the total weight).  Each
+    feature map g contributes a state ``{n, sum, ztz, zty, ysum, yty}``;
+    with ``n_folds = k`` every row goes to fold ``hash(seed, "cv.fold",
+    global_row) mod k`` (independent of chunking) and the state is a list of
+    k such dicts.
+
+    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64.
+    """
+
+    def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
+                 n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0,
+                 weighted: bool = False):
+        self.functions = list(functions)
+        self.n_operands = list(n_operands)
+        self.n_features = int(n_features)
+        self.n_targets = int(n_targets)
+        self.x_dtype = str(x_dtype)
+        self.n_folds = int(n_folds)
+        self.seed = int(seed)
+        self.weighted = bool(weighted)
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        d = self.n_features
+        X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
+        y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
+        w = np.asarray(block[:, -1], dtype=np.float64) if self.weighted else None
+        if self.n_folds:
+            rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
+            fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
+        out: list[Any] = []
+        pos = 0
+        for fn, k in zip(self.functions, self.n_operands):
+            Z = fn(X, row_offset, *operands[pos:pos + k])
+            pos += k
+            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+            if self.n_folds:
+                out.append([_state(Z[fold == f], y[fold == f], None if w is None else w[fold == f])
+                            for f in range(self.n_folds)])
+            else:
+                out.append(_state(Z, y, w))
+        # a dict, not a list: the tree reducer flattens nested lists of states
+        return {"maps": out}
+
+
+def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
+    """Covariance state of rows, each counted with its weight (``n`` is then Σw)."""
+    if w is None:
+        return covariance_state(Z, y)
+    Zw, yw = Z * w[:, None], y * w[:, None]
+    return {"n": float(w.sum()), "sum": Zw.sum(axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
+            "ysum": yw.sum(axis=0), "yty": yw.T @ y}
+
+
+def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarray:
+    """Row weights as float64 of shape (n_rows,): finite, non-negative, not all zero."""
+    from distsketch.errors import InputError
+    from distsketch.graph import to_numpy
+
+    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else sample_weight,
+                   dtype=np.float64)
+    w = np.full(n_rows, float(w)) if w.ndim == 0 else w
+    if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise InputError(f"{where}: sample_weight must be {n_rows} finite non-negative numbers "
+                         f"(one per row of X), not all zero; got shape {w.shape}.")
+    return w
+
+
+def with_weights(Y: Any, w: np.ndarray | None) -> Any:
+    """Targets with the row weights as one more last column (Y itself without weights)."""
+    if w is None:
+        return Y
+    if is_dask(Y):
+        return da.concatenate([Y.astype(np.float64),
+                               da.from_array(w[:, None], chunks=(Y.chunks[0], 1))], axis=1)
+    return np.hstack([np.asarray(Y, dtype=np.float64), w[:, None]])
+
+
+def _stack_xy(X: Any, Y: Any) -> Any:
+    """Targets appended as the last columns of X, row blocks aligned."""
+    if is_dask(X):
+        Yd = Y if is_dask(Y) else da.from_array(np.asarray(Y), chunks=(X.chunks[0], Y.shape[1]))
+        Yd = Yd.rechunk((X.chunks[0], Y.shape[1]))
+        Xd = X.rechunk({1: X.shape[1]})
+        return da.concatenate([Xd.astype(np.float64), Yd.astype(np.float64)], axis=1)
+    XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
+    rows = plan_rows(X).plan.block_rows
+    return da.from_array(XY, chunks=(rows, XY.shape[1]))
