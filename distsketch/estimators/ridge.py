@@ -374,6 +374,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             raise ConfigError(f"{type(self).__name__}: gammas needs cv (k folds) to choose one; "
                               "set cv=5 or drop gammas.")
         w = self._weights_of(sample_weight, X.shape[0])
+        self._check_params_for_shape(*X.shape)  # sizes of the map before the scaling pass
         Xs = self._fit_scaler(X)
         if self.cv is None:
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
@@ -484,6 +485,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
             self.n_targets_ = int(Y.shape[1])
             self._init_seed()
+            self._check_params_for_shape(*X.shape)
             self.features_ = self._make_features(self._fit_scaler(X))
             self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
