@@ -29,7 +29,7 @@ import uuid
 from distsketch.errors import StoreError
 from distsketch.io.urls import Location
 
-__all__ = ["WriterClaim"]
+__all__ = ["WriterClaim", "read_lease_object"]
 
 
 def _pid_gone(owner: str) -> bool:
@@ -44,6 +44,23 @@ def _pid_gone(owner: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def read_lease_object(loc: Location, unreadable: dict) -> dict | None:
+    """The JSON object of a claim or lock object on a store, fresh from the store.
+
+    Returns None where there is none, and ``unreadable`` (a copy) where its
+    body is not a JSON object (a writer killed mid-put, or not ours).
+    """
+    fs = loc.fs
+    try:
+        fs.invalidate_cache(loc.path)
+        body = json.loads(fs.cat_file(loc.path))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return dict(unreadable)
+    return body if isinstance(body, dict) else dict(unreadable)
 
 
 class WriterClaim:
@@ -61,15 +78,8 @@ class WriterClaim:
         self.held = False
 
     def _read(self) -> dict | None:
-        fs = self.loc.fs
-        try:
-            fs.invalidate_cache(self.loc.path)
-            body = json.loads(fs.cat_file(self.loc.path))
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            return {"owner": "?", "token": "?"}  # unreadable: someone else's
-        return body if isinstance(body, dict) else {"owner": "?", "token": "?"}
+        # unreadable: someone else's
+        return read_lease_object(self.loc, {"owner": "?", "token": "?"})
 
     def _create(self) -> bool:
         """Put the claim unless one exists; False when another writer's is there."""

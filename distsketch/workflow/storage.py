@@ -191,15 +191,10 @@ class ObjectLock:
         self._thread: threading.Thread | None = None
 
     def _read(self) -> dict | None:
-        fs = self.loc.fs
-        try:
-            fs.invalidate_cache(self.loc.path)
-            body = json.loads(fs.cat_file(self.loc.path))
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            return {"owner": "?", "heartbeat": 0.0}  # unreadable: treated as stale
-        return body if isinstance(body, dict) else {"owner": "?", "heartbeat": 0.0}
+        from distsketch.io.claims import read_lease_object
+
+        # unreadable: treated as stale
+        return read_lease_object(self.loc, {"owner": "?", "heartbeat": 0.0})
 
     def _write(self) -> None:
         body = {"owner": self.owner, "token": self.token, "heartbeat": time.time(),
