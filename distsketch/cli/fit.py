@@ -350,8 +350,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
                           f"--y {args.input}::y (the labels ingest stores with --labels).")
     with PeakMemory() as pm, cluster(args, X):
-        standardized = feature_cls is not None and bool(
-            params.get("standardize", _default(cls, "standardize")))
+        # as the model decides (standardize="auto": unless the map's gamma is a number);
+        # the median is then taken on the scaled rows
+        model = cls(**_without_median(params) | {"features": feature_cls(**fparams)}) \
+            if feature_cls is not None else None
+        standardized = bool(getattr(model, "_standardizes", lambda: False)())
         gamma = _resolve_median(X, params, fparams, standardized)
         if feature_cls is not None:
             params["features"] = feature_cls(**fparams)

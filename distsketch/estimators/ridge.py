@@ -95,11 +95,16 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     fit_intercept : bool, default True
         Fit an unpenalised intercept (features and targets are centred through
         the summary sums).
-    standardize : bool, default True
+    standardize : "auto" or bool, default "auto"
         Centre and scale every input column to unit variance before the
         feature map (``x_mean_``, ``x_scale_``; constant columns are centred
         only).  Costs one extra pass over X that keeps 2·d + 1 numbers per
-        block; ``partial_fit`` takes the moments of its first batch.
+        block; ``partial_fit`` takes the moments of its first batch.  "auto"
+        standardises unless the caller fixed the kernel's scale: for the
+        default map (``features=None``) and for a map whose ``gamma`` is
+        chosen from the data (None or "median"), not for a map given a number
+        for ``gamma`` (chosen for the columns as they are) or one without a
+        ``gamma`` (a polynomial sketch's scale is its caller's too).
     cv : int or None, default None
         k-fold cross-validation over ``alphas`` (and ``gammas``) from per-fold
         summaries computed in the same single pass.
@@ -177,7 +182,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         "alpha": [StrOptions({"auto"}), Interval(float, 0, None, closed="neither"),
                   "array-like"],
         "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
+        "standardize": [StrOptions({"auto"}), "boolean"],
         "cv": [None, Interval(int, 2, None)],
         "alphas": [None, "array-like"],
         "gammas": [None, "array-like"],
@@ -186,7 +191,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, features: Any = None, alpha: Any = "auto", fit_intercept: bool = True,
-                 standardize: bool = True, cv: int | None = None, alphas: Any = None,
+                 standardize: bool | str = "auto", cv: int | None = None, alphas: Any = None,
                  gammas: Any = None, split_every: int = 8, random_state: Any = None):
         self.features = features
         self.alpha = alpha
@@ -216,10 +221,19 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         if not self._auto_alpha():
             self._positive(self.alpha, "alpha")
 
+    def _standardizes(self) -> bool:
+        if isinstance(self.standardize, str):  # "auto"
+            if self.features is None:
+                return True
+            params = self.features.get_params(deep=False) if hasattr(
+                self.features, "get_params") else {}
+            return "gamma" in params and (params["gamma"] is None or params["gamma"] == "median")
+        return bool(self.standardize)
+
     def _fit_scaler(self, X: Any) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it."""
         self.x_mean_ = self.x_scale_ = None
-        if not self.standardize:
+        if not self._standardizes():
             return X
         self.x_mean_, self.x_scale_ = fit_scaler(X, f"{type(self).__name__} input X")
         return standardize_rows(X, self.x_mean_, self.x_scale_)

@@ -14,6 +14,7 @@ from distsketch import (
     RandomFourierFeatures,
     SketchedKernelRidge,
     SketchedKernelRidgeClassifier,
+    TensorSketch,
 )
 from distsketch.estimators.ridge_defaults import DEFAULT_MAX_FEATURES
 
@@ -38,7 +39,7 @@ def _brute_gcv(Z, y, alpha):
 def test_chosen_alpha_minimises_gcv_computed_by_brute_force():
     X, y = _data(50)
     feats = RandomFourierFeatures(gamma=0.5, n_components=30, random_state=0)
-    model = SketchedKernelRidge(features=feats, random_state=0).fit(X, y)
+    model = SketchedKernelRidge(features=feats, standardize=True, random_state=0).fit(X, y)
     # the reference standardises with numpy and maps with the fitted operator
     Z = model.features_.transform((X - X.mean(axis=0)) / X.std(axis=0))
     alphas = np.asarray(model.cv_results_["alphas"])
@@ -53,7 +54,7 @@ def test_chosen_alpha_minimises_gcv_computed_by_brute_force():
 def test_explicit_alpha_is_used_as_given():
     X, y = _data(50)
     feats = RandomFourierFeatures(gamma=0.5, n_components=30, random_state=0)
-    model = SketchedKernelRidge(features=feats, alpha=0.3).fit(X, y)
+    model = SketchedKernelRidge(features=feats, standardize=True, alpha=0.3).fit(X, y)
     assert model.alpha_ == 0.3 and model.cv_results_ is None
     Z = model.features_.transform((X - X.mean(axis=0)) / X.std(axis=0))
     r = Ridge(alpha=0.3, solver="cholesky").fit(Z, y)
@@ -69,7 +70,7 @@ def test_standardize_equals_standardised_input_whatever_the_chunking():
     feats = RandomFourierFeatures(gamma=0.4, n_components=32, random_state=5)
     Xs = (X - X.mean(axis=0)) / X.std(axis=0)
     ref = SketchedKernelRidge(features=feats, alpha=0.05, standardize=False).fit(Xs, y)
-    model = SketchedKernelRidge(features=feats, alpha=0.05).fit(
+    model = SketchedKernelRidge(features=feats, standardize=True, alpha=0.05).fit(
         da.from_array(X, chunks=(17, 3)), da.from_array(y, chunks=(17, 2)))
     np.testing.assert_allclose(model.x_mean_, X.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(model.x_scale_, X.std(axis=0), rtol=1e-10)
@@ -77,7 +78,7 @@ def test_standardize_equals_standardised_input_whatever_the_chunking():
     np.testing.assert_allclose(model.predict(X), ref.predict(Xs), rtol=1e-7, atol=1e-10)
     # a constant column is centred only (scale 1), not divided by zero
     Xc = np.column_stack([X, np.full(len(X), 3.0)])
-    const = SketchedKernelRidge(features=feats, alpha=0.05).fit(Xc, y)
+    const = SketchedKernelRidge(features=feats, standardize=True, alpha=0.05).fit(Xc, y)
     assert const.x_scale_[-1] == 1.0 and np.all(np.isfinite(const.predict(Xc)))
 
 
@@ -146,7 +147,7 @@ def test_sample_weight_equals_scikit_learns_weighted_ridge():
     X, y = _data(70)
     w = np.random.default_rng(2).uniform(0.0, 3.0, size=70)
     feats = RandomFourierFeatures(gamma=0.4, n_components=24, random_state=0)
-    model = SketchedKernelRidge(features=feats, alpha=0.2).fit(X, y, sample_weight=w)
+    model = SketchedKernelRidge(features=feats, standardize=True, alpha=0.2).fit(X, y, sample_weight=w)
     # standardisation is unweighted; the squared errors are weighted
     Z = model.features_.transform((X - X.mean(axis=0)) / X.std(axis=0))
     ref = Ridge(alpha=0.2, solver="cholesky").fit(Z, y, sample_weight=w)
@@ -196,3 +197,24 @@ def test_bad_sample_weight_is_refused(w, kw, error, match):
     X, y = _data(30)
     with pytest.raises(getattr(errors, error), match=match):
         SketchedKernelRidge(**kw).fit(X, y, sample_weight=w)
+
+
+def test_auto_standardises_unless_the_callers_map_fixes_the_scale():
+    # a number for gamma was chosen for the columns as they are: scaling them would change
+    # the kernel the caller asked for; a data-driven gamma (None, "median") is safe to scale
+    X, y = _data(300)
+    y = y[:, 0]
+    fixed = SketchedKernelRidge(features=RandomFourierFeatures(gamma=0.2, n_components=64,
+                                                               random_state=0), alpha=0.1)
+    assert fixed.fit(X, y).x_mean_ is None
+    np.testing.assert_array_equal(
+        fixed.predict(X), SketchedKernelRidge(features=RandomFourierFeatures(
+            gamma=0.2, n_components=64, random_state=0), alpha=0.1,
+            standardize=False).fit(X, y).predict(X))
+    for gamma in (None, "median"):
+        model = SketchedKernelRidge(features=RandomFourierFeatures(
+            gamma=gamma, n_components=64, random_state=0), alpha=0.1).fit(X, y)
+        np.testing.assert_allclose(model.x_mean_, X.mean(axis=0), atol=1e-12)
+    assert SketchedKernelRidge(random_state=0).fit(X, y).x_mean_ is not None
+    assert SketchedKernelRidge(features=TensorSketch(gamma=1.0, n_components=16, random_state=0),
+                               alpha=0.1).fit(X, y).x_mean_ is None
