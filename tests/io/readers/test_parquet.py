@@ -114,3 +114,13 @@ def test_cli_ingest_fit_predict_of_a_parquet_table(tmp_path, capsys):
     pred = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")["predictions"]
     assert set(pred[...].tolist()) <= set(NAMES.tolist())  # the table's labels
     assert sorted(pred.attrs["classes"]) == sorted(set(kind.tolist()))
+
+
+def test_append_a_parquet_table_maps_its_names(tmp_path):
+    first = {"a": [0.0, 1.0, 2.0], "kind": ["ant", "bee", "ant"]}
+    more = {"a": [3.0, 4.0], "kind": ["cat", "ant"]}  # its own first-appearance order differs
+    out = ingest(_write(tmp_path / "a.parquet", first), tmp_path / "x.zarr", label_column="kind")
+    ingest(_write(tmp_path / "b.parquet", more), out, label_column="kind", append=True)
+    y = open_array(f"{out}::y", targets=True).compute().tolist()
+    assert y == ["ant", "bee", "ant", "cat", "ant"]
+    np.testing.assert_array_equal(open_array(out).compute()[:, 0], [0, 1, 2, 3, 4])
