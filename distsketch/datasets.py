@@ -171,8 +171,10 @@ def make_random_noisy_zarr(path: str | os.PathLike, n_samples: int, n_features: 
             "n_features": int(n_features),
             "signal_dim": int(kw.get("signal_dim", 50)), "zeta": float(kw.get("zeta", 10.0)),
             "random_state": resolve_seed(kw.get("random_state", 0))}
+    # data, as ingest stores it: X with dimensions (sample, feature)
     return write_array(X, path, chunk_rows=chunk_rows, compressor=compressor,
-                       overwrite=overwrite, attrs=info, manifest=info, progress=progress)
+                       overwrite=overwrite, attrs=info, manifest=info, progress=progress,
+                       dimension_names=("sample", "feature"))
 
 
 def load_digits_array() -> np.ndarray:

@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # 4. predictions written blockwise to Zarr, then scored
     test = open_array(str(work / "test.zarr"))
     predictions = model.predict(test)                 # lazy dask array, one task per block
-    write_array(predictions[:, None], work / "predictions.zarr", overwrite=True)
-    predicted = np.asarray(open_array(str(work / "predictions.zarr")))[:, 0]
+    # laid out as `distsketch predict` writes them: `predictions` (sample,), the classes
+    write_array(predictions, work / "predictions.zarr", overwrite=True, name="predictions",
+                dimension_names=("sample",), attrs={"classes": model.classes_.tolist()})
+    predicted = np.asarray(open_array(str(work / "predictions.zarr"), targets=True))
     accuracy = float(np.mean(predicted == y_test))
 
     rbf = RBFSampler(gamma=gamma, n_components=args.n_components, random_state=0).fit(X_train)

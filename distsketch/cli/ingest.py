@@ -20,20 +20,22 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "ingest", help="stream .npy / CSV / svmlight / MNIST idx files (.gz too) into Zarr",
+        "ingest", help="stream .npy / CSV / svmlight / MNIST idx files (.gz too) or Parquet "
+                       "into Zarr",
         description=(
             "Stream SOURCE into the Zarr group DEST (array X, plus y for labels) without "
             "loading the whole file. The output is written atomically with a manifest; on any "
             "error nothing is left behind. CSV: the first line is a header only when every "
             "field is a name (or with --header); --label-column stores a column as y, and "
-            "string labels stay class names through fit, predict and score (the rules: "
-            "docs/storage.md, 'Ingesting files')."),
+            "string labels stay class names through fit, predict and score; Parquet (pip install "
+            "\"distsketch[parquet]\"): numeric columns go to X, --label-column as for CSV (the "
+            "rules: docs/storage.md, 'Ingesting files')."),
     )
     p.add_argument("source", help="input file: .npy, .csv/.tsv/.txt, .svm/.svmlight/.libsvm, "
-                                  "*-ubyte (MNIST idx); each optionally .gz")
+                                  "*-ubyte (MNIST idx), each optionally .gz; .parquet")
     p.add_argument("dest", help="output Zarr store (directory)")
     p.add_argument("--format", default=None, metavar="FORMAT",
-                   help="file format: npy, csv, svmlight, idx or another registered reader "
+                   help="file format: npy, csv, svmlight, idx, parquet or another registered reader "
                         "(default: from the file name, else its first bytes)")
     p.add_argument("--chunk-rows", type=positive_int, default=None, help="rows per Zarr chunk "
                    "(default: about 8 MiB per chunk; chunks under 64 KiB are refused when "
@@ -56,15 +58,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     head.add_argument("--no-header", dest="header", action="store_const", const=False,
                       help="CSV: the first line is data")
     p.add_argument("--label-column", default=None, metavar="NAME|INDEX",
-                   help="CSV: the column stored as y (labels or targets) instead of in X, by "
-                        "header name or index (0 is the first, -1 the last)")
+                   help="CSV or Parquet: the column stored as y (labels or targets) instead of "
+                        "in X, by header (column) name or index (0 is the first, -1 the last)")
     kinds = p.add_mutually_exclusive_group()
     kinds.add_argument("--class-labels", dest="class_labels", action="store_const", const=True,
-                       default=None, help="CSV label column: store every label as a class name "
-                       "(default: when the first label is not a number); predictions are "
-                       "then the names")
+                       default=None, help="label column: store every label as a class name "
+                       "(default: CSV, when the first label is not a number; Parquet, when the "
+                       "column holds text); predictions are then the names")
     kinds.add_argument("--no-class-labels", dest="class_labels", action="store_const",
-                       const=False, help="CSV label column: numbers (regression targets)")
+                       const=False, help="label column: numbers (regression targets)")
     p.add_argument("--labels", default=None, help="idx or .npy labels file (numbers, or strings "
                                                   "stored as class names), stored as y")
     p.add_argument("--append", action="store_true",

@@ -30,8 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "every row of INPUT blockwise and write OUTPUT atomically (on any error nothing is "
             "left behind): class labels in their own dtype for a classifier, one value per row "
             "for a single-output regressor (a 1-D array), else one column per target. OUTPUT "
-            "is a Zarr group holding them as `predictions` (dimensions sample[, output]), "
-            "which xarray.open_zarr reads."),
+            "is a Zarr group holding them as `predictions` (dimensions sample[, output]; a "
+            "classifier's classes in its `classes` attribute), which xarray.open_zarr reads."),
     )
     p.add_argument("model", help="saved model store with predict (e.g. a kernel ridge model)")
     p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.cli.score import check_predictor
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint, write_array
+    from distsketch.io.class_codes import predictions_attrs
     from distsketch.io.model import load
     from distsketch.io.safety import check_output
     from distsketch.io.urls import resolve
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                            compressor=None if args.compressor == "none" else args.compressor,
                            overwrite=args.overwrite, progress=show, inputs=inputs,
                            name="predictions", dimension_names=("sample", "output"),
-                           storage_options=so,
+                           attrs=predictions_attrs(model), storage_options=so,
                            stage=f"predictions for {args.input} by {args.model}",
                            manifest={"model": resolve(args.model).url,
                                      "model_class": type(model).__name__,

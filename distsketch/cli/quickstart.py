@@ -80,8 +80,10 @@ def _data_is_complete(path: Path, rows: int, features: int, seed: int) -> bool:
         arr = open_zarr(path)
     except Exception:
         return False
+    # data written before the one output layout had other dimension names: rewrite it
+    dims = tuple(getattr(arr.metadata, "dimension_names", None) or ())
     return (tuple(arr.shape) == (rows, features) and str(arr.dtype) == "float32"
-            and info.get("random_state") == seed)
+            and info.get("random_state") == seed and dims == ("sample", "feature"))
 
 
 def _check_args(args: argparse.Namespace) -> None:

@@ -3,7 +3,8 @@
 ``distsketch ingest`` stores string labels this way (code ``i`` is
 ``classes[i]``); every reader of targets (:mod:`distsketch.io.targets`,
 ``open_array(..., targets=True)``) reads them back as the names, so a model
-fitted on them predicts the names.
+fitted on them predicts the names.  A classifier's predictions hold the
+labels themselves, with the model's classes in the same attribute.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from distsketch.errors import StoreError
 
-__all__ = ["MAX_CLASSES", "class_names", "dask_targets", "decode_classes"]
+__all__ = ["MAX_CLASSES", "class_names", "dask_targets", "decode_classes", "predictions_attrs"]
 
 #: distinct class names a label column may hold: more is an ID column, not classes
 MAX_CLASSES = 65536
@@ -28,29 +29,58 @@ def class_names(array: Any, where: str) -> np.ndarray | None:
 
     ``distsketch ingest`` stores string labels as int32 codes with the names
     in the array's ``classes`` attribute (code ``i`` is ``classes[i]``).
+    Predictions of a classifier hold the labels themselves and carry the
+    model's classes in the same attribute (names beside strings, numbers
+    beside numbers): nothing to decode there.
 
     Returns
     -------
     ndarray of str, or None
-        The names (NumPy unicode), when the array has a ``classes`` attribute.
+        The names (NumPy unicode), when the array holds integer codes of
+        the names in its ``classes`` attribute.
 
     Raises
     ------
     StoreError
-        The attribute is not a list of distinct non-empty strings, or the
-        array is not 1-D integer codes.
+        The attribute is not a list of distinct non-empty strings (or of
+        distinct numbers beside numeric labels), or names stand beside
+        anything but 1-D integer codes or the labels as strings.
     """
     attrs = getattr(array, "attrs", None)
     names = None if attrs is None else attrs.get("classes")
     if names is None:
         return None
-    ok = (isinstance(names, list) and names and len(set(names)) == len(names)
-          and all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in names))
-    if not ok or array.ndim != 1 or np.dtype(array.dtype).kind not in "iu":
+    kind = np.dtype(array.dtype).kind
+    distinct = isinstance(names, list) and bool(names) and len(set(names)) == len(names)
+    text = distinct and all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in names)
+    numbers = distinct and all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                               for c in names)
+    if array.ndim in (1, 2) and ((text and kind in "OUT") or (numbers and kind in "iuf")):
+        return None  # a classifier's predictions: the values are the labels
+    if not text or array.ndim != 1 or kind not in "iu":
         raise StoreError(f"targets {where}: the 'classes' attribute must be a list of distinct "
                          "class names beside a 1-D array of integer codes (as distsketch ingest "
                          "writes them); the store was changed or damaged. Re-ingest it.")
     return np.asarray(names, dtype=str)
+
+
+def predictions_attrs(model: Any) -> dict[str, Any]:
+    """Attributes of a model's predictions: ``classes`` (the model's ``classes_``) for a classifier.
+
+    The list is in the model's order (the columns of ``predict_proba``):
+    class names for a model fitted on names, numbers for numeric labels.
+    A regressor, or classes that JSON cannot hold faithfully, give ``{}``.
+    """
+    classes = getattr(model, "classes_", None)
+    if classes is None:
+        return {}
+    values = np.asarray(classes).tolist()
+    text = all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in values)
+    numbers = all(isinstance(c, int) and not isinstance(c, bool) for c in values) or all(
+        isinstance(c, float) and np.isfinite(c) for c in values)
+    if not values or not (text or numbers) or len(set(values)) != len(values):
+        return {}
+    return {"classes": values}
 
 
 def decode_classes(codes: np.ndarray, classes: np.ndarray, where: str,

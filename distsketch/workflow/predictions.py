@@ -1,8 +1,10 @@
 """Supervised outputs of a workflow: predictions of every input row and a fit metric.
 
 A method with ``predict`` fitted on ``targets:`` writes ``predictions.zarr``
-(``outputs.predictions``, a Zarr group holding the array ``predictions`` with
-dimensions ``sample, output``) and measures its fit on the rows it was trained on:
+(``outputs.predictions``, a Zarr group holding the array ``predictions`` as
+``distsketch predict`` writes it: dimension ``sample`` for labels or one
+target, ``sample, output`` for several; a classifier's classes in its
+``classes`` attribute) and measures its fit on the rows it was trained on:
 accuracy for a classifier, R² for a regressor.  Both are streamed: one block
 of predictions and targets is in memory at a time.
 """
@@ -110,15 +112,15 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
     if not is_supervised(spec, model):
         return None
     from distsketch.io import write_array
+    from distsketch.io.class_codes import predictions_attrs
 
     name = predictions_output(spec, model)
+    # the shape predict gives, as the CLI writes it: (n,) for labels or one target
     P = model.predict(Xs)
-    if P.ndim == 1:
-        P = P[:, None]
     source: Any = P
     so = getattr(spec, "storage_options", None)
     if name is not None:
-        from distsketch.io import open_array
+        from distsketch.io.arrays import open_zarr
 
         t0 = time.perf_counter()
         target = getattr(folder, "target", None)
@@ -126,16 +128,12 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
         opts = {} if so_out is None else {"storage_options": so_out}
         write_array(P, path, compressor=spec.outputs.features_compressor,
                     name="predictions", dimension_names=("sample", "output"),
+                    attrs=predictions_attrs(model),
                     manifest={"rows": n, "spec_key": key, "kind": "predictions"},
                     progress=False, **opts)
         timings["predictions"] = time.perf_counter() - t0
-        if P.dtype.kind == "U":
-            # class names: read back as the strings written (open_array reads numbers only)
-            from distsketch.io.arrays import open_zarr
-
-            source = open_zarr(path if so_out is not None else str(path), "predictions", **opts)
-        else:
-            source = open_array(path if so_out is not None else str(path), **opts)
+        # the metric reads back what was written (class names as the strings written)
+        source = open_zarr(path if so_out is not None else str(path), "predictions", **opts)
     t0 = time.perf_counter()
     fraction = spec.method.params.get(HOLDOUT)
     fit = fit_metric(source, spec.targets, n, _is_classifier(model),
@@ -171,8 +169,8 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
 
     Parameters
     ----------
-    P : zarr array, dask array or ndarray of shape (n, t)
-        Predictions, one column per target.
+    P : zarr array, dask array or ndarray of shape (n,) or (n, t)
+        Predictions: labels or one target, or one column per target.
     targets_path : str
         The spec's ``targets`` (read with :func:`distsketch.io.targets.open_targets`).
     n : int
@@ -210,7 +208,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     opts: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
     targets = open_targets(targets_path, n, allow_extra_rows=True, **opts)
     t_cols = 1 if len(targets.shape) == 1 else int(targets.shape[1])
-    p_cols = int(P.shape[1])
+    p_cols = 1 if len(P.shape) == 1 else int(P.shape[1])
     if p_cols != t_cols:
         return {"available": False,
                 "reason": f"the model predicts {p_cols} column(s) for {t_cols} target column(s) "

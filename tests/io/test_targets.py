@@ -128,3 +128,20 @@ def test_damaged_class_names_are_refused(coded, classes):
     arr.attrs["classes"] = classes
     with pytest.raises(StoreError, match="'classes' attribute must be a list of distinct"):
         open_targets(path, 5).rows(0, 2)
+
+
+@pytest.mark.parametrize(("dtype", "values", "classes", "ok"), [
+    (str, ["b", "a", "b"], ["a", "b"], True),      # a classifier's predictions of names
+    (np.int64, [2, 0, 2], [0, 2], True),           # ... of numeric labels
+    (str, ["b", "a", "b"], [0, 1], False),          # names beside numbers: damage
+    (np.float64, [2.0, 0.0, 2.0], ["a", "b"], False),  # names beside non-codes: damage
+])
+def test_predictions_with_their_classes_read_as_the_labels(tmp_path, dtype, values, classes, ok):
+    arr = zarr.create_array(store=str(tmp_path / "p.zarr"), shape=(3,), dtype=dtype, chunks=(2,),
+                            attributes={"classes": classes})
+    arr[...] = np.asarray(values)
+    if ok:
+        assert open_targets(tmp_path / "p.zarr", 3).rows(0, 3).tolist() == values
+    else:
+        with pytest.raises(StoreError, match="'classes' attribute must be a list of distinct"):
+            open_targets(tmp_path / "p.zarr", 3).rows(0, 3)

@@ -184,6 +184,10 @@ def test_cli_predict_output_opens_in_xarray(tmp_path, targets):
     ds = xr.open_zarr(tmp_path / "p.zarr", consolidated=True)
     dims = ("sample",) if targets == "labels" else ("sample", "output")
     assert list(ds.data_vars) == ["predictions"] and ds["predictions"].dims == dims
+    if targets == "labels":  # the classifier's classes, in its order
+        assert ds["predictions"].attrs["classes"] == model.classes_.tolist() == [0, 1, 2]
+    else:
+        assert "classes" not in ds["predictions"].attrs
     np.testing.assert_array_equal(ds["predictions"].values, raw)
     np.testing.assert_array_equal(open_array(tmp_path / "p.zarr", targets=True).compute(), raw)
 
@@ -224,10 +228,12 @@ def test_workflow_predictions_open_in_xarray(tmp_path):
     path = res.result_dir / "predictions.zarr"
     raw = zarr.open_array(str(path), path="predictions", mode="r")[...]
     model = distsketch.load(res.result_dir / "model.zarr")
-    np.testing.assert_array_equal(raw[:, 0], model.predict(X))
+    np.testing.assert_array_equal(raw, model.predict(X))
     ds = xr.open_zarr(path, consolidated=True)
-    assert ds["predictions"].dims == ("sample", "output") and ds["predictions"].shape == (300, 1)
+    # labels are one value per row, as distsketch predict writes them
+    assert ds["predictions"].dims == ("sample",) and ds["predictions"].shape == (300,)
     np.testing.assert_array_equal(ds["predictions"].values, raw)
+    assert ds["predictions"].attrs["classes"] == [0, 1]
     assert ds.attrs["provenance"]["kind"] == "predictions"
 
 
@@ -247,3 +253,61 @@ def test_sparsified_gram_store_opens_in_xarray(tmp_path):
         got = sp.csr_array((strip["data"].values, strip["indices"].values,
                             strip["indptr"].values), shape=(r1 - r0, r1)).toarray()
         np.testing.assert_array_equal(got, np.tril(K)[r0:r1, :r1])
+
+
+# ------------------------------------------------------------------ one layout for every output
+
+
+def test_every_output_kind_has_the_documented_dimensions(tmp_path):
+    # docs/storage.md "Output layout": data (sample, feature), a model's transform
+    # (sample, component), predictions (sample,) or (sample, output); class names and
+    # feature names as attributes
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((240, 3)).astype(np.float32)
+    names = np.array(["ant", "bee", "cat"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
+    lines = ["width,height,depth,kind"] + [
+        f"{a},{b},{c},{k}" for (a, b, c), k in zip(X.tolist(), names)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    d = {k: str(tmp_path / k) for k in ("t.csv", "x.zarr", "m.zarr", "f.zarr", "c.zarr",
+                                        "p.zarr", "q")}
+    def run(*args: str) -> int:
+        return cli.main(["-q", *args, "--cluster", "sync"])
+
+    assert cli.main(["-q", "ingest", d["t.csv"], d["x.zarr"], "--label-column", "kind"]) == 0
+    ds = xr.open_zarr(d["x.zarr"])
+    assert ds["X"].dims == ("sample", "feature") and ds["y"].dims == ("sample",)
+    assert ds["X"].attrs["feature_names"] == ["width", "height", "depth"]
+    assert sorted(ds["y"].attrs["classes"]) == ["ant", "bee", "cat"]
+
+    assert run("fit", d["x.zarr"], d["m.zarr"], "--method", "RandomFourierFeatures",
+                     "--param", "n_components=8") == 0
+    assert run("transform", d["m.zarr"], d["x.zarr"], d["f.zarr"]) == 0
+    f = xr.open_zarr(d["f.zarr"])
+    assert list(f.data_vars) == ["X"] and f["X"].dims == ("sample", "component")
+
+    assert run("fit", d["x.zarr"], d["c.zarr"], "--method",
+                     "SketchedKernelRidgeClassifier", "--y", d["x.zarr"] + "::y",
+                     "--n-features", "32") == 0
+    assert run("predict", d["c.zarr"], d["x.zarr"], d["p.zarr"]) == 0
+    p = xr.open_zarr(d["p.zarr"])
+    assert list(p.data_vars) == ["predictions"] and p["predictions"].dims == ("sample",)
+    assert set(p["predictions"].values.tolist()) <= {"ant", "bee", "cat"}
+    assert sorted(p["predictions"].attrs["classes"]) == ["ant", "bee", "cat"]
+    # predictions read back as targets are the labels (nothing to decode)
+    assert (open_array(d["p.zarr"], targets=True).compute().tolist()
+            == p["predictions"].values.tolist())
+
+    assert cli.main(["-q", "quickstart", "--rows", "400", "--features", "50", "--out", d["q"],
+                     "--n-random-features", "16", "--sketch-size", "8", "--n-components", "2",
+                     "--n-sample", "50", "--chunk-rows", "200", "--cluster", "sync"]) == 0
+    assert xr.open_zarr(f"{d['q']}/data.zarr")["X"].dims == ("sample", "feature")
+    assert xr.open_zarr(f"{d['q']}/embeddings.zarr")["X"].dims == ("sample", "component")
+
+    (tmp_path / "wf1").mkdir()
+    (tmp_path / "wf2").mkdir()
+    _, res = _workflow(tmp_path / "wf1", {"name": "StreamingKernelPCA", "params": {
+        "method": "rnca", "n_random_features": 16, "n_components": 2, "sketch_size": 8}})
+    assert xr.open_zarr(res.result_dir / "features.zarr")["X"].dims == ("sample", "component")
+    _, res = _workflow(tmp_path / "wf2", {"name": "SketchedKernelRidge",
+                                          "params": {"alpha": 1e-3}}, targets=True)
+    assert xr.open_zarr(res.result_dir / "predictions.zarr")["predictions"].dims == ("sample",)

@@ -98,13 +98,13 @@ def test_classifier_with_features_block_median_gamma_predictions_and_accuracy(tm
 
     # predictions of every row: the saved Pipeline on raw rows gives them bitwise
     pred = zarr.open_array(str(out / "predictions.zarr"), path="predictions")[...]
-    assert pred.shape == (900, 1)
-    np.testing.assert_array_equal(pred[:, 0], pipe.predict(X))
-    np.testing.assert_array_equal(pred[:, 0], model.predict(Xs))
+    assert pred.shape == (900,)  # labels: one value per row, as the CLI writes them
+    np.testing.assert_array_equal(pred, pipe.predict(X))
+    np.testing.assert_array_equal(pred, model.predict(Xs))
     assert not (out / "features.zarr").exists()  # a classifier has no transform
 
     # training accuracy in the manifest and both reports, equal to scikit-learn's
-    acc = accuracy_score(y, pred[:, 0])
+    acc = accuracy_score(y, pred)
     assert acc > 0.9  # the median heuristic scale separates the disc from the halves
     fit = man["fit"]
     assert fit["available"] and fit["metric"] == "accuracy" and fit["rows"] == 900
@@ -149,7 +149,7 @@ def test_regressor_reports_r2_equal_to_sklearn(tmp_path):
     res = run_workflow(cfg, log=quiet)
     model = distsketch.load(res.result_dir / "model.zarr")
     assert isinstance(model, SketchedKernelRidge)  # no preprocessing: the model alone
-    pred = zarr.open_array(str(res.result_dir / "yhat.zarr"), path="predictions")[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "yhat.zarr"), path="predictions")[...]
     np.testing.assert_allclose(pred, model.predict(X), rtol=1e-12, atol=1e-12)
     fit = read_manifest(res.result_dir)["fit"]
     # streamed sums in another order than scikit-learn's: equal to float64 rounding
@@ -284,7 +284,7 @@ def test_incremental_run_keeps_the_median_gamma_and_predicts_every_row(tmp_path)
     assert man["resolved_params"]["features.gamma"] == gamma
     pipe = distsketch.load(second.result_dir / "model.zarr")
     assert pipe[-1].features_.gamma == gamma and pipe[-1].n_samples_seen_ == 1200
-    pred = zarr.open_array(str(second.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
+    pred = zarr.open_array(str(second.result_dir / "predictions.zarr"), path="predictions")[...]
     np.testing.assert_array_equal(pred, pipe.predict(X))
     assert man["fit"]["rows"] == 1200
     assert man["fit"]["value"] == pytest.approx(accuracy_score(y, pred), abs=1e-15)
@@ -314,7 +314,7 @@ def test_holdout_rows_are_left_out_of_the_fit_and_measured(tmp_path):
         standardize=False, random_state=SEED).fit(Xs[~mask], y[~mask])
     np.testing.assert_allclose(model.decision_function(Xs), ref.decision_function(Xs),
                                rtol=1e-6, atol=1e-8)
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...]
     assert pred.shape == (1000,)  # predictions of every row, held out or not
     fit = read_manifest(res.result_dir)["fit"]
     assert fit["on"] == "held-out rows" and fit["holdout"] == 0.2 and fit["rows"] == mask.sum()
@@ -371,7 +371,7 @@ def test_a_model_no_better_than_the_majority_label_is_flagged(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="distsketch"):
         res = run_workflow(cfg, log=quiet)
     fit = read_manifest(res.result_dir)["fit"]
-    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...][:, 0]
+    pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...]
     mask = held_out_rows(800)
     assert fit["baseline"] == np.bincount(y[mask]).max() / mask.sum()
     assert fit["value"] == pytest.approx(accuracy_score(y[mask], pred[mask]), abs=1e-15)

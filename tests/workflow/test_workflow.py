@@ -226,7 +226,7 @@ def test_supervised_method_reads_targets_and_writes_predictions(tmp_path):
     res = run_workflow(cfg, log=lambda m: None)
     model = distsketch.load(res.result_dir / "model.zarr")
     pred = zarr.open_array(str(res.result_dir / "predictions.zarr"), path="predictions")[...]
-    np.testing.assert_allclose(pred[:, 0], model.predict(X), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pred, model.predict(X), rtol=1e-10, atol=1e-10)
     assert model.n_samples_seen_ == 900
 
 

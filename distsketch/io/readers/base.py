@@ -134,6 +134,8 @@ class Reader:
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]] = ()
     suffixes: ClassVar[tuple[str, ...]] = ()
+    #: a table whose columns have names: ``label_column=`` and ``class_labels=`` apply
+    takes_label_column: ClassVar[bool] = False
 
     def guess_can_open(self, path: Path) -> bool:
         """Whether the file name (``.gz`` looked through) says this format."""

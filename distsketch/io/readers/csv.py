@@ -37,7 +37,8 @@ from distsketch.io.readers.base import (
 )
 from distsketch.io.readers.lines import line_reader
 
-__all__ = ["MAX_CLASSES", "CsvReader", "is_header", "is_number"]
+__all__ = ["MAX_CLASSES", "CsvReader", "LabelColumn", "is_header", "is_number",
+           "label_column_index"]
 
 
 class CsvReader(Reader):
@@ -50,6 +51,7 @@ class CsvReader(Reader):
     name = "csv"
     aliases = ("tsv", "txt", "text")
     suffixes = ("csv", "tsv", "txt")
+    takes_label_column = True
 
     @contextlib.contextmanager
     def open(self, source: Path, options: ReadOptions) -> Iterator[Stream]:
@@ -105,8 +107,8 @@ class CsvReader(Reader):
                     f"{source}: the header has {len(names)} names but line {first_lineno} has "
                     f"{n_cols} fields. Fix the header, or pass header=False (CLI: --no-header) "
                     "if that line is data.")
-            label = _label_column(options, names, n_cols, source)
-            labels = None if label is None else _Labels(
+            label = label_column_index(options, names, n_cols, source)
+            labels = None if label is None else LabelColumn(
                 label, first_tokens[label], options.class_labels, first_lineno)
             n_x = n_cols - (label is not None)
 
@@ -190,9 +192,12 @@ _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)
 _INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
 
 
-def _label_column(options: ReadOptions, names: list[str] | None, n_cols: int,
-                  source: Path) -> int | None:
-    """The index of ``options.label_column`` (a header name, or an index; negative from the end)."""
+def label_column_index(options: ReadOptions, names: list[str] | None, n_cols: int,
+                       source: Path) -> int | None:
+    """The index of ``options.label_column`` (a header name, or an index; negative from the end).
+
+    Shared by the readers of tables with a label column (CSV, Parquet).
+    """
     col = options.label_column
     if col is None:
         return None
@@ -214,8 +219,12 @@ def _label_column(options: ReadOptions, names: list[str] | None, n_cols: int,
     return col % n_cols
 
 
-class _Labels:
-    """A label column: numbers (targets), or class names coded in order of first appearance."""
+class LabelColumn:
+    """A label column: numbers (targets), or class names coded in order of first appearance.
+
+    Shared by the readers of tables with a label column (CSV, Parquet): the
+    codes and ``classes`` it builds become ``y`` and its ``classes`` attribute.
+    """
 
     def __init__(self, column: int, first: str, class_labels: bool | None, line: int):
         self.column = column
@@ -333,7 +342,7 @@ def _split_tokens(line: str, delimiter: str | None) -> list[str]:
 
 
 def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
-              source: Path, labels: _Labels | None = None) -> InputError:
+              source: Path, labels: LabelColumn | None = None) -> InputError:
     """Find the first bad line of a block that NumPy refused and describe it."""
     for i, line in enumerate(lines):
         tokens = _split_tokens(line, delimiter)

@@ -100,7 +100,8 @@ def ingest(
     ----------
     source : path-like
         ``.npy``, ``.csv``/``.tsv``/``.txt``, ``.svm``/``.svmlight``/``.libsvm``
-        or an MNIST idx file (``*-ubyte``), each optionally ``.gz``, or any
+        or an MNIST idx file (``*-ubyte``), each optionally ``.gz``, a Parquet
+        table (``.parquet``, with ``pip install "distsketch[parquet]"``), or any
         format registered with :func:`~distsketch.io.readers.register_reader`.
     dest : path-like or URL
         Output directory or URL (``s3://bucket/data.zarr``): a Zarr group with
@@ -134,11 +135,12 @@ def ingest(
         refused as not a number.  With ``skip_header`` the default is False.
         Header names become the ``feature_names`` attribute of ``X``.
     label_column : int or str, optional
-        CSV: the column stored as ``y`` instead of in ``X``, by header name
-        or index (0 is the first, -1 the last).
+        CSV or Parquet: the column stored as ``y`` instead of in ``X``, by
+        header (column) name or index (0 is the first, -1 the last).
     class_labels : bool, optional
-        CSV label column: True stores every label as a class name, False as
-        a number.  Default: class names when the first label is not a number.
+        Label column: True stores every label as a class name, False as a
+        number.  Default: class names when the first label is not a number
+        (CSV), when the column holds text (Parquet).
         Class names are stored as int32 codes in ``y`` with the names in its
         ``classes`` attribute; ``fit``/``predict``/``score`` read them as the
         names (predictions are the names).
@@ -210,10 +212,12 @@ def ingest(
     options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
                           n_features=n_features, header=header, label_column=label_column,
                           class_labels=class_labels)
-    if (label_column is not None or header is not None or class_labels is not None) \
-            and reader.name != "csv":
-        raise ConfigError(f"{src}: header=, label_column= and class_labels= apply to CSV "
-                          f"files, not {reader.name}.")
+    if header is not None and reader.name != "csv":
+        raise ConfigError(f"{src}: header= applies to CSV files, not {reader.name}.")
+    if (label_column is not None or class_labels is not None) and \
+            not getattr(reader, "takes_label_column", False):
+        raise ConfigError(f"{src}: label_column= and class_labels= apply to tables with "
+                          f"columns (CSV, Parquet), not {reader.name}.")
     out = resolve(dest, storage_options)
     if append:
         if overwrite:

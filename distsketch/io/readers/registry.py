@@ -17,6 +17,7 @@ from distsketch.io.readers.base import Reader
 from distsketch.io.readers.csv import CsvReader
 from distsketch.io.readers.idx import IdxReader
 from distsketch.io.readers.npy import NpyReader
+from distsketch.io.readers.parquet import ParquetReader
 from distsketch.io.readers.svmlight import SvmlightReader
 
 __all__ = ["find_reader", "formats", "infer_format", "register_reader", "unregister_reader"]
@@ -55,6 +56,7 @@ register_reader(NpyReader)
 register_reader(CsvReader)
 register_reader(SvmlightReader)
 register_reader(IdxReader)
+register_reader(ParquetReader)  # pyarrow is imported when a Parquet file is opened
 
 
 def formats() -> tuple[str, ...]:

@@ -192,8 +192,10 @@ def test_numbers_as_class_names_on_request(tmp_path):
 
 def test_csv_options_are_refused_for_other_formats(tmp_path):
     np.save(tmp_path / "x.npy", np.ones((2, 2)))
-    with pytest.raises(ConfigError, match="apply to CSV files, not npy"):
+    with pytest.raises(ConfigError, match=r"apply to tables with columns \(CSV, Parquet\), not npy"):
         ingest(tmp_path / "x.npy", tmp_path / "o.zarr", label_column=0)
+    with pytest.raises(ConfigError, match="header= applies to CSV files, not npy"):
+        ingest(tmp_path / "x.npy", tmp_path / "o.zarr", header=True)
 
 
 # ------------------------------------------------------------------ tiny chunkings

@@ -1,0 +1,162 @@
+"""Apache Parquet tables (``*.parquet``, ``*.pq``), read in record batches through pyarrow.
+
+pyarrow is an optional dependency (``pip install "distsketch[parquet]"``).
+Rows are read ``chunk_rows`` at a time (:meth:`pyarrow.parquet.ParquetFile.iter_batches`),
+so memory stays one block whatever the file's row groups.  Every column but
+the label column (``label_column=``) goes to ``X`` and must be numeric
+(integer or floating point); the column names become ``X``'s
+``feature_names``.  The label column holds numbers, or class names (text,
+or ``class_labels=True``) coded as CSV's are (:class:`~distsketch.io.readers.csv.LabelColumn`).
+A null anywhere is refused, naming its row and column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.io.readers.base import Block, Header, Reader, ReadOptions, Stream
+from distsketch.io.readers.csv import LabelColumn, label_column_index
+
+__all__ = ["ParquetReader"]
+
+_MAGIC = b"PAR1"
+
+
+def _pyarrow() -> Any:
+    """``pyarrow.parquet``, or a ConfigError naming the extra that installs it."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ConfigError('reading Parquet needs pyarrow: pip install "distsketch[parquet]" '
+                          "(or convert the table to CSV or .npy).") from exc
+    return pq
+
+
+class ParquetReader(Reader):
+    """A Parquet table: numeric feature columns, optionally one label column."""
+
+    name = "parquet"
+    aliases = ("pq",)
+    suffixes = ("parquet", "pq")
+    takes_label_column = True
+
+    def guess_from_content(self, head: bytes) -> bool:
+        return head.startswith(_MAGIC)
+
+    @contextlib.contextmanager
+    def open(self, source: Path, options: ReadOptions) -> Iterator[Stream]:
+        pq = _pyarrow()
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if source.name.lower().endswith(".gz"):
+            raise InputError(f"{source}: a Parquet file compresses its columns itself and is not "
+                             "read through gzip; decompress it first.")
+        try:
+            pf = pq.ParquetFile(source)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"cannot read {source} as Parquet: {exc}. Check that it is a "
+                             "complete Parquet file (pass format= for another format).") from exc
+        with contextlib.closing(pf):
+            schema = pf.schema_arrow
+            names = [str(n) for n in schema.names]
+            if not names:
+                raise InputError(f"{source}: the table has no columns; nothing to ingest.")
+            label = label_column_index(options, names, len(names), source)
+            features = [j for j in range(len(names)) if j != label]
+            if not features:
+                raise InputError(f"{source}: the label column {names[0]!r} is the only column, "
+                                 "which leaves no features.")
+            for j in features:
+                t = schema.field(j).type
+                if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                    raise InputError(
+                        f"{source}: column {names[j]!r} is {t}, not numbers; every column but "
+                        "the label column goes to X. Drop or encode it, or name it with "
+                        "label_column= (CLI: --label-column) if it holds the labels.")
+            dtypes = [schema.field(j).type.to_pandas_dtype() for j in features]
+            source_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+            labels = None if label is None else _label(schema.field(label).type, names[label],
+                                                       options.class_labels, source, pa)
+            n_rows = int(pf.metadata.num_rows)
+            if n_rows == 0:
+                raise InputError(f"{source}: the table has no rows; nothing to ingest.")
+            columns = [names[j] for j in features] + ([] if label is None else [names[label]])
+
+            def blocks(rows: int) -> Iterator[Block]:
+                done = 0
+                try:
+                    batches = pf.iter_batches(batch_size=rows, columns=columns)
+                    for batch in batches:
+                        k = batch.num_rows
+                        for j, col in enumerate(batch.columns):
+                            if col.null_count:
+                                row = done + int(np.flatnonzero(
+                                    pc.is_null(col).to_numpy(zero_copy_only=False))[0])
+                                raise InputError(
+                                    f"{source}: row {row}, column {columns[j]!r} is null; "
+                                    "fill or drop the rows with missing values before ingesting.")
+                        X = np.empty((k, len(features)), dtype=source_dtype)
+                        for j in range(len(features)):
+                            X[:, j] = batch.column(j).to_numpy(zero_copy_only=False)
+                        y = None if labels is None else \
+                            _codes(batch.column(len(features)), labels, source, done, pc)
+                        done += k
+                        yield Block(X, y, done)
+                except (OSError, pa.ArrowException) as exc:
+                    raise StoreError(f"cannot read {source} after row {done}: {exc}. The file is "
+                                     "truncated or damaged.") from exc
+
+            info: dict[str, Any] = {"feature_names": [names[j] for j in features],
+                                    "row_groups": int(pf.metadata.num_row_groups)}
+            if labels is not None:
+                info["label_column"] = names[label] if label is not None else None
+                info["labels"] = "classes" if labels.classes_mode else "numbers"
+            yield Stream(Header(len(features), n_rows, source_dtype, n_rows,
+                                labelled=labels is not None, progress_unit="rows", info=info,
+                                label_dtype=None if labels is None else labels.dtype,
+                                classes=labels.classes if labels and labels.classes_mode
+                                else None), blocks)
+
+
+def _label(t: Any, name: str, class_labels: bool | None, source: Path, pa: Any) -> LabelColumn:
+    """The label column of type ``t``: class names for text (or ``class_labels=True``)."""
+    text = pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type)
+                                       or pa.types.is_large_string(t.value_type)))
+    number = pa.types.is_integer(t) or pa.types.is_floating(t)
+    if not (text or number) or (text and class_labels is False):
+        raise InputError(f"{source}: the label column {name!r} is {t}; it must hold numbers, or "
+                         "text (class names) without class_labels=False.")
+    # the first label decides in CSV; a Parquet column's type says it
+    return LabelColumn(0, "" if class_labels or text else "0", class_labels, 0)
+
+
+def _codes(col: Any, labels: LabelColumn, source: Path, first_row: int, pc: Any) -> np.ndarray:
+    """The labels of one batch: numbers as float64, class names as their int32 codes."""
+    if not labels.classes_mode:
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+    # each distinct name once, in order of first appearance (as CSV numbers them)
+    enc = pc.dictionary_encode(col.cast("string") if not _is_text(col.type) else col)
+    names = enc.dictionary.to_pylist()
+    codes = np.empty(len(names), dtype=np.int32)
+    for i, value in enumerate(names):
+        problem = labels.problem(str(value))
+        if problem is not None:
+            row = first_row + int(np.flatnonzero(enc.indices.to_numpy(zero_copy_only=False)
+                                                 == i)[0])
+            raise InputError(f"{source}: row {row}, label column: {problem}")
+        codes[i] = int(labels.code(str(value)))
+    return codes[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _is_text(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
