@@ -29,9 +29,18 @@ from dask.utils import format_bytes, parse_bytes
 from distsketch.errors import ConfigError, MemoryBudgetError
 from distsketch.graph.runtime import active_client
 
-__all__ = ["DEFAULT_TASK_MEMORY", "MEMORY_FRACTION", "Resources", "check_operator_memory",
-           "check_task_memory", "cluster_resources", "describe_bytes", "rows_for_budget",
-           "task_memory_budget"]
+__all__ = [
+    "DEFAULT_TASK_MEMORY",
+    "MEMORY_FRACTION",
+    "Resources",
+    "check_operator_memory",
+    "check_task_memory",
+    "cluster_resources",
+    "describe_bytes",
+    "memory_fraction",
+    "rows_for_budget",
+    "task_memory_budget",
+]
 
 DEFAULT_TASK_MEMORY = 2 * 2**30
 MEMORY_FRACTION = 0.5
@@ -72,7 +81,7 @@ def _override() -> int | None:
         ) from exc
 
 
-def _fraction() -> float:
+def memory_fraction() -> float:
     value = dask.config.get("distsketch.task-memory-fraction", MEMORY_FRACTION)
     try:
         frac = float(value)
@@ -125,7 +134,7 @@ def cluster_resources() -> Resources:
     message); with no worker yet, the local rule is used.
     """
     override = _override()
-    frac = _fraction()
+    frac = memory_fraction()
     client = active_client()
     if client is not None:
         workers = _workers(client)

@@ -37,6 +37,7 @@ from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
 from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
+from distsketch.graph.budget import memory_fraction
 from distsketch.graph.planner import (
     INPUT_BLOCK_BYTES,
     MIN_PLANNED_ROWS,
@@ -70,6 +71,7 @@ _ROW_SOURCES: OrderedDict[str, tuple[Callable[[int], da.Array], int]] = OrderedD
 _MAX_SOURCES = 256
 # dask array name -> the store it reads, for messages
 _SOURCE_NAMES: dict[str, str] = {}
+_SOURCE_ROW_BYTES: dict[str, int] = {}
 
 
 def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: int,
@@ -100,8 +102,13 @@ def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: in
     _ROW_SOURCES[X.name] = (reopen, max(1, int(unit)))
     _ROW_SOURCES.move_to_end(X.name)
     _SOURCE_NAMES[X.name] = where
+    # the chunk check sizes the store's rows in the store's dtype, not in that of an
+    # array derived from it (a float64 copy of a float32 store would count twice)
+    _SOURCE_ROW_BYTES[X.name] = input_bytes_per_row(X)
     while len(_ROW_SOURCES) > _MAX_SOURCES:
-        _SOURCE_NAMES.pop(_ROW_SOURCES.popitem(last=False)[0], None)
+        gone = _ROW_SOURCES.popitem(last=False)[0]
+        _SOURCE_NAMES.pop(gone, None)
+        _SOURCE_ROW_BYTES.pop(gone, None)
     return X
 
 
@@ -131,18 +138,24 @@ def _check_store_chunk(chunk_rows: int, row_bytes: int, rule: BlockPlan, where: 
     """Refuse a store whose one chunk (or shard) does not fit the per-task memory.
 
     A task decodes at least one whole chunk, whatever its block size; a chunk
-    above the budget is killed (or refused as corrupt) on the workers, so it
-    is named here, before anything runs.
+    above what a task can get is killed (or refused as corrupt) on the workers,
+    so it is named here, before anything runs.  What a task can get is the
+    memory per thread the budget is a fraction of (``task-memory-fraction``,
+    the planning margin for blocks), or the budget itself where the user set
+    it (``distsketch.task-memory``): the planner shrinks blocks, never chunks.
     """
+    if rule.budget is None:
+        return
     chunk = chunk_rows * row_bytes
-    if rule.budget is not None and chunk > rule.budget:
+    limit = rule.budget if "task-memory" in rule.source else int(rule.budget / memory_fraction())
+    if chunk > limit:
         raise MemoryBudgetError(
             f"one chunk of the input store{' ' + where if where else ''} is {format_bytes(chunk)} "
             f"({chunk_rows} rows x "
-            f"{format_bytes(row_bytes)}/row) but a task may use only {format_bytes(rule.budget)} "
+            f"{format_bytes(row_bytes)}/row) but a task may use only {format_bytes(limit)} "
             f"({rule.source}), and every task decodes at least one whole chunk. Fix: re-ingest "
             f"the input with smaller chunks (distsketch ingest --chunk-rows "
-            f"{max(1, rule.budget // max(1, 4 * row_bytes))} or less), or give the workers more "
+            f"{max(1, limit // max(1, 4 * row_bytes))} or less), or give the workers more "
             "memory per thread (or raise distsketch.task-memory / DISTSKETCH_TASK_MEMORY).")
 
 
@@ -330,7 +343,8 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
         rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=unit)
         key = _row_source(X)
         if key is not None:
-            _check_store_chunk(_ROW_SOURCES[key][1], row_bytes, rule, _SOURCE_NAMES.get(key, ""))
+            _check_store_chunk(_ROW_SOURCES[key][1], _SOURCE_ROW_BYTES.get(key, row_bytes), rule,
+                               _SOURCE_NAMES.get(key, ""))
         data = whole_rows(X)
         if block_rows is not None:
             data = (_split(X, data, int(block_rows)) if X.name in _ROW_SOURCES else

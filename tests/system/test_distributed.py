@@ -148,8 +148,10 @@ def test_bitwise_identical_across_schedulers(tmp_path, process_cluster):
 
 
 def test_out_of_core_larger_than_worker_memory(tmp_path, process_cluster, monkeypatch):
-    limit = 350 * 2**20
-    n, d, rows = 75_000, 4000, 2500  # 1.2 GB of float32: 3.3x one worker's memory limit
+    # a worker that imports scikit-learn (and through it pandas, and pyarrow where it is
+    # installed, as the test extra does) holds ~250 MB before its first task
+    limit = 450 * 2**20
+    n, d, rows = 100_000, 4000, 2500  # 1.6 GB of float32: 3.4x one worker's memory limit
     path = tmp_path / "big.zarr"
     arr = zarr.create_array(str(path), shape=(n, d), dtype="f4", chunks=(rows, d),
                             compressors=None)
