@@ -29,13 +29,14 @@ import numpy as np
 import scipy.linalg as sla
 from sklearn.base import RegressorMixin, clone
 
-from distsketch.errors import ConfigError, InputError
+from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.tiles import persist_rows, tile_matvec
+from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
+from distsketch.ops.kernel_product import kernel_times, tile_buffer_bytes
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
@@ -78,6 +79,20 @@ class _KernelTile:
 
     def __dask_tokenize__(self) -> Any:
         return ("KernelTile", repr(self.kernel), sorted(self.params.items()))
+
+
+class _KernelRows:
+    """Picklable ``(A_i, [B_j], [V_j]) -> Σ_j K(A_i, B_j) V_j`` for :func:`row_matvec`."""
+
+    def __init__(self, kernel: Any, params: dict):
+        self.kernel = kernel
+        self.params = dict(params)
+
+    def __call__(self, a: np.ndarray, b: list, v: list) -> np.ndarray:
+        return kernel_times(a, b, v, self.kernel, self.params)
+
+    def __dask_tokenize__(self) -> Any:
+        return ("KernelRows", repr(self.kernel), sorted(self.params.items()))
 
 
 def _kernel_columns(block: np.ndarray, offset: int, landmarks: np.ndarray, *, kernel: Any,
@@ -325,10 +340,18 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         """
         Xb = self._train_blocks if X is None else self._blocks(X)
         V = np.asarray(V, dtype=np.float64)
-        out = tile_matvec(Xb, Xb, V.reshape(V.shape[0], -1), self._tile(),
-                          split_every=self.split_every, name="kernel-matvec")
+        out = self._product(Xb, Xb, V.reshape(V.shape[0], -1), "kernel-matvec")
         res = compute(out, progress=False)[0]
         return res.reshape(V.shape)
+
+    def _product(self, A: Any, B: Any, V: np.ndarray, name: str) -> Any:
+        """Lazy ``K(A, B) V``: one task per row block of A when B and V fit every
+        task's budget (fused sub-tiles, no tree sum), kernel tiles otherwise."""
+        try:
+            return row_matvec(A, B, V, _KernelRows(self.kernel_name_, self.kernel_params_),
+                              work_bytes=tile_buffer_bytes(), name=name)
+        except MemoryBudgetError:
+            return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
 
     def _sketch_map(self) -> Any:
         p = self.preconditioner
@@ -510,8 +533,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False)
         A = self._blocks(X)
         alpha = np.asarray(self.dual_coef_, dtype=np.float64)
-        out = tile_matvec(A, self._training_rows(), alpha.reshape(alpha.shape[0], -1),
-                          self._tile(), split_every=self.split_every, name="kernel-predict")
+        out = self._product(A, self._training_rows(), alpha.reshape(alpha.shape[0], -1),
+                            "kernel-predict")
         if alpha.ndim == 1:
             out = out[:, 0]
         return check_finite_output(out if is_dask(X) else compute(out, progress=False)[0],

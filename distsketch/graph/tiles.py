@@ -23,7 +23,7 @@ from distsketch.graph.blocks import block_starts, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
-__all__ = ["persist_rows", "tile_matvec"]
+__all__ = ["persist_rows", "row_matvec", "tile_matvec"]
 
 
 class _TileTask:
@@ -111,6 +111,90 @@ def tile_matvec(
     # take its key, so the prefix keeps the tiles recognisable on the scheduler
     return da.reduction(parts, chunk.sum, chunk.sum, axis=1, keepdims=False,
                         dtype=np.float64, split_every=split_every, name=f"{name}-sum")
+
+
+class _RowTask:
+    """One row block: ``row_fn(A_i, [B_j], [V_j]) = Σ_j T(A_i, B_j) V_j`` in one task."""
+
+    def __init__(self, row_fn: Callable[..., np.ndarray], kwargs: dict):
+        self.row_fn = row_fn
+        self.kwargs = kwargs
+
+    def __call__(self, a, b, v):
+        pin_blas_for_tasks()
+        # the contracted column index gives lists: [A_i] for A, [[B_j] for j] for B
+        return np.asarray(self.row_fn(a[0], [blk[0] for blk in b], list(v), **self.kwargs),
+                          dtype=np.float64)
+
+
+def row_matvec(
+    A: Any,
+    B: Any,
+    V: Any,
+    row_fn: Callable[..., np.ndarray],
+    *,
+    kwargs: dict | None = None,
+    work_bytes: float = 0.0,
+    name: str = "row-matvec",
+) -> da.Array:
+    """Lazy ``T(A, B) @ V`` with one task per row block of A, each looping over all of B.
+
+    The graph has one task per row block of A (no tile tasks, no tree sum):
+    task i receives A_i and the list of B's and V's blocks (shared inputs,
+    never concatenated) and returns ``Σ_j T(A_i, B_j) V_j``.  It suits B small
+    enough to be held whole by every worker, as in an iterative solver that
+    keeps X in memory; :func:`tile_matvec` is the fallback when it is not.
+
+    Parameters
+    ----------
+    A : ndarray or dask array of shape (n_a, d)
+    B : ndarray or dask array of shape (n_b, d)
+    V : ndarray or dask array of shape (n_b, t)
+        Rechunked to B's row blocks.
+    row_fn : callable
+        ``row_fn(A_i, B_blocks, V_blocks, **kwargs)`` returning the
+        ``(len(A_i), t)`` product.  Picklable for ``distributed``.
+    kwargs : dict, optional
+        Small keyword arguments for ``row_fn``.
+    work_bytes : float
+        Working memory ``row_fn`` allocates beyond its inputs and result
+        (a tile buffer).
+    name : str
+        Task-name prefix.
+
+    Returns
+    -------
+    dask.array.Array of shape (n_a, t), float64, with A's row blocks
+
+    Raises
+    ------
+    MemoryBudgetError
+        When A_i, all of B and V, the result and ``work_bytes`` exceed the
+        per-task budget (use :func:`tile_matvec` then).
+
+    Notes
+    -----
+    Memory per task: ``rows_i · (d + t)`` of A_i and its result, plus the
+    whole of B and V (``n_b · (d + t)`` values, resident once per worker and
+    shared by its threads) and ``work_bytes``.
+    """
+    Ad = whole_rows(as_dask(A))
+    Bd = whole_rows(as_dask(B))
+    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
+    if Vd.ndim == 1:
+        Vd = Vd[:, None]
+    if Vd.shape[0] != Bd.shape[0]:
+        raise ValueError(f"row_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
+    t = int(Vd.shape[1])
+    Vd = Vd.rechunk((Bd.chunks[0], t))
+    check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t),
+                      8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
+    task = _RowTask(row_fn, dict(kwargs or {}))
+    return da.blockwise(
+        task, "ik", Ad, "ia", Bd, "ja", Vd, "jk", dtype=np.float64, concatenate=False,
+        align_arrays=False, meta=np.empty((0, 0), dtype=np.float64),
+        name=f"{name}-" + tokenize(row_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
+    )
 
 
 def persist_rows(X: Any) -> Any:

@@ -1,5 +1,8 @@
 """Tests of KernelSolver (exact kernel systems by blockwise CG), tile_matvec and MEKAKernelRidge."""
 
+import itertools
+
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -8,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distsketch import ConfigError, InputError, KernelSolver, MEKAKernelRidge, load
+from distsketch.errors import MemoryBudgetError
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph.tiles import tile_matvec
+from distsketch.graph.tiles import row_matvec, tile_matvec
 from distsketch.ops.cg import cg_iteration_bound
+from distsketch.ops.kernel_product import kernel_times
 from distsketch.ops.kernels import pairwise_kernel
 
 
@@ -38,6 +43,84 @@ def test_tile_matvec_equals_dense_product(ra, rb, t):
     assert out.chunks[0] == da.from_array(A, chunks=(ra, 4)).chunks[0]
     D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
     np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-10)
+
+
+class _SqDistRows:
+    """A non-kernel row function: row_matvec is algorithm-agnostic too."""
+
+    def __call__(self, a, bs, vs):
+        return sum(_SqDist()(a, b, 0, 0) @ v for b, v in zip(bs, vs, strict=True))
+
+
+@pytest.mark.parametrize("ra,rb", [(70, 55), (16, 9), (33, 20), (1, 7)])
+@pytest.mark.parametrize("t", [1, 3])
+def test_row_matvec_equals_dense_product(ra, rb, t):
+    rng = np.random.default_rng(ra * 100 + rb)
+    A, B = rng.normal(size=(70, 4)), rng.normal(size=(55, 4))
+    V = rng.normal(size=(55, t))
+    Ad = da.from_array(A, chunks=(ra, 4))
+    out = row_matvec(Ad, da.from_array(B, chunks=(rb, 4)), V, _SqDistRows())
+    assert out.chunks == (Ad.chunks[0], (t,))
+    assert out.npartitions == Ad.numblocks[0]  # one task per row block: no tile tasks
+    D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel,params", [
+    ("rbf", {"gamma": 0.4}), ("gaussian", {"gamma": 2.0}), ("laplacian", {"gamma": 0.3}),
+    ("polynomial", {"gamma": 0.5, "coef0": 1.0, "degree": 3}),
+])
+@pytest.mark.parametrize("tile", [(256, 1024), (7, 5), (1, 64), (64, 1)])
+def test_kernel_times_equals_dense_kernel_product(kernel, params, tile):
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(45, 5)), 2.0 * rng.normal(size=(61, 5))
+    V = rng.normal(size=(61, 2))
+    cuts = [0, 13, 14, 40, 61]  # ragged blocks, one of a single row
+    out = kernel_times(A, [B[a:b] for a, b in itertools.pairwise(cuts)],
+                       [V[a:b] for a, b in itertools.pairwise(cuts)], kernel, params,
+                       tile_rows=tile[0], tile_cols=tile[1])
+    ref = pairwise_kernel(A, B, kernel, **params) @ V
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+def test_kernel_times_rbf_of_a_point_with_itself_and_far_points():
+    # the fused exponent of x against itself rounds to a few ulps of γ‖x‖², never a
+    # visible error; far points underflow to 0 as in the dense kernel
+    X = np.array([[1e2, -2e2, 5e1], [1e2, -2e2, 5e1], [0.0, 0.0, 0.0]])
+    V = np.ones((3, 1))
+    out = kernel_times(X, [X], [V], "rbf", {"gamma": 1.0})
+    np.testing.assert_allclose(out, pairwise_kernel(X, X, "rbf", gamma=1.0) @ V, rtol=1e-9)
+    np.testing.assert_allclose(out[:, 0], [2.0, 2.0, 1.0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("block_rows", [1000, 64, 37, 200, 1])
+def test_kernel_matvec_equals_dense_product_for_any_block_size(block_rows):
+    X, y = _data(211, d=4)
+    V = np.random.default_rng(1).normal(size=(211, 2))
+    s = KernelSolver(gamma=0.7, alpha=1.0, max_iter=1, block_rows=block_rows)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    ref = pairwise_kernel(X, X, "rbf", gamma=0.7) @ V
+    np.testing.assert_allclose(s.kernel_matvec(V), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s.kernel_matvec(V[:, 0]), ref[:, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_matvec_falls_back_to_tiles_when_x_exceeds_the_task_budget():
+    X, y = _data(300, d=4)
+    V = np.random.default_rng(1).normal(size=300)
+    s = KernelSolver(gamma=0.7, alpha=1.0, max_iter=1, block_rows=50)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    # X and V plus the 2 MiB sub-tile buffer exceed 1 MiB; one 50 x 50 kernel tile does not
+    with dask.config.set({"distsketch.task-memory": 2**20}):
+        with pytest.raises(MemoryBudgetError, match="kernel-matvec"):
+            row_matvec(s._train_blocks, s._train_blocks, V, _SqDistRows(),
+                       work_bytes=2**21, name="kernel-matvec")
+        graph = s._product(s._train_blocks, s._train_blocks, V[:, None], "kernel-matvec")
+        out = s.kernel_matvec(V)
+    assert graph.npartitions == 6 and len(dict(graph.dask)) > 6 * 6  # the (i, j) tiles
+    np.testing.assert_allclose(out, pairwise_kernel(X, X, "rbf", gamma=0.7) @ V, rtol=1e-12,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize("precond", [None, "sketch", "nystrom", RandomFourierFeatures(
