@@ -32,7 +32,7 @@ from sklearn.base import RegressorMixin, clone
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
-from distsketch.graph import compute, map_blocks, reduce_blocks
+from distsketch.graph import cluster_resources, compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
@@ -205,9 +205,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     max_iter : int, default 500
         CG iterations (each is one pass of kernel tiles over X × X).
     block_rows : int, default 2048
-        Rows per block of X for the tiles (a tile holds block_rows² floats).
+        Rows per block of X: one kernel-product task per block (a tile of
+        block_rows² floats when X exceeds the task budget, see Notes).
     split_every : int, default 8
-        Fan-in of the tree sums over column blocks.
+        Fan-in of the tree sums over column blocks (kernel tiles only).
     verbose : int, default 0
         CG progress (iterations and relative residuals) and the
         preconditioner's size on the ``"distsketch"`` logger at INFO level:
@@ -243,9 +244,14 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
     Notes
     -----
-    Per iteration: ``(n/b)²`` tile tasks, each holding two row blocks, a
-    ``b × b`` kernel tile and ``b × t`` of the vector (b = block_rows), and
-    ``O(n² d)`` flops in total; the partial products are tree-summed.  The
+    Per iteration: ``n/b`` tasks (b = block_rows), task i computing
+    ``K(X_i, X) V`` over 256 × 1024 kernel sub-tiles made in one reused buffer
+    and multiplied by V at once (for RBF one GEMM of augmented rows and one
+    in-place ``exp``: ``O(n² d)`` flops and n² exponentials in total); each
+    task holds its block, all of X and V (shared by the threads of a worker)
+    and the 2 MiB buffer.  When X and V exceed the per-task memory budget the
+    product runs as ``(n/b)²`` tile tasks holding two row blocks and a
+    ``b × b`` kernel tile each, tree-summed over column blocks.  The
     driver holds O(n t) CG vectors and, with a preconditioner, the factor Z
     (n × m): one O(n m) product per iteration.  Building the preconditioner
     costs one pass over X (features or ``K(X, landmarks)``) plus O(n m² + m³).
@@ -340,16 +346,19 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         """
         Xb = self._train_blocks if X is None else self._blocks(X)
         V = np.asarray(V, dtype=np.float64)
-        out = self._product(Xb, Xb, V.reshape(V.shape[0], -1), "kernel-matvec")
+        # two tasks per scheduler thread at least: the result is computed whole, so its
+        # row blocks need not be X's
+        out = self._product(Xb, Xb, V.reshape(V.shape[0], -1), "kernel-matvec",
+                            min_tasks=2 * cluster_resources().threads)
         res = compute(out, progress=False)[0]
         return res.reshape(V.shape)
 
-    def _product(self, A: Any, B: Any, V: np.ndarray, name: str) -> Any:
+    def _product(self, A: Any, B: Any, V: np.ndarray, name: str, min_tasks: int = 0) -> Any:
         """Lazy ``K(A, B) V``: one task per row block of A when B and V fit every
         task's budget (fused sub-tiles, no tree sum), kernel tiles otherwise."""
         try:
             return row_matvec(A, B, V, _KernelRows(self.kernel_name_, self.kernel_params_),
-                              work_bytes=tile_buffer_bytes(), name=name)
+                              work_bytes=tile_buffer_bytes(), min_tasks=min_tasks, name=name)
         except MemoryBudgetError:
             return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
 

@@ -113,6 +113,21 @@ def tile_matvec(
                         dtype=np.float64, split_every=split_every, name=f"{name}-sum")
 
 
+#: The smallest row block :func:`row_matvec` makes when it splits blocks for more tasks.
+MIN_SPLIT_ROWS = 256
+
+
+def _split_rows(chunks: tuple[int, ...], min_tasks: int) -> tuple[int, ...]:
+    """Row chunks, each split evenly, totalling at least ``min_tasks`` pieces when
+    pieces of :data:`MIN_SPLIT_ROWS` rows allow."""
+    target = max(1, -(-sum(chunks) // max(1, min_tasks)))
+    out: list[int] = []
+    for c in chunks:
+        k = max(1, min(-(-c // target), c // MIN_SPLIT_ROWS))
+        out.extend(c // k + (1 if i < c % k else 0) for i in range(k))
+    return tuple(x for x in out if x > 0)
+
+
 class _RowTask:
     """One row block: ``row_fn(A_i, [B_j], [V_j]) = Σ_j T(A_i, B_j) V_j`` in one task."""
 
@@ -135,6 +150,7 @@ def row_matvec(
     *,
     kwargs: dict | None = None,
     work_bytes: float = 0.0,
+    min_tasks: int = 0,
     name: str = "row-matvec",
 ) -> da.Array:
     """Lazy ``T(A, B) @ V`` with one task per row block of A, each looping over all of B.
@@ -159,12 +175,17 @@ def row_matvec(
     work_bytes : float
         Working memory ``row_fn`` allocates beyond its inputs and result
         (a tile buffer).
+    min_tasks : int, default 0
+        Split A's row blocks evenly until there are at least this many tasks
+        (none below :data:`MIN_SPLIT_ROWS` rows), so that every thread of the
+        scheduler gets work when A has fewer blocks than threads.
     name : str
         Task-name prefix.
 
     Returns
     -------
-    dask.array.Array of shape (n_a, t), float64, with A's row blocks
+    dask.array.Array of shape (n_a, t), float64
+        A's row blocks (split further for ``min_tasks``).
 
     Raises
     ------
@@ -187,6 +208,8 @@ def row_matvec(
         raise ValueError(f"row_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
     t = int(Vd.shape[1])
     Vd = Vd.rechunk((Bd.chunks[0], t))
+    if len(Ad.chunks[0]) < int(min_tasks):
+        Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks)), Ad.shape[1]))
     check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t),
                       8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
     task = _RowTask(row_fn, dict(kwargs or {}))

@@ -66,6 +66,24 @@ def test_row_matvec_equals_dense_product(ra, rb, t):
     np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-10)
 
 
+@pytest.mark.parametrize("chunks,min_tasks,expected", [
+    ((2048, 2048, 904), 8, (512,) * 8 + (452, 452)),
+    ((5000,), 4, (1250, 1250, 1250, 1250)),
+    ((700, 300), 10, (350, 350, 300)),  # no piece below 256 rows
+    ((100,), 4, (100,)),
+    ((1000, 1000), 2, (1000, 1000)),  # enough blocks already
+])
+def test_row_matvec_splits_row_blocks_for_min_tasks(chunks, min_tasks, expected):
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(sum(chunks), 3))
+    B, V = rng.normal(size=(40, 3)), rng.normal(size=(40, 2))
+    out = row_matvec(da.from_array(A, chunks=(chunks, 3)), B, V, _SqDistRows(),
+                     min_tasks=min_tasks)
+    assert out.chunks[0] == expected
+    D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-9)
+
+
 @pytest.mark.parametrize("kernel,params", [
     ("rbf", {"gamma": 0.4}), ("gaussian", {"gamma": 2.0}), ("laplacian", {"gamma": 0.3}),
     ("polynomial", {"gamma": 0.5, "coef0": 1.0, "degree": 3}),
