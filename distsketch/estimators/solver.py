@@ -36,7 +36,7 @@ from distsketch.graph import cluster_resources, compute, map_blocks, reduce_bloc
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
-from distsketch.ops.kernel_product import kernel_times, tile_buffer_bytes
+from distsketch.ops.kernel_product import kernel_times, kernel_times_memory
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
@@ -356,9 +356,11 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     def _product(self, A: Any, B: Any, V: np.ndarray, name: str, min_tasks: int = 0) -> Any:
         """Lazy ``K(A, B) V``: one task per row block of A when B and V fit every
         task's budget (fused sub-tiles, no tree sum), kernel tiles otherwise."""
+        per_row, fixed = kernel_times_memory(int(A.shape[1]), max(B.chunks[0]), self.kernel_name_)
         try:
             return row_matvec(A, B, V, _KernelRows(self.kernel_name_, self.kernel_params_),
-                              work_bytes=tile_buffer_bytes(), min_tasks=min_tasks, name=name)
+                              work_bytes=fixed, work_bytes_per_row=per_row,
+                              min_tasks=min_tasks, name=name)
         except MemoryBudgetError:
             return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
 

@@ -150,6 +150,7 @@ def row_matvec(
     *,
     kwargs: dict | None = None,
     work_bytes: float = 0.0,
+    work_bytes_per_row: float = 0.0,
     min_tasks: int = 0,
     name: str = "row-matvec",
 ) -> da.Array:
@@ -172,9 +173,9 @@ def row_matvec(
         ``(len(A_i), t)`` product.  Picklable for ``distributed``.
     kwargs : dict, optional
         Small keyword arguments for ``row_fn``.
-    work_bytes : float
-        Working memory ``row_fn`` allocates beyond its inputs and result
-        (a tile buffer).
+    work_bytes, work_bytes_per_row : float
+        Working memory ``row_fn`` allocates beyond its inputs and result:
+        fixed (a tile buffer) and per row of A_i (a copy of the block).
     min_tasks : int, default 0
         Split A's row blocks evenly until there are at least this many tasks
         (none below :data:`MIN_SPLIT_ROWS` rows), so that every thread of the
@@ -197,7 +198,7 @@ def row_matvec(
     -----
     Memory per task: ``rows_i · (d + t)`` of A_i and its result, plus the
     whole of B and V (``n_b · (d + t)`` values, resident once per worker and
-    shared by its threads) and ``work_bytes``.
+    shared by its threads) and the work memory.
     """
     Ad = whole_rows(as_dask(A))
     Bd = whole_rows(as_dask(B))
@@ -210,7 +211,7 @@ def row_matvec(
     Vd = Vd.rechunk((Bd.chunks[0], t))
     if len(Ad.chunks[0]) < int(min_tasks):
         Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks)), Ad.shape[1]))
-    check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t),
+    check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t) + float(work_bytes_per_row),
                       8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
     task = _RowTask(row_fn, dict(kwargs or {}))
     return da.blockwise(

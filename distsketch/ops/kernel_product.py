@@ -23,7 +23,7 @@ import numpy as np
 
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
 
-__all__ = ["TILE_COLS", "TILE_ROWS", "kernel_times", "tile_buffer_bytes"]
+__all__ = ["TILE_COLS", "TILE_ROWS", "kernel_times", "kernel_times_memory", "tile_buffer_bytes"]
 
 #: Sub-tile shape: 256 × 1024 float64 values (2 MiB) stay in a core's L2/L3 share
 #: while the GEMM output, the exp and the product with V pass over them.
@@ -33,6 +33,44 @@ TILE_ROWS, TILE_COLS = 256, 1024
 def tile_buffer_bytes(tile_rows: int = TILE_ROWS, tile_cols: int = TILE_COLS) -> int:
     """Bytes of the sub-tile buffer :func:`kernel_times` allocates (once per call)."""
     return 8 * int(tile_rows) * int(tile_cols)
+
+
+#: Values of the largest temporary a kernel of :mod:`distsketch.ops.kernels` makes
+#: beyond tile-sized ones (the L1 distances of ``"laplacian"`` go by 2²² values).
+_KERNEL_SCRATCH = 2**22
+
+
+def kernel_times_memory(n_features: int, max_block_b: int, kernel: str | Callable = "rbf",
+                        tile_rows: int = TILE_ROWS,
+                        tile_cols: int = TILE_COLS) -> tuple[float, float]:
+    """Working memory of :func:`kernel_times` beyond its inputs and result.
+
+    Parameters
+    ----------
+    n_features : int
+    max_block_b : int
+        Rows of the largest block of B.
+    kernel : str or callable
+    tile_rows, tile_cols : int
+
+    Returns
+    -------
+    (bytes per row of A, fixed bytes)
+        The augmented copy of A (``d + 2`` values a row) and, fixed, the
+        sub-tile buffer, the augmented copy of one block of B and the float64
+        copies of a block of B and V when they arrive in another dtype; for a
+        kernel other than ``"rbf"``, four sub-tile temporaries and 2²² values
+        of scratch instead of the buffer.
+    """
+    d = int(n_features)
+    per_row = 8.0 * (d + 2)
+    fixed = 8.0 * max_block_b * (2 * d + 3)
+    name = kernel if callable(kernel) else KERNEL_ALIASES.get(str(kernel), str(kernel))
+    if name == "rbf":
+        fixed += tile_buffer_bytes(tile_rows, tile_cols)
+    else:
+        fixed += 4 * tile_buffer_bytes(tile_rows, tile_cols) + 8.0 * _KERNEL_SCRATCH
+    return per_row, fixed
 
 
 def _augmented_rbf_rows(X: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
