@@ -36,7 +36,7 @@ from distsketch.graph import cluster_resources, compute, map_blocks, reduce_bloc
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
-from distsketch.ops.kernel_product import kernel_times, kernel_times_memory
+from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
@@ -347,7 +347,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         Xb = self._train_blocks if X is None else self._blocks(X)
         V = np.asarray(V, dtype=np.float64)
         # two tasks per scheduler thread at least: the result is computed whole, so its
-        # row blocks need not be X's
+        # row blocks need not be X's; pieces aligned to kernel_times' sub-tiles keep the
+        # result the same for any number of threads
         out = self._product(Xb, Xb, V.reshape(V.shape[0], -1), "kernel-matvec",
                             min_tasks=2 * cluster_resources().threads)
         res = compute(out, progress=False)[0]
@@ -360,7 +361,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         try:
             return row_matvec(A, B, V, _KernelRows(self.kernel_name_, self.kernel_params_),
                               work_bytes=fixed, work_bytes_per_row=per_row,
-                              min_tasks=min_tasks, name=name)
+                              min_tasks=min_tasks, split_align=TILE_ROWS, name=name)
         except MemoryBudgetError:
             return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
 

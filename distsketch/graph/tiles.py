@@ -117,15 +117,25 @@ def tile_matvec(
 MIN_SPLIT_ROWS = 256
 
 
-def _split_rows(chunks: tuple[int, ...], min_tasks: int) -> tuple[int, ...]:
-    """Row chunks, each split evenly, totalling at least ``min_tasks`` pieces when
-    pieces of :data:`MIN_SPLIT_ROWS` rows allow."""
+def _split_rows(chunks: tuple[int, ...], min_tasks: int, align: int = 1) -> tuple[int, ...]:
+    """Row chunks, each split into about even pieces, totalling at least ``min_tasks``
+    pieces where pieces of :data:`MIN_SPLIT_ROWS` rows allow (a block's remainder
+    may be shorter).
+
+    Every piece but a block's last is a multiple of ``align`` rows, so pieces start
+    at the same offsets (mod ``align``) from their block's start as an unsplit block's
+    sub-tiles of ``align`` rows do.
+    """
+    align = max(1, int(align))
     target = max(1, -(-sum(chunks) // max(1, min_tasks)))
     out: list[int] = []
     for c in chunks:
-        k = max(1, min(-(-c // target), c // MIN_SPLIT_ROWS))
-        out.extend(c // k + (1 if i < c % k else 0) for i in range(k))
-    return tuple(x for x in out if x > 0)
+        k = max(1, min(-(-c // target), c // max(MIN_SPLIT_ROWS, align)))
+        per_piece = -(-c // k)
+        size = -(-per_piece // align) * align  # ceil(c / k) rounded up to align
+        pieces = [size] * (c // size) + ([c % size] if c % size else [])
+        out.extend(pieces)
+    return tuple(out)
 
 
 class _RowTask:
@@ -152,6 +162,7 @@ def row_matvec(
     work_bytes: float = 0.0,
     work_bytes_per_row: float = 0.0,
     min_tasks: int = 0,
+    split_align: int = 1,
     name: str = "row-matvec",
 ) -> da.Array:
     """Lazy ``T(A, B) @ V`` with one task per row block of A, each looping over all of B.
@@ -178,8 +189,14 @@ def row_matvec(
         fixed (a tile buffer) and per row of A_i (a copy of the block).
     min_tasks : int, default 0
         Split A's row blocks evenly until there are at least this many tasks
-        (none below :data:`MIN_SPLIT_ROWS` rows), so that every thread of the
+        (pieces of :data:`MIN_SPLIT_ROWS` rows at least, but a block's
+        remainder), so that every thread of the
         scheduler gets work when A has fewer blocks than threads.
+    split_align : int, default 1
+        Pieces of a split block are multiples of this many rows (but the
+        block's last): a ``row_fn`` that works in sub-blocks of that many rows
+        from its block's start then makes the same sub-blocks split or not, so
+        its result need not depend on ``min_tasks``.
     name : str
         Task-name prefix.
 
@@ -210,7 +227,7 @@ def row_matvec(
     t = int(Vd.shape[1])
     Vd = Vd.rechunk((Bd.chunks[0], t))
     if len(Ad.chunks[0]) < int(min_tasks):
-        Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks)), Ad.shape[1]))
+        Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks), split_align), Ad.shape[1]))
     check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t) + float(work_bytes_per_row),
                       8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
     task = _RowTask(row_fn, dict(kwargs or {}))

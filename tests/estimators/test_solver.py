@@ -73,12 +73,16 @@ def test_row_matvec_equals_dense_product(ra, rb, t):
     ((100,), 4, (100,)),
     ((1000, 1000), 2, (1000, 1000)),  # enough blocks already
 ])
-def test_row_matvec_splits_row_blocks_for_min_tasks(chunks, min_tasks, expected):
+@pytest.mark.parametrize("align", [1, 256])
+def test_row_matvec_splits_row_blocks_for_min_tasks(chunks, min_tasks, expected, align):
+    if align == 256:  # pieces a multiple of 256 rows but a block's last
+        expected = {(2048, 2048, 904): (512,) * 9 + (392,), (5000,): (1280,) * 3 + (1160,),
+                    (700, 300): (512, 188, 300)}.get(chunks, expected)
     rng = np.random.default_rng(0)
     A = rng.normal(size=(sum(chunks), 3))
     B, V = rng.normal(size=(40, 3)), rng.normal(size=(40, 2))
     out = row_matvec(da.from_array(A, chunks=(chunks, 3)), B, V, _SqDistRows(),
-                     min_tasks=min_tasks)
+                     min_tasks=min_tasks, split_align=align)
     assert out.chunks[0] == expected
     D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
     np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-9)
@@ -121,6 +125,26 @@ def test_kernel_matvec_equals_dense_product_for_any_block_size(block_rows):
     ref = pairwise_kernel(X, X, "rbf", gamma=0.7) @ V
     np.testing.assert_allclose(s.kernel_matvec(V), ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(s.kernel_matvec(V[:, 0]), ref[:, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_matvec_is_the_same_for_any_number_of_threads():
+    # the row blocks are split for more tasks on more threads, aligned to the sub-tiles:
+    # the same sub-tiles, the same BLAS calls, the same bits
+    X, y = _data(1900, d=5)
+    V = np.random.default_rng(2).normal(size=1900)
+    s = KernelSolver(gamma=0.3, alpha=1.0, max_iter=1, block_rows=1024)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    results, parts = [], []
+    for workers in (1, 8):
+        with dask.config.set(num_workers=workers):
+            results.append(s.kernel_matvec(V))
+            parts.append(s._product(s._train_blocks, s._train_blocks, V[:, None], "kernel-matvec",
+                                    min_tasks=2 * workers).chunks[0])
+    assert parts == [(1024, 876), (256, 256, 256, 256, 512, 364)]
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[0], pairwise_kernel(X, X, "rbf", gamma=0.3) @ V,
+                               rtol=1e-12)
 
 
 def test_kernel_matvec_falls_back_to_tiles_when_x_exceeds_the_task_budget():
