@@ -39,7 +39,7 @@ from distsketch.graph.runtime import (
     compute_array,
     single_threaded_blas,
 )
-from distsketch.graph.tiles import persist_rows, tile_matvec
+from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 
 __all__ = [
     "BlockPlan",
@@ -68,6 +68,7 @@ __all__ = [
     "reduce_blocks",
     "register_row_source",
     "row_offsets",
+    "row_matvec",
     "rows_for_budget",
     "single_threaded_blas",
     "task_memory_budget",
