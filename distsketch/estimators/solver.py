@@ -29,13 +29,14 @@ import numpy as np
 import scipy.linalg as sla
 from sklearn.base import RegressorMixin, clone
 
-from distsketch.errors import ConfigError, InputError
+from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
-from distsketch.graph import compute, map_blocks, reduce_blocks
+from distsketch.graph import cluster_resources, compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.tiles import persist_rows, tile_matvec
+from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
+from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
@@ -78,6 +79,20 @@ class _KernelTile:
 
     def __dask_tokenize__(self) -> Any:
         return ("KernelTile", repr(self.kernel), sorted(self.params.items()))
+
+
+class _KernelRows:
+    """Picklable ``(A_i, [B_j], [V_j]) -> Σ_j K(A_i, B_j) V_j`` for :func:`row_matvec`."""
+
+    def __init__(self, kernel: Any, params: dict):
+        self.kernel = kernel
+        self.params = dict(params)
+
+    def __call__(self, a: np.ndarray, b: list, v: list) -> np.ndarray:
+        return kernel_times(a, b, v, self.kernel, self.params)
+
+    def __dask_tokenize__(self) -> Any:
+        return ("KernelRows", repr(self.kernel), sorted(self.params.items()))
 
 
 def _kernel_columns(block: np.ndarray, offset: int, landmarks: np.ndarray, *, kernel: Any,
@@ -190,9 +205,10 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     max_iter : int, default 500
         CG iterations (each is one pass of kernel tiles over X × X).
     block_rows : int, default 2048
-        Rows per block of X for the tiles (a tile holds block_rows² floats).
+        Rows per block of X: one kernel-product task per block (a tile of
+        block_rows² floats when X exceeds the task budget, see Notes).
     split_every : int, default 8
-        Fan-in of the tree sums over column blocks.
+        Fan-in of the tree sums over column blocks (kernel tiles only).
     verbose : int, default 0
         CG progress (iterations and relative residuals) and the
         preconditioner's size on the ``"distsketch"`` logger at INFO level:
@@ -228,9 +244,14 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
     Notes
     -----
-    Per iteration: ``(n/b)²`` tile tasks, each holding two row blocks, a
-    ``b × b`` kernel tile and ``b × t`` of the vector (b = block_rows), and
-    ``O(n² d)`` flops in total; the partial products are tree-summed.  The
+    Per iteration: ``n/b`` tasks (b = block_rows), task i computing
+    ``K(X_i, X) V`` over 256 × 1024 kernel sub-tiles made in one reused buffer
+    and multiplied by V at once (for RBF one GEMM of augmented rows and one
+    in-place ``exp``: ``O(n² d)`` flops and n² exponentials in total); each
+    task holds its block, all of X and V (shared by the threads of a worker)
+    and the 2 MiB buffer.  When X and V exceed the per-task memory budget the
+    product runs as ``(n/b)²`` tile tasks holding two row blocks and a
+    ``b × b`` kernel tile each, tree-summed over column blocks.  The
     driver holds O(n t) CG vectors and, with a preconditioner, the factor Z
     (n × m): one O(n m) product per iteration.  Building the preconditioner
     costs one pass over X (features or ``K(X, landmarks)``) plus O(n m² + m³).
@@ -325,8 +346,11 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         """
         Xb = self._train_blocks if X is None else self._blocks(X)
         V = np.asarray(V, dtype=np.float64)
-        out = tile_matvec(Xb, Xb, V.reshape(V.shape[0], -1), self._tile(),
-                          split_every=self.split_every, name="kernel-matvec")
+        # two tasks per scheduler thread at least: the result is computed whole, so its
+        # row blocks need not be X's; pieces aligned to kernel_times' sub-tiles keep the
+        # result the same for any number of threads
+        out = self._product(Xb, Xb, V.reshape(V.shape[0], -1), "kernel-matvec",
+                            min_tasks=2 * cluster_resources().threads)
         res = compute(out, progress=False)[0]
         return res.reshape(V.shape)
 
@@ -345,6 +369,17 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                 f"{d} features: its {m} x {m} factor and {d} x {m} operator (float64) that",
                 8 * m * (m + d), "lower sketch_size (or sketch_size=None: sized from d_λ)"))
         return sizes
+
+    def _product(self, A: Any, B: Any, V: np.ndarray, name: str, min_tasks: int = 0) -> Any:
+        """Lazy ``K(A, B) V``: one task per row block of A when B and V fit every
+        task's budget (fused sub-tiles, no tree sum), kernel tiles otherwise."""
+        per_row, fixed = kernel_times_memory(int(A.shape[1]), max(B.chunks[0]), self.kernel_name_)
+        try:
+            return row_matvec(A, B, V, _KernelRows(self.kernel_name_, self.kernel_params_),
+                              work_bytes=fixed, work_bytes_per_row=per_row,
+                              min_tasks=min_tasks, split_align=TILE_ROWS, name=name)
+        except MemoryBudgetError:
+            return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
 
     def _sketch_map(self) -> Any:
         p = self.preconditioner
@@ -527,8 +562,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False)
         A = self._blocks(X)
         alpha = np.asarray(self.dual_coef_, dtype=np.float64)
-        out = tile_matvec(A, self._training_rows(), alpha.reshape(alpha.shape[0], -1),
-                          self._tile(), split_every=self.split_every, name="kernel-predict")
+        out = self._product(A, self._training_rows(), alpha.reshape(alpha.shape[0], -1),
+                            "kernel-predict")
         if alpha.ndim == 1:
             out = out[:, 0]
         return check_finite_output(out if is_dask(X) else compute(out, progress=False)[0],

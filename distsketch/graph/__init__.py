@@ -39,7 +39,7 @@ from distsketch.graph.runtime import (
     compute_array,
     single_threaded_blas,
 )
-from distsketch.graph.tiles import persist_rows, tile_matvec
+from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 
 __all__ = [
     "BlockPlan",
@@ -67,6 +67,7 @@ __all__ = [
     "record_plans",
     "reduce_blocks",
     "register_row_source",
+    "row_matvec",
     "row_offsets",
     "rows_for_budget",
     "single_threaded_blas",

@@ -23,7 +23,7 @@ from distsketch.graph.blocks import block_starts, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
-__all__ = ["persist_rows", "tile_matvec"]
+__all__ = ["persist_rows", "row_matvec", "tile_matvec"]
 
 
 class _TileTask:
@@ -111,6 +111,131 @@ def tile_matvec(
     # take its key, so the prefix keeps the tiles recognisable on the scheduler
     return da.reduction(parts, chunk.sum, chunk.sum, axis=1, keepdims=False,
                         dtype=np.float64, split_every=split_every, name=f"{name}-sum")
+
+
+#: The smallest row block :func:`row_matvec` makes when it splits blocks for more tasks.
+MIN_SPLIT_ROWS = 256
+
+
+def _split_rows(chunks: tuple[int, ...], min_tasks: int, align: int = 1) -> tuple[int, ...]:
+    """Row chunks, each split into about even pieces, totalling at least ``min_tasks``
+    pieces where pieces of :data:`MIN_SPLIT_ROWS` rows allow (a block's remainder
+    may be shorter).
+
+    Every piece but a block's last is a multiple of ``align`` rows, so pieces start
+    at the same offsets (mod ``align``) from their block's start as an unsplit block's
+    sub-tiles of ``align`` rows do.
+    """
+    align = max(1, int(align))
+    target = max(1, -(-sum(chunks) // max(1, min_tasks)))
+    out: list[int] = []
+    for c in chunks:
+        k = max(1, min(-(-c // target), c // max(MIN_SPLIT_ROWS, align)))
+        per_piece = -(-c // k)
+        size = -(-per_piece // align) * align  # ceil(c / k) rounded up to align
+        pieces = [size] * (c // size) + ([c % size] if c % size else [])
+        out.extend(pieces)
+    return tuple(out)
+
+
+class _RowTask:
+    """One row block: ``row_fn(A_i, [B_j], [V_j]) = Σ_j T(A_i, B_j) V_j`` in one task."""
+
+    def __init__(self, row_fn: Callable[..., np.ndarray], kwargs: dict):
+        self.row_fn = row_fn
+        self.kwargs = kwargs
+
+    def __call__(self, a, b, v):
+        pin_blas_for_tasks()
+        # the contracted column index gives lists: [A_i] for A, [[B_j] for j] for B
+        return np.asarray(self.row_fn(a[0], [blk[0] for blk in b], list(v), **self.kwargs),
+                          dtype=np.float64)
+
+
+def row_matvec(
+    A: Any,
+    B: Any,
+    V: Any,
+    row_fn: Callable[..., np.ndarray],
+    *,
+    kwargs: dict | None = None,
+    work_bytes: float = 0.0,
+    work_bytes_per_row: float = 0.0,
+    min_tasks: int = 0,
+    split_align: int = 1,
+    name: str = "row-matvec",
+) -> da.Array:
+    """Lazy ``T(A, B) @ V`` with one task per row block of A, each looping over all of B.
+
+    The graph has one task per row block of A (no tile tasks, no tree sum):
+    task i receives A_i and the list of B's and V's blocks (shared inputs,
+    never concatenated) and returns ``Σ_j T(A_i, B_j) V_j``.  It suits B small
+    enough to be held whole by every worker, as in an iterative solver that
+    keeps X in memory; :func:`tile_matvec` is the fallback when it is not.
+
+    Parameters
+    ----------
+    A : ndarray or dask array of shape (n_a, d)
+    B : ndarray or dask array of shape (n_b, d)
+    V : ndarray or dask array of shape (n_b, t)
+        Rechunked to B's row blocks.
+    row_fn : callable
+        ``row_fn(A_i, B_blocks, V_blocks, **kwargs)`` returning the
+        ``(len(A_i), t)`` product.  Picklable for ``distributed``.
+    kwargs : dict, optional
+        Small keyword arguments for ``row_fn``.
+    work_bytes, work_bytes_per_row : float
+        Working memory ``row_fn`` allocates beyond its inputs and result:
+        fixed (a tile buffer) and per row of A_i (a copy of the block).
+    min_tasks : int, default 0
+        Split A's row blocks evenly until there are at least this many tasks
+        (pieces of :data:`MIN_SPLIT_ROWS` rows at least, but a block's
+        remainder), so that every thread of the
+        scheduler gets work when A has fewer blocks than threads.
+    split_align : int, default 1
+        Pieces of a split block are multiples of this many rows (but the
+        block's last): a ``row_fn`` that works in sub-blocks of that many rows
+        from its block's start then makes the same sub-blocks split or not, so
+        its result need not depend on ``min_tasks``.
+    name : str
+        Task-name prefix.
+
+    Returns
+    -------
+    dask.array.Array of shape (n_a, t), float64
+        A's row blocks (split further for ``min_tasks``).
+
+    Raises
+    ------
+    MemoryBudgetError
+        When A_i, all of B and V, the result and ``work_bytes`` exceed the
+        per-task budget (use :func:`tile_matvec` then).
+
+    Notes
+    -----
+    Memory per task: ``rows_i · (d + t)`` of A_i and its result, plus the
+    whole of B and V (``n_b · (d + t)`` values, resident once per worker and
+    shared by its threads) and the work memory.
+    """
+    Ad = whole_rows(as_dask(A))
+    Bd = whole_rows(as_dask(B))
+    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
+    if Vd.ndim == 1:
+        Vd = Vd[:, None]
+    if Vd.shape[0] != Bd.shape[0]:
+        raise ValueError(f"row_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
+    t = int(Vd.shape[1])
+    Vd = Vd.rechunk((Bd.chunks[0], t))
+    if len(Ad.chunks[0]) < int(min_tasks):
+        Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks), split_align), Ad.shape[1]))
+    check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t) + float(work_bytes_per_row),
+                      8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
+    task = _RowTask(row_fn, dict(kwargs or {}))
+    return da.blockwise(
+        task, "ik", Ad, "ia", Bd, "ja", Vd, "jk", dtype=np.float64, concatenate=False,
+        align_arrays=False, meta=np.empty((0, 0), dtype=np.float64),
+        name=f"{name}-" + tokenize(row_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
+    )
 
 
 def persist_rows(X: Any) -> Any:

@@ -1,5 +1,8 @@
 """Tests of KernelSolver (exact kernel systems by blockwise CG), tile_matvec and MEKAKernelRidge."""
 
+import itertools
+
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -8,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distsketch import ConfigError, InputError, KernelSolver, MEKAKernelRidge, load
+from distsketch.errors import MemoryBudgetError
 from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.graph.tiles import tile_matvec
+from distsketch.graph.tiles import row_matvec, tile_matvec
 from distsketch.ops.cg import cg_iteration_bound
+from distsketch.ops.kernel_product import kernel_times
 from distsketch.ops.kernels import pairwise_kernel
 
 
@@ -38,6 +43,126 @@ def test_tile_matvec_equals_dense_product(ra, rb, t):
     assert out.chunks[0] == da.from_array(A, chunks=(ra, 4)).chunks[0]
     D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
     np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-10)
+
+
+class _SqDistRows:
+    """A non-kernel row function: row_matvec is algorithm-agnostic too."""
+
+    def __call__(self, a, bs, vs):
+        return sum(_SqDist()(a, b, 0, 0) @ v for b, v in zip(bs, vs, strict=True))
+
+
+@pytest.mark.parametrize("ra,rb", [(70, 55), (16, 9), (33, 20), (1, 7)])
+@pytest.mark.parametrize("t", [1, 3])
+def test_row_matvec_equals_dense_product(ra, rb, t):
+    rng = np.random.default_rng(ra * 100 + rb)
+    A, B = rng.normal(size=(70, 4)), rng.normal(size=(55, 4))
+    V = rng.normal(size=(55, t))
+    Ad = da.from_array(A, chunks=(ra, 4))
+    out = row_matvec(Ad, da.from_array(B, chunks=(rb, 4)), V, _SqDistRows())
+    assert out.chunks == (Ad.chunks[0], (t,))
+    assert out.npartitions == Ad.numblocks[0]  # one task per row block: no tile tasks
+    D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("chunks,min_tasks,expected", [
+    ((2048, 2048, 904), 8, (512,) * 8 + (452, 452)),
+    ((5000,), 4, (1250, 1250, 1250, 1250)),
+    ((700, 300), 10, (350, 350, 300)),  # no piece below 256 rows
+    ((100,), 4, (100,)),
+    ((1000, 1000), 2, (1000, 1000)),  # enough blocks already
+])
+@pytest.mark.parametrize("align", [1, 256])
+def test_row_matvec_splits_row_blocks_for_min_tasks(chunks, min_tasks, expected, align):
+    if align == 256:  # pieces a multiple of 256 rows but a block's last
+        expected = {(2048, 2048, 904): (512,) * 9 + (392,), (5000,): (1280,) * 3 + (1160,),
+                    (700, 300): (512, 188, 300)}.get(chunks, expected)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(sum(chunks), 3))
+    B, V = rng.normal(size=(40, 3)), rng.normal(size=(40, 2))
+    out = row_matvec(da.from_array(A, chunks=(chunks, 3)), B, V, _SqDistRows(),
+                     min_tasks=min_tasks, split_align=align)
+    assert out.chunks[0] == expected
+    D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(out.compute(), D @ V, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel,params", [
+    ("rbf", {"gamma": 0.4}), ("gaussian", {"gamma": 2.0}), ("laplacian", {"gamma": 0.3}),
+    ("polynomial", {"gamma": 0.5, "coef0": 1.0, "degree": 3}),
+])
+@pytest.mark.parametrize("tile", [(256, 1024), (7, 5), (1, 64), (64, 1)])
+def test_kernel_times_equals_dense_kernel_product(kernel, params, tile):
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(45, 5)), 2.0 * rng.normal(size=(61, 5))
+    V = rng.normal(size=(61, 2))
+    cuts = [0, 13, 14, 40, 61]  # ragged blocks, one of a single row
+    out = kernel_times(A, [B[a:b] for a, b in itertools.pairwise(cuts)],
+                       [V[a:b] for a, b in itertools.pairwise(cuts)], kernel, params,
+                       tile_rows=tile[0], tile_cols=tile[1])
+    ref = pairwise_kernel(A, B, kernel, **params) @ V
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+def test_kernel_times_rbf_of_a_point_with_itself_and_far_points():
+    # the fused exponent of x against itself rounds to a few ulps of γ‖x‖², never a
+    # visible error; far points underflow to 0 as in the dense kernel
+    X = np.array([[1e2, -2e2, 5e1], [1e2, -2e2, 5e1], [0.0, 0.0, 0.0]])
+    V = np.ones((3, 1))
+    out = kernel_times(X, [X], [V], "rbf", {"gamma": 1.0})
+    np.testing.assert_allclose(out, pairwise_kernel(X, X, "rbf", gamma=1.0) @ V, rtol=1e-9)
+    np.testing.assert_allclose(out[:, 0], [2.0, 2.0, 1.0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("block_rows", [1000, 64, 37, 200, 1])
+def test_kernel_matvec_equals_dense_product_for_any_block_size(block_rows):
+    X, y = _data(211, d=4)
+    V = np.random.default_rng(1).normal(size=(211, 2))
+    s = KernelSolver(gamma=0.7, alpha=1.0, max_iter=1, block_rows=block_rows)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    ref = pairwise_kernel(X, X, "rbf", gamma=0.7) @ V
+    np.testing.assert_allclose(s.kernel_matvec(V), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s.kernel_matvec(V[:, 0]), ref[:, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_matvec_is_the_same_for_any_number_of_threads():
+    # the row blocks are split for more tasks on more threads, aligned to the sub-tiles:
+    # the same sub-tiles, the same BLAS calls, the same bits
+    X, y = _data(1900, d=5)
+    V = np.random.default_rng(2).normal(size=1900)
+    s = KernelSolver(gamma=0.3, alpha=1.0, max_iter=1, block_rows=1024)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    results, parts = [], []
+    for workers in (1, 8):
+        with dask.config.set(num_workers=workers):
+            results.append(s.kernel_matvec(V))
+            parts.append(s._product(s._train_blocks, s._train_blocks, V[:, None], "kernel-matvec",
+                                    min_tasks=2 * workers).chunks[0])
+    assert parts == [(1024, 876), (256, 256, 256, 256, 512, 364)]
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[0], pairwise_kernel(X, X, "rbf", gamma=0.3) @ V,
+                               rtol=1e-12)
+
+
+def test_kernel_matvec_falls_back_to_tiles_when_x_exceeds_the_task_budget():
+    X, y = _data(300, d=4)
+    V = np.random.default_rng(1).normal(size=300)
+    s = KernelSolver(gamma=0.7, alpha=1.0, max_iter=1, block_rows=50)
+    with pytest.warns(RuntimeWarning, match="CG stopped"):
+        s.fit(X, y)
+    # X and V plus the 2 MiB sub-tile buffer exceed 1 MiB; one 50 x 50 kernel tile does not
+    with dask.config.set({"distsketch.task-memory": 2**20}):
+        with pytest.raises(MemoryBudgetError, match="kernel-matvec"):
+            row_matvec(s._train_blocks, s._train_blocks, V, _SqDistRows(),
+                       work_bytes=2**21, name="kernel-matvec")
+        graph = s._product(s._train_blocks, s._train_blocks, V[:, None], "kernel-matvec")
+        out = s.kernel_matvec(V)
+    assert graph.npartitions == 6 and len(dict(graph.dask)) > 6 * 6  # the (i, j) tiles
+    np.testing.assert_allclose(out, pairwise_kernel(X, X, "rbf", gamma=0.7) @ V, rtol=1e-12,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize("precond", [None, "sketch", "nystrom", RandomFourierFeatures(
