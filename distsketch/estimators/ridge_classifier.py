@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
     decode_labels,
@@ -16,9 +17,11 @@ from distsketch.estimators.labels import (
     softmax_scores,
 )
 from distsketch.estimators.ridge import SketchedKernelRidge, _stack_xy, feature_block_function
+from distsketch.estimators.ridge_summary import check_sample_weight
 from distsketch.graph import reduce_blocks
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.sums import SumSummary
+from distsketch.validation import StrOptions
 
 __all__ = ["SketchedKernelRidgeClassifier"]
 
@@ -32,7 +35,17 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
 
     Parameters
     ----------
-    See :class:`SketchedKernelRidge` (``alpha`` must be a scalar, or use ``cv``).
+    class_weight : None, "balanced" or dict, default None
+        Weights of the classes' rows, as scikit-learn's ``RidgeClassifier``:
+        a dict maps labels to weights (labels not in it weigh 1);
+        "balanced" gives class c the weight ``n / (n_classes · n_c)``.  The
+        weights multiply ``sample_weight`` row by row and are folded into the
+        same one-pass summary.  "balanced" counts the classes from y, which
+        the classifier reads on the driver before the pass (y is encoded there
+        anyway); not with ``cv``, and "balanced" not in ``partial_fit`` (the
+        counts of later batches are unknown).
+    Other parameters: see :class:`SketchedKernelRidge` (``alpha`` must be a
+    scalar, or use ``cv``).
 
     Attributes
     ----------
@@ -60,12 +73,42 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     Song, Woodruff, Yu, Zhang. ICML 2021, Appendix E.
     """
 
+    _parameter_constraints = {
+        **SketchedKernelRidge._parameter_constraints,
+        "class_weight": [None, StrOptions({"balanced"}), dict],
+    }
+
+    def __init__(self, *, features: Any = None, alpha: Any = "auto", fit_intercept: bool = True,
+                 standardize: bool = True, cv: int | None = None, alphas: Any = None,
+                 gammas: Any = None, split_every: int = 8, class_weight: Any = None,
+                 random_state: Any = None):
+        super().__init__(features=features, alpha=alpha, fit_intercept=fit_intercept,
+                         standardize=standardize, cv=cv, alphas=alphas, gammas=gammas,
+                         split_every=split_every, random_state=random_state)
+        self.class_weight = class_weight
+
+    def _row_weights(self, sample_weight: Any, n_rows: int, where: str) -> Any:
+        """``sample_weight`` times the class weights of the rows (None when both are None)."""
+        if self.class_weight is None:
+            self.__dict__.pop("_codes", None)
+            return sample_weight
+        if self.cv is not None:
+            raise ConfigError(f"{where}: class_weight with cv is not supported (the folds score "
+                              "rows unweighted); drop one of them.")
+        # the codes of the labels just encoded (O(n), not kept on the model)
+        cw = class_row_weights(self.class_weight, self.classes_, self.__dict__.pop("_codes"),
+                               where)
+        if sample_weight is None:
+            return cw
+        return cw * check_sample_weight(sample_weight, n_rows, where)
+
     def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
         # labels as scikit-learn reads them (type_of_target, classes in their own dtype);
         # their alignment with X is checked with the ±1 matrix by the regressor
         classes, codes = encode_labels(y, n_rows, owner=type(self).__name__, classes=classes,
                                        regressor="SketchedKernelRidge")
         self.classes_ = classes
+        self._codes = codes
         Y = one_vs_rest(codes, classes.size)
         return Y[:, 1:] if classes.size == 2 else Y
 
@@ -75,7 +118,8 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
                               "choose among alphas).")
         Y = self._encode(y, None)
-        super().fit(X, Y, sample_weight)
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
+        super().fit(X, Y, w)
         return self
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
@@ -91,7 +135,12 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
         Y = self._encode(y, None, classes if first else self.classes_)
-        return super().partial_fit(X, Y, sample_weight=sample_weight)
+        if isinstance(self.class_weight, str):
+            raise ConfigError(f"{type(self).__name__}.partial_fit: class_weight='balanced' needs "
+                              "the class counts of all rows, which partial_fit does not see; "
+                              "pass a dict of weights, or fit on all rows.")
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit")
+        return super().partial_fit(X, Y, sample_weight=w)
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""

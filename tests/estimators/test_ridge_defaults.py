@@ -196,3 +196,49 @@ def test_bad_sample_weight_is_refused(w, kw, error, match):
     X, y = _data(30)
     with pytest.raises(getattr(errors, error), match=match):
         SketchedKernelRidge(**kw).fit(X, y, sample_weight=w)
+
+
+# ----------------------------------------------------------------------------- class_weight
+
+@pytest.mark.parametrize("class_weight", ["balanced", {0: 3.0, 4: 0.5, 7: 2.0}])
+def test_class_weight_equals_scikit_learns_ridge_classifier(class_weight):
+    from sklearn.linear_model import RidgeClassifier
+
+    X, yc = load_digits(return_X_y=True)
+    # unbalanced classes: fewer rows of the odd digits
+    keep = (yc % 2 == 0) | (np.arange(yc.size) % 3 == 0)
+    X, yc = X[keep][:400], yc[keep][:400]
+    w = np.random.default_rng(4).uniform(0.1, 2.0, size=yc.size)
+    feats = RandomFourierFeatures(gamma=0.02, n_components=64, random_state=0)
+    clf = SketchedKernelRidgeClassifier(features=feats, alpha=0.5, standardize=False,
+                                        class_weight=class_weight).fit(X, yc, sample_weight=w)
+    Z = clf.features_.transform(X)
+    ref = RidgeClassifier(alpha=0.5, solver="cholesky", class_weight=class_weight).fit(
+        Z, yc, sample_weight=w)
+    np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(Z), atol=1e-7)
+    plain = SketchedKernelRidgeClassifier(features=feats, alpha=0.5, standardize=False).fit(
+        X, yc, sample_weight=w)
+    assert not np.allclose(plain.decision_function(X), clf.decision_function(X), atol=1e-3)
+    assert "_codes" not in vars(clf)
+
+
+def test_class_weight_dict_in_partial_fit_equals_fit_and_balanced_is_refused():
+    from distsketch.errors import ConfigError
+
+    X, yc = load_digits(return_X_y=True)
+    X, yc = X[:200], yc[:200]
+    feats = RandomFourierFeatures(gamma=0.02, n_components=32, random_state=0)
+    cw = {1: 2.0, 2: 0.25}
+    kw = dict(features=feats, alpha=0.5, standardize=False, class_weight=cw)
+    inc = SketchedKernelRidgeClassifier(**kw)
+    inc.partial_fit(X[:90], yc[:90], classes=np.arange(10))
+    inc.partial_fit(X[90:], yc[90:])
+    full = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    np.testing.assert_allclose(inc.coef_, full.coef_, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ConfigError, match="balanced"):
+        SketchedKernelRidgeClassifier(**{**kw, "class_weight": "balanced"}).partial_fit(
+            X, yc, classes=np.arange(10))
+    with pytest.raises(ConfigError, match="label 11"):
+        SketchedKernelRidgeClassifier(**{**kw, "class_weight": {11: 1.0}}).fit(X, yc)
+    with pytest.raises(ConfigError, match="class_weight with cv"):
+        SketchedKernelRidgeClassifier(**{**kw, "cv": 3}).fit(X, yc)
