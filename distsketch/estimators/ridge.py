@@ -26,6 +26,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
     _is_fitted,
     _map_gamma,
@@ -102,7 +103,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         block; ``partial_fit`` takes the moments of its first batch.
     cv : int or None, default None
         k-fold cross-validation over ``alphas`` (and ``gammas``) from per-fold
-        summaries computed in the same single pass.
+        summaries computed in the same single pass (several passes, each
+        with as many candidate maps as a merge task's budget holds, when
+        all of them do not fit; see :mod:`~distsketch.estimators.ridge_cv`).
     alphas : array-like, default None
         λ grid for ``cv``; None uses ``alpha`` if it is an array, else
         ``logspace(-4, 3, 8)``.
@@ -404,33 +407,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             float(self.alpha)
 
     def _fit_cv(self, X: Any, Xs: Any, Y: Any) -> dict:
-        if self.alphas is not None:
-            alphas = self._positive(self.alphas, "alphas")
-        elif np.ndim(self.alpha) > 0:
-            alphas = self._positive(self.alpha, "alpha")
-        else:
-            alphas = np.logspace(-4, 3, 8)
-        gammas = None if self.gammas is None else self._positive(self.gammas, "gammas")
-        maps = [self._make_features(Xs, g, X.shape[0])
-                for g in (gammas if gammas is not None else [None])]
-        k = int(self.cv)  # type: ignore[arg-type]
-        folds = self._reduce(X, Y, maps, k)
-        totals = []
-        for fold_states in folds:
-            total = fold_states[0]
-            for s in fold_states[1:]:
-                total = _add(total, s)
-            totals.append(total)
-        scores = self._cv_scores(X, Y, maps, folds, totals, alphas)
-        g_best, a_best = self._cv_best(scores)
-        self.features_ = maps[g_best]
-        self.alpha_ = float(alphas[a_best])
-        self.gamma_ = _map_gamma(self.features_) if gammas is None else float(gammas[g_best])
-        # plain lists so the model saves as JSON attributes
-        self.cv_results_ = {"alphas": alphas.tolist(),
-                            "gammas": None if gammas is None else gammas.tolist(),
-                            **{name: v.tolist() for name, v in scores.items()}}
-        return totals[g_best]
+        return fit_cv(self, X, Xs, Y)
 
     def _fold_solutions(self, folds: list, totals: list,
                         alphas: np.ndarray) -> Iterator[tuple[int, int, dict, Any, Any]]:

@@ -242,3 +242,41 @@ def test_class_weight_dict_in_partial_fit_equals_fit_and_balanced_is_refused():
         SketchedKernelRidgeClassifier(**{**kw, "class_weight": {11: 1.0}}).fit(X, yc)
     with pytest.raises(ConfigError, match="class_weight with cv"):
         SketchedKernelRidgeClassifier(**{**kw, "cv": 3}).fit(X, yc)
+
+
+# ----------------------------------------------------------------------------- CV in the budget
+
+def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
+    import dask
+
+    from distsketch.estimators.ridge_cv import map_groups
+
+    X, yc = load_digits(return_X_y=True)
+    X, yc = X[:300], yc[:300]
+    feats = RandomFourierFeatures(n_components=64, random_state=0)
+    kw = dict(features=feats, cv=5, alphas=np.logspace(-3, 1, 5),
+              gammas=[0.005, 0.01, 0.02, 0.04, 0.08], random_state=0)
+    free = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    # 5 maps × 5 folds × (64² + 64·11 + 10² + 10) float64 ≈ 0.97 MiB per state: a merge of
+    # all maps (3 states) needs 2.9 MiB; one map's merge 0.6 MiB
+    budget = 3 * 2**20 // 2
+    maps = [free._make_features(X, g) for g in kw["gammas"]]
+    groups = map_groups(maps, 64, 10, 5, budget=budget)
+    assert 1 < len(groups) < 5 and sorted(sum(groups, [])) == list(range(5))
+    assert map_groups(maps, 64, 10, 5, budget=2**30) == [list(range(5))]
+    with dask.config.set({"distsketch.task-memory": budget}):
+        tight = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    assert (tight.alpha_, tight.gamma_) == (free.alpha_, free.gamma_)
+    np.testing.assert_allclose(tight.cv_results_["mse"], free.cv_results_["mse"], rtol=1e-9)
+    assert tight.cv_results_["accuracy"] == free.cv_results_["accuracy"]
+    np.testing.assert_allclose(tight.decision_function(X), free.decision_function(X),
+                               rtol=1e-7, atol=1e-9)
+
+
+def test_cv_map_that_alone_exceeds_the_budget_is_a_memory_budget_error():
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.estimators.ridge_cv import map_groups
+
+    feats = RandomFourierFeatures(n_components=64, random_state=0).fit(np.zeros((2, 3)))
+    with pytest.raises(MemoryBudgetError, match="fold states of one candidate map"):
+        map_groups([feats], 3, 1, 5, budget=100_000)
