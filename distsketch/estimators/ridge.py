@@ -25,6 +25,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
@@ -36,6 +37,7 @@ from distsketch.estimators.ridge_defaults import (
     fit_scaler,
     gcv_path,
     standardize_rows,
+    wants_median_gamma,
 )
 from distsketch.estimators.ridge_summary import (
     RidgeSummary,
@@ -222,9 +224,17 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     def _fit_scaler(self, X: Any) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it."""
         self.x_mean_ = self.x_scale_ = None
+        self._median_gamma = None
         if not self.standardize:
             return X
-        self.x_mean_, self.x_scale_ = fit_scaler(X, f"{type(self).__name__} input X")
+        # gamma="median" of the map: its row sample rides on the moments' pass (no extra pass)
+        sampler = median_sampler() if wants_median_gamma(self.features) else None
+        self.x_mean_, self.x_scale_, sample = fit_scaler(X, f"{type(self).__name__} input X",
+                                                         sampler)
+        if sample is not None:
+            S = standardize_rows(np.asarray(sample[1]), self.x_mean_, self.x_scale_)
+            self._median_gamma = sample_median_gamma(
+                S, f"the standardised {X.shape[0]} x {X.shape[1]} input")
         return standardize_rows(X, self.x_mean_, self.x_scale_)
 
     def _scaler(self) -> tuple | None:
@@ -239,6 +249,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                                          random_state=self.seed_)
         if gamma is None and _is_fitted(base):
             return base
+        median = getattr(self, "_median_gamma", None) if gamma is None else None
+        gamma = median if gamma is None else gamma
         f = clone(base)
         params = f.get_params(deep=False)
         if gamma is not None:
@@ -251,7 +263,11 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         if "random_state" in params and params["random_state"] is None:
             # a reproducible operator: derived from this model's seed
             f.set_params(random_state=self.seed_)
-        return f.fit(X)
+        f.fit(X)
+        if median is not None:
+            # fitted on the value the moments' pass sampled; gamma_ holds it, gamma says how
+            f.set_params(gamma="median")
+        return f
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
         y = check_targets(y, n_rows, where=f"{type(self).__name__}: y")

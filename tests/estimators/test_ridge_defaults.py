@@ -280,3 +280,27 @@ def test_cv_map_that_alone_exceeds_the_budget_is_a_memory_budget_error():
     feats = RandomFourierFeatures(n_components=64, random_state=0).fit(np.zeros((2, 3)))
     with pytest.raises(MemoryBudgetError, match="fold states of one candidate map"):
         map_groups([feats], 3, 1, 5, budget=100_000)
+
+
+# ----------------------------------------------------------------------------- gamma="median"
+
+def test_median_gamma_rides_on_the_standardising_pass():
+    import dask.array as da
+
+    from distsketch.estimators.kernel_params import median_gamma
+    from distsketch.graph.planner import record_plans
+
+    X, y = _data(400)
+    Xd = da.from_array(X, chunks=(50, X.shape[1]))
+    median = RandomFourierFeatures(gamma="median", n_components=32, random_state=0)
+    with record_plans() as plans:
+        model = SketchedKernelRidge(features=median, alpha=0.1).fit(Xd, y)
+    names = [p.name for p in plans]
+    # two passes, as with a numeric gamma: the moments (with the sample), then ZᵀZ
+    assert names == ["ridge-standardize", "ridge-summary"], names
+    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
+    assert model.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-12)
+    fixed = SketchedKernelRidge(features=RandomFourierFeatures(
+        gamma=model.gamma_, n_components=32, random_state=0), alpha=0.1).fit(Xd, y)
+    np.testing.assert_allclose(model.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
+    assert model.features_.gamma == "median" and model.features_.gamma_ == model.gamma_
