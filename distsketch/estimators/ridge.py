@@ -278,7 +278,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return Y, one_d
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
-                w: np.ndarray | None = None) -> list:
+                w: np.ndarray | None = None, sample: bool = False) -> list:
         fns: list[Any] = []
         ops: list[Any] = []
         counts: list[int] = []
@@ -287,16 +287,29 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             fns.append(fn)
             ops.extend(o)
             counts.append(len(o))
+        # the classifier's calibration rows ride on this pass (the regressor draws none)
+        sampler = self._row_sampler() if sample else None
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
-                               n_folds=n_folds, seed=self.seed_, weighted=w is not None)
+                               n_folds=n_folds, seed=self.seed_, weighted=w is not None,
+                               sampler=sampler)
         XY = _stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
-        if not is_dask(X):
-            return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
-                                 row_start=row_start, name="ridge-summary", **mem)["maps"]
-        return reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
-                             name="ridge-summary", **mem,
-                             where=f"{type(self).__name__} input X and targets y")["maps"]
+        if sampler is not None and mem:
+            extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
+            mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,
+                   "state_bytes": mem["state_bytes"] + extra}
+        where = {"where": f"{type(self).__name__} input X and targets y"} if is_dask(X) else {}
+        out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
+                            name="ridge-summary", **mem, **where)
+        if sampler is not None:
+            self._take_sample(sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
+        return out["maps"]
+
+    def _row_sampler(self) -> Any:
+        return None
+
+    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
+        """Keep the rows a subclass sampled in the summary pass (the regressor samples none)."""
 
     def _store_state(self, state: dict, rows: int | None = None) -> None:
         # n is the total weight of the rows (their number without sample_weight)
@@ -397,7 +410,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Xs = self._fit_scaler(X)
         if self.cv is None:
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
-            state = self._reduce(X, Y, [self.features_], 0, w=w)[0]
+            state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
             self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
@@ -493,7 +506,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         start = 0 if first else self.n_samples_seen_
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
-        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w)[0]
+        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w, sample=True)[0]
         if not first:
             state = _add(self._state(), state)
         self._store_state(state, rows=start + X.shape[0])

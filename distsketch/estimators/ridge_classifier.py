@@ -17,6 +17,11 @@ from distsketch.estimators.labels import (
     softmax_scores,
 )
 from distsketch.estimators.ridge import SketchedKernelRidge, _stack_xy, feature_block_function
+from distsketch.estimators.ridge_calibration import (
+    calibration_sampler,
+    fit_inverse_temperature,
+    loo_decision_values,
+)
 from distsketch.estimators.ridge_summary import check_sample_weight
 from distsketch.graph import reduce_blocks
 from distsketch.ops.random import hash_bucket
@@ -53,13 +58,28 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     coef_ : ndarray of shape (m,) for two classes else (n_classes, m)
     Other attributes as :class:`SketchedKernelRidge`.
 
+    proba_scale_ : float
+        Inverse temperature a of ``predict_proba = softmax(a · scores)``.
+    calibration_rows_ : int
+        Sample rows ``proba_scale_`` was fitted on.
+
     Notes
     -----
     Same cost as the regressor with t = n_classes targets (t = 1 for two
-    classes).  ``predict`` returns labels; ``decision_function`` the scores;
-    ``predict_proba`` the softmax of the one-vs-rest scores (not calibrated
-    probabilities: wrap the model in
-    :class:`sklearn.calibration.CalibratedClassifierCV` for those).
+    classes).  ``predict`` returns labels; ``decision_function`` the scores.
+
+    ``predict_proba`` is calibrated by temperature scaling:
+    ``softmax(a · scores)`` (scores ``(−d, d)`` for two classes) with one
+    scalar ``a > 0`` that minimises the log-loss of the leave-one-out scores
+    of up to 2000 rows sampled (bottom-k by ``hash(seed, row)``) in the same
+    pass that reduces ``ZᵀZ``; the leave-one-out scores are exact for ridge,
+    from the summary (see :mod:`~distsketch.estimators.ridge_calibration`).
+    One scalar keeps ``argmax predict_proba == predict``.  The sample lives
+    only in the fitted object: ``partial_fit`` merges the samples of its
+    calls and refits ``a``; after ``load`` a ``partial_fit`` calibrates on
+    the rows it is given from then on (an incremental workflow segment keeps
+    the last ``a``).  Cost: O(2000 · m²) after the solve, 2000 × (d + t + 1)
+    floats per summary state.
 
     With ``cv``, candidates (``alphas`` × ``gammas``) are ranked by validation
     accuracy (ties by mean squared error of the ±1 scores): the folds'
@@ -86,6 +106,41 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                          standardize=standardize, cv=cv, alphas=alphas, gammas=gammas,
                          split_every=split_every, random_state=random_state)
         self.class_weight = class_weight
+
+    # ---------------------------------------------------------------- calibration
+    def _row_sampler(self) -> Any:
+        return calibration_sampler(self.seed_)
+
+    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
+        # the summary read the inputs as x_dtype: the sample's features are computed the same way
+        self._calibration_dtype = x_dtype
+        index, rows = sampler.finalize(state)
+        d, t = int(self.n_features_in_), int(self.n_targets_)
+        # canonical rows (inputs, targets, weight), so samples of weighted and unweighted
+        # partial_fit calls merge
+        w = rows[:, -1:] if weighted else np.ones((rows.shape[0], 1))
+        new = sampler.state_of(index, np.hstack([rows[:, :d + t], w]))
+        old = self.__dict__.get("_calibration_sample")
+        self._calibration_sample = new if old is None else sampler.merge([old, new])
+
+    def _set_solution(self, state: dict, choose: bool = True) -> None:
+        super()._set_solution(state, choose)
+        sample = self.__dict__.get("_calibration_sample")
+        if sample is None:
+            if not hasattr(self, "proba_scale_"):
+                self.proba_scale_, self.calibration_rows_ = 1.0, 0
+            return
+        _, rows = calibration_sampler(self.seed_).finalize(sample)
+        d, t = int(self.n_features_in_), int(self.n_targets_)
+        X = np.asarray(rows[:, :d], dtype=self._calibration_dtype)
+        fn, ops = feature_block_function(self.features_, self._scaler())
+        Z = fn(X, 0, *ops)
+        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+        D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], state,
+                                      float(self.alpha_), self.fit_intercept, self._W[0], c)
+        self.proba_scale_ = fit_inverse_temperature(D, rows[keep, d:d + t], rows[keep, -1])
+        self.calibration_rows_ = int(keep.sum())
 
     def _row_weights(self, sample_weight: Any, n_rows: int, where: str) -> Any:
         """``sample_weight`` times the class weights of the rows (None when both are None)."""
@@ -119,6 +174,8 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "choose among alphas).")
         Y = self._encode(y, None)
         w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
+        for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
+            self.__dict__.pop(attr, None)
         super().fit(X, Y, w)
         return self
 
@@ -131,6 +188,9 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                     sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Merge new labelled rows (weighted by ``sample_weight``); ``classes`` on the first call."""
         first = not hasattr(self, "coef_")
+        if first:
+            for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
+                self.__dict__.pop(attr, None)
         if first and classes is None:
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
@@ -148,15 +208,15 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         return self._shape_output(self._decision(X))
 
     def predict_proba(self, X: Any) -> Any:
-        """Softmax of the one-vs-rest scores, shape (n_samples, n_classes).
+        """Calibrated class probabilities ``softmax(a · scores)``, shape (n_samples, n_classes).
 
-        For two classes the scores are (−d, d) with d = ``decision_function``,
-        so the probability of ``classes_[1]`` is 1 / (1 + e^(−2d)).  These are
-        not calibrated probabilities (ridge scores are not log-odds); use
-        :class:`sklearn.calibration.CalibratedClassifierCV` for calibration.
-        Dask in, dask out.
+        ``a = proba_scale_`` is fitted by temperature scaling on
+        leave-one-out scores of a row sample (see the class Notes).  For two
+        classes the scores are (−d, d) with d = ``decision_function``, so the
+        probability of ``classes_[1]`` is 1 / (1 + e^(−2ad)).  Rows sum to 1
+        and their argmax is ``predict``.  Dask in, dask out.
         """
-        return softmax_scores(self.decision_function(X))
+        return softmax_scores(self.decision_function(X) * getattr(self, "proba_scale_", 1.0))
 
     def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
                    alphas: np.ndarray) -> dict[str, np.ndarray]:

@@ -32,11 +32,14 @@ MERGE_STATES = 3
 
 
 def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
-               budget: int | None = None, where: str = "cross-validation") -> list[list[int]]:
+               budget: int | None = None, where: str = "cross-validation",
+               first_extra: float = 0.0) -> list[list[int]]:
     """Indices of the maps reduced together, pass by pass.
 
     Consecutive maps share a pass while ``MERGE_STATES`` times their summed
-    states fit ``budget`` (default: the per-task memory budget).
+    states fit ``budget`` (default: the per-task memory budget);
+    ``first_extra`` bytes ride on the first pass's state (the classifier's
+    calibration sample).
 
     Raises
     ------
@@ -55,6 +58,7 @@ def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
     groups: list[list[int]] = []
     total = 0.0
     for i, s in enumerate(sizes):
+        s = s + (float(first_extra) if i == 0 else 0.0)
         if MERGE_STATES * s > budget:
             raise MemoryBudgetError(
                 f"{where}: the {n_folds} fold states of one candidate map take "
@@ -89,13 +93,18 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
             for g in (gammas if gammas is not None else [None])]
     k = int(est.cv)
     where = f"{type(est).__name__} cv={k}"
-    groups = map_groups(maps, int(X.shape[1]), int(Y.shape[1]), k, where=where)
+    sampler = est._row_sampler()
+    extra = 0.0 if sampler is None else 16.0 * sampler.n_samples * (X.shape[1] + Y.shape[1] + 3)
+    groups = map_groups(maps, int(X.shape[1]), int(Y.shape[1]), k, where=where,
+                        first_extra=extra)
     if len(groups) > 1:
         logger.info("%s: %d candidate maps in %d passes (their fold states do not fit one "
                     "merge task)", where, len(maps), len(groups))
     folds: list[Any] = [None] * len(maps)
     for group in groups:
-        for i, states in zip(group, est._reduce(X, Y, [maps[i] for i in group], k)):
+        # the first pass also draws the rows that calibrate the classifier's probabilities
+        for i, states in zip(group, est._reduce(X, Y, [maps[i] for i in group], k,
+                                                sample=group is groups[0])):
             folds[i] = states
     totals = []
     for fold_states in folds:

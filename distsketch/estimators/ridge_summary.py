@@ -51,12 +51,19 @@ class RidgeSummary(SumMerge, Summary):
     global_row) mod k`` (independent of chunking) and the state is a list of
     k such dicts.
 
-    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64.
+    With a ``sampler`` (a bottom-k row sample, e.g. the calibration sample
+    of the classifier) the state also holds ``"sample"``, the sampler's
+    state of the whole block rows (inputs, targets, weights), merged by the
+    sampler.
+
+    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64
+    (plus the sampler's k rows).
     """
 
     def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
                  n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0,
-                 weighted: bool = False):
+                 weighted: bool = False, sampler: Any = None):
+        self.sampler = sampler
         self.functions = list(functions)
         self.n_operands = list(n_operands)
         self.n_features = int(n_features)
@@ -86,7 +93,16 @@ class RidgeSummary(SumMerge, Summary):
             else:
                 out.append(_state(Z, y, w))
         # a dict, not a list: the tree reducer flattens nested lists of states
-        return {"maps": out}
+        if self.sampler is None:
+            return {"maps": out}
+        return {"maps": out, "sample": self.sampler.chunk(block, row_offset)}
+
+    def merge(self, states: list[Any]) -> Any:
+        if self.sampler is None:
+            return super().merge(states)
+        out = super().merge([{"maps": s["maps"]} for s in states])
+        out["sample"] = self.sampler.merge([s["sample"] for s in states])
+        return out
 
 
 def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:

@@ -253,15 +253,16 @@ def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
 
     X, yc = load_digits(return_X_y=True)
     X, yc = X[:300], yc[:300]
-    feats = RandomFourierFeatures(n_components=64, random_state=0)
+    feats = RandomFourierFeatures(n_components=256, random_state=0)
     kw = dict(features=feats, cv=5, alphas=np.logspace(-3, 1, 5),
               gammas=[0.005, 0.01, 0.02, 0.04, 0.08], random_state=0)
     free = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
-    # 5 maps × 5 folds × (64² + 64·11 + 10² + 10) float64 ≈ 0.97 MiB per state: a merge of
-    # all maps (3 states) needs 2.9 MiB; one map's merge 0.6 MiB
-    budget = 3 * 2**20 // 2
+    # 5 maps × 5 folds × (256² + 256·11 + 10² + 10) float64 ≈ 2.6 MiB per map, 13 MiB for all:
+    # a merge (3 states) of all maps needs 39 MiB, of one map (and the 2.4 MiB calibration
+    # sample) 15 MiB
+    budget = 24 * 2**20
     maps = [free._make_features(X, g) for g in kw["gammas"]]
-    groups = map_groups(maps, 64, 10, 5, budget=budget)
+    groups = map_groups(maps, 64, 10, 5, budget=budget, first_extra=2.4 * 2**20)
     assert 1 < len(groups) < 5 and sorted(sum(groups, [])) == list(range(5))
     assert map_groups(maps, 64, 10, 5, budget=2**30) == [list(range(5))]
     with dask.config.set({"distsketch.task-memory": budget}):
@@ -304,3 +305,44 @@ def test_median_gamma_rides_on_the_standardising_pass():
         gamma=model.gamma_, n_components=32, random_state=0), alpha=0.1).fit(Xd, y)
     np.testing.assert_allclose(model.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
     assert model.features_.gamma == "median" and model.features_.gamma_ == model.gamma_
+
+
+# ----------------------------------------------------------------------------- predict_proba
+
+def test_calibrated_proba_beats_the_softmax_on_digits():
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import train_test_split
+
+    from distsketch.estimators.labels import softmax_scores
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    clf = SketchedKernelRidgeClassifier(random_state=0).fit(Xtr, ytr)
+    P = clf.predict_proba(Xte)
+    old = softmax_scores(clf.decision_function(Xte))
+    assert log_loss(yte, P) < 0.5 * log_loss(yte, old)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xte))
+    assert clf.proba_scale_ > 1.0 and 0 < clf.calibration_rows_ <= Xtr.shape[0]
+
+
+def test_calibration_sample_merges_over_partial_fit_and_two_classes_keep_predict():
+    import dask.array as da
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600], (y[:600] >= 5).astype(int)
+    feats = RandomFourierFeatures(gamma=0.02, n_components=128, random_state=0)
+    kw = dict(features=feats, alpha=1.0, standardize=False, random_state=0)
+    full = SketchedKernelRidgeClassifier(**kw).fit(da.from_array(X, chunks=(100, 64)), y)
+    inc = SketchedKernelRidgeClassifier(**kw)
+    inc.partial_fit(X[:250], y[:250], classes=[0, 1])
+    inc.partial_fit(X[250:], y[250:])
+    # the bottom-k sample of two batches is that of all rows: the same calibration
+    assert inc.calibration_rows_ == full.calibration_rows_ > 0
+    assert inc.proba_scale_ == pytest.approx(full.proba_scale_, rel=1e-6)
+    P = full.predict_proba(X)
+    assert P.shape == (600, 2)
+    np.testing.assert_array_equal(full.classes_[P.argmax(axis=1)], full.predict(X))
+    d = full.decision_function(X)
+    np.testing.assert_allclose(P[:, 1], 1 / (1 + np.exp(-2 * full.proba_scale_ * d)),
+                               rtol=1e-10)
