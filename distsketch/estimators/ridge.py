@@ -36,6 +36,7 @@ from distsketch.estimators.ridge_defaults import (
     feature_block_function,
     fit_scaler,
     gcv_path,
+    positive_values,
     standardize_rows,
     wants_median_gamma,
 )
@@ -204,15 +205,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self.random_state = random_state
 
     # ---------------------------------------------------------------- helpers
-    @staticmethod
-    def _positive(values: Any, name: str) -> np.ndarray:
-        arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-            raise ConfigError(
-                f"{name} must be a positive number or a non-empty 1-D array of positive numbers "
-                f"(the regularisation λ > 0); got {values!r}."
-            )
-        return arr
+    _positive = staticmethod(positive_values)
 
     def _auto_alpha(self) -> bool:
         return isinstance(self.alpha, str) and self.alpha == "auto"
@@ -298,9 +291,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
             mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,
                    "state_bytes": mem["state_bytes"] + extra}
-        where = {"where": f"{type(self).__name__} input X and targets y"} if is_dask(X) else {}
         out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
-                            name="ridge-summary", **mem, **where)
+                            name="ridge-summary", **mem,
+                            where=f"{type(self).__name__} input X and targets y")
         if sampler is not None:
             self._take_sample(sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
         return out["maps"]

@@ -23,8 +23,6 @@ cannot overfit a 2000-row sample.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import scipy.linalg as sla
 

@@ -1,4 +1,4 @@
-"""k-fold cross-validation of :class:`~distsketch.estimators.ridge.SketchedKernelRidge` within the task budget.
+"""k-fold cross-validation of the kernel ridge models within the per-task memory budget.
 
 Every candidate feature map (one per ``gamma``) adds ``k`` fold states of
 ``m² + m(t + 1) + t² + t`` float64 to the one-pass summary, and a merge task

@@ -38,6 +38,7 @@ __all__ = [
     "feature_block_function",
     "fit_scaler",
     "gcv_path",
+    "positive_values",
     "standardize_rows",
 ]
 
@@ -46,6 +47,17 @@ DEFAULT_MAX_FEATURES = 2048
 
 #: alpha candidates of ``alpha="auto"``, relative to the mean eigenvalue of the centred ZᵀZ
 GCV_GRID = np.logspace(-8, 2, 41)
+
+
+def positive_values(values: Any, name: str) -> np.ndarray:
+    """``values`` as a non-empty 1-D float64 array of finite numbers > 0 (else a ConfigError)."""
+    arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ConfigError(
+            f"{name} must be a positive number or a non-empty 1-D array of positive numbers "
+            f"(the regularisation λ > 0); got {values!r}."
+        )
+    return arr
 
 
 def default_n_features(n_rows: int | None) -> int:
