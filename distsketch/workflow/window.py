@@ -94,13 +94,15 @@ class _RidgeSplitter(SegmentSplitter):
         if Y.shape[1] != est.n_targets_:
             raise InputError(f"{type(est).__name__}.partial_fit: y has {Y.shape[1]} targets, the "
                              f"model was fitted with {est.n_targets_}.")
-        return est._reduce(X, Y, [est.features_], 0, row_start=start, w=w)[0]
+        state = est._reduce(X, Y, [est.features_], 0, row_start=start, w=w)[0]
+        # the state's n is a weight total with class weights: the rows are counted apart
+        return {**state, "rows": int(X.shape[0])}
 
     def merge(self, est: Any, summary: Any) -> None:
         from distsketch.estimators.ridge import _add
 
         state = _add(est._state(), summary)
-        est._store_state(state)
+        est._store_state(state, rows=est.n_samples_seen_ + int(summary["rows"]))
         est._set_solution(state)
 
 
