@@ -270,6 +270,9 @@ def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
     assert (tight.alpha_, tight.gamma_) == (free.alpha_, free.gamma_)
     np.testing.assert_allclose(tight.cv_results_["mse"], free.cv_results_["mse"], rtol=1e-9)
     assert tight.cv_results_["accuracy"] == free.cv_results_["accuracy"]
+    # the calibration sample rides on the first pass: the same rows whatever the split
+    assert tight.calibration_rows_ == free.calibration_rows_ > 0
+    assert tight.proba_scale_ == pytest.approx(free.proba_scale_, rel=1e-6)
     np.testing.assert_allclose(tight.decision_function(X), free.decision_function(X),
                                rtol=1e-7, atol=1e-9)
 
@@ -309,7 +312,7 @@ def test_median_gamma_rides_on_the_standardising_pass():
 
 # ----------------------------------------------------------------------------- predict_proba
 
-def test_calibrated_proba_beats_the_softmax_on_digits():
+def test_calibrated_proba_beats_the_softmax_on_digits(tmp_path):
     from sklearn.metrics import log_loss
     from sklearn.model_selection import train_test_split
 
@@ -324,6 +327,12 @@ def test_calibrated_proba_beats_the_softmax_on_digits():
     np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xte))
     assert clf.proba_scale_ > 1.0 and 0 < clf.calibration_rows_ <= Xtr.shape[0]
+    from distsketch.io import load, save_model
+
+    save_model(clf, tmp_path / "m.zarr")
+    back = load(tmp_path / "m.zarr")
+    assert back.proba_scale_ == clf.proba_scale_
+    np.testing.assert_allclose(back.predict_proba(Xte), P, rtol=1e-10)
 
 
 def test_calibration_sample_merges_over_partial_fit_and_two_classes_keep_predict():
