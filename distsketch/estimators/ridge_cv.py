@@ -7,7 +7,8 @@ and 5 gammas that is 0.8 GiB per state, 2.4 GiB per merge.  :func:`map_groups`
 splits the candidate maps into as few passes as keep a merge within the
 per-task budget (all maps in one pass when they fit): the folds, the
 scores and the chosen model do not depend on the split, because a row's fold is
-``hash(seed, row) mod k`` and each map's state is its own sum.
+``hash(seed, row) mod k`` and each map's state is its own sum.  Fold states
+carry ``ZᵀZ`` packed (its upper triangle): half the m × m matrices per merge.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
 from distsketch.estimators.ridge_defaults import _map_gamma
-from distsketch.estimators.ridge_summary import _add, _ridge_memory
+from distsketch.estimators.ridge_summary import _add, _ridge_memory, unpack_gram
 from distsketch.graph import task_memory_budget
 
 logger = logging.getLogger("distsketch")
@@ -105,7 +106,7 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
         # the first pass also draws the rows that calibrate the classifier's probabilities
         for i, states in zip(group, est._reduce(X, Y, [maps[i] for i in group], k,
                                                 sample=group is groups[0])):
-            folds[i] = states
+            folds[i] = [unpack_gram(f) for f in states]
     totals = []
     for fold_states in folds:
         total = fold_states[0]

@@ -257,14 +257,22 @@ def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
     kw = dict(features=feats, cv=5, alphas=np.logspace(-3, 1, 5),
               gammas=[0.005, 0.01, 0.02, 0.04, 0.08], random_state=0)
     free = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
-    # 5 maps × 5 folds × (256² + 256·11 + 10² + 10) float64 ≈ 2.6 MiB per map, 13 MiB for all:
-    # a merge (3 states) of all maps needs 39 MiB, of one map (and the 2.4 MiB calibration
-    # sample) 15 MiB
+    # 5 folds × (256·257/2 + 256·11 + 10² + 10) float64 ≈ 1.4 MiB per map (ZᵀZ packed),
+    # 6.8 MiB for all: a merge (3 states) of all maps and the 2.4 MiB calibration sample needs
+    # 28 MiB (46 MiB before packing), of one map and the sample 11 MiB
     budget = 24 * 2**20
     maps = [free._make_features(X, g) for g in kw["gammas"]]
     groups = map_groups(maps, 64, 10, 5, budget=budget, first_extra=2.4 * 2**20)
     assert 1 < len(groups) < 5 and sorted(i for g in groups for i in g) == list(range(5))
     assert map_groups(maps, 64, 10, 5, budget=2**30) == [list(range(5))]
+    # packed fold states: the upper triangle of ZᵀZ, restored symmetric
+    from distsketch.estimators.ridge_summary import pack_gram, unpack_gram
+
+    G = np.random.default_rng(0).normal(size=(7, 7))
+    G = G @ G.T
+    packed = pack_gram({"ztz": G})
+    assert packed["ztz"].shape == (28,)
+    np.testing.assert_array_equal(unpack_gram(packed)["ztz"], G)
     with dask.config.set({"distsketch.task-memory": budget}):
         tight = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
     assert (tight.alpha_, tight.gamma_) == (free.alpha_, free.gamma_)
