@@ -24,7 +24,8 @@ from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, StrOptions
 
-__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "median_gamma", "resolve_gamma"]
+__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "median_gamma", "median_sampler",
+           "resolve_gamma", "sample_median_gamma"]
 
 #: the ``_parameter_constraints`` entry of every ``gamma``
 GAMMA_CONSTRAINT: list[Any] = [Interval(float, 0, None, closed="neither"),
@@ -85,6 +86,27 @@ def median_gamma(X: Any, n_sample: int = MEDIAN_SAMPLE_ROWS, random_state: Any =
     state = reduce_blocks(sampler, X, bytes_per_row=8.0 * (d + 2),
                           fixed_bytes=16.0 * n_sample * (d + 2), name="median-gamma-sample")
     _, S = sampler.finalize(state)
+    return sample_median_gamma(S, f"the {X.shape[0]} x {d} input")
+
+
+def median_sampler() -> UniformLandmarks:
+    """The row sample of :func:`median_gamma` (its default size and seed).
+
+    A pass that reads every row anyway (the column moments of a
+    standardising model) can carry it and call :func:`sample_median_gamma`:
+    the same rows, so the same gamma, as :func:`median_gamma`.
+    """
+    return UniformLandmarks(MEDIAN_SAMPLE_ROWS, resolve_seed(0), "metrics.sample")
+
+
+def sample_median_gamma(S: Any, where: str) -> float:
+    """``1 / median ‖sᵢ − sⱼ‖²`` over the pairs of rows of a sample S.
+
+    Raises
+    ------
+    InputError
+        Every sampled row is the same (median squared distance 0).
+    """
     S = np.asarray(S, dtype=np.float64)
     sq = np.einsum("ij,ij->i", S, S)
     D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
@@ -92,9 +114,9 @@ def median_gamma(X: Any, n_sample: int = MEDIAN_SAMPLE_ROWS, random_state: Any =
     med = float(np.median(np.maximum(D[iu], 0.0))) if iu[0].size else 0.0
     if not med > 0:
         raise InputError(
-            f"cannot choose gamma by the median heuristic: the {S.shape[0]} sampled rows of the "
-            f"{X.shape[0]} x {d} input are all identical (median squared distance 0); pass gamma "
-            "explicitly (a positive float, or None for 1 / n_features).")
+            f"cannot choose gamma by the median heuristic: the {S.shape[0]} sampled rows of "
+            f"{where} are all identical (median squared distance 0); pass gamma explicitly (a "
+            "positive float, or None for 1 / n_features).")
     return 1.0 / med
 
 

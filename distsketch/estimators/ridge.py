@@ -25,7 +25,9 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
     _is_fitted,
     _map_gamma,
@@ -34,7 +36,9 @@ from distsketch.estimators.ridge_defaults import (
     feature_block_function,
     fit_scaler,
     gcv_path,
+    positive_values,
     standardize_rows,
+    wants_median_gamma,
 )
 from distsketch.estimators.ridge_summary import (
     RidgeSummary,
@@ -107,7 +111,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         ``gamma`` (a polynomial sketch's scale is its caller's too).
     cv : int or None, default None
         k-fold cross-validation over ``alphas`` (and ``gammas``) from per-fold
-        summaries computed in the same single pass.
+        summaries computed in the same single pass (several passes, each
+        with as many candidate maps as a merge task's budget holds, when
+        all of them do not fit; see :mod:`~distsketch.estimators.ridge_cv`).
     alphas : array-like, default None
         λ grid for ``cv``; None uses ``alpha`` if it is an array, else
         ``logspace(-4, 3, 8)``.
@@ -204,15 +210,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         self.random_state = random_state
 
     # ---------------------------------------------------------------- helpers
-    @staticmethod
-    def _positive(values: Any, name: str) -> np.ndarray:
-        arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
-        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-            raise ConfigError(
-                f"{name} must be a positive number or a non-empty 1-D array of positive numbers "
-                f"(the regularisation λ > 0); got {values!r}."
-            )
-        return arr
+    _positive = staticmethod(positive_values)
 
     def _auto_alpha(self) -> bool:
         return isinstance(self.alpha, str) and self.alpha == "auto"
@@ -233,9 +231,17 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
     def _fit_scaler(self, X: Any) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it."""
         self.x_mean_ = self.x_scale_ = None
+        self._median_gamma = None
         if not self._standardizes():
             return X
-        self.x_mean_, self.x_scale_ = fit_scaler(X, f"{type(self).__name__} input X")
+        # gamma="median" of the map: its row sample rides on the moments' pass (no extra pass)
+        sampler = median_sampler() if wants_median_gamma(self.features) else None
+        self.x_mean_, self.x_scale_, sample = fit_scaler(X, f"{type(self).__name__} input X",
+                                                         sampler)
+        if sample is not None:
+            S = standardize_rows(np.asarray(sample[1]), self.x_mean_, self.x_scale_)
+            self._median_gamma = sample_median_gamma(
+                S, f"the standardised {X.shape[0]} x {X.shape[1]} input")
         return standardize_rows(X, self.x_mean_, self.x_scale_)
 
     def _scaler(self) -> tuple | None:
@@ -250,6 +256,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
                                          random_state=self.seed_)
         if gamma is None and _is_fitted(base):
             return base
+        median = getattr(self, "_median_gamma", None) if gamma is None else None
+        gamma = median if gamma is None else gamma
         f = clone(base)
         params = f.get_params(deep=False)
         if gamma is not None:
@@ -262,7 +270,11 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         if "random_state" in params and params["random_state"] is None:
             # a reproducible operator: derived from this model's seed
             f.set_params(random_state=self.seed_)
-        return f.fit(X)
+        f.fit(X)
+        if median is not None:
+            # fitted on the value the moments' pass sampled; gamma_ holds it, gamma says how
+            f.set_params(gamma="median")
+        return f
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
         y = check_targets(y, n_rows, where=f"{type(self).__name__}: y")
@@ -273,7 +285,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         return Y, one_d
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
-                w: np.ndarray | None = None) -> list:
+                w: np.ndarray | None = None, sample: bool = False) -> list:
         fns: list[Any] = []
         ops: list[Any] = []
         counts: list[int] = []
@@ -282,16 +294,29 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             fns.append(fn)
             ops.extend(o)
             counts.append(len(o))
+        # the classifier's calibration rows ride on this pass (the regressor draws none)
+        sampler = self._row_sampler() if sample else None
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
-                               n_folds=n_folds, seed=self.seed_, weighted=w is not None)
+                               n_folds=n_folds, seed=self.seed_, weighted=w is not None,
+                               sampler=sampler)
         XY = _stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
-        if not is_dask(X):
-            return reduce_blocks(summary, XY, *ops, split_every=self.split_every,
-                                 row_start=row_start, name="ridge-summary", **mem)["maps"]
-        return reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
-                             name="ridge-summary", **mem,
-                             where=f"{type(self).__name__} input X and targets y")["maps"]
+        if sampler is not None and mem:
+            extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
+            mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,
+                   "state_bytes": mem["state_bytes"] + extra}
+        out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
+                            name="ridge-summary", **mem,
+                            where=f"{type(self).__name__} input X and targets y")
+        if sampler is not None:
+            self._take_sample(sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
+        return out["maps"]
+
+    def _row_sampler(self) -> Any:
+        return None
+
+    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
+        """Keep the rows a subclass sampled in the summary pass (the regressor samples none)."""
 
     def _store_state(self, state: dict, rows: int | None = None) -> None:
         # n is the total weight of the rows (their number without sample_weight)
@@ -392,7 +417,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Xs = self._fit_scaler(X)
         if self.cv is None:
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
-            state = self._reduce(X, Y, [self.features_], 0, w=w)[0]
+            state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
             self.alpha_ = self._fixed_alpha()
             self.gamma_ = _map_gamma(self.features_)
             self.cv_results_ = None
@@ -418,33 +443,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             float(self.alpha)
 
     def _fit_cv(self, X: Any, Xs: Any, Y: Any) -> dict:
-        if self.alphas is not None:
-            alphas = self._positive(self.alphas, "alphas")
-        elif np.ndim(self.alpha) > 0:
-            alphas = self._positive(self.alpha, "alpha")
-        else:
-            alphas = np.logspace(-4, 3, 8)
-        gammas = None if self.gammas is None else self._positive(self.gammas, "gammas")
-        maps = [self._make_features(Xs, g, X.shape[0])
-                for g in (gammas if gammas is not None else [None])]
-        k = int(self.cv)  # type: ignore[arg-type]
-        folds = self._reduce(X, Y, maps, k)
-        totals = []
-        for fold_states in folds:
-            total = fold_states[0]
-            for s in fold_states[1:]:
-                total = _add(total, s)
-            totals.append(total)
-        scores = self._cv_scores(X, Y, maps, folds, totals, alphas)
-        g_best, a_best = self._cv_best(scores)
-        self.features_ = maps[g_best]
-        self.alpha_ = float(alphas[a_best])
-        self.gamma_ = _map_gamma(self.features_) if gammas is None else float(gammas[g_best])
-        # plain lists so the model saves as JSON attributes
-        self.cv_results_ = {"alphas": alphas.tolist(),
-                            "gammas": None if gammas is None else gammas.tolist(),
-                            **{name: v.tolist() for name, v in scores.items()}}
-        return totals[g_best]
+        return fit_cv(self, X, Xs, Y)
 
     def _fold_solutions(self, folds: list, totals: list,
                         alphas: np.ndarray) -> Iterator[tuple[int, int, dict, Any, Any]]:
@@ -514,7 +513,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         start = 0 if first else self.n_samples_seen_
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
-        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w)[0]
+        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w, sample=True)[0]
         if not first:
             state = _add(self._state(), state)
         self._store_state(state, rows=start + X.shape[0])

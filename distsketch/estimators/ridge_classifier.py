@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
     decode_labels,
@@ -16,9 +17,16 @@ from distsketch.estimators.labels import (
     softmax_scores,
 )
 from distsketch.estimators.ridge import SketchedKernelRidge, _stack_xy, feature_block_function
+from distsketch.estimators.ridge_calibration import (
+    calibration_sampler,
+    fit_inverse_temperature,
+    loo_decision_values,
+)
+from distsketch.estimators.ridge_summary import check_sample_weight
 from distsketch.graph import reduce_blocks
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.sums import SumSummary
+from distsketch.validation import StrOptions
 
 __all__ = ["SketchedKernelRidgeClassifier"]
 
@@ -32,7 +40,17 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
 
     Parameters
     ----------
-    See :class:`SketchedKernelRidge` (``alpha`` must be a scalar, or use ``cv``).
+    class_weight : None, "balanced" or dict, default None
+        Weights of the classes' rows, as scikit-learn's ``RidgeClassifier``:
+        a dict maps labels to weights (labels not in it weigh 1);
+        "balanced" gives class c the weight ``n / (n_classes · n_c)``.  The
+        weights multiply ``sample_weight`` row by row and are folded into the
+        same one-pass summary.  "balanced" counts the classes from y, which
+        the classifier reads on the driver before the pass (y is encoded there
+        anyway); not with ``cv``, and "balanced" not in ``partial_fit`` (the
+        counts of later batches are unknown).
+    Other parameters: see :class:`SketchedKernelRidge` (``alpha`` must be a
+    scalar, or use ``cv``).
 
     Attributes
     ----------
@@ -40,13 +58,28 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     coef_ : ndarray of shape (m,) for two classes else (n_classes, m)
     Other attributes as :class:`SketchedKernelRidge`.
 
+    proba_scale_ : float
+        Inverse temperature a of ``predict_proba = softmax(a · scores)``.
+    calibration_rows_ : int
+        Sample rows ``proba_scale_`` was fitted on.
+
     Notes
     -----
     Same cost as the regressor with t = n_classes targets (t = 1 for two
-    classes).  ``predict`` returns labels; ``decision_function`` the scores;
-    ``predict_proba`` the softmax of the one-vs-rest scores (not calibrated
-    probabilities: wrap the model in
-    :class:`sklearn.calibration.CalibratedClassifierCV` for those).
+    classes).  ``predict`` returns labels; ``decision_function`` the scores.
+
+    ``predict_proba`` is calibrated by temperature scaling:
+    ``softmax(a · scores)`` (scores ``(−d, d)`` for two classes) with one
+    scalar ``a > 0`` that minimises the log-loss of the leave-one-out scores
+    of up to 2000 rows sampled (bottom-k by ``hash(seed, row)``) in the same
+    pass that reduces ``ZᵀZ``; the leave-one-out scores are exact for ridge,
+    from the summary (see :mod:`~distsketch.estimators.ridge_calibration`).
+    One scalar keeps ``argmax predict_proba == predict``.  The sample lives
+    only in the fitted object: ``partial_fit`` merges the samples of its
+    calls and refits ``a``; after ``load`` a ``partial_fit`` calibrates on
+    the rows it is given from then on (an incremental workflow segment keeps
+    the last ``a``).  Cost: O(2000 · m²) after the solve, 2000 × (d + t + 1)
+    floats per summary state.
 
     With ``cv``, candidates (``alphas`` × ``gammas``) are ranked by validation
     accuracy (ties by mean squared error of the ±1 scores): the folds'
@@ -60,12 +93,77 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     Song, Woodruff, Yu, Zhang. ICML 2021, Appendix E.
     """
 
+    _parameter_constraints = {
+        **SketchedKernelRidge._parameter_constraints,
+        "class_weight": [None, StrOptions({"balanced"}), dict],
+    }
+
+    def __init__(self, *, features: Any = None, alpha: Any = "auto", fit_intercept: bool = True,
+                 standardize: bool = True, cv: int | None = None, alphas: Any = None,
+                 gammas: Any = None, split_every: int = 8, class_weight: Any = None,
+                 random_state: Any = None):
+        super().__init__(features=features, alpha=alpha, fit_intercept=fit_intercept,
+                         standardize=standardize, cv=cv, alphas=alphas, gammas=gammas,
+                         split_every=split_every, random_state=random_state)
+        self.class_weight = class_weight
+
+    # ---------------------------------------------------------------- calibration
+    def _row_sampler(self) -> Any:
+        return calibration_sampler(self.seed_)
+
+    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
+        # the summary read the inputs as x_dtype: the sample's features are computed the same way
+        self._calibration_dtype = x_dtype
+        index, rows = sampler.finalize(state)
+        d, t = int(self.n_features_in_), int(self.n_targets_)
+        # canonical rows (inputs, targets, weight), so samples of weighted and unweighted
+        # partial_fit calls merge
+        w = rows[:, -1:] if weighted else np.ones((rows.shape[0], 1))
+        new = sampler.state_of(index, np.hstack([rows[:, :d + t], w]))
+        old = self.__dict__.get("_calibration_sample")
+        self._calibration_sample = new if old is None else sampler.merge([old, new])
+
+    def _set_solution(self, state: dict, choose: bool = True) -> None:
+        super()._set_solution(state, choose)
+        sample = self.__dict__.get("_calibration_sample")
+        if sample is None:
+            if not hasattr(self, "proba_scale_"):
+                self.proba_scale_, self.calibration_rows_ = 1.0, 0
+            return
+        _, rows = calibration_sampler(self.seed_).finalize(sample)
+        d, t = int(self.n_features_in_), int(self.n_targets_)
+        X = np.asarray(rows[:, :d], dtype=self._calibration_dtype)
+        fn, ops = feature_block_function(self.features_, self._scaler())
+        Z = fn(X, 0, *ops)
+        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+        D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], state,
+                                      float(self.alpha_), self.fit_intercept, self._W[0], c)
+        self.proba_scale_ = fit_inverse_temperature(D, rows[keep, d:d + t], rows[keep, -1])
+        self.calibration_rows_ = int(keep.sum())
+
+    def _row_weights(self, sample_weight: Any, n_rows: int, where: str) -> Any:
+        """``sample_weight`` times the class weights of the rows (None when both are None)."""
+        if self.class_weight is None:
+            self.__dict__.pop("_codes", None)
+            return sample_weight
+        if self.cv is not None:
+            raise ConfigError(f"{where}: class_weight with cv is not supported (the folds score "
+                              "rows unweighted); drop one of them.")
+        # the codes of the labels just encoded (O(n), not kept on the model)
+        cw = class_row_weights(self.class_weight, self.classes_, self.__dict__.pop("_codes"),
+                               where)
+        if sample_weight is None:
+            return cw
+        return cw * check_sample_weight(sample_weight, n_rows, where)
+
     def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
         # labels as scikit-learn reads them (type_of_target, classes in their own dtype);
         # their alignment with X is checked with the ±1 matrix by the regressor
         classes, codes = encode_labels(y, n_rows, owner=type(self).__name__, classes=classes,
                                        regressor="SketchedKernelRidge")
         self.classes_ = classes
+        self._codes = codes
         Y = one_vs_rest(codes, classes.size)
         return Y[:, 1:] if classes.size == 2 else Y
 
@@ -75,7 +173,10 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
                               "choose among alphas).")
         Y = self._encode(y, None)
-        super().fit(X, Y, sample_weight)
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
+        for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
+            self.__dict__.pop(attr, None)
+        super().fit(X, Y, w)
         return self
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
@@ -87,11 +188,19 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                     sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Merge new labelled rows (weighted by ``sample_weight``); ``classes`` on the first call."""
         first = not hasattr(self, "coef_")
+        if first:
+            for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
+                self.__dict__.pop(attr, None)
         if first and classes is None:
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
         Y = self._encode(y, None, classes if first else self.classes_)
-        return super().partial_fit(X, Y, sample_weight=sample_weight)
+        if isinstance(self.class_weight, str):
+            raise ConfigError(f"{type(self).__name__}.partial_fit: class_weight='balanced' needs "
+                              "the class counts of all rows, which partial_fit does not see; "
+                              "pass a dict of weights, or fit on all rows.")
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit")
+        return super().partial_fit(X, Y, sample_weight=w)
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""
@@ -99,15 +208,15 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         return self._shape_output(self._decision(X))
 
     def predict_proba(self, X: Any) -> Any:
-        """Softmax of the one-vs-rest scores, shape (n_samples, n_classes).
+        """Calibrated class probabilities ``softmax(a · scores)``, shape (n_samples, n_classes).
 
-        For two classes the scores are (−d, d) with d = ``decision_function``,
-        so the probability of ``classes_[1]`` is 1 / (1 + e^(−2d)).  These are
-        not calibrated probabilities (ridge scores are not log-odds); use
-        :class:`sklearn.calibration.CalibratedClassifierCV` for calibration.
-        Dask in, dask out.
+        ``a = proba_scale_`` is fitted by temperature scaling on
+        leave-one-out scores of a row sample (see the class Notes).  For two
+        classes the scores are (−d, d) with d = ``decision_function``, so the
+        probability of ``classes_[1]`` is 1 / (1 + e^(−2ad)).  Rows sum to 1
+        and their argmax is ``predict``.  Dask in, dask out.
         """
-        return softmax_scores(self.decision_function(X))
+        return softmax_scores(self.decision_function(X) * getattr(self, "proba_scale_", 1.0))
 
     def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
                    alphas: np.ndarray) -> dict[str, np.ndarray]:

@@ -28,7 +28,7 @@ from distsketch.estimators.base import RowMapTransformer
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.sketch_solve import centered_normal_equations
-from distsketch.summaries.moments import ColumnMoments, column_scale
+from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "feature_block_function",
     "fit_scaler",
     "gcv_path",
+    "positive_values",
     "standardize_rows",
 ]
 
@@ -46,6 +47,17 @@ DEFAULT_MAX_FEATURES = 2048
 
 #: alpha candidates of ``alpha="auto"``, relative to the mean eigenvalue of the centred ZᵀZ
 GCV_GRID = np.logspace(-8, 2, 41)
+
+
+def positive_values(values: Any, name: str) -> np.ndarray:
+    """``values`` as a non-empty 1-D float64 array of finite numbers > 0 (else a ConfigError)."""
+    arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ConfigError(
+            f"{name} must be a positive number or a non-empty 1-D array of positive numbers "
+            f"(the regularisation λ > 0); got {values!r}."
+        )
+    return arr
 
 
 def default_n_features(n_rows: int | None) -> int:
@@ -148,12 +160,31 @@ def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
     return ((np.asarray(X, dtype=dt) - mu) / sd).astype(dt, copy=False)
 
 
-def fit_scaler(X: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """Column ``(mean, scale)`` of X in one tree-reduced pass (constant columns: scale 1)."""
+def fit_scaler(X: Any, where: str, sampler: Any = None) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Column ``(mean, scale)`` of X in one tree-reduced pass (constant columns: scale 1).
+
+    With a ``sampler`` (a bottom-k row sample such as
+    :func:`~distsketch.estimators.kernel_params.median_sampler`) the same pass
+    also draws its rows: the third item is ``(index, rows)`` of the sample
+    (raw, not standardised), else None.
+    """
     d = int(X.shape[1])
-    state = reduce_blocks(ColumnMoments(), X, bytes_per_row=16.0 * d, fixed_bytes=24.0 * d,
-                          name="ridge-standardize", where=where)
-    return column_scale(state)
+    if sampler is None:
+        state = reduce_blocks(ColumnMoments(), X, bytes_per_row=16.0 * d, fixed_bytes=24.0 * d,
+                              name="ridge-standardize", where=where)
+        return (*column_scale(state), None)
+    k = int(sampler.n_samples)
+    state = reduce_blocks(MomentsAndSample(sampler), X, bytes_per_row=8.0 * (3 * d + 2),
+                          fixed_bytes=24.0 * d + 16.0 * k * (d + 2), name="ridge-standardize",
+                          where=where)
+    return (*column_scale(state["moments"]), sampler.finalize(state["sample"]))
+
+
+def wants_median_gamma(features: Any) -> bool:
+    """Whether an unfitted feature map will resolve ``gamma="median"`` on the rows it is fitted on."""
+    if features is None or _is_fitted(features) or not hasattr(features, "get_params"):
+        return False
+    return features.get_params(deep=False).get("gamma") == "median"
 
 
 # --------------------------------------------------------------------------- alpha by GCV

@@ -6,6 +6,7 @@ classifier, and the workflow's segment merge).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dask.array as da
@@ -18,7 +19,7 @@ from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
 
-__all__ = ["RidgeSummary", "check_sample_weight", "with_weights"]
+__all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "unpack_gram", "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 
@@ -29,7 +30,9 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
     widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
     if not all(widths):
         return {}
-    state = 8.0 * max(n_folds, 1) * sum(m * m + m * (t + 1) + t * t + t for m in widths)
+    # fold states keep the upper triangle of ZᵀZ only (pack_gram)
+    state = 8.0 * max(n_folds, 1) * sum((m * (m + 1) // 2 if n_folds else m * m)
+                                        + m * (t + 1) + t * t + t for m in widths)
     return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
             "state_bytes": state}
 
@@ -51,12 +54,23 @@ class RidgeSummary(SumMerge, Summary):
     global_row) mod k`` (independent of chunking) and the state is a list of
     k such dicts.
 
-    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64.
+    With a ``sampler`` (a bottom-k row sample, e.g. the calibration sample
+    of the classifier) the state also holds ``"sample"``, the sampler's
+    state of the whole block rows (inputs, targets, weights), merged by the
+    sampler.
+
+    Fold states hold ``ZᵀZ`` packed (its upper triangle, :func:`pack_gram`;
+    :func:`unpack_gram` restores it): k states of a map then take about
+    k · m²/2 numbers, so a merge holds half the matrices.
+
+    State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64,
+    with ``m(m + 1)/2`` for ``m²`` per fold (plus the sampler's k rows).
     """
 
     def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
                  n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0,
-                 weighted: bool = False):
+                 weighted: bool = False, sampler: Any = None):
+        self.sampler = sampler
         self.functions = list(functions)
         self.n_operands = list(n_operands)
         self.n_features = int(n_features)
@@ -81,12 +95,22 @@ class RidgeSummary(SumMerge, Summary):
             pos += k
             Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
             if self.n_folds:
-                out.append([_state(Z[fold == f], y[fold == f], None if w is None else w[fold == f])
+                out.append([pack_gram(_state(Z[fold == f], y[fold == f],
+                                             None if w is None else w[fold == f]))
                             for f in range(self.n_folds)])
             else:
                 out.append(_state(Z, y, w))
         # a dict, not a list: the tree reducer flattens nested lists of states
-        return {"maps": out}
+        if self.sampler is None:
+            return {"maps": out}
+        return {"maps": out, "sample": self.sampler.chunk(block, row_offset)}
+
+    def merge(self, states: list[Any]) -> Any:
+        if self.sampler is None:
+            return super().merge(states)
+        out = super().merge([{"maps": s["maps"]} for s in states])
+        out["sample"] = self.sampler.merge([s["sample"] for s in states])
+        return out
 
 
 def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
@@ -96,6 +120,22 @@ def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
     Zw, yw = Z * w[:, None], y * w[:, None]
     return {"n": float(w.sum()), "sum": Zw.sum(axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
             "ysum": yw.sum(axis=0), "yty": yw.T @ y}
+
+
+def pack_gram(state: dict) -> dict:
+    """The state with ``ztz`` as its upper triangle, row by row (a symmetric matrix's half)."""
+    m = state["ztz"].shape[0]
+    return {**state, "ztz": state["ztz"][np.triu_indices(m)]}
+
+
+def unpack_gram(state: dict) -> dict:
+    """The state of :func:`pack_gram` with the symmetric m × m ``ztz`` restored."""
+    packed = np.asarray(state["ztz"])
+    m = (math.isqrt(8 * packed.size + 1) - 1) // 2
+    full = np.zeros((m, m))
+    full[np.triu_indices(m)] = packed
+    full += np.triu(full, 1).T
+    return {**state, "ztz": full}
 
 
 def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarray:

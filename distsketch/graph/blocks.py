@@ -17,7 +17,6 @@ the graph once, as single-chunk arrays, never copied into every task.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -111,11 +110,12 @@ class _RowTask:
 
 
 def _operand_args(operands: Sequence[Any]) -> list[Any]:
-    letters = iter(string.ascii_letters.replace("i", "").replace("j", "").replace("z", ""))
+    # every operand axis gets its own index, never one of the output's ("i", "j", "z"): one
+    # letter per axis ran out at 49 axes (e.g. cross-validation over 5 gammas' fold weights)
     args: list[Any] = []
-    for op in operands:
+    for n, op in enumerate(operands):
         op_da = as_operand(op)
-        args += [op_da, "".join(next(letters) for _ in range(op_da.ndim)) or None]
+        args += [op_da, tuple(f"op{n}.{a}" for a in range(op_da.ndim)) or None]
     return args
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from distsketch.summaries.base import Summary
 
-__all__ = ["ColumnMoments", "column_scale"]
+__all__ = ["ColumnMoments", "MomentsAndSample", "column_scale"]
 
 
 class ColumnMoments(Summary):
@@ -35,6 +35,28 @@ class ColumnMoments(Summary):
             m2 = out["m2"] + s["m2"] + delta**2 * (out["n"] * s["n"] / n)
             out = {"n": n, "mean": mean, "m2": m2}
         return out
+
+
+class MomentsAndSample(Summary):
+    """:class:`ColumnMoments` and a row sample (any bottom-k sampler) in one pass.
+
+    State: ``{"moments": ..., "sample": ...}``; the sample is the sampler's
+    own state (e.g. :class:`~distsketch.summaries.landmarks.UniformLandmarks`:
+    k rows whatever n), so a fit that reads every row for its column moments
+    also draws the rows a data-driven parameter needs, without another pass.
+    """
+
+    def __init__(self, sampler: Summary):
+        self.moments = ColumnMoments()
+        self.sampler = sampler
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        return {"moments": self.moments.chunk(block, row_offset),
+                "sample": self.sampler.chunk(block, row_offset)}
+
+    def merge(self, states: list[dict]) -> dict:
+        return {"moments": self.moments.merge([s["moments"] for s in states]),
+                "sample": self.sampler.merge([s["sample"] for s in states])}
 
 
 def column_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:

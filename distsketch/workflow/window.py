@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from distsketch.errors import InputError
+from distsketch.errors import ConfigError, InputError
 
 __all__ = ["MAX_IN_FLIGHT", "PENDING_BYTES", "SegmentSplitter", "SummaryWindow",
            "segments_in_flight", "splitter_for", "summary_bytes"]
@@ -80,20 +80,29 @@ class _RidgeSplitter(SegmentSplitter):
         self.classifier = classifier
 
     def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
+        w = None
         if self.classifier:
             y = est._encode(y, None, est.classes_)
+            if isinstance(getattr(est, "class_weight", None), str):
+                raise ConfigError(f"{type(est).__name__}: class_weight='balanced' needs the class "
+                                  "counts of all rows, which an incremental segment does not "
+                                  "see; pass a dict of weights.")
+            # a dict of class weights weighs the new rows as fit would
+            w = est._row_weights(None, y.shape[0], f"{type(est).__name__} segment")
         X = est._check_input(X, reset=False)
         Y, _ = est._prepare_targets(y, X.shape[0])
         if Y.shape[1] != est.n_targets_:
             raise InputError(f"{type(est).__name__}.partial_fit: y has {Y.shape[1]} targets, the "
                              f"model was fitted with {est.n_targets_}.")
-        return est._reduce(X, Y, [est.features_], 0, row_start=start)[0]
+        state = est._reduce(X, Y, [est.features_], 0, row_start=start, w=w)[0]
+        # the state's n is a weight total with class weights: the rows are counted apart
+        return {**state, "rows": int(X.shape[0])}
 
     def merge(self, est: Any, summary: Any) -> None:
         from distsketch.estimators.ridge import _add
 
         state = _add(est._state(), summary)
-        est._store_state(state)
+        est._store_state(state, rows=est.n_samples_seen_ + int(summary["rows"]))
         est._set_solution(state)
 
 

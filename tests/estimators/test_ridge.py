@@ -24,6 +24,7 @@ from distsketch import (
 )
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.estimators.ridge import RidgeSummary
+from distsketch.estimators.ridge_summary import unpack_gram
 from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.random import hash_bucket
@@ -172,7 +173,8 @@ def test_cv_fold_summaries_equal_summaries_of_fold_rows():
     summ = RidgeSummary([fn], [len(ops)], 3, 2, "<f8", n_folds=4, seed=11)
     XY = np.hstack([X, y])
     states = [summ.chunk(XY[lo:hi], lo, *ops) for lo, hi in [(0, 13), (13, 60), (60, 100)]]
-    merged = summ.merge(states)["maps"][0]
+    # fold states carry ZᵀZ packed (upper triangle): restored as the fit restores them
+    merged = [unpack_gram(s) for s in summ.merge(states)["maps"][0]]
     fold = hash_bucket(11, "cv.fold", np.arange(100), 4)
     Z = feats.transform(X)
     assert sum(s["n"] for s in merged) == 100

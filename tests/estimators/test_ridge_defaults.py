@@ -218,3 +218,170 @@ def test_auto_standardises_unless_the_callers_map_fixes_the_scale():
     assert SketchedKernelRidge(random_state=0).fit(X, y).x_mean_ is not None
     assert SketchedKernelRidge(features=TensorSketch(gamma=1.0, n_components=16, random_state=0),
                                alpha=0.1).fit(X, y).x_mean_ is None
+
+
+# ----------------------------------------------------------------------------- class_weight
+
+@pytest.mark.parametrize("class_weight", ["balanced", {0: 3.0, 4: 0.5, 7: 2.0}])
+def test_class_weight_equals_scikit_learns_ridge_classifier(class_weight):
+    from sklearn.linear_model import RidgeClassifier
+
+    X, yc = load_digits(return_X_y=True)
+    # unbalanced classes: fewer rows of the odd digits
+    keep = (yc % 2 == 0) | (np.arange(yc.size) % 3 == 0)
+    X, yc = X[keep][:400], yc[keep][:400]
+    w = np.random.default_rng(4).uniform(0.1, 2.0, size=yc.size)
+    feats = RandomFourierFeatures(gamma=0.02, n_components=64, random_state=0)
+    clf = SketchedKernelRidgeClassifier(features=feats, alpha=0.5, standardize=False,
+                                        class_weight=class_weight).fit(X, yc, sample_weight=w)
+    Z = clf.features_.transform(X)
+    ref = RidgeClassifier(alpha=0.5, solver="cholesky", class_weight=class_weight).fit(
+        Z, yc, sample_weight=w)
+    np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(Z), atol=1e-7)
+    plain = SketchedKernelRidgeClassifier(features=feats, alpha=0.5, standardize=False).fit(
+        X, yc, sample_weight=w)
+    assert not np.allclose(plain.decision_function(X), clf.decision_function(X), atol=1e-3)
+    assert "_codes" not in vars(clf)
+
+
+def test_class_weight_dict_in_partial_fit_equals_fit_and_balanced_is_refused():
+    from distsketch.errors import ConfigError
+
+    X, yc = load_digits(return_X_y=True)
+    X, yc = X[:200], yc[:200]
+    feats = RandomFourierFeatures(gamma=0.02, n_components=32, random_state=0)
+    cw = {1: 2.0, 2: 0.25}
+    kw = dict(features=feats, alpha=0.5, standardize=False, class_weight=cw)
+    inc = SketchedKernelRidgeClassifier(**kw)
+    inc.partial_fit(X[:90], yc[:90], classes=np.arange(10))
+    inc.partial_fit(X[90:], yc[90:])
+    full = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    np.testing.assert_allclose(inc.coef_, full.coef_, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ConfigError, match="balanced"):
+        SketchedKernelRidgeClassifier(**{**kw, "class_weight": "balanced"}).partial_fit(
+            X, yc, classes=np.arange(10))
+    with pytest.raises(ConfigError, match="label 11"):
+        SketchedKernelRidgeClassifier(**{**kw, "class_weight": {11: 1.0}}).fit(X, yc)
+    with pytest.raises(ConfigError, match="class_weight with cv"):
+        SketchedKernelRidgeClassifier(**{**kw, "cv": 3}).fit(X, yc)
+
+
+# ----------------------------------------------------------------------------- CV in the budget
+
+def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
+    import dask
+
+    from distsketch.estimators.ridge_cv import map_groups
+
+    X, yc = load_digits(return_X_y=True)
+    X, yc = X[:300], yc[:300]
+    feats = RandomFourierFeatures(n_components=256, random_state=0)
+    kw = dict(features=feats, cv=5, alphas=np.logspace(-3, 1, 5),
+              gammas=[0.005, 0.01, 0.02, 0.04, 0.08], random_state=0)
+    free = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    # 5 folds × (256·257/2 + 256·11 + 10² + 10) float64 ≈ 1.4 MiB per map (ZᵀZ packed),
+    # 6.8 MiB for all: a merge (3 states) of all maps and the 2.4 MiB calibration sample needs
+    # 28 MiB (46 MiB before packing), of one map and the sample 11 MiB
+    budget = 24 * 2**20
+    maps = [free._make_features(X, g) for g in kw["gammas"]]
+    groups = map_groups(maps, 64, 10, 5, budget=budget, first_extra=2.4 * 2**20)
+    assert 1 < len(groups) < 5 and sorted(i for g in groups for i in g) == list(range(5))
+    assert map_groups(maps, 64, 10, 5, budget=2**30) == [list(range(5))]
+    # packed fold states: the upper triangle of ZᵀZ, restored symmetric
+    from distsketch.estimators.ridge_summary import pack_gram, unpack_gram
+
+    G = np.random.default_rng(0).normal(size=(7, 7))
+    G = G @ G.T
+    packed = pack_gram({"ztz": G})
+    assert packed["ztz"].shape == (28,)
+    np.testing.assert_array_equal(unpack_gram(packed)["ztz"], G)
+    with dask.config.set({"distsketch.task-memory": budget}):
+        tight = SketchedKernelRidgeClassifier(**kw).fit(X, yc)
+    assert (tight.alpha_, tight.gamma_) == (free.alpha_, free.gamma_)
+    np.testing.assert_allclose(tight.cv_results_["mse"], free.cv_results_["mse"], rtol=1e-9)
+    assert tight.cv_results_["accuracy"] == free.cv_results_["accuracy"]
+    # the calibration sample rides on the first pass: the same rows whatever the split
+    assert tight.calibration_rows_ == free.calibration_rows_ > 0
+    assert tight.proba_scale_ == pytest.approx(free.proba_scale_, rel=1e-6)
+    np.testing.assert_allclose(tight.decision_function(X), free.decision_function(X),
+                               rtol=1e-7, atol=1e-9)
+
+
+def test_cv_map_that_alone_exceeds_the_budget_is_a_memory_budget_error():
+    from distsketch.errors import MemoryBudgetError
+    from distsketch.estimators.ridge_cv import map_groups
+
+    feats = RandomFourierFeatures(n_components=64, random_state=0).fit(np.zeros((2, 3)))
+    with pytest.raises(MemoryBudgetError, match="fold states of one candidate map"):
+        map_groups([feats], 3, 1, 5, budget=100_000)
+
+
+# ----------------------------------------------------------------------------- gamma="median"
+
+def test_median_gamma_rides_on_the_standardising_pass():
+    import dask.array as da
+
+    from distsketch.estimators.kernel_params import median_gamma
+    from distsketch.graph.planner import record_plans
+
+    X, y = _data(400)
+    Xd = da.from_array(X, chunks=(50, X.shape[1]))
+    median = RandomFourierFeatures(gamma="median", n_components=32, random_state=0)
+    with record_plans() as plans:
+        model = SketchedKernelRidge(features=median, alpha=0.1).fit(Xd, y)
+    names = [p.name for p in plans]
+    # two passes, as with a numeric gamma: the moments (with the sample), then ZᵀZ
+    assert names == ["ridge-standardize", "ridge-summary"], names
+    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
+    assert model.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-12)
+    fixed = SketchedKernelRidge(features=RandomFourierFeatures(
+        gamma=model.gamma_, n_components=32, random_state=0), alpha=0.1).fit(Xd, y)
+    np.testing.assert_allclose(model.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
+    assert model.features_.gamma == "median" and model.features_.gamma_ == model.gamma_
+
+
+# ----------------------------------------------------------------------------- predict_proba
+
+def test_calibrated_proba_beats_the_softmax_on_digits(tmp_path):
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import train_test_split
+
+    from distsketch.estimators.labels import softmax_scores
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    clf = SketchedKernelRidgeClassifier(random_state=0).fit(Xtr, ytr)
+    P = clf.predict_proba(Xte)
+    old = softmax_scores(clf.decision_function(Xte))
+    assert log_loss(yte, P) < 0.5 * log_loss(yte, old)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xte))
+    assert clf.proba_scale_ > 1.0 and 0 < clf.calibration_rows_ <= Xtr.shape[0]
+    from distsketch.io import load, save_model
+
+    save_model(clf, tmp_path / "m.zarr")
+    back = load(tmp_path / "m.zarr")
+    assert back.proba_scale_ == clf.proba_scale_
+    np.testing.assert_allclose(back.predict_proba(Xte), P, rtol=1e-10)
+
+
+def test_calibration_sample_merges_over_partial_fit_and_two_classes_keep_predict():
+    import dask.array as da
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600], (y[:600] >= 5).astype(int)
+    feats = RandomFourierFeatures(gamma=0.02, n_components=128, random_state=0)
+    kw = dict(features=feats, alpha=1.0, standardize=False, random_state=0)
+    full = SketchedKernelRidgeClassifier(**kw).fit(da.from_array(X, chunks=(100, 64)), y)
+    inc = SketchedKernelRidgeClassifier(**kw)
+    inc.partial_fit(X[:250], y[:250], classes=[0, 1])
+    inc.partial_fit(X[250:], y[250:])
+    # the bottom-k sample of two batches is that of all rows: the same calibration
+    assert inc.calibration_rows_ == full.calibration_rows_ > 0
+    assert inc.proba_scale_ == pytest.approx(full.proba_scale_, rel=1e-6)
+    P = full.predict_proba(X)
+    assert P.shape == (600, 2)
+    np.testing.assert_array_equal(full.classes_[P.argmax(axis=1)], full.predict(X))
+    d = full.decision_function(X)
+    np.testing.assert_allclose(P[:, 1], 1 / (1 + np.exp(-2 * full.proba_scale_ * d)),
+                               rtol=1e-10)

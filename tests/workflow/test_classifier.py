@@ -196,3 +196,27 @@ def test_class_names_from_an_ingested_csv(tmp_path):
                            mode="r")["predictions"][:]
     np.testing.assert_array_equal(np.array(pred.tolist()), model.predict(X))
     assert np.mean(model.predict(X) == names) > 0.9
+
+
+def test_segment_merge_weighs_rows_by_a_class_weight_dict():
+    import copy
+
+    from sklearn.datasets import load_digits
+
+    from distsketch.workflow.window import splitter_for
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:300], y[:300]
+    kw = dict(features=RandomFourierFeatures(gamma=0.02, n_components=32, random_state=0),
+              alpha=0.5, standardize=False, class_weight={3: 4.0, 8: 0.5}, random_state=0)
+    est = SketchedKernelRidgeClassifier(**kw).partial_fit(X[:120], y[:120], classes=np.arange(10))
+    splitter = splitter_for(SketchedKernelRidgeClassifier)
+    summary = splitter.summarize(copy.deepcopy(est), X[120:], y[120:], 120)
+    splitter.merge(est, summary)
+    full = SketchedKernelRidgeClassifier(**kw).fit(X, y)
+    np.testing.assert_allclose(est.coef_, full.coef_, rtol=1e-8, atol=1e-10)
+    assert est.n_samples_seen_ == 300
+    balanced = copy.deepcopy(est)
+    balanced.class_weight = "balanced"
+    with pytest.raises(ConfigError, match="balanced"):
+        splitter.summarize(balanced, X[120:], y[120:], 120)

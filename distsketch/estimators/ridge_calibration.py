@@ -1,0 +1,159 @@
+"""Calibrated class probabilities of the kernel ridge classifier (temperature scaling).
+
+``predict_proba`` is ``softmax(a · D)`` with D the one-vs-rest decision
+values (``(−d, d)`` for two classes) and one scalar ``a > 0``, the inverse
+temperature, fitted by minimising the (weighted) log-loss of leave-one-out
+decision values of a bounded row sample:
+
+* the sample: the :data:`CALIBRATION_ROWS` rows of smallest priority
+  ``hash(seed, "ridge.calibration", row)``, drawn inside the pass that
+  reduces ``ZᵀZ`` (a bottom-k reservoir beside the summary, merged with it;
+  no further pass);
+* leave-one-out values: exact for ridge regression from the summary,
+  ``d₋ᵢ = (dᵢ − hᵢ yᵢ) / (1 − hᵢ)`` with the leverage
+  ``hᵢ = wᵢ (1/Σw + z̃ᵢᵀ(Z̃ᵀWZ̃ + λI)⁻¹z̃ᵢ)`` (z̃ centred; no ``1/Σw`` without
+  an intercept).  In-sample values would be useless: with as many
+  features as rows the fit interpolates its training labels;
+* the fit: a 1-D Newton iteration on a convex function of ``a``.
+
+One scalar keeps ``argmax predict_proba == predict`` (a per-class bias
+would not), is cheap (O(k · m²) for the leverages of k sample rows) and
+cannot overfit a 2000-row sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from distsketch.blas import single_threaded_blas
+from distsketch.ops.sketch_solve import centered_normal_equations
+from distsketch.summaries.landmarks import UniformLandmarks
+
+__all__ = ["CALIBRATION_ROWS", "calibration_sampler", "fit_inverse_temperature",
+           "loo_decision_values"]
+
+#: rows of the calibration sample
+CALIBRATION_ROWS = 2000
+
+#: rows whose leverage is above this are left out (their leave-one-out value is unstable)
+MAX_LEVERAGE = 0.99
+
+
+def calibration_sampler(seed: int) -> UniformLandmarks:
+    """The bottom-k row sample that calibrates ``predict_proba``."""
+    return UniformLandmarks(CALIBRATION_ROWS, int(seed), "ridge.calibration")
+
+
+@single_threaded_blas
+def loo_decision_values(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, state: dict,
+                        alpha: float, fit_intercept: bool, W: np.ndarray,
+                        c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Leave-one-out decision values of sample rows of a fitted ridge summary.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (k, m)
+        Features of the sample rows (rows that are in ``state``).
+    Y : ndarray of shape (k, t)
+        Their targets.
+    w : ndarray of shape (k,)
+        Their row weights.
+    state : dict
+        The ridge summary of all rows.
+    alpha : float
+    fit_intercept : bool
+    W : ndarray of shape (m, t)
+    c : ndarray of shape (t,)
+
+    Returns
+    -------
+    D : ndarray of shape (k', t)
+        Leave-one-out values of the rows kept (leverage below :data:`MAX_LEVERAGE`).
+    keep : ndarray of bool, shape (k,)
+    """
+    A, _, zm, _ = centered_normal_equations(state, fit_intercept)
+    Zc = Z - zm[None, :] if fit_intercept else Z
+    G = A + alpha * np.eye(A.shape[0])
+    try:
+        S = sla.cho_solve(sla.cho_factor(G, lower=False), Zc.T)            # (m, k)
+        quad = np.einsum("km,mk->k", Zc, S)
+    except np.linalg.LinAlgError:
+        evals, evecs = np.linalg.eigh(A)
+        q = Zc @ evecs
+        quad = (q ** 2 / (np.clip(evals, 0.0, None) + alpha)[None, :]).sum(axis=1)
+    h = w * (quad + (1.0 / float(state["n"]) if fit_intercept else 0.0))
+    keep = (h < MAX_LEVERAGE) & (w > 0)
+    D = Z @ W + c[None, :]
+    loo = (D - h[:, None] * Y) / (1.0 - h)[:, None]
+    return loo[keep], keep
+
+
+def _class_scores(D: np.ndarray) -> np.ndarray:
+    # two classes: one column d stands for the scores (−d, d), as softmax_scores reads it
+    return np.hstack([-D, D]) if D.shape[1] == 1 else D
+
+
+def fit_inverse_temperature(D: np.ndarray, Y: np.ndarray, w: np.ndarray,
+                            max_iter: int = 100) -> float:
+    """The ``a > 0`` that minimises the weighted log-loss of ``softmax(a · D)``.
+
+    Parameters
+    ----------
+    D : ndarray of shape (k, t)
+        Decision values (one column for two classes).
+    Y : ndarray of shape (k, t)
+        ±1 targets (+1 in the column of the row's class; one column for two classes).
+    w : ndarray of shape (k,)
+        Row weights.
+    max_iter : int
+        Newton steps.
+
+    Returns
+    -------
+    float
+        1.0 (the plain softmax) when the sample holds no row.
+
+    Notes
+    -----
+    ``L(a) = Σ wᵢ (logsumexp(a Dᵢ) − a Dᵢ,yᵢ)`` is convex in a with
+    ``L′ = Σ wᵢ (E_p[Dᵢ] − Dᵢ,yᵢ)`` and ``L″ = Σ wᵢ Var_p[Dᵢ]``; each Newton
+    step is halved until L decreases and a stays positive.
+    """
+    if D.shape[0] == 0 or not np.sum(w) > 0:
+        return 1.0
+    S = _class_scores(np.asarray(D, dtype=np.float64))
+    T = _class_scores(np.asarray(Y, dtype=np.float64))
+    target = S[np.arange(S.shape[0]), T.argmax(axis=1)]
+    w = np.asarray(w, dtype=np.float64) / np.sum(w)
+
+    def loss(a: float) -> float:
+        L = a * S
+        top = L.max(axis=1)
+        lse = top + np.log(np.exp(L - top[:, None]).sum(axis=1))
+        return float(np.dot(w, lse - a * target))
+
+    a, cur = 1.0, loss(1.0)
+    for _ in range(max_iter):
+        L = a * S
+        P = np.exp(L - L.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        mean = (P * S).sum(axis=1)
+        grad = float(np.dot(w, mean - target))
+        hess = float(np.dot(w, (P * S ** 2).sum(axis=1) - mean ** 2))
+        if not hess > 0:
+            break
+        step = grad / hess
+        t = 1.0
+        while t > 1e-10:
+            new = a - t * step
+            if new > 0 and loss(new) <= cur:
+                break
+            t /= 2
+        else:
+            break
+        a, prev = new, cur
+        cur = loss(a)
+        if abs(prev - cur) <= 1e-14 * max(1.0, abs(cur)) or abs(t * step) <= 1e-12 * a:
+            break
+    return float(a)
