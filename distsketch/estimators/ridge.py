@@ -6,10 +6,7 @@ tree-reduces the m × m normal equations ``ZᵀZ`` and ``Zᵀy`` in one pass, an
 solves them exactly.  The kernel ridge problem ``(K + λI)α = y`` with
 ``K ≈ Z Zᵀ`` has the primal solution ``w = (ZᵀZ + λI)⁻¹ Zᵀy`` and predictions
 ``z(x)ᵀw``, so with exact features the model equals exact kernel ridge
-regression.
-
-The classifier lives in :mod:`distsketch.estimators.ridge_classifier`, the
-statistical-dimension sketch in :mod:`distsketch.estimators.statistical_dimension`.
+regression.  The classifier lives in :mod:`distsketch.estimators.ridge_classifier`.
 """
 
 from __future__ import annotations
@@ -38,6 +35,7 @@ from distsketch.estimators.ridge_defaults import (
     gcv_path,
     positive_values,
     standardize_rows,
+    standardizes,
     wants_median_gamma,
 )
 from distsketch.estimators.ridge_summary import (
@@ -220,13 +218,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             self._positive(self.alpha, "alpha")
 
     def _standardizes(self) -> bool:
-        if isinstance(self.standardize, str):  # "auto"
-            if self.features is None:
-                return True
-            params = self.features.get_params(deep=False) if hasattr(
-                self.features, "get_params") else {}
-            return "gamma" in params and (params["gamma"] is None or params["gamma"] == "median")
-        return bool(self.standardize)
+        return standardizes(self.standardize, self.features)
 
     def _fit_scaler(self, X: Any) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it."""
@@ -591,9 +583,8 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         Y = to_numpy(y).astype(np.float64)
         if Y.shape[0] != pred.shape[0]:
             raise InputError(f"y has {Y.shape[0]} rows but X has {pred.shape[0]}.")
-        p = np.atleast_1d(self.alpha_).size
-        P = pred.reshape(pred.shape[0], p, -1)
-        out = np.array([regression_scores(Y, P[:, k], sample_weight)[metric] for k in range(p)])
+        P = pred.reshape(pred.shape[0], np.atleast_1d(self.alpha_).size, -1)
+        out = np.array([regression_scores(Y, Pk, sample_weight)[metric] for Pk in P.transpose(1, 0, 2)])
         return out if np.ndim(self.alpha_) > 0 else float(out[0])
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
@@ -605,5 +596,4 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
             M = np.asarray(M) if sc is None else standardize_rows(np.asarray(M), *sc)
             return np.asarray(to_numpy(self.features_.transform(M)), dtype=np.float64)
 
-        ZA = z(A)
-        return ZA @ (ZA if B is None else z(B)).T
+        return z(A) @ (z(A) if B is None else z(B)).T

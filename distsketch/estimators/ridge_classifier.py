@@ -99,7 +99,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     }
 
     def __init__(self, *, features: Any = None, alpha: Any = "auto", fit_intercept: bool = True,
-                 standardize: bool = True, cv: int | None = None, alphas: Any = None,
+                 standardize: bool | str = "auto", cv: int | None = None, alphas: Any = None,
                  gammas: Any = None, split_every: int = 8, class_weight: Any = None,
                  random_state: Any = None):
         super().__init__(features=features, alpha=alpha, fit_intercept=fit_intercept,

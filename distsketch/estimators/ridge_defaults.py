@@ -40,6 +40,7 @@ __all__ = [
     "gcv_path",
     "positive_values",
     "standardize_rows",
+    "standardizes",
 ]
 
 #: largest width of the default random Fourier features (an m × m float64 state: 32 MiB)
@@ -243,3 +244,18 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
     with np.errstate(divide="ignore", invalid="ignore"):
         gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
     return alphas, gcv
+
+
+def standardizes(setting: Any, features: Any) -> bool:
+    """Whether a ridge model with ``standardize=setting`` and ``features`` scales its columns.
+
+    ``"auto"``: yes for the default map (None) and for a map whose ``gamma`` is
+    chosen from the data (None or "median"); no for a map given a number for
+    ``gamma``, or one without a ``gamma``: its scale is the caller's choice.
+    """
+    if not isinstance(setting, str):
+        return bool(setting)
+    if features is None:
+        return True
+    params = features.get_params(deep=False) if hasattr(features, "get_params") else {}
+    return "gamma" in params and (params["gamma"] is None or params["gamma"] == "median")

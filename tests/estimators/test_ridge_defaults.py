@@ -335,7 +335,8 @@ def test_median_gamma_rides_on_the_standardising_pass():
     Xs = (X - X.mean(axis=0)) / X.std(axis=0)
     assert model.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-12)
     fixed = SketchedKernelRidge(features=RandomFourierFeatures(
-        gamma=model.gamma_, n_components=32, random_state=0), alpha=0.1).fit(Xd, y)
+        gamma=model.gamma_, n_components=32, random_state=0), alpha=0.1,
+        standardize=True).fit(Xd, y)
     np.testing.assert_allclose(model.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
     assert model.features_.gamma == "median" and model.features_.gamma_ == model.gamma_
 
