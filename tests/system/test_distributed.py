@@ -148,8 +148,8 @@ def test_bitwise_identical_across_schedulers(tmp_path, process_cluster):
 
 
 def test_out_of_core_larger_than_worker_memory(tmp_path, process_cluster, monkeypatch):
-    # a worker that imports scikit-learn (and through it pandas, and pyarrow where it is
-    # installed, as the test extra does) holds ~250 MB before its first task
+    # room for a worker's own imports: scikit-learn imports pandas, and pandas pyarrow
+    # where it is installed (~250 MB then before the first task)
     limit = 450 * 2**20
     n, d, rows = 100_000, 4000, 2500  # 1.6 GB of float32: 3.4x one worker's memory limit
     path = tmp_path / "big.zarr"
