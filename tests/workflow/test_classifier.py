@@ -140,8 +140,10 @@ def test_incremental_keeps_classes_and_refuses_a_new_label(tmp_path):
     model = distsketch.load(tmp_path / "out" / "result" / "model.zarr")
     ref = SketchedKernelRidgeClassifier(features=RandomFourierFeatures(gamma=GAMMA, n_components=M),
                                         standardize=False, random_state=SEED).fit(X[:600], y[:600])
+    # segments and one pass sum the summary in another order: equal to rounding of the
+    # m x m solve, whose last bits also depend on the CPU's BLAS kernel
     np.testing.assert_allclose(model.decision_function(X[600:]), ref.decision_function(X[600:]),
-                               rtol=1e-7, atol=1e-9)
+                               rtol=1e-6, atol=1e-7)
     # appended rows with a label never seen: a clear error, the lock is free, the result kept
     y_new = y[600:800].copy()
     y_new[17] = 7
