@@ -34,6 +34,7 @@ from distsketch.validation import is_dask
 __all__ = [
     "DEFAULT_MAX_FEATURES",
     "GCV_GRID",
+    "FeatureBlock",
     "default_n_features",
     "feature_block_function",
     "fit_scaler",
@@ -134,16 +135,27 @@ def _is_fitted(features: Any) -> bool:
         k.endswith("_") and not k.startswith("_") for k in vars(features))
 
 
-class _PredictBlock:
-    """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
+class FeatureBlock:
+    """A feature map's block function and how many operands it takes (picklable).
+
+    :meth:`features` gives a block's dense float64 features; subclasses use
+    them (the prediction task, a composed sketch).
+    """
 
     def __init__(self, fn: Any, n_ops: int):
         self.fn = fn
         self.n_ops = n_ops
 
-    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
+    def features(self, block: np.ndarray, offset: int, operands: tuple) -> np.ndarray:
         Z = self.fn(block, offset, *operands[: self.n_ops])
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        return np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+
+
+class _PredictBlock(FeatureBlock):
+    """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
+
+    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
+        Z = self.features(block, offset, operands)
         W, c = operands[self.n_ops], operands[self.n_ops + 1]
         # chunking-invariant rows: the same GEMM shape whatever the block
         return row_stable_matmul(Z, W, offset) + c[None, :]

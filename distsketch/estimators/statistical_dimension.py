@@ -15,6 +15,7 @@ from sklearn.base import clone
 from distsketch.estimators.base import RowMapTransformer, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge import feature_block_function
+from distsketch.estimators.ridge_defaults import FeatureBlock
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import srht_apply, srht_operator
 from distsketch.ops.sketch_solve import estimate_statistical_dimension
@@ -24,14 +25,9 @@ from distsketch.validation import Interval
 __all__ = ["StatisticalDimensionSketch"]
 
 
-class _ComposedMap:
-    def __init__(self, fn: Any, n_ops: int):
-        self.fn = fn
-        self.n_ops = n_ops
-
+class _ComposedMap(FeatureBlock):
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
-        Z = self.fn(block, offset, *operands[: self.n_ops])
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        Z = self.features(block, offset, operands)
         return srht_apply(Z, operands[self.n_ops], operands[self.n_ops + 1], offset)
 
 

@@ -41,6 +41,19 @@ class _TileTask:
         return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
 
 
+def _matvec_operands(A: Any, B: Any, V: Any, what: str) -> tuple[da.Array, da.Array, da.Array, int]:
+    # A and B in whole rows; V as (n_b, t) float64 in B's row blocks
+    Ad = whole_rows(as_dask(A))
+    Bd = whole_rows(as_dask(B))
+    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
+    if Vd.ndim == 1:
+        Vd = Vd[:, None]
+    if Vd.shape[0] != Bd.shape[0]:
+        raise ValueError(f"{what}: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
+    t = int(Vd.shape[1])
+    return Ad, Bd, Vd.rechunk((Bd.chunks[0], t)), t
+
+
 def tile_matvec(
     A: Any,
     B: Any,
@@ -86,15 +99,7 @@ def tile_matvec(
     block.  B's blocks are shared inputs: on ``distributed`` each travels to
     the workers that need it.
     """
-    Ad = whole_rows(as_dask(A))
-    Bd = whole_rows(as_dask(B))
-    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
-    if Vd.ndim == 1:
-        Vd = Vd[:, None]
-    if Vd.shape[0] != Bd.shape[0]:
-        raise ValueError(f"tile_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
-    t = int(Vd.shape[1])
-    Vd = Vd.rechunk((Bd.chunks[0], t))
+    Ad, Bd, Vd, t = _matvec_operands(A, B, V, "tile_matvec")
     max_a, max_b = max(Ad.chunks[0]), max(Bd.chunks[0])
     check_task_memory(name, max_a, 8.0 * max_b + 8.0 * (Ad.shape[1] + 2 * t),
                       8.0 * max_b * (Bd.shape[1] + t))
@@ -217,15 +222,7 @@ def row_matvec(
     whole of B and V (``n_b · (d + t)`` values, resident once per worker and
     shared by its threads) and the work memory.
     """
-    Ad = whole_rows(as_dask(A))
-    Bd = whole_rows(as_dask(B))
-    Vd = as_dask(np.asarray(V, dtype=np.float64)) if not isinstance(V, da.Array) else V
-    if Vd.ndim == 1:
-        Vd = Vd[:, None]
-    if Vd.shape[0] != Bd.shape[0]:
-        raise ValueError(f"row_matvec: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
-    t = int(Vd.shape[1])
-    Vd = Vd.rechunk((Bd.chunks[0], t))
+    Ad, Bd, Vd, t = _matvec_operands(A, B, V, "row_matvec")
     if len(Ad.chunks[0]) < int(min_tasks):
         Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks), split_align), Ad.shape[1]))
     check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t) + float(work_bytes_per_row),
