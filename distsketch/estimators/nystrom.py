@@ -21,12 +21,7 @@ from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
-from distsketch.ops.nystrom import (
-    ensemble_map,
-    inv_sqrt_map,
-    nystrom_map,
-    randomized_inv_sqrt_map,
-)
+from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.summaries.landmarks import UniformLandmarks
@@ -60,7 +55,7 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
 
 
 def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
-    """The landmarks (m x d) and their m x m kernel matrix, which a fit holds at once."""
+    # the landmarks (m x d) and their m x m kernel matrix, which a fit holds at once
     return [(f"{owner}: {param}={m} on {d} input features: the landmarks ({m} x {d}) and their "
              f"kernel matrix ({m} x {m}, float64) that", 8 * m * (d + m),
              f"lower {param} or reduce the input's width first")]
@@ -282,10 +277,9 @@ class NystromFeatures(RowMapTransformer):
         return self
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        if self._precomputed():  # X is the landmarks' kernel matrix itself
-            return []
-        return _landmark_sizes("NystromFeatures", "n_components", int(self.n_components),
-                               int(n_features))
+        # with a precomputed kernel, X is the landmarks' kernel matrix itself
+        return [] if self._precomputed() else _landmark_sizes(
+            "NystromFeatures", "n_components", int(self.n_components), int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
