@@ -87,6 +87,9 @@ def _to_json(v: Any) -> tuple[bool, Any]:
         return True, bool(v)
     if isinstance(v, np.integer):
         return True, int(v)
+    if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+        # JSON has no inf/nan (and Zarr refuses them in attributes on some versions)
+        return True, {"__float__": repr(float(v))}
     if isinstance(v, np.floating):
         return True, float(v)
     if isinstance(v, _JSON_SCALARS):
@@ -114,6 +117,11 @@ def _from_json(v: Any) -> Any:
     if isinstance(v, dict):
         if set(v) == {"__tuple__"}:
             return tuple(_from_json(x) for x in v["__tuple__"])
+        if set(v) == {"__float__"}:
+            if v["__float__"] not in ("inf", "-inf", "nan"):
+                raise StoreError(f"a stored non-finite number reads {str(v['__float__'])[:20]!r}; "
+                                 "the model store is damaged. Re-save the model.")
+            return float(v["__float__"])
         return {k: _from_json(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_from_json(x) for x in v]

@@ -55,6 +55,14 @@ CASES = [
 ]
 
 
+# Checks that exist (and fail, for the reason the table gives for their dense twin) only
+# in some scikit-learn versions: 1.6, the minimum CI installs, also runs the sparse variant.
+VERSION_DEPENDENT = {
+    name: {"check_sample_weight_equivalence_on_sparse_data"}
+    for name in ("SketchedKernelRidge", "SketchedKernelRidgeClassifier")
+}
+
+
 def test_every_public_estimator_is_checked():
     from distsketch import registry
 
@@ -83,6 +91,7 @@ def test_scikit_learn_estimator_checks(estimator):
         warnings.simplefilter("ignore")
         results = check_estimator(estimator, on_fail=None)
     failed = {r["check_name"] for r in results if r["status"] == "failed"}
+    failed -= VERSION_DEPENDENT.get(type(estimator).__name__, set())
     assert failed == expected, (
         f"unexpected failures {sorted(failed - expected)}, "
         f"now passing {sorted(expected - failed)}: update sklearn_known_failures.toml")

@@ -92,3 +92,13 @@ def test_damaged_string_labels_are_refused(tmp_path):
     meta.write_text(json.dumps(body))
     with pytest.raises(StoreError, match="not a list of strings"):
         load(tmp_path / "m.zarr")
+
+
+def test_non_finite_numbers_in_learned_json_round_trip(tmp_path):
+    # JSON has no inf/nan and some Zarr versions refuse them in attributes: they are tagged
+    X = np.random.default_rng(3).normal(size=(40, 3))
+    rff = RandomFourierFeatures(n_components=8, random_state=0).fit(X)
+    rff.extra_ = {"scores": [1.5, float("inf"), -np.inf], "gap": np.float64("nan")}
+    back = load(save_model(rff, tmp_path / "m.zarr"))
+    assert back.extra_["scores"][:2] == [1.5, float("inf")] and back.extra_["scores"][2] == -np.inf
+    assert np.isnan(back.extra_["gap"])
