@@ -348,9 +348,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         alphas, gcv = gcv_path(state, self.fit_intercept, n_rows=self.n_samples_seen_)
         self.alpha_ = float(alphas[int(np.argmin(gcv))])
         self.cv_results_: dict[str, Any] | None = {
-            # GCV is undefined (inf) where the fit's degrees of freedom reach n: None there,
-            # so the results stay JSON (and a saved model with them)
-            "alphas": alphas.tolist(), "gammas": None,
+            "alphas": alphas.tolist(), "gammas": None,  # GCV undefined (inf) where df = n: None
             "gcv": [[float(v) if np.isfinite(v) else None for v in gcv]]}
         logger.info("%s: alpha=%.3g chosen by GCV among %d values in [%.3g, %.3g]; %d features, "
                     "gamma=%s, %s", type(self).__name__, self.alpha_, alphas.size, alphas[0],
