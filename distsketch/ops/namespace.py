@@ -1,0 +1,132 @@
+"""The array namespace of a block: NumPy on a CPU, CuPy on a GPU, the same kernel code.
+
+Every per-block kernel in :mod:`distsketch.ops` and :mod:`distsketch.summaries`
+takes the namespace from its input block (:func:`namespace`), moves its
+host-generated operands to the block's device once (:func:`asarray`) and
+allocates with that namespace.  Random operators stay pure functions of
+``(seed, global index)`` generated on the host with NumPy, so every device
+uses exactly the same ``W``, ``b``, hashes and signs.
+
+NumPy blocks get the ``numpy`` module itself (not a wrapper): the NumPy path
+is bitwise the code it was before the layer existed.  Any other namespace
+(CuPy, ``array-api-strict`` in the tests) is found by ``array_api_compat``.
+
+Where the array API has no equivalent (SciPy's FFT plans, LAPACK drivers,
+special functions), kernels call :func:`is_numpy` and keep their SciPy call
+on NumPy blocks, and use the namespace's own extension (``xp.fft``,
+``xp.linalg``) otherwise, or move a small m x m / l x m finalisation to the
+host with :func:`to_host` on purpose (saying so where they do).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["asarray", "densify", "device_of", "is_numpy", "namespace", "to_host"]
+
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+def namespace(*arrays: Any) -> Any:
+    """The array namespace shared by ``arrays`` (``None`` and Python scalars are ignored).
+
+    Returns the ``numpy`` module when every array is a NumPy array or a SciPy
+    sparse matrix (whose blocks densify to NumPy), else the namespace
+    ``array_api_compat`` finds for them.
+
+    Raises
+    ------
+    distsketch.errors.InputError
+        When the arrays come from different libraries (a NumPy and a CuPy
+        block in one call): move them to one device first.
+    """
+    others = [a for a in arrays
+              if a is not None and not isinstance(a, (np.ndarray, *_SCALARS))
+              and not _is_scipy_sparse(a)]
+    if not others:
+        return np
+    import array_api_compat
+
+    try:
+        return array_api_compat.array_namespace(*[a for a in arrays if a is not None
+                                                  and not isinstance(a, _SCALARS)])
+    except TypeError as exc:
+        from distsketch.errors import InputError
+
+        kinds = sorted({type(a).__module__.split(".")[0] + "." + type(a).__name__
+                        for a in arrays if a is not None and not isinstance(a, _SCALARS)})
+        raise InputError(
+            f"the arrays of one block come from different array libraries ({', '.join(kinds)}); "
+            "pass every block and operand on one device (all NumPy, or all CuPy with "
+            "device='cuda').") from exc
+
+
+def is_numpy(xp: Any) -> bool:
+    """Whether ``xp`` is NumPy (so SciPy's FFT/LAPACK/sparse routines apply as they are)."""
+    return xp is np or getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")
+
+
+def device_of(x: Any) -> Any:
+    """The device of array ``x`` (``"cpu"`` for NumPy arrays and scalars)."""
+    if isinstance(x, (np.ndarray, *_SCALARS)) or x is None:
+        return "cpu"
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
+def asarray(x: Any, like: Any, *, dtype: Any = None) -> Any:
+    """``x`` (a host operand or parameter) as an array of ``like``'s namespace and device.
+
+    On NumPy this is ``numpy.asarray(x, dtype=dtype)`` exactly; elsewhere the
+    operand is copied to ``like``'s device (once per task: callers hoist it out
+    of loops).
+    """
+    xp = namespace(like)
+    if xp is np:
+        return np.asarray(x, dtype=dtype)
+    if not isinstance(x, (np.ndarray, *_SCALARS, list, tuple)) and namespace(x) is xp:
+        return x if dtype is None else xp.astype(x, dtype, copy=False)
+    host = np.asarray(to_host(x)) if not isinstance(x, (list, tuple)) else np.asarray(x)
+    if dtype is not None:
+        host = host.astype(_numpy_dtype(dtype), copy=False)
+    return xp.asarray(host, device=device_of(like))
+
+
+def to_host(x: Any) -> Any:
+    """A NumPy copy of array ``x`` (``x`` itself when it is already NumPy or a scalar)."""
+    if x is None or isinstance(x, (np.ndarray, *_SCALARS)):
+        return x
+    if _is_scipy_sparse(x):
+        return x
+    get = getattr(x, "get", None)  # CuPy: device to host
+    if callable(get) and type(x).__module__.startswith("cupy"):
+        return get()
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, RuntimeError, BufferError, AttributeError):
+        return np.asarray(x)
+
+
+def densify(x: Any) -> Any:
+    """``x`` as a dense array: a SciPy sparse matrix/array becomes NumPy, anything else is kept.
+
+    The one place distsketch turns a sparse block dense; callers that need a
+    dtype or a copy convert afterwards.
+    """
+    return x.toarray() if _is_scipy_sparse(x) else x
+
+
+def _is_scipy_sparse(x: Any) -> bool:
+    # without importing scipy.sparse for every block: its classes all carry tocsr
+    return hasattr(x, "tocsr") and hasattr(x, "toarray")
+
+
+def _numpy_dtype(dtype: Any) -> Any:
+    """A NumPy dtype for a NumPy or array-API dtype object (``xp.float32`` of any namespace)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(str(dtype).rsplit(".", 1)[-1].strip("'>"))
