@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["asarray", "densify", "device_of", "is_numpy", "namespace", "to_host"]
+__all__ = ["as_block", "asarray", "densify", "device_of", "float_dtype", "host_dtype", "inplace",
+           "is_numpy", "namespace", "to_host", "typed_scalar"]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
@@ -88,7 +89,7 @@ def asarray(x: Any, like: Any, *, dtype: Any = None) -> Any:
     if xp is np:
         return np.asarray(x, dtype=dtype)
     if not isinstance(x, (np.ndarray, *_SCALARS, list, tuple)) and namespace(x) is xp:
-        return x if dtype is None else xp.astype(x, dtype, copy=False)
+        return x if dtype is None else xp.astype(x, _xp_dtype(xp, dtype), copy=False)
     host = np.asarray(to_host(x)) if not isinstance(x, (list, tuple)) else np.asarray(x)
     if dtype is not None:
         host = host.astype(_numpy_dtype(dtype), copy=False)
@@ -130,3 +131,58 @@ def _numpy_dtype(dtype: Any) -> Any:
         return np.dtype(dtype)
     except TypeError:
         return np.dtype(str(dtype).rsplit(".", 1)[-1].strip("'>"))
+
+
+def as_block(x: Any, dtype: Any = None) -> Any:
+    """A block as an array: arrays of any namespace are kept (cast to ``dtype`` in
+    their namespace) and SciPy sparse matrices are returned as they are; anything
+    else (lists, NumPy arrays) goes through ``numpy.asarray(x, dtype=dtype)``
+    exactly as before."""
+    if _is_scipy_sparse(x):
+        return x
+    if isinstance(x, np.ndarray):
+        return np.asarray(x, dtype=dtype)
+    import array_api_compat
+
+    if not array_api_compat.is_array_api_obj(x):
+        return np.asarray(x, dtype=dtype)
+    return asarray(x, like=x, dtype=dtype)
+
+
+def host_dtype(dtype: Any) -> np.dtype:
+    """The NumPy dtype of ``dtype`` (a NumPy dtype, a scalar type or any namespace's dtype object)."""
+    return _numpy_dtype(dtype)
+
+
+def float_dtype(x: Any, dtype: Any = None) -> Any:
+    """The float dtype a kernel computes block ``x`` in: ``dtype`` if given, else
+    ``x``'s float32/float64, else float64.
+
+    A ``numpy.dtype`` for NumPy (and SciPy sparse) blocks, exactly as the kernels
+    computed it before; the namespace's own dtype object for any other block.
+    """
+    xp = namespace(x)
+    if xp is np:
+        return np.dtype(dtype or (x.dtype if x.dtype in (np.float32, np.float64) else np.float64))
+    if dtype is not None:
+        return _xp_dtype(xp, dtype)
+    return x.dtype if x.dtype in (xp.float32, xp.float64) else xp.float64
+
+
+def typed_scalar(value: float, dtype: Any) -> Any:
+    """``value`` as a scalar of ``dtype`` on NumPy (so a float32 block stays float32 and
+    rounds as before); a Python float for other namespaces, which keep the array's dtype."""
+    return dtype.type(value) if isinstance(dtype, np.dtype) else float(value)
+
+
+def inplace(xp: Any, name: str, x: Any, *args: Any) -> Any:
+    """``xp.<name>(x, *args)``: written into ``x`` on NumPy (no temporary of the block's
+    size), a new array in namespaces without ``out=``."""
+    if xp is np:
+        return getattr(np, name)(x, *args, out=x)
+    return getattr(xp, name)(x, *args)
+
+
+def _xp_dtype(xp: Any, dtype: Any) -> Any:
+    """``dtype`` (NumPy or any namespace's) as the dtype object of namespace ``xp``."""
+    return getattr(xp, _numpy_dtype(dtype).name)
