@@ -5,7 +5,10 @@ pure functions of ``(seed, purpose, j)`` (:mod:`distsketch.ops.random`), so any
 column range of the operator can be rebuilt on any worker, and a column block
 of a wide matrix can be sketched on its own and the results summed.
 
-Cost: O(nnz) per block for sparse input, O(n·d) for dense input.
+Cost: O(nnz) per block for sparse input, O(n·d) for dense NumPy input.  The
+array API has no scatter-add, so blocks of other namespaces (CuPy) are
+sketched as dense products with the one-hot operator, ``_ONEHOT_COLS``
+input columns at a time: O(n·w·m) flops, which a GPU runs as GEMMs.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
+from distsketch.ops.namespace import asarray, float_dtype, host_dtype, namespace
 from distsketch.ops.random import hash_bucket, hash_sign
 
 __all__ = ["countsketch", "countsketch_hashes", "countsketch_matrix", "countsketch_transposed"]
+
+# input columns per one-hot operator slice on non-NumPy blocks (a 1024 × m dense slice)
+_ONEHOT_COLS = 1024
 
 
 @lru_cache(maxsize=64)
@@ -78,6 +85,9 @@ def countsketch_transposed(XT: np.ndarray, seed: int, purpose: str, m: int,
     Each output entry sums its bucket's columns in a fixed order, the same for
     every row blocking (SciPy's CSR-times-dense kernel).
     """
+    xp = namespace(XT)
+    if xp is not np:
+        return _onehot_apply(xp, XT, seed, purpose, m, col_offset, transposed=True)
     CT = _bucket_major(int(seed), str(purpose), int(col_offset), int(col_offset) + XT.shape[0], int(m),
                        XT.dtype.str)
     return CT @ XT
@@ -109,13 +119,43 @@ def countsketch(X: Any, seed: int, purpose: str, m: int, col_offset: int = 0,
     -----
     Memory: the n × m output plus the w-long hash arrays.
     """
-    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
+    xp = namespace(X)
+    dt = float_dtype(X, dtype)
     if sp.issparse(X):
         C = _bucket_major(int(seed), str(purpose), int(col_offset), int(col_offset) + X.shape[1], int(m),
                           dt.str).T
         return np.asarray((sp.csr_matrix(X).astype(dt, copy=False) @ C).toarray())
+    if xp is not np:
+        return _onehot_apply(xp, xp.astype(X, dt), seed, purpose, m, col_offset, transposed=False)
     # (Cᵀ Xᵀ)ᵀ runs as SciPy's sparse-times-dense kernel (several times faster than a
     # gather + reduceat here); each output entry sums its bucket's columns in a fixed
     # order, the same for every row blocking
     Xd = np.asarray(X, dtype=dt)
     return np.ascontiguousarray(countsketch_transposed(Xd.T, seed, purpose, m, col_offset).T)
+
+
+def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: int,
+                  transposed: bool) -> Any:
+    """``X C`` (or ``Cᵀ X`` for a transposed block) with the dense one-hot operator C.
+
+    For namespaces without a scatter-add: the (w × m) operator is built on the host
+    from the same hashes, a slice of ``_ONEHOT_COLS`` input columns at a time, and
+    moved to the block's device, so the result equals the sparse product up to the
+    order of the sums.
+    """
+    w = X.shape[0] if transposed else X.shape[1]
+    n = X.shape[1] if transposed else X.shape[0]
+    shape = (m, n) if transposed else (n, m)
+    out = xp.zeros(shape, dtype=X.dtype, device=X.device)
+    ht = host_dtype(X.dtype)
+    for a in range(0, w, _ONEHOT_COLS):
+        b = min(w, a + _ONEHOT_COLS)
+        h, s = countsketch_hashes(seed, purpose, col_offset + a, col_offset + b, m)
+        C = np.zeros((b - a, m), dtype=ht)
+        C[np.arange(b - a), h] = s
+        Cd = asarray(C, like=X)
+        if transposed:
+            out += xp.matrix_transpose(Cd) @ X[a:b, ...]
+        else:
+            out += X[:, a:b] @ Cd
+    return out

@@ -16,6 +16,10 @@ of (seed, purpose, index).
 :func:`srht_operator` / :func:`srht_apply` are the same transform with the
 operator held as explicit arrays (signs and sorted coordinates), as the
 statistical-dimension sketch stores it in its model.
+
+Signs, coordinates and explicit Hadamard entries are host operands (pure
+functions of the seed and index); blocks of another namespace get them on
+their device and run the same Kronecker-factored GEMMs with plain ``@``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import (
+    as_block,
+    asarray,
+    float_dtype,
+    host_dtype,
+    namespace,
+    to_host,
+    typed_scalar,
+)
 from distsketch.ops.random import hash_sign, hash_uniform
 
 __all__ = [
@@ -80,6 +93,20 @@ def _fwht_rows(X: np.ndarray, row_offset: int) -> np.ndarray:
     return np.ascontiguousarray(Z.reshape(N, rest, a).transpose(0, 2, 1)).reshape(N, D)
 
 
+def _fwht_rows_xp(xp: Any, X: Any) -> Any:
+    """:func:`_fwht_rows` for a block of another namespace (the same factorisation)."""
+    N, D = X.shape
+    if D <= _GEMM_MAX:
+        return X @ asarray(_sylvester(D, host_dtype(X.dtype).str), like=X)
+    k = D.bit_length() - 1
+    a = 1 << min(k - k // 2, 6)
+    rest = D // a
+    Y = xp.reshape(_fwht_rows_xp(xp, xp.reshape(X, (N * a, rest))), (N, a, rest))
+    Z = xp.reshape(xp.permute_dims(Y, (0, 2, 1)), (N * rest, a))
+    Z = Z @ asarray(_sylvester(a, host_dtype(X.dtype).str), like=X)
+    return xp.reshape(xp.permute_dims(xp.reshape(Z, (N, rest, a)), (0, 2, 1)), (N, D))
+
+
 def fwht(X: np.ndarray, normalize: bool = False, row_offset: int = 0) -> np.ndarray:
     """Fast Walsh–Hadamard transform along the last axis: ``X @ H`` (result written into X).
 
@@ -110,9 +137,10 @@ def fwht(X: np.ndarray, normalize: bool = False, row_offset: int = 0) -> np.ndar
     if D & (D - 1) or X.ndim != 2:
         raise ConfigError(f"fwht needs a 2-D array with a power-of-two length; got shape {X.shape}. "
                           "Pad with next_pow2 first.")
-    X[...] = _fwht_rows(np.ascontiguousarray(X), row_offset)
+    xp = namespace(X)
+    X[...] = _fwht_rows(np.ascontiguousarray(X), row_offset) if xp is np else _fwht_rows_xp(xp, X)
     if normalize:
-        X *= X.dtype.type(1.0 / np.sqrt(D))
+        X *= typed_scalar(1.0 / np.sqrt(D), X.dtype)
     return X
 
 
@@ -166,6 +194,13 @@ def _signs(seed: int, key: str, start: int, stop: int) -> np.ndarray:
 def _srht_dense(X: np.ndarray, signs: np.ndarray, P: np.ndarray, D: int, scale: Any,
                 dt: np.dtype, row_offset: int) -> np.ndarray:
     """``scale · (pad_D(X · D_s) @ H)[:, P]`` by one FWHT of the zero-padded rows."""
+    xp = namespace(X)
+    if xp is not np:
+        buf = xp.zeros((X.shape[0], D), dtype=dt, device=X.device)
+        buf[:, : X.shape[1]] = xp.astype(X, dt) * asarray(signs[: X.shape[1]], like=X, dtype=dt)
+        out = xp.take(_fwht_rows_xp(xp, buf), asarray(P, like=X), axis=1)
+        out *= scale
+        return out
     buf = np.zeros((X.shape[0], D), dtype=dt)
     np.multiply(X, signs[: X.shape[1]].astype(dt), out=buf[:, : X.shape[1]])
     # np.take gathers columns ~5x faster than fancy indexing (same values)
@@ -213,13 +248,13 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
     The operator is linear, so column blocks may be sketched separately and
     summed.
     """
-    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
+    dt = float_dtype(X, dtype)
     n, w = X.shape
     if col_offset + w > D:
         raise ConfigError(f"SRHT: input columns {col_offset}..{col_offset + w} exceed D={D}.")
     P = srht_coordinates(seed, purpose, D, m, replace)
     signs = srht_signs(seed, purpose, col_offset, col_offset + w)
-    sc = dt.type(1.0 / np.sqrt(m) if scale is None else scale)
+    sc = typed_scalar(1.0 / np.sqrt(m) if scale is None else scale, dt)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         cols = np.unique(X.indices)
@@ -230,15 +265,20 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
             out += np.asarray(X[:, c].astype(dt) @ Hc)
         out *= sc
         return out
-    X = np.asarray(X)
+    X = as_block(X)
     if col_offset == 0 and w * 4 >= D and D <= 1 << 20:
         return _srht_dense(X, signs, P, D, sc, dt, row_offset)
-    out = np.zeros((n, m), dtype=dt)
+    xp = namespace(X)
+    out = xp.zeros((n, m), dtype=dt, device=X.device)
     # Per-row sums in a fixed column-tile order keep rows independent of the blocking.
     for t in range(0, w, _COL_TILE):
         c = np.arange(t, min(w, t + _COL_TILE))
-        Hc = (hadamard_entries(c + col_offset, P) * signs[c][:, None]).astype(dt)
-        out += row_stable_matmul(np.ascontiguousarray(X[:, c], dtype=dt), Hc, row_offset)
+        # the explicit entries are a host operand (moved to X's device on other namespaces)
+        Hc = (hadamard_entries(c + col_offset, P) * signs[c][:, None]).astype(host_dtype(dt))
+        if xp is np:
+            out += row_stable_matmul(np.ascontiguousarray(X[:, c], dtype=dt), Hc, row_offset)
+        else:
+            out += xp.astype(X[:, t:t + c.size], dt) @ asarray(Hc, like=X)
     out *= sc
     return out
 
@@ -295,7 +335,8 @@ def srht_apply(Z: np.ndarray, signs: np.ndarray, index: np.ndarray, row_offset: 
     n × M float64 buffer.
     """
     M = signs.shape[0]
-    dt = np.dtype(np.float64)
-    # √(M/s) · 1/√M with the ±1 matrix H
-    return _srht_dense(np.asarray(Z, dtype=dt), np.asarray(signs), np.asarray(index), M,
-                       dt.type(1.0 / np.sqrt(len(index))), dt, row_offset)
+    Z = as_block(Z, dtype=np.float64)
+    dt = float_dtype(Z)
+    # √(M/s) · 1/√M with the ±1 matrix H; signs and index are host operands of the model
+    return _srht_dense(Z, np.asarray(to_host(signs)), np.asarray(to_host(index)), M,
+                       typed_scalar(1.0 / np.sqrt(len(index)), dt), dt, row_offset)

@@ -34,6 +34,7 @@ import scipy.fft
 from distsketch.errors import ConfigError
 from distsketch.ops.countsketch import countsketch, countsketch_transposed
 from distsketch.ops.hadamard import next_pow2, srht
+from distsketch.ops.namespace import namespace, typed_scalar
 
 __all__ = [
     "BASES",
@@ -59,15 +60,19 @@ def tensor_srht_linear(X: Any, seed: int, purpose: str, degree: int, m: int, D: 
     """
     parts = [srht(X, seed, f"{purpose}.t{l}", m, D, col_offset, replace=True, scale=1.0,
                   dtype=dtype, row_offset=row_offset) for l in range(degree)]
-    return np.concatenate(parts, axis=1) if degree > 1 else parts[0]
+    if degree == 1:
+        return parts[0]
+    xp = namespace(parts[0])
+    return np.concatenate(parts, axis=1) if xp is np else xp.concat(parts, axis=1)
 
 
 def tensor_srht_combine(L: np.ndarray, degree: int, m: int) -> np.ndarray:
     """Elementwise product of the ``degree`` transforms, scaled by 1/sqrt(m): shape (n, m)."""
-    out = L[:, :m].copy()
+    xp = namespace(L)
+    out = L[:, :m].copy() if xp is np else xp.asarray(L[:, :m], copy=True)
     for l in range(1, degree):
         out *= L[:, l * m:(l + 1) * m]
-    out *= out.dtype.type(1.0 / np.sqrt(m))
+    out *= typed_scalar(1.0 / np.sqrt(m), out.dtype)
     return out
 
 
@@ -94,9 +99,17 @@ def degree2_sketch(U: np.ndarray, V: np.ndarray, seed: int, purpose: str, m: int
         D = next_pow2(U.shape[1])
         a = srht(U, seed, purpose + ".t0", m, D, replace=True, scale=1.0, row_offset=row_offset)
         a *= srht(V, seed, purpose + ".t1", m, D, replace=True, scale=1.0, row_offset=row_offset)
-        a *= a.dtype.type(1.0 / np.sqrt(m))
+        a *= typed_scalar(1.0 / np.sqrt(m), a.dtype)
         return a
     if base == "tensorsketch":
+        xp = namespace(U, V)
+        if xp is not np:
+            # the namespace's own FFT on the same bucket-major layout
+            UT = xp.matrix_transpose(U)
+            VT = UT if V is U else xp.matrix_transpose(V)
+            P = xp.fft.rfft(countsketch_transposed(UT, seed, purpose + ".cs0", m), axis=0)
+            P *= xp.fft.rfft(countsketch_transposed(VT, seed, purpose + ".cs1", m), axis=0)
+            return xp.matrix_transpose(xp.fft.irfft(P, n=m, axis=0))
         # bucket-major (m × n) layout straight from the sparse products, FFTs along axis 0:
         # the same numbers as CountSketches side by side + tensor_sketch_combine, one transpose
         UT = np.ascontiguousarray(U.T)

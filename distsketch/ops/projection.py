@@ -1,4 +1,4 @@
-"""Database-friendly random projections (pure NumPy).
+"""Database-friendly random projections (host operator, blocks on their own namespace).
 
 Achlioptas' projections x ↦ Rᵀx / √k with a d × k matrix R whose entries are
 independent and either
@@ -32,6 +32,7 @@ import numpy as np
 from distsketch.errors import ConfigError
 from distsketch.ops.kernels import PROJECTABLE_KERNELS
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import as_block, asarray, namespace
 from distsketch.ops.random import random_rows
 
 __all__ = ["PROJECTABLE_KERNELS", "jl_min_dim", "project", "projection_matrix"]
@@ -98,7 +99,12 @@ def project(block: Any, R: np.ndarray, row_offset: int = 0) -> np.ndarray:
     if hasattr(block, "tocsr"):
         csr = block.tocsr()
         return np.asarray(csr @ R.astype(csr.dtype if csr.dtype == np.float32 else np.float64))
-    X = np.asarray(block)
+    X = as_block(block)
+    xp = namespace(X)
+    if xp is not np:
+        # R is a host operand: moved to the block's device once per call
+        dt = X.dtype if X.dtype == xp.float32 else xp.float64
+        return xp.astype(X, dt) @ asarray(R, like=X, dtype=dt)
     W = R.astype(X.dtype if X.dtype == np.float32 else np.float64, copy=False)
     return row_stable_matmul(X, W, row_offset)
 

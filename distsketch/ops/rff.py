@@ -1,4 +1,4 @@
-"""Random Fourier features (Rahimi & Recht) as pure per-block NumPy kernels.
+"""Random Fourier features (Rahimi & Recht) as pure per-block kernels on the block's namespace.
 
 For a shift-invariant kernel k(x - y) with spectral density p(w),
 z(x) = sqrt(2/m) cos(Wᵀx + b) with columns of W drawn from p and b ~ U[0, 2π)
@@ -25,11 +25,14 @@ frequency j is the same whatever the chunking or worker.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import asarray, float_dtype, inplace, namespace, typed_scalar
 from distsketch.ops.random import random_rows
 
 __all__ = ["RFF_FORMS", "rff_map", "rff_operator"]
@@ -145,26 +148,41 @@ def rff_map(X: np.ndarray, W: np.ndarray, b: np.ndarray, row_offset: int = 0,
     Cost: 2·n·d·m flops (GEMM) + n·m cos (offset); n·d·m flops + n·m cos/sin
     (paired: half the GEMM); memory: the n × m output only.
     """
-    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
-    Wc = W.astype(dt, copy=False)
+    xp = namespace(X)
+    dt = float_dtype(X, dtype)
+    # W and b are host operands: on another namespace they move to X's device once per call
+    Wc = W.astype(dt, copy=False) if xp is np else asarray(W, like=X, dtype=dt)
     if b.shape[0] == 0:
-        return _paired_map(X, Wc, row_offset, out, dt)
+        return _paired_map(xp, X, Wc, row_offset, out, dt)
     if hasattr(X, "tocsr"):
         Z = np.asarray(X.tocsr().astype(dt) @ Wc)
         if out is not None:
             out[...] = Z
             Z = out
-    else:
+    elif xp is np:
         Z = row_stable_matmul(X.astype(dt, copy=False), Wc, row_offset, out=out)
-    Z += b.astype(dt, copy=False)
-    np.cos(Z, out=Z)
-    Z *= dt.type(np.sqrt(2.0 / W.shape[1]))
+    else:
+        Z = _into(xp.astype(X, dt) @ Wc, out)
+    Z += b.astype(dt, copy=False) if xp is np else asarray(b, like=X, dtype=dt)
+    Z = _into(inplace(xp, "cos", Z), out)
+    Z *= typed_scalar(np.sqrt(2.0 / W.shape[1]), dt)
     return Z
 
 
-def _paired_map(X: np.ndarray, W: np.ndarray, row_offset: int, out: np.ndarray | None,
-                dt: np.dtype) -> np.ndarray:
+def _into(Z: Any, out: Any) -> Any:
+    """``Z`` written into ``out`` when one is given and ``Z`` is not it already."""
+    if out is None or Z is out:
+        return Z
+    out[...] = Z
+    return out
+
+
+def _paired_map(xp: Any, X: Any, W: Any, row_offset: int, out: Any, dt: Any) -> Any:
     h = W.shape[1]
+    if xp is not np and not hasattr(X, "tocsr"):
+        P = xp.astype(X, dt) @ W
+        Z = xp.concat((xp.cos(P), xp.sin(P)), axis=1) * float(np.sqrt(1.0 / h))
+        return _into(Z, out)
     if out is None:
         out = np.empty((X.shape[0], 2 * h), dtype=dt)
     # the projection lands in the sine half, then the cosine half is read off it

@@ -8,6 +8,9 @@ of the explicit φ(x) = x⊗…⊗x with bucket H = Σ h_l mod m and sign S = Π
 The linear stage (q CountSketches) and the nonlinear stage (the FFT product)
 are separate functions so that wide inputs can be sketched column block by
 column block and summed before the product.
+
+NumPy blocks use SciPy's FFT; other namespaces their own ``xp.fft`` extension
+(same transforms, rounding of that library).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import scipy.fft
 import scipy.sparse as sp
 
 from distsketch.ops.countsketch import countsketch, countsketch_transposed
+from distsketch.ops.namespace import as_block, asarray, float_dtype, namespace, typed_scalar
 
 __all__ = ["FFT_ROWS", "FUSED_ROWS", "tensor_sketch", "tensor_sketch_combine", "tensor_sketch_dense",
            "tensor_sketch_linear"]
@@ -37,10 +41,13 @@ def tensor_sketch_linear(X: Any, seed: int, purpose: str, degree: int, m: int,
     ndarray of shape (n, degree * m)
         Block ``l`` (columns ``l*m:(l+1)*m``) is CountSketch number ``l``.
     """
-    if sp.issparse(X) or degree == 1:
+    xp = namespace(X)
+    if sp.issparse(X) or degree == 1 or xp is not np:
         parts = [countsketch(X, seed, f"{purpose}.cs{l}", m, col_offset, dtype) for l in range(degree)]
-        return np.concatenate(parts, axis=1) if degree > 1 else parts[0]
-    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
+        if degree == 1:
+            return parts[0]
+        return np.concatenate(parts, axis=1) if xp is np else xp.concat(parts, axis=1)
+    dt = float_dtype(X, dtype)
     # one transposed copy of the block serves all q sparse-times-dense products
     XT = np.ascontiguousarray(np.asarray(X, dtype=dt).T)
     out = np.empty((X.shape[0], degree * m), dtype=dt)
@@ -71,18 +78,20 @@ def tensor_sketch_combine(C: np.ndarray, degree: int, m: int, out: np.ndarray | 
     O(degree · m log m) per row; memory O(block_rows · m) complex temporaries.
     FFTs along axis 1 are row-independent, so results do not depend on blocking.
     """
+    xp = namespace(C)
+    fft = scipy.fft if xp is np else xp.fft
     n = C.shape[0]
     if out is None:
-        out = np.empty((n, m), dtype=C.dtype)
+        out = xp.empty((n, m), dtype=C.dtype, device=C.device)
     if degree == 1:
         out[...] = C[:, :m]
         return out
     for a in range(0, n, block_rows):
         b = min(n, a + block_rows)
-        P = scipy.fft.rfft(C[a:b, :m], axis=1)
+        P = fft.rfft(C[a:b, :m], axis=1)
         for l in range(1, degree):
-            P *= scipy.fft.rfft(C[a:b, l * m:(l + 1) * m], axis=1)
-        out[a:b] = scipy.fft.irfft(P, n=m, axis=1)
+            P *= fft.rfft(C[a:b, l * m:(l + 1) * m], axis=1)
+        out[a:b, ...] = fft.irfft(P, n=m, axis=1)
     return out
 
 
@@ -118,7 +127,16 @@ def tensor_sketch_dense(X: np.ndarray, seed: int, purpose: str, degree: int, m: 
     one per CountSketch, and every temporary stays in cache.  Each column of
     a slice is an independent transform, so results do not depend on slicing.
     """
-    dt = np.dtype(dtype or (X.dtype if X.dtype in (np.float32, np.float64) else np.float64))
+    xp = namespace(X)
+    dt = float_dtype(X, dtype)
+    if xp is not np:
+        # the two stages one after the other (the fusion is a CPU cache layout)
+        C = tensor_sketch_linear(X, seed, purpose, degree, m, 0, dt)
+        if scale != 1.0:
+            C *= typed_scalar(scale, dt)
+        if bias is not None:
+            C += asarray(bias, like=C, dtype=dt)
+        return tensor_sketch_combine(C, degree, m)
     n = X.shape[0]
     out = np.empty((n, m), dtype=dt)
     sc = dt.type(scale)
@@ -145,6 +163,6 @@ def tensor_sketch(X: Any, seed: int, purpose: str, degree: int, m: int,
                   dtype: Any = None) -> np.ndarray:
     """TensorSketch of the rows of X (all columns present): shape (n, m)."""
     if not sp.issparse(X):
-        return tensor_sketch_dense(np.asarray(X), seed, purpose, degree, m, dtype=dtype)
+        return tensor_sketch_dense(as_block(X), seed, purpose, degree, m, dtype=dtype)
     C = tensor_sketch_linear(X, seed, purpose, degree, m, 0, dtype)
     return tensor_sketch_combine(C, degree, m)
