@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
+from distsketch.ops.namespace import as_block, namespace
 
 __all__ = ["TILE_COLS", "TILE_ROWS", "kernel_times", "kernel_times_memory", "tile_buffer_bytes"]
 
@@ -75,6 +76,12 @@ def kernel_times_memory(n_features: int, max_block_b: int, kernel: str | Callabl
 
 def _augmented_rbf_rows(X: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """Left ``[2γx, −γ‖x‖², 1]`` and right ``[x, 1, −γ‖x‖²]`` augmented rows."""
+    xp = namespace(X)
+    if xp is not np:
+        sq = xp.sum(X * X, axis=1)[:, None]
+        one = xp.ones_like(sq)
+        return (xp.concat((X * (2.0 * gamma), sq * -gamma, one), axis=1),
+                xp.concat((X, one, sq * -gamma), axis=1))
     sq = np.einsum("ij,ij->i", X, X)
     n, d = X.shape
     left = np.empty((n, d + 2))
@@ -127,32 +134,35 @@ def kernel_times(
     kernel's clamp would leave it at 1: the two agree to that rounding.
     """
     params = dict(params or {})
-    A = np.asarray(A, dtype=np.float64)
+    A = as_block(A, dtype=np.float64)
+    xp = namespace(A)
     if len(B_blocks) != len(V_blocks):
         raise ValueError(f"kernel_times: {len(B_blocks)} blocks of B but {len(V_blocks)} of V.")
-    t = int(np.asarray(V_blocks[0]).shape[1]) if len(V_blocks) else 0
-    out = np.zeros((A.shape[0], t))
+    t = int(as_block(V_blocks[0]).shape[1]) if len(V_blocks) else 0
+    out = xp.zeros((A.shape[0], t), dtype=xp.float64, device=A.device)
     tr, tc = max(1, int(tile_rows)), max(1, int(tile_cols))
     name = kernel if callable(kernel) else KERNEL_ALIASES.get(str(kernel), str(kernel))
     fused = name == "rbf"
     if fused:
         left, _ = _augmented_rbf_rows(A, float(params["gamma"]))
-        buf = np.empty(tr * tc)
+        # one sub-tile buffer reused in place on NumPy; other namespaces allocate per sub-tile
+        buf = np.empty(tr * tc) if xp is np else None
     for Bj, Vj in zip(B_blocks, V_blocks, strict=True):
-        Bj = np.asarray(Bj, dtype=np.float64)
-        Vj = np.asarray(Vj, dtype=np.float64)
+        Bj = as_block(Bj, dtype=np.float64)
+        Vj = as_block(Vj, dtype=np.float64)
         if fused:
             _, right = _augmented_rbf_rows(Bj, float(params["gamma"]))
         for c0 in range(0, Bj.shape[0], tc):
             c1 = min(c0 + tc, Bj.shape[0])
             for r0 in range(0, A.shape[0], tr):
                 r1 = min(r0 + tr, A.shape[0])
-                if fused:
+                if fused and buf is not None:
                     T = buf[: (r1 - r0) * (c1 - c0)].reshape(r1 - r0, c1 - c0)
                     np.matmul(left[r0:r1], right[c0:c1].T, out=T)
                     np.exp(T, out=T)
+                elif fused:
+                    T = xp.exp(left[r0:r1, ...] @ xp.matrix_transpose(right[c0:c1, ...]))
                 else:
-                    T = pairwise_kernel(A[r0:r1], Bj[c0:c1], kernel, **params)
-                out[r0:r1] += T @ Vj[c0:c1]
+                    T = pairwise_kernel(A[r0:r1, ...], Bj[c0:c1, ...], kernel, **params)
+                out[r0:r1, ...] += T @ Vj[c0:c1, ...]
     return out
-

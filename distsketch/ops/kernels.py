@@ -1,4 +1,4 @@
-"""Exact kernel functions, evaluated block by block in NumPy.
+"""Exact kernel functions, evaluated block by block on the blocks' array namespace.
 
 These are the references every approximation is measured against, and the
 kernels that Nyström/MEKA and the exact solvers evaluate on tiles.
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
+from distsketch.ops.namespace import as_block, host_dtype, inplace, namespace
 
 __all__ = [
     "BOUNDED_KERNELS",
@@ -57,34 +58,41 @@ __all__ = [
 KernelFn = Callable[..., np.ndarray]
 
 
+def _row_sqnorms(xp: Any, X: Any) -> Any:
+    """Squared row norms (NumPy's einsum on NumPy blocks, a sum of squares elsewhere)."""
+    return np.einsum("ij,ij->i", X, X) if xp is np else xp.sum(X * X, axis=1)
+
+
 def _sqdist(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    xx = np.einsum("ij,ij->i", X, X)[:, None]
-    yy = np.einsum("ij,ij->i", Y, Y)[None, :]
+    xp = namespace(X, Y)
+    xx = _row_sqnorms(xp, X)[:, None]
+    yy = _row_sqnorms(xp, Y)[None, :]
     d = xx + yy - 2.0 * (X @ Y.T)
-    np.maximum(d, 0.0, out=d)
-    return d
+    return inplace(xp, "maximum", d, 0.0)
 
 
 def _rbf(X, Y, *, gamma):
     d = _sqdist(X, Y)
     d *= -gamma
-    return np.exp(d, out=d)
+    return inplace(namespace(d), "exp", d)
 
 
 def _laplacian(X, Y, *, gamma):
-    out = np.empty((X.shape[0], Y.shape[0]), dtype=np.float64)
+    xp = namespace(X, Y)
+    out = xp.empty((X.shape[0], Y.shape[0]), dtype=xp.float64, device=X.device)
     step = max(1, int(2**22 // max(1, Y.shape[0] * X.shape[1])))
     for i in range(0, X.shape[0], step):
-        out[i:i + step] = np.abs(X[i:i + step, None, :] - Y[None, :, :]).sum(axis=2)
+        j = min(i + step, X.shape[0])
+        out[i:j, ...] = xp.sum(xp.abs(X[i:j, None, :] - Y[None, :, :]), axis=2)
     out *= -gamma
-    return np.exp(out, out=out)
+    return inplace(xp, "exp", out)
 
 
 def _cauchy(X, Y, *, gamma):
     d = _sqdist(X, Y)
     d *= gamma
     d += 1.0
-    return np.reciprocal(d, out=d)
+    return inplace(namespace(d), "reciprocal", d)
 
 
 def _polynomial(X, Y, *, gamma, coef0, degree):
@@ -96,6 +104,13 @@ def _linear(X, Y):
 
 
 def _cos_and_norms(X, Y):
+    xp = namespace(X, Y)
+    if xp is not np:
+        nx, ny = xp.linalg.vector_norm(X, axis=1), xp.linalg.vector_norm(Y, axis=1)
+        denom = nx[:, None] * ny[None, :]
+        pos = denom > 0
+        c = xp.where(pos, (X @ Y.T) / xp.where(pos, denom, xp.ones_like(denom)), xp.zeros_like(denom))
+        return xp.clip(c, -1.0, 1.0), denom
     nx = np.linalg.norm(X, axis=1)
     ny = np.linalg.norm(Y, axis=1)
     denom = np.outer(nx, ny)
@@ -106,13 +121,15 @@ def _cos_and_norms(X, Y):
 
 def arccos0_profile(t: np.ndarray) -> np.ndarray:
     """kappa_0(t) = (pi - arccos t) / pi, the order-0 arc-cosine profile."""
-    return (np.pi - np.arccos(np.clip(t, -1.0, 1.0))) / np.pi
+    xp = namespace(t)
+    return (np.pi - xp.acos(xp.clip(t, -1.0, 1.0))) / np.pi
 
 
 def arccos1_profile(t: np.ndarray) -> np.ndarray:
     """kappa_1(t) = (sqrt(1 - t^2) + (pi - arccos t) t) / pi."""
-    t = np.clip(t, -1.0, 1.0)
-    return (np.sqrt(1.0 - t * t) + (np.pi - np.arccos(t)) * t) / np.pi
+    xp = namespace(t)
+    t = xp.clip(t, -1.0, 1.0)
+    return (xp.sqrt(1.0 - t * t) + (np.pi - xp.acos(t)) * t) / np.pi
 
 
 def ntk_profile(t: np.ndarray) -> np.ndarray:
@@ -201,7 +218,7 @@ def kernel_function(kernel: str | Callable, **params: Any) -> KernelFn:
         raise ConfigError(f"kernel {name!r} needs parameters {missing}.")
 
     def f(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        return fn(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), **bound)
+        return fn(as_block(X, dtype=np.float64), as_block(Y, dtype=np.float64), **bound)
 
     return f
 
@@ -230,12 +247,14 @@ def pairwise_kernel(
 def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any) -> np.ndarray:
     """The diagonal K(x_i, x_i) without forming the block (shape (n,))."""
     name = kernel if callable(kernel) else _ALIASES.get(kernel, kernel)
-    X = np.asarray(X, dtype=np.float64)
+    X = as_block(X, dtype=np.float64)
+    xp = namespace(X)
     if name in SHIFT_INVARIANT:
-        return np.ones(X.shape[0])
+        return xp.ones(X.shape[0], dtype=X.dtype, device=X.device)
     if name == "arccos0":
-        return np.where(np.any(X != 0, axis=1), 1.0, 0.5)
-    sq = np.einsum("ij,ij->i", X, X)
+        nonzero = xp.any(X != 0, axis=1)
+        return np.where(nonzero, 1.0, 0.5) if xp is np else 0.5 + 0.5 * xp.astype(nonzero, X.dtype)
+    sq = _row_sqnorms(xp, X)
     if name == "linear":
         return sq
     if name in ("arccos1", "ntk"):
@@ -243,6 +262,11 @@ def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any
     if name == "polynomial":
         return (params["gamma"] * sq + params["coef0"]) ** params["degree"]
     f = kernel_function(kernel, **params)
+    if xp is not np:
+        if X.shape[0] == 0:
+            return xp.zeros(0, dtype=X.dtype, device=X.device)
+        return xp.concat([xp.reshape(f(X[i:i + 1, ...], X[i:i + 1, ...]), (1,))
+                          for i in range(X.shape[0])])
     return np.array([f(X[i:i + 1], X[i:i + 1])[0, 0] for i in range(X.shape[0])])
 
 
@@ -276,6 +300,8 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
     float64 copy of the block) only when that total is near the limit.
     """
     sparse = hasattr(block, "tocsr")
+    if not sparse and namespace(block) is not np:
+        return _first_oversized_row_xp(namespace(block), block)
     data = block.tocsr().data if sparse else np.asarray(block)
     if data.size == 0 or not np.issubdtype(data.dtype, np.floating):
         return None
@@ -305,6 +331,26 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
     return int(bad[0]), float(log_sq[bad[0]])
 
 
+def _first_oversized_row_xp(xp: Any, block: Any) -> tuple[int, float] | None:
+    """:func:`first_oversized_row` of a block of another namespace: the same scaled norms,
+    reduced on the block's device; only the verdict comes back to the host."""
+    if block.size == 0 or not xp.isdtype(block.dtype, "real floating"):
+        return None
+    limit = max_row_sqnorm(host_dtype(block.dtype))
+    absmax = xp.max(xp.abs(block))
+    amax = float(absmax)
+    if not math.isfinite(amax) or amax == 0.0:
+        return None
+    rows = xp.astype(block, xp.float64) / xp.astype(absmax, xp.float64)
+    # a zero row gets a tiny norm instead of log10(0) (far below the limit either way)
+    log_sq = xp.log10(xp.maximum(xp.sum(rows * rows, axis=1), 1e-300)) + 2.0 * math.log10(amax)
+    bad = xp.nonzero(log_sq > math.log10(limit))[0]
+    if bad.shape[0] == 0:
+        return None
+    row = int(bad[0])
+    return row, float(log_sq[row])
+
+
 def check_row_magnitude(block: Any, offset: int, where: str = "input") -> None:
     """Raise :class:`InputError` naming the first row too large for kernel computations.
 
@@ -326,7 +372,7 @@ def check_row_magnitude(block: Any, offset: int, where: str = "input") -> None:
     if found is None:
         return
     row, log_sq = found
-    dtype = np.dtype(block.dtype)
+    dtype = host_dtype(block.dtype)
     hint = " or convert it to float64" if dtype == np.float32 else ""
     raise InputError(
         f"{where}: row {offset + row} is too large for kernel computations in {dtype}: its "

@@ -1,4 +1,4 @@
-"""Randomized rounding of kernel-expansion coefficients (pure NumPy).
+"""Randomized rounding of kernel-expansion coefficients (on the coefficients' namespace).
 
 A kernel expansion f(x) = Σᵢ αᵢ k(xᵢ, x) costs one kernel evaluation per
 non-zero coefficient.  Randomized rounding with threshold c keeps every
@@ -32,6 +32,9 @@ budget b the levels are cⱼ = τ·‖α_·ⱼ‖₁ (each output rounded at the
 level relative to its own ℓ₁ mass) and τ solves Σᵢ min(1, rᵢ/τ) = b for
 rᵢ = maxⱼ |αᵢⱼ| / ‖α_·ⱼ‖₁.  With one output the scheme is the per-output one.
 
+The coins are host operands moved to the coefficients' device; the threshold
+searches (a sort and a scalar scan per column) run on the host.
+
 References
 ----------
 Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001, §4.
@@ -40,9 +43,12 @@ Hoeffding. Probability inequalities for sums of bounded random variables. JASA 1
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.ops.namespace import as_block, asarray, namespace, to_host
 from distsketch.ops.random import hash_uniform
 
 __all__ = [
@@ -59,15 +65,16 @@ __all__ = [
 
 
 def _as_2d(coef: np.ndarray) -> np.ndarray:
-    coef = np.asarray(coef, dtype=np.float64)
+    coef = as_block(coef, dtype=np.float64)
     return coef[:, None] if coef.ndim == 1 else coef
 
 
-def _thresholds(threshold: float | np.ndarray, n_cols: int) -> np.ndarray:
-    c = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (n_cols,)).copy()
+def _thresholds(threshold: float | np.ndarray, n_cols: int, like: Any = None) -> np.ndarray:
+    # the per-output levels are a host operand (checked here), moved next to the coefficients
+    c = np.broadcast_to(np.asarray(to_host(threshold), dtype=np.float64), (n_cols,)).copy()
     if np.any(~(c > 0)):
         raise ConfigError(f"rounding threshold must be > 0 per output; got {c.tolist()}.")
-    return c
+    return c if like is None else asarray(c, like=like)
 
 
 def round_coefficients(coef: np.ndarray, threshold: float | np.ndarray, seed: int,
@@ -92,13 +99,14 @@ def round_coefficients(coef: np.ndarray, threshold: float | np.ndarray, seed: in
         |αᵢ|/c and 0 otherwise.
     """
     A = _as_2d(coef)
-    c = _thresholds(threshold, A.shape[1])[None, :]
+    xp = namespace(A)
+    c = _thresholds(threshold, A.shape[1], like=A)[None, :]
     i = np.arange(row_offset, row_offset + A.shape[0], dtype=np.int64)[:, None]
     j = np.arange(A.shape[1], dtype=np.int64)[None, :]
-    u = hash_uniform(seed, "round.coef", i, j)
-    mag = np.abs(A)
-    out = np.where(mag >= c, A, np.where(u * c < mag, np.sign(A) * c, 0.0))
-    return out.reshape(np.shape(coef))
+    u = asarray(hash_uniform(seed, "round.coef", i, j), like=A)
+    mag = xp.abs(A)
+    out = xp.where(mag >= c, A, xp.where(u * c < mag, xp.sign(A) * c, 0.0))
+    return xp.reshape(out, coef.shape) if xp is not np else out.reshape(np.shape(coef))
 
 
 def expected_nonzeros(coef: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
@@ -114,16 +122,20 @@ def expected_nonzeros(coef: np.ndarray, threshold: float | np.ndarray) -> np.nda
     ndarray of shape (n_outputs,)
         ``#{|αᵢ| >= c} + Σ_{|αᵢ| < c} |αᵢ| / c``.
     """
-    A = np.abs(_as_2d(coef))
-    c = _thresholds(threshold, A.shape[1])[None, :]
-    return np.where(A >= c, 1.0, A / c).sum(axis=0)
+    A = _as_2d(coef)
+    xp = namespace(A)
+    A = xp.abs(A)
+    c = _thresholds(threshold, A.shape[1], like=A)[None, :]
+    return xp.sum(xp.where(A >= c, 1.0, A / c), axis=0)
 
 
 def keep_probabilities(coef: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
     """P(α̂ᵢⱼ ≠ 0) = min(1, |αᵢⱼ| / cⱼ), shape of ``coef`` as 2-D."""
-    A = np.abs(_as_2d(coef))
-    c = _thresholds(threshold, A.shape[1])[None, :]
-    return np.minimum(1.0, A / c)
+    A = _as_2d(coef)
+    xp = namespace(A)
+    A = xp.abs(A)
+    c = _thresholds(threshold, A.shape[1], like=A)[None, :]
+    return xp.minimum(1.0, A / c)
 
 
 def threshold_for_budget(coef: np.ndarray, budget: float) -> np.ndarray:
@@ -148,7 +160,8 @@ def threshold_for_budget(coef: np.ndarray, budget: float) -> np.ndarray:
     """
     if not budget > 0:
         raise ConfigError(f"budget={budget} must be > 0 (expected kernel evaluations).")
-    A = np.abs(_as_2d(coef))
+    # a sort and a scalar scan per column: a small finalisation, on the host on purpose
+    A = np.abs(to_host(_as_2d(coef)))
     out = np.empty(A.shape[1])
     for col in range(A.shape[1]):
         a = np.sort(A[:, col])[::-1]
@@ -191,9 +204,15 @@ def hoeffding_bound(coef: np.ndarray, threshold: float | np.ndarray, kernel_boun
     """
     if not 0 < delta < 1:
         raise ConfigError(f"delta={delta} must be in (0, 1).")
-    A = np.abs(_as_2d(coef))
-    c = _thresholds(threshold, A.shape[1])
-    m = ((A > 0) & (A < c[None, :])).sum(axis=0)
+    A = _as_2d(coef)
+    xp = namespace(A)
+    A = xp.abs(A)
+    c = _thresholds(threshold, A.shape[1], like=A)
+    rounded = (A > 0) & (A < c[None, :])
+    if xp is not np:
+        m = xp.sum(xp.astype(rounded, xp.float64), axis=0)
+        return c * kernel_bound * xp.sqrt(m * float(np.log(2.0 / delta) / 2.0))
+    m = rounded.sum(axis=0)
     return c * kernel_bound * np.sqrt(m * np.log(2.0 / delta) / 2.0)
 
 
@@ -210,7 +229,8 @@ def shared_keep_probabilities(coef: np.ndarray, threshold: float | np.ndarray) -
     ndarray of shape (n,)
         Its sum is the expected number of distinct kernel evaluations.
     """
-    return keep_probabilities(coef, threshold).max(axis=1)
+    P = keep_probabilities(coef, threshold)
+    return namespace(P).max(P, axis=1)
 
 
 def round_shared(coef: np.ndarray, threshold: float | np.ndarray, seed: int,
@@ -240,14 +260,15 @@ def round_shared(coef: np.ndarray, threshold: float | np.ndarray, seed: int,
     in both schemes.
     """
     A = _as_2d(coef)
+    xp = namespace(A)
     p = shared_keep_probabilities(A, threshold)
     i = np.arange(row_offset, row_offset + A.shape[0], dtype=np.int64)
-    u = hash_uniform(seed, "round.coef", i, np.zeros_like(i))
+    u = asarray(hash_uniform(seed, "round.coef", i, np.zeros_like(i)), like=A)
     keep = (p >= 1.0) | (u < p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = np.where((p >= 1.0)[:, None], A, A / np.where(p > 0, p, 1.0)[:, None])
-    out = np.where(keep[:, None], scaled, 0.0)
-    return out.reshape(np.shape(coef))
+        scaled = xp.where((p >= 1.0)[:, None], A, A / xp.where(p > 0, p, 1.0)[:, None])
+    out = xp.where(keep[:, None], scaled, 0.0)
+    return xp.reshape(out, coef.shape) if xp is not np else out.reshape(np.shape(coef))
 
 
 def threshold_for_total_budget(coef: np.ndarray, budget: float) -> np.ndarray:
@@ -273,12 +294,14 @@ def threshold_for_total_budget(coef: np.ndarray, budget: float) -> np.ndarray:
     """
     if not budget > 0:
         raise ConfigError(f"budget={budget} must be > 0 (expected kernel evaluations).")
-    A = np.abs(_as_2d(coef))
-    mass = A.sum(axis=0)
-    scale = np.where(mass > 0, mass, 1.0)
-    r = (A / scale[None, :]).max(axis=1)
+    A = _as_2d(coef)
+    xp = namespace(A)
+    A = xp.abs(A)
+    mass = xp.sum(A, axis=0)
+    scale = xp.where(mass > 0, mass, 1.0)
+    r = xp.max(A / scale[None, :], axis=1)
     tau = float(threshold_for_budget(r, budget)[0])
-    return np.where(mass > 0, tau * scale, 1.0)
+    return xp.where(mass > 0, tau * scale, 1.0)
 
 
 def shared_rounded_counts(coef: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
@@ -291,5 +314,7 @@ def shared_rounded_counts(coef: np.ndarray, threshold: float | np.ndarray) -> np
     ndarray of shape (n_outputs,) of int
     """
     A = _as_2d(coef)
+    xp = namespace(A)
     p = shared_keep_probabilities(A, threshold)
-    return ((p < 1.0)[:, None] & (A != 0)).sum(axis=0)
+    counted = (p < 1.0)[:, None] & (A != 0)
+    return counted.sum(axis=0) if xp is np else xp.sum(xp.astype(counted, xp.int64), axis=0)

@@ -1,4 +1,4 @@
-"""Gram-matrix sparsification and quantisation, and orthogonal iteration (pure NumPy).
+"""Gram-matrix sparsification and quantisation, and orthogonal iteration.
 
 The simplified Gram matrix of Achlioptas, McSherry and Schölkopf (2001) replaces
 every entry K_ij by an independent, unbiased random variable:
@@ -19,6 +19,10 @@ The error matrix E = K̂ - K has independent zero-mean entries of variance at
 most σ² (:func:`entry_variance_bound`), so by Füredi–Komlós ‖E‖₂ = O(σ √n)
 with high probability (:func:`furedi_komlos_bound`).
 
+Kernel tiles and their simplification run on the tile's array namespace; the
+hash coins are host operands (pure functions of the global indices) moved to
+the tile's device.  :func:`orthogonal_iteration` is a host driver.
+
 References
 ----------
 Achlioptas, McSherry, Schölkopf. Sampling techniques for kernel methods. NIPS 2001.
@@ -36,6 +40,7 @@ from sklearn.exceptions import ConvergenceWarning
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.ops.kernels import BOUNDED_KERNELS
+from distsketch.ops.namespace import as_block, asarray, namespace, to_host
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [
@@ -102,23 +107,24 @@ def kernel_tile(kfun: Callable[[np.ndarray, np.ndarray], np.ndarray], A: np.ndar
     Memory: the output plus two ``cell x d`` pads and one ``cell x cell``
     block.  Tiles aligned to multiples of ``cell`` waste no work.
     """
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
+    A = as_block(A, dtype=np.float64)
+    B = as_block(B, dtype=np.float64)
+    xp = namespace(A, B)
     na, nb = A.shape[0], B.shape[0]
-    out = np.empty((na, nb), dtype=np.float64)
+    out = xp.empty((na, nb), dtype=xp.float64, device=A.device)
     if na == 0 or nb == 0:
         return out
     d = A.shape[1]
-    pa = np.zeros((cell, d))
-    pb = np.zeros((cell, d))
+    pa = xp.zeros((cell, d), dtype=xp.float64, device=A.device)
+    pb = xp.zeros((cell, d), dtype=xp.float64, device=A.device)
     for ca in range(a0 // cell, (a0 + na - 1) // cell + 1):
         lo_a, hi_a = max(a0, ca * cell), min(a0 + na, (ca + 1) * cell)
         pa[...] = 0.0
-        pa[lo_a - ca * cell: hi_a - ca * cell] = A[lo_a - a0: hi_a - a0]
+        pa[lo_a - ca * cell: hi_a - ca * cell, ...] = A[lo_a - a0: hi_a - a0, ...]
         for cb in range(b0 // cell, (b0 + nb - 1) // cell + 1):
             lo_b, hi_b = max(b0, cb * cell), min(b0 + nb, (cb + 1) * cell)
             pb[...] = 0.0
-            pb[lo_b - cb * cell: hi_b - cb * cell] = B[lo_b - b0: hi_b - b0]
+            pb[lo_b - cb * cell: hi_b - cb * cell, ...] = B[lo_b - b0: hi_b - b0, ...]
             block = kfun(pa, pb)
             out[lo_a - a0: hi_a - a0, lo_b - b0: hi_b - b0] = \
                 block[lo_a - ca * cell: hi_a - ca * cell, lo_b - cb * cell: hi_b - cb * cell]
@@ -162,24 +168,36 @@ def simplify_entries(K: np.ndarray, i: np.ndarray, j: np.ndarray, seed: int, p: 
         If ``quantize`` and some ``|K_ij| > bound``.
     """
     _check_p(p)
+    # the global indices and the hash coins are host operands
+    i, j = np.asarray(to_host(i)), np.asarray(to_host(j))
     lo, hi = np.minimum(i, j), np.maximum(i, j)
-    K = np.asarray(K, dtype=np.float64)
-    keep = np.broadcast_to(hash_uniform(seed, "gram.keep", lo, hi) < p, K.shape) if p < 1.0 \
-        else np.ones(K.shape, dtype=bool)
+    K = as_block(K, dtype=np.float64)
+    xp = namespace(K)
+    if xp is not np:
+        keep = (xp.broadcast_to(asarray(hash_uniform(seed, "gram.keep", lo, hi) < p, like=K), K.shape)
+                if p < 1.0 else xp.ones(K.shape, dtype=xp.bool, device=K.device))
+        zero = xp.zeros_like(K)
+    else:
+        keep = np.broadcast_to(hash_uniform(seed, "gram.keep", lo, hi) < p, K.shape) if p < 1.0 \
+            else np.ones(K.shape, dtype=bool)
+        zero = 0.0
     if not quantize:
-        return keep, np.where(keep, K / p, 0.0)
+        return keep, xp.where(keep, K / p, zero)
     if bound is None or bound <= 0:
         raise ConfigError("quantize=True needs a positive bound b >= max |K_ij|.")
-    big = np.abs(K) > bound * (1 + 1e-9)
-    if np.any(big):
+    big = xp.abs(K) > bound * (1 + 1e-9)
+    if bool(xp.any(big)):
         raise ConfigError(
-            f"kernel value {float(np.abs(K)[big].max()):.6g} exceeds the quantisation level "
+            f"kernel value {float(xp.max(xp.abs(K)[big])):.6g} exceeds the quantisation level "
             f"b={bound:.6g}; the kernel is not bounded by its diagonal (not positive definite?). "
             "Pass a larger quantize_bound."
         )
-    u = hash_uniform(seed, "gram.sign", lo, hi)
-    sign = np.where(u < 0.5 + K / (2.0 * bound), 1.0, -1.0)
-    return keep, np.where(keep, sign * (bound / p), 0.0)
+    u = asarray(hash_uniform(seed, "gram.sign", lo, hi), like=K)
+    if xp is np:
+        sign = np.where(u < 0.5 + K / (2.0 * bound), 1.0, -1.0)
+    else:
+        sign = xp.where(u < 0.5 + K / (2.0 * bound), xp.ones_like(K), -xp.ones_like(K))
+    return keep, xp.where(keep, sign * (bound / p), zero)
 
 
 def simplify_tile(K: np.ndarray, r0: int, c0: int, seed: int, p: float, quantize: bool = False,
@@ -217,10 +235,11 @@ def simplify_tile(K: np.ndarray, r0: int, c0: int, seed: int, p: float, quantize
     gi = np.arange(r0, r0 + nr, dtype=np.int64)[:, None]
     gj = np.arange(c0, c0 + nc, dtype=np.int64)[None, :]
     keep, vals = simplify_entries(K, gi, gj, seed, p, quantize, bound)
+    xp = namespace(vals)
     if lower:
-        keep = keep & (gj <= gi)
-    rows, cols = np.nonzero(keep)
-    return rows.astype(np.int64), cols.astype(np.int64) + c0, vals[rows, cols]
+        keep = keep & (gj <= gi) if xp is np else keep & asarray(gj <= gi, like=vals)
+    rows, cols = xp.nonzero(keep)
+    return xp.astype(rows, xp.int64), xp.astype(cols, xp.int64) + c0, vals[rows, cols]
 
 
 def entry_variance_bound(p: float, quantize: bool, bound: float) -> float:

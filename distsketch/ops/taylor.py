@@ -25,6 +25,7 @@ from scipy.special import gammaln
 from scipy.stats import poisson
 
 from distsketch.errors import ConfigError
+from distsketch.ops.namespace import as_block, asarray, namespace
 from distsketch.ops.random import philox
 
 __all__ = [
@@ -71,8 +72,19 @@ def gaussian_term_weights(sq_norms: np.ndarray, gamma: float, max_degree: int) -
 
     For every row Σ_j w_j(x) = k(x, x) = 1, i.e. w(x) is the Poisson(2γ‖x‖²) pmf.
     """
-    lam = 2.0 * gamma * np.asarray(sq_norms, dtype=np.float64)[:, None]
-    return poisson.pmf(np.arange(max_degree + 1)[None, :], lam)
+    sq = as_block(sq_norms, dtype=np.float64)
+    xp = namespace(sq)
+    if xp is np:
+        return poisson.pmf(np.arange(max_degree + 1)[None, :], 2.0 * gamma * sq[:, None])
+    # SciPy's pmf has no array-API form: the log-pmf j·log λ − λ − log j! with the
+    # log-factorials as a host operand (λ = 0 puts all weight on j = 0)
+    j = np.arange(max_degree + 1, dtype=np.float64)
+    jd = asarray(j, like=sq)[None, :]
+    lgam = asarray(gammaln(j + 1.0), like=sq)[None, :]
+    lam = 2.0 * gamma * sq[:, None]
+    pos = lam > 0
+    logp = jd * xp.log(xp.where(pos, lam, 1.0)) - lam - lgam
+    return xp.where(pos, xp.exp(logp), xp.astype(jd == 0.0, xp.float64))
 
 
 def poly_sketch_log_moment(degree: np.ndarray | int, m: np.ndarray | float) -> np.ndarray:
