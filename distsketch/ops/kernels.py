@@ -300,7 +300,8 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
     float64 copy of the block) only when that total is near the limit.
     """
     sparse = hasattr(block, "tocsr")
-    if not sparse and namespace(block) is not np:
+    block = as_block(block)
+    if namespace(block) is not np:
         return _first_oversized_row_xp(namespace(block), block)
     data = block.tocsr().data if sparse else np.asarray(block)
     if data.size == 0 or not np.issubdtype(data.dtype, np.floating):
