@@ -22,6 +22,7 @@ import scipy.sparse.linalg
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
@@ -121,8 +122,7 @@ def split_pipeline(model: Any) -> tuple[Callable[[np.ndarray], np.ndarray] | Non
             def prep(rows: np.ndarray) -> np.ndarray:
                 for step in head:
                     rows = step.transform(rows)
-                return np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows,
-                                  dtype=np.float64)
+                return np.asarray(densify(rows), dtype=np.float64)
     if not hasattr(approx, "kernel_approx"):
         where = (f"the last step {model.steps[-1][0]!r} ({type(approx).__name__}) of the Pipeline"
                  if _is_pipeline(model) else type(approx).__name__)
@@ -158,7 +158,7 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
         from distsketch.graph import compute
 
         rows = compute(rows, progress=False)[0]
-    rows = rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)
+    rows = np.asarray(densify(rows))
     return np.arange(n), rows.astype(np.float64)
 
 

@@ -14,6 +14,7 @@ from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
 from distsketch.ops.meka import nearest_centre
+from distsketch.ops.namespace import densify
 from distsketch.validation import Interval, Options
 
 __all__ = ["BlockKernelApproximation"]
@@ -143,7 +144,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         if X is None:
             raise ConfigError("BlockKernelApproximation: training rows unavailable (loaded model); "
                               "refit to use matvec/to_dense.")
-        return np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
+        return np.asarray(to_numpy(densify(X)), dtype=np.float64)
 
     def to_dense(self) -> np.ndarray:
         """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""

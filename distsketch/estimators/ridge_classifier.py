@@ -24,6 +24,7 @@ from distsketch.estimators.ridge_calibration import (
 )
 from distsketch.estimators.ridge_summary import check_sample_weight
 from distsketch.graph import reduce_blocks
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.sums import SumSummary
 from distsketch.validation import StrOptions
@@ -135,7 +136,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         X = np.asarray(rows[:, :d], dtype=self._calibration_dtype)
         fn, ops = feature_block_function(self.features_, self._scaler())
         Z = fn(X, 0, *ops)
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        Z = np.asarray(densify(Z), dtype=np.float64)
         c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
         D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], state,
                                       float(self.alpha_), self.fit_intercept, self._W[0], c)
@@ -312,7 +313,7 @@ class _FoldAccuracy:
         for g, (fn, k) in enumerate(zip(self.functions, self.n_operands)):
             Z = fn(X, row_offset, *operands[pos:pos + k])
             pos += k
-            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+            Z = np.asarray(densify(Z), dtype=np.float64)
             W, c = fold_weights[2 * g], fold_weights[2 * g + 1]
             hits = np.zeros(W.shape[1])
             for f in range(self.n_folds):

@@ -27,6 +27,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import densify
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
@@ -148,7 +149,7 @@ class FeatureBlock:
 
     def features(self, block: np.ndarray, offset: int, operands: tuple) -> np.ndarray:
         Z = self.fn(block, offset, *operands[: self.n_ops])
-        return np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        return np.asarray(densify(Z), dtype=np.float64)
 
 
 class _PredictBlock(FeatureBlock):

@@ -13,6 +13,7 @@ import dask.array as da
 import numpy as np
 
 from distsketch.graph import plan_rows
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import covariance_state
@@ -93,7 +94,7 @@ class RidgeSummary(SumMerge, Summary):
         for fn, k in zip(self.functions, self.n_operands):
             Z = fn(X, row_offset, *operands[pos:pos + k])
             pos += k
-            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+            Z = np.asarray(densify(Z), dtype=np.float64)
             if self.n_folds:
                 out.append([pack_gram(_state(Z[fold == f], y[fold == f],
                                              None if w is None else w[fold == f]))

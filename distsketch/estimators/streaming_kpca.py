@@ -16,6 +16,7 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
+from distsketch.ops.namespace import densify
 from distsketch.ops.rff import RFF_FORMS, rff_map
 from distsketch.summaries.covariance import Covariance, covariance_state
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -87,7 +88,7 @@ class _BlockedCovariance(Covariance):
             rows = part.shape[0]
             if hasattr(part, "tocsr") or not isinstance(self.transform, _RFFRows) or rows == 0:
                 Z = self.transform(part, row_offset + a, *operands)
-                Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+                Z = np.asarray(densify(Z), dtype=np.float64)
             else:
                 if zbuf is None:
                     zbuf = np.empty((min(n, _MAP_ROWS), self._width(operands)),

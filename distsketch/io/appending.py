@@ -48,6 +48,7 @@ from distsketch.io.publish import output_location
 from distsketch.io.stores import consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.io.writes import layout_of
+from distsketch.ops.namespace import densify
 from distsketch.validation.finite import cast_checked
 
 __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
@@ -168,7 +169,7 @@ class StoreAppender:
               line_of: Any = None) -> None:
         """Append the rows ``X`` (and their labels ``y``), checked and cast."""
         where = f"rows appended to {self.loc.url}"
-        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        X = np.asarray(densify(X))
         xa = self.arrays["X"]
         if X.ndim != 2 or X.shape[1] != xa.shape[1]:
             raise InputError(f"cannot append rows of shape {X.shape} to {self.loc.url}: its X has "
