@@ -48,7 +48,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
-from distsketch.validation.finite import check_finite_output
+from distsketch.validation.finite import check_finite_output, check_finite_targets
 
 __all__ = ["KernelSolver", "default_preconditioner_rank"]
 
@@ -129,10 +129,7 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
     if not np.issubdtype(y.dtype, np.number):
         raise InputError(f"{type(est).__name__}: y must be numeric, got dtype {y.dtype}.")
     y = y.astype(np.float64)
-    if not np.all(np.isfinite(y)):
-        bad = int(np.flatnonzero(~np.isfinite(y.reshape(n, -1)).any(axis=1))[0])
-        raise InputError(f"{type(est).__name__}: y contains NaN or Inf (first at row {bad}); "
-                         "clean the targets.")
+    check_finite_targets(y, f"{type(est).__name__}: y")
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
 
 
