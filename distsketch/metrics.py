@@ -228,11 +228,6 @@ def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[floa
     return float(abs(vals[0])), err, gram
 
 
-# estimators that name no kernel parameter: the exact kernel their approximation targets
-_LINEAR_MAPS = frozenset({"CountSketch", "SRHT", "DatabaseFriendlyProjection"})
-_RBF_MAPS = frozenset({"GaussianSketch"})
-
-
 def model_kernel(model: Any) -> dict[str, Any] | None:
     """The exact kernel a fitted approximation stands for.
 
@@ -263,19 +258,16 @@ def model_kernel(model: Any) -> dict[str, Any] | None:
     if not hasattr(model, "get_params"):
         return None
     params = model.get_params(deep=False)
-    cls = type(model).__name__
     kernel = getattr(model, "kernel_name_", None)
     if not isinstance(kernel, str) or kernel == "callable":
         kernel = params.get("kernel")
     if kernel is None:
-        if cls in _LINEAR_MAPS:
-            kernel = "linear"
-        elif cls in _RBF_MAPS:
-            kernel = "rbf"
-        elif "degree" in params and "coef0" in params:
-            kernel = "polynomial"  # TensorSketch, TensorSRHT, PolySketch, k-Space
-        else:
+        # estimators that name no kernel parameter declare the kernel they approximate
+        kernel = getattr(model, "_kernel_of_features", None)
+    if kernel is None:
+        if "degree" not in params or "coef0" not in params:
             return None
+        kernel = "polynomial"  # TensorSketch, TensorSRHT, PolySketch, k-Space
     if callable(kernel):
         return {"kernel": kernel}
     values = {k: params.get(k) for k in ("gamma", "degree", "coef0")}

@@ -286,6 +286,10 @@ class CountSketch(LinearStageSketch):
     (10, 16)
     """
 
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "random_state": ["random_state"],
@@ -333,6 +337,10 @@ class SRHT(LinearStageSketch):
     Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of polynomial
     degree. ICML 2021 (Definition 2.7).
     """
+
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
