@@ -17,7 +17,7 @@ from distsketch.estimators.base import (
     TransformerMixin,
     to_numpy,
 )
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
@@ -267,8 +267,7 @@ class NystromFeatures(RowMapTransformer):
             self.kernel_params_ = {}
             self.landmarks_ = np.zeros((0, W.shape[0]))
         else:
-            name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
-                                                 self.degree, self.coef0)
+            name, params = fit_kernel_params(self, X)
             self.kernel_params_ = params
             self.landmarks_ = self._choose_landmarks(X, seed)
             W = pairwise_kernel(self.landmarks_, None, name, **params)
@@ -473,8 +472,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
-                                          self.degree, self.coef0)
+        _, params = fit_kernel_params(self, X)
         self.kernel_params_ = params
         self.landmark_indices_, self.landmarks_ = sample_landmarks(X, self.n_landmarks, seed)
         W = pairwise_kernel(self.landmarks_, None, self.kernel, **params)

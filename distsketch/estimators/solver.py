@@ -31,13 +31,13 @@ from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import cluster_resources, compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
-from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
     nystrom_factor,
@@ -493,8 +493,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         Y, one_d = _targets(self, y, X.shape[0])
         self._init_seed()
-        self.kernel_name_, self.kernel_params_ = resolve_kernel_params(
-            self.kernel, X.shape[1], fit_gamma(self, X), self.degree, self.coef0)
+        self.kernel_name_, self.kernel_params_ = fit_kernel_params(self, X)
         self.X_path_ = str(source) if isinstance(source, str) or hasattr(source, "__fspath__") \
             else None
         self.X_fit_ = None if self.X_path_ is not None else X
