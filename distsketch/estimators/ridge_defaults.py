@@ -38,6 +38,7 @@ __all__ = [
     "FeatureBlock",
     "default_n_features",
     "feature_block_function",
+    "feature_block_functions",
     "fit_scaler",
     "gcv_path",
     "positive_values",
@@ -119,6 +120,25 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
     if scaler is None:
         return fn, ops
     return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
+
+
+def feature_block_functions(maps: list[Any], scaler: tuple | None = None
+                            ) -> tuple[list[Any], list[Any], list[int]]:
+    """:func:`feature_block_function` of several maps, for one pass computing them all.
+
+    Returns the functions, the operands of every map in turn and each map's
+    number of operands (the ``functions``, operands and ``n_operands`` of
+    :func:`~distsketch.estimators.ridge_summary.map_features`).
+    """
+    fns: list[Any] = []
+    ops: list[Any] = []
+    counts: list[int] = []
+    for f in maps:
+        fn, o = feature_block_function(f, scaler)
+        fns.append(fn)
+        ops.extend(o)
+        counts.append(len(o))
+    return fns, ops, counts
 
 
 def _map_gamma(features: Any) -> float | None:

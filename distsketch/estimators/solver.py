@@ -133,6 +133,22 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
 
 
+def record_cg(est: Any, res: Any, advice: str, stacklevel: int) -> None:
+    """Store a CG solve's ``n_iter_``, ``residuals_`` and ``converged_``; warn if it stopped early.
+
+    ``advice`` ends the warning (what to change); ``stacklevel`` is the
+    caller's, plus one.
+    """
+    est.n_iter_ = int(res.n_iter)
+    est.residuals_ = res.residuals
+    est.converged_ = bool(res.converged)
+    if not res.converged:
+        warnings.warn(
+            f"{type(est).__name__}: CG stopped after {res.n_iter} iterations at relative residual "
+            f"{res.residuals[-1]:.3g} > tol={est.tol}; {advice}", RuntimeWarning,
+            stacklevel=stacklevel)
+
+
 def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
     """The rank ``KernelSolver(sketch_size=None)`` gives its preconditioner.
 
@@ -522,14 +538,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                   verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
         self.n_samples_seen_ = int(X.shape[0])
-        self.n_iter_ = int(res.n_iter)
-        self.residuals_ = res.residuals
-        self.converged_ = bool(res.converged)
-        if not res.converged:
-            warnings.warn(
-                f"KernelSolver: CG stopped after {res.n_iter} iterations at relative residual "
-                f"{res.residuals[-1]:.3g} > tol={self.tol}; raise max_iter, use a preconditioner "
-                "('nystrom' or 'sketch') or a larger alpha.", RuntimeWarning, stacklevel=2)
+        record_cg(self, res, "raise max_iter, use a preconditioner ('nystrom' or 'sketch') or a "
+                  "larger alpha.", stacklevel=3)
         return self
 
     def _training_rows(self) -> Any:
@@ -553,7 +563,6 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         -------
         ndarray or dask array of shape (n_new,) or (n_new, n_targets)
         """
-        self._check_is_fitted("dual_coef_")
         self._check_is_fitted("dual_coef_")
         X = self._check_input(X, reset=False)
         A = self._blocks(X)
