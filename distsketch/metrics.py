@@ -22,6 +22,7 @@ import scipy.sparse.linalg
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
@@ -121,8 +122,7 @@ def split_pipeline(model: Any) -> tuple[Callable[[np.ndarray], np.ndarray] | Non
             def prep(rows: np.ndarray) -> np.ndarray:
                 for step in head:
                     rows = step.transform(rows)
-                return np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows,
-                                  dtype=np.float64)
+                return np.asarray(densify(rows), dtype=np.float64)
     if not hasattr(approx, "kernel_approx"):
         where = (f"the last step {model.steps[-1][0]!r} ({type(approx).__name__}) of the Pipeline"
                  if _is_pipeline(model) else type(approx).__name__)
@@ -158,7 +158,7 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
         from distsketch.graph import compute
 
         rows = compute(rows, progress=False)[0]
-    rows = rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)
+    rows = np.asarray(densify(rows))
     return np.arange(n), rows.astype(np.float64)
 
 
@@ -228,11 +228,6 @@ def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[floa
     return float(abs(vals[0])), err, gram
 
 
-# estimators that name no kernel parameter: the exact kernel their approximation targets
-_LINEAR_MAPS = frozenset({"CountSketch", "SRHT", "DatabaseFriendlyProjection"})
-_RBF_MAPS = frozenset({"GaussianSketch"})
-
-
 def model_kernel(model: Any) -> dict[str, Any] | None:
     """The exact kernel a fitted approximation stands for.
 
@@ -263,19 +258,16 @@ def model_kernel(model: Any) -> dict[str, Any] | None:
     if not hasattr(model, "get_params"):
         return None
     params = model.get_params(deep=False)
-    cls = type(model).__name__
     kernel = getattr(model, "kernel_name_", None)
     if not isinstance(kernel, str) or kernel == "callable":
         kernel = params.get("kernel")
     if kernel is None:
-        if cls in _LINEAR_MAPS:
-            kernel = "linear"
-        elif cls in _RBF_MAPS:
-            kernel = "rbf"
-        elif "degree" in params and "coef0" in params:
-            kernel = "polynomial"  # TensorSketch, TensorSRHT, PolySketch, k-Space
-        else:
+        # estimators that name no kernel parameter declare the kernel they approximate
+        kernel = getattr(model, "_kernel_of_features", None)
+    if kernel is None:
+        if "degree" not in params or "coef0" not in params:
             return None
+        kernel = "polynomial"  # TensorSketch, TensorSRHT, PolySketch, k-Space
     if callable(kernel):
         return {"kernel": kernel}
     values = {k: params.get(k) for k in ("gamma", "degree", "coef0")}

@@ -225,3 +225,14 @@ def test_pipeline_without_a_kernel_approximation_is_refused():
         kernel_errors(X, pipe, n_sample=None)
     with pytest.raises(ConfigError, match="Ridge cannot approximate a kernel"):
         relative_kernel_error(X, Ridge().fit(X, X[:, 0]), n_sample=None)
+
+
+def test_maps_without_a_kernel_parameter_declare_their_kernel():
+    from distsketch import SRHT, CountSketch, DatabaseFriendlyProjection, GaussianSketch
+    from distsketch.metrics import model_kernel
+
+    X = np.random.default_rng(4).normal(size=(40, 5))
+    for cls in (CountSketch, SRHT, DatabaseFriendlyProjection):
+        assert model_kernel(cls(n_components=8, random_state=0).fit(X)) == {"kernel": "linear"}
+    gs = GaussianSketch(n_components=32, gamma=0.125, random_state=0).fit(X)
+    assert model_kernel(gs) == {"kernel": "rbf", "gamma": 0.125}

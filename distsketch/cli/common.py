@@ -402,12 +402,6 @@ def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
 
 
 def print_json(obj: Any) -> None:
-    emit(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
+    from distsketch.io.jsonable import json_default
 
-
-def _jsonable(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    return str(o)
+    emit(json.dumps(obj, indent=2, sort_keys=True, default=json_default))

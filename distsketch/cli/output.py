@@ -21,8 +21,6 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 __all__ = [
     "OutputMode",
     "add_output_options",
@@ -209,20 +207,12 @@ def warn(message: str) -> None:
     cli_logger.warning("%s", message)
 
 
-def _jsonable(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
 def _write_json(mode: OutputMode, result: dict[str, Any]) -> None:
+    from distsketch.io.jsonable import json_default
+
     body = {**result, "warnings": list(mode.warnings)}
     stream = mode.stdout if mode.stdout is not None else sys.stdout
-    print(json.dumps(body, indent=2, sort_keys=True, default=_jsonable), file=stream, flush=True)
+    print(json.dumps(body, indent=2, sort_keys=True, default=json_default), file=stream, flush=True)
     mode.finished = True
 
 

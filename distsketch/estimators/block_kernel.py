@@ -8,12 +8,13 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
-from distsketch.estimators.meka import _DENSE_MAX_ROWS, _kernel_setup
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
+from distsketch.estimators.meka import _DENSE_MAX_ROWS
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
 from distsketch.ops.meka import nearest_centre
+from distsketch.ops.namespace import densify
 from distsketch.validation import Interval, Options
 
 __all__ = ["BlockKernelApproximation"]
@@ -94,7 +95,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         seed = self._init_seed()
         self._check_params_for_shape(*X.shape)
-        _, self.kernel_params_ = _kernel_setup(self, X)
+        _, self.kernel_params_ = fit_kernel_params(self, X)
         self.centres_, self.inertia_ = fit_kmeans(
             X, self.n_clusters, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
             full_iter=self.kmeans_full_iter)
@@ -143,7 +144,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         if X is None:
             raise ConfigError("BlockKernelApproximation: training rows unavailable (loaded model); "
                               "refit to use matvec/to_dense.")
-        return np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
+        return np.asarray(to_numpy(densify(X)), dtype=np.float64)
 
     def to_dense(self) -> np.ndarray:
         """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""

@@ -274,6 +274,10 @@ class GaussianSketch(_TermSketch):
     degree. ICML 2021 (Algorithm 1, Theorem A.1).
     """
 
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "rbf"
+
     _parameter_constraints = {
         "gamma": GAMMA_CONSTRAINT,
         "n_components": [Interval(int, 1, None)],

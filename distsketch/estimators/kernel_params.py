@@ -14,18 +14,20 @@ same :func:`median_gamma`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from distsketch.errors import InputError
 from distsketch.graph import reduce_blocks
+from distsketch.ops.kernels import resolve_kernel_params
 from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, StrOptions
 
-__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "median_gamma", "median_sampler",
-           "resolve_gamma", "sample_median_gamma"]
+__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "fit_kernel_params", "median_gamma",
+           "median_sampler", "resolve_gamma", "sample_median_gamma"]
 
 #: the ``_parameter_constraints`` entry of every ``gamma``
 GAMMA_CONSTRAINT: list[Any] = [Interval(float, 0, None, closed="neither"),
@@ -134,3 +136,21 @@ def fit_gamma(estimator: Any, X: Any) -> float:
     """Resolve ``estimator.gamma`` for X and store it as ``estimator.gamma_``."""
     estimator.gamma_ = resolve_gamma(getattr(estimator, "gamma", None), X)
     return estimator.gamma_
+
+
+def fit_kernel_params(estimator: Any, X: Any) -> tuple[str | Callable, dict[str, Any]]:
+    """The estimator's kernel for data X: its canonical name and the parameters it takes.
+
+    Resolves ``estimator.gamma`` for X first (:func:`fit_gamma`, which stores
+    ``gamma_``), then ``kernel``, ``degree`` and ``coef0`` (3 and 1.0 for an
+    estimator without them) with
+    :func:`~distsketch.ops.kernels.resolve_kernel_params`.
+
+    Returns
+    -------
+    name : str or callable
+    params : dict
+        Only the parameters the kernel takes (``{"gamma": ...}`` for ``rbf``).
+    """
+    return resolve_kernel_params(estimator.kernel, X.shape[1], fit_gamma(estimator, X),
+                                 getattr(estimator, "degree", 3), getattr(estimator, "coef0", 1.0))

@@ -38,6 +38,7 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
@@ -53,7 +54,7 @@ def _sub_seed(seed: int, purpose: str) -> int:
 
 
 def _dense(block: Any) -> np.ndarray:
-    return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+    return np.asarray(densify(block))
 
 
 class _SketchGram(SumMerge, Summary):

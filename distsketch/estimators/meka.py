@@ -17,10 +17,10 @@ import scipy.sparse.linalg
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.meka import (
     basis_block,
     choose_ranks,
@@ -46,14 +46,6 @@ def _source_path(X: Any) -> str | None:
     if isinstance(X, (str, os.PathLike)):
         return str(Path(os.fspath(X)).expanduser().absolute()) if "://" not in str(X) else str(X)
     return None
-
-
-def _kernel_setup(est: Any, X: Any) -> tuple[Any, dict]:
-    # gamma None/"median" resolved for X and stored as est.gamma_
-    name, params = resolve_kernel_params(est.kernel, X.shape[1], fit_gamma(est, X),
-                                         getattr(est, "degree", 3),
-                                         getattr(est, "coef0", 1.0))
-    return name, params
 
 
 class _Projection(SumMerge, Summary):
@@ -243,7 +235,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         n, d = X.shape
         self._check_params_for_shape(n, d)
         c = int(self.n_clusters)
-        name, params = _kernel_setup(self, X)
+        name, params = fit_kernel_params(self, X)
         self.kernel_params_ = params
         kfun = kernel_function(name, **params)
         k, m, p = self._sample_sizes()

@@ -8,7 +8,6 @@ MEKA's blockwise operator remains as ``solver="cg"``.
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,14 @@ from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
-from distsketch.estimators.solver import _CrossProduct, _hstack, _r2, _rows_times, _targets
+from distsketch.estimators.solver import (
+    _CrossProduct,
+    _hstack,
+    _r2,
+    _rows_times,
+    _targets,
+    record_cg,
+)
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.ops.cg import pcg
@@ -219,14 +225,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
             raise ConfigError(f"{exc} MEKA's approximation is indefinite: use "
                               "solver='factored' (clips its negative eigenvalues).") from None
         alpha = res.x
-        self.n_iter_ = int(res.n_iter)
-        self.residuals_ = res.residuals
-        self.converged_ = bool(res.converged)
-        if not res.converged:
-            warnings.warn(
-                f"MEKAKernelRidge: CG stopped after {res.n_iter} iterations at relative residual "
-                f"{res.residuals[-1]:.3g} > tol={self.tol}; raise max_iter or alpha, or use "
-                "solver='factored'.", RuntimeWarning, stacklevel=3)
+        record_cg(self, res, "raise max_iter or alpha, or use solver='factored'.", stacklevel=4)
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
         stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))

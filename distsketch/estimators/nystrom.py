@@ -17,10 +17,11 @@ from distsketch.estimators.base import (
     TransformerMixin,
     to_numpy,
 )
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
+from distsketch.ops.namespace import densify
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
@@ -79,7 +80,7 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
     """
     n = X.shape[0]
     if n <= sample_size and not is_dask(X):
-        sample = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+        sample = np.asarray(densify(X), dtype=np.float64)
     else:
         _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
     # small dense work on the driver: multi-threaded BLAS is much slower here
@@ -257,7 +258,7 @@ class NystromFeatures(RowMapTransformer):
         seed = self._init_seed()
         self.landmark_indices_ = np.zeros(0, dtype=np.int64)
         if self._precomputed():
-            W = np.asarray(to_numpy(X.toarray() if hasattr(X, "toarray") else X), dtype=np.float64)
+            W = np.asarray(to_numpy(densify(X)), dtype=np.float64)
             if W.shape[0] != W.shape[1]:
                 raise InputError(
                     f"kernel='precomputed': fit expects the square m x m kernel matrix of the "
@@ -266,8 +267,7 @@ class NystromFeatures(RowMapTransformer):
             self.kernel_params_ = {}
             self.landmarks_ = np.zeros((0, W.shape[0]))
         else:
-            name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
-                                                 self.degree, self.coef0)
+            name, params = fit_kernel_params(self, X)
             self.kernel_params_ = params
             self.landmarks_ = self._choose_landmarks(X, seed)
             W = pairwise_kernel(self.landmarks_, None, name, **params)
@@ -472,8 +472,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X),
-                                          self.degree, self.coef0)
+        _, params = fit_kernel_params(self, X)
         self.kernel_params_ = params
         self.landmark_indices_, self.landmarks_ = sample_landmarks(X, self.n_landmarks, seed)
         W = pairwise_kernel(self.landmarks_, None, self.kernel, **params)

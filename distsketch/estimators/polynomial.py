@@ -109,7 +109,8 @@ class LinearStageSketch(RowMapTransformer):
         self.n_output_features_ = int(self.n_components)
 
     def _n_linear(self) -> int:
-        return int(self.n_components)
+        m = int(self.n_components)
+        return int(self.degree) * m if self._linear_per_degree else m
 
     def _bias(self) -> np.ndarray | None:
         return None
@@ -286,6 +287,10 @@ class CountSketch(LinearStageSketch):
     (10, 16)
     """
 
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
         "random_state": ["random_state"],
@@ -333,6 +338,10 @@ class SRHT(LinearStageSketch):
     Song, Woodruff, Yu, Zhang. Fast sketching of polynomial kernels of polynomial
     degree. ICML 2021 (Definition 2.7).
     """
+
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
@@ -431,9 +440,6 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
         self.n_components = n_components
         self.random_state = random_state
 
-    def _n_linear(self) -> int:
-        return self.degree * self.n_components
-
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return self._scaled(tensor_sketch_linear(block, self.seed_, "tensorsketch", self.degree,
                                                  self.n_components, col_offset, self._dtype_of(block)))
@@ -503,9 +509,6 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
         self.coef0 = coef0
         self.n_components = n_components
         self.random_state = random_state
-
-    def _n_linear(self) -> int:
-        return self.degree * self.n_components
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return self._scaled(tensor_srht_linear(block, self.seed_, "tensorsrht", self.degree,

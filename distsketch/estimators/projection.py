@@ -68,6 +68,10 @@ class DatabaseFriendlyProjection(RowMapTransformer):
     (5, 200)
     """
 
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
+
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None), Options({"auto"})],
         "density": [Options({"dense", "sparse"})],

@@ -8,8 +8,8 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import OperatorSize, RowMapTransformer
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
-from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.rff import RFF_FORMS, rff_map, rff_operator
 from distsketch.validation import Interval, Options
 
@@ -117,7 +117,7 @@ class RandomFourierFeatures(RowMapTransformer):
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        name, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
+        name, params = fit_kernel_params(self, X)
         self.random_weights_, self.random_offset_ = rff_operator(
             seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,  # type: ignore[arg-type]
             self.form)

@@ -31,6 +31,7 @@ from distsketch.estimators.ridge_defaults import (
     _PredictBlock,
     default_n_features,
     feature_block_function,
+    feature_block_functions,
     fit_scaler,
     gcv_path,
     positive_values,
@@ -278,14 +279,7 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
                 w: np.ndarray | None = None, sample: bool = False) -> list:
-        fns: list[Any] = []
-        ops: list[Any] = []
-        counts: list[int] = []
-        for f in maps:
-            fn, o = feature_block_function(f, self._scaler())
-            fns.append(fn)
-            ops.extend(o)
-            counts.append(len(o))
+        fns, ops, counts = feature_block_functions(maps, self._scaler())
         # the classifier's calibration rows ride on this pass (the regressor draws none)
         sampler = self._row_sampler() if sample else None
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,

@@ -22,9 +22,10 @@ from distsketch.estimators.ridge_calibration import (
     fit_inverse_temperature,
     loo_decision_values,
 )
-from distsketch.estimators.ridge_summary import check_sample_weight
+from distsketch.estimators.ridge_defaults import feature_block_functions
+from distsketch.estimators.ridge_summary import check_sample_weight, cv_folds, map_features
 from distsketch.graph import reduce_blocks
-from distsketch.ops.random import hash_bucket
+from distsketch.ops.namespace import densify
 from distsketch.summaries.sums import SumSummary
 from distsketch.validation import StrOptions
 
@@ -135,7 +136,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         X = np.asarray(rows[:, :d], dtype=self._calibration_dtype)
         fn, ops = feature_block_function(self.features_, self._scaler())
         Z = fn(X, 0, *ops)
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        Z = np.asarray(densify(Z), dtype=np.float64)
         c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
         D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], state,
                                       float(self.alpha_), self.fit_intercept, self._W[0], c)
@@ -228,14 +229,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             weights.append([np.zeros((k, len(alphas), m, t)), np.zeros((k, len(alphas), t))])
         for g, fold, _, W, c in self._fold_solutions(folds, totals, alphas):
             weights[g][0][fold], weights[g][1][fold] = W, c
-        fns: list[Any] = []
-        ops: list[Any] = []
-        counts: list[int] = []
-        for f in maps:
-            fn, o = feature_block_function(f, self._scaler())
-            fns.append(fn)
-            ops.extend(o)
-            counts.append(len(o))
+        fns, ops, counts = feature_block_functions(maps, self._scaler())
         chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), np.dtype(X.dtype).str, k, self.seed_)
         widths = [w[0].shape[2] for w in weights]
         st = reduce_blocks(SumSummary(chunk), _stack_xy(X, Y), *ops,
@@ -303,16 +297,11 @@ class _FoldAccuracy:
         X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
         y = np.asarray(block[:, d:], dtype=np.float64)
         truth = y[:, 0] > 0 if y.shape[1] == 1 else y.argmax(axis=1)
-        rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
-        fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
-        n_ops = sum(self.n_operands)
-        fold_weights = operands[n_ops:]
+        fold = cv_folds(self.seed, row_offset, X.shape[0], self.n_folds)
+        fold_weights = operands[sum(self.n_operands):]
         correct = []
-        pos = 0
-        for g, (fn, k) in enumerate(zip(self.functions, self.n_operands)):
-            Z = fn(X, row_offset, *operands[pos:pos + k])
-            pos += k
-            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        features = map_features(self.functions, self.n_operands, X, row_offset, operands)
+        for g, Z in enumerate(features):
             W, c = fold_weights[2 * g], fold_weights[2 * g + 1]
             hits = np.zeros(W.shape[1])
             for f in range(self.n_folds):

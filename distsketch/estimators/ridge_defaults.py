@@ -27,6 +27,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import densify
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
@@ -37,6 +38,7 @@ __all__ = [
     "FeatureBlock",
     "default_n_features",
     "feature_block_function",
+    "feature_block_functions",
     "fit_scaler",
     "gcv_path",
     "positive_values",
@@ -120,6 +122,25 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
     return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
 
 
+def feature_block_functions(maps: list[Any], scaler: tuple | None = None
+                            ) -> tuple[list[Any], list[Any], list[int]]:
+    """:func:`feature_block_function` of several maps, for one pass computing them all.
+
+    Returns the functions, the operands of every map in turn and each map's
+    number of operands (the ``functions``, operands and ``n_operands`` of
+    :func:`~distsketch.estimators.ridge_summary.map_features`).
+    """
+    fns: list[Any] = []
+    ops: list[Any] = []
+    counts: list[int] = []
+    for f in maps:
+        fn, o = feature_block_function(f, scaler)
+        fns.append(fn)
+        ops.extend(o)
+        counts.append(len(o))
+    return fns, ops, counts
+
+
 def _map_gamma(features: Any) -> float | None:
     """The kernel scale a fitted feature map used (None when it has none)."""
     g = getattr(features, "gamma_", None)
@@ -148,7 +169,7 @@ class FeatureBlock:
 
     def features(self, block: np.ndarray, offset: int, operands: tuple) -> np.ndarray:
         Z = self.fn(block, offset, *operands[: self.n_ops])
-        return np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        return np.asarray(densify(Z), dtype=np.float64)
 
 
 class _PredictBlock(FeatureBlock):

@@ -7,12 +7,14 @@ classifier, and the workflow's segment merge).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from distsketch.graph import plan_rows
+from distsketch.ops.namespace import densify
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import covariance_state
@@ -86,14 +88,9 @@ class RidgeSummary(SumMerge, Summary):
         y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
         w = np.asarray(block[:, -1], dtype=np.float64) if self.weighted else None
         if self.n_folds:
-            rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
-            fold = hash_bucket(self.seed, "cv.fold", rows, self.n_folds)
+            fold = cv_folds(self.seed, row_offset, X.shape[0], self.n_folds)
         out: list[Any] = []
-        pos = 0
-        for fn, k in zip(self.functions, self.n_operands):
-            Z = fn(X, row_offset, *operands[pos:pos + k])
-            pos += k
-            Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        for Z in map_features(self.functions, self.n_operands, X, row_offset, operands):
             if self.n_folds:
                 out.append([pack_gram(_state(Z[fold == f], y[fold == f],
                                              None if w is None else w[fold == f]))
@@ -111,6 +108,26 @@ class RidgeSummary(SumMerge, Summary):
         out = super().merge([{"maps": s["maps"]} for s in states])
         out["sample"] = self.sampler.merge([s["sample"] for s in states])
         return out
+
+
+def cv_folds(seed: int, row_offset: int, n_rows: int, n_folds: int) -> np.ndarray:
+    """The cross-validation fold of each of the rows ``row_offset ..`` (``hash(seed, row) mod k``)."""
+    rows = np.arange(row_offset, row_offset + n_rows, dtype=np.int64)
+    return hash_bucket(seed, "cv.fold", rows, n_folds)
+
+
+def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row_offset: int,
+                 operands: tuple) -> Iterator[np.ndarray]:
+    """Each map's dense float64 features of the rows X, map ``g`` taking its own operands.
+
+    ``operands`` holds the operands of every map in turn (``n_operands[g]``
+    for map ``g``); anything after them is left to the caller.
+    """
+    pos = 0
+    for fn, k in zip(functions, n_operands):
+        Z = fn(X, row_offset, *operands[pos:pos + k])
+        pos += k
+        yield np.asarray(densify(Z), dtype=np.float64)
 
 
 def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:

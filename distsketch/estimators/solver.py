@@ -31,13 +31,13 @@ from sklearn.base import RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import cluster_resources, compute, map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
-from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
     nystrom_factor,
@@ -48,7 +48,7 @@ from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
-from distsketch.validation.finite import check_finite_output
+from distsketch.validation.finite import check_finite_output, check_finite_targets
 
 __all__ = ["KernelSolver", "default_preconditioner_rank"]
 
@@ -129,11 +129,24 @@ def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
     if not np.issubdtype(y.dtype, np.number):
         raise InputError(f"{type(est).__name__}: y must be numeric, got dtype {y.dtype}.")
     y = y.astype(np.float64)
-    if not np.all(np.isfinite(y)):
-        bad = int(np.flatnonzero(~np.isfinite(y.reshape(n, -1)).any(axis=1))[0])
-        raise InputError(f"{type(est).__name__}: y contains NaN or Inf (first at row {bad}); "
-                         "clean the targets.")
+    check_finite_targets(y, f"{type(est).__name__}: y")
     return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
+
+
+def record_cg(est: Any, res: Any, advice: str, stacklevel: int) -> None:
+    """Store a CG solve's ``n_iter_``, ``residuals_`` and ``converged_``; warn if it stopped early.
+
+    ``advice`` ends the warning (what to change); ``stacklevel`` is the
+    caller's, plus one.
+    """
+    est.n_iter_ = int(res.n_iter)
+    est.residuals_ = res.residuals
+    est.converged_ = bool(res.converged)
+    if not res.converged:
+        warnings.warn(
+            f"{type(est).__name__}: CG stopped after {res.n_iter} iterations at relative residual "
+            f"{res.residuals[-1]:.3g} > tol={est.tol}; {advice}", RuntimeWarning,
+            stacklevel=stacklevel)
 
 
 def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
@@ -496,8 +509,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         Y, one_d = _targets(self, y, X.shape[0])
         self._init_seed()
-        self.kernel_name_, self.kernel_params_ = resolve_kernel_params(
-            self.kernel, X.shape[1], fit_gamma(self, X), self.degree, self.coef0)
+        self.kernel_name_, self.kernel_params_ = fit_kernel_params(self, X)
         self.X_path_ = str(source) if isinstance(source, str) or hasattr(source, "__fspath__") \
             else None
         self.X_fit_ = None if self.X_path_ is not None else X
@@ -526,14 +538,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                   verbose=int(self.verbose), label="KernelSolver")
         self.dual_coef_ = res.x[:, 0] if one_d else res.x
         self.n_samples_seen_ = int(X.shape[0])
-        self.n_iter_ = int(res.n_iter)
-        self.residuals_ = res.residuals
-        self.converged_ = bool(res.converged)
-        if not res.converged:
-            warnings.warn(
-                f"KernelSolver: CG stopped after {res.n_iter} iterations at relative residual "
-                f"{res.residuals[-1]:.3g} > tol={self.tol}; raise max_iter, use a preconditioner "
-                "('nystrom' or 'sketch') or a larger alpha.", RuntimeWarning, stacklevel=2)
+        record_cg(self, res, "raise max_iter, use a preconditioner ('nystrom' or 'sketch') or a "
+                  "larger alpha.", stacklevel=3)
         return self
 
     def _training_rows(self) -> Any:
@@ -557,7 +563,6 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         -------
         ndarray or dask array of shape (n_new,) or (n_new, n_targets)
         """
-        self._check_is_fitted("dual_coef_")
         self._check_is_fitted("dual_coef_")
         X = self._check_input(X, reset=False)
         A = self._blocks(X)

@@ -39,10 +39,10 @@ from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
 from distsketch.validation import Interval, Options
@@ -341,8 +341,7 @@ class SparsifiedGram(DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         n, d = X.shape
-        name, params = resolve_kernel_params(self.kernel, d, fit_gamma(self, X), self.degree,
-                                             self.coef0)
+        name, params = fit_kernel_params(self, X)
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
         T = min(int(self.tile_rows), max(1, n))  # a strip has at most n rows: plan for those

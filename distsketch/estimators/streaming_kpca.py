@@ -10,12 +10,13 @@ import numpy as np
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
-from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES, resolve_kernel_params
+from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
+from distsketch.ops.namespace import densify
 from distsketch.ops.rff import RFF_FORMS, rff_map
 from distsketch.summaries.covariance import Covariance, covariance_state
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -87,7 +88,7 @@ class _BlockedCovariance(Covariance):
             rows = part.shape[0]
             if hasattr(part, "tocsr") or not isinstance(self.transform, _RFFRows) or rows == 0:
                 Z = self.transform(part, row_offset + a, *operands)
-                Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+                Z = np.asarray(densify(Z), dtype=np.float64)
             else:
                 if zbuf is None:
                     zbuf = np.empty((min(n, _MAP_ROWS), self._width(operands)),
@@ -345,7 +346,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
+        _, params = fit_kernel_params(self, X)
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
             orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])

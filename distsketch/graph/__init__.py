@@ -4,7 +4,6 @@ from distsketch.graph.arrays import as_dask, rechunk_rows
 from distsketch.graph.blocks import (
     as_operand,
     block_starts,
-    check_finite_block,
     map_rows,
     row_offsets,
     tree_reduce,
@@ -50,7 +49,6 @@ __all__ = [
     "as_operand",
     "blas_single_thread",
     "block_starts",
-    "check_finite_block",
     "check_operator_memory",
     "check_task_memory",
     "choose_block_rows",

@@ -27,14 +27,13 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayValuesDep
 
-from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, task_blas
-from distsketch.ops.kernels import check_row_magnitude
+from distsketch.validation.finite import check_finite_rows
 
-__all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "merge_tree",
-           "row_offsets", "tree_reduce", "whole_rows"]
+__all__ = ["as_operand", "block_starts", "map_rows", "merge_tree", "row_offsets", "tree_reduce",
+           "whole_rows"]
 
 
 def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
@@ -55,25 +54,6 @@ def block_starts(chunks: Sequence[int], start: int = 0) -> ArrayValuesDep:
     """
     offs = row_offsets(chunks, start)
     return ArrayValuesDep((tuple(chunks),), {(i,): int(v) for i, v in enumerate(offs)})
-
-
-def check_finite_block(block: Any, offset: int, where: str = "input") -> None:
-    """Raise :class:`InputError` naming the first row holding NaN or Inf."""
-    data = block.data if hasattr(block, "tocsr") else block
-    if np.issubdtype(np.asarray(data).dtype, np.floating) and not np.all(np.isfinite(data)):
-        if hasattr(block, "tocsr"):
-            csr = block.tocsr()
-            bad_rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[
-                ~np.isfinite(csr.data)]
-            row = int(bad_rows.min())
-        else:
-            row = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
-        raise InputError(
-            f"{where} contains NaN or Inf: first bad row is {offset + row} "
-            f"(block starting at row {offset}). Clean or impute the data first "
-            "(e.g. drop those rows before ingesting)."
-        )
-    check_row_magnitude(block, offset, where)
 
 
 def as_operand(value: Any) -> da.Array:
@@ -104,7 +84,7 @@ class _RowTask:
     def __call__(self, block, offset, *operands):
         off = int(offset)
         if self.check_finite:
-            check_finite_block(block, off, self.where)
+            check_finite_rows(block, off, self.where)
         with task_blas():
             return self.func(block, off, *operands, **self.kwargs)
 
@@ -204,7 +184,7 @@ class _ChunkTask:
     def __call__(self, block, offset, *operands):
         off = int(offset)
         if self.check_finite:
-            check_finite_block(block, off, self.where)
+            check_finite_rows(block, off, self.where)
         with task_blas():
             state = self.summary.chunk(block, off, *operands)
         out = np.empty((1,), dtype=object)

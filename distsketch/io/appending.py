@@ -48,7 +48,8 @@ from distsketch.io.publish import output_location
 from distsketch.io.stores import consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.io.writes import layout_of
-from distsketch.validation.finite import cast_checked
+from distsketch.ops.namespace import densify
+from distsketch.validation.finite import cast_checked, check_finite_stored
 
 __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
 
@@ -168,7 +169,7 @@ class StoreAppender:
               line_of: Any = None) -> None:
         """Append the rows ``X`` (and their labels ``y``), checked and cast."""
         where = f"rows appended to {self.loc.url}"
-        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        X = np.asarray(densify(X))
         xa = self.arrays["X"]
         if X.ndim != 2 or X.shape[1] != xa.shape[1]:
             raise InputError(f"cannot append rows of shape {X.shape} to {self.loc.url}: its X has "
@@ -177,7 +178,7 @@ class StoreAppender:
         first = self.n0 + self.rows
         X = cast_checked(X, xa.dtype, where=where, row_start=first, line_of=line_of)
         if not allow_nan:
-            _check_finite(X, first, where, line_of)
+            check_finite_stored(X, first, where, line_of, action="appending")
         Y = None
         if "y" in self.arrays:
             ya = self.arrays["y"]
@@ -194,7 +195,8 @@ class StoreAppender:
             _check_kind(Y.dtype, ya.dtype, "y", self.loc)
             Y = cast_checked(Y, ya.dtype, where=f"labels {where}", row_start=first)
             if not allow_nan:
-                _check_finite(Y.reshape(Y.shape[0], -1), first, f"labels {where}")
+                check_finite_stored(Y.reshape(Y.shape[0], -1), first, f"labels {where}",
+                                    action="appending")
         elif y is not None:
             raise InputError(f"{self.loc.url} has no labels y; append its rows without labels.")
         k = int(X.shape[0])
@@ -347,16 +349,6 @@ def _remove_journal(loc: Location) -> None:
     with contextlib.suppress(FileNotFoundError, OSError):
         for f in loc.fs.glob(loc.child(".distsketch-append-*.bak").path):
             loc.fs.rm_file(f)
-
-
-def _check_finite(block: np.ndarray, first: int, where: str, line_of: Any = None) -> None:
-    """Refuse NaN/Inf, naming the first row (and line) holding one."""
-    if not np.issubdtype(block.dtype, np.floating) or np.all(np.isfinite(block)):
-        return
-    bad = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
-    at = f"row {first + bad}" + (f" (line {line_of(bad)})" if line_of is not None else "")
-    raise InputError(f"{where}: NaN or Inf at {at}. Clean or impute the data before appending, "
-                     "or pass allow_nan=True (CLI: --allow-nan) to store it as is.")
 
 
 def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> None:

@@ -21,6 +21,7 @@ import dask.array as da
 import numpy as np
 
 from distsketch.io.arrays import open_array
+from distsketch.ops.namespace import densify
 
 __all__ = ["fingerprint"]
 
@@ -77,7 +78,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     if any(isinstance(p, da.Array) for p in parts):
         parts = list(_compute(*parts))
     for part in parts:
-        part = part.toarray() if hasattr(part, "toarray") else np.asarray(part)
+        part = np.asarray(densify(part))
         h.update(np.ascontiguousarray(part).tobytes())
     out: dict[str, Any] = {"shape": [int(s) for s in X.shape], "dtype": str(X.dtype),
            "sample_hash": h.hexdigest() if parts or n_rows is None else "empty"}

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from distsketch._version import __version__
 from distsketch.errors import StoreError
+from distsketch.io.jsonable import json_default
 from distsketch.io.urls import Location, is_url, resolve
 
 __all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "read_manifest",
@@ -36,7 +35,7 @@ def provenance(info: dict) -> dict:
     (source, parameters, versions) without the sidecar manifest.
     """
     body = {"distsketch_version": __version__} | info
-    return json.loads(json.dumps(body, default=_json_default))
+    return json.loads(json.dumps(body, default=json_default))
 
 
 def _remote(directory: Any, storage_options: Any) -> Location | None:
@@ -56,7 +55,7 @@ def write_manifest(directory: str | os.PathLike | Location, info: dict, *,
                    storage_options: Any = None) -> None:
     """Write the completion manifest (last step of an output)."""
     body = {"distsketch_version": __version__, "written_at": time.time()} | info
-    text = json.dumps(body, indent=2, default=_json_default)
+    text = json.dumps(body, indent=2, default=json_default)
     loc = _remote(directory, storage_options)
     if loc is not None:
         loc.fs.pipe_file(loc.child(MANIFEST_NAME).path, text.encode())
@@ -152,15 +151,3 @@ def _corrupt(p: Path | str, why: str) -> StoreError:
     return StoreError(f"the manifest {p} is corrupt ({why}), so the output it marks cannot be "
                       "trusted. Re-create that output (a workflow run: rerun with --full; a store: "
                       "rerun the command that wrote it with --overwrite).")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return repr(o)

@@ -45,6 +45,7 @@ import zarr
 from distsketch import registry
 from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.codecs import codecs
+from distsketch.io.jsonable import from_tagged_json, to_tagged_json
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
     check_array,
@@ -64,7 +65,6 @@ __all__ = ["FORMAT_VERSION", "load", "save_model"]
 #: Only this format is loaded (older stores are re-saved or re-fitted).
 FORMAT_VERSION = 3
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
 _DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__",
                 "__object_strings__", "__strings__")
 
@@ -80,52 +80,6 @@ def _import(path: Any, where: str) -> Any:
         raise StoreError(f"{where}: the stored class name is {path!r}, not a string; the model "
                          "store is damaged or was not written by distsketch.")
     return registry.stored_class(path)
-
-
-def _to_json(v: Any) -> tuple[bool, Any]:
-    if isinstance(v, (bool, np.bool_)):
-        return True, bool(v)
-    if isinstance(v, np.integer):
-        return True, int(v)
-    if isinstance(v, (float, np.floating)) and not np.isfinite(v):
-        # JSON has no inf/nan (and Zarr refuses them in attributes on some versions)
-        return True, {"__float__": repr(float(v))}
-    if isinstance(v, np.floating):
-        return True, float(v)
-    if isinstance(v, _JSON_SCALARS):
-        return True, v
-    if isinstance(v, (list, tuple)):
-        out = []
-        for x in v:
-            ok, j = _to_json(x)
-            if not ok:
-                return False, None
-            out.append(j)
-        return True, {"__tuple__": out} if isinstance(v, tuple) else out
-    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
-        out_d = {}
-        for k, x in v.items():
-            ok, j = _to_json(x)
-            if not ok:
-                return False, None
-            out_d[k] = j
-        return True, out_d
-    return False, None
-
-
-def _from_json(v: Any) -> Any:
-    if isinstance(v, dict):
-        if set(v) == {"__tuple__"}:
-            return tuple(_from_json(x) for x in v["__tuple__"])
-        if set(v) == {"__float__"}:
-            if v["__float__"] not in ("inf", "-inf", "nan"):
-                raise StoreError(f"a stored non-finite number reads {str(v['__float__'])[:20]!r}; "
-                                 "the model store is damaged. Re-save the model.")
-            return float(v["__float__"])
-        return {k: _from_json(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_from_json(x) for x in v]
-    return v
 
 
 def _is_estimator(v: Any) -> bool:
@@ -181,7 +135,7 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
     if isinstance(value, np.ndarray) and value.ndim == 1 and all(isinstance(x, str) for x in value):
         # class labels read from pandas: strings in an object array, restored as object dtype
         return {"__object_strings__": value.tolist()}
-    ok, j = _to_json(value)
+    ok, j = to_tagged_json(value)
     if ok:
         return {"__json__": j}
     if _holds_objects(value):
@@ -245,7 +199,7 @@ def _read_value(group: zarr.Group, desc: Any, where: str) -> Any:
             raise StoreError(f"{where}: a stored list has no items; the model store is damaged.")
         out = [_read_value(sub, d, f"{where}[{i}]") for i, d in enumerate(items)]
         return tuple(out) if desc.get("tuple") else out
-    return _from_json(desc["__json__"])
+    return from_tagged_json(desc["__json__"])
 
 
 def _read_mapping(group: zarr.Group, descs: Any, where: str) -> dict:
@@ -366,7 +320,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
             "n_samples_seen": getattr(est, "n_samples_seen_", None),
             "fingerprint": getattr(est, "fingerprint_", None),
         }
-        ok, info_json = _to_json({k: v for k, v in (extra or {}).items()} | info)
+        ok, info_json = to_tagged_json({k: v for k, v in (extra or {}).items()} | info)
         root.attrs["info"] = info_json if ok else info
         root.attrs["format"] = FORMAT_VERSION
         root.attrs["versions"] = versions

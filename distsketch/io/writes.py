@@ -29,6 +29,7 @@ from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output, output_location
 from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
 from distsketch.io.urls import Location, resolve
+from distsketch.validation.finite import first_nonfinite_row
 
 __all__ = ["create_array", "layout_of", "write_array"]
 
@@ -140,10 +141,10 @@ class _FiniteCheck:
         self.stage = stage
 
     def __call__(self, block: np.ndarray, block_info: dict | None = None) -> np.ndarray:
-        ok = np.isfinite(block)
-        if not ok.all():
+        row = first_nonfinite_row(block)
+        if row is not None:
             start = block_info[0]["array-location"][0][0] if block_info else 0
-            bad = start + int(np.flatnonzero(~ok.reshape(ok.shape[0], -1).all(axis=1))[0])
+            bad = start + row
             raise InputError(
                 f"{self.stage}: the values to write have NaN or Inf in rows "
                 f"{start}..{start + block.shape[0]} (first bad row {bad}); nothing was "

@@ -16,7 +16,8 @@ import numpy as np
 from distsketch.errors import InputError
 from distsketch.validation.finite import (
     cast_checked,
-    check_magnitude,
+    check_finite_rows,
+    check_finite_targets,
     first_out_of_range,
     narrows,
 )
@@ -94,11 +95,7 @@ def check_input(
         target = _target_dtype(X.dtype, dtype)
         _check_sparse_range(X, target, where)
         X = X.astype(target, copy=False)
-        if not np.all(np.isfinite(X.data)):
-            from distsketch.graph.blocks import check_finite_block
-
-            check_finite_block(X, 0, where)
-        check_magnitude(X, where=where)
+        check_finite_rows(X, 0, where)
         return X
     if not is_dask(X):
         try:
@@ -121,12 +118,8 @@ def check_input(
         else:
             X = cast_checked(X, target, where=where)
     if not is_dask(X):
-        if not np.all(np.isfinite(X)):
-            from distsketch.graph.blocks import check_finite_block
-
-            check_finite_block(X, 0, where)
-        # dask input: the same check runs per block with the graph's NaN check
-        check_magnitude(X, where=where)
+        # dask input: the same check runs per block in the graph
+        check_finite_rows(X, 0, where)
     return X
 
 
@@ -222,7 +215,6 @@ def check_targets(y: Any, n_rows: int, *, where: str = "y") -> Any:
         raise InputError(
             f"{where} has {y.shape[0]} rows but X has {n_rows}; they must be aligned row by row."
         )
-    if not is_dask(y) and np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y)):
-        bad = int(np.flatnonzero(~np.isfinite(y.reshape(y.shape[0], -1)).any(axis=1))[0])
-        raise InputError(f"{where} contains NaN or Inf (first at row {bad}); clean the targets.")
+    if not is_dask(y):
+        check_finite_targets(y, where)
     return y

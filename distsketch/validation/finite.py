@@ -15,6 +15,10 @@ could arise:
   produced (a feature block, a prediction, an eigendecomposition) is
   checked before it is returned or written; a NaN names the stage and the
   first bad row.
+
+Every NaN/Inf message that names a row (input blocks :func:`check_finite_rows`,
+targets :func:`check_finite_targets`, stored rows :func:`check_finite_stored`,
+stage outputs) finds it with :func:`first_nonfinite_row`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError
 from distsketch.ops.kernels import check_row_magnitude
+from distsketch.ops.namespace import densify
 
 __all__ = [
     "FiniteRows",
@@ -35,7 +40,11 @@ __all__ = [
     "check_finite_block",
     "check_finite_output",
     "check_finite_result",
+    "check_finite_rows",
+    "check_finite_stored",
+    "check_finite_targets",
     "check_magnitude",
+    "first_nonfinite_row",
     "first_out_of_range",
     "narrows",
 ]
@@ -54,10 +63,116 @@ def check_magnitude(X: Any, *, where: str = "X", row_start: int = 0) -> None:
     check_row_magnitude(X, row_start, where)
 
 
-def _bad_rows(values: np.ndarray) -> np.ndarray:
-    """Boolean per row: holds NaN or Inf."""
-    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(-1, 1)
-    return ~np.all(np.isfinite(flat), axis=1)
+def first_nonfinite_row(values: Any) -> int | None:
+    """Index of the first row of ``values`` holding NaN or Inf; None when all are finite.
+
+    The one first-bad-row check: every message naming a bad row (input
+    blocks, targets, stage outputs, ingested and written rows) takes its row
+    from here.
+
+    Parameters
+    ----------
+    values : ndarray or scipy.sparse matrix
+        A row is everything at one first index (each value of a 0-d or 1-d
+        array is a row).  Integer and boolean values are always finite.
+
+    Returns
+    -------
+    int or None
+
+    Notes
+    -----
+    One ``isfinite`` pass over the values (the stored values of a sparse
+    matrix) and no copy when they are all finite; the row is located only
+    when one is not.
+    """
+    sparse = hasattr(values, "tocsr")
+    data = values.data if sparse else np.asarray(values)
+    if not np.issubdtype(data.dtype, np.inexact):
+        return None
+    ok = np.isfinite(data)
+    if ok.all():
+        return None
+    if sparse:
+        csr = values.tocsr()
+        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[~np.isfinite(csr.data)]
+        return int(rows.min())
+    per_row = ok.reshape(ok.shape[0], -1) if ok.ndim > 1 else ok.reshape(-1, 1)
+    return int(np.flatnonzero(~per_row.all(axis=1))[0])
+
+
+def check_finite_rows(block: Any, row_start: int = 0, where: str = "input") -> None:
+    """Refuse an input block holding NaN or Inf, or rows too large for its dtype.
+
+    The per-block input check of every graph pass and of in-memory input
+    (:func:`distsketch.validation.check_input`).
+
+    Parameters
+    ----------
+    block : ndarray or scipy.sparse matrix
+        Input rows ``row_start ..``.
+    row_start : int
+        Global index of the block's first row.
+    where : str
+        What the rows are, for the message (``"X"``, ``"input"``).
+
+    Raises
+    ------
+    InputError
+        ``X contains NaN or Inf: first bad row is 37 (block starting at row 30)...``,
+        or the first row whose squared norm overflows the dtype.
+    """
+    row = first_nonfinite_row(block)
+    if row is not None:
+        raise InputError(
+            f"{where} contains NaN or Inf: first bad row is {row_start + row} "
+            f"(block starting at row {row_start}). Clean or impute the data first "
+            "(e.g. drop those rows before ingesting)."
+        )
+    check_row_magnitude(block, row_start, where)
+
+
+def check_finite_targets(y: Any, where: str) -> None:
+    """Refuse targets holding NaN or Inf, naming the first such row.
+
+    Raises
+    ------
+    InputError
+        ``{where} contains NaN or Inf (first at row 1); clean the targets.``
+    """
+    row = first_nonfinite_row(y)
+    if row is not None:
+        raise InputError(f"{where} contains NaN or Inf (first at row {row}); clean the targets.")
+
+
+def check_finite_stored(block: Any, row_start: int, where: Any, line_of: Any = None, *,
+                        action: str = "ingesting") -> None:
+    """Refuse rows about to be stored (ingested or appended) that hold NaN or Inf.
+
+    Parameters
+    ----------
+    block : ndarray
+        Rows ``row_start ..`` of the data being stored.
+    row_start : int
+        Global index of the first row.
+    where : str or path
+        The source or destination, for the message.
+    line_of : callable, optional
+        ``line_of(i)``: the text line of the block's row ``i`` (text sources).
+    action : str
+        ``"ingesting"`` or ``"appending"``, for the message.
+
+    Raises
+    ------
+    InputError
+        ``data.csv: NaN or Inf at row 1 (line 2). Clean or impute ...``
+    """
+    row = first_nonfinite_row(block)
+    if row is None:
+        return
+    at = f"row {row_start + row}" + (f" (line {line_of(row)})" if line_of is not None else "")
+    raise InputError(f"{where}: NaN or Inf at {at}. Clean or impute the data before {action}, "
+                     "or pass allow_nan=True (CLI: --allow-nan) to store it as is.")
 
 
 def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
@@ -83,14 +198,11 @@ def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
     row named is the first bad row of its block; when blocks run in
     parallel, of the block that failed first.
     """
-    data = block.data if hasattr(block, "tocsr") else np.asarray(block)
-    if not np.issubdtype(data.dtype, np.inexact) or np.all(np.isfinite(data)):
+    row = first_nonfinite_row(block)
+    if row is None:
         return block
-    dense = np.asarray(block.toarray()) if hasattr(block, "tocsr") else data
-    if dense.ndim == 0:
-        dense = dense.reshape(1)
-    row = int(np.flatnonzero(_bad_rows(dense))[0])
-    kind = "NaN" if np.isnan(dense[row]).any() else "Inf"
+    bad = densify(block[row]) if hasattr(block, "tocsr") else np.atleast_1d(np.asarray(block))[row]
+    kind = "NaN" if np.isnan(bad).any() else "Inf"
     raise InputError(f"stage {stage!r} produced {kind} at row {row_start + row}: the input row "
                      f"or the parameters overflow the computation. {_FIX}")
 

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from distsketch.io.jsonable import json_default
 from distsketch.workflow.report_data import fit_line, format_bytes, peak_rows, plan_table
 from distsketch.workflow.report_plot import spectrum_svg
 
@@ -71,7 +72,7 @@ def html_report(spec: Any, info: dict[str, Any], values: np.ndarray | None,
            f"<li>rows consumed: {rows['before']} &rarr; {rows['after']} ({rows['new']} new, "
            f"{info['segments']} segment(s) this run)</li>",
            f"<li>method: <code>{_e(spec.method.name)}</code> "
-           f"<code>{_e(json.dumps(spec.method.params, default=str))}</code></li>",
+           f"<code>{_e(json.dumps(spec.method.params, default=json_default))}</code></li>",
            f"<li>seed: {_e(spec.seed)}</li>"]
     for key, value in (info.get("resolved_params") or {}).items():
         out.append(f"<li>{_e(key)} = {value:.6g} (median heuristic on a row sample)</li>")

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from distsketch.io.jsonable import json_default
 from distsketch.workflow.report_data import fit_line, format_bytes, peak_rows, plan_table
 
 __all__ = ["markdown_report", "md_text", "md_url"]
@@ -73,7 +74,7 @@ def markdown_report(spec: Any, info: dict[str, Any], values: np.ndarray | None,
              f"- rows consumed: {rows['before']} -> {rows['after']} "
              f"({rows['new']} new, {info['segments']} segment(s) this run)",
              f"- method: {md_text(spec.method.name)} "
-             f"{md_text(json.dumps(spec.method.params, default=str))}",
+             f"{md_text(json.dumps(spec.method.params, default=json_default))}",
              f"- seed: {spec.seed}"]
     for key, value in (info.get("resolved_params") or {}).items():
         lines.append(f"- {md_text(key)} = {value:.6g} (median heuristic on a row sample)")

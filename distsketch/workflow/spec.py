@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ConfigError
+from distsketch.io.jsonable import json_default
 from distsketch.validation import Interval
 from distsketch.validation.config import load_yaml
 from distsketch.validation.params import accepts
@@ -172,7 +173,7 @@ class WorkflowSpec:
         d = self.as_dict()
         keyed = {k: d[k] for k in ("input", "targets", "seed", "segment_rows", "preprocessing",
                                    "method")}
-        blob = json.dumps(keyed, sort_keys=True, default=str).encode()
+        blob = json.dumps(keyed, sort_keys=True, default=json_default).encode()
         return hashlib.blake2b(blob, digest_size=12).hexdigest()
 
 

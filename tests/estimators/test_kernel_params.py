@@ -157,3 +157,19 @@ def test_rounded_expansion_of_a_model_uses_its_fitted_gamma():
     # nothing rounded away: the expansion is the model's transform (whose extra row-mean
     # centring term is ~0 because the eigenvectors are orthogonal to the ones vector)
     np.testing.assert_allclose(r.predict(X[:10]), kp.transform(X[:10]), atol=1e-10)
+
+
+def test_fit_kernel_params_resolves_gamma_then_the_kernel():
+    from types import SimpleNamespace
+
+    from distsketch.estimators.kernel_params import fit_kernel_params
+
+    est = SimpleNamespace(kernel="gaussian", gamma="median")
+    name, params = fit_kernel_params(est, X)
+    assert name == "rbf" and params == {"gamma": median_gamma(X)} and est.gamma_ == median_gamma(X)
+    est = SimpleNamespace(kernel="poly", gamma=None, degree=2, coef0=0.5)
+    assert fit_kernel_params(est, X) == ("polynomial", {"gamma": 0.2, "coef0": 0.5, "degree": 2})
+    assert est.gamma_ == 0.2
+    # without degree and coef0 attributes: scikit-learn's 3 and 1.0
+    est = SimpleNamespace(kernel="polynomial", gamma=0.25)
+    assert fit_kernel_params(est, X) == ("polynomial", {"gamma": 0.25, "coef0": 1.0, "degree": 3})

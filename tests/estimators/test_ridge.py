@@ -367,3 +367,13 @@ def test_save_and_load_round_trip(tmp_path):
     assert np.array_equal(again.predict(X), model.predict(X))
     again.partial_fit(X, y)
     assert again.n_samples_seen_ == 100
+
+
+def test_cv_fold_of_a_row_is_independent_of_its_block():
+    from distsketch.estimators.ridge_summary import cv_folds
+
+    whole = cv_folds(7, 0, 500, 4)
+    parts = np.concatenate([cv_folds(7, a, b - a, 4) for a, b in [(0, 30), (30, 301), (301, 500)]])
+    np.testing.assert_array_equal(parts, whole)
+    assert set(np.unique(whole)) == {0, 1, 2, 3}
+    assert not np.array_equal(cv_folds(8, 0, 500, 4), whole)  # the seed picks the folds

@@ -481,3 +481,19 @@ def test_default_preconditioner_rank_rule():
     assert rank(1000.0, 20_000, "sketch", 1024) == 0
     assert rank(1000.0, 20_000, "nystrom", 1024) == 4096  # saturated: as many as allowed
     assert rank(1000.0, 200_000, "nystrom", 1024) == 2**30 // (8 * 200_000)
+
+
+@pytest.mark.parametrize("est, advice", [
+    (KernelSolver(gamma=0.5, alpha=1e-3, max_iter=1), "use a preconditioner"),
+    (MEKAKernelRidge(solver="cg", alpha=1e-3, max_iter=1, random_state=0),
+     "use solver='factored'"),
+])
+def test_cg_stopped_early_is_recorded_and_warned(est, advice):
+    X, y = _data(120, d=3)
+    with pytest.warns(RuntimeWarning) as caught:
+        est.fit(X, y)
+    stopped = [w for w in caught if "CG stopped" in str(w.message)]
+    assert len(stopped) == 1
+    msg = str(stopped[0].message)
+    assert msg.startswith(f"{type(est).__name__}: CG stopped after 1 iterations") and advice in msg
+    assert est.n_iter_ == 1 and est.converged_ is False and len(est.residuals_) >= 1

@@ -35,7 +35,6 @@ __all__ = [
     "Stream",
     "cast_block",
     "check_exact_integers",
-    "check_finite",
     "check_width",
     "open_binary",
     "plain_name",
@@ -181,20 +180,6 @@ def open_binary(path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
         ) from exc
     finally:
         raw.close()
-
-
-def check_finite(block: np.ndarray, first_row: int, source: Path,
-                 line_of: Callable[[int], int] | None = None) -> None:
-    """Raise naming the first row (and line) holding NaN or Inf."""
-    if np.issubdtype(block.dtype, np.floating) and not np.all(np.isfinite(block)):
-        bad = int(np.flatnonzero(~np.all(np.isfinite(block.reshape(block.shape[0], -1)), axis=1))[0])
-        where = f"row {first_row + bad}"
-        if line_of is not None:
-            where += f" (line {line_of(bad)})"
-        raise InputError(
-            f"{source}: NaN or Inf at {where}. Clean or impute the data before ingesting, or "
-            "pass allow_nan=True (CLI: --allow-nan) to store it as is."
-        )
 
 
 def target_dtype(dtype: Any, source_dtype: np.dtype | None) -> np.dtype:

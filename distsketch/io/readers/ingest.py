@@ -18,7 +18,6 @@ from distsketch.io.readers.base import (
     Stream,
     cast_block,
     check_exact_integers,
-    check_finite,
     open_binary,
     plain_name,
     target_dtype,
@@ -29,6 +28,7 @@ from distsketch.io.readers.progress import Progress
 from distsketch.io.readers.registry import find_reader
 from distsketch.io.readers.sink import RowWriter, ZarrSink
 from distsketch.io.urls import resolve
+from distsketch.validation.finite import check_finite_stored
 from distsketch.validation.params import Interval, StrOptions, validate_params
 
 __all__ = ["ingest"]
@@ -320,13 +320,13 @@ def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: 
         check_exact_integers(block.X, dt, done, source, block.line_of, block.inexact)
         X = cast_block(block.X, dt, done, source, block.line_of)
         if not allow_nan:
-            check_finite(X, done, source, block.line_of)
+            check_finite_stored(X, done, source, block.line_of)
         xw.write(X)
         if yw is not None:
             assert block.y is not None
             if not allow_nan:
-                check_finite(block.y.reshape(-1, 1), done, Path(f"{source} (labels)"),
-                             block.line_of)
+                check_finite_stored(block.y.reshape(-1, 1), done, Path(f"{source} (labels)"),
+                                    block.line_of)
             yw.write(block.y)
         done += X.shape[0]
         if small is not None and done > rows * MAX_SMALL_CHUNKS:
@@ -395,7 +395,7 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_na
             if names:
                 part = _class_codes(part, classes, a, path)
             elif not allow_nan:
-                check_finite(part.reshape(-1, 1), a, path)
+                check_finite_stored(part.reshape(-1, 1), a, path)
             w.write(part)
         w.close()
         if names:
@@ -419,7 +419,7 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_na
             y = block.X.reshape(-1)
             y = y if y.dtype == dt else y.astype(dt)
             if not allow_nan:
-                check_finite(y.reshape(-1, 1), done, path)
+                check_finite_stored(y.reshape(-1, 1), done, path)
             w.write(y)
             done += y.shape[0]
             prog.update(block.position, done)
