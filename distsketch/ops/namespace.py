@@ -24,13 +24,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["asarray", "densify", "device_of", "is_numpy", "namespace", "to_host"]
+__all__ = [
+    "asarray", "copy_array", "densify", "device_of", "is_numpy", "namespace", "to_host", "xp_dtype",
+    "zeros",
+]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
 
 def namespace(*arrays: Any) -> Any:
-    """The array namespace shared by ``arrays`` (``None`` and Python scalars are ignored).
+    """The array namespace shared by ``arrays`` (``None``, Python scalars, lists and tuples are ignored).
 
     Returns the ``numpy`` module when every array is a NumPy array or a SciPy
     sparse matrix (whose blocks densify to NumPy), else the namespace
@@ -43,7 +46,7 @@ def namespace(*arrays: Any) -> Any:
         block in one call): move them to one device first.
     """
     others = [a for a in arrays
-              if a is not None and not isinstance(a, (np.ndarray, *_SCALARS))
+              if a is not None and not isinstance(a, (np.ndarray, *_SCALARS, list, tuple))
               and not _is_scipy_sparse(a)]
     if not others:
         return np
@@ -51,7 +54,7 @@ def namespace(*arrays: Any) -> Any:
 
     try:
         return array_api_compat.array_namespace(*[a for a in arrays if a is not None
-                                                  and not isinstance(a, _SCALARS)])
+                                                  and not isinstance(a, (*_SCALARS, list, tuple))])
     except TypeError as exc:
         from distsketch.errors import InputError
 
@@ -130,3 +133,31 @@ def _numpy_dtype(dtype: Any) -> Any:
         return np.dtype(dtype)
     except TypeError:
         return np.dtype(str(dtype).rsplit(".", 1)[-1].strip("'>"))
+
+
+def zeros(shape: Any, like: Any, *, dtype: Any = None) -> Any:
+    """Zeros (float64 by default) in ``like``'s namespace and on its device.
+
+    On NumPy this is ``numpy.zeros(shape, dtype=dtype)`` exactly.
+    """
+    xp = namespace(like)
+    if xp is np:
+        return np.zeros(shape, dtype=np.float64 if dtype is None else dtype)
+    return xp.zeros(shape, dtype=xp.float64 if dtype is None else xp_dtype(xp, dtype),
+                    device=device_of(like))
+
+
+def xp_dtype(xp: Any, dtype: Any) -> Any:
+    """The dtype of namespace ``xp`` named like ``dtype`` (a NumPy dtype or ``xp``'s own)."""
+    if xp is np:
+        return np.dtype(dtype)
+    if isinstance(dtype, (np.dtype, type)):
+        return getattr(xp, np.dtype(dtype).name)
+    return dtype
+
+
+def copy_array(x: Any) -> Any:
+    """A copy of array ``x`` in its namespace: ``x.copy()`` (C order) on NumPy exactly."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return namespace(x).asarray(x, copy=True)
