@@ -320,3 +320,26 @@ class MergeableSummaryTests:
         with dask.config.set(scheduler="sync"):
             got = tree_reduce(s, Xd, *self.operands(), split_every=split_every).compute()
         self.assert_states_close(got, self._chunk(s, X, 0, n), X)
+
+
+def to_strict_device(a: Any) -> Any:
+    """NumPy array ``a`` as an ``array_api_strict`` array on a non-CPU device of that library.
+
+    There, a hidden conversion to NumPy raises and an operand allocated on the
+    host fails when it meets the array: the stand-in for a GPU block in tests
+    that run without a GPU (needs the ``array-api-strict`` test dependency).
+    """
+    import array_api_strict as xps
+
+    return xps.asarray(np.asarray(a), device=xps.Device("device1"))
+
+
+def from_strict_device(a: Any) -> np.ndarray:
+    """``a`` as NumPy, after asserting it is a strict array on :func:`to_strict_device`'s device."""
+    import array_api_compat
+    import array_api_strict as xps
+
+    assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(a)), \
+        f"expected an array_api_strict array, got {type(a).__module__}.{type(a).__name__}"
+    assert a.device == xps.Device("device1"), f"expected the strict test device, got {a.device}"
+    return np.from_dlpack(a)

@@ -22,6 +22,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array.utils import meta_from_array
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
@@ -99,6 +100,18 @@ def _operand_args(operands: Sequence[Any]) -> list[Any]:
     return args
 
 
+def dense_meta(X: Any, ndim: int, dtype: Any) -> Any:
+    """An empty ``ndim``-D array of ``dtype`` of the kind of X's blocks, for ``meta=``.
+
+    Dense blocks keep their array type (a CuPy input gives CuPy blocks); a
+    sparse input's per-block results are dense NumPy.
+    """
+    meta = getattr(X, "_meta", None)
+    if meta is None or (hasattr(meta, "tocsr") and hasattr(meta, "toarray")):
+        return np.empty((0,) * ndim, dtype=dtype)
+    return meta_from_array(meta, ndim=ndim, dtype=dtype)
+
+
 def whole_rows(X: da.Array) -> da.Array:
     """``X`` with one column block, so every block holds whole rows."""
     return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
@@ -160,7 +173,7 @@ def map_rows(
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     task = _RowTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
-    meta = np.empty((0, 0), dtype=dtype)
+    meta = dense_meta(X, 2, dtype)
     return da.blockwise(
         task, "iz", X, "ij", block_starts(X.chunks[0], row_start), "i",
         *_operand_args(operands),

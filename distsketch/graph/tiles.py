@@ -19,7 +19,7 @@ from dask.array import chunk
 from dask.base import tokenize
 
 from distsketch.graph.arrays import as_dask
-from distsketch.graph.blocks import block_starts, whole_rows
+from distsketch.graph.blocks import block_starts, dense_meta, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.runtime import active_client, pin_blas_for_tasks
 
@@ -109,7 +109,7 @@ def tile_matvec(
     parts = da.blockwise(
         task, "ijk", Ad, "ia", Bd, "ja", Vd, "jk", off_a, "i", off_b, "j",
         adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True, align_arrays=False,
-        meta=np.empty((0, 0, 0), dtype=np.float64),
+        meta=dense_meta(Ad, 3, np.float64),
         name=f"{name}-tiles-" + tokenize(tile_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
     )
     # ``parts.sum`` under ``name``: the tile tasks fuse into the sum's first step and
@@ -230,7 +230,7 @@ def row_matvec(
     task = _RowTask(row_fn, dict(kwargs or {}))
     return da.blockwise(
         task, "ik", Ad, "ia", Bd, "ja", Vd, "jk", dtype=np.float64, concatenate=False,
-        align_arrays=False, meta=np.empty((0, 0), dtype=np.float64),
+        align_arrays=False, meta=dense_meta(Ad, 2, np.float64),
         name=f"{name}-" + tokenize(row_fn, task.kwargs, Ad.name, Bd.name, Vd.name),
     )
 

@@ -1,10 +1,12 @@
-"""Preconditioned conjugate gradient for symmetric positive definite systems (pure NumPy).
+"""Preconditioned conjugate gradient for symmetric positive definite systems.
 
 The operator and the preconditioner are callables on ``(n, t)`` blocks of
 right-hand sides, so a caller can evaluate ``A @ V`` any way it likes (kernel
 tiles on a cluster, a low-rank factor, a dense matrix).  The ``t`` columns are
 independent CG runs advanced together: one operator call per iteration serves
 all of them, which matters when one call is a pass over a large data set.
+The iterates live in the namespace of the right-hand side (NumPy, or CuPy on a
+GPU); only the residual history comes back to the host.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
+from distsketch.ops.namespace import asarray, copy_array, namespace, to_host
 
 __all__ = ["CGResult", "cg_iteration_bound", "pcg"]
 
@@ -48,13 +52,29 @@ class CGResult:
     column_residuals: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
-def _as_matrix(b: np.ndarray) -> tuple[np.ndarray, bool]:
-    b = np.asarray(b, dtype=np.float64)
+def _as_matrix(b: Any, like: Any) -> tuple[Any, bool]:
+    b = asarray(b, like=like, dtype=namespace(like).float64)
     if b.ndim == 1:
         return b[:, None], True
     if b.ndim != 2:
         raise InputError(f"pcg: right-hand side must be 1-D or 2-D, got shape {b.shape}.")
     return b, False
+
+
+def _col_dot(xp: Any, A: Any, B: Any) -> Any:
+    """Column-wise dot products ``Σᵢ Aᵢⱼ Bᵢⱼ``."""
+    return np.einsum("ij,ij->j", A, B) if xp is np else xp.sum(A * B, axis=0)
+
+
+def _col_norm(xp: Any, A: Any) -> Any:
+    return np.linalg.norm(A, axis=0) if xp is np else xp.linalg.vector_norm(A, axis=0)
+
+
+def _max(xp: Any, v: Any) -> float:
+    """Largest entry of a 1-D array as a float (0 when empty)."""
+    if xp is np:
+        return float(v.max(initial=0.0))
+    return float(xp.max(v)) if v.shape[0] else 0.0
 
 
 def pcg(
@@ -114,22 +134,24 @@ def pcg(
         raise ConfigError(f"pcg: tol must be > 0, got {tol}.")
     if int(max_iter) < 0:
         raise ConfigError(f"pcg: max_iter must be >= 0, got {max_iter}.")
-    B, vector = _as_matrix(b)
-    if not np.all(np.isfinite(B)):
+    xp = namespace(b)
+    B, vector = _as_matrix(b, b)
+    if not bool(xp.all(xp.isfinite(B))):
         raise InputError("pcg: right-hand side contains NaN or Inf; clean the targets.")
-    bnorm = np.linalg.norm(B, axis=0)
-    scale = np.where(bnorm > 0, bnorm, 1.0)
+    bnorm = _col_norm(xp, B)
+    scale = xp.where(bnorm > 0, bnorm, 1.0)
     if x0 is None:
-        X = np.zeros_like(B)
-        R = B.copy()
+        X = xp.zeros_like(B)
+        R = copy_array(B)
     else:
-        X = _as_matrix(x0)[0].copy()
+        X = copy_array(_as_matrix(x0, B)[0])
         if X.shape != B.shape:
             raise InputError(f"pcg: x0 has shape {X.shape}, expected {B.shape}.")
         R = B - matvec(X)
-    rel = np.linalg.norm(R, axis=0) / scale
-    history = [float(rel.max(initial=0.0))]
-    col_hist = [rel.copy()]
+    rel = _col_norm(xp, R) / scale
+    history = [_max(xp, rel)]
+    # the residual history is small (t numbers per iteration): kept on the host
+    col_hist = [to_host(copy_array(rel))]
     active = rel > tol
     level = logging.INFO if int(verbose) > 0 else logging.DEBUG
     every = 1 if int(verbose) != 1 else 10
@@ -137,18 +159,18 @@ def pcg(
                "preconditioner=%s, start residual %.3e", label, B.shape[0], B.shape[1], tol,
                int(max_iter), "yes" if precond is not None else "none", history[0])
     Zp = precond(R) if precond is not None else R
-    P = Zp.copy()
-    rz = np.einsum("ij,ij->j", R, Zp)
+    P = copy_array(Zp)
+    rz = _col_dot(xp, R, Zp)
     op_scale = 0.0
     it = 0
-    while it < int(max_iter) and active.any():
-        AP = np.asarray(matvec(P), dtype=np.float64)
-        pap = np.einsum("ij,ij->j", P, AP)
-        pp = np.einsum("ij,ij->j", P, P)
-        rayleigh = pap / np.where(pp > 0, pp, 1.0)
-        op_scale = max(op_scale, float(np.abs(rayleigh[active]).max(initial=0.0)))
-        if np.any(pap[active] <= 0):
-            worst = float(rayleigh[active].min())
+    while it < int(max_iter) and bool(xp.any(active)):
+        AP = asarray(matvec(P), like=B, dtype=xp.float64)
+        pap = _col_dot(xp, P, AP)
+        pp = _col_dot(xp, P, P)
+        rayleigh = pap / xp.where(pp > 0, pp, 1.0)
+        op_scale = max(op_scale, _max(xp, xp.where(active, xp.abs(rayleigh), 0.0)))
+        if bool(xp.any(active & (pap <= 0))):
+            worst = float(xp.min(xp.where(active, rayleigh, float("inf"))))
             relative = worst / op_scale if op_scale > 0 else float("-inf")
             raise ConfigError(
                 f"{label}: the operator is not positive definite: at iteration {it + 1} a search "
@@ -158,29 +180,29 @@ def pcg(
                 "approximation or a regularisation alpha larger than that."
             )
         # frozen columns (already converged) take a zero step
-        step = np.where(active, rz / np.where(pap > 0, pap, 1.0), 0.0)
+        step = xp.where(active, rz / xp.where(pap > 0, pap, 1.0), 0.0)
         X += P * step
         R -= AP * step
         it += 1
-        rel = np.linalg.norm(R, axis=0) / scale
-        history.append(float(rel.max(initial=0.0)))
-        col_hist.append(rel.copy())
+        rel = _col_norm(xp, R) / scale
+        history.append(_max(xp, rel))
+        col_hist.append(to_host(copy_array(rel)))
         active = active & (rel > tol)
         if it % every == 0 or int(verbose) == 0:
             logger.log(level, "%s: iteration %d, relative residual %.3e", label, it, history[-1])
-        if not active.any():
+        if not bool(xp.any(active)):
             break
         Zp = precond(R) if precond is not None else R
-        rz_new = np.einsum("ij,ij->j", R, Zp)
-        beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
+        rz_new = _col_dot(xp, R, Zp)
+        beta = xp.where(active, rz_new / xp.where(rz != 0, rz, 1.0), 0.0)
         P = Zp + P * beta
         rz = rz_new
     logger.log(level, "%s: %s after %d iteration(s), relative residual %.3e (tol %.3g)", label,
-               "converged" if not active.any() else "stopped without converging", it,
+               "converged" if not bool(xp.any(active)) else "stopped without converging", it,
                history[-1], tol)
     x = X[:, 0] if vector else X
     return CGResult(x=x, n_iter=it, residuals=np.asarray(history),
-                    converged=bool(not active.any()), column_residuals=np.asarray(col_hist))
+                    converged=bool(not xp.any(active)), column_residuals=np.asarray(col_hist))
 
 
 def cg_iteration_bound(kappa: float, tol: float) -> int:

@@ -1,4 +1,4 @@
-"""Frequent Directions (Liberty 2013; Ghashami et al. 2016) as pure NumPy kernels.
+"""Frequent Directions (Liberty 2013; Ghashami et al. 2016) as per-block kernels.
 
 A sketch ``B`` (ℓ × m) of a row stream ``A`` (n × m) satisfies, for every
 ``k < ℓ``::
@@ -17,18 +17,23 @@ eigenvalues λ, the new sketch is ``diag(√max(0, 1 − δ/λ)) Uᵀ M``, so
 δ up to rounding.  This is about 8× faster than ``numpy.linalg.svd`` on a
 128 × 1024 buffer here, and exactly the same update in exact arithmetic.
 
-All arithmetic is in float64 whatever the input dtype.
+All arithmetic is in float64 whatever the input dtype.  Sketches stay in the
+namespace of their rows (NumPy, or CuPy on a GPU); off NumPy the shrink is the
+SVD of the stacked buffer (``xp.linalg.svd``), the same update up to the signs
+of the sketch's rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.ops.linalg import fix_signs
+from distsketch.ops.namespace import asarray, copy_array, densify, is_numpy, namespace, zeros
 
 __all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
 
@@ -63,9 +68,12 @@ def fd_shrink(M: np.ndarray, ell: int) -> tuple[np.ndarray, float]:
     2·ℓ·r·m flops to rebuild the sketch; memory O(r·m + ℓ·m).
     """
     ell = _check_ell(ell)
-    M = np.asarray(M, dtype=np.float64)
+    xp = namespace(M)
+    M = asarray(M, like=M, dtype=xp.float64)
     if M.ndim != 2:
         raise InputError(f"fd_shrink expects a 2-D array of rows; got shape {M.shape}.")
+    if not is_numpy(xp):
+        return _shrink_svd(xp, M, ell)
     r, m = M.shape
     out = np.zeros((ell, m), dtype=np.float64)
     if r <= ell:
@@ -79,6 +87,20 @@ def fd_shrink(M: np.ndarray, ell: int) -> tuple[np.ndarray, float]:
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(lam > 0.0, np.sqrt(np.maximum(0.0, 1.0 - delta / lam)), 0.0)
     np.matmul((U * w[None, :]).T, M, out=out)
+    return out, delta
+
+
+def _shrink_svd(xp: Any, M: Any, ell: int) -> tuple[Any, float]:
+    """:func:`fd_shrink` off NumPy: ``diag(√max(0, σ² − δ)) Vᵀ`` from the SVD of the buffer."""
+    r, m = M.shape
+    if r <= ell:
+        return xp.concat([M, zeros((ell - r, m), M)], axis=0), 0.0
+    _, s, Vt = xp.linalg.svd(M, full_matrices=False)
+    k = min(ell, s.shape[0])
+    delta = float(s[ell - 1] ** 2) if s.shape[0] >= ell else 0.0
+    out = xp.sqrt(xp.clip(s[:k] ** 2 - delta, 0.0, None))[:, None] * Vt[:k, :]
+    if k < ell:
+        out = xp.concat([out, zeros((ell - k, m), M)], axis=0)
     return out, delta
 
 
@@ -116,26 +138,24 @@ def fd_sketch(A: np.ndarray, ell: int, *, sketch: np.ndarray | None = None,
         raise InputError(f"fd_sketch expects a 2-D array of rows; got shape {A.shape}.")
     n, m = A.shape
     if sketch is None:
-        sketch = np.zeros((ell, m), dtype=np.float64)
+        sketch = zeros((ell, m), A)
     elif sketch.shape != (ell, m):
         raise InputError(
             f"fd_sketch: the starting sketch has shape {sketch.shape}, expected {(ell, m)} "
             "(sketch_size x number of columns)."
         )
     total = float(shrinkage)
-    buf = np.zeros((2 * ell, m), dtype=np.float64)
-    buf[:ell] = sketch
+    buf = zeros((2 * ell, m), A)
+    buf[:ell, :] = asarray(sketch, like=buf)
     for start in range(0, n, ell):
         stop = min(n, start + ell)
-        piece = A[start:stop]
-        if hasattr(piece, "toarray"):
-            piece = piece.toarray()
+        piece = densify(A[start:stop, :])
         rows = stop - start
-        buf[ell: ell + rows] = piece
-        new, delta = fd_shrink(buf[: ell + rows], ell)
+        buf[ell: ell + rows, :] = piece
+        new, delta = fd_shrink(buf[: ell + rows, :], ell)
         total += delta
-        buf[:ell] = new
-    return buf[:ell].copy(), total
+        buf[:ell, :] = new
+    return copy_array(buf[:ell, :]), total
 
 
 def fd_merge(sketches: Sequence[np.ndarray], ell: int,
@@ -172,13 +192,17 @@ def fd_merge(sketches: Sequence[np.ndarray], ell: int,
         raise InputError(f"fd_merge: sketches have different widths {sorted(widths)}; "
                          "only sketches of the same feature space can be merged.")
     shr = list(shrinkages) if shrinkages is not None else [0.0] * len(sketches)
-    first = np.asarray(sketches[0], dtype=np.float64)
+    # a host identity sketch (``empty()``) meets device sketches on their device
+    like = next((s for s in sketches if not isinstance(s, (np.ndarray, list))), sketches[0])
+    xp = namespace(like)
+    first = asarray(sketches[0], like=like, dtype=xp.float64)
     if first.shape[0] == ell:
-        acc, total = first.copy(), float(shr[0])
+        acc, total = copy_array(first), float(shr[0])
     else:
         acc, total = fd_sketch(first, ell, shrinkage=float(shr[0]))
     for s, d in zip(sketches[1:], shr[1:], strict=True):
-        acc, total = fd_sketch(np.asarray(s), ell, sketch=acc, shrinkage=total + float(d))
+        acc, total = fd_sketch(asarray(s, like=like), ell, sketch=acc,
+                               shrinkage=total + float(d))
     return acc, total
 
 
@@ -196,6 +220,9 @@ def fd_sketch_components(sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Orthonormal rows; the sign of each row is fixed so that its largest
         absolute entry is positive (deterministic output).
     singular_values : ndarray of shape (min(ell, m),)
+        Both in the sketch's namespace (the ℓ × m SVD runs where the sketch is).
     """
-    _, s, Vt = np.linalg.svd(np.asarray(sketch, dtype=np.float64), full_matrices=False)
+    xp = namespace(sketch)
+    _, s, Vt = xp.linalg.svd(asarray(sketch, like=sketch, dtype=xp.float64),
+                             full_matrices=False)
     return fix_signs(Vt, axis=1), s

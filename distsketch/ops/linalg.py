@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from distsketch.ops.namespace import asarray, namespace, zeros
 
 __all__ = ["ROW_TILE", "fix_signs", "row_stable_matmul"]
 
@@ -26,13 +30,16 @@ def fix_signs(V: np.ndarray, axis: int = 0) -> np.ndarray:
     Returns
     -------
     ndarray of the shape and dtype of V
-        A new array; a vector whose entries are all zero is left as is, and of
-        entries tied in magnitude the first decides.
+        A new array in V's namespace; a vector whose entries are all zero is
+        left as is, and of entries tied in magnitude the first decides.
     """
-    V = np.asarray(V)
+    xp = namespace(V)
+    V = asarray(V, like=V)
     if axis not in (0, 1) or V.ndim != 2:
         raise ValueError(f"fix_signs: needs a 2-D array and axis 0 or 1; got shape {V.shape}, "
                          f"axis={axis}.")
+    if xp is not np:
+        return _fix_signs_xp(xp, V, axis)
     if V.size == 0:
         return V.copy()
     lead = np.argmax(np.abs(V), axis=axis)
@@ -42,6 +49,15 @@ def fix_signs(V: np.ndarray, axis: int = 0) -> np.ndarray:
         signs = np.sign(V[np.arange(V.shape[0]), lead])
     signs[signs == 0] = 1
     return V * (signs[None, :] if axis == 0 else signs[:, None])
+
+
+def _fix_signs_xp(xp: Any, V: Any, axis: int) -> Any:
+    # the same convention with array-API calls only (no fancy indexing)
+    if V.shape[0] * V.shape[1] == 0:
+        return xp.asarray(V, copy=True)
+    lead = xp.expand_dims(xp.argmax(xp.abs(V), axis=axis), axis=axis)
+    signs = xp.sign(xp.take_along_axis(V, lead, axis=axis))
+    return V * xp.where(signs == 0, xp.ones_like(signs), signs)
 
 
 def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,
@@ -68,10 +84,13 @@ def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,
     -------
     ndarray of shape (n, m), dtype of ``X @ W``
     """
+    xp = namespace(X)
+    W = asarray(W, like=X)
     n = X.shape[0]
-    dt = np.result_type(X.dtype, W.dtype)
+    dt = xp.result_type(X.dtype, W.dtype)
     if out is None:
-        out = np.empty((n, W.shape[1]), dtype=dt)
+        out = xp.empty((n, W.shape[1]), dtype=dt) if xp is np else zeros((n, W.shape[1]), X,
+                                                                         dtype=dt)
     if n == 0:
         return out
     start = row_offset
@@ -83,12 +102,12 @@ def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,
     def padded(lo: int, hi: int) -> None:
         nonlocal pad
         if pad is None:
-            pad = np.zeros((tile, X.shape[1]), dtype=X.dtype)
+            pad = zeros((tile, X.shape[1]), X, dtype=X.dtype)
         else:
             pad[...] = 0
         t0 = (lo // tile) * tile
-        pad[lo - t0: hi - t0] = X[lo - start: hi - start]
-        out[lo - start: hi - start] = (pad @ W)[lo - t0: hi - t0]
+        pad[lo - t0: hi - t0, ...] = X[lo - start: hi - start, ...]
+        out[lo - start: hi - start, ...] = (pad @ W)[lo - t0: hi - t0, ...]
 
     if first_full >= last_full:
         # the block lies within at most two tiles
@@ -101,7 +120,10 @@ def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,
         padded(start, first_full)
     # full tiles are multiplied one by one: the same GEMM shape every time
     for u in range(first_full, last_full, tile):
-        np.matmul(X[u - start: u - start + tile], W, out=out[u - start: u - start + tile])
+        if xp is np:
+            np.matmul(X[u - start: u - start + tile], W, out=out[u - start: u - start + tile])
+        else:  # the array API has no ``out=``
+            out[u - start: u - start + tile, ...] = X[u - start: u - start + tile, ...] @ W
     if last_full < stop:
         padded(last_full, stop)
     return out

@@ -1,4 +1,4 @@
-"""Pure NumPy pieces of MEKA (Si, Hsieh, Dhillon, ICML 2014).
+"""Per-block pieces of MEKA (Si, Hsieh, Dhillon, ICML 2014).
 
 MEKA approximates a kernel matrix as G̃ = W L Wᵀ with W = W⁽¹⁾ ⊕ … ⊕ W⁽ᶜ⁾
 block-diagonal over a k-means partition (rows of W⁽ˢ⁾ are the Nyström basis of
@@ -15,6 +15,11 @@ This module holds what every block or the driver computes:
   product W L Wᵀ V;
 * :func:`psd_core` — the factored, PSD-clipped form of W L Wᵀ (from WᵀW and L)
   behind MEKA kernel ridge regression.
+
+Per-block functions compute in the namespace of their block (NumPy, or CuPy
+on a GPU) and move their host operands (centres, landmarks, maps) to its
+device; the driver-side :func:`choose_ranks` and :func:`psd_core` work on the
+host.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import scipy.linalg as sla
 
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import row_stable_matmul
+from distsketch.ops.namespace import asarray, densify, namespace, to_host, zeros
 
 __all__ = [
     "basis_block",
@@ -56,10 +62,19 @@ def nearest_centre(X: Any, centres: np.ndarray, row_offset: int = 0) -> tuple[np
     -------
     labels : ndarray of int64, shape (b,)
     sqdist : ndarray of float64, shape (b,)
+        Both in the block's namespace.
     """
-    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
-    X = np.asarray(X, dtype=np.float64)
-    C = np.asarray(centres, dtype=np.float64)
+    X = densify(X)
+    xp = namespace(X)
+    X = asarray(X, like=X, dtype=xp.float64)
+    C = asarray(centres, like=X, dtype=xp.float64)
+    if xp is not np:
+        cross = row_stable_matmul(X, C.T, row_offset)
+        d = (xp.sum(X * X, axis=1)[:, None] - 2.0 * cross
+             + xp.sum(C * C, axis=1)[None, :])
+        labels = xp.astype(xp.argmin(d, axis=1), xp.int64)
+        nearest = xp.take_along_axis(d, labels[:, None], axis=1)[:, 0]
+        return labels, xp.clip(nearest, 0.0, None)
     cross = row_stable_matmul(X, np.ascontiguousarray(C.T), row_offset)
     d = np.einsum("ij,ij->i", X, X)[:, None] - 2.0 * cross + np.einsum("ij,ij->i", C, C)[None, :]
     labels = np.argmin(d, axis=1).astype(np.int64)
@@ -84,7 +99,9 @@ def choose_ranks(eigenvalues: list[np.ndarray], rank: int, rule: str | None) -> 
     Returns
     -------
     ndarray of int64, shape (c,)
+        On the host: the ranks are a driver-side decision on a few numbers.
     """
+    eigenvalues = [to_host(v) for v in eigenvalues]
     avail = np.array([len(v) for v in eigenvalues], dtype=np.int64)
     if rule is None:
         return np.minimum(avail, int(rank))
@@ -122,6 +139,7 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     Returns
     -------
     ndarray of shape (b, width + 1), float64
+        In the block's namespace.
 
     Notes
     -----
@@ -129,9 +147,13 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     b × (width + 1) output; landmarks and maps (c·m·(d + width) floats) once per
     worker.
     """
-    X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
-    X = np.asarray(X, dtype=np.float64)
+    X = densify(block)
+    xp = namespace(X)
+    X = asarray(X, like=X, dtype=xp.float64)
     labels, _ = nearest_centre(X, centres, row_offset)
+    if xp is not np:
+        return _basis_block_xp(xp, X, labels, landmarks, maps, counts, ranks,
+                               kernel_function(kernel, **params), width)
     out = np.zeros((X.shape[0], width + 1))
     out[:, width] = labels
     kfun = kernel_function(kernel, **params)
@@ -148,10 +170,49 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     return out
 
 
+def _basis_block_xp(xp: Any, X: Any, labels: Any, landmarks: Any, maps: Any, counts: Any,
+                    ranks: Any, kfun: Any, width: int) -> Any:
+    """:func:`basis_block` off NumPy: rows gathered by cluster, mapped, put back in order.
+
+    The array API has no scatter into rows, so the rows are sorted by cluster
+    (stable: by index within a cluster, the NumPy path's order), each contiguous
+    group is mapped, and the inverse permutation restores the block's order.
+    """
+    counts, ranks = np.asarray(to_host(counts)), np.asarray(to_host(ranks))
+    b = X.shape[0]
+    order = xp.argsort(labels, stable=True)
+    sizes = np.bincount(to_host(labels), minlength=len(counts))
+    L_all = asarray(landmarks, like=X, dtype=xp.float64)
+    M_all = asarray(maps, like=X, dtype=xp.float64)
+    parts, start = [], 0
+    for s, size in enumerate(sizes.tolist()):
+        if size == 0:
+            continue
+        m_s, k_s = int(counts[s]), int(ranks[s])
+        part = zeros((size, width), X)
+        if k_s and m_s:
+            rows = xp.take(X, order[start:start + size], axis=0)
+            part[:, :k_s] = asarray(kfun(rows, L_all[s, :m_s, :]), like=X,
+                                    dtype=xp.float64) @ M_all[s, :m_s, :k_s]
+        parts.append(part)
+        start += size
+    coords = xp.take(xp.concat(parts, axis=0), xp.argsort(order), axis=0) if b else \
+        zeros((0, width), X)
+    return xp.concat([coords, xp.astype(labels, xp.float64)[:, None]], axis=1)
+
+
 def scatter_basis(coords: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Spread basis coordinates (b × (width + 1), labels last) into W's Σ k_s columns."""
-    coords = np.asarray(coords, dtype=np.float64)
+    xp = namespace(coords)
+    coords = asarray(coords, like=coords, dtype=xp.float64)
     width = coords.shape[1] - 1
+    if xp is not np:
+        # one column band per cluster (the array API has no scatter)
+        labels = xp.astype(coords[:, width], xp.int64)
+        ks, offs = np.asarray(to_host(ranks)).tolist(), np.asarray(to_host(offsets)).tolist()
+        bands = [xp.where((labels == s)[:, None], coords[:, :int(ks[s])], 0.0)
+                 for s in sorted(range(len(ks)), key=lambda s: offs[s])]
+        return xp.concat(bands, axis=1) if bands else zeros((coords.shape[0], 0), coords)
     labels = coords[:, width].astype(np.int64)
     total = int(np.sum(ranks))
     W = np.zeros((coords.shape[0], total))
@@ -165,13 +226,15 @@ def scatter_basis(coords: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) ->
 def project_block(coords: np.ndarray, V: np.ndarray, offsets: np.ndarray,
                   ranks: np.ndarray) -> np.ndarray:
     """Wᵀ V restricted to one row block: (Σ k_s) × p."""
-    return scatter_basis(coords, offsets, ranks).T @ np.asarray(V, dtype=np.float64)
+    W = scatter_basis(coords, offsets, ranks)
+    return W.T @ asarray(V, like=W, dtype=namespace(W).float64)
 
 
 def expand_block(coords: np.ndarray, U: np.ndarray, offsets: np.ndarray,
                  ranks: np.ndarray) -> np.ndarray:
     """W U for one row block, with U of shape (Σ k_s) × p: (b × p)."""
-    return scatter_basis(coords, offsets, ranks) @ np.asarray(U, dtype=np.float64)
+    W = scatter_basis(coords, offsets, ranks)
+    return W @ asarray(U, like=W, dtype=namespace(W).float64)
 
 
 def psd_core(gram: np.ndarray, link: np.ndarray, rcond: float = 1e-12) -> tuple[np.ndarray,
@@ -205,15 +268,17 @@ def psd_core(gram: np.ndarray, link: np.ndarray, rcond: float = 1e-12) -> tuple[
 
     Notes
     -----
-    O(k³) time and O(k²) memory; nothing depends on n.
+    O(k³) time and O(k²) memory; nothing depends on n.  Runs on the host on
+    purpose: the k × k factorisation is small, and SciPy's ``eigh`` keeps the
+    factor the same on every device.
     """
-    G = np.asarray(gram, dtype=np.float64)
+    G = np.asarray(to_host(gram), dtype=np.float64)
     G = (G + G.T) / 2
     s, V = np.linalg.eigh(G)
     top = float(s.max(initial=0.0))
     keep = s > rcond * top if top > 0 else np.zeros(s.shape, dtype=bool)
     V, root = V[:, keep], np.sqrt(s[keep])
-    Lk = np.asarray(link, dtype=np.float64)
+    Lk = np.asarray(to_host(link), dtype=np.float64)
     core = (V.T @ ((Lk + Lk.T) / 2) @ V) * root[:, None] * root[None, :]
     e, U = sla.eigh((core + core.T) / 2)
     return (V / root[None, :]) @ U, e

@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_block", "asarray", "densify", "device_of", "float_dtype", "host_dtype", "inplace",
-           "is_numpy", "namespace", "to_host", "typed_scalar"]
+__all__ = ["as_block", "asarray", "copy_array", "densify", "device_of", "float_dtype", "host_dtype",
+           "inplace", "is_numpy", "namespace", "to_host", "typed_scalar", "xp_dtype", "zeros"]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
 
 def namespace(*arrays: Any) -> Any:
-    """The array namespace shared by ``arrays`` (``None`` and Python scalars are ignored).
+    """The array namespace shared by ``arrays`` (``None``, Python scalars, lists and tuples are ignored).
 
     Returns the ``numpy`` module when every array is a NumPy array or a SciPy
     sparse matrix (whose blocks densify to NumPy), else the namespace
@@ -44,7 +44,7 @@ def namespace(*arrays: Any) -> Any:
         block in one call): move them to one device first.
     """
     others = [a for a in arrays
-              if a is not None and not isinstance(a, (np.ndarray, *_SCALARS))
+              if a is not None and not isinstance(a, (np.ndarray, *_SCALARS, list, tuple))
               and not _is_scipy_sparse(a)]
     if not others:
         return np
@@ -52,7 +52,7 @@ def namespace(*arrays: Any) -> Any:
 
     try:
         return array_api_compat.array_namespace(*[a for a in arrays if a is not None
-                                                  and not isinstance(a, _SCALARS)])
+                                                  and not isinstance(a, (*_SCALARS, list, tuple))])
     except TypeError as exc:
         from distsketch.errors import InputError
 
@@ -89,7 +89,7 @@ def asarray(x: Any, like: Any, *, dtype: Any = None) -> Any:
     if xp is np:
         return np.asarray(x, dtype=dtype)
     if not isinstance(x, (np.ndarray, *_SCALARS, list, tuple)) and namespace(x) is xp:
-        return x if dtype is None else xp.astype(x, _xp_dtype(xp, dtype), copy=False)
+        return x if dtype is None else xp.astype(x, xp_dtype(xp, dtype), copy=False)
     host = np.asarray(to_host(x)) if not isinstance(x, (list, tuple)) else np.asarray(x)
     if dtype is not None:
         host = host.astype(_numpy_dtype(dtype), copy=False)
@@ -165,7 +165,7 @@ def float_dtype(x: Any, dtype: Any = None) -> Any:
     if xp is np:
         return np.dtype(dtype or (x.dtype if x.dtype in (np.float32, np.float64) else np.float64))
     if dtype is not None:
-        return _xp_dtype(xp, dtype)
+        return xp_dtype(xp, dtype)
     return x.dtype if x.dtype in (xp.float32, xp.float64) else xp.float64
 
 
@@ -183,6 +183,27 @@ def inplace(xp: Any, name: str, x: Any, *args: Any) -> Any:
     return getattr(xp, name)(x, *args)
 
 
-def _xp_dtype(xp: Any, dtype: Any) -> Any:
-    """``dtype`` (NumPy or any namespace's) as the dtype object of namespace ``xp``."""
+def zeros(shape: Any, like: Any, *, dtype: Any = None) -> Any:
+    """Zeros (float64 by default) in ``like``'s namespace and on its device.
+
+    On NumPy this is ``numpy.zeros(shape, dtype=dtype)`` exactly.
+    """
+    xp = namespace(like)
+    if xp is np:
+        return np.zeros(shape, dtype=np.float64 if dtype is None else dtype)
+    return xp.zeros(shape, dtype=xp.float64 if dtype is None else xp_dtype(xp, dtype),
+                    device=device_of(like))
+
+
+def xp_dtype(xp: Any, dtype: Any) -> Any:
+    """The dtype of namespace ``xp`` named like ``dtype`` (a NumPy dtype or ``xp``'s own)."""
+    if xp is np:
+        return np.dtype(dtype)
     return getattr(xp, _numpy_dtype(dtype).name)
+
+
+def copy_array(x: Any) -> Any:
+    """A copy of array ``x`` in its namespace: ``x.copy()`` (C order) on NumPy exactly."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return namespace(x).asarray(x, copy=True)

@@ -1,4 +1,4 @@
-"""Nyström building blocks as pure NumPy functions (no Dask).
+"""Nyström building blocks as per-block functions (no Dask).
 
 With landmarks L (m × d) and W = K(L, L), the Nyström approximation of the
 kernel is G̃ = K(X, L) W_k⁺ K(L, X).  Writing W_k = U_k Λ_k U_kᵀ for the top-k
@@ -19,6 +19,10 @@ Everything here is a per-block or small dense computation:
 * :func:`link_matrix` / :func:`link_matrix_closed_form` — MEKA's least-squares
   link matrix between two clusters.
 
+Every function computes in the namespace of its array input (NumPy, or CuPy
+on a GPU): the small m × m factorisations use ``xp.linalg`` off NumPy, and
+host operands (landmarks, maps) are moved to the block's device.
+
 References
 ----------
 Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
@@ -27,6 +31,7 @@ Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +41,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import ROW_TILE, fix_signs
+from distsketch.ops.namespace import asarray, densify, namespace, xp_dtype, zeros
 from distsketch.ops.random import random_rows
 
 __all__ = [
@@ -56,7 +62,7 @@ DEFAULT_RCOND = 1e-10
 
 
 def _sym(W: np.ndarray) -> np.ndarray:
-    W = np.asarray(W, dtype=np.float64)
+    W = asarray(W, like=W, dtype=namespace(W).float64)
     if W.ndim != 2 or W.shape[0] != W.shape[1]:
         raise ConfigError(f"expected a square landmark kernel matrix, got shape {W.shape}.")
     return 0.5 * (W + W.T)
@@ -64,11 +70,16 @@ def _sym(W: np.ndarray) -> np.ndarray:
 
 def _truncate(vals: np.ndarray, vecs: np.ndarray, rank: int | None,
               rcond: float) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(vals)[::-1]
-    vals, vecs = vals[order], vecs[:, order]
-    top = float(vals[0]) if vals.size else 0.0
-    keep = vals > max(rcond * top, 0.0) if top > 0 else np.zeros(vals.shape, dtype=bool)
-    r = int(np.count_nonzero(keep))
+    xp = namespace(vals, vecs)
+    if xp is np:
+        order = np.argsort(vals)[::-1]
+        vals, vecs = vals[order], vecs[:, order]
+    else:
+        order = xp.flip(xp.argsort(vals))
+        vals, vecs = xp.take(vals, order), xp.take(vecs, order, axis=1)
+    top = float(vals[0]) if vals.shape[0] else 0.0
+    keep = vals > max(rcond * top, 0.0) if top > 0 else zeros(vals.shape, vals, dtype=xp.bool)
+    r = int(xp.count_nonzero(keep))
     if rank is not None:
         r = min(r, int(rank))
     # fix the sign of every eigenvector so the map is a deterministic function of W
@@ -98,11 +109,14 @@ def inv_sqrt_map(W: np.ndarray, rank: int | None = None,
 
     Notes
     -----
-    O(m³) time, O(m²) memory; called once per fit on the driver.
+    O(m³) time, O(m²) memory; called once per fit on the driver.  The map
+    stays in W's namespace (``xp.linalg.eigh`` off NumPy).
     """
-    vals, vecs = np.linalg.eigh(_sym(W))
+    W = _sym(W)
+    xp = namespace(W)
+    vals, vecs = xp.linalg.eigh(W)
     vals, vecs = _truncate(vals, vecs, rank, rcond)
-    return vecs / np.sqrt(vals)[None, :], vals
+    return vecs / xp.sqrt(vals)[None, :], vals
 
 
 @single_threaded_blas
@@ -151,16 +165,18 @@ def randomized_inv_sqrt_map(W: np.ndarray, rank: int, seed: int, *, n_oversample
     Li, Kwok, Lu. Making large-scale Nyström approximation possible. ICML 2010.
     """
     W = _sym(W)
+    xp = namespace(W)
     m = W.shape[0]
     ell = min(m, int(rank) + int(n_oversamples))
-    omega = random_rows(seed, "nystrom.rsvd", 0, m, ell)
-    Q, _ = np.linalg.qr(W @ omega)
+    # Ω is generated on the host (the same on every device) and moved once
+    omega = asarray(random_rows(seed, "nystrom.rsvd", 0, m, ell), like=W)
+    Q, _ = xp.linalg.qr(W @ omega)
     for _ in range(2 * int(n_power_iter)):
-        Q, _ = np.linalg.qr(W @ Q)
+        Q, _ = xp.linalg.qr(W @ Q)
     B = Q.T @ W @ Q
-    vals, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    vals, vecs = xp.linalg.eigh(0.5 * (B + B.T))
     vals, vecs = _truncate(vals, Q @ vecs, rank, rcond)
-    return vecs / np.sqrt(vals)[None, :], vals
+    return vecs / xp.sqrt(vals)[None, :], vals
 
 
 def ensemble_map(W: np.ndarray, n_experts: int, rank: int | None = None,
@@ -176,18 +192,19 @@ def ensemble_map(W: np.ndarray, n_experts: int, rank: int | None = None,
     ndarray of shape (m, sum of expert ranks)
     """
     W = _sym(W)
+    xp = namespace(W)
     m = W.shape[0]
     p = int(n_experts)
     if not 1 <= p <= m:
         raise ConfigError(f"n_ensemble={p} must be between 1 and the number of landmarks ({m}).")
     blocks = []
     for e in range(p):
-        idx = np.arange(e, m, p)
-        Me, _ = inv_sqrt_map(W[np.ix_(idx, idx)], rank, rcond)
-        full = np.zeros((m, Me.shape[1]))
-        full[idx] = Me / np.sqrt(p)
+        # expert e's landmarks e, e + p, e + 2p, ... are a strided slice
+        Me, _ = inv_sqrt_map(W[e::p, e::p], rank, rcond)
+        full = zeros((m, Me.shape[1]), W)
+        full[e::p, :] = Me / math.sqrt(p)
         blocks.append(full)
-    return np.hstack(blocks)
+    return xp.concat(blocks, axis=1)
 
 
 def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_out: int,
@@ -217,8 +234,10 @@ def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_
     -------
     ndarray of shape (n, n_out)
     """
+    xp = namespace(X)
     n = X.shape[0]
-    out = np.empty((n, n_out), dtype=dtype)
+    out = np.empty((n, n_out), dtype=dtype) if xp is np else \
+        zeros((n, n_out), X, dtype=xp_dtype(xp, dtype))
     if n == 0:
         return out
     start, stop = int(row_offset), int(row_offset) + n
@@ -227,15 +246,16 @@ def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_
     while t < stop:
         lo, hi = max(start, t), min(stop, t + tile)
         if lo == t and hi == t + tile:
-            res = func(X[lo - start: hi - start])
-            out[lo - start: hi - start] = res
+            res = func(X[lo - start: hi - start, :])
+            out[lo - start: hi - start, :] = res if xp is np else xp.astype(res, out.dtype)
         else:
             if pad is None:
-                pad = np.zeros((tile, X.shape[1]), dtype=X.dtype)
+                pad = zeros((tile, X.shape[1]), X, dtype=X.dtype)
             else:
                 pad[...] = 0
-            pad[lo - t: hi - t] = X[lo - start: hi - start]
-            out[lo - start: hi - start] = func(pad)[lo - t: hi - t]
+            pad[lo - t: hi - t, :] = X[lo - start: hi - start, :]
+            res = func(pad)[lo - t: hi - t, :]
+            out[lo - start: hi - start, :] = res if xp is np else xp.astype(res, out.dtype)
         t += tile
     return out
 
@@ -267,19 +287,21 @@ def nystrom_map(block: Any, row_offset: int, landmarks: np.ndarray, M: np.ndarra
     Memory per task: the block plus 256 × (m + r) floats of tile workspace and
     the b × r output.
     """
-    X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+    X = densify(block)
+    xp = namespace(X)
+    X = asarray(X, like=X)
     if dtype is None:
-        dtype = np.float32 if X.dtype == np.float32 else np.float64
-    M = np.asarray(M, dtype=np.float64)
+        dtype = xp.float32 if X.dtype == xp.float32 else xp.float64
+    M = asarray(M, like=X, dtype=xp.float64)
     if isinstance(kernel, str) and kernel == "precomputed":
         def f(T: np.ndarray) -> np.ndarray:
-            return np.asarray(T, dtype=np.float64) @ M
+            return asarray(T, like=X, dtype=xp.float64) @ M
     else:
         kfun = kernel_function(kernel, **(params or {}))
-        L = np.asarray(landmarks, dtype=np.float64)
+        L = asarray(landmarks, like=X, dtype=xp.float64)
 
         def f(T: np.ndarray) -> np.ndarray:
-            return np.asarray(kfun(T, L), dtype=np.float64) @ M
+            return asarray(kfun(T, L), like=X, dtype=xp.float64) @ M
     return row_stable_apply(f, X, M.shape[1], row_offset, dtype=dtype)
 
 
@@ -290,8 +312,13 @@ def truncated_pinv(A: np.ndarray, tol: float) -> np.ndarray:
     An absolute level (set from the kernel's scale, not from A's own largest
     singular value) keeps a nearly-zero A from being inverted into a huge one.
     """
-    U, s, Vt = np.linalg.svd(np.asarray(A, dtype=np.float64), full_matrices=False)
+    xp = namespace(A)
+    U, s, Vt = xp.linalg.svd(asarray(A, like=A, dtype=xp.float64), full_matrices=False)
     keep = s > tol
+    if xp is not np:
+        # singular values are descending: the kept ones are a leading slice
+        r = int(xp.count_nonzero(keep))
+        return (Vt[:r, :].T / s[:r][None, :]) @ U[:, :r].T
     return (Vt[keep].T / s[keep][None, :]) @ U[:, keep].T
 
 
@@ -319,14 +346,17 @@ def link_matrix(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray, *, tol: float = 0
     -----
     O((p_s + p_t) k² + p_s p_t k) time; sizes are (1 + ρ) k, independent of n.
     """
-    return truncated_pinv(Ws, tol) @ np.asarray(G, dtype=np.float64) @ truncated_pinv(Wt, tol).T
+    xp = namespace(Ws)
+    return truncated_pinv(Ws, tol) @ asarray(G, like=Ws, dtype=xp.float64) \
+        @ truncated_pinv(asarray(Wt, like=Ws), tol).T
 
 
 @single_threaded_blas
 def link_matrix_closed_form(Ws: np.ndarray, G: np.ndarray, Wt: np.ndarray) -> np.ndarray:
     """The paper's closed form (WsᵀWs)⁻¹ Wsᵀ G Wt (WtᵀWt)⁻¹ (full column rank only)."""
-    Ws = np.asarray(Ws, dtype=np.float64)
-    Wt = np.asarray(Wt, dtype=np.float64)
-    left = np.linalg.solve(Ws.T @ Ws, Ws.T)
-    right = np.linalg.solve(Wt.T @ Wt, Wt.T).T
-    return left @ np.asarray(G, dtype=np.float64) @ right
+    xp = namespace(Ws)
+    Ws = asarray(Ws, like=Ws, dtype=xp.float64)
+    Wt = asarray(Wt, like=Ws, dtype=xp.float64)
+    left = xp.linalg.solve(Ws.T @ Ws, Ws.T)
+    right = xp.linalg.solve(Wt.T @ Wt, Wt.T).T
+    return left @ asarray(G, like=Ws, dtype=xp.float64) @ right

@@ -1,7 +1,8 @@
 """Small dense solvers behind sketched kernel ridge regression and kernel preconditioners.
 
-Pure NumPy/SciPy; everything here works on m × m (or s × m) matrices whose
-size does not depend on the number of rows n:
+Everything here works on m × m (or s × m) matrices whose size does not
+depend on the number of rows n, in the namespace of its array input (NumPy
+with SciPy's LAPACK calls, or ``xp.linalg`` of CuPy on a GPU):
 
 * a ridge *path*: one eigendecomposition of ZᵀZ serves every λ;
 * centring of tree-reduced normal equations (intercept) and the validation
@@ -18,11 +19,14 @@ The SRHT along the feature axis lives with the Walsh–Hadamard transform in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.linalg as sla
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
+from distsketch.ops.namespace import asarray, device_of, namespace, to_host, zeros
 
 __all__ = [
     "centered_normal_equations",
@@ -60,15 +64,18 @@ def centered_normal_equations(state: dict, fit_intercept: bool) -> tuple[np.ndar
         Target means (zeros without intercept).
     """
     n = float(state["n"])
-    ztz = np.asarray(state["ztz"], dtype=np.float64)
-    zty = np.asarray(state["zty"], dtype=np.float64)
+    like = state["ztz"]
+    xp = namespace(like)
+    ztz = asarray(state["ztz"], like=like, dtype=xp.float64)
+    zty = asarray(state["zty"], like=like, dtype=xp.float64)
     m, t = zty.shape
     if not fit_intercept or n == 0:
-        return ztz, zty, np.zeros(m), np.zeros(t)
-    zm = np.asarray(state["sum"], dtype=np.float64) / n
-    ym = np.asarray(state["ysum"], dtype=np.float64) / n
-    A = ztz - n * np.outer(zm, zm)
-    b = zty - n * np.outer(zm, ym)
+        return ztz, zty, zeros(m, like), zeros(t, like)
+    zm = asarray(state["sum"], like=like, dtype=xp.float64) / n
+    ym = asarray(state["ysum"], like=like, dtype=xp.float64) / n
+    # the outer products as NumPy's ``outer`` computes them: a[:, None] * b[None, :]
+    A = ztz - n * (zm[:, None] * zm[None, :])
+    b = zty - n * (zm[:, None] * ym[None, :])
     return (A + A.T) / 2, b, zm, ym
 
 
@@ -91,11 +98,18 @@ def solve_path_from_eigh(evals: np.ndarray, evecs: np.ndarray, b: np.ndarray,
     -----
     Cost O(p m² t) after the O(m³) eigendecomposition, instead of p solves.
     """
-    evals = np.clip(evals, 0.0, None)  # ZᵀZ is PSD; clip rounding noise
+    xp = namespace(evecs)
+    evals = xp.clip(evals, 0.0, None)  # ZᵀZ is PSD; clip rounding noise
     vb = evecs.T @ b
-    out = np.empty((len(alphas), evecs.shape[0], b.shape[1]))
-    for k, lam in enumerate(np.asarray(alphas, dtype=np.float64)):
-        out[k] = evecs @ (vb / (evals + lam)[:, None])
+    # the λ values are host parameters: a Python loop over them
+    lams = np.asarray(to_host(alphas), dtype=np.float64).reshape(-1)
+    if xp is np:
+        out = np.empty((len(lams), evecs.shape[0], b.shape[1]))
+    else:
+        out = xp.empty((len(lams), evecs.shape[0], b.shape[1]), dtype=xp.float64,
+                       device=device_of(evecs))
+    for k, lam in enumerate(lams):
+        out[k, ...] = evecs @ (vb / (evals + (lam if xp is np else float(lam)))[:, None])
     return out
 
 
@@ -113,11 +127,12 @@ def ridge_path(A: np.ndarray, b: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     -------
     ndarray of shape (p, m, t)
     """
-    alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    alphas = np.atleast_1d(np.asarray(to_host(alphas), dtype=np.float64))
     if np.any(~(alphas > 0)):
         raise ConfigError(f"ridge_path: every alpha must be > 0, got {alphas.tolist()}.")
-    evals, evecs = np.linalg.eigh((A + A.T) / 2)
-    return solve_path_from_eigh(evals, evecs, np.asarray(b, dtype=np.float64), alphas)
+    xp = namespace(A)
+    evals, evecs = xp.linalg.eigh((A + A.T) / 2)
+    return solve_path_from_eigh(evals, evecs, asarray(b, like=A, dtype=xp.float64), alphas)
 
 
 def summary_sse(state: dict, W: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -142,11 +157,26 @@ def summary_sse(state: dict, W: np.ndarray, c: np.ndarray) -> np.ndarray:
     """
     n = float(state["n"])
     ztz, zty = state["ztz"], state["zty"]
-    yty = np.diag(np.atleast_2d(state["yty"]))
     zsum, ysum = state["sum"], state["ysum"]
+    xp = namespace(ztz)
+    if xp is not np:
+        return _summary_sse_xp(xp, state, asarray(W, like=ztz), asarray(c, like=ztz))
+    yty = np.diag(np.atleast_2d(state["yty"]))
     quad = np.einsum("pmt,mk,pkt->pt", W, ztz, W)
     cross = np.einsum("pmt,mt->pt", W, zty)
     zw = np.einsum("m,pmt->pt", zsum, W)
+    return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
+
+
+def _summary_sse_xp(xp: Any, state: dict, W: Any, c: Any) -> Any:
+    """:func:`summary_sse` with array-API calls (no ``einsum``)."""
+    n = float(state["n"])
+    ztz, zty, zsum, ysum = state["ztz"], state["zty"], state["sum"], state["ysum"]
+    yty = state["yty"]
+    yty = xp.linalg.diagonal(yty) if yty.ndim == 2 else xp.reshape(yty, (-1,))
+    quad = xp.sum(W * xp.matmul(ztz, W), axis=1)
+    cross = xp.sum(W * zty[None, :, :], axis=1)
+    zw = xp.sum(zsum[None, :, None] * W, axis=1)
     return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
 
 
@@ -165,6 +195,11 @@ def woodbury_factor(ztz: np.ndarray, lam: float) -> np.ndarray:
     """
     if not lam > 0:
         raise ConfigError(f"woodbury_factor: the regularisation must be > 0, got {lam}.")
+    xp = namespace(ztz)
+    if xp is not np:
+        G = (ztz + ztz.T) / 2 + float(lam) * xp.eye(ztz.shape[0], dtype=ztz.dtype,
+                                                     device=device_of(ztz))
+        return xp.linalg.cholesky(G, upper=True)
     G = (ztz + ztz.T) / 2 + lam * np.eye(ztz.shape[0])
     return sla.cholesky(G, lower=False)
 
@@ -187,8 +222,14 @@ def woodbury_apply(Z: np.ndarray, R: np.ndarray, lam: float, V: np.ndarray) -> n
     -----
     O(n m t) flops; the m × m triangular solves are O(m² t).
     """
+    xp = namespace(Z)
     U = Z.T @ V
-    U = sla.solve_triangular(R, sla.solve_triangular(R, U, trans="T", lower=False), lower=False)
+    if xp is np:
+        U = sla.solve_triangular(R, sla.solve_triangular(R, U, trans="T", lower=False),
+                                 lower=False)
+    else:  # the array API has no triangular solve: m × m general solves
+        R = asarray(R, like=Z)
+        U = xp.linalg.solve(R, xp.linalg.solve(R.T, U))
     return (V - Z @ U) / lam
 
 
@@ -201,14 +242,21 @@ def nystrom_factor(kmm: np.ndarray, jitter: float = 1e-10) -> np.ndarray:
     landmarks (nearly) coincide.
     """
     M = kmm.shape[0]
+    xp = namespace(kmm)
+    if xp is not np:
+        eps = jitter * max(float(xp.linalg.trace(kmm)) / max(M, 1), 1e-300)
+        return xp.linalg.cholesky((kmm + kmm.T) / 2 + eps * xp.eye(M, dtype=kmm.dtype,
+                                                                   device=device_of(kmm)),
+                                  upper=True)
     eps = jitter * max(np.trace(kmm) / max(M, 1), 1e-300)
     return sla.cholesky((kmm + kmm.T) / 2 + eps * np.eye(M), lower=False)
 
 
 def statistical_dimension(eigenvalues: np.ndarray, lam: float) -> float:
     """``s_λ = Σᵢ σᵢ / (σᵢ + λ)`` over the eigenvalues σ of a PSD matrix."""
-    sig = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None)
-    return float(np.sum(sig / (sig + lam)))
+    xp = namespace(eigenvalues)
+    sig = xp.clip(asarray(eigenvalues, like=eigenvalues, dtype=xp.float64), 0.0, None)
+    return float(xp.sum(sig / (sig + float(lam))))
 
 
 @single_threaded_blas
@@ -229,12 +277,13 @@ def estimate_statistical_dimension(Z_sample: np.ndarray, n_total: int, lam: floa
     -------
     float
     """
-    Zs = np.asarray(Z_sample, dtype=np.float64)
+    xp = namespace(Z_sample)
+    Zs = asarray(Z_sample, like=Z_sample, dtype=xp.float64)
     if Zs.shape[0] == 0:
         raise ConfigError("estimate_statistical_dimension needs at least one sampled row.")
     # the nonzero spectra of ZᵀZ (m × m) and Z Zᵀ (n_s × n_s) agree: use the smaller
     G = Zs @ Zs.T if Zs.shape[0] < Zs.shape[1] else Zs.T @ Zs
-    ev = np.linalg.eigvalsh(G) * (float(n_total) / Zs.shape[0])
+    ev = xp.linalg.eigvalsh(G) * (float(n_total) / Zs.shape[0])
     return statistical_dimension(ev, lam)
 
 
@@ -269,8 +318,9 @@ def kernel_statistical_dimension(k_sample: np.ndarray, n_total: int, lam: float)
     Alaoui, Mahoney. Fast randomized kernel ridge regression with statistical
     guarantees. NeurIPS 2015 (d_λ and sampling).
     """
-    Ks = np.asarray(k_sample, dtype=np.float64)
+    xp = namespace(k_sample)
+    Ks = asarray(k_sample, like=k_sample, dtype=xp.float64)
     if Ks.shape[0] == 0:
         raise ConfigError("kernel_statistical_dimension needs at least one sampled row.")
-    ev = np.linalg.eigvalsh((Ks + Ks.T) / 2) * (float(n_total) / Ks.shape[0])
+    ev = xp.linalg.eigvalsh((Ks + Ks.T) / 2) * (float(n_total) / Ks.shape[0])
     return statistical_dimension(ev, lam)

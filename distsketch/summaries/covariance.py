@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.ops.namespace import asarray, densify, namespace
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge
 
@@ -14,11 +15,12 @@ __all__ = ["Covariance", "covariance_state"]
 
 def covariance_state(Z: np.ndarray, y: np.ndarray | None = None) -> dict:
     """``{n, sum, ztz}`` of float64 rows Z (b × m) and, with targets y (b × t),
-    ``zty, ysum, yty``."""
-    state = {"n": Z.shape[0], "sum": Z.sum(axis=0), "ztz": Z.T @ Z}
+    ``zty, ysum, yty``, in Z's namespace (the state merges on Z's device)."""
+    xp = namespace(Z)
+    state = {"n": Z.shape[0], "sum": xp.sum(Z, axis=0), "ztz": Z.T @ Z}
     if y is not None:
         state["zty"] = Z.T @ y
-        state["ysum"] = y.sum(axis=0)
+        state["ysum"] = xp.sum(y, axis=0)
         state["yty"] = y.T @ y
     return state
 
@@ -41,8 +43,10 @@ class Covariance(SumMerge, Summary):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         if self.n_targets:
-            y = np.asarray(block[:, -self.n_targets:], dtype=np.float64)
+            y = asarray(block[:, -self.n_targets:], like=block,
+                        dtype=namespace(block).float64)
             block = block[:, : -self.n_targets]
         Z = block if self.transform is None else self.transform(block, row_offset, *operands)
-        Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+        Z = densify(Z)
+        Z = asarray(Z, like=Z, dtype=namespace(Z).float64)
         return covariance_state(Z, y if self.n_targets else None)

@@ -8,6 +8,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.ops.fd import fd_merge, fd_sketch
+from distsketch.ops.namespace import asarray, densify, namespace
 from distsketch.summaries.base import Summary
 
 __all__ = ["FrequentDirectionsSummary"]
@@ -39,6 +40,8 @@ class FrequentDirectionsSummary(Summary):
     -----
     State: ``{"sketch": (ℓ, m) float64, "n": rows, "sq_frobenius": ‖A‖_F²,
     "shrinkage": Δ}`` with ``A`` the mapped rows — size independent of n.
+    The sketch stays in the namespace of the mapped rows (it merges on their
+    device); :meth:`empty`'s host zeros move to the device at the first merge.
     ``‖AᵀA − BᵀB‖₂ ≤ Δ ≤ ‖A − A_k‖_F²/(ℓ − k)`` for every k < ℓ.  Merge is
     associative only within that guarantee (its output depends on merge
     order).  Memory of ``chunk``: the block, ``map_rows × m`` mapped values and
@@ -69,14 +72,18 @@ class FrequentDirectionsSummary(Summary):
         sq = 0.0
         for start in range(0, max(n, 1), self.map_rows):
             stop = min(n, start + self.map_rows)
-            part = block[start:stop]
+            part = block[start:stop, :]
             Z = part if self.transform is None else self.transform(part, row_offset + start,
                                                                    *operands)
-            if hasattr(Z, "toarray"):
-                Z = Z.toarray()
-            Z = np.asarray(Z)
+            Z = densify(Z)
+            xp = namespace(Z)
+            Z = asarray(Z, like=Z)
             # squared norm accumulated in float64 (features may be float32)
-            sq += float(np.einsum("ij,ij->", Z, Z, dtype=np.float64))
+            if xp is np:
+                sq += float(np.einsum("ij,ij->", Z, Z, dtype=np.float64))
+            else:
+                Z64 = xp.astype(Z, xp.float64)
+                sq += float(xp.sum(Z64 * Z64))
             sketch, shrinkage = fd_sketch(Z, self.sketch_size, sketch=sketch,
                                           shrinkage=shrinkage)
         return {"sketch": sketch, "n": int(n), "sq_frobenius": sq, "shrinkage": shrinkage}

@@ -5,6 +5,10 @@ assigns its rows to the nearest current centre and returns per-centre sums,
 counts and the inertia; states merge by addition; the new centres are
 sums / counts.  Seeding (k-means++) runs on an in-memory row sample, which is
 also where the MEKA paper runs all of k-means for n > 20000.
+
+The per-block statistics stay in the block's namespace (NumPy, or CuPy on a
+GPU) and merge there; :func:`kmeans_on_sample` runs scikit-learn's KMeans,
+so it moves the small landmark sample to the host on purpose.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import scipy.sparse as sp
 from distsketch.blas import blas_single_thread
 from distsketch.errors import InputError
 from distsketch.ops.meka import nearest_centre
+from distsketch.ops.namespace import asarray, densify, device_of, namespace, to_host
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge, sum_states
 
@@ -42,9 +47,17 @@ class KMeansStats(SumMerge, Summary):
         self.n_clusters = int(n_clusters)
 
     def chunk(self, block: Any, row_offset: int, centres: np.ndarray) -> dict:
-        X = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
-        X = np.asarray(X, dtype=np.float64)
+        X = densify(block)
+        xp = namespace(X)
+        X = asarray(X, like=X, dtype=xp.float64)
         labels, dist = nearest_centre(X, centres, row_offset)
+        if xp is not np:
+            # a dense one-hot (c × b) product: one GEMM on the block's device
+            onehot = labels[None, :] == xp.arange(self.n_clusters, dtype=xp.int64,
+                                                  device=device_of(X))[:, None]
+            return {"sum": xp.astype(onehot, xp.float64) @ X,
+                    "count": xp.sum(xp.astype(onehot, xp.int64), axis=1),
+                    "inertia": float(xp.sum(dist))}
         # one-hot (c × b) sparse product: rows added in row order, as np.add.at would, ~10x faster
         n = X.shape[0]
         onehot = sp.csc_matrix((np.ones(n), labels, np.arange(n + 1)), shape=(self.n_clusters, n))
@@ -64,8 +77,18 @@ class KMeansStats(SumMerge, Summary):
 
 
 def lloyd_update(state: dict, centres: np.ndarray) -> np.ndarray:
-    """New centres from merged statistics; an empty cluster keeps its centre."""
+    """New centres from merged statistics; an empty cluster keeps its centre.
+
+    In the namespace of the statistics (the centres move there).
+    """
     counts = state["count"]
+    xp = namespace(state["sum"], counts)
+    if xp is not np:
+        sums = state["sum"]
+        C = asarray(centres, like=sums, dtype=xp.float64)
+        nz = counts > 0
+        safe = xp.astype(xp.where(nz, counts, xp.ones_like(counts)), xp.float64)
+        return xp.where(nz[:, None], sums / safe[:, None], C)
     new = np.array(centres, dtype=np.float64, copy=True)
     nz = counts > 0
     new[nz] = state["sum"][nz] / counts[nz, None]
@@ -99,10 +122,12 @@ def kmeans_on_sample(sample: np.ndarray, n_clusters: int, seed: int, *, max_iter
     -----
     Runs scikit-learn's compiled Lloyd (``KMeans(n_init=1)``) with BLAS and
     OpenMP pinned to one thread, so the centres are the same in any process.
+    scikit-learn works on NumPy: a sample on another device (s × d, small) is
+    moved to the host on purpose, and the centres are host NumPy.
     """
     from sklearn.cluster import KMeans
 
-    X = np.asarray(sample, dtype=np.float64)
+    X = np.asarray(to_host(sample), dtype=np.float64)
     if X.shape[0] < n_clusters:
         raise InputError(
             f"k-means needs at least n_clusters={n_clusters} rows; the sample has {X.shape[0]}. "

@@ -9,6 +9,12 @@ never on the chunking, the merge order or the number of workers.
 :class:`UniformLandmarks` samples the whole array; :class:`ClusterLandmarks`
 keeps one reservoir per cluster (rows labelled by their nearest centre), as
 MEKA needs for its per-cluster Nyström landmarks and link-matrix samples.
+
+The sampled rows stay in the block's namespace (NumPy, or CuPy on a GPU) and
+merge there.  Priorities and global row indices are hashes of the row number,
+computed on the host like every random operator, and the bottom-k selection
+(a ``lexsort``, which the array API lacks) runs on them there; only the chosen
+rows are gathered on the device.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.ops.meka import nearest_centre
+from distsketch.ops.namespace import asarray, namespace, to_host, zeros
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.base import Summary
 
@@ -28,9 +35,19 @@ _NO_INDEX = np.iinfo(np.int64).max
 
 
 def _rows(block: Any, idx: np.ndarray) -> np.ndarray:
+    xp = namespace(block)
+    if xp is not np:
+        sub = xp.take(block, asarray(idx, like=block), axis=0)
+        return xp.astype(sub, xp.float64)
     sub = block[idx]
     sub = sub.toarray() if hasattr(sub, "toarray") else np.asarray(sub)
     return np.asarray(sub, dtype=np.float64).reshape(len(idx), block.shape[1])
+
+
+def _take(rows: Any, sel: np.ndarray) -> Any:
+    """``rows[sel]`` for host positions ``sel`` (a gather on the rows' device)."""
+    xp = namespace(rows)
+    return rows[sel] if xp is np else xp.take(rows, asarray(sel, like=rows), axis=0)
 
 
 def bottom_k(priority: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:
@@ -39,25 +56,29 @@ def bottom_k(priority: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:
     return order[:k]
 
 
-def _empty_reservoir(k: int, d: int, shape: tuple[int, ...] = ()) -> dict:
+def _empty_reservoir(k: int, d: int, shape: tuple[int, ...] = (), like: Any = None) -> dict:
+    # priorities and indices on the host; rows in ``like``'s namespace (NumPy by default)
     return {"priority": np.full((*shape, k), np.inf),
             "index": np.full((*shape, k), _NO_INDEX, dtype=np.int64),
-            "rows": np.zeros((*shape, k, d))}
+            "rows": zeros((*shape, k, d), like)}
 
 
 def _conform(states: list[dict], key: str = "rows") -> list[np.ndarray]:
-    # an identity state (from ``empty()``) may not know d: give it the others' width
+    # an identity state (from ``empty()``) may not know d: give it the others' width,
+    # and its host rows meet device rows on their device
     d = max(st[key].shape[-1] for st in states)
-    return [st[key] if st[key].shape[-1] == d else
-            np.zeros((*st[key].shape[:-1], d)) for st in states]
+    like = next((st[key] for st in states if not isinstance(st[key], np.ndarray)),
+                states[0][key])
+    return [asarray(st[key], like=like) if st[key].shape[-1] == d else
+            zeros((*st[key].shape[:-1], d), like) for st in states]
 
 
 def _keep(priority: np.ndarray, index: np.ndarray, rows: np.ndarray, k: int) -> dict:
     sel = bottom_k(priority, index, k)
-    out = _empty_reservoir(k, rows.shape[1])
+    out = _empty_reservoir(k, rows.shape[1], like=rows)
     out["priority"][: len(sel)] = priority[sel]
     out["index"][: len(sel)] = index[sel]
-    out["rows"][: len(sel)] = rows[sel]
+    out["rows"][: len(sel), :] = _take(rows, sel)
     return out
 
 
@@ -101,29 +122,38 @@ class UniformLandmarks(Summary):
         index = np.arange(start, start + b, dtype=np.int64)
         priority = hash_uniform(self.seed, self.purpose, index)
         sel = bottom_k(priority, index, self.n_samples)
-        out = _empty_reservoir(self.n_samples, block.shape[1])
+        out = _empty_reservoir(self.n_samples, block.shape[1], like=block)
         out["priority"][: len(sel)] = priority[sel]
         out["index"][: len(sel)] = index[sel]
-        out["rows"][: len(sel)] = _rows(block, sel)
+        out["rows"][: len(sel), :] = _rows(block, sel)
         return out
 
     def merge(self, states: list[dict]) -> dict:
+        rows = _conform(states)
         return _keep(np.concatenate([s["priority"] for s in states]),
                      np.concatenate([s["index"] for s in states]),
-                     np.concatenate(_conform(states)), self.n_samples)
+                     namespace(*rows).concat(rows, axis=0), self.n_samples)
 
     def empty(self, n_features: int = 1) -> dict:
         return _empty_reservoir(self.n_samples, n_features)
 
     def state_of(self, index: np.ndarray, rows: np.ndarray) -> dict:
         """Rebuild the state of a finalized sample (priorities are recomputed)."""
-        index = np.asarray(index, dtype=np.int64)
-        return _keep(hash_uniform(self.seed, self.purpose, index), index,
-                     np.asarray(rows, dtype=np.float64).reshape(len(index), -1), self.n_samples)
+        index = np.asarray(to_host(index), dtype=np.int64)
+        xp = namespace(rows)
+        rows = xp.reshape(asarray(rows, like=rows, dtype=xp.float64), (len(index), -1))
+        return _keep(hash_uniform(self.seed, self.purpose, index), index, rows, self.n_samples)
 
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
+        """``(index, rows)``: host global row indices, rows in the state's namespace."""
         valid = state["index"] != _NO_INDEX
         idx = state["index"][valid]
+        if namespace(state["rows"]) is not np:
+            pos = np.flatnonzero(valid)
+            if self.order == "index":
+                order = np.argsort(idx, kind="stable")
+                idx, pos = idx[order], pos[order]
+            return idx, _take(state["rows"], pos)
         if self.order == "priority":
             # the reservoir is kept in (priority, index) order, unused slots last
             return idx, state["rows"][valid]
@@ -162,7 +192,8 @@ class ClusterLandmarks(Summary):
     def chunk(self, block: Any, row_offset: int, centres: np.ndarray) -> dict:
         c = self.n_clusters
         b, d = block.shape
-        labels, _ = nearest_centre(block, centres, row_offset)
+        # the labels (b integers) drive the host-side reservoir bookkeeping
+        labels = to_host(nearest_centre(block, centres, row_offset)[0])
         index = np.arange(row_offset, row_offset + b, dtype=np.int64)
         counts = np.bincount(labels, minlength=c).astype(np.int64)
         state: dict[str, Any] = {"count": counts}
@@ -173,7 +204,7 @@ class ClusterLandmarks(Summary):
         starts = ends - counts
         for purpose, k in self.samples:
             priority = hash_uniform(self.seed, purpose, index)
-            res = _empty_reservoir(k, d, (c,))
+            res = _empty_reservoir(k, d, (c,), like=block)
             for s in range(c):
                 members = by_label[starts[s]:ends[s]]
                 p_s = priority[members]
@@ -185,7 +216,7 @@ class ClusterLandmarks(Summary):
                 sel = members[np.argsort(p_s, kind="stable")[:k]]
                 res["priority"][s, : len(sel)] = priority[sel]
                 res["index"][s, : len(sel)] = index[sel]
-                res["rows"][s, : len(sel)] = _rows(block, sel)
+                res["rows"][s, : len(sel), :] = _rows(block, sel)
             state[purpose] = res
         return state
 
@@ -194,12 +225,13 @@ class ClusterLandmarks(Summary):
         for purpose, k in self.samples:
             pri = np.concatenate([s[purpose]["priority"] for s in states], axis=1)
             idx = np.concatenate([s[purpose]["index"] for s in states], axis=1)
-            rows = np.concatenate(_conform([s[purpose] for s in states]), axis=1)
-            res = _empty_reservoir(k, rows.shape[2], (self.n_clusters,))
+            parts = _conform([s[purpose] for s in states])
+            rows = namespace(*parts).concat(parts, axis=1)
+            res = _empty_reservoir(k, rows.shape[2], (self.n_clusters,), like=rows)
             for s in range(self.n_clusters):
-                kept = _keep(pri[s], idx[s], rows[s], k)
+                kept = _keep(pri[s], idx[s], rows[s, ...], k)
                 for key in res:
-                    res[key][s] = kept[key]
+                    res[key][s, ...] = kept[key]
             out[purpose] = res
         return out
 
@@ -215,6 +247,10 @@ class ClusterLandmarks(Summary):
             res = state[purpose]
             order = np.argsort(res["index"], axis=1, kind="stable")
             idx = np.take_along_axis(res["index"], order, axis=1)
-            rows = np.take_along_axis(res["rows"], order[:, :, None], axis=1)
+            xp = namespace(res["rows"])
+            if xp is np:
+                rows = np.take_along_axis(res["rows"], order[:, :, None], axis=1)
+            else:
+                rows = xp.stack([_take(res["rows"][s, ...], order[s]) for s in range(len(order))])
             out[purpose] = (idx, rows, np.sum(idx != _NO_INDEX, axis=1).astype(np.int64))
         return out

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.ops.namespace import asarray, namespace, zeros
 from distsketch.summaries.base import Summary
 
 __all__ = ["ColumnMoments", "MomentsAndSample", "column_scale"]
@@ -14,15 +15,17 @@ __all__ = ["ColumnMoments", "MomentsAndSample", "column_scale"]
 class ColumnMoments(Summary):
     """Per-column count, mean and sum of squared deviations of a block.
 
-    State: ``{"n", "mean" (d,), "m2" (d,)}``, 2·d + 1 numbers whatever n.
+    State: ``{"n", "mean" (d,), "m2" (d,)}``, 2·d + 1 numbers whatever n, in
+    the block's namespace.
     The merge is the pairwise update of Chan, Golub and LeVeque (1979), which
     keeps the variance accurate where a sum of squares would cancel.
     """
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        B = np.asarray(block, dtype=np.float64)
-        mean = B.mean(axis=0) if B.shape[0] else np.zeros(B.shape[1])
-        return {"n": B.shape[0], "mean": mean, "m2": ((B - mean) ** 2).sum(axis=0)}
+        xp = namespace(block)
+        B = asarray(block, like=block, dtype=xp.float64)
+        mean = xp.mean(B, axis=0) if B.shape[0] else zeros(B.shape[1], B)
+        return {"n": B.shape[0], "mean": mean, "m2": xp.sum((B - mean) ** 2, axis=0)}
 
     def merge(self, states: list[dict]) -> dict:
         out = states[0]
@@ -63,9 +66,11 @@ def column_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, scale)`` of a :class:`ColumnMoments` state: population standard deviations.
 
     Constant columns get scale 1 (they are centred only), as
-    ``sklearn.preprocessing.StandardScaler`` does.
+    ``sklearn.preprocessing.StandardScaler`` does.  In the state's namespace.
     """
     n = max(int(state["n"]), 1)
-    scale = np.sqrt(np.asarray(state["m2"], dtype=np.float64) / n)
-    scale[scale == 0] = 1.0
-    return np.asarray(state["mean"], dtype=np.float64), scale
+    like = state["m2"]
+    xp = namespace(like)
+    scale = xp.sqrt(asarray(like, like=like, dtype=xp.float64) / n)
+    scale = xp.where(scale == 0, 1.0, scale)
+    return asarray(state["mean"], like=like, dtype=xp.float64), scale

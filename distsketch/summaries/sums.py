@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.ops.namespace import asarray, copy_array
 from distsketch.summaries.base import Summary
 
 __all__ = ["SumMerge", "SumSummary", "add_states", "sum_states"]
@@ -24,13 +25,23 @@ def add_states(a: Any, b: Any) -> Any:
     """``a + b`` leaf by leaf for nested dicts, lists and tuples of arrays/numbers.
 
     Dicts must have the same keys and sequences the same lengths; leaves
-    broadcast as NumPy does (an identity state of zeros may be narrower).
+    broadcast as NumPy does (an identity state of zeros may be narrower).  A
+    host NumPy leaf added to a leaf of another namespace (a CuPy state) moves to
+    that leaf's device first.
     """
     if isinstance(a, dict):
         return {k: add_states(v, b[k]) for k, v in a.items()}
     if isinstance(a, (list, tuple)):
         return type(a)(add_states(u, v) for u, v in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray) and _is_array(a) and _is_array(b):
+        # a host identity state (``empty()``) meets a device state on its device
+        a, b = (asarray(a, like=b), b) if isinstance(a, np.ndarray) else (a, asarray(b, like=a))
     return a + b
+
+
+def _is_array(x: Any) -> bool:
+    # NumPy, CuPy, array-api-strict arrays; not NumPy scalars or SciPy sparse matrices
+    return hasattr(x, "__array_namespace__") and not isinstance(x, np.generic)
 
 
 def _copy(state: Any) -> Any:
@@ -39,7 +50,9 @@ def _copy(state: Any) -> Any:
         return {k: _copy(v) for k, v in state.items()}
     if isinstance(state, (list, tuple)):
         return type(state)(_copy(v) for v in state)
-    return state.copy() if isinstance(state, np.ndarray) else state
+    if isinstance(state, np.ndarray):
+        return state.copy()
+    return copy_array(state) if _is_array(state) else state
 
 
 def sum_states(states: list[Any]) -> Any:
