@@ -16,6 +16,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import InputError
 from distsketch.estimators.base import MergeableEstimator
 from distsketch.estimators.ridge_summary import _STATE_KEYS, _add, check_sample_weight
+from distsketch.summaries.sums import sum_states
 
 __all__ = ["RidgeFolding"]
 
@@ -62,10 +63,7 @@ class RidgeFolding(MergeableEstimator):
     @single_threaded_blas
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """The sum of ``summaries`` (associative up to float64 rounding)."""
-        first, *rest = summaries
-        state = {k: first[k] for k in _STATE_KEYS}
-        for s in rest:
-            state = _add(state, s)
+        state = sum_states([{k: s[k] for k in _STATE_KEYS} for s in summaries])
         samples = [s["sample"] for s in summaries if s.get("sample") is not None]
         return {**state, "rows": sum(int(s["rows"]) for s in summaries),
                 "sample": self._merge_samples(samples) if samples else None}

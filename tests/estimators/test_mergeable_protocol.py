@@ -35,7 +35,6 @@ MERGEABLE = [c for c in _public_classes() if is_mergeable(c)]
 #: estimators with a partial_fit that is not (yet) a fold of summaries, with the reason
 NOT_MERGEABLE = {
     "NystromFeatures": "partial_fit merges landmark samples and refits the map on the driver",
-    "NystromKernelPCA": "partial_fit keeps the first batch's landmarks",
 }
 
 
@@ -68,6 +67,8 @@ CASES = {
         ({"method": "rnca", "n_components": 3, "n_random_features": 40, "gamma": 0.3,
           "random_state": 0}, None),
     ],
+    "NystromKernelPCA": [({"n_components": 3, "n_landmarks": 30, "gamma": 0.3, "center": True,
+                           "random_state": 0}, None)],
     "SketchedKernelRidge": [({"features": _rff(30), "alpha": 0.1, "random_state": 0}, None)],
     "SketchedKernelRidgeClassifier": [
         ({"features": _rff(30), "alpha": 0.1, "class_weight": {1: 2.0}, "random_state": 0},
@@ -109,7 +110,7 @@ class TestMergeableProtocol(MergeableEstimatorTests):
 
 def test_the_protocol_is_found_on_the_estimators_that_fold_rows():
     names = {c.__name__ for c in MERGEABLE}
-    assert {"FrequentDirections", "StreamingKernelPCA", "SketchedKernelRidge",
+    assert {"FrequentDirections", "NystromKernelPCA", "StreamingKernelPCA", "SketchedKernelRidge",
             "SketchedKernelRidgeClassifier"} <= names
     # every public estimator with a partial_fit implements the protocol or says why not
     for cls in _public_classes():
