@@ -183,12 +183,12 @@ class DistsketchEstimator(BaseEstimator):
         return tags
 
 
-class MergeableEstimator:
+class MergeableEstimator(DistsketchEstimator):
     """The mergeable-estimator protocol: summarise rows, merge summaries, fold.
 
     An estimator whose ``partial_fit`` merges new rows into its fitted state
-    inherits this mixin (next to :class:`DistsketchEstimator`) and so declares
-    that its ``partial_fit`` splits into three public steps:
+    inherits this class and so declares that its ``partial_fit`` splits into
+    three public steps:
 
     * :meth:`summarize` ``(X, y, *, row_offset)``: the summary of some rows,
       computed from the fitted operators only.  It changes nothing, so it runs
@@ -205,11 +205,24 @@ class MergeableEstimator:
     that implements them (and is registered in :mod:`distsketch.registry`) is
     usable in segment folding without a change to the workflow.
 
-    The defaults here serve estimators whose state is one
-    :class:`~distsketch.summaries.base.Summary` state: they need ``_summary()``
-    (the summary object), ``_state()`` (the fitted state as a summary state)
-    and ``_set_state(state)`` (store it and finish); others override both.
+    The defaults of :meth:`merge_summaries` and :meth:`fold` serve estimators
+    whose state is one :class:`~distsketch.summaries.base.Summary` state:
+    they need ``_summary()`` (the summary object), ``_state()`` (the fitted
+    state as a summary state) and ``_set_state(state)`` (store it and
+    finish); others override both.  Like ``partial_fit``, both run with BLAS
+    on one thread.
     """
+
+    n_samples_seen_: int
+
+    def _summary(self) -> Any:
+        raise NotImplementedError
+
+    def _state(self) -> Any:
+        raise NotImplementedError
+
+    def _set_state(self, state: Any) -> None:
+        raise NotImplementedError
 
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> Any:
         """The summary of rows ``X`` (and targets ``y``), global rows from ``row_offset``.
@@ -232,7 +245,6 @@ class MergeableEstimator:
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement summarize")
 
-    @single_threaded_blas
     def merge_summaries(self, summaries: Sequence[Any]) -> Any:
         """One summary of the rows of ``summaries`` (associative, order of rows kept).
 
@@ -245,9 +257,8 @@ class MergeableEstimator:
         -------
         summary
         """
-        return self._summary().merge(list(summaries))  # type: ignore[attr-defined]
+        return self._summary().merge(list(summaries))
 
-    @single_threaded_blas
     def fold(self, summary: Any) -> Any:
         """Merge ``summary`` into the fitted state and finish, as ``partial_fit`` does.
 
@@ -260,8 +271,8 @@ class MergeableEstimator:
         -------
         self
         """
-        self._check_is_fitted()  # type: ignore[attr-defined]
-        self._set_state(self.merge_summaries([self._state(), summary]))  # type: ignore[attr-defined]
+        self._check_is_fitted()
+        self._set_state(self.merge_summaries([self._state(), summary]))
         return self
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from distsketch.blas import single_threaded_blas
 from distsketch.errors import InputError
 from distsketch.estimators.base import MergeableEstimator
 from distsketch.estimators.ridge_summary import _STATE_KEYS, _add, check_sample_weight
@@ -47,9 +46,9 @@ class RidgeFolding(MergeableEstimator):
         dict
             See the module docstring.
         """
-        self._check_is_fitted("coef_")  # type: ignore[attr-defined]
+        self._check_is_fitted("coef_")
         name = type(self).__name__
-        X = self._check_input(X, reset=False)  # type: ignore[attr-defined]
+        X = self._check_input(X, reset=False)
         Y, _ = self._prepare_targets(y, X.shape[0])  # type: ignore[attr-defined]
         if Y.shape[1] != self.n_targets_:  # type: ignore[attr-defined]
             raise InputError(f"{name}.partial_fit: y has {Y.shape[1]} targets, the model was "
@@ -60,7 +59,6 @@ class RidgeFolding(MergeableEstimator):
                                     row_start=row_offset, w=w, sample=True)
         return {**states[0], "rows": int(X.shape[0]), "sample": sample}
 
-    @single_threaded_blas
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """The sum of ``summaries`` (associative up to float64 rounding)."""
         state = sum_states([{k: s[k] for k in _STATE_KEYS} for s in summaries])
@@ -68,13 +66,12 @@ class RidgeFolding(MergeableEstimator):
         return {**state, "rows": sum(int(s["rows"]) for s in summaries),
                 "sample": self._merge_samples(samples) if samples else None}
 
-    @single_threaded_blas
     def fold(self, summary: dict) -> Any:
         """Add ``summary`` to the fitted normal equations and solve again; returns self."""
-        self._check_is_fitted("coef_")  # type: ignore[attr-defined]
+        self._check_is_fitted("coef_")
         self._keep_sample(summary.get("sample"))
-        state = _add(self._state(), summary)  # type: ignore[attr-defined]
-        rows = self.n_samples_seen_ + int(summary["rows"])  # type: ignore[attr-defined]
+        state = _add(self._state(), summary)
+        rows = self.n_samples_seen_ + int(summary["rows"])
         self._store_state(state, rows=rows)  # type: ignore[attr-defined]
         self._set_solution(state)  # type: ignore[attr-defined]
         return self
