@@ -116,7 +116,7 @@ def test_the_protocol_is_found_on_the_estimators_that_fold_rows():
     for cls in _public_classes():
         if hasattr(cls, "partial_fit") and not is_mergeable(cls):
             assert cls.__name__ in NOT_MERGEABLE, cls.__name__
-    # the declaration is the mixin, on the class and its instances
+    # the declaration is inheriting MergeableEstimator, read from a class or an instance
     assert all(issubclass(c, MergeableEstimator) for c in MERGEABLE)
     assert is_mergeable(ds.FrequentDirections()) and not is_mergeable(ds.RandomFourierFeatures)
 
