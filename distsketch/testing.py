@@ -343,3 +343,132 @@ def from_strict_device(a: Any) -> np.ndarray:
         f"expected an array_api_strict array, got {type(a).__module__}.{type(a).__name__}"
     assert a.device == xps.Device("device1"), f"expected the strict test device, got {a.device}"
     return np.from_dlpack(a)
+
+
+def learned_state(est: Any) -> dict[str, Any]:
+    """An estimator's learned arrays and numbers (public attributes ending in ``_``)."""
+    return {k: v for k, v in sorted(vars(est).items())
+            if k.endswith("_") and not k.startswith("_")
+            and ((isinstance(v, np.ndarray) and v.dtype != object)
+                 or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)))}
+
+
+class MergeableEstimatorTests:
+    """Conformance tests of the mergeable-estimator protocol
+    (:class:`~distsketch.estimators.base.MergeableEstimator`).
+
+    Hooks: :meth:`make_estimator` (a new, unfitted estimator) and
+    :meth:`make_data` (rows and targets, None for an unsupervised estimator);
+    optionally ``first_call`` (keyword arguments of the first ``partial_fit``,
+    e.g. ``{"classes": [0, 1, 2]}``), ``exact``/``rtol``/``atol`` and
+    :meth:`check_guarantee` as in :class:`MergeableSummaryTests`.
+
+    The checks: ``partial_fit`` is ``fold(summarize(X, y, row_offset=n_samples_seen_))``
+    bitwise; ``summarize`` changes nothing; summaries computed ahead from a
+    copy of the fitted operators and folded in order give bitwise the state
+    of ``partial_fit`` batch by batch (the workflow's segments in flight);
+    ``merge_summaries`` is associative and folding a merge equals folding
+    its parts (within ``rtol``, or the guarantee when not ``exact``).
+    """
+
+    exact: bool = True
+    rtol: float = 1e-9
+    atol: float = 1e-10
+    first_call: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ hooks
+    def make_estimator(self) -> Any:
+        raise NotImplementedError
+
+    def make_data(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        raise NotImplementedError
+
+    def check_guarantee(self, est: Any, X: np.ndarray) -> None:
+        """Assert the fitted ``est`` meets its guarantee for the rows X (``exact = False``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} sets exact = False: implement check_guarantee(est, X)")
+
+    # ---------------------------------------------------------------- helpers
+    def _batches(self) -> list[tuple[np.ndarray, Any]]:
+        X, y = self.make_data(np.random.default_rng(20240602))
+        cuts = [0, X.shape[0] // 4, X.shape[0] // 2, 3 * X.shape[0] // 4, X.shape[0]]
+        return [(X[a:b], None if y is None else y[a:b]) for a, b in itertools.pairwise(cuts)]
+
+    def _first(self) -> tuple[Any, list[tuple[np.ndarray, Any]]]:
+        batches = self._batches()
+        X0, y0 = batches[0]
+        est = self.make_estimator()
+        est.partial_fit(X0, **self.first_call) if y0 is None else \
+            est.partial_fit(X0, y0, **self.first_call)
+        return est, batches[1:]
+
+    @staticmethod
+    def _partial_fit(est: Any, X: np.ndarray, y: Any) -> None:
+        est.partial_fit(X) if y is None else est.partial_fit(X, y)
+
+    @staticmethod
+    def _summaries(est: Any, batches: list, reverse: bool = False) -> list[Any]:
+        """The summaries of consecutive batches after the rows ``est`` has seen (computed
+        last batch first with ``reverse``: they need not be computed in row order)."""
+        offsets = np.cumsum([int(est.n_samples_seen_), *(X.shape[0] for X, _ in batches)])
+        order = range(len(batches))[::-1] if reverse else range(len(batches))
+        out: dict[int, Any] = {}
+        for i in order:
+            X, y = batches[i]
+            out[i] = est.summarize(X, y, row_offset=int(offsets[i]))
+        return [out[i] for i in range(len(batches))]
+
+    def _assert_close(self, a: Any, b: Any, X: np.ndarray) -> None:
+        if self.exact:
+            states_allclose(learned_state(a), learned_state(b), self.rtol, self.atol)
+        else:
+            self.check_guarantee(a, X)
+            self.check_guarantee(b, X)
+        assert a.n_samples_seen_ == b.n_samples_seen_
+
+    # ------------------------------------------------------------------ tests
+    def test_partial_fit_is_fold_of_summarize(self) -> None:
+        a, batches = self._first()
+        b = pickle.loads(pickle.dumps(a))
+        for X, y in batches:
+            self._partial_fit(a, X, y)
+            assert b.fold(b.summarize(X, y, row_offset=b.n_samples_seen_)) is b
+        assert_states_equal(learned_state(b), learned_state(a))
+
+    def test_summarize_changes_nothing(self) -> None:
+        est, batches = self._first()
+        before = pickle.dumps(est)
+        self._summaries(est, batches)
+        # nothing changed, private attributes and nested estimators included
+        assert pickle.dumps(est) == before
+        # and its private state too: a later fold gives what it gives without the summaries
+        twin = pickle.loads(before)
+        for X, y in batches:
+            self._partial_fit(est, X, y)
+            self._partial_fit(twin, X, y)
+        assert_states_equal(learned_state(est), learned_state(twin))
+
+    def test_summaries_ahead_folded_in_order_equal_partial_fit(self) -> None:
+        est, batches = self._first()
+        ref = pickle.loads(pickle.dumps(est))
+        # computed from a copy of the operators, last batch first, before any fold
+        summaries = self._summaries(pickle.loads(pickle.dumps(est)), batches, reverse=True)
+        for (X, y), s in zip(batches, summaries, strict=True):
+            self._partial_fit(ref, X, y)
+            est.fold(s)
+            assert_states_equal(learned_state(est), learned_state(ref))
+
+    def test_merge_summaries_is_associative(self) -> None:
+        est, batches = self._first()
+        s1, s2, s3 = self._summaries(est, batches)
+        folds = []
+        for merged in (est.merge_summaries([est.merge_summaries([s1, s2]), s3]),
+                       est.merge_summaries([s1, est.merge_summaries([s2, s3])]),
+                       est.merge_summaries([s1, s2, s3])):
+            folds.append(pickle.loads(pickle.dumps(est)).fold(merged))
+        # folding the merge of the batches equals partial_fit batch by batch
+        for X, y in batches:
+            self._partial_fit(est, X, y)
+        X_all = np.concatenate([self._batches()[0][0], *(X for X, _ in batches)])
+        for folded in folds:
+            self._assert_close(folded, est, X_all)

@@ -7,15 +7,18 @@
   operator is regenerated, on any worker (a ``Generator``/``RandomState`` given
   as ``random_state`` is drawn from once; ``save`` stores ``seed_`` in its place);
 * NumPy in, NumPy out; dask in, dask out (lazy);
-* ``save(path)`` / :func:`distsketch.load`.
+* ``save(path)`` / :func:`distsketch.load`;
+* an estimator that learns from rows by merging summaries inherits
+  :class:`MergeableEstimator` (``summarize`` / ``merge_summaries`` / ``fold``),
+  the one protocol ``partial_fit``, the workflow's segment folding and the CLI use.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -42,14 +45,14 @@ from distsketch.validation import (
 )
 from distsketch.validation.finite import FiniteRows
 
-__all__ = ["DistsketchEstimator", "OperatorSize", "RowMapTransformer", "TransformerMixin",
-           "to_numpy"]
+__all__ = ["DistsketchEstimator", "MergeableEstimator", "OperatorSize", "RowMapTransformer",
+           "TransformerMixin", "is_mergeable", "to_numpy"]
 
 #: One operator or state a fit holds in a task: (what it is, with the parameters that size it;
 #: its bytes; the fix), as :func:`distsketch.graph.check_operator_memory` takes them.
 OperatorSize = tuple[str, float, str]
 
-_SINGLE_THREADED = ("fit", "partial_fit", "merge")
+_SINGLE_THREADED = ("fit", "partial_fit", "merge", "merge_summaries", "fold")
 _VALIDATED = ("fit", "partial_fit")
 
 
@@ -79,6 +82,9 @@ class DistsketchEstimator(BaseEstimator):
     """
 
     _parameter_constraints: dict[str, list[Any]] = {}
+    #: whether ``partial_fit`` over consecutive batches gives the model ``fit`` on all rows
+    #: gives (for estimators with ``partial_fit``); a workflow folds segments only then
+    partial_fit_equals_fit: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -175,6 +181,105 @@ class DistsketchEstimator(BaseEstimator):
         tags.non_deterministic = False
         tags.input_tags.sparse = bool(getattr(self, "_accepts_sparse", False))
         return tags
+
+
+class MergeableEstimator(DistsketchEstimator):
+    """The mergeable-estimator protocol: summarise rows, merge summaries, fold.
+
+    An estimator whose ``partial_fit`` merges new rows into its fitted state
+    inherits this class and so declares that its ``partial_fit`` splits into
+    three public steps:
+
+    * :meth:`summarize` ``(X, y, *, row_offset)``: the summary of some rows,
+      computed from the fitted operators only.  It changes nothing, so it runs
+      in any thread and in any order (a tree reduction on the cluster), on
+      rows whose first global index is ``row_offset``;
+    * :meth:`merge_summaries` ``(summaries)``: one summary of the rows of
+      several, associative, so summaries can be combined anywhere;
+    * :meth:`fold` ``(summary)``: merge a summary into the fitted state, in
+      row order, and finish (solution or components, ``n_samples_seen_``).
+
+    After the first call (a fit on its rows), ``partial_fit(X, y)`` is exactly
+    ``fold(summarize(X, y, row_offset=n_samples_seen_))``, bitwise.  The
+    workflow folds segments through these three methods alone, so an estimator
+    that implements them (and is registered in :mod:`distsketch.registry`) is
+    usable in segment folding without a change to the workflow.
+
+    The defaults of :meth:`merge_summaries` and :meth:`fold` serve estimators
+    whose state is one :class:`~distsketch.summaries.base.Summary` state:
+    they need ``_summary()`` (the summary object), ``_state()`` (the fitted
+    state as a summary state) and ``_set_state(state)`` (store it and
+    finish); others override both.  Like ``partial_fit``, both run with BLAS
+    on one thread.
+    """
+
+    n_samples_seen_: int
+
+    def _summary(self) -> Any:
+        raise NotImplementedError
+
+    def _state(self) -> Any:
+        raise NotImplementedError
+
+    def _set_state(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> Any:
+        """The summary of rows ``X`` (and targets ``y``), global rows from ``row_offset``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or Zarr path of shape (n_rows, n_features_in_)
+        y : array-like of shape (n_rows, ...), optional
+            Targets of a supervised estimator; ignored otherwise.
+        row_offset : int
+            Global index of the first row of X (rows are numbered after
+            those already seen, so row-keyed randomness and row-stable
+            products match a fit on all rows).
+
+        Returns
+        -------
+        summary
+            Nested dicts, lists and arrays: what :meth:`merge_summaries` and
+            :meth:`fold` take.  The estimator is not changed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement summarize")
+
+    def merge_summaries(self, summaries: Sequence[Any]) -> Any:
+        """One summary of the rows of ``summaries`` (associative, order of rows kept).
+
+        Parameters
+        ----------
+        summaries : sequence of summaries
+            From :meth:`summarize` (or earlier merges), in row order.
+
+        Returns
+        -------
+        summary
+        """
+        return self._summary().merge(list(summaries))
+
+    def fold(self, summary: Any) -> Any:
+        """Merge ``summary`` into the fitted state and finish, as ``partial_fit`` does.
+
+        Parameters
+        ----------
+        summary
+            Of the rows that follow the ``n_samples_seen_`` rows already seen.
+
+        Returns
+        -------
+        self
+        """
+        self._check_is_fitted()
+        self._set_state(self.merge_summaries([self._state(), summary]))
+        return self
+
+
+def is_mergeable(estimator: Any) -> bool:
+    """Whether an estimator (class or instance) implements :class:`MergeableEstimator`."""
+    cls = estimator if isinstance(estimator, type) else type(estimator)
+    return issubclass(cls, MergeableEstimator)
 
 
 def _lazy_frame(out: Any, columns: np.ndarray) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize
+from distsketch.estimators.base import DistsketchEstimator, MergeableEstimator, OperatorSize
 from distsketch.graph import reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
@@ -16,7 +16,7 @@ from distsketch.validation import Interval
 __all__ = ["FrequentDirections"]
 
 
-class FrequentDirections(DistsketchEstimator):
+class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     """Frequent Directions sketch B (ℓ × d) of a tall matrix A, out of core.
 
     Guarantees ``0 ⪯ AᵀA − BᵀB`` and ``‖AᵀA − BᵀB‖₂ ≤ ‖A − A_k‖_F² / (ℓ − k)``
@@ -149,10 +149,16 @@ class FrequentDirections(DistsketchEstimator):
         """
         if not hasattr(self, "sketch_"):
             return self.fit(X)
+        return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
+
+    def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
+        """The FD sketch state of rows X (global rows from ``row_offset``); changes nothing.
+
+        See :class:`~distsketch.estimators.base.MergeableEstimator`.
+        """
+        self._check_is_fitted("sketch_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._sketch_state(X, row_start=self.n_samples_seen_)
-        self._set_state(self._summary().merge([self._state(), new]))
-        return self
+        return self._sketch_state(X, row_start=row_offset)
 
     def merge(self, other: FrequentDirections) -> FrequentDirections:
         """A new sketch of the union of both estimators' rows.

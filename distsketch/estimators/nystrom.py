@@ -18,6 +18,7 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
+from distsketch.estimators.nystrom_fold import GramFolding
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
@@ -379,7 +380,7 @@ def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
     return out
 
 
-class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
+class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
     """Streaming Nyström kernel PCA: top eigenvectors of the Nyström approximation.
 
     With Z = K(X, L) W^{+1/2} (n × r), G̃ = Z Zᵀ; its principal directions come
@@ -433,7 +434,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
 
     _accepts_sparse = True
     # partial_fit keeps the first batch's landmarks: exact sums, but not a refit on all rows
-    _partial_fit_equals_fit = False
+    partial_fit_equals_fit = False
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None)],
@@ -527,13 +528,7 @@ class NystromKernelPCA(TransformerMixin, DistsketchEstimator):
         """
         if not hasattr(self, "gram_"):
             return self.fit(X)
-        X = self._check_input(X, reset=False, allow_sparse=True)
-        state = self._gram_state(X, row_start=self.n_samples_seen_)
-        self.gram_ = self.gram_ + state["ztz"]
-        self.feature_sum_ = self.feature_sum_ + state["sum"]
-        self.n_samples_seen_ += int(state["n"])
-        self._solve()
-        return self
+        return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
 
     def _gram_state(self, X: Any, row_start: int = 0) -> dict:
         r = self.normalization_.shape[1]

@@ -39,6 +39,7 @@ from distsketch.estimators.ridge_defaults import (
     standardizes,
     wants_median_gamma,
 )
+from distsketch.estimators.ridge_fold import RidgeFolding
 from distsketch.estimators.ridge_summary import (
     RidgeSummary,
     _add,
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
+class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     """Kernel ridge regression on a kernel feature map, with tree-reduced normal equations.
 
     Solves ``min_w ‖Z w + b − y‖² + λ‖w‖²`` with ``Z = z(X)`` exactly from the
@@ -279,6 +280,13 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
                 w: np.ndarray | None = None, sample: bool = False) -> list:
+        states, rows = self._pass(X, Y, maps, n_folds, row_start, w, sample)
+        self._keep_sample(rows)
+        return states
+
+    def _pass(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
+              w: np.ndarray | None = None, sample: bool = False) -> tuple[list, Any]:
+        # the states of the maps and the sampled rows (None unless sample): changes nothing
         fns, ops, counts = feature_block_functions(maps, self._scaler())
         # the classifier's calibration rows ride on this pass (the regressor draws none)
         sampler = self._row_sampler() if sample else None
@@ -294,15 +302,9 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
                             name="ridge-summary", **mem,
                             where=f"{type(self).__name__} input X and targets y")
-        if sampler is not None:
-            self._take_sample(sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
-        return out["maps"]
-
-    def _row_sampler(self) -> Any:
-        return None
-
-    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
-        """Keep the rows a subclass sampled in the summary pass (the regressor samples none)."""
+        rows = None if sampler is None else self._sampled_rows(
+            sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
+        return out["maps"], rows
 
     def _store_state(self, state: dict, rows: int | None = None) -> None:
         # n is the total weight of the rows (their number without sample_weight)
@@ -478,32 +480,24 @@ class SketchedKernelRidge(RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        first = not hasattr(self, "coef_")
-        if first:
-            self._alpha_grid()
-            X = self._check_input(X, reset=True)
-            Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
-            self.n_targets_ = int(Y.shape[1])
-            self._init_seed()
-            self._check_params_for_shape(*X.shape)
-            self.features_ = self._make_features(self._fit_scaler(X))
-            self.alpha_ = self._fixed_alpha()
-            self.gamma_ = _map_gamma(self.features_)
-            self.cv_results_ = None
-        else:
-            X = self._check_input(X, reset=False)
-            Y, _ = self._prepare_targets(y, X.shape[0])
-            if Y.shape[1] != self.n_targets_:
-                raise InputError(f"{type(self).__name__}.partial_fit: y has {Y.shape[1]} targets, "
-                                 f"the model was fitted with {self.n_targets_}.")
-        # new rows are numbered after those already seen, as in fit on all rows
-        start = 0 if first else self.n_samples_seen_
+        if hasattr(self, "coef_"):
+            # new rows are numbered after those already seen, as in fit on all rows
+            return self.fold(self.summarize(X, y, row_offset=self.n_samples_seen_,
+                                            sample_weight=sample_weight))
+        self._alpha_grid()
+        X = self._check_input(X, reset=True)
+        Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
+        self.n_targets_ = int(Y.shape[1])
+        self._init_seed()
+        self._check_params_for_shape(*X.shape)
+        self.features_ = self._make_features(self._fit_scaler(X))
+        self.alpha_ = self._fixed_alpha()
+        self.gamma_ = _map_gamma(self.features_)
+        self.cv_results_ = None
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
-        state = self._reduce(X, Y, [self.features_], 0, row_start=start, w=w, sample=True)[0]
-        if not first:
-            state = _add(self._state(), state)
-        self._store_state(state, rows=start + X.shape[0])
+        state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
+        self._store_state(state, rows=X.shape[0])
         self._set_solution(state)
         return self
 

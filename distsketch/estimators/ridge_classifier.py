@@ -112,17 +112,27 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     def _row_sampler(self) -> Any:
         return calibration_sampler(self.seed_)
 
-    def _take_sample(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> None:
-        # the summary read the inputs as x_dtype: the sample's features are computed the same way
-        self._calibration_dtype = x_dtype
+    def _sampled_rows(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> dict:
+        # canonical rows (inputs, targets, weight), so samples of weighted and unweighted
+        # partial_fit calls merge; the summary read the inputs as x_dtype, and the sample's
+        # features are computed the same way
         index, rows = sampler.finalize(state)
         d, t = int(self.n_features_in_), int(self.n_targets_)
-        # canonical rows (inputs, targets, weight), so samples of weighted and unweighted
-        # partial_fit calls merge
         w = rows[:, -1:] if weighted else np.ones((rows.shape[0], 1))
-        new = sampler.state_of(index, np.hstack([rows[:, :d + t], w]))
+        return {"rows": sampler.state_of(index, np.hstack([rows[:, :d + t], w])),
+                "dtype": x_dtype}
+
+    def _merge_samples(self, samples: list[dict]) -> dict:
+        rows = calibration_sampler(self.seed_).merge([s["rows"] for s in samples])
+        return {"rows": rows, "dtype": samples[-1]["dtype"]}
+
+    def _keep_sample(self, sample: dict | None) -> None:
+        if sample is None:
+            return
+        self._calibration_dtype = sample["dtype"]
         old = self.__dict__.get("_calibration_sample")
-        self._calibration_sample = new if old is None else sampler.merge([old, new])
+        self._calibration_sample = sample["rows"] if old is None else \
+            calibration_sampler(self.seed_).merge([old, sample["rows"]])
 
     def _set_solution(self, state: dict, choose: bool = True) -> None:
         super()._set_solution(state, choose)
@@ -143,30 +153,37 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         self.proba_scale_ = fit_inverse_temperature(D, rows[keep, d:d + t], rows[keep, -1])
         self.calibration_rows_ = int(keep.sum())
 
-    def _row_weights(self, sample_weight: Any, n_rows: int, where: str) -> Any:
-        """``sample_weight`` times the class weights of the rows (None when both are None)."""
+    def _row_weights(self, sample_weight: Any, n_rows: int, where: str,
+                     codes: Any = None) -> Any:
+        """``sample_weight`` times the class weights of the rows (None when both are None).
+
+        ``codes`` are the rows' class codes; by default those of the labels just encoded.
+        """
+        if codes is None:
+            codes = self.__dict__.pop("_codes", None)
         if self.class_weight is None:
-            self.__dict__.pop("_codes", None)
             return sample_weight
         if self.cv is not None:
             raise ConfigError(f"{where}: class_weight with cv is not supported (the folds score "
                               "rows unweighted); drop one of them.")
-        # the codes of the labels just encoded (O(n), not kept on the model)
-        cw = class_row_weights(self.class_weight, self.classes_, self.__dict__.pop("_codes"),
-                               where)
+        # the codes of the labels (O(n), not kept on the model)
+        cw = class_row_weights(self.class_weight, self.classes_, codes, where)
         if sample_weight is None:
             return cw
         return cw * check_sample_weight(sample_weight, n_rows, where)
 
-    def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
+    def _labels(self, y: Any, classes: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(classes, codes, Y)``: the labels' classes, codes and ±1 matrix (changes nothing)."""
         # labels as scikit-learn reads them (type_of_target, classes in their own dtype);
         # their alignment with X is checked with the ±1 matrix by the regressor
-        classes, codes = encode_labels(y, n_rows, owner=type(self).__name__, classes=classes,
+        classes, codes = encode_labels(y, None, owner=type(self).__name__, classes=classes,
                                        regressor="SketchedKernelRidge")
-        self.classes_ = classes
-        self._codes = codes
         Y = one_vs_rest(codes, classes.size)
-        return Y[:, 1:] if classes.size == 2 else Y
+        return classes, codes, (Y[:, 1:] if classes.size == 2 else Y)
+
+    def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
+        self.classes_, self._codes, Y = self._labels(y, classes)
+        return Y
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Fit on labels y of shape (n_samples,), rows weighted by ``sample_weight`` (optional)."""
@@ -195,13 +212,33 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         if first and classes is None:
             raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
                               "on the first call.")
-        Y = self._encode(y, None, classes if first else self.classes_)
+        if not first:
+            return self.fold(self.summarize(X, y, row_offset=self.n_samples_seen_,
+                                            sample_weight=sample_weight))
+        Y = self._encode(y, None, classes)
+        self._refuse_balanced()
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit")
+        return super().partial_fit(X, Y, sample_weight=w)
+
+    def _refuse_balanced(self) -> None:
         if isinstance(self.class_weight, str):
             raise ConfigError(f"{type(self).__name__}.partial_fit: class_weight='balanced' needs "
                               "the class counts of all rows, which partial_fit does not see; "
                               "pass a dict of weights, or fit on all rows.")
-        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit")
-        return super().partial_fit(X, Y, sample_weight=w)
+
+    def summarize(self, X: Any, y: Any = None, *, row_offset: int,
+                  sample_weight: Any = None) -> dict:
+        """The normal equations of rows X with labels y (global rows from ``row_offset``).
+
+        As :meth:`SketchedKernelRidge.summarize`, with y the labels (among
+        ``classes_``) and each row weighted by its class weight; changes nothing.
+        """
+        self._check_is_fitted("coef_")
+        _, codes, Y = self._labels(y, self.classes_)
+        self._refuse_balanced()
+        w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit",
+                              codes=codes)
+        return super().summarize(X, Y, row_offset=row_offset, sample_weight=w)
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""

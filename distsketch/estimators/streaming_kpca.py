@@ -9,7 +9,12 @@ import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    MergeableEstimator,
+    OperatorSize,
+    TransformerMixin,
+)
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
@@ -123,7 +128,7 @@ def _eig_components(ztz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return fix_signs(V[:, ::-1].T, axis=1), np.sqrt(lam)
 
 
-class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
+class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimator):
     """Kernel PCA of data too large for memory, in one pass (Ghashami et al. 2016).
 
     Rows are mapped blockwise to m random Fourier features z(x) (float32 for
@@ -374,10 +379,17 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         if not hasattr(self, "features_"):
             return self.fit(X)
         self._check_params()
+        return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
+
+    def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
+        """The FD sketch ("fd") or ZᵀZ ("rnca") state of rows X (global rows from ``row_offset``).
+
+        See :class:`~distsketch.estimators.base.MergeableEstimator`; reads only
+        ``features_``, changes nothing.
+        """
+        self._check_is_fitted("features_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        new = self._reduce(X, row_start=self.n_samples_seen_)
-        self._set_state(self._summary().merge([self._state(), new]))
-        return self
+        return self._reduce(X, row_start=row_offset)
 
     def transform(self, X: Any) -> Any:
         """Embed rows: Vₖ z(x) for each row x.

@@ -280,7 +280,7 @@ class MethodAdapter:
         self.classes_given = given is not None
         # NystromKernelPCA.partial_fit keeps its first landmarks: merging would not equal a refit
         self.incremental = (hasattr(self.cls, "partial_fit")
-                            and getattr(self.cls, "_partial_fit_equals_fit", True))
+                            and getattr(self.cls, "partial_fit_equals_fit", True))
         if "random_state" in inspect.signature(self.cls).parameters:
             self.params.setdefault("random_state", seed)
         self.needs_classes = self.incremental and takes_classes(self.cls)

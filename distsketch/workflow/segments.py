@@ -16,11 +16,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from distsketch.workflow.hooks import Segment, WorkflowHooks
-from distsketch.workflow.methods import MethodAdapter
+from distsketch.workflow.methods import MethodAdapter, held_out
 from distsketch.workflow.spec import WorkflowSpec
 from distsketch.workflow.state import StateStore, prefix_fingerprint
-from distsketch.workflow.window import SummaryWindow, splitter_for, summary_bytes
+from distsketch.workflow.window import SummaryWindow, folds_ahead, summary_bytes
 
 __all__ = ["SegmentFolder", "plan_summary", "segment_bounds"]
 
@@ -136,7 +138,8 @@ class SegmentFolder:
             targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
                                    storage_options=self.spec.storage_options)
         bounds = segment_bounds(done, n, seg)
-        splitter = splitter_for(self.method.cls) if self.in_flight > 1 else None
+        # summaries ahead of the in-order fold: the estimator implements the mergeable protocol
+        ahead_ok = self.in_flight > 1 and self.method.incremental and folds_ahead(self.method.cls)
         window: SummaryWindow | None = None
         seed = self.spec.seed
 
@@ -145,19 +148,27 @@ class SegmentFolder:
             y = None if targets is None else targets.rows(start, stop)
             return Xs[start:stop], y, start, stop
 
+        offset = 0  # rows the state will have seen before the next segment submitted
+
         def ahead(operators: Any, index: int) -> Callable[[], tuple[Any, str]]:
+            nonlocal offset
             X_seg, y, start, stop = rows(index)
+            # partial_fit folds the rows the fit sees (all but method.holdout's), numbered after
+            # those already seen
+            X_seg, y = self._fitted_rows(X_seg, y, start, stop)
+            first, offset = offset, offset + int(X_seg.shape[0])
             # the prefix fingerprint is independent of the state: computed ahead too
-            return lambda: (splitter.summarize(operators, X_seg, y, start),  # type: ignore[union-attr]
-                            prefix_fingerprint(X, stop, seed))
+            return lambda: (operators.summarize(X_seg, y, row_offset=first)
+                            if X_seg.shape[0] else None, prefix_fingerprint(X, stop, seed))
 
         try:
             operators = None
             for index, (start, stop) in enumerate(bounds, 1):
-                if window is None and splitter is not None and self.method.state is not None:
+                if window is None and ahead_ok and self.method.state is not None:
                     # the operators are fitted (by the first segment or the checkpoint); the
                     # summaries read a private copy, never the state being merged into
                     operators = copy.deepcopy(self.method.state)
+                    offset = int(operators.n_samples_seen_)
                     window = SummaryWindow(self.in_flight)
                 if window is not None:
                     for later in range(index, min(index + window.size, len(bounds) + 1)):
@@ -166,7 +177,7 @@ class SegmentFolder:
                 segment = Segment(index=index, start=start, stop=stop, n_rows=n)
                 self.hooks.before_segment(segment)
                 if window is not None:
-                    fingerprint = self._merge(window, splitter, segment, targets)
+                    fingerprint = self._merge(window, segment, targets)
                 else:
                     X_seg, y, _, _ = rows(index)
                     self.method.update(X_seg, start, y)
@@ -184,16 +195,29 @@ class SegmentFolder:
                 window.close()
         return len(bounds)
 
-    def _merge(self, window: SummaryWindow, splitter: Any, segment: Segment, targets: Any) -> str:
-        """Merge ``segment``'s summary into the state as ``partial_fit`` would; return the
+    def _merge(self, window: SummaryWindow, segment: Segment, targets: Any) -> str:
+        """Fold ``segment``'s summary into the state as ``partial_fit`` would; return the
         segment's prefix fingerprint."""
         from distsketch.graph import blas_single_thread
 
         if self.method.needs_classes and targets is not None:
             # refused in segment order, as the one-at-a-time fold refuses it
-            self.method._check_labels(targets.rows(segment.start, segment.stop), segment.start)
+            _, y = self._fitted_rows(None, targets.rows(segment.start, segment.stop),
+                                     segment.start, segment.stop)
+            if len(y):
+                self.method._check_labels(y, segment.start)
         summary, fingerprint = window.take(segment.index)
+        if summary is None:  # every row of the segment is held out
+            return fingerprint
         window.fit_memory(summary_bytes(summary))
         with blas_single_thread():  # partial_fit merges on one BLAS thread
-            splitter.merge(self.method.state, summary)
+            self.method.state.fold(summary)
         return fingerprint
+
+    def _fitted_rows(self, X: Any, y: Any, start: int, stop: int) -> tuple[Any, Any]:
+        """Rows ``[start, stop)`` and their targets less the held-out ones (``method.holdout``),
+        as :meth:`MethodAdapter.update` leaves them out."""
+        keep = ~held_out(self.method.seed, start, stop, self.method.holdout)
+        if keep.all():
+            return X, y
+        return (None if X is None else X[keep]), (None if y is None else np.asarray(y)[keep])

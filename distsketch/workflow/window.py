@@ -9,9 +9,11 @@ and merges them one by one, in segment order, with the same merge
 ``partial_fit`` uses: the state after k merged segments is bitwise the state
 of a run that folds the segments one after another.
 
-Only estimators whose ``partial_fit`` splits this way have a splitter here;
-every other method folds one segment at a time (:func:`splitter_for` returns
-None).
+The split is the public mergeable-estimator protocol
+(:class:`~distsketch.estimators.base.MergeableEstimator`: ``summarize``,
+``merge_summaries``, ``fold``); an estimator that implements it folds this
+way, every other one folds one segment at a time (:func:`folds_ahead` is
+False).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from distsketch.errors import ConfigError, InputError
+from distsketch.estimators.base import is_mergeable
 
-__all__ = ["MAX_IN_FLIGHT", "PENDING_BYTES", "SegmentSplitter", "SummaryWindow",
-           "segments_in_flight", "splitter_for", "summary_bytes"]
+__all__ = ["MAX_IN_FLIGHT", "PENDING_BYTES", "SummaryWindow", "folds_ahead", "segments_in_flight",
+           "summary_bytes"]
 
 #: most segment summaries a run keeps in flight (each holds one summary state
 #: on the driver until it is merged)
@@ -43,86 +45,16 @@ def summary_bytes(summary: Any) -> int:
     return int(getattr(summary, "nbytes", 8))
 
 
-class SegmentSplitter:
-    """``partial_fit`` as summary (any thread, any order) then merge (in order).
+def folds_ahead(cls: type) -> bool:
+    """Whether segments of ``cls`` can be summarised ahead and folded in order.
 
-    Subclasses name the estimator's own reduction and merge, so both halves
-    run exactly the code of ``partial_fit``.
+    True for an estimator that implements the mergeable-estimator protocol
+    (:class:`~distsketch.estimators.base.MergeableEstimator`): its
+    ``partial_fit`` is ``fold(summarize(X, y, row_offset=n_samples_seen_))``,
+    so a segment's summary computes from a copy of the fitted operators
+    (any thread, any order) and ``fold`` merges it into the state in order.
     """
-
-    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
-        """The summary of rows ``X`` (global rows from ``start``); reads only operators."""
-        raise NotImplementedError
-
-    def merge(self, est: Any, summary: Any) -> None:
-        """Merge ``summary`` into ``est`` as ``partial_fit`` does."""
-        raise NotImplementedError
-
-
-class _SketchSplitter(SegmentSplitter):
-    """StreamingKernelPCA and FrequentDirections: ``_summary().merge`` of states."""
-
-    def __init__(self, reducer: str):
-        self.reducer = reducer
-
-    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
-        X = est._check_input(X, reset=False, allow_sparse=True)
-        return getattr(est, self.reducer)(X, row_start=start)
-
-    def merge(self, est: Any, summary: Any) -> None:
-        est._set_state(est._summary().merge([est._state(), summary]))
-
-
-class _RidgeSplitter(SegmentSplitter):
-    """SketchedKernelRidge (and its classifier): summed normal equations, then a solve."""
-
-    def __init__(self, classifier: bool):
-        self.classifier = classifier
-
-    def summarize(self, est: Any, X: Any, y: Any, start: int) -> Any:
-        w = None
-        if self.classifier:
-            y = est._encode(y, None, est.classes_)
-            if isinstance(getattr(est, "class_weight", None), str):
-                raise ConfigError(f"{type(est).__name__}: class_weight='balanced' needs the class "
-                                  "counts of all rows, which an incremental segment does not "
-                                  "see; pass a dict of weights.")
-            # a dict of class weights weighs the new rows as fit would
-            w = est._row_weights(None, y.shape[0], f"{type(est).__name__} segment")
-        X = est._check_input(X, reset=False)
-        Y, _ = est._prepare_targets(y, X.shape[0])
-        if Y.shape[1] != est.n_targets_:
-            raise InputError(f"{type(est).__name__}.partial_fit: y has {Y.shape[1]} targets, the "
-                             f"model was fitted with {est.n_targets_}.")
-        state = est._reduce(X, Y, [est.features_], 0, row_start=start, w=w)[0]
-        # the state's n is a weight total with class weights: the rows are counted apart
-        return {**state, "rows": int(X.shape[0])}
-
-    def merge(self, est: Any, summary: Any) -> None:
-        from distsketch.estimators.ridge import _add
-
-        state = _add(est._state(), summary)
-        est._store_state(state, rows=est.n_samples_seen_ + int(summary["rows"]))
-        est._set_solution(state)
-
-
-def splitter_for(cls: type) -> SegmentSplitter | None:
-    """The splitter of an estimator class, or None when it folds one segment at a time."""
-    from distsketch.estimators.frequent_directions import FrequentDirections
-    from distsketch.estimators.ridge import SketchedKernelRidge
-    from distsketch.estimators.ridge_classifier import SketchedKernelRidgeClassifier
-    from distsketch.estimators.streaming_kpca import StreamingKernelPCA
-
-    # exact classes: a subclass may change partial_fit
-    if cls is StreamingKernelPCA:
-        return _SketchSplitter("_reduce")
-    if cls is FrequentDirections:
-        return _SketchSplitter("_sketch_state")
-    if cls is SketchedKernelRidge:
-        return _RidgeSplitter(classifier=False)
-    if cls is SketchedKernelRidgeClassifier:
-        return _RidgeSplitter(classifier=True)
-    return None
+    return is_mergeable(cls)
 
 
 def segments_in_flight(requested: int | None) -> int:

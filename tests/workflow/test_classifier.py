@@ -205,20 +205,20 @@ def test_segment_merge_weighs_rows_by_a_class_weight_dict():
 
     from sklearn.datasets import load_digits
 
-    from distsketch.workflow.window import splitter_for
+    from distsketch.workflow.window import folds_ahead
 
     X, y = load_digits(return_X_y=True)
     X, y = X[:300], y[:300]
     kw = dict(features=RandomFourierFeatures(gamma=0.02, n_components=32, random_state=0),
               alpha=0.5, standardize=False, class_weight={3: 4.0, 8: 0.5}, random_state=0)
     est = SketchedKernelRidgeClassifier(**kw).partial_fit(X[:120], y[:120], classes=np.arange(10))
-    splitter = splitter_for(SketchedKernelRidgeClassifier)
-    summary = splitter.summarize(copy.deepcopy(est), X[120:], y[120:], 120)
-    splitter.merge(est, summary)
+    assert folds_ahead(SketchedKernelRidgeClassifier)
+    summary = copy.deepcopy(est).summarize(X[120:], y[120:], row_offset=120)
+    est.fold(summary)
     full = SketchedKernelRidgeClassifier(**kw).fit(X, y)
     np.testing.assert_allclose(est.coef_, full.coef_, rtol=1e-8, atol=1e-10)
     assert est.n_samples_seen_ == 300
     balanced = copy.deepcopy(est)
     balanced.class_weight = "balanced"
     with pytest.raises(ConfigError, match="balanced"):
-        splitter.summarize(balanced, X[120:], y[120:], 120)
+        balanced.summarize(X[120:], y[120:], row_offset=120)

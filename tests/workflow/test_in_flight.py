@@ -21,6 +21,7 @@ import distsketch
 from distsketch import RandomFourierFeatures
 from distsketch.errors import ConfigError, WorkflowError
 from distsketch.workflow import WorkflowHooks, load_workflow_spec, run_workflow
+from distsketch.workflow.methods import held_out
 from distsketch.workflow.window import SummaryWindow, segments_in_flight, summary_bytes
 
 
@@ -138,6 +139,21 @@ def test_ridge_in_flight_equals_one_at_a_time(tmp_path):
     assert_same_result(tmp_path / "seq", tmp_path / "win", "coef_")
 
 
+def test_holdout_in_flight_leaves_out_the_same_rows_as_one_at_a_time(tmp_path):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(900, 3))
+    write(tmp_path / "X.zarr", X)
+    write(tmp_path / "y.zarr", np.sin(X[:, 0]) + 0.1 * rng.normal(size=900))
+    method = {"name": "SketchedKernelRidge", "holdout": 0.2, "params": {
+        "features": RandomFourierFeatures(gamma=0.5, n_components=30), "alpha": 0.1}}
+    seq, win, _ = run_both(tmp_path, ("gram_", "n_samples_seen_", "coef_"), method=method,
+                           targets=True)
+    assert_same_checkpoints(seq, win)
+    # the held-out rows are out of the state (not merely the same rows in both runs)
+    kept = ~held_out(7, 0, 900, 0.2)
+    assert seq.seen[-1][1][1] == kept.sum() < 900
+
+
 def test_classifier_in_flight_equals_one_at_a_time_and_refuses_a_new_label_in_order(tmp_path):
     rng = np.random.default_rng(5)
     X = rng.normal(size=(800, 2))
@@ -146,7 +162,9 @@ def test_classifier_in_flight_equals_one_at_a_time_and_refuses_a_new_label_in_or
     write(tmp_path / "y.zarr", y)
     method = {"name": "SketchedKernelRidgeClassifier", "params": {
         "features": RandomFourierFeatures(gamma=1.0, n_components=24), "classes": [0, 1, 2]}}
-    seq, win, _ = run_both(tmp_path, ("gram_", "zty_", "coef_"), method=method, targets=True)
+    # the calibration of predict_proba too: each segment's summary carries its row sample
+    seq, win, _ = run_both(tmp_path, ("gram_", "zty_", "coef_", "proba_scale_"), method=method,
+                           targets=True)
     assert len(seq.seen) == 6
     assert_same_checkpoints(seq, win)
     assert_same_result(tmp_path / "seq", tmp_path / "win", "coef_")
