@@ -302,7 +302,7 @@ def _cluster(cluster: Any, where: str, base_dir: Path) -> Any:
     if isinstance(cluster, str) and cluster.endswith((".yaml", ".yml", ".json")):
         return _resolve_path(cluster, base_dir)
     if isinstance(cluster, dict):
-        from distsketch.cluster_specs import validate_spec
+        from distsketch.cluster import validate_spec
 
         return validate_spec(cluster, where=f"{where}: cluster")
     if cluster is not None and not isinstance(cluster, str):

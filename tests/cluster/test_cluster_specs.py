@@ -11,8 +11,14 @@ import dask
 import pytest
 import yaml
 
-from distsketch.cluster import connect, resolve_spec
-from distsketch.cluster_specs import load_spec, render_job_script, start_cluster, validate_spec
+from distsketch.cluster import (
+    connect,
+    load_spec,
+    render_job_script,
+    resolve_spec,
+    start_cluster,
+    validate_spec,
+)
 from distsketch.errors import ConfigError
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"

@@ -19,9 +19,10 @@ from distsketch.cluster import (
     STORAGE_OPTIONS_KEY,
     configured_scheduler_address,
     connect,
+    load_spec,
     resolve_spec,
+    validate_spec,
 )
-from distsketch.cluster_specs import load_spec, validate_spec
 from distsketch.errors import ClusterError, ConfigError
 
 HAS_BOKEH = importlib.util.find_spec("bokeh") is not None

@@ -23,7 +23,7 @@ import pytest
 import yaml
 import zarr
 
-from distsketch.cluster_specs import (
+from distsketch.cluster import (
     batch_cluster,
     load_spec,
     render_job_script,
