@@ -206,7 +206,8 @@ def test_whole_floats_and_byte_counts_render_as_their_int_and_string_forms(kind)
 @pytest.mark.parametrize("key, value, needle", [
     ("cores", 4.5, "cores = 4.5"), ("processes", 0.0, "processes = 0.0"),
     ("n_workers", float("nan"), "n_workers = nan"), ("memory", 64, "memory = 64"),
-    ("memory", True, "'memory' of kind 'slurm' must be"), ("memory", "8 giga", "memory = '8 giga'"),
+    ("memory", True, "memory=True of kind 'slurm' is invalid; it must be"),
+    ("memory", "8 giga", "memory = '8 giga'"),
 ])
 def test_numbers_that_are_not_counts_or_sizes_are_refused(key, value, needle):
     with pytest.raises(ConfigError) as exc:
