@@ -260,3 +260,23 @@ def test_local_spec_file_starts_an_embedded_cluster(tmp_path):
     with connect(str(p)) as client:
         assert len(client.scheduler_info()["workers"]) == 1
         assert client.submit(sum, [1, 2, 3]).result() == 6
+
+
+def test_the_cluster_package_reexports_each_modules_public_names():
+    import importlib
+
+    import distsketch.cluster as cluster
+
+    owners = {}
+    for module in ("connection", "spec", "safety", "job_scripts", "launchers"):
+        mod = importlib.import_module(f"distsketch.cluster.{module}")
+        owners.update({name: mod for name in mod.__all__})
+    # every name the package offers is one of its modules' public names, the same object
+    assert cluster.__all__ and all(getattr(cluster, n) is getattr(owners[n], n)
+                                   for n in cluster.__all__)
+    assert {"connect", "load_spec", "validate_spec", "render_job_script", "start_cluster",
+            "batch_cluster", "KINDS", "BATCH_KINDS"} <= set(cluster.__all__)
+    # the former flat modules are gone: the package is the one place
+    package = Path(cluster.__file__).parent.parent
+    assert not [old for old in ("cluster.py", "cluster_specs.py", "cluster_safety.py")
+                if (package / old).exists()]
