@@ -95,7 +95,7 @@ def test_nightly_script_reports_a_distsketch_error_with_exit_status_2(tmp_path, 
 
 
 def test_slurm_example_specs_load_and_the_job_scripts_are_valid(tmp_path):
-    from distsketch.cluster_specs import load_spec, render_job_script
+    from distsketch.cluster import load_spec, render_job_script
     from distsketch.workflow import load_workflow_spec
 
     slurm = EXAMPLES / "slurm"

@@ -75,7 +75,7 @@ def test_the_package_data_globs_put_every_spec_in_the_wheel():
 
 
 def test_shipped_specs_load():
-    from distsketch.cluster_specs import load_spec
+    from distsketch.cluster import load_spec
     from distsketch.workflow import load_workflow_spec
 
     for name in example_specs():

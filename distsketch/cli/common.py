@@ -148,9 +148,9 @@ def apply_progress(args: argparse.Namespace) -> bool:
 def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> None:
     """Every check of ``estimator``'s parameters that needs no data, before a cluster starts.
 
-    The constraint table (:func:`distsketch.validation.check_estimator_params`),
-    the estimator's own parameter checks (``_check_params()``, e.g.
-    StreamingKernelPCA's n_components ≤ min(sketch_size, n_random_features))
+    The fit context's parameter checks (``_validate_params()``: the constraint
+    table, then the estimator's ``_check_params()``, e.g. StreamingKernelPCA's
+    n_components ≤ min(sketch_size, n_random_features))
     and ``_check_params_for_shape(n_samples, n_features)`` for the checks that
     need only the input's shape, among them every estimator's operator and
     state sizes against the per-task budget.  A fit
@@ -162,13 +162,8 @@ def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> Non
     ConfigError, InputError, MemoryBudgetError
         What the estimator's ``fit`` would raise for these parameters.
     """
-    from distsketch.validation import check_estimator_params
-
-    check_estimator_params(estimator)
-    for name, args in (("_check_params", ()), ("_check_params_for_shape", (n_samples, n_features))):
-        check = getattr(estimator, name, None)
-        if callable(check):
-            check(*args)
+    estimator._validate_params()
+    estimator._check_params_for_shape(n_samples, n_features)
 
 
 #: Inputs up to this size run on threads in the CLI's own process unless a cluster is

@@ -47,7 +47,7 @@ def example_spec(name: str) -> Path:
     -------
     pathlib.Path
         The spec file; load a cluster spec with
-        ``distsketch.cluster_specs.load_spec`` and a workflow spec with
+        ``distsketch.cluster.load_spec`` and a workflow spec with
         ``distsketch.workflow.load_spec`` (after copying it next to the data,
         see :func:`copy_example_specs`).
 

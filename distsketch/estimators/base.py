@@ -60,7 +60,7 @@ def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
     """Check the estimator's parameters before ``method`` runs (scikit-learn's ``_fit_context``)."""
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        check_estimator_params(self)
+        self._validate_params()
         if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):
             from distsketch.io.targets import open_target_args  # y as "store.zarr::y"
 
@@ -100,7 +100,20 @@ class DistsketchEstimator(BaseEstimator):
             setattr(cls, name, method)
 
     def _validate_params(self) -> None:
+        """Every check of the parameters that needs no data: the fit context's first step.
+
+        The constraint table (:func:`~distsketch.validation.check_estimator_params`),
+        then :meth:`_check_params`.  ``fit`` and ``partial_fit`` run it before
+        anything else; a workflow spec and the CLI run it before any data is read.
+        """
         check_estimator_params(self)
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """Override to refuse what the constraint table cannot express: relations between
+        parameters (e.g. ``n_components <= n_landmarks``), raising ConfigError.  Needs no data;
+        checks that need X's shape go in :meth:`_check_params_for_shape`.  The default has none.
+        """
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         """The operators and states a fit on X of this shape holds in one task.
@@ -129,7 +142,7 @@ class DistsketchEstimator(BaseEstimator):
                 check_operator_memory(what, n_bytes, fix, resources=resources)
         for value in self.get_params(deep=False).values():
             if isinstance(value, DistsketchEstimator):
-                check_estimator_params(value)  # its sizes read its parameters as numbers
+                value._validate_params()  # its sizes read its parameters as numbers
                 value._check_params_for_shape(n_samples, n_features)
 
     def _check_input(self, X: Any, *, reset: bool, allow_sparse: bool = False,

@@ -2,8 +2,9 @@
 
 * :mod:`~distsketch.validation.params` — the constraint vocabulary
   (:class:`Interval`, :class:`Options`, :class:`StrOptions`,
-  :class:`InstanceOf`), checked for estimators, public functions
-  (:func:`validate_params`) and spec sections (:func:`check_section`);
+  :class:`InstanceOf`, :class:`Satisfies`) and its one checker, entered from an
+  estimator's fit context, public functions (:func:`validate_params`) and spec
+  sections (:func:`check_section`);
 * :mod:`~distsketch.validation.arrays` — shape, dtype, finiteness, width and
   target checks of arrays (never paths);
 * :mod:`~distsketch.validation.finite` — finiteness and range: rows too
@@ -37,9 +38,11 @@ from distsketch.validation.params import (
     InstanceOf,
     Interval,
     Options,
+    Satisfies,
     StrOptions,
     check_estimator_params,
     check_kernel_params,
+    check_names,
     check_params,
     check_section,
     validate_params,
@@ -51,6 +54,7 @@ __all__ = [
     "InstanceOf",
     "Interval",
     "Options",
+    "Satisfies",
     "StrOptions",
     "cast_checked",
     "check_estimator_params",
@@ -61,6 +65,7 @@ __all__ = [
     "check_kernel_params",
     "check_magnitude",
     "check_n_features",
+    "check_names",
     "check_params",
     "check_section",
     "check_shape_dtype",

@@ -5,17 +5,27 @@ scikit-learn's ``_parameter_constraints`` does); a value is valid when any
 constraint accepts it.  A constraint is one of
 
 * an :class:`Interval` (finite values only, unless ``finite=False``),
-  :class:`Options`/:class:`StrOptions` or :class:`InstanceOf` object;
+  :class:`Options`/:class:`StrOptions`, :class:`InstanceOf` or
+  :class:`Satisfies` object;
 * a type (``isinstance``), or ``None`` (the value ``None``);
 * one of the strings ``"boolean"``, ``"random_state"``, ``"callable"``,
   ``"array-like"``, ``"str"``, ``"estimator"``.
 
-The same table is checked three ways: :func:`check_estimator_params` for an
-estimator (run by the wrapper around ``fit``/``partial_fit``), the
+One checker, :func:`check_params`, judges every value against its table, and
+one, :func:`check_names`, every name against the known ones (with a close
+match suggested for a typo); every failure is a
+:class:`~distsketch.errors.ConfigError` in one style::
+
+    <where>: <noun> <name>=<value> is invalid; it must be <what is allowed>.
+    <where>: <noun> '<name>' is not known. Did you mean '<close>'? Known <noun>s: ...
+
+They are entered from three places: an estimator's fit context
+(:func:`check_estimator_params`, run by the wrapper around
+``fit``/``partial_fit`` through ``DistsketchEstimator._validate_params``, which
+then runs the estimator's declared ``_check_params`` hook), the
 :func:`validate_params` decorator for public functions, and
-:func:`check_section` for a plain mapping read from a spec file.  Every
-failure is a :class:`~distsketch.errors.ConfigError` naming the parameter,
-the value and what is allowed.
+:func:`check_section` for a mapping read from a spec file (the workflow spec's
+sections, a method's ``params``, each cluster kind's options).
 
 Kernel parameters are also held together (:func:`check_kernel_params`): a
 ``gamma``, ``coef0`` and ``degree`` whose kernel argument overflows for data
@@ -24,10 +34,12 @@ of unit scale is refused before any data is read.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import math
 import numbers
+import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,10 +53,12 @@ __all__ = [
     "InstanceOf",
     "Interval",
     "Options",
+    "Satisfies",
     "StrOptions",
     "accepts",
     "check_estimator_params",
     "check_kernel_params",
+    "check_names",
     "check_params",
     "check_section",
     "describe",
@@ -153,6 +167,24 @@ class InstanceOf:
         return "/".join(t.__name__ for t in self.types)
 
 
+@dataclass(frozen=True)
+class Satisfies:
+    """A value for which ``test`` is true; ``text`` says what that is, for messages.
+
+    For what no range, set or type expresses (a plain file name), so that such
+    a rule sits in the same table, and fails with the same message, as the rest.
+    """
+
+    test: Callable[[Any], bool]
+    text: str
+
+    def accepts(self, value: Any) -> bool:
+        return bool(self.test(value))
+
+    def __str__(self) -> str:
+        return self.text
+
+
 _NAMED = {
     "random_state": lambda v: v is None or isinstance(
         v, (numbers.Integral, np.random.Generator, np.random.RandomState)),
@@ -175,40 +207,95 @@ def accepts(constraint: Any, value: Any) -> bool:
             raise TypeError(f"unknown constraint {constraint!r}") from None
     if isinstance(constraint, type):
         return isinstance(value, constraint)
-    if isinstance(constraint, (Interval, Options, InstanceOf)):
+    if isinstance(constraint, (Interval, Options, InstanceOf, Satisfies)):
         return constraint.accepts(value)
     raise TypeError(f"unknown constraint {constraint!r}")
 
 
 def describe(constraints: Iterable[Any]) -> str:
     """What a list of constraints allows, for error messages."""
-    return " or ".join(c if isinstance(c, str) else str(c) for c in constraints)
+    return " or ".join(c if isinstance(c, str) else c.__name__ if isinstance(c, type) else str(c)
+                       for c in constraints)
 
 
-def check_params(params: Mapping[str, Any], table: Mapping[str, list[Any]], owner: str) -> None:
+# a value read from a file may be huge (a list shared 10**9 times once copied): shown bounded
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 200
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 10
+_REPR.maxlevel = 2
+
+
+def check_params(params: Mapping[str, Any], table: Mapping[str, list[Any]], owner: str, *,
+                 noun: str = "parameter", of: str = "",
+                 what: Mapping[str, str] | None = None) -> None:
     """Check the values in ``params`` that ``table`` constrains.
 
     Parameters
     ----------
     params : mapping
-        Parameter values by name; names without an entry in ``table`` pass.
+        Values by name; names without an entry in ``table`` pass.
     table : mapping
         ``{name: [constraint, ...]}``.
     owner : str
-        The estimator or function named in the message.
+        Where the values come from, first in the message: the estimator or
+        function, or a spec section (``"workflow spec w.yaml: preprocessing"``).
+    noun : str
+        What a name is called in the message ("parameter", "option", "key").
+    of : str
+        What the names belong to when ``owner`` is a place, e.g. ``"kind 'slurm'"``.
+    what : mapping, optional
+        ``{name: text}``: what a valid value is, in place of the constraints'
+        own description (e.g. ``"true or false"``).
 
     Raises
     ------
     ConfigError
         The first invalid value, with what would be allowed.
     """
+    of = f" of {of}" if of else ""
     for name, constraints in table.items():
         if name not in params:
             continue
         value = params[name]
         if not any(accepts(c, value) for c in constraints):
-            raise ConfigError(f"{owner}: parameter {name}={value!r} is invalid; "
-                              f"it must be {describe(constraints)}.{text_hint(value, constraints)}")
+            allowed = (what or {}).get(name) or describe(constraints)
+            raise ConfigError(f"{owner}: {noun} {name}={_REPR.repr(value)}{of} is invalid; "
+                              f"it must be {allowed}.{text_hint(value, constraints)}")
+
+
+def check_names(names: Iterable[Any], known: Iterable[str], where: str, *,
+                noun: str = "parameter", owner: str = "", hint: str = "") -> None:
+    """Refuse a name that is not among ``known``, suggesting a close match.
+
+    Parameters
+    ----------
+    names : iterable
+        The names given (the keys of a section, the parameters of a call).
+    known : iterable of str
+        The names that are accepted.
+    where : str
+        Where the names come from, first in the message.
+    noun : str
+        What a name is called in the message ("parameter", "option", "key").
+    owner : str
+        What the names belong to, e.g. ``"StreamingKernelPCA"`` or ``"kind 'slurm'"``.
+    hint : str
+        Appended to the message (e.g. where the list of fields is documented).
+
+    Raises
+    ------
+    ConfigError
+        The first unknown name, a close match if there is one, and every known name.
+    """
+    valid = sorted(known)
+    for name in names:
+        if isinstance(name, str) and name in valid:
+            continue
+        close = difflib.get_close_matches(str(name), valid, n=1)
+        suggest = f" Did you mean {close[0]!r}?" if close else ""
+        owned = f" for {owner}" if owner else ""
+        raise ConfigError(f"{where}: {noun} {_REPR.repr(name)} is not known{owned}.{suggest} "
+                          f"Known {noun}s: {', '.join(valid)}{hint}.")
 
 
 def text_hint(value: Any, constraints: Iterable[Any]) -> str:
@@ -331,9 +418,14 @@ def validate_params(table: Mapping[str, list[Any]]) -> Callable[[F], F]:
 
 
 def check_section(section: Any, table: Mapping[str, list[Any]], where: str, *,
-                  owner: str = "", noun: str = "option", required: Iterable[str] = (),
-                  hint: str = "") -> dict[str, Any]:
+                  owner: str = "", noun: str = "option",
+                  required: Iterable[str] | Mapping[str, str] = (), hint: str = "",
+                  what: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Check a mapping read from a spec file against a constraint table.
+
+    Names are checked by :func:`check_names` and values by :func:`check_params`,
+    the checkers of every parameter, so a spec's messages read like an
+    estimator's.
 
     Parameters
     ----------
@@ -347,10 +439,14 @@ def check_section(section: Any, table: Mapping[str, list[Any]], where: str, *,
         What the keys belong to, e.g. ``"kind 'slurm'"``, used in messages.
     noun : str
         What a key is called in messages ("option", "key").
-    required : iterable of str
-        Keys that must be present.
+    required : iterable of str, or mapping
+        Keys that must be present; a mapping ``{key: what it holds}`` also
+        says, when one is missing, what each holds.
     hint : str
         Appended to the unknown-key message (e.g. where free options go).
+    what : mapping, optional
+        ``{key: text}``: what a valid value is, in place of the constraints'
+        own description.
 
     Returns
     -------
@@ -364,16 +460,13 @@ def check_section(section: Any, table: Mapping[str, list[Any]], where: str, *,
     """
     if not isinstance(section, Mapping):
         raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}.")
-    of = f" of {owner}" if owner else ""
-    for key, value in section.items():
-        if key not in table:
-            known = f" for {owner}" if owner else ""
-            raise ConfigError(f"{where}: {noun} {key!r} is not known{known}; known {noun}s: "
-                              f"{sorted(table)}{hint}.")
-        if not any(accepts(c, value) for c in table[key]):
-            raise ConfigError(f"{where}: {noun} {key!r}{of} must be {describe(table[key])}, "
-                              f"got {value!r}.{text_hint(value, table[key])}")
+    check_names(section, table, where, noun=noun, owner=owner, hint=hint)
+    check_params(section, table, where, noun=noun, of=owner, what=what)
     for key in required:
         if key not in section:
-            raise ConfigError(f"{where}: missing required {noun} {key!r}{of}.")
+            of = f" of {owner}" if owner else ""
+            explain = ("; ".join(f"{k}: {v}" for k, v in required.items())
+                       if isinstance(required, Mapping) else "")
+            raise ConfigError(f"{where}: missing required {noun} {key!r}{of}"
+                              f"{f' ({explain})' if explain else ''}.")
     return dict(section)

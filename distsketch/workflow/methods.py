@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import numbers
 from pathlib import Path
@@ -12,6 +11,7 @@ import numpy as np
 
 from distsketch import registry
 from distsketch.errors import ConfigError, WorkflowError
+from distsketch.validation import Interval, check_names, check_params
 
 __all__ = ["HOLDOUT", "MEDIAN", "MethodAdapter", "build_params", "check_method_params",
            "data_driven", "held_out", "resolve_method", "takes_classes", "with_method_blocks"]
@@ -97,7 +97,7 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
     if HOLDOUT in params:
         _check_holdout(cls, params[HOLDOUT], where)
         valid.add(HOLDOUT)
-    _check_names(cls, params, valid, f"{where}: method.params")
+    check_names(params, valid, f"{where}: method.params", owner=cls.__name__)
     out = dict(params)
     if "classes" in out:
         out["classes"] = _check_classes(out["classes"], where)
@@ -110,26 +110,16 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
     return out
 
 
-def _check_names(cls: type, params: dict[str, Any], valid: set[str], where: str) -> None:
-    for name in params:
-        if not isinstance(name, str) or name not in valid:
-            close = difflib.get_close_matches(str(name), sorted(valid), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where}: {cls.__name__} has no parameter {name!r}.{hint} Valid "
-                              f"names: {', '.join(sorted(valid))}.")
-
-
 def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
-    """Build ``cls(**params)`` and run its parameter checks (a MEDIAN stands in as 1.0)."""
-    from distsketch.validation import check_estimator_params
+    """Build ``cls(**params)`` and run its fit context's parameter checks (a MEDIAN stands in as 1.0).
 
+    ``_validate_params`` is what ``fit`` runs first: the constraint table, then
+    the estimator's declared ``_check_params`` hook.
+    """
     try:
         est = cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
                      for k, v in params.items()})
-        check_estimator_params(est)
-        own = getattr(est, "_check_params", None)
-        if callable(own):
-            own()
+        est._validate_params()
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
@@ -159,12 +149,13 @@ def with_method_blocks(params: dict[str, Any], method: dict[str, Any], where: st
     return out
 
 
+_HOLDOUT = {HOLDOUT: [Interval(float, 0.0, 0.5, closed="right")]}
+_HOLDOUT_WHAT = {HOLDOUT: "a fraction in (0, 0.5] of the rows kept out of the fit to measure it "
+                          "(e.g. holdout: 0.1)"}
+
+
 def _check_holdout(cls: type, value: Any, where: str) -> None:
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and 0.0 < float(value) <= 0.5)
-    if not ok:
-        raise ConfigError(f"{where}: method.holdout must be a fraction in (0, 0.5] of the rows kept "
-                          f"out of the fit to measure it (e.g. holdout: 0.1), got {value!r}.")
+    check_params({HOLDOUT: value}, _HOLDOUT, f"{where}: method", noun="key", what=_HOLDOUT_WHAT)
     if not callable(getattr(cls, "predict", None)):
         raise ConfigError(f"{where}: method.holdout needs a method that predicts its targets; "
                           f"{cls.__name__} has no predict.")
@@ -188,7 +179,7 @@ def _check_features(block: Any, where: str) -> dict[str, Any]:
     cls = registry.resolve(block["name"], kind="estimator", where=where)
     if not hasattr(cls, "transform"):
         raise ConfigError(f"{where}: {cls.__name__} is not a feature map (it has no transform).")
-    _check_names(cls, params, set(inspect.signature(cls).parameters), where)
+    check_names(params, inspect.signature(cls).parameters, where, owner=cls.__name__)
     _check_values(cls, params, where)
     return {"name": cls.__name__, "params": params}
 

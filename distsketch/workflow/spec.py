@@ -25,20 +25,16 @@ the workflow state, so incremental runs use the same classes.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
-import reprlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ConfigError
 from distsketch.io.jsonable import json_default
-from distsketch.validation import Interval
+from distsketch.validation import Interval, Satisfies, check_section
 from distsketch.validation.config import load_yaml
-from distsketch.validation.params import accepts
 
 __all__ = [
     "MethodSpec",
@@ -49,21 +45,17 @@ __all__ = [
     "load_workflow_spec",
 ]
 
-_OUTPUT_KEYS = {"dir", "model", "features", "report", "features_compressor"}
-_REPORT_KEYS = {"n_sample", "kernel", "gamma", "degree", "coef0", "png", "kernel_error"}
-_PRE_KEYS = {"standardize"}
-
-# the shared constraint vocabulary of distsketch.validation
+# Every section is a constraint table checked by distsketch.validation.check_section (the
+# checker of estimator parameters and cluster specs): unknown keys, missing keys and bad
+# values fail in one message style.  A new key is one line in its table (and one field).
+_ANY: list[Any] = [object]  # a path or a nested section, judged by the function that parses it
 _SEED = [Interval(int, 0, None)]
 _POSITIVE = [Interval(int, 1, None)]
 _POSITIVE_OR_NONE = [Interval(int, 1, None), None]
 _BOOLEAN = ["boolean"]
+_TRUE_OR_FALSE = "true or false"
 
-
-_STORAGE_OPTIONS = [dict, None]
-
-#: top-level scalar keys: name -> (default, constraints, what a valid value is).
-#: A new scalar key is one line here and one field of WorkflowSpec.
+#: top-level scalar keys: name -> (default, constraints, what a valid value is)
 _SCALARS: dict[str, tuple[Any, list[Any], str]] = {
     "seed": (0, _SEED, "a non-negative integer (a fixed seed makes reruns and incremental runs "
                        "reproducible)"),
@@ -71,22 +63,32 @@ _SCALARS: dict[str, tuple[Any, list[Any], str]] = {
     "block_rows": (None, _POSITIVE_OR_NONE, "a positive integer or null"),
     "segments_in_flight": (None, _POSITIVE_OR_NONE,
                            "a positive integer or null (one per cluster thread)"),
-    "storage_options": (None, _STORAGE_OPTIONS,
+    "storage_options": (None, [dict, None],
                         "a mapping of fsspec options (e.g. {anon: false, client_kwargs: "
                         "{endpoint_url: ...}}) or null"),
     "name": (None, [str, None], "a string"),
     "description": (None, [str, None], "a string"),
 }
-#: keys holding a path or a nested section, parsed by their own functions below
-_SECTIONS = {"input", "targets", "preprocessing", "method", "outputs", "cluster", "report"}
-_TOP_KEYS = set(_SCALARS) | _SECTIONS
+_TOP = {key: constraints for key, (_, constraints, _) in _SCALARS.items()} | dict.fromkeys(
+    ("input", "targets", "preprocessing", "method", "outputs", "cluster", "report"), _ANY)
+_TOP_WHAT = {key: what for key, (_, _, what) in _SCALARS.items()}
+_TOP_REQUIRED = {"input": "a Zarr path", "method": "{name, params}", "outputs": "{dir}"}
 
-
-def _check(value: Any, constraints: list[Any], message: str | Callable[[], str]) -> Any:
-    # a callable message is built only on failure: a valid value is never repr()'d
-    if not any(accepts(c, value) for c in constraints):
-        raise ConfigError(message() if callable(message) else message)
-    return value
+_PREPROCESSING: dict[str, list[Any]] = {"standardize": _BOOLEAN}
+_METHOD: dict[str, list[Any]] = {"name": [str], "params": [dict, None], "features": _ANY,
+                                 "holdout": _ANY}
+_METHOD_WHAT = {"name": "an estimator name such as StreamingKernelPCA",
+                "params": "a mapping of the estimator's parameters"}
+_FILE_NAME: list[Any] = [
+    Satisfies(lambda v: isinstance(v, str) and "/" not in v and not v.startswith("."),
+              "a plain file name inside outputs.dir"), None]
+_OUTPUTS: dict[str, list[Any]] = {
+    "dir": [str, os.PathLike], "model": _FILE_NAME, "features": _FILE_NAME, "report": _FILE_NAME,
+    "features_compressor": _ANY, "predictions": _ANY}
+_OUTPUTS_WHAT = dict.fromkeys(("model", "features", "report"),
+                              "a plain file name inside outputs.dir (or null to skip it)")
+_REPORT: dict[str, list[Any]] = {"n_sample": _POSITIVE, "png": _BOOLEAN, "kernel_error": _BOOLEAN,
+           "kernel": _ANY, "gamma": _ANY, "degree": _ANY, "coef0": _ANY}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,19 +179,9 @@ class WorkflowSpec:
         return hashlib.blake2b(blob, digest_size=12).hexdigest()
 
 
-def _must_be(where: str, key: str, what: str, value: Any) -> str:
-    return f"{where}: {key} must be {what}, got {reprlib.repr(value)}."
-
-
-def _check_keys(d: Any, allowed: set[str], where: str) -> dict:
-    if d is None:
-        return {}
-    if not isinstance(d, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(d).__name__}.")
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}.")
-    return dict(d)
+def _section(value: Any, table: dict[str, list[Any]], where: str, **kwargs: Any) -> dict:
+    """A spec section (absent or null: empty) checked against its table."""
+    return check_section({} if value is None else value, table, where, noun="key", **kwargs)
 
 
 def _resolve_path(value: Any, base: Path) -> str:
@@ -235,17 +227,11 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
         where = f"workflow spec {p}"
         raw = load_yaml(p, "workflow spec", hint="see workflows/ for examples")
         base_dir = Path(base) if base is not None else p.parent.absolute()
-    cfg = _check_keys(raw, _TOP_KEYS, where)
-    for key in ("input", "method", "outputs"):
-        if key not in cfg:
-            raise ConfigError(f"{where}: missing required key {key!r} (input: a Zarr path; method: "
-                              "{name, params}; outputs: {dir}).")
-    scalars = {key: _check(cfg.get(key, default), constraints,
-                           functools.partial(_must_be, where, key, what, cfg.get(key)))
-               for key, (default, constraints, what) in _SCALARS.items()}
-    pre = _check_keys(cfg.get("preprocessing"), _PRE_KEYS, f"{where}: preprocessing")
-    standardize = _check(pre.get("standardize", False), _BOOLEAN,
-                         f"{where}: preprocessing.standardize must be true or false.")
+    cfg = _section(raw, _TOP, where, required=_TOP_REQUIRED, what=_TOP_WHAT)
+    scalars = {key: cfg.get(key, default) for key, (default, _, _) in _SCALARS.items()}
+    pre = _section(cfg.get("preprocessing"), _PREPROCESSING, f"{where}: preprocessing",
+                   what={"standardize": _TRUE_OR_FALSE})
+    standardize = pre.get("standardize", False)
     return WorkflowSpec(
         input=_resolve_path(cfg["input"], base_dir),
         targets=None if cfg.get("targets") is None else _resolve_path(cfg["targets"], base_dir),
@@ -261,32 +247,21 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
 def _method(value: Any, where: str) -> MethodSpec:
     from distsketch.workflow.methods import check_method_params, resolve_method, with_method_blocks
 
-    method = _check_keys({"name": value} if isinstance(value, str) else value,
-                         {"name", "params", "features", "holdout"}, f"{where}: method")
-    if "name" not in method:
-        raise ConfigError(f"{where}: method needs a 'name' (an estimator such as "
-                          "StreamingKernelPCA).")
+    method = _section({"name": value} if isinstance(value, str) else value, _METHOD,
+                      f"{where}: method", required={"name": _METHOD_WHAT["name"]},
+                      what=_METHOD_WHAT)
     params = method.get("params") or {}
-    if not isinstance(params, dict):
-        raise ConfigError(f"{where}: method.params must be a mapping.")
-    name = str(method["name"])
+    name = method["name"]
     cls = resolve_method(name, where)  # fail early on unknown methods and parameters
     params = with_method_blocks(dict(params), method, where)
     return MethodSpec(name=name, params=check_method_params(cls, params, where))
 
 
 def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:
-    out = _check_keys(value if not isinstance(value, str) else {"dir": value},
-                      _OUTPUT_KEYS | {"predictions"}, f"{where}: outputs")
-    if "dir" not in out:
-        raise ConfigError(f"{where}: outputs needs 'dir', the folder that holds the state, the lock "
-                          "and the committed result.")
+    out = _section(value if not isinstance(value, str) else {"dir": value}, _OUTPUTS,
+                   f"{where}: outputs", what=_OUTPUTS_WHAT, required={
+                       "dir": "the folder that holds the state, the lock and the committed result"})
     out["dir"] = _resolve_path(out["dir"], base_dir)
-    for key in ("model", "features", "report"):
-        v = out.get(key, "")
-        if v is not None and (not isinstance(v, str) or "/" in v or v.startswith(".")):
-            raise ConfigError(f"{where}: outputs.{key} must be a plain file name inside outputs.dir "
-                              f"(or null to skip it), got {v!r}.")
     from distsketch.workflow.predictions import check_predictions_output
 
     out["predictions"] = check_predictions_output(out.get("predictions"),
@@ -295,15 +270,15 @@ def _outputs(value: Any, where: str, base_dir: Path) -> OutputsSpec:
 
 
 def _report(value: Any, where: str) -> ReportSpec:
-    rep = _check_keys(value, _REPORT_KEYS, f"{where}: report")
-    return ReportSpec(**rep)
+    return ReportSpec(**_section(value, _REPORT, f"{where}: report",
+                                 what={"png": _TRUE_OR_FALSE, "kernel_error": _TRUE_OR_FALSE}))
 
 
 def _cluster(cluster: Any, where: str, base_dir: Path) -> Any:
     if isinstance(cluster, str) and cluster.endswith((".yaml", ".yml", ".json")):
         return _resolve_path(cluster, base_dir)
     if isinstance(cluster, dict):
-        from distsketch.cluster_specs import validate_spec
+        from distsketch.cluster import validate_spec
 
         return validate_spec(cluster, where=f"{where}: cluster")
     if cluster is not None and not isinstance(cluster, str):

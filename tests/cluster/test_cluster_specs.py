@@ -11,8 +11,14 @@ import dask
 import pytest
 import yaml
 
-from distsketch.cluster import connect, resolve_spec
-from distsketch.cluster_specs import load_spec, render_job_script, start_cluster, validate_spec
+from distsketch.cluster import (
+    connect,
+    load_spec,
+    render_job_script,
+    resolve_spec,
+    start_cluster,
+    validate_spec,
+)
 from distsketch.errors import ConfigError
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
@@ -200,7 +206,8 @@ def test_whole_floats_and_byte_counts_render_as_their_int_and_string_forms(kind)
 @pytest.mark.parametrize("key, value, needle", [
     ("cores", 4.5, "cores = 4.5"), ("processes", 0.0, "processes = 0.0"),
     ("n_workers", float("nan"), "n_workers = nan"), ("memory", 64, "memory = 64"),
-    ("memory", True, "'memory' of kind 'slurm' must be"), ("memory", "8 giga", "memory = '8 giga'"),
+    ("memory", True, "memory=True of kind 'slurm' is invalid; it must be"),
+    ("memory", "8 giga", "memory = '8 giga'"),
 ])
 def test_numbers_that_are_not_counts_or_sizes_are_refused(key, value, needle):
     with pytest.raises(ConfigError) as exc:
@@ -253,3 +260,23 @@ def test_local_spec_file_starts_an_embedded_cluster(tmp_path):
     with connect(str(p)) as client:
         assert len(client.scheduler_info()["workers"]) == 1
         assert client.submit(sum, [1, 2, 3]).result() == 6
+
+
+def test_the_cluster_package_reexports_each_modules_public_names():
+    import importlib
+
+    import distsketch.cluster as cluster
+
+    owners = {}
+    for module in ("connection", "spec", "safety", "job_scripts", "launchers"):
+        mod = importlib.import_module(f"distsketch.cluster.{module}")
+        owners.update({name: mod for name in mod.__all__})
+    # every name the package offers is one of its modules' public names, the same object
+    assert cluster.__all__ and all(getattr(cluster, n) is getattr(owners[n], n)
+                                   for n in cluster.__all__)
+    assert {"connect", "load_spec", "validate_spec", "render_job_script", "start_cluster",
+            "batch_cluster", "KINDS", "BATCH_KINDS"} <= set(cluster.__all__)
+    # the former flat modules are gone: the package is the one place
+    package = Path(cluster.__file__).parent.parent
+    assert not [old for old in ("cluster.py", "cluster_specs.py", "cluster_safety.py")
+                if (package / old).exists()]

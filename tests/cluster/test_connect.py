@@ -19,9 +19,10 @@ from distsketch.cluster import (
     STORAGE_OPTIONS_KEY,
     configured_scheduler_address,
     connect,
+    load_spec,
     resolve_spec,
+    validate_spec,
 )
-from distsketch.cluster_specs import load_spec, validate_spec
 from distsketch.errors import ClusterError, ConfigError
 
 HAS_BOKEH = importlib.util.find_spec("bokeh") is not None
@@ -190,10 +191,12 @@ def test_storage_options_must_be_plain_data(value, needle):
 
 
 def test_storage_options_must_be_a_mapping():
-    with pytest.raises(ConfigError, match="'storage_options' of kind 'local' must be dict"):
+    with pytest.raises(ConfigError, match=r"option storage_options=\[.*\] of kind 'local' is "
+                                          "invalid; it must be dict"):
         validate_spec({"kind": "local", "storage_options": [("anon", True)]})
     # a mapping given to connect() is validated as a spec file is
-    with pytest.raises(ConfigError, match="'storage_options' of kind 'sync' must be dict"), \
+    with pytest.raises(ConfigError, match="option storage_options='anon=true' of kind 'sync' is "
+                                          "invalid; it must be dict"), \
             connect({"kind": "sync", "storage_options": "anon=true"}):
         pass
 

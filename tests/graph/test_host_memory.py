@@ -66,7 +66,7 @@ def test_address_space_rlimit_bounds_the_host_limit(monkeypatch):
 
 
 def test_embedded_local_cluster_divides_the_cgroup_limit_among_its_workers(monkeypatch):
-    from distsketch.cluster import _local_worker_memory
+    from distsketch.cluster.connection import _local_worker_memory
 
     monkeypatch.setattr("distsketch.graph.host_memory.cgroup_memory_limit",
                         lambda *a, **k: 3 * GiB // 2)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from distsketch.cluster_specs import render_job_script, validate_spec
+from distsketch.cluster import render_job_script, validate_spec
 from distsketch.errors import ConfigError
 
 SLURM = {"kind": "slurm", "cores": 1, "memory": "1GB", "walltime": "00:10:00"}

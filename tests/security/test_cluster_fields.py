@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from distsketch.cluster import resolve_spec
-from distsketch.cluster_specs import BATCH_KINDS, KINDS, render_job_script, validate_spec
+from distsketch.cluster import BATCH_KINDS, KINDS, render_job_script, resolve_spec, validate_spec
 from distsketch.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"

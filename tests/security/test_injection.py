@@ -23,7 +23,7 @@ import pytest
 import yaml
 import zarr
 
-from distsketch.cluster_specs import (
+from distsketch.cluster import (
     batch_cluster,
     load_spec,
     render_job_script,
@@ -204,8 +204,10 @@ def test_accepted_job_script_values_reach_the_rendered_script(kind, key, no_clus
 @pytest.mark.parametrize("key, value, named", [
     ("worker_extra_args", ["--lifetime", "1h; touch PWNED"], "worker_extra_args = '1h; touch"),
     ("job_extra_directives", ["--exclusive\ntouch PWNED"], "job_extra_directives = '--exclusive"),
-    ("cores", "4; id", "'cores' of kind 'slurm' must be int"), ("cores", 0, "cores = 0"),
-    ("processes", True, "'processes' of kind 'slurm' must be int"), ("n_workers", -1, "n_workers = -1"),
+    ("cores", "4; id", "cores='4; id' of kind 'slurm' is invalid; it must be int"),
+    ("cores", 0, "cores = 0"),
+    ("processes", True, "processes=True of kind 'slurm' is invalid; it must be int"),
+    ("n_workers", -1, "n_workers = -1"),
     ("env", {"A; id": "1"}, "env key = 'A; id'"), ("env", {"A": "x\ntouch PWNED"}, "env A = "),
     ("env", {"1A": "x"}, "env key = '1A'"),
     ("extra", {"job_extra_directives": ["ok\nid"]}, "job_extra_directives = 'ok"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -78,8 +80,9 @@ TABLE = {"cores": [InstanceOf(int)], "memory": [InstanceOf(str)], "adapt": [Inst
 
 @pytest.mark.parametrize("section, needle", [
     ([1, 2], "must be a mapping, got list"),
-    ({"cpus": 2}, "option 'cpus' is not known for kind 'x'; known options: ['adapt', 'cores'"),
-    ({"cores": "8"}, "option 'cores' of kind 'x' must be int, got '8'"),
+    ({"cpus": 2}, "option 'cpus' is not known for kind 'x'. Known options: adapt, cores, memory."),
+    ({"core": 2}, "option 'core' is not known for kind 'x'. Did you mean 'cores'? Known options: "),
+    ({"cores": "8"}, "option cores='8' of kind 'x' is invalid; it must be int."),
     ({"memory": "1GB"}, "missing required option 'cores'"),
 ])
 def test_check_section_names_key_and_place(section, needle):
@@ -101,3 +104,94 @@ def test_parameters_checked_by_the_fit_wrapper_also_in_partial_fit():
     with pytest.raises(ConfigError, match="sketch_size=0"):
         est.partial_fit(np.ones((5, 3)))
     assert getattr(RandomFourierFeatures.fit, "_validates_params", False)
+
+
+_ONE_STYLE = r"^.+: (parameter|option|key) \w+=.+ is invalid; it must be .+\.$"
+
+
+def test_estimators_workflow_specs_and_cluster_specs_fail_in_one_message_style(tmp_path):
+    from distsketch.cluster import validate_spec
+    from distsketch.workflow import load_workflow_spec
+
+    with pytest.raises(ConfigError) as est:
+        RandomFourierFeatures(n_components=0).fit(np.ones((3, 2)))
+    spec = {"input": str(tmp_path / "X.zarr"), "method": {"name": "StreamingKernelPCA"},
+            "outputs": {"dir": str(tmp_path / "out")}, "seed": -1}
+    with pytest.raises(ConfigError) as workflow:
+        load_workflow_spec(spec)
+    with pytest.raises(ConfigError) as cluster:
+        validate_spec({"kind": "local", "processes": 2})
+    assert str(est.value).startswith("RandomFourierFeatures: parameter n_components=0 is invalid")
+    assert str(workflow.value).startswith("workflow spec: key seed=-1 is invalid")
+    assert str(cluster.value) == ("cluster spec: option processes=2 of kind 'local' is invalid; "
+                                  "it must be bool.")
+    for exc in (est, workflow, cluster):
+        assert re.match(_ONE_STYLE, str(exc.value)), str(exc.value)
+
+
+def test_satisfies_sits_in_a_table_and_says_what_it_wants():
+    from distsketch.validation import Satisfies, check_params
+
+    table = {"name": [Satisfies(lambda v: isinstance(v, str) and "/" not in v, "a file name"), None]}
+    check_params({"name": "a.zarr"}, table, "f")
+    check_params({"name": None}, table, "f")
+    with pytest.raises(ConfigError, match=r"^f: parameter name='a/b' is invalid; it must be a "
+                                          r"file name or None\.$"):
+        check_params({"name": "a/b"}, table, "f")
+
+
+def test_a_huge_invalid_value_is_shown_bounded():
+    from distsketch.validation import check_params
+
+    shared: list = ["x"] * 10
+    for _ in range(8):
+        shared = [shared] * 10  # 10**9 items once printed in full
+    with pytest.raises(ConfigError) as exc:
+        check_params({"k": shared}, {"k": [Interval(int, 1, None)]}, "f")
+    assert len(str(exc.value)) < 1000 and "f: parameter k=[[[" in str(exc.value)
+
+
+def test_unknown_names_suggest_a_close_match_and_list_the_known_ones():
+    from distsketch.validation import check_names
+
+    check_names(["alpha"], {"alpha", "gamma"}, "w")
+    with pytest.raises(ConfigError) as exc:
+        check_names(["alhpa"], {"alpha", "gamma"}, "w", owner="Ridge")
+    assert str(exc.value) == ("w: parameter 'alhpa' is not known for Ridge. Did you mean 'alpha'? "
+                              "Known parameters: alpha, gamma.")
+    with pytest.raises(ConfigError, match=r"^w: key 3 is not known\. Known keys: a\.$"):
+        check_names([3], {"a"}, "w", noun="key")
+
+
+class _Pair(RandomFourierFeatures):
+    """A feature map with a relation between two parameters, declared in the hook."""
+
+    def _check_params(self) -> None:
+        if self.n_components % 2:
+            raise ConfigError(f"_Pair: n_components={self.n_components} must be even.")
+
+
+def test_the_declared_hook_runs_in_the_fit_context_the_cli_and_the_workflow():
+    from distsketch.cli.common import check_before_cluster
+    from distsketch.estimators.base import DistsketchEstimator
+    from distsketch.workflow.methods import check_method_params
+
+    assert DistsketchEstimator._check_params(RandomFourierFeatures()) is None  # declared, no-op
+    X = np.ones((4, 2))
+    for call in (lambda: _Pair(n_components=3).fit(X),
+                 lambda: check_before_cluster(_Pair(n_components=3), 4, 2),
+                 lambda: check_method_params(_Pair, {"n_components": 3}, "spec")):
+        with pytest.raises(ConfigError, match="n_components=3 must be even"):
+            call()
+    assert _Pair(n_components=4).fit(X).n_components == 4
+
+
+def test_no_hook_is_looked_up_by_its_name():
+    from pathlib import Path
+
+    import distsketch
+
+    root = Path(distsketch.__file__).parent
+    found = [str(p.relative_to(root)) for p in root.rglob("*.py")
+             if 'getattr(estimator, name' in p.read_text() or '"_check_params' in p.read_text()]
+    assert found == []

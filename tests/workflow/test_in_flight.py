@@ -235,7 +235,8 @@ def test_segments_in_flight_default_and_spec_checks(tmp_path):
     assert segments_in_flight(None) == 1  # no cluster attached: one at a time
     assert segments_in_flight(5) == 5
     cfg = spec(tmp_path, "o", 0)
-    with pytest.raises(ConfigError, match="segments_in_flight must be a positive integer or null"):
+    with pytest.raises(ConfigError,
+                       match="segments_in_flight=0 is invalid; it must be a positive integer or null"):
         load_workflow_spec(cfg)
     cfg = spec(tmp_path, "o", 2) | {"storage_options": {"key": "AKIA", "secret": "s3cr3t"}}
     s = load_workflow_spec(cfg)
@@ -244,7 +245,7 @@ def test_segments_in_flight_default_and_spec_checks(tmp_path):
     assert s.as_dict()["storage_options"] == ["key", "secret"]
     assert "s3cr3t" not in json.dumps(s.as_dict())
     assert s.key() == load_workflow_spec(spec(tmp_path, "o", None)).key()
-    with pytest.raises(ConfigError, match="storage_options must be a mapping"):
+    with pytest.raises(ConfigError, match="storage_options='anon' is invalid; it must be a mapping"):
         load_workflow_spec(spec(tmp_path, "o", 2) | {"storage_options": "anon"})
 
 

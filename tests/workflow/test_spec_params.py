@@ -18,14 +18,15 @@ def test_typo_names_the_valid_parameters_and_a_close_match(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_workflow_spec(spec(tmp_path, {"n_component": 3, "gamma": 0.5}))
     msg = str(info.value)
-    assert "StreamingKernelPCA has no parameter 'n_component'" in msg
+    assert "method.params: parameter 'n_component' is not known for StreamingKernelPCA." in msg
     assert "Did you mean 'n_components'?" in msg
-    assert "Valid names: " in msg and "sketch_size" in msg and "random_state" in msg
+    assert "Known parameters: " in msg and "sketch_size" in msg and "random_state" in msg
     # no close match: the list only
-    with pytest.raises(ConfigError, match=r"no parameter 'zzz'\. Valid names: "):
+    with pytest.raises(ConfigError,
+                       match=r"parameter 'zzz' is not known for StreamingKernelPCA\. Known parameters: "):
         load_workflow_spec(spec(tmp_path, {"zzz": 1}))
     # 'classes' belongs to classifiers only
-    with pytest.raises(ConfigError, match="no parameter 'classes'"):
+    with pytest.raises(ConfigError, match="parameter 'classes' is not known"):
         load_workflow_spec(spec(tmp_path, {"classes": [0, 1]}))
 
 

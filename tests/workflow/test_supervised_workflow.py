@@ -212,8 +212,8 @@ RIDGE = "SketchedKernelRidgeClassifier"
 
 @pytest.mark.parametrize(("method", "match"), [
     ({"name": RIDGE, "features": {"name": "RandomFourierFeatures", "n_compnents": 8}},
-     r"method.features: RandomFourierFeatures has no parameter 'n_compnents'\. Did you mean "
-     r"'n_components'\? Valid names: .*gamma.*n_components"),
+     r"method.features: parameter 'n_compnents' is not known for RandomFourierFeatures\. Did "
+     r"you mean 'n_components'\? Known parameters: .*gamma.*n_components"),
     ({"name": RIDGE, "features": {"name": "RandomFurierFeatures"}},
      r"unknown method 'RandomFurierFeatures'; valid names.*RandomFourierFeatures"),
     ({"name": RIDGE, "features": {"name": "SketchedKernelRidge"}},
@@ -228,8 +228,9 @@ RIDGE = "SketchedKernelRidgeClassifier"
     ({"name": RIDGE, "params": {"features": {"name": "RandomFourierFeatures"}},
       "features": {"name": "RandomFourierFeatures"}}, r"both given; keep one"),
     ({"name": "StreamingKernelPCA", "features": {"name": "RandomFourierFeatures"}},
-     r"StreamingKernelPCA has no parameter 'features'.*Valid names"),
-    ({"name": RIDGE, "params": {"alpah": 1.0}}, r"no parameter 'alpah'\. Did you mean 'alpha'"),
+     r"parameter 'features' is not known for StreamingKernelPCA.*Known parameters"),
+    ({"name": RIDGE, "params": {"alpah": 1.0}},
+     r"parameter 'alpah' is not known for SketchedKernelRidgeClassifier\. Did you mean 'alpha'"),
 ])
 def test_spec_errors_name_the_problem(tmp_path, method, match):
     with pytest.raises(ConfigError, match=match):
@@ -345,8 +346,9 @@ def test_holdout_r2_of_a_regressor_equals_sklearn(tmp_path):
 
 
 @pytest.mark.parametrize(("method", "match"), [
-    ({"name": RIDGE, "holdout": 0.7}, r"method.holdout must be a fraction in \(0, 0.5\]"),
-    ({"name": RIDGE, "holdout": True}, r"method.holdout must be a fraction"),
+    ({"name": RIDGE, "holdout": 0.7},
+     r"method: key holdout=0.7 is invalid; it must be a fraction in \(0, 0.5\]"),
+    ({"name": RIDGE, "holdout": True}, r"method: key holdout=True is invalid; it must be a fraction"),
     ({"name": "StreamingKernelPCA", "holdout": 0.1}, r"needs a method that predicts"),
     ({"name": RIDGE, "holdout": 0.1, "params": {"holdout": 0.2}}, r"both given; keep one"),
 ])

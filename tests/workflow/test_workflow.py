@@ -83,15 +83,15 @@ def eigenvalues(model) -> np.ndarray:
 
 @pytest.mark.parametrize("patch, needle", [
     ({"input": None}, "missing required key 'input'"),       # no input
-    ({"bogus": 1}, "unknown key(s) ['bogus']"),               # typo in a top-level key
-    ({"seed": -1}, "seed must be a non-negative integer"),    # bad seed
-    ({"segment_rows": 0}, "segment_rows must be a positive"),
+    ({"bogus": 1}, "key 'bogus' is not known. Known keys: block_rows"),  # a top-level typo
+    ({"seed": -1}, "key seed=-1 is invalid; it must be a non-negative integer"),  # bad seed
+    ({"segment_rows": 0}, "segment_rows=0 is invalid; it must be a positive"),
     ({"method": {"name": "NoSuchThing"}}, "unknown method 'NoSuchThing'"),
     ({"method": {"name": "rnca"}}, "'rnca' is StreamingKernelPCA with method: rnca"),  # old built-in
     ({"method": {"name": "open_array"}}, "is not an estimator"),  # a public function, not a method
-    ({"outputs": {}}, "outputs needs 'dir'"),
+    ({"outputs": {}}, "outputs: missing required key 'dir' (dir: the folder"),
     ({"outputs": {"dir": "o", "model": "../x"}}, "plain file name"),
-    ({"preprocessing": {"standardize": "yes"}}, "standardize must be true or false"),
+    ({"preprocessing": {"standardize": "yes"}}, "standardize='yes' is invalid; it must be true or false"),
     ({"cluster": {"kind": "local", "workers": 2}}, "option 'workers' is not known"),  # inline spec
     ({"cluster": 3}, "cluster must be a name"),
 ])

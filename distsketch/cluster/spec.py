@@ -1,4 +1,4 @@
-"""Cluster specs (YAML) and the clusters they start.
+"""Cluster specs: the schema of each kind and reading a spec (YAML or a mapping).
 
 A spec is a YAML mapping with a ``kind`` and that kind's options::
 
@@ -16,45 +16,38 @@ site's dask-jobqueue configuration, ``jobqueue.<kind>.*``), ``ssh``
 operator).  Every kind may carry ``storage_options:`` (plain data), applied
 while connected as the Dask config value ``distsketch.storage-options``.
 
-:func:`load_spec` validates a file into a dict; :func:`distsketch.cluster.connect`
-accepts the path, the dict, an address or a scheduler file; :func:`start_cluster`
-starts the batch/remote kinds; and :func:`render_job_script` (or
-:func:`batch_cluster`) shows the worker job script that dask-jobqueue would
-submit, without submitting anything.  A spec starts workers and nothing else:
-every value that reaches a job script, a command line, an environment or Dask's
-configuration is checked by :mod:`distsketch.cluster_safety` (docs/security.md
-lists every field).
-Optional packages are imported lazily: a missing one gives a
-:class:`~distsketch.errors.ConfigError` naming the extra to install.
+:func:`load_spec` validates a file into a dict, :func:`validate_spec` a
+mapping: each kind's options are a constraint table (:data:`KINDS`) checked
+by :func:`distsketch.validation.check_section`, and every value that reaches a
+job script, a command line, an environment or Dask's configuration is then
+checked by :mod:`distsketch.cluster.safety` (docs/security.md lists every
+field).  Optional packages are imported lazily (:func:`require_package`): a
+missing one gives a :class:`~distsketch.errors.ConfigError` naming the extra
+to install.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from distsketch.cluster_safety import (
-    SHEBANG,
-    WORKER_COMMAND,
+from distsketch.cluster.safety import (
     check_job_values,
     check_kubernetes,
     check_local,
     check_scheduler,
     check_ssh,
     count,
-    size,
 )
-from distsketch.errors import ClusterError, ConfigError
+from distsketch.errors import ConfigError
 from distsketch.validation import InstanceOf, check_section, load_yaml
 
-__all__ = ["BATCH_KINDS", "KINDS", "batch_cluster", "check_storage_options", "load_spec", "render_job_script",
-           "start_cluster", "validate_spec"]
+__all__ = ["BATCH_KINDS", "KINDS", "LAUNCHED_KINDS", "check_storage_options", "load_spec",
+           "require_package", "site_config", "validate_spec"]
 
 # kind -> {option: [constraint]}; "extra" passes allow-listed keyword arguments through
-# (distsketch/cluster_safety.py checks every value that reaches a worker)
+# (distsketch/cluster/safety.py checks every value that reaches a worker)
 _NUM = [InstanceOf(int, float)]
 _STR = [InstanceOf(str)]
 _STRS = [InstanceOf(list)]
@@ -95,12 +88,14 @@ KINDS: dict[str, dict[str, list]] = {
 KINDS = {kind: options | _COMMON for kind, options in KINDS.items()}
 _JOBQUEUE_HINT = ("dask_jobqueue", 'pip install "distsketch[cluster]" (dask-jobqueue renders and '
                                    "submits the worker job scripts)")
-_EXTRA_HINT = {
+_PACKAGES = {
     **{kind: _JOBQUEUE_HINT for kind in BATCH_KINDS},
     "ssh": ("asyncssh", "pip install asyncssh (needed by distributed.SSHCluster)"),
     "kubernetes": ("dask_kubernetes", "pip install dask-kubernetes (the Dask Kubernetes operator "
                                       "must run in the cluster)"),
 }
+#: the kinds :func:`distsketch.cluster.launchers.start_cluster` starts (each needs a package)
+LAUNCHED_KINDS = tuple(_PACKAGES)
 
 
 def check_storage_options(value: Any, where: str = "storage_options") -> dict[str, Any]:
@@ -141,7 +136,7 @@ def check_storage_options(value: Any, where: str = "storage_options") -> dict[st
     return out
 
 
-def _site_config(kind: str, key: str) -> Any:
+def site_config(kind: str, key: str) -> Any:
     """The site's dask-jobqueue setting ``jobqueue.<kind>.<key>`` (None when unset)."""
     import dask
 
@@ -203,7 +198,7 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
                           "scheduler and the rest the workers.")
     if kind in BATCH_KINDS:
         for key in ("cores", "memory"):
-            if key not in cfg and _site_config(kind, key) is None:
+            if key not in cfg and site_config(kind, key) is None:
                 raise ConfigError(f"{where}: kind {kind!r} needs {key!r} (resources of one worker "
                                   f"job), e.g. cores: 8, memory: 32GB, in the spec or in the "
                                   f"site's Dask config (jobqueue.{kind}.{key}, e.g. in "
@@ -246,205 +241,14 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     return cfg
 
 
-def _require(kind: str) -> Any:
+def require_package(kind: str) -> Any:
+    """Import the optional package a cluster kind needs (ConfigError naming the extra)."""
     import importlib
 
-    module, hint = _EXTRA_HINT[kind]
+    module, hint = _PACKAGES[kind]
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"cluster kind {kind!r} needs the package {module!r}, which is not "
                           f"installed: {hint}.") from exc
 
-
-def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of the dask-jobqueue cluster class for a validated batch spec.
-
-    Options the spec leaves out are not passed, so dask-jobqueue takes them
-    from the site's configuration (``jobqueue.<kind>.*``).  Whole numbers
-    written as floats (``cores: 4.0``, also in the site configuration) become
-    ints, and a size given in bytes becomes ``"<n>B"``.
-    """
-    kind = cfg["kind"]
-    skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env", "storage_options"}
-    kwargs = {k: v for k, v in cfg.items() if k not in skip}
-    kwargs.update(cfg.get("extra", {}))
-    for key in ("cores", "processes", "job_cpu", "ncpus", "mem"):
-        if key in kwargs:
-            kwargs[key] = count(kwargs[key])
-        elif key in ("cores", "processes") and isinstance(_site_config(kind, key), float):
-            kwargs[key] = count(_site_config(kind, key)) or _site_config(kind, key)
-    if "memory" in kwargs and not isinstance(kwargs["memory"], str):
-        kwargs["memory"] = size(kwargs["memory"])
-    # what runs is distsketch's choice, whatever the site's configuration says
-    kwargs["worker_command"] = WORKER_COMMAND
-    kwargs["shebang"] = SHEBANG
-    if "processes" not in kwargs and _site_config(kind, "processes") is None:
-        # one worker process per job with `cores` threads, unless the site says otherwise
-        kwargs["processes"] = 1
-    if cfg.get("env"):
-        # exported before the user's prologue, each value quoted by shlex
-        prologue = kwargs.get("job_script_prologue")
-        if prologue is None:
-            prologue = _site_config(kind, "job-script-prologue") or []
-        kwargs["job_script_prologue"] = _env_prologue(cfg["env"]) + list(prologue)
-    return kwargs
-
-
-def _env_prologue(env: dict[str, Any]) -> list[str]:
-    """``export NAME=value`` lines, each value shell-quoted."""
-    import shlex
-
-    return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
-
-
-def _batch_cluster(cfg: dict[str, Any], **options: Any) -> Any:
-    """The dask-jobqueue cluster object of a validated batch spec (no job submitted)."""
-    _require(cfg["kind"])
-    import dask_jobqueue
-
-    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
-           "sge": dask_jobqueue.SGECluster, "lsf": dask_jobqueue.LSFCluster}[cfg["kind"]]
-    kwargs = _jobqueue_kwargs(cfg) | options
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        shown = {k: v for k, v in kwargs.items() if k != "scheduler_options"}
-        raise ConfigError(f"dask-jobqueue refused the {cfg['kind']} options {shown}: {exc}") \
-            from exc
-
-
-@contextlib.contextmanager
-def batch_cluster(spec: Any) -> Iterator[Any]:
-    """The dask-jobqueue cluster object of a batch spec, with no job submitted.
-
-    Parameters
-    ----------
-    spec : dict or path-like
-        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec (mapping or YAML path).
-
-    Yields
-    ------
-    dask_jobqueue.JobQueueCluster
-        Built from the same options as :func:`start_cluster` uses, with its
-        scheduler on 127.0.0.1 (any free port, no dashboard) and no workers;
-        closed on exit.  ``job_script()`` shows what would be submitted.
-
-    Raises
-    ------
-    ConfigError
-        Not a batch spec, invalid options, or dask-jobqueue is not installed
-        (``pip install "distsketch[cluster]"``).
-    """
-    cfg = load_spec(spec) if isinstance(spec, (str, os.PathLike)) else validate_spec(spec)
-    kind = cfg["kind"]
-    if kind not in BATCH_KINDS:
-        raise ConfigError(f"a job script needs a batch spec (kind slurm, pbs, sge or lsf), got "
-                          f"kind {kind!r}.")
-    # loopback, any free port, no dashboard: nothing is reachable from elsewhere
-    options = {"n_workers": 0, "scheduler_options": {"host": "127.0.0.1", "dashboard": False,
-                                                     "dashboard_address": "127.0.0.1:0"}}
-    with _batch_cluster(cfg, **options) as cluster:
-        yield cluster
-
-
-def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULER:8786") -> str:
-    """The batch script one worker job would run, rendered by dask-jobqueue; nothing is submitted.
-
-    Parameters
-    ----------
-    spec : dict or path-like
-        A ``slurm``, ``pbs``, ``sge`` or ``lsf`` spec (mapping or YAML path).
-    scheduler_address : str or None, default "tcp://SCHEDULER:8786"
-        Address written into the script in place of the one of the throwaway
-        scheduler started to render it (the real one is known only once the
-        submitting process runs its scheduler); None keeps the throwaway one.
-
-    Returns
-    -------
-    str
-        The job script (batch directives and the worker command): the
-        ``job_script()`` of the cluster object :func:`batch_cluster` creates.
-
-    Raises
-    ------
-    ConfigError
-        Not a batch spec, invalid options, or dask-jobqueue is not installed
-        (``pip install "distsketch[cluster]"``).
-
-    Notes
-    -----
-    Starts a scheduler on 127.0.0.1 for a few tens of milliseconds; no job is
-    submitted.
-    """
-    with batch_cluster(spec) as cluster:
-        script = cluster.job_script()
-        if scheduler_address is not None:
-            script = script.replace(cluster.scheduler_address, scheduler_address)
-    return script
-
-
-@contextlib.contextmanager
-def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
-    """Start a batch (slurm, pbs, sge, lsf), ssh or kubernetes cluster and yield a Client.
-
-    Parameters
-    ----------
-    cfg : dict
-        A validated spec (see :func:`load_spec`).
-
-    Yields
-    ------
-    distributed.Client
-        Connected; the cluster is shut down (jobs cancelled, pods deleted) on
-        exit.
-
-    Raises
-    ------
-    ConfigError
-        Unknown kind, invalid options or the kind's package is missing.
-    ClusterError
-        The cluster could not be started.
-    """
-    from distributed import Client
-
-    cfg = validate_spec(cfg)
-    kind = cfg["kind"]
-    if kind not in _EXTRA_HINT:
-        raise ConfigError(f"start_cluster handles {', '.join(_EXTRA_HINT)}; kind {kind!r} is "
-                          "handled by distsketch.cluster.connect.")
-    _require(kind)
-    try:
-        if kind in BATCH_KINDS:
-            cluster = _batch_cluster(cfg)
-        elif kind == "ssh":
-            from distributed import SSHCluster
-
-            cluster = SSHCluster(cfg["hosts"], connect_options=cfg.get("connect_options", {}),
-                                 worker_options=cfg.get("worker_options", {}),
-                                 scheduler_options=cfg.get("scheduler_options", {}),
-                                 remote_python=cfg.get("remote_python"), **cfg.get("extra", {}))
-        else:
-            from dask_kubernetes.operator import KubeCluster
-
-            kw = {"name": cfg.get("name", "distsketch"), "image": cfg["image"],
-                  "n_workers": cfg.get("n_workers", 2)}
-            for key in ("namespace", "resources", "env"):
-                if key in cfg:
-                    kw[key] = cfg[key]
-            cluster = KubeCluster(**kw, **cfg.get("extra", {}))
-    except (ConfigError, ClusterError):
-        raise
-    except Exception as exc:
-        raise ClusterError(f"could not start the {kind} cluster ({type(exc).__name__}: {exc}). Check "
-                           "the spec and that the batch system / hosts / Kubernetes are reachable.") \
-            from exc
-    with cluster:
-        if "adapt" in cfg:
-            cluster.adapt(**cfg["adapt"])
-        elif kind in BATCH_KINDS:
-            cluster.scale(jobs=count(cfg.get("n_workers", 1)))
-        elif kind == "kubernetes" and "n_workers" in cfg:
-            cluster.scale(cfg["n_workers"])
-        with Client(cluster, timeout=cfg.get("timeout", 60)) as client:
-            yield client

@@ -25,13 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from distsketch.cluster.launchers import start_cluster
+from distsketch.cluster.spec import check_storage_options, load_spec, validate_spec
 from distsketch.errors import ClusterError, ConfigError
 
 __all__ = ["DASHBOARD_PREFIX", "DEFAULT_LOCAL", "STORAGE_OPTIONS_KEY",
            "check_dashboard", "configured_scheduler_address", "connect", "require_dashboard",
            "resolve_spec"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("distsketch.cluster")  # the package's logger, one name for all
 
 DEFAULT_LOCAL: dict[str, Any] = {
     "kind": "local",
@@ -108,8 +110,6 @@ def resolve_spec(spec: Any) -> dict[str, Any]:
     if isinstance(spec, dict):
         if "kind" not in spec:
             raise ConfigError(f"cluster spec {spec!r} has no 'kind' key.")
-        from distsketch.cluster_specs import validate_spec
-
         # a mapping is held to the same checks as a spec file
         return validate_spec(spec)
     s = os.fspath(spec)
@@ -124,8 +124,6 @@ def resolve_spec(spec: Any) -> dict[str, Any]:
                                f"`dask scheduler --scheduler-file {p}` first.")
         return {"kind": "scheduler", "scheduler_file": str(p)}
     if p.suffix in (".yaml", ".yml"):
-        from distsketch.cluster_specs import load_spec
-
         return load_spec(p)
     raise ConfigError(
         f"cannot interpret cluster {spec!r}: use 'local', 'sync', 'threads', "
@@ -213,8 +211,6 @@ def _storage_options(cfg: dict[str, Any], where: str) -> Iterator[None]:
         yield
         return
     import dask
-
-    from distsketch.cluster_specs import check_storage_options
 
     options = check_storage_options(cfg["storage_options"], f"{where}: storage_options")
     with dask.config.set({STORAGE_OPTIONS_KEY: options}):
@@ -320,8 +316,6 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                     say(f"{DASHBOARD_PREFIX}{link} (the dashboard of the scheduler)")
                 yield client
             return
-        from distsketch.cluster_specs import start_cluster
-
         with start_cluster(cfg) as client:
             if link := _dashboard_link(client):
                 say(f"{DASHBOARD_PREFIX}{link}")

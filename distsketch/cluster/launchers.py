@@ -1,0 +1,85 @@
+"""Launchers: start the cluster of a batch (slurm, pbs, sge, lsf), ssh or kubernetes
+spec and connect a client to it; shut it down on exit.
+
+``local`` and ``scheduler`` specs are connected by
+:func:`distsketch.cluster.connect` itself; every other kind comes here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from distsketch.cluster.job_scripts import jobqueue_cluster
+from distsketch.cluster.safety import count
+from distsketch.cluster.spec import BATCH_KINDS, LAUNCHED_KINDS, require_package, validate_spec
+from distsketch.errors import ClusterError, ConfigError
+
+__all__ = ["start_cluster"]
+
+
+@contextlib.contextmanager
+def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
+    """Start a batch (slurm, pbs, sge, lsf), ssh or kubernetes cluster and yield a Client.
+
+    Parameters
+    ----------
+    cfg : dict
+        A validated spec (see :func:`load_spec`).
+
+    Yields
+    ------
+    distributed.Client
+        Connected; the cluster is shut down (jobs cancelled, pods deleted) on
+        exit.
+
+    Raises
+    ------
+    ConfigError
+        Unknown kind, invalid options or the kind's package is missing.
+    ClusterError
+        The cluster could not be started.
+    """
+    from distributed import Client
+
+    cfg = validate_spec(cfg)
+    kind = cfg["kind"]
+    if kind not in LAUNCHED_KINDS:
+        raise ConfigError(f"start_cluster handles {', '.join(LAUNCHED_KINDS)}; kind {kind!r} is "
+                          "handled by distsketch.cluster.connect.")
+    require_package(kind)
+    try:
+        if kind in BATCH_KINDS:
+            cluster = jobqueue_cluster(cfg)
+        elif kind == "ssh":
+            from distributed import SSHCluster
+
+            cluster = SSHCluster(cfg["hosts"], connect_options=cfg.get("connect_options", {}),
+                                 worker_options=cfg.get("worker_options", {}),
+                                 scheduler_options=cfg.get("scheduler_options", {}),
+                                 remote_python=cfg.get("remote_python"), **cfg.get("extra", {}))
+        else:
+            from dask_kubernetes.operator import KubeCluster
+
+            kw = {"name": cfg.get("name", "distsketch"), "image": cfg["image"],
+                  "n_workers": cfg.get("n_workers", 2)}
+            for key in ("namespace", "resources", "env"):
+                if key in cfg:
+                    kw[key] = cfg[key]
+            cluster = KubeCluster(**kw, **cfg.get("extra", {}))
+    except (ConfigError, ClusterError):
+        raise
+    except Exception as exc:
+        raise ClusterError(f"could not start the {kind} cluster ({type(exc).__name__}: {exc}). Check "
+                           "the spec and that the batch system / hosts / Kubernetes are reachable.") \
+            from exc
+    with cluster:
+        if "adapt" in cfg:
+            cluster.adapt(**cfg["adapt"])
+        elif kind in BATCH_KINDS:
+            cluster.scale(jobs=count(cfg.get("n_workers", 1)))
+        elif kind == "kubernetes" and "n_workers" in cfg:
+            cluster.scale(cfg["n_workers"])
+        with Client(cluster, timeout=cfg.get("timeout", 60)) as client:
+            yield client
