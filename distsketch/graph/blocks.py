@@ -27,11 +27,10 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayValuesDep
 
-from distsketch.errors import InputError
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, task_blas
-from distsketch.ops.kernels import check_row_magnitude
+from distsketch.validation.finite import check_input_block as check_finite_block
 
 __all__ = ["as_operand", "block_starts", "check_finite_block", "map_rows", "merge_tree",
            "row_offsets", "tree_reduce", "whole_rows"]
@@ -57,25 +56,6 @@ def block_starts(chunks: Sequence[int], start: int = 0) -> ArrayValuesDep:
     return ArrayValuesDep((tuple(chunks),), {(i,): int(v) for i, v in enumerate(offs)})
 
 
-def check_finite_block(block: Any, offset: int, where: str = "input") -> None:
-    """Raise :class:`InputError` naming the first row holding NaN or Inf."""
-    data = block.data if hasattr(block, "tocsr") else block
-    if np.issubdtype(np.asarray(data).dtype, np.floating) and not np.all(np.isfinite(data)):
-        if hasattr(block, "tocsr"):
-            csr = block.tocsr()
-            bad_rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[
-                ~np.isfinite(csr.data)]
-            row = int(bad_rows.min())
-        else:
-            row = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
-        raise InputError(
-            f"{where} contains NaN or Inf: first bad row is {offset + row} "
-            f"(block starting at row {offset}). Clean or impute the data first "
-            "(e.g. drop those rows before ingesting)."
-        )
-    check_row_magnitude(block, offset, where)
-
-
 def as_operand(value: Any) -> da.Array:
     """Wrap a NumPy operand as a one-chunk dask array (one key in the graph)."""
     if isinstance(value, da.Array):
@@ -84,29 +64,41 @@ def as_operand(value: Any) -> da.Array:
     return da.from_array(arr, chunks=arr.shape or (), name="operand-" + tokenize(arr))
 
 
-class _RowTask:
+def _boxed(state: Any) -> np.ndarray:
+    # a one-element object array: one summary state per block of a blockwise array
+    out = np.empty((1,), dtype=object)
+    out[0] = state
+    return out
+
+
+class _BlockTask:
     """Callable run on one block: offset, finite check, BLAS pinning.
 
-    ``bytes_per_row`` and ``fixed_bytes`` are the task's projected memory
-    (None when the stage states none), kept on the task so that measurements
-    can be compared with the plan.
+    The task of a map (``func`` returns the block's rows) and of a summary's
+    ``chunk`` (``boxed``: its state comes back in a one-element object
+    array).  ``bytes_per_row`` and ``fixed_bytes`` are the task's projected
+    memory (None when the stage states none), kept on the task so that
+    measurements can be compared with the plan.
     """
 
     def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str,
-                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
+                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
+                 boxed: bool = False):
         self.func = func
         self.kwargs = kwargs
         self.check_finite = check_finite
         self.where = where
         self.bytes_per_row = bytes_per_row
         self.fixed_bytes = float(fixed_bytes)
+        self.boxed = boxed
 
     def __call__(self, block, offset, *operands):
         off = int(offset)
         if self.check_finite:
             check_finite_block(block, off, self.where)
         with task_blas():
-            return self.func(block, off, *operands, **self.kwargs)
+            out = self.func(block, off, *operands, **self.kwargs)
+        return _boxed(out) if self.boxed else out
 
 
 def _operand_args(operands: Sequence[Any]) -> list[Any]:
@@ -179,7 +171,7 @@ def map_rows(
     X = whole_rows(X)
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
-    task = _RowTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
+    task = _BlockTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
     meta = np.empty((0, 0), dtype=dtype)
     return da.blockwise(
         task, "iz", X, "ij", block_starts(X.chunks[0], row_start), "i",
@@ -188,28 +180,6 @@ def map_rows(
         name=f"{name}-" + tokenize(func, X.name, operands, task.kwargs, n_out, int(row_start)),
         meta=meta,
     )
-
-
-class _ChunkTask:
-    """A summary's ``chunk`` on one block, with its projected memory (as :class:`_RowTask`)."""
-
-    def __init__(self, summary: Any, check_finite: bool, where: str,
-                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
-        self.summary = summary
-        self.check_finite = check_finite
-        self.where = where
-        self.bytes_per_row = bytes_per_row
-        self.fixed_bytes = float(fixed_bytes)
-
-    def __call__(self, block, offset, *operands):
-        off = int(offset)
-        if self.check_finite:
-            check_finite_block(block, off, self.where)
-        with task_blas():
-            state = self.summary.chunk(block, off, *operands)
-        out = np.empty((1,), dtype=object)
-        out[0] = state
-        return out
 
 
 def _flatten(nested: Any) -> list[Any]:
@@ -234,9 +204,7 @@ class _Combine:
         with task_blas():
             state = self.summary.merge(_flatten(parts))
         # wrapped: a state that is itself a list must not be flattened by the next merge
-        out = np.empty((1,), dtype=object)
-        out[0] = state
-        return out
+        return _boxed(state)
 
 
 class _Aggregate(_Combine):
@@ -334,7 +302,8 @@ def tree_reduce(
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     token = tokenize(summary, X.name, operands, int(row_start))
     states = da.blockwise(
-        _ChunkTask(summary, check_finite, where, bytes_per_row, fixed_bytes), "i", X, "ij",
+        _BlockTask(summary.chunk, {}, check_finite, where, bytes_per_row, fixed_bytes, boxed=True),
+        "i", X, "ij",
         block_starts(X.chunks[0], row_start), "i",
         *_operand_args(operands), dtype=object, concatenate=True, align_arrays=False,
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),

@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from distsketch.errors import InputError
 from distsketch.validation.finite import (
     cast_checked,
+    check_input_block,
     check_magnitude,
     first_out_of_range,
+    is_dask,
     narrows,
 )
 
@@ -29,11 +30,6 @@ __all__ = [
     "is_dask",
     "is_path_like",
 ]
-
-
-def is_dask(X: Any) -> bool:
-    """True for dask arrays."""
-    return isinstance(X, da.Array)
 
 
 def is_path_like(X: Any) -> bool:
@@ -95,9 +91,7 @@ def check_input(
         _check_sparse_range(X, target, where)
         X = X.astype(target, copy=False)
         if not np.all(np.isfinite(X.data)):
-            from distsketch.graph.blocks import check_finite_block
-
-            check_finite_block(X, 0, where)
+            check_input_block(X, 0, where)
         check_magnitude(X, where=where)
         return X
     if not is_dask(X):
@@ -122,15 +116,13 @@ def check_input(
             X = cast_checked(X, target, where=where)
     if not is_dask(X):
         if not np.all(np.isfinite(X)):
-            from distsketch.graph.blocks import check_finite_block
-
-            check_finite_block(X, 0, where)
+            check_input_block(X, 0, where)
         # dask input: the same check runs per block with the graph's NaN check
         check_magnitude(X, where=where)
     return X
 
 
-def _cast_dask(X: da.Array, target: np.dtype, where: str) -> da.Array:
+def _cast_dask(X: Any, target: np.dtype, where: str) -> Any:
     """Lazy cast; a narrowing one checks each block's range and names its global row."""
     if not narrows(X.dtype, target):
         return X.astype(target)  # widening: no check needed, the graph stays as it was

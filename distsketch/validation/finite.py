@@ -19,10 +19,10 @@ could arise:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
@@ -35,12 +35,49 @@ __all__ = [
     "check_finite_block",
     "check_finite_output",
     "check_finite_result",
+    "check_input_block",
     "check_magnitude",
     "first_out_of_range",
+    "is_dask",
     "narrows",
 ]
 
+def is_dask(X: Any) -> bool:
+    """True for dask arrays.
+
+    Validation builds no graph and imports no ``dask.array``: an array of it
+    exists only once something imported it.
+    """
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(X, module.Array)
+
+
 _FIX = "Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree."
+
+
+def check_input_block(block: Any, offset: int, where: str = "input") -> None:
+    """Refuse an input block (NumPy or sparse) holding NaN or Inf, or rows too large.
+
+    The check each task of the graph runs on its input block
+    (``distsketch.graph.check_finite_block``) and :func:`check_input` on an
+    in-memory input: :class:`InputError` names the first bad global row
+    (``offset`` is the block's first row).
+    """
+    data = block.data if hasattr(block, "tocsr") else block
+    if np.issubdtype(np.asarray(data).dtype, np.floating) and not np.all(np.isfinite(data)):
+        if hasattr(block, "tocsr"):
+            csr = block.tocsr()
+            bad_rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[
+                ~np.isfinite(csr.data)]
+            row = int(bad_rows.min())
+        else:
+            row = int(np.flatnonzero(~np.all(np.isfinite(block), axis=1))[0])
+        raise InputError(
+            f"{where} contains NaN or Inf: first bad row is {offset + row} "
+            f"(block starting at row {offset}). Clean or impute the data first "
+            "(e.g. drop those rows before ingesting)."
+        )
+    check_row_magnitude(block, offset, where)
 
 
 def check_magnitude(X: Any, *, where: str = "X", row_start: int = 0) -> None:
@@ -117,7 +154,7 @@ def check_finite_output(out: Any, *, stage: str) -> Any:
     For outputs not produced by a per-block function that :class:`FiniteRows`
     could wrap (e.g. a tiled kernel product); rows are numbered globally.
     """
-    if isinstance(out, da.Array):
+    if is_dask(out):
         return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)  # type: ignore[arg-type]
     return check_finite_block(out, stage=stage)
 
