@@ -6,13 +6,10 @@ import argparse
 import time
 
 from distsketch.cli.common import (
-    add_allow_missing_chunks_option,
-    add_block_rows_option,
-    add_common_options,
-    add_storage_option,
+    add_input_options,
     apply_progress,
     cluster,
-    open_input,
+    open_command_input,
     positive_int,
     stage,
     storage_options_arg,
@@ -42,10 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--degree", type=int, default=None, help="polynomial degree (default: the model's)")
     p.add_argument("--coef0", type=float, default=None, help="polynomial offset (default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the row sample")
-    add_block_rows_option(p)
-    add_allow_missing_chunks_option(p)
-    add_common_options(p, overwrite=False)
-    add_storage_option(p)
+    add_input_options(p, overwrite=False)
     p.set_defaults(func=run)
     return p
 
@@ -72,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"model {args.model}: {exc}") from None
     if args.kernel is None and model_kernel(approx) is None:
         raise ConfigError(f"{type(approx).__name__} does not name its kernel; pass --kernel.")
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
-                   storage_options=so)
+    X = open_command_input(args, so)
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
         from distsketch.errors import InputError
 
