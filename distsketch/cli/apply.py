@@ -19,7 +19,7 @@ from distsketch.cli.common import (
     storage_options_arg,
 )
 
-__all__ = ["Applied", "add_apply_parser", "apply_saved_model"]
+__all__ = ["Applied", "add_apply_parser", "apply_saved_model", "load_model_and_input"]
 
 
 def add_apply_parser(subparsers: argparse._SubParsersAction, command: str, *, help: str,
@@ -36,6 +36,26 @@ def add_apply_parser(subparsers: argparse._SubParsersAction, command: str, *, he
                    help="chunk codec (default lz4)")
     add_input_options(p)
     return p
+
+
+def load_model_and_input(args: argparse.Namespace, check_model: Callable[[Any], None], *,
+                         output: str | None = None) -> tuple[Any, Any, dict[str, Any] | None]:
+    """``(model, X, storage_options)`` of a command on a saved model and a Zarr input.
+
+    The output (when the command writes one) is checked first, then the
+    model is loaded and ``check_model(model)`` refuses what the command
+    cannot use before the input is opened (once).
+    """
+    from distsketch.io.model import load
+    from distsketch.io.safety import check_output
+
+    so = storage_options_arg(args)
+    if output is not None:
+        check_output(output, overwrite=args.overwrite, inputs=[args.input, args.model],
+                     storage_options=so)
+    model = load(args.model, storage_options=so)
+    check_model(model)
+    return model, open_command_input(args, so), so
 
 
 @dataclasses.dataclass
@@ -79,18 +99,12 @@ def apply_saved_model(args: argparse.Namespace, *, method: str, verb: str, what:
     """
     from distsketch.diagnostics import PeakMemory
     from distsketch.io import fingerprint, write_array
-    from distsketch.io.model import load
-    from distsketch.io.safety import check_output
     from distsketch.io.urls import resolve
     from distsketch.validation import check_n_features
 
     show = apply_progress(args)
-    so = storage_options_arg(args)
     inputs = [args.input, args.model]
-    check_output(args.output, overwrite=args.overwrite, inputs=inputs, storage_options=so)
-    model = load(args.model, storage_options=so)
-    check_model(model)
-    X = open_command_input(args, so)
+    model, X, so = load_model_and_input(args, check_model, output=args.output)
     # the feature count is checked before the cluster starts (the model checks it again)
     check_n_features(model, X, reset=False)
     with PeakMemory() as pm, cluster(args, X):

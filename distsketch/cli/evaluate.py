@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
-from distsketch.cli.common import (
-    add_input_options,
-    apply_progress,
-    cluster,
-    open_command_input,
-    positive_int,
-    stage,
-    storage_options_arg,
-)
+from distsketch.cli.apply import load_model_and_input
+from distsketch.cli.common import add_input_options, apply_progress, cluster, positive_int, stage
 from distsketch.cli.output import finish
 from distsketch.errors import ConfigError
 
@@ -52,21 +46,25 @@ def _class_name(model: object) -> str:
     return type(model).__name__
 
 
-def run(args: argparse.Namespace) -> int:
-    from distsketch.io.model import load
-    from distsketch.metrics import kernel_errors, model_kernel, split_pipeline
+def _check_approximation(model: Any, path: str, kernel: str | None) -> None:
+    """Refuse a model whose (last) step names no kernel when --kernel is not given."""
+    from distsketch.metrics import model_kernel, split_pipeline
 
-    apply_progress(args)
-    so = storage_options_arg(args)
-    model = load(args.model, storage_options=so)
     try:
         # a Pipeline (a workflow's model with its scaler): its last step approximates the kernel
         _, approx = split_pipeline(model)
     except ConfigError as exc:
-        raise ConfigError(f"model {args.model}: {exc}") from None
-    if args.kernel is None and model_kernel(approx) is None:
+        raise ConfigError(f"model {path}: {exc}") from None
+    if kernel is None and model_kernel(approx) is None:
         raise ConfigError(f"{type(approx).__name__} does not name its kernel; pass --kernel.")
-    X = open_command_input(args, so)
+
+
+def run(args: argparse.Namespace) -> int:
+    from distsketch.metrics import kernel_errors
+
+    apply_progress(args)
+    model, X, _ = load_model_and_input(
+        args, lambda model: _check_approximation(model, args.model, args.kernel))
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
         from distsketch.errors import InputError
 
