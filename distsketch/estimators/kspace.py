@@ -515,7 +515,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
         if is_dask(V):
-            VY = hstack_blocks(V, Y)
+            VY: Any = hstack_blocks(V, Y)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
         w, t = VY.shape[1] - Y.shape[1], Y.shape[1]

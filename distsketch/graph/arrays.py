@@ -112,7 +112,7 @@ def as_lazy(X: Any) -> da.Array:
     array (the map plans its own blocks within these)."""
     if isinstance(X, da.Array):
         return X
-    return da.from_array(X, chunks=(min(X.shape[0], LAZY_BLOCK_ROWS), X.shape[1]))
+    return as_dask(X, block_rows=min(X.shape[0], LAZY_BLOCK_ROWS))
 
 
 def to_dask(X: Any) -> da.Array:

@@ -119,7 +119,7 @@ def dask_targets(array: Any, where: str) -> Any:
     from distsketch.graph import from_source
 
     classes = class_names(array, where)
-    d = from_source(array, array.chunks)
+    d: Any = from_source(array, array.chunks)
     if classes is None:
         return d
     return d.map_blocks(_Decode(classes, where), dtype=classes.dtype)
