@@ -18,6 +18,7 @@ import numpy as np
 from distsketch.graph.blocks import whole_rows
 from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
 from distsketch.graph.planner import choose_block_rows
+from distsketch.validation.finite import is_dask  # the one test, re-exported for io
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -51,11 +52,6 @@ LAZY_BLOCK_ROWS = 65536
 #: (a command opens its input before it knows which estimator reads it): a feature
 #: map about ten times as wide as the input, with the input and temporaries
 UNKNOWN_STAGE_ROWS = 16
-
-
-def is_dask(X: Any) -> bool:
-    """True for dask arrays."""
-    return isinstance(X, da.Array)
 
 
 def default_block_rows(n_rows: int, n_cols: int, itemsize: int,
