@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.graph.arrays import default_block_rows
+from distsketch.graph.arrays import default_block_rows, generate_rows
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.random import random_rows, resolve_seed
 
@@ -79,7 +78,7 @@ class _RowBlock:
 
 def random_noisy(n_samples: int, n_features: int = 100, *, signal_dim: int = 50,
                  zeta: float = 10.0, chunk_rows: int | None = None, dtype: Any = np.float32,
-                 random_state: Any = 0) -> da.Array:
+                 random_state: Any = 0) -> Any:
     """The RandomNoisy matrix A = S·D·U + F/ζ of Ghashami et al. (2016), lazily.
 
     S (n × s) and F (n × d) have i.i.d. N(0, 1) entries, D is diagonal with
@@ -130,9 +129,8 @@ def random_noisy(n_samples: int, n_features: int = 100, *, signal_dim: int = 50,
     seed = resolve_seed(random_state)
     dtype = np.dtype(dtype)
     rows = int(chunk_rows) if chunk_rows else default_block_rows(n_samples, n_features, 8)
-    chunks = (da.core.normalize_chunks((rows,), (int(n_samples),))[0], (int(n_features),))
     gen = _RowBlock(seed, int(n_features), int(signal_dim), float(zeta), dtype)
-    return da.map_blocks(gen, dtype=dtype, chunks=chunks, meta=np.empty((0, 0), dtype=dtype),
+    return generate_rows(gen, n_samples, n_features, rows, dtype,
                          name=f"random-noisy-{seed}-{n_samples}-{n_features}-{signal_dim}-"
                               f"{zeta}-{dtype}-{rows}")
 

@@ -52,13 +52,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import dask
-import dask.array as da
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distsketch.graph import tree_reduce
+from distsketch.graph import from_source, tree_reduce
 
 __all__ = [
     "ComputeError",
@@ -316,7 +315,7 @@ class MergeableSummaryTests:
         n = X.shape[0]
         chunks = _blocks(n, {c % n for c in cuts})
         s = self.make_summary()
-        Xd = da.from_array(X, chunks=(chunks, X.shape[1]))
+        Xd = from_source(X, (chunks, X.shape[1]))
         with dask.config.set(scheduler="sync"):
             got = tree_reduce(s, Xd, *self.operands(), split_every=split_every).compute()
         self.assert_states_close(got, self._chunk(s, X, 0, n), X)

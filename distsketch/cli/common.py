@@ -24,6 +24,7 @@ __all__ = [
     "add_cluster_option",
     "add_common_options",
     "add_dashboard_option",
+    "add_input_options",
     "add_output_options",
     "add_overwrite_option",
     "add_progress_option",
@@ -34,6 +35,7 @@ __all__ = [
     "emit",
     "fail",
     "median_gamma",
+    "open_command_input",
     "open_input",
     "parse_params",
     "parse_storage_options",
@@ -138,7 +140,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, cluster_used: bool = 
 
 def apply_progress(args: argparse.Namespace) -> bool:
     """Make ``--progress`` visible to the graph layer (which reads the environment)."""
-    from distsketch.graph.runtime import progress_enabled
+    from distsketch.graph import progress_enabled
 
     if args.progress is not None:
         os.environ["DISTSKETCH_PROGRESS"] = "1" if args.progress else "0"
@@ -353,40 +355,36 @@ def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
              "thread, in whole Zarr chunks; -v logs each plan)")
 
 
-# A CLI stage maps each row to features about ten times as wide as the input;
-# with the input and temporaries its working set is about this many input rows.
-_STAGE_ROW_FACTOR = 16
+def add_input_options(parser: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
+    """The options of a command reading a Zarr input: --block-rows, --allow-missing-chunks,
+    --cluster, --progress/--no-progress, (optionally) --overwrite and --storage-option."""
+    add_block_rows_option(parser)
+    add_allow_missing_chunks_option(parser)
+    add_common_options(parser, overwrite=overwrite)
+    add_storage_option(parser)
+
+
+def open_command_input(args: argparse.Namespace, storage_options: dict | None) -> Any:
+    """:func:`open_input` of a command's ``input`` with its --block-rows and
+    --allow-missing-chunks (:func:`add_input_options`)."""
+    return open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
+                      storage_options=storage_options)
 
 
 def open_input(path: str, block_rows: int | None = None, *,
                allow_missing_chunks: bool = False, storage_options: dict | None = None) -> Any:
-    """Open a Zarr input as a dask array whose row blocks the graph's rule chose.
+    """Open a Zarr input once, as a dask array whose row blocks the graph's rule chose.
 
-    The blocks are whole store chunks (or shards), sized by
-    :func:`distsketch.graph.choose_block_rows` for a stage whose working set is
-    about ``_STAGE_ROW_FACTOR`` input rows per row (about 16 MiB of input per
-    task), since the command's estimator is not known here.
+    The blocks are whole store chunks (or shards), planned for a stage not
+    known yet (:func:`distsketch.graph.store_block_rows`), since the
+    command's estimator plans its own stages later; ``block_rows`` overrides.
     """
-    from distsketch.graph.plan import choose_block_rows, input_bytes_per_row
-    from distsketch.io.arrays import open_array, open_zarr, split_array_path
+    from distsketch.io.arrays import open_array
 
-    kw: dict[str, Any] = {"allow_missing_chunks": allow_missing_chunks,
-                          "storage_options": storage_options}
-    if block_rows is not None:
-        if block_rows < 1:
-            raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")
-        return open_array(path, block_rows=block_rows, **kw)
-    X = open_array(path, **kw)
-    p, comp = split_array_path(str(path))
-    arr = open_zarr(p, comp, storage_options=storage_options)
-    row_bytes = input_bytes_per_row(X)
-    plan = choose_block_rows(X.shape[0], row_bytes, bytes_per_row=_STAGE_ROW_FACTOR * row_bytes,
-                             align=int((arr.shards or arr.chunks)[0]))
-    return X if plan.block_rows >= X.chunks[0][0] else open_array(path, block_rows=plan.block_rows,
-                                                                  **kw)
-
-
-
+    if block_rows is not None and block_rows < 1:
+        raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")
+    return open_array(path, block_rows=block_rows, allow_missing_chunks=allow_missing_chunks,
+                      storage_options=storage_options, any_stage=block_rows is None)
 
 
 def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
-from distsketch.cli.common import (
-    add_allow_missing_chunks_option,
-    add_block_rows_option,
-    add_common_options,
-    add_storage_option,
-    apply_progress,
-    cluster,
-    open_input,
-    positive_int,
-    stage,
-    storage_options_arg,
-)
+from distsketch.cli.apply import load_model_and_input
+from distsketch.cli.common import add_input_options, apply_progress, cluster, positive_int, stage
 from distsketch.cli.output import finish
 from distsketch.errors import ConfigError
 
@@ -42,10 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--degree", type=int, default=None, help="polynomial degree (default: the model's)")
     p.add_argument("--coef0", type=float, default=None, help="polynomial offset (default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the row sample")
-    add_block_rows_option(p)
-    add_allow_missing_chunks_option(p)
-    add_common_options(p, overwrite=False)
-    add_storage_option(p)
+    add_input_options(p, overwrite=False)
     p.set_defaults(func=run)
     return p
 
@@ -58,22 +46,25 @@ def _class_name(model: object) -> str:
     return type(model).__name__
 
 
-def run(args: argparse.Namespace) -> int:
-    from distsketch.io.model import load
-    from distsketch.metrics import kernel_errors, model_kernel, split_pipeline
+def _check_approximation(model: Any, path: str, kernel: str | None) -> None:
+    """Refuse a model whose (last) step names no kernel when --kernel is not given."""
+    from distsketch.metrics import model_kernel, split_pipeline
 
-    apply_progress(args)
-    so = storage_options_arg(args)
-    model = load(args.model, storage_options=so)
     try:
         # a Pipeline (a workflow's model with its scaler): its last step approximates the kernel
         _, approx = split_pipeline(model)
     except ConfigError as exc:
-        raise ConfigError(f"model {args.model}: {exc}") from None
-    if args.kernel is None and model_kernel(approx) is None:
+        raise ConfigError(f"model {path}: {exc}") from None
+    if kernel is None and model_kernel(approx) is None:
         raise ConfigError(f"{type(approx).__name__} does not name its kernel; pass --kernel.")
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
-                   storage_options=so)
+
+
+def run(args: argparse.Namespace) -> int:
+    from distsketch.metrics import kernel_errors
+
+    apply_progress(args)
+    model, X, _ = load_model_and_input(
+        args, lambda model: _check_approximation(model, args.model, args.kernel))
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
         from distsketch.errors import InputError
 

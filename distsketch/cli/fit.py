@@ -8,15 +8,11 @@ import time
 from typing import Any
 
 from distsketch.cli.common import (
-    add_allow_missing_chunks_option,
-    add_block_rows_option,
-    add_common_options,
-    add_storage_option,
+    add_input_options,
     apply_progress,
     check_before_cluster,
     cluster,
-    median_gamma,
-    open_input,
+    open_command_input,
     parse_params,
     positive_int,
     stage,
@@ -146,8 +142,8 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
     None for an estimator without a ``features`` parameter.  A model holding a
     feature map gets one only when a feature option is given (default class
     RandomFourierFeatures), else the model's own default map.  A ``gamma``
-    of ``"median"`` is resolved on the data by :func:`run`, or, for a model
-    that standardises its rows before its feature map, by the map on those rows.
+    of ``"median"`` stays: the model's ``fit`` resolves it (on the rows its
+    feature map sees), as in Python.
     """
     params = dict(preset)
     accepted = _params_of(cls)
@@ -261,10 +257,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--n-check", type=_non_negative, default=2000, metavar="ROWS",
                    help="training rows sampled to compare a supervised model with a constant "
                         "predictor (default 2000; one more pass over INPUT; 0 skips the check)")
-    add_block_rows_option(p)
-    add_allow_missing_chunks_option(p)
-    add_common_options(p)
-    add_storage_option(p)
+    add_input_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -291,30 +284,6 @@ def _read_targets(spec: str, n: int, storage_options: dict | None = None) -> Any
                         storage_options=storage_options).as_dask()
 
 
-def _resolve_median(X: Any, params: dict[str, Any], fparams: dict[str, Any],
-                    standardized: bool) -> float | None:
-    """Replace ``gamma="median"`` (estimator's or feature map's) by its value on X.
-
-    A feature map inside a model that standardises X first sees standardised
-    rows: its ``"median"`` stays, for the map to resolve on those rows.
-    """
-    if standardized and fparams.get("gamma") == "median":
-        return None
-    if "median" not in (params.get("gamma"), fparams.get("gamma")):
-        return None
-    gamma = median_gamma(X)
-    stage(f"gamma = {gamma:.6g} (median heuristic on 1000 rows)")
-    for p in (params, fparams):
-        if p.get("gamma") == "median":
-            p["gamma"] = gamma
-    return gamma
-
-
-def _without_median(params: dict[str, Any]) -> dict[str, Any]:
-    # gamma="median" is known only once the sample is read: the default stands in for the check
-    return {k: v for k, v in params.items() if not (k == "gamma" and v == "median")}
-
-
 def _chosen(est: Any) -> dict[str, Any]:
     """The fitted model's ``alpha_`` and ``gamma_`` (those it has), JSON-able."""
     out: dict[str, Any] = {}
@@ -338,35 +307,30 @@ def run(args: argparse.Namespace) -> int:
                  storage_options=so)
     cls, preset = resolve_estimator(args.method)
     params, feature_cls, fparams = build_params(cls, preset, args)
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
-                   storage_options=so)
+    if feature_cls is not None:
+        params["features"] = feature_cls(**fparams)
+    # gamma="median" (the model's or its feature map's) is resolved by the model's fit
+    median = "median" in (params.get("gamma"), fparams.get("gamma"))
+    est = cls(**params)
+    X = open_command_input(args, so)
     y = _read_targets(args.y, X.shape[0], so) if args.y else None
     n, d = int(X.shape[0]), int(X.shape[1])
-    if feature_cls is not None:
-        check_before_cluster(feature_cls(**_without_median(fparams)), n, d)
-        params["features"] = feature_cls(**_without_median(fparams))
-    check_before_cluster(cls(**_without_median(params)), n, d)
+    check_before_cluster(est, n, d)
     if args.y is None and _needs_targets(cls):
         raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
                           f"--y {args.input}::y (the labels ingest stores with --labels).")
     with PeakMemory() as pm, cluster(args, X):
-        # as the model decides (standardize="auto": unless the map's gamma is a number);
-        # the median is then taken on the scaled rows
-        model = cls(**_without_median(params) | {"features": feature_cls(**fparams)}) \
-            if feature_cls is not None else None
-        standardized = bool(getattr(model, "_standardizes", lambda: False)())
-        gamma = _resolve_median(X, params, fparams, standardized)
-        if feature_cls is not None:
-            params["features"] = feature_cls(**fparams)
-        est = cls(**params)
         stage(f"fitting {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())}) "
               f"on {args.input}: {n} rows x {d} features")
         t0 = time.perf_counter()
         est.fit(X) if y is None else est.fit(X, y)
         seconds = time.perf_counter() - t0
-        if standardized and fparams.get("gamma") == "median":
-            gamma = float(est.gamma_)
-            stage(f"gamma = {gamma:.6g} (median heuristic on 1000 standardised rows)")
+        chosen = getattr(est, "gamma_", None) if median else None
+        gamma = float(chosen) if chosen is not None else None
+        if gamma is not None:
+            # a model that standardises its rows (x_mean_ set) took the median on those
+            rows = "standardised rows" if getattr(est, "x_mean_", None) is not None else "rows"
+            stage(f"gamma = {gamma:.6g} (median heuristic on 1000 {rows})")
         check = (training_check(est, X, y, n_sample=args.n_check)
                  if y is not None and args.n_check > 0 and callable(getattr(est, "predict", None))
                  else None)

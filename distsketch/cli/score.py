@@ -9,13 +9,10 @@ from typing import Any
 import numpy as np
 
 from distsketch.cli.common import (
-    add_allow_missing_chunks_option,
-    add_block_rows_option,
-    add_common_options,
-    add_storage_option,
+    add_input_options,
     apply_progress,
     cluster,
-    open_input,
+    open_command_input,
     stage,
     storage_options_arg,
 )
@@ -101,7 +98,7 @@ def training_check(model: Any, X: Any, y: Any, *, n_sample: int = 2000,
     One pass over X to draw the sample (memory O(n_sample × d)); the sample's
     targets are read by index and predicted in memory.
     """
-    from distsketch.graph.plan import to_numpy
+    from distsketch.graph import to_numpy
     from distsketch.metrics import sample_rows
 
     idx, S = sample_rows(X, n_sample, random_state)
@@ -138,16 +135,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("model", help="saved model store with predict (e.g. a kernel ridge model)")
     p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
     p.add_argument("--y", required=True, help="targets of INPUT's rows, e.g. data.zarr::y")
-    add_block_rows_option(p)
-    add_allow_missing_chunks_option(p)
-    add_common_options(p, overwrite=False)
-    add_storage_option(p)
+    add_input_options(p, overwrite=False)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from distsketch.graph.plan import to_numpy
+    from distsketch.graph import to_numpy
     from distsketch.io.model import load
     from distsketch.io.targets import open_targets
     from distsketch.validation import check_n_features
@@ -156,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
     so = storage_options_arg(args)
     model = load(args.model, storage_options=so)
     check_predictor(model, args.model)
-    X = open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
-                   storage_options=so)
+    X = open_command_input(args, so)
     check_n_features(model, X, reset=False)
     y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}", storage_options=so).as_dask()
     with cluster(args, X):

@@ -34,7 +34,7 @@ from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFit
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
-from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
@@ -516,9 +516,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
         if is_dask(V):
-            import dask.array as da
-
-            VY = da.concatenate([V, da.from_array(Y, chunks=(V.chunks[0], Y.shape[1]))], axis=1)
+            VY: Any = hstack_blocks(V, Y)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
         w, t = VY.shape[1] - Y.shape[1], Y.shape[1]

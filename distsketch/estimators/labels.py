@@ -11,7 +11,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
@@ -143,10 +142,10 @@ def softmax_scores(D: Any) -> Any:
     array of shape (n_rows, n_classes)
         Rows sum to 1; a 1-D D stands for the scores (−d, d).
     """
-    xp = da if is_dask(D) else np
     if D.ndim == 1:
-        D = xp.stack([-D, D], axis=1)
-    E = xp.exp(D - D.max(axis=1, keepdims=True))
+        # a dask D stays lazy: NumPy hands stack and exp to dask (__array_function__, ufuncs)
+        D = np.stack([-D, D], axis=1)
+    E = np.exp(D - D.max(axis=1, keepdims=True))
     return E / E.sum(axis=1, keepdims=True)
 
 

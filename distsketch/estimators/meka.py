@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
@@ -19,7 +18,7 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.nystrom import fit_kmeans
-from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.graph import as_lazy, hstack_blocks, map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.meka import (
     basis_block,
@@ -290,8 +289,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         if self.basis_path is not None:
             from distsketch.io import write_array
 
-            Xd = X if is_dask(X) else da.from_array(X, chunks=(min(n, 65536), d))
-            basis = map_blocks(Xd, basis_block, *self._basis_operands(), n_out=width + 1,
+            basis = map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=width + 1,
                                dtype=np.float32, kwargs=self._basis_kwargs(),
                                bytes_per_row=self._bytes_per_row(), name="meka-basis")
             self.basis_path_ = str(write_array(basis, self.basis_path, overwrite=True,
@@ -435,8 +433,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
                 "from an in-memory array); refit with basis_path=... or from a Zarr path to use "
                 "matvec/matmat/to_dense."
             )
-        Xd = X if is_dask(X) else da.from_array(X, chunks=(min(X.shape[0], 65536), X.shape[1]))
-        return map_blocks(Xd, basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
+        return map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
                           dtype=np.float64, kwargs=self._basis_kwargs(),
                           bytes_per_row=self._bytes_per_row(), name="meka-basis")
 
@@ -495,8 +492,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         else:
             B = self._training_basis()
             width = self.maps_.shape[2]
-            Vd = da.from_array(V2, chunks=(B.chunks[0], V2.shape[1]))
-            BV = da.concatenate([B.astype(np.float64), Vd], axis=1)
+            BV = hstack_blocks(B.astype(np.float64), V2)
             U = reduce_blocks(_Projection(width, self.offsets_, self.ranks_), BV,
                               bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
                               name="meka-project", state_bytes=8.0 * int(self.ranks_.sum()) * V2.shape[1])

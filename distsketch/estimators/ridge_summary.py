@@ -10,10 +10,9 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
-from distsketch.graph import plan_rows
+from distsketch.graph import as_dask, hstack_blocks, plan_rows
 from distsketch.ops.namespace import densify
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary
@@ -174,18 +173,15 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
     if w is None:
         return Y
     if is_dask(Y):
-        return da.concatenate([Y.astype(np.float64),
-                               da.from_array(w[:, None], chunks=(Y.chunks[0], 1))], axis=1)
+        return hstack_blocks(Y.astype(np.float64), w[:, None])
     return np.hstack([np.asarray(Y, dtype=np.float64), w[:, None]])
 
 
 def _stack_xy(X: Any, Y: Any) -> Any:
     """Targets appended as the last columns of X, row blocks aligned."""
     if is_dask(X):
-        Yd = Y if is_dask(Y) else da.from_array(np.asarray(Y), chunks=(X.chunks[0], Y.shape[1]))
-        Yd = Yd.rechunk((X.chunks[0], Y.shape[1]))
-        Xd = X.rechunk({1: X.shape[1]})
-        return da.concatenate([Xd.astype(np.float64), Yd.astype(np.float64)], axis=1)
+        return hstack_blocks(X.astype(np.float64),
+                             Y.astype(np.float64) if is_dask(Y) else np.asarray(Y, np.float64))
     XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
     rows = plan_rows(X).plan.block_rows
-    return da.from_array(XY, chunks=(rows, XY.shape[1]))
+    return as_dask(XY, block_rows=rows)

@@ -32,9 +32,19 @@ from sklearn.base import RegressorMixin, clone
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.graph import cluster_resources, compute, map_blocks, reduce_blocks
-from distsketch.graph.arrays import as_dask
-from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
+from distsketch.graph import (
+    KERNEL_TILE_ROWS,
+    as_dask,
+    cluster_resources,
+    compute,
+    hstack_blocks,
+    map_blocks,
+    persist_rows,
+    rechunk_rows,
+    reduce_blocks,
+    row_matvec,
+    tile_matvec,
+)
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
 from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel
@@ -322,7 +332,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, alpha: float = 1.0, preconditioner: Any = None,
                  sketch_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
-                 block_rows: int = 2048, split_every: int = 8, verbose: int = 0,
+                 block_rows: int = KERNEL_TILE_ROWS, split_every: int = 8, verbose: int = 0,
                  random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma
@@ -344,7 +354,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
     def _blocks(self, X: Any) -> Any:
         Xd = as_dask(X)
-        return Xd.rechunk({0: min(int(self.block_rows), max(1, Xd.shape[0])), 1: Xd.shape[1]})
+        return rechunk_rows(Xd, min(int(self.block_rows), max(1, Xd.shape[0])))
 
     def kernel_matvec(self, V: np.ndarray, X: Any = None) -> np.ndarray:
         """``K(X, X) V`` computed tile by tile (X: the training rows by default).
@@ -581,8 +591,5 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
 def _hstack(A: Any, B: Any, W_twice: bool = False) -> Any:
     """``[A | B]`` (``[A | A | B]`` with ``W_twice``) with B on A's row blocks."""
-    import dask.array as da
-
-    B = B.rechunk((A.chunks[0], B.shape[1]))
-    A = A.rechunk({1: A.shape[1]}).astype(np.float64)
-    return da.concatenate([A, A, B] if W_twice else [A, B], axis=1)
+    A = A.astype(np.float64)
+    return hstack_blocks(A, A, B) if W_twice else hstack_blocks(A, B)

@@ -40,7 +40,7 @@ from scipy.sparse.linalg import LinearOperator
 from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.graph import map_blocks, plan_rows, reduce_blocks
+from distsketch.graph import KERNEL_TILE_ROWS, map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
@@ -310,7 +310,7 @@ class SparsifiedGram(DistsketchEstimator):
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
-                 quantize_bound: float | None = None, tile_rows: int = 2048,
+                 quantize_bound: float | None = None, tile_rows: int = KERNEL_TILE_ROWS,
                  store: str | os.PathLike | None = None, random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma

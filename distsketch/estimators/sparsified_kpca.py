@@ -13,7 +13,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import fit_gamma
 from distsketch.estimators.sparsified import SparsifiedGram, strip_sizes
-from distsketch.graph import map_blocks
+from distsketch.graph import KERNEL_TILE_ROWS, map_blocks
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
@@ -136,7 +136,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
     def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, solver: str = "lanczos",
-                 tile_rows: int = 2048, store: str | os.PathLike | None = None,
+                 tile_rows: int = KERNEL_TILE_ROWS, store: str | os.PathLike | None = None,
                  max_iter: int = 500, tol: float = 1e-9, random_state: Any = None):
         self.n_components = n_components
         self.kernel = kernel

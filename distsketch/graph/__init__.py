@@ -1,6 +1,20 @@
 """The only layer that builds Dask graphs; it knows no particular algorithm."""
 
-from distsketch.graph.arrays import as_dask, rechunk_rows
+from distsketch.graph.arrays import (
+    KERNEL_TILE_ROWS,
+    LAZY_BLOCK_ROWS,
+    UNKNOWN_STAGE_ROWS,
+    as_dask,
+    as_lazy,
+    from_source,
+    generate_rows,
+    hstack_blocks,
+    is_dask,
+    rechunk_rows,
+    store_block_rows,
+    store_graph,
+    to_dask,
+)
 from distsketch.graph.blocks import (
     as_operand,
     block_starts,
@@ -36,16 +50,21 @@ from distsketch.graph.runtime import (
     blas_single_thread,
     compute,
     compute_array,
+    progress_enabled,
     single_threaded_blas,
 )
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 
 __all__ = [
+    "KERNEL_TILE_ROWS",
+    "LAZY_BLOCK_ROWS",
+    "UNKNOWN_STAGE_ROWS",
     "BlockPlan",
     "Resources",
     "RowBlocks",
     "active_client",
     "as_dask",
+    "as_lazy",
     "as_operand",
     "blas_single_thread",
     "block_starts",
@@ -56,11 +75,16 @@ __all__ = [
     "cluster_resources",
     "compute",
     "compute_array",
+    "from_source",
+    "generate_rows",
+    "hstack_blocks",
+    "is_dask",
     "last_plan",
     "map_blocks",
     "map_rows",
     "persist_rows",
     "plan_rows",
+    "progress_enabled",
     "rechunk_rows",
     "record_plans",
     "reduce_blocks",
@@ -69,8 +93,11 @@ __all__ = [
     "row_offsets",
     "rows_for_budget",
     "single_threaded_blas",
+    "store_block_rows",
+    "store_graph",
     "task_memory_budget",
     "tile_matvec",
+    "to_dask",
     "to_numpy",
     "tree_reduce",
 ]

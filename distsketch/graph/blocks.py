@@ -65,29 +65,41 @@ def as_operand(value: Any) -> da.Array:
     return da.from_array(arr, chunks=arr.shape or (), name="operand-" + tokenize(arr))
 
 
-class _RowTask:
+def _boxed(state: Any) -> np.ndarray:
+    # a one-element object array: one summary state per block of a blockwise array
+    out = np.empty((1,), dtype=object)
+    out[0] = state
+    return out
+
+
+class _BlockTask:
     """Callable run on one block: offset, finite check, BLAS pinning.
 
-    ``bytes_per_row`` and ``fixed_bytes`` are the task's projected memory
-    (None when the stage states none), kept on the task so that measurements
-    can be compared with the plan.
+    The task of a map (``func`` returns the block's rows) and of a summary's
+    ``chunk`` (``boxed``: its state comes back in a one-element object
+    array).  ``bytes_per_row`` and ``fixed_bytes`` are the task's projected
+    memory (None when the stage states none), kept on the task so that
+    measurements can be compared with the plan.
     """
 
     def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str,
-                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
+                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
+                 boxed: bool = False):
         self.func = func
         self.kwargs = kwargs
         self.check_finite = check_finite
         self.where = where
         self.bytes_per_row = bytes_per_row
         self.fixed_bytes = float(fixed_bytes)
+        self.boxed = boxed
 
     def __call__(self, block, offset, *operands):
         off = int(offset)
         if self.check_finite:
             check_finite_rows(block, off, self.where)
         with task_blas():
-            return self.func(block, off, *operands, **self.kwargs)
+            out = self.func(block, off, *operands, **self.kwargs)
+        return _boxed(out) if self.boxed else out
 
 
 def _operand_args(operands: Sequence[Any]) -> list[Any]:
@@ -172,7 +184,7 @@ def map_rows(
     X = whole_rows(X)
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
-    task = _RowTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
+    task = _BlockTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
     meta = dense_meta(X, 2, dtype)
     return da.blockwise(
         task, "iz", X, "ij", block_starts(X.chunks[0], row_start), "i",
@@ -181,28 +193,6 @@ def map_rows(
         name=f"{name}-" + tokenize(func, X.name, operands, task.kwargs, n_out, int(row_start)),
         meta=meta,
     )
-
-
-class _ChunkTask:
-    """A summary's ``chunk`` on one block, with its projected memory (as :class:`_RowTask`)."""
-
-    def __init__(self, summary: Any, check_finite: bool, where: str,
-                 bytes_per_row: float | None = None, fixed_bytes: float = 0.0):
-        self.summary = summary
-        self.check_finite = check_finite
-        self.where = where
-        self.bytes_per_row = bytes_per_row
-        self.fixed_bytes = float(fixed_bytes)
-
-    def __call__(self, block, offset, *operands):
-        off = int(offset)
-        if self.check_finite:
-            check_finite_rows(block, off, self.where)
-        with task_blas():
-            state = self.summary.chunk(block, off, *operands)
-        out = np.empty((1,), dtype=object)
-        out[0] = state
-        return out
 
 
 def _flatten(nested: Any) -> list[Any]:
@@ -227,9 +217,7 @@ class _Combine:
         with task_blas():
             state = self.summary.merge(_flatten(parts))
         # wrapped: a state that is itself a list must not be flattened by the next merge
-        out = np.empty((1,), dtype=object)
-        out[0] = state
-        return out
+        return _boxed(state)
 
 
 class _Aggregate(_Combine):
@@ -327,7 +315,8 @@ def tree_reduce(
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     token = tokenize(summary, X.name, operands, int(row_start))
     states = da.blockwise(
-        _ChunkTask(summary, check_finite, where, bytes_per_row, fixed_bytes), "i", X, "ij",
+        _BlockTask(summary.chunk, {}, check_finite, where, bytes_per_row, fixed_bytes, boxed=True),
+        "i", X, "ij",
         block_starts(X.chunks[0], row_start), "i",
         *_operand_args(operands), dtype=object, concatenate=True, align_arrays=False,
         adjust_chunks={"i": 1}, meta=np.empty((0,), dtype=object),

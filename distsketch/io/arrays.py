@@ -18,13 +18,12 @@ import functools
 import os
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import zarr
 from dask.base import tokenize
 
 from distsketch.errors import InputError, StoreError
-from distsketch.graph.arrays import as_dask, default_block_rows
+from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_rows, to_dask
 from distsketch.graph.plan import register_row_source
 from distsketch.io.manifest import has_manifest
 from distsketch.io.safety import split_array_path, written_by_distsketch
@@ -134,7 +133,8 @@ def open_array(
     allow_missing_chunks: bool = False,
     targets: bool = False,
     storage_options: dict | None = None,
-) -> da.Array:
+    any_stage: bool = False,
+) -> Any:
     """A validated, row-chunked dask array from a Zarr path, NumPy or dask array.
 
     Parameters
@@ -167,6 +167,10 @@ def open_array(
         fsspec options for a URL source (credentials, endpoint), merged over
         the dask config ``distsketch.storage-options``; they travel with the
         graph to the workers.
+    any_stage : bool, default False
+        Without ``block_rows``: the input is opened before the stage that reads
+        it is known (the command line), its blocks planned for any stage
+        (:func:`distsketch.graph.store_block_rows`).
 
     Returns
     -------
@@ -181,7 +185,7 @@ def open_array(
     """
     if targets:
         return _open_targets(source, component, storage_options)
-    if isinstance(source, da.Array) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
+    if is_dask(source) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
         X = check_input(source, where="input array")
         return as_dask(X, block_rows)
     loc: Location | None = None
@@ -210,15 +214,15 @@ def open_array(
                 raise StoreError(_missing_message(arr, path, missing, ours))
     unit = (arr.shards or arr.chunks)[0]
     if block_rows is None:
-        target = default_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize)
-        block_rows = max(unit, (target // unit) * unit)
+        block_rows = store_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize, unit,
+                                      any_stage=any_stage)
     remote = loc is not None and not loc.is_local
     so = loc.storage_options if remote and loc is not None else None
     reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so)
     name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
                               _mtime(loc) if loc is not None else 0.0)
-    out = da.from_array(reader, chunks=(block_rows, arr.shape[1]), asarray=False,
-                        fancy=False, lock=False, name=name, meta=np.empty((0, 0), dtype=arr.dtype))
+    out = from_source(reader, (block_rows, arr.shape[1]), asarray=False, fancy=False, lock=False,
+                      name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
     # re-read at the shape read here: rows appended meanwhile are not part of this array
@@ -238,7 +242,7 @@ def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:
 
 
 def _open_targets(source: Any, component: str | None,
-                  storage_options: dict | None = None) -> da.Array:
+                  storage_options: dict | None = None) -> Any:
     """1-D (or 2-D) targets as a dask array chunked like the store (``open_array(targets=True)``)."""
     if isinstance(source, zarr.Array):
         arr, where = source, str(source.store_path)
@@ -249,7 +253,7 @@ def _open_targets(source: Any, component: str | None,
         arr = open_zarr(path, component, storage_options=storage_options)
         where = path + (f"::{component}" if component else "")
     else:
-        return source if isinstance(source, da.Array) else da.asarray(source)
+        return source if is_dask(source) else to_dask(source)
     check_grid(arr, f"targets {where}")
     if arr.ndim not in (1, 2) or arr.shape[0] < 1:
         raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
@@ -260,7 +264,7 @@ def _open_targets(source: Any, component: str | None,
 
 
 def _reopen(source: Any, component: str | None, storage_options: dict | None,
-            shape: tuple[int, ...], dtype: np.dtype, block_rows: int) -> da.Array:
+            shape: tuple[int, ...], dtype: np.dtype, block_rows: int) -> Any:
     """``source`` again with blocks of ``block_rows``: its first ``shape[0]`` rows only.
 
     A store that grew since it was first opened (an append) is read up to the

@@ -116,10 +116,10 @@ class _Decode:
 
 def dask_targets(array: Any, where: str) -> Any:
     """A targets array as dask, chunked like the store; class codes read as their names."""
-    import dask.array as da
+    from distsketch.graph import from_source
 
     classes = class_names(array, where)
-    d = da.from_array(array, chunks=array.chunks)
+    d: Any = from_source(array, array.chunks)
     if classes is None:
         return d
     return d.map_blocks(_Decode(classes, where), dtype=classes.dtype)

@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
+from distsketch.graph import is_dask
 from distsketch.io.arrays import open_array
 from distsketch.ops.namespace import densify
 
@@ -75,7 +75,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
         n = int(n_rows)
         parts = _prefix_parts(X, n, seed)
         h.update(f"{n}:{X.shape[1]}:{X.dtype}".encode())
-    if any(isinstance(p, da.Array) for p in parts):
+    if any(is_dask(p) for p in parts):
         parts = list(_compute(*parts))
     for part in parts:
         part = np.asarray(densify(part))

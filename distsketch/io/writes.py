@@ -15,13 +15,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import zarr
 from dask.base import tokenize
 
 from distsketch.errors import InputError, StoreError
-from distsketch.graph.arrays import as_dask
+from distsketch.graph.arrays import as_dask, is_dask, store_graph
 from distsketch.graph.runtime import compute
 from distsketch.io.codecs import codecs
 from distsketch.io.layout import LAYOUT_KEY, array_record
@@ -76,7 +75,7 @@ def create_array(path: str | os.PathLike | Location, shape: tuple[int, ...], dty
         raise StoreError(f"cannot create Zarr array at {path}: {exc}.") from exc
 
 
-def _graph_inputs(Xd: da.Array) -> list[str]:
+def _graph_inputs(Xd: Any) -> list[str]:
     """Paths of the Zarr stores a dask array reads (its ZarrRowReader operands)."""
     graph = Xd.__dask_graph__()
     layers = getattr(graph, "layers", {"": graph})
@@ -241,7 +240,7 @@ def write_array(
     by the store itself where it can (S3 copies server-side).
     """
     t0 = time.perf_counter()
-    Xd = X if isinstance(X, da.Array) else as_dask(np.asarray(X))
+    Xd = X if is_dask(X) else as_dask(np.asarray(X))
     if Xd.ndim not in (1, 2):  # 1-D: predictions, labels
         raise InputError(f"write_array expects a 1-D or 2-D array, got shape {Xd.shape}.")
     if chunk_rows is None:
@@ -269,8 +268,7 @@ def write_array(
         if Xd.shape[0]:
             guarded = _GuardedTarget(target)
             try:
-                compute(da.store(Xd, guarded, lock=False, compute=False),  # type: ignore[arg-type]
-                        progress=progress)
+                compute(store_graph(Xd, guarded), progress=progress)
             except BaseException:
                 guarded.close()
                 raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from distsketch.errors import InputError
@@ -19,6 +18,7 @@ from distsketch.validation.finite import (
     check_finite_rows,
     check_finite_targets,
     first_out_of_range,
+    is_dask,
     narrows,
 )
 
@@ -30,11 +30,6 @@ __all__ = [
     "is_dask",
     "is_path_like",
 ]
-
-
-def is_dask(X: Any) -> bool:
-    """True for dask arrays."""
-    return isinstance(X, da.Array)
 
 
 def is_path_like(X: Any) -> bool:
@@ -123,7 +118,7 @@ def check_input(
     return X
 
 
-def _cast_dask(X: da.Array, target: np.dtype, where: str) -> da.Array:
+def _cast_dask(X: Any, target: np.dtype, where: str) -> Any:
     """Lazy cast; a narrowing one checks each block's range and names its global row."""
     if not narrows(X.dtype, target):
         return X.astype(target)  # widening: no check needed, the graph stays as it was

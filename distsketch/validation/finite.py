@@ -23,10 +23,10 @@ stage outputs) finds it with :func:`first_nonfinite_row`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
@@ -46,8 +46,19 @@ __all__ = [
     "check_magnitude",
     "first_nonfinite_row",
     "first_out_of_range",
+    "is_dask",
     "narrows",
 ]
+
+def is_dask(X: Any) -> bool:
+    """True for dask arrays.
+
+    Validation builds no graph and imports no ``dask.array``: an array of it
+    exists only once something imported it.
+    """
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(X, module.Array)
+
 
 _FIX = "Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree."
 
@@ -229,7 +240,7 @@ def check_finite_output(out: Any, *, stage: str) -> Any:
     For outputs not produced by a per-block function that :class:`FiniteRows`
     could wrap (e.g. a tiled kernel product); rows are numbered globally.
     """
-    if isinstance(out, da.Array):
+    if is_dask(out):
         return out.map_blocks(_check_located, stage, dtype=out.dtype, meta=out._meta)  # type: ignore[arg-type]
     return check_finite_block(out, stage=stage)
 

@@ -54,11 +54,12 @@ def test_pipeline_ingest_fit_transform_evaluate(data):
     model = load(d / "model.zarr")
     assert isinstance(model, StreamingKernelPCA) and model.n_samples_seen_ == 3000
     assert model.components_.shape == (3, 128) and model.seed_ == 4
+    assert model.gamma == "median"  # resolved by the estimator's fit, as in Python
     info = zarr.open_group(str(d / "model.zarr")).attrs["info"]
     assert info["input_fingerprint"]["shape"] == [3000, 8]
     # the same fit in this process gives the same sketch (same chunking, same seed)
     ref = StreamingKernelPCA(n_components=3, n_random_features=128, sketch_size=16, random_state=4,
-                             gamma=model.gamma).fit(open_array(str(d / "x.zarr")))
+                             gamma="median").fit(open_array(str(d / "x.zarr")))
     np.testing.assert_array_equal(ref.sketch_, model.sketch_)
 
     run("transform", d / "model.zarr", d / "x.zarr", d / "emb.zarr", "--cluster", "sync")
@@ -69,7 +70,7 @@ def test_pipeline_ingest_fit_transform_evaluate(data):
     res = run("evaluate", d / "model.zarr", d / "x.zarr", "--json", "--n-sample", "400",
               "--cluster", "sync")
     got = json.loads(res.stdout)  # stdout holds only the JSON
-    want = kernel_errors(X, model, "rbf", gamma=model.gamma, n_sample=400, random_state=0)
+    want = kernel_errors(X, model, "rbf", gamma=model.gamma_, n_sample=400, random_state=0)
     for key in ("spectral", "frobenius", "relative_frobenius"):
         assert got[key] == pytest.approx(want[key], rel=1e-9)
     assert got["n_sample"] == 400 and 0 < got["relative_frobenius"] < 1

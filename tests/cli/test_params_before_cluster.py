@@ -34,6 +34,8 @@ def store(tmp_path):
     (["--n-components", "0"], "n_components"),
     (["--method", "NystromKernelPCA", "--param", "n_landmarks=-3"], "n_landmarks"),
     (["--method", "SketchedKernelRidge", "--param", "alpha=-1"], "alpha"),
+    # the feature map's parameters are checked with the model's, not separately
+    (["--method", "SketchedKernelRidge", "--param", "features.n_components=0"], "n_components"),
 ])
 def test_fit_refuses_bad_parameters_before_the_cluster(tmp_path, store, no_cluster, capsys,
                                                         argv, match):

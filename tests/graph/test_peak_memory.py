@@ -57,8 +57,8 @@ def measured(monkeypatch):
             return out
         return measured_call
 
-    monkeypatch.setattr(blocks._RowTask, "__call__", wrap(blocks._RowTask.__call__))
-    monkeypatch.setattr(blocks._ChunkTask, "__call__", wrap(blocks._ChunkTask.__call__))
+    # maps and summaries' chunks run as the same block task
+    monkeypatch.setattr(blocks._BlockTask, "__call__", wrap(blocks._BlockTask.__call__))
     tracemalloc.start()
     try:
         with dask.config.set(scheduler="sync"):
