@@ -1,27 +1,20 @@
 """One storage protocol: a :class:`Location` with capabilities, one subclass per storage kind.
 
-:func:`distsketch.io.urls.resolve` (also ``Location.of``) turns a path or URL
-into a :class:`LocalLocation` (the local file system) or an
-:class:`FsspecLocation` (any other fsspec filesystem: ``s3://``, ``gs://``,
-``memory://`` ...).  Every writer, lock, claim and workflow state asks the
-location what it needs (open a Zarr store, commit an output, take a lock, list
-a prefix ...) instead of asking which kind it is; what differs between kinds
-lives here, once:
+:func:`distsketch.io.urls.resolve` turns a path or URL into a
+:class:`~distsketch.io.storage_kinds.LocalLocation` (the local file system)
+or an :class:`~distsketch.io.storage_kinds.FsspecLocation` (any other fsspec
+filesystem: ``s3://``, ``gs://``, ``memory://`` ...).  Every writer, lock,
+claim and workflow state asks the location what it needs (open a Zarr store,
+commit an output, take a lock, list a prefix ...) instead of asking which kind
+it is.  This base class does what fsspec calls do alike everywhere and
+declares the rest; what differs between kinds (how an output is committed, how
+a folder is locked, whether links are checked) lives in
+:mod:`distsketch.io.storage_kinds`, once.
 
-=======================  =============================  ===============================
-capability / operation   LocalLocation                  FsspecLocation
-=======================  =============================  ===============================
-``supports_rename``      yes: outputs are committed by  no: outputs are committed by
-                         an atomic folder swap          their manifest, written last
-``supports_links``       yes: stores are read only if   no (an object store has none)
-                         they hold no symbolic link
-:meth:`atomic_output`    :func:`~distsketch.io.atomic.  :func:`~distsketch.io.publish.
-                         atomic_dir`                    publish_prefix`
-:meth:`run_lock`         ``fcntl`` lock file            lease object with heartbeat
-:meth:`writer_lock`      ``flock`` on the folder        claim object beside it
-=======================  =============================  ===============================
-
-A new storage kind is one more subclass (see docs/architecture.md).
+A new storage kind is one more subclass, registered with
+:func:`distsketch.io.urls.register_kind` (see docs/architecture.md).  The
+subclasses live above the modules they call (commits, safety rules, locks),
+which themselves only name this base class: ``io`` has no import circle.
 """
 
 from __future__ import annotations
@@ -29,20 +22,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 from distsketch.errors import StoreError
 
-__all__ = ["FsspecLocation", "LocalLocation", "Location"]
+__all__ = ["Location"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Location:
-    """A resolved storage location (use :meth:`of`; see the module docstring).
+    """A resolved storage location (made by :func:`~distsketch.io.urls.resolve`; see the
+    module docstring).
 
     Attributes
     ----------
@@ -69,14 +62,6 @@ class Location:
     supports_links: ClassVar[bool] = False
     #: what a message calls it
     noun: ClassVar[str] = "URL"
-
-    @staticmethod
-    def of(path: str | os.PathLike | Location, storage_options: Mapping | None = None,
-           ) -> Location:
-        """The location of ``path`` (see :func:`distsketch.io.urls.resolve`)."""
-        from distsketch.io.urls import resolve
-
-        return resolve(path, storage_options)
 
     # ------------------------------------------------------------------ naming
 
@@ -246,25 +231,21 @@ class Location:
         return check and not self.exists()
 
     def refuse_links(self, what: str) -> None:
-        """Refuse a store holding a symbolic link (nothing to do: this storage has none)."""
+        """Refuse a store holding a symbolic link or a special file under this location
+        (read only from inside itself)."""
+        raise NotImplementedError
 
     def check_committed(self) -> None:
-        """Refuse a store whose write began but was not committed (marker, no manifest)."""
-        from distsketch.io.publish import check_committed
-
-        check_committed(self)
+        """Refuse a store whose write began but was not committed."""
+        raise NotImplementedError
 
     def written_by_distsketch(self) -> bool:
         """Whether this store or folder carries a distsketch manifest or marker."""
-        from distsketch.io.safety import url_written_by_distsketch
-
-        return url_written_by_distsketch(self)
+        raise NotImplementedError
 
     def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
         """:func:`distsketch.io.safety.check_output` for this location."""
-        from distsketch.io.safety import check_url_output
-
-        return check_url_output(self, overwrite=overwrite, inputs=list(inputs))
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ commits and locks
 
@@ -272,22 +253,18 @@ class Location:
                       ) -> contextlib.AbstractContextManager[Location]:
         """A temporary location that becomes this one when the block succeeds
         (:func:`distsketch.io.publish.atomic_output`)."""
-        from distsketch.io.publish import publish_prefix
+        raise NotImplementedError
 
-        return publish_prefix(self, overwrite=overwrite, inputs=list(inputs))
-
-    def run_lock(self, wait: bool | float, force: bool = False) -> Any:
+    def run_lock(self, wait: bool | float, force: bool = False
+                 ) -> contextlib.AbstractContextManager[Any]:
         """One run at a time in this folder: a context manager whose value has ``check()``
         (raises once the lock was taken over)."""
-        from distsketch.io.locks import lease_lock
-
-        return lease_lock(self, wait, force)
+        raise NotImplementedError
 
     def writer_lock(self, what: str) -> contextlib.AbstractContextManager[Any]:
-        """One writer of this store at a time (``what``: the writer, for the message)."""
-        from distsketch.io.claims import claimed
-
-        return claimed(self)
+        """One writer of this store at a time (``what``: the writer, for the message); its
+        value has ``confirm()`` (raises once another writer took the store over)."""
+        raise NotImplementedError
 
     def recover(self) -> None:
         """Before reading: bring back an output whose commit was killed half-way (nothing
@@ -302,140 +279,3 @@ class Location:
                 parent.remove(name)
 
 
-class LocalLocation(Location):
-    """A path on the local file system (see the module docstring)."""
-
-    is_local: ClassVar[bool] = True
-    supports_rename: ClassVar[bool] = True
-    supports_links: ClassVar[bool] = True
-    noun: ClassVar[str] = "path"
-
-    @property
-    def protocol(self) -> str:
-        return "file"
-
-    def canonical(self) -> Location:
-        # symbolic links, '..' and './' resolved: an output is compared with what it names
-        real = os.path.realpath(self.path)
-        return dataclasses.replace(self, url=real, path=real)
-
-    def user_path(self) -> Path:
-        return Path(self.path)
-
-    def handle(self) -> Path:
-        return Path(self.path)
-
-    @property
-    def worker_options(self) -> dict | None:
-        return None
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        # written beside, then renamed: a reader never sees half a file
-        final = Path(self.path) / name
-        part = final.with_name(final.name + ".part")
-        part.write_bytes(data)
-        os.replace(part, final)
-
-    def exists(self) -> bool:
-        return Path(self.path).exists()
-
-    def list_names(self) -> list[str]:
-        try:
-            return sorted(os.listdir(self.path))
-        except FileNotFoundError:
-            return []
-
-    def remove(self, name: str) -> None:
-        p = Path(self.path) / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                p.unlink(missing_ok=True)  # a link itself, never what it points to
-
-    def move_in(self, local_file: str | os.PathLike, name: str) -> None:
-        shutil.move(os.fspath(local_file), Path(self.path) / name)
-
-    def move_tree_in(self, local: str | os.PathLike) -> None:
-        if Path(local) == Path(self.path):
-            return  # staged in place (see staging)
-        for p in sorted(Path(local).iterdir()):
-            self.move_in(p, p.name)
-
-    @contextlib.contextmanager
-    def staging(self) -> Iterator[Path]:
-        """The folder itself: files are built in place."""
-        yield Path(self.path)
-
-    def mtime(self) -> Any:
-        try:
-            return os.stat(self.path).st_mtime_ns
-        except OSError:
-            return 0.0
-
-    def zarr_store(self, *, read_only: bool = False) -> Any:
-        # a LocalStore, not a string: zarr reads a string holding '::' as a chained URL
-        import zarr
-
-        return zarr.storage.LocalStore(self.path, read_only=read_only)
-
-    def absent(self, check: bool = True) -> bool:
-        return not self.exists()  # no request: always asked
-
-    def refuse_links(self, what: str) -> None:
-        """Refuse a store holding a symbolic link or a special file (read only from inside
-        itself; :func:`distsketch.io.stores.refuse_links`)."""
-        from distsketch.io.stores import refuse_links
-
-        refuse_links(self.path, what)
-
-    def check_committed(self) -> None:
-        """Nothing to check: a local output appears only by its committing rename."""
-
-    def written_by_distsketch(self) -> bool:
-        from distsketch.io.safety import written_by_distsketch
-
-        return written_by_distsketch(self.path)
-
-    def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
-        from distsketch.io.safety import check_local_output
-
-        return check_local_output(self.path, overwrite=overwrite, inputs=list(inputs))
-
-    @contextlib.contextmanager
-    def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Iterator[Location]:
-        from distsketch.io.atomic import atomic_dir
-
-        with atomic_dir(self.path, overwrite=overwrite, inputs=inputs) as tmp_dir:
-            yield Location.of(tmp_dir)
-
-    def run_lock(self, wait: bool | float, force: bool = False) -> Any:
-        # an OS lock dies with its process: nothing to force
-        from distsketch.io.locks import folder_lock
-
-        if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise StoreError(f"{self.path} exists and is not a folder; choose another path.")
-        return folder_lock(self.path, wait)
-
-    def writer_lock(self, what: str) -> contextlib.AbstractContextManager[Any]:
-        from distsketch.io.locks import store_flock
-
-        return store_flock(self, what)
-
-    def recover(self) -> None:
-        # only a missing output: a reader deletes nothing that is there
-        if not Path(self.path).exists():
-            self.clean_leftovers()
-
-    def clean_leftovers(self) -> None:
-        """Finish or undo a swap killed between its renames; remove dead temporaries
-        (:func:`distsketch.io.atomic.recover`)."""
-        from distsketch.io.atomic import recover
-
-        recover(self.path)
-
-
-class FsspecLocation(Location):
-    """A location on any other fsspec filesystem (object stores: no rename, no lock)."""
-
-    # everything is done through fsspec calls: the base class is this kind

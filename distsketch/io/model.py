@@ -55,7 +55,7 @@ from distsketch.io.model_checks import (
 )
 from distsketch.io.publish import atomic_output
 from distsketch.io.stores import consolidate
-from distsketch.io.urls import resolve
+from distsketch.io.urls import Location, resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
 
@@ -377,7 +377,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     return dest.user_path()
 
 
-def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any:
+def load(path: str | os.PathLike | Location, *, storage_options: dict | None = None) -> Any:
     """Load an estimator saved with ``save`` / :func:`save_model`.
 
     Parameters

@@ -236,18 +236,6 @@ def check_local_output(path: str, *, overwrite: bool, inputs: list) -> Path:
     return final
 
 
-def _exists(loc: Location) -> bool:
-    loc.fs.invalidate_cache(loc.path)
-    try:
-        return bool(loc.fs.exists(loc.path))
-    except FileNotFoundError:
-        return False
-    except Exception as exc:
-        raise StoreError(f"cannot check output {loc.url} ({type(exc).__name__}: {exc}); check "
-                         "that the bucket exists and that the storage options (credentials, "
-                         "endpoint) allow access.") from exc
-
-
 def url_written_by_distsketch(loc: Location) -> bool:
     """Whether the prefix ``loc`` carries a distsketch manifest or marker."""
     fs = loc.fs
@@ -261,7 +249,7 @@ def url_written_by_distsketch(loc: Location) -> bool:
 def check_url_output(loc: Location, *, overwrite: bool, inputs: list) -> Location:
     """:func:`check_output` for an object-store (or other fsspec) location."""
     _check_not_input(loc, inputs, loc.storage_options)
-    if not _exists(loc):
+    if not loc.exists():
         return loc
     ours = url_written_by_distsketch(loc)
     if loc.fs.isfile(loc.path):

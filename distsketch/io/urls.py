@@ -30,9 +30,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from distsketch.errors import ConfigError, StoreError
-from distsketch.io.location import FsspecLocation, LocalLocation, Location
+from distsketch.io.location import Location
 
-__all__ = ["CONFIG_KEY", "Location", "is_url", "merge_options", "resolve", "storage_options"]
+__all__ = ["CONFIG_KEY", "Location", "is_url", "merge_options", "register_kind", "resolve",
+           "storage_options"]
 
 #: dask config key holding the default ``storage_options`` (a mapping)
 CONFIG_KEY = "distsketch.storage-options"
@@ -92,6 +93,24 @@ def storage_options(options: Mapping | None = None) -> dict[str, Any]:
 _with_defaults = storage_options  # resolve()'s parameter shadows the name
 
 
+#: the Location subclass per protocol ("file": local paths; "": any other fsspec protocol)
+_KINDS: dict[str, type[Location]] = {}
+
+
+def register_kind(cls: type[Location], protocol: str) -> None:
+    """Make :func:`resolve` return ``cls`` for ``protocol``.
+
+    ``"file"`` is the local file system, ``""`` every fsspec protocol that has
+    no class of its own.  The built-in kinds are registered by
+    :mod:`distsketch.io.storage_kinds` (imported with :mod:`distsketch.io`).
+    """
+    _KINDS[protocol] = cls
+
+
+def _kind(protocol: str) -> type[Location]:
+    return _KINDS.get(protocol) or _KINDS[""]
+
+
 def resolve(path: str | os.PathLike | Location, storage_options: Mapping | None = None,
             ) -> Location:
     """The :class:`Location` of ``path`` (see the module docstring).
@@ -142,11 +161,11 @@ def resolve(path: str | os.PathLike | Location, storage_options: Mapping | None 
         raise StoreError(f"cannot use {s}: {type(exc).__name__}: {exc}. Check the URL and its "
                          "storage options.") from exc
     fspath = fspath.rstrip("/") or fspath
-    return FsspecLocation(url=fs.unstrip_protocol(fspath), path=fspath, fs=fs,
-                          storage_options=opts)
+    return _kind(protocol)(url=fs.unstrip_protocol(fspath), path=fspath, fs=fs,
+                           storage_options=opts)
 
 
 def _local(abspath: str) -> Location:
     from fsspec.implementations.local import LocalFileSystem
 
-    return LocalLocation(url=abspath, path=abspath, fs=LocalFileSystem())
+    return _kind("file")(url=abspath, path=abspath, fs=LocalFileSystem())

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from distsketch.errors import StoreError
+from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.location import Location
 from distsketch.io.locks import HEARTBEAT_SECONDS, LOCK_STALE_SECONDS, ObjectLock
 from distsketch.workflow.state import StateStore, store_error
@@ -89,8 +89,16 @@ class RunStorage:
         self.out_dir: Any = loc.user_path()
         self.state = StateStore(loc.child("state"))
         self.result_dir: Any = loc.child("result").user_path()
-        self.scratch: Path = Path(loc.path)  # where the performance report is written first
         self.lock: Any = None
+        self._scratch: Path | None = None
+
+    @property
+    def scratch(self) -> Path:
+        """The local folder where the performance report is written first (the folder
+        itself where it is local); set while :meth:`locked` holds the lock."""
+        if self._scratch is None:
+            raise WorkflowError("the run's scratch folder is used before outputs.dir is locked")
+        return self._scratch
 
     def check_foreign(self, inputs: list) -> None:
         """Refuse an outputs.dir that overlaps an input, or whose ``state/`` or ``result/``
@@ -124,7 +132,7 @@ class RunStorage:
             for name in self.loc.list_names():
                 if name.startswith(_PERF_PREFIX):
                     self.loc.remove(name)
-            self.scratch = stack.enter_context(self.loc.staging())
+            self._scratch = stack.enter_context(self.loc.staging())
             yield
 
     def check_held(self) -> None:
