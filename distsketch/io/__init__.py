@@ -5,6 +5,8 @@ module                    holds
 ========================= ==================================================
 ``io.urls``               the one place paths and URLs are understood:
                           ``resolve(path, storage_options)`` -> Location
+``io.location``           ``Location``: the storage protocol (base class)
+``io.storage_kinds``      its subclasses, one per storage kind
 ``io.stores``             Zarr stores (local or fsspec) and opening arrays
 ``io.arrays``             open a Zarr path/array as a validated dask array
 ``io.writes``             create and write row-aligned arrays, committed
@@ -33,9 +35,12 @@ from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model import load, save_model
 from distsketch.io.publish import atomic_output
 from distsketch.io.readers import ingest
+from distsketch.io.storage_kinds import FsspecLocation, LocalLocation  # registers the kinds
 from distsketch.io.urls import is_url, resolve
 
 __all__ = [
+    "FsspecLocation",
+    "LocalLocation",
     "append",
     "atomic_dir",
     "atomic_output",

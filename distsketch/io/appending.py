@@ -40,11 +40,9 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
-from distsketch.io.claims import WriterClaim
 from distsketch.io.class_codes import MAX_CLASSES, class_names
 from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
-from distsketch.io.publish import output_location
 from distsketch.io.stores import consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.io.writes import layout_of
@@ -102,7 +100,7 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
     with StoreAppender.open(store, storage_options=storage_options) as app:
         app.write(X, y, allow_nan=allow_nan)
         app.commit(source=source)
-    return output_location(app.loc)
+    return app.loc.user_path()
 
 
 class StoreAppender:
@@ -116,7 +114,7 @@ class StoreAppender:
         self.n0 = self.old["X"][0]
         self.rows = 0
         self.committed = False
-        self.claim: WriterClaim | None = None
+        self.claim: Any = None  # the location's writer lock (confirm() before the commit)
         # a y of class codes: the stored names, grown by names first seen in an append
         names = class_names(arrays["y"], f"{loc.url}::y") if "y" in arrays else None
         self.classes: list[str] | None = None if names is None else names.tolist()
@@ -128,7 +126,8 @@ class StoreAppender:
              storage_options: dict | None = None) -> Iterator[StoreAppender]:
         """Lock ``store``, check it and journal it; roll back unless :meth:`commit` ran."""
         loc = resolve(store, storage_options)
-        with _lock(loc) as claim:
+        # one writer per store: an OS lock on its folder, or a claim object beside it
+        with loc.writer_lock("appending to") as claim:
             rollback(loc)
             app = cls._checked(loc)
             app.claim = claim
@@ -267,8 +266,7 @@ class StoreAppender:
         man["appends"] = [*(man.get("appends") or []),
                           {"rows": self.rows, "first_row": self.n0, "at": time.time(),
                            **({"source": str(source)} if source else {})}]
-        if self.claim is not None:
-            self.claim.confirm()  # no other writer took the store meanwhile
+        self.claim.confirm()  # no other writer took the store meanwhile
         root = zarr.open_group(store=zarr_store(self.loc), mode="r+", use_consolidated=False)
         if isinstance(root.attrs.get("ingest"), dict):
             old: Any = root.attrs["ingest"]
@@ -357,34 +355,3 @@ def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> Non
     if not ok:
         raise InputError(f"cannot append {name} of dtype {np.dtype(have)} to {loc.url}: its {name} "
                          f"holds {np.dtype(want)}. Convert the values to {np.dtype(want)} first.")
-
-
-@contextlib.contextmanager
-def _lock(loc: Location) -> Iterator[WriterClaim | None]:
-    """One writer per store: an OS lock on the store's folder (no lock file is added to the
-    store); on an object store the writer's claim beside it (:mod:`distsketch.io.claims`),
-    which also keeps out a writer replacing the store."""
-    if not loc.is_local:
-        claim = WriterClaim(loc)
-        claim.take()
-        try:
-            yield claim
-        finally:
-            claim.release()
-        return
-    import fcntl
-
-    try:
-        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError as exc:
-        raise StoreError(f"no store at {loc.url} ({exc.strerror}); ingest the first rows with "
-                         "`distsketch ingest`.") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(f"another process is appending to {loc.url}; retry when it has "
-                             "finished.") from None
-        yield None
-    finally:
-        os.close(fd)  # releases the lock

@@ -25,8 +25,7 @@ from dask.base import tokenize
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_rows, to_dask
 from distsketch.graph.plan import register_row_source
-from distsketch.io.manifest import has_manifest
-from distsketch.io.safety import split_array_path, written_by_distsketch
+from distsketch.io.safety import split_array_path
 from distsketch.io.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.validation.arrays import check_input, check_shape_dtype
@@ -216,11 +215,10 @@ def open_array(
     if block_rows is None:
         block_rows = store_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize, unit,
                                       any_stage=any_stage)
-    remote = loc is not None and not loc.is_local
-    so = loc.storage_options if remote and loc is not None else None
+    so = loc.worker_options if loc is not None else None
     reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so)
     name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
-                              _mtime(loc) if loc is not None else 0.0)
+                              loc.mtime() if loc is not None else 0.0)
     out = from_source(reader, (block_rows, arr.shape[1]), asarray=False, fancy=False, lock=False,
                       name=name, meta=np.empty((0, 0), dtype=arr.dtype))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
@@ -234,11 +232,7 @@ def open_array(
 def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:
     """Whether the store (or the array inside it) carries a distsketch manifest or marker."""
     inner = loc.child(arr.path) if getattr(arr, "path", "") else loc
-    if loc.is_local:
-        return has_manifest(loc) or written_by_distsketch(inner.path)
-    from distsketch.io.safety import url_written_by_distsketch
-
-    return url_written_by_distsketch(loc) or url_written_by_distsketch(inner)
+    return loc.written_by_distsketch() or inner.written_by_distsketch()
 
 
 def _open_targets(source: Any, component: str | None,
@@ -279,21 +273,6 @@ def _reopen(source: Any, component: str | None, storage_options: dict | None,
                          f"now has shape {tuple(X.shape)} and dtype {X.dtype}. Rows may only be "
                          "appended while a computation reads a store; rerun it.")
     return X if X.shape[0] == shape[0] else X[: shape[0]]
-
-
-def _mtime(loc: Location) -> Any:
-    """When the store last changed (part of the graph's key), best effort."""
-    if loc.is_local:
-        try:
-            return os.stat(loc.path).st_mtime_ns
-        except OSError:
-            return 0.0
-    try:
-        info = loc.fs.info(loc.child("zarr.json").path)
-    except Exception:
-        return 0.0
-    return str(info.get("LastModified") or info.get("mtime") or info.get("created") or
-               info.get("ETag") or "")
 
 
 # writes live in their own module; re-exported so ``io.arrays`` stays the one entry

@@ -25,11 +25,12 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 
 from distsketch.errors import StoreError
 from distsketch.io.urls import Location
 
-__all__ = ["WriterClaim", "read_lease_object"]
+__all__ = ["WriterClaim", "claimed", "read_lease_object"]
 
 
 def _pid_gone(owner: str) -> bool:
@@ -152,3 +153,14 @@ class WriterClaim:
             if held is not None and held.get("token") == self.token:
                 self.loc.fs.rm_file(self.loc.path)
         self.held = False
+
+
+@contextlib.contextmanager
+def claimed(loc: Location) -> Iterator[WriterClaim]:
+    """Hold the :class:`WriterClaim` of ``loc`` for the block (taken, then released)."""
+    claim = WriterClaim(loc)
+    claim.take()
+    try:
+        yield claim
+    finally:
+        claim.release()

@@ -1,4 +1,9 @@
-"""Output-folder locks and recovery of interrupted atomic swaps.
+"""Output-folder locks, writer locks, and recovery of interrupted atomic swaps.
+
+One run at a time per folder (:meth:`distsketch.io.location.Location.run_lock`):
+:func:`folder_lock` (an ``fcntl`` lock file) on the local file system,
+:func:`lease_lock` (a lease object with a heartbeat, :class:`ObjectLock`)
+elsewhere.  One writer at a time per local store: :func:`store_flock`.
 
 :func:`distsketch.io.atomic.atomic_dir` builds an output under
 ``.<name>.tmp-<id>`` and swaps it in with two renames (old output aside as
@@ -13,23 +18,62 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import shutil
+import socket
 import stat
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from distsketch.errors import WorkflowError
+from distsketch.errors import StoreError, WorkflowError
 
-__all__ = ["LOCK_NAME", "folder_lock", "recover_swap", "remove_tmp"]
+__all__ = ["HEARTBEAT_SECONDS", "LOCK_NAME", "LOCK_STALE_SECONDS", "ObjectLock", "folder_lock",
+           "lease_lock", "recover_swap", "remove_tmp", "store_flock"]
 
 #: name of the lock file inside a locked folder; it holds the holder's pid
 LOCK_NAME = ".lock"
+#: a lock object whose heartbeat is older than this is stale (its run is gone)
+LOCK_STALE_SECONDS = 900.0
+#: how often a run refreshes the heartbeat of its lock object
+HEARTBEAT_SECONDS = 60.0
+
+
+class _OSLockHeld:
+    """What :func:`folder_lock` yields: an OS lock cannot be lost while the process lives."""
+
+    def check(self) -> None:
+        """Nothing to check."""
+
+    confirm = check
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterator[None]:
+def store_flock(loc: Any, what: str) -> Iterator[_OSLockHeld]:
+    """One writer per local store: an exclusive ``flock`` on the store's folder itself
+    (no lock file is added to the store); ``what`` names the writer in the message."""
+    try:
+        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise StoreError(f"no store at {loc.url} ({exc.strerror}); ingest the first rows with "
+                         "`distsketch ingest`.") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"another process is {what} {loc.url}; retry when it has "
+                             "finished.") from None
+        yield _OSLockHeld()
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterator[_OSLockHeld]:
     """Hold an exclusive OS lock on ``folder/.lock`` (released when the process dies).
 
     The lock is released on leaving the block, also on an exception; the
@@ -78,7 +122,7 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
         held = True
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
+        yield _OSLockHeld()
     finally:
         if held:
             # on every exit, errors included: the file is kept (removing it would race with a
@@ -150,3 +194,153 @@ def remove_tmp(path: str | os.PathLike) -> None:
     path = Path(path)
     for tmp in path.parent.glob(f".{path.name}.tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ObjectLock:
+    """A best-effort lock object ``<dir>/.lock`` on an object store.
+
+    Parameters
+    ----------
+    loc : Location
+        ``outputs.dir``.
+    stale_after : float
+        Seconds without a heartbeat after which a lock is taken over.
+
+    Notes
+    -----
+    Taken when absent, stale, or held by a process of this host that no
+    longer runs; read back after writing, so of two runs that wrote at once
+    the one whose token is not there refuses.  Object stores offer no
+    compare-and-swap, so two runs starting within one round trip can still
+    both win: keep one writer per outputs.dir.
+    """
+
+    def __init__(self, loc: Any, stale_after: float = LOCK_STALE_SECONDS,
+                 heartbeat: float = HEARTBEAT_SECONDS):
+        self.loc = loc.child(".lock")
+        self.stale_after = float(stale_after)
+        self.heartbeat = float(heartbeat)
+        self.token = uuid.uuid4().hex
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _read(self) -> dict | None:
+        from distsketch.io.claims import read_lease_object
+
+        # unreadable: treated as stale
+        return read_lease_object(self.loc, {"owner": "?", "heartbeat": 0.0})
+
+    def _write(self) -> None:
+        body = {"owner": self.owner, "token": self.token, "heartbeat": time.time(),
+                "written_by": "distsketch"}
+        self.loc.fs.pipe_file(self.loc.path, json.dumps(body).encode())
+
+    def _alive(self, held: dict) -> bool:
+        """Whether ``held`` is a live lock of another run."""
+        age = time.time() - float(held.get("heartbeat", 0) or 0)
+        if age >= self.stale_after:
+            return False
+        host, _, pid = str(held.get("owner", "")).rpartition(":")
+        if host == socket.gethostname() and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                return False  # its process is gone (killed): nothing will refresh it
+            except PermissionError:
+                return True
+        return True
+
+    def acquire(self, wait: bool | float = False, force: bool = False) -> None:
+        """Take the lock (see the class notes).
+
+        Raises
+        ------
+        WorkflowError
+            Held by a live run and waiting is not allowed or timed out; the
+            message names the owner, the heartbeat's age and the fixes.
+        """
+        if force:
+            with contextlib.suppress(FileNotFoundError):
+                self.loc.fs.rm_file(self.loc.path)
+        deadline = None if wait is True else time.monotonic() + float(wait or 0)
+        while True:
+            held = self._read()
+            if held is None or not self._alive(held):
+                self._write()
+                mine = self._read()
+                if mine is not None and mine.get("token") == self.token:
+                    break
+                held = mine or held  # another run wrote in between: it holds the lock
+            if deadline is not None and time.monotonic() >= deadline:
+                held = held or {}
+                age = time.time() - float(held.get("heartbeat", 0) or 0)
+                raise WorkflowError(
+                    f"another distsketch run ({held.get('owner', '?')}) holds the lock object "
+                    f"{self.loc.url} (heartbeat {age:.0f} s ago); one run at a time may write an "
+                    "outputs.dir. Wait for it, rerun with --wait to queue behind it, or, if that "
+                    f"run is gone, rerun with --force-unlock (a lock is also taken over once its "
+                    f"heartbeat is {self.stale_after:.0f} s old).")
+            time.sleep(min(2.0, self.heartbeat))  # polling a lock held by another run
+        self._thread = threading.Thread(target=self._beat, name="distsketch-lock", daemon=True)
+        self._thread.start()
+
+    def _beat_once(self) -> bool:
+        """Refresh the heartbeat; False (and :attr:`lost`) when the lock is not ours any more."""
+        held = self._read()
+        if held is None or held.get("token") != self.token:
+            self.lost = True
+            return False
+        self._write()
+        return True
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat):
+            try:
+                if not self._beat_once():
+                    return
+            except Exception:  # a failed refresh is retried; the lock goes stale if it persists
+                continue
+
+    def check(self) -> None:
+        """Raise if another run took the lock over (it was forced or went stale)."""
+        if self.lost:
+            raise WorkflowError(f"the lock object {self.loc.url} was taken over by another run "
+                                "(--force-unlock, or this run's heartbeat stopped); this run "
+                                "stops without committing. Rerun when the other run is done.")
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with contextlib.suppress(Exception):
+            held = self._read()
+            if held is not None and held.get("token") == self.token:
+                self.loc.fs.rm_file(self.loc.path)
+
+
+@contextlib.contextmanager
+def lease_lock(loc: Any, wait: bool | float, force: bool = False) -> Iterator[ObjectLock]:
+    """Hold the :class:`ObjectLock` of the folder ``loc`` (a Location) for the block.
+
+    Raises
+    ------
+    WorkflowError
+        Held by a live run (see :meth:`ObjectLock.acquire`).
+    StoreError
+        The lock object cannot be written.
+    """
+    lock = ObjectLock(loc)
+    try:
+        lock.acquire(wait, force=force)
+    except WorkflowError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot write the lock object {lock.loc.url} "
+                         f"({type(exc).__name__}: {exc}); check that the bucket exists and "
+                         "the storage options allow writing there.") from exc
+    try:
+        yield lock
+    finally:
+        lock.release()

@@ -18,7 +18,7 @@ from typing import Any
 from distsketch._version import __version__
 from distsketch.errors import StoreError
 from distsketch.io.jsonable import json_default
-from distsketch.io.urls import Location, is_url, resolve
+from distsketch.io.urls import Location, resolve
 
 __all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "read_manifest",
            "write_manifest"]
@@ -38,43 +38,18 @@ def provenance(info: dict) -> dict:
     return json.loads(json.dumps(body, default=json_default))
 
 
-def _remote(directory: Any, storage_options: Any) -> Location | None:
-    """The Location of ``directory`` when it is not on the local file system."""
-    if isinstance(directory, Location) or is_url(directory):
-        loc = resolve(directory, storage_options)
-        return None if loc.is_local else loc
-    return None
-
-
-def _local(directory: Any) -> Path:
-    return Path(directory.path) if isinstance(directory, Location) else Path(
-        resolve(directory).path if is_url(directory) else directory)
-
-
 def write_manifest(directory: str | os.PathLike | Location, info: dict, *,
                    storage_options: Any = None) -> None:
     """Write the completion manifest (last step of an output)."""
     body = {"distsketch_version": __version__, "written_at": time.time()} | info
     text = json.dumps(body, indent=2, default=json_default)
-    loc = _remote(directory, storage_options)
-    if loc is not None:
-        loc.fs.pipe_file(loc.child(MANIFEST_NAME).path, text.encode())
-        return
-    tmp = _local(directory) / (MANIFEST_NAME + ".part")
-    tmp.write_text(text)
-    os.replace(tmp, _local(directory) / MANIFEST_NAME)
+    # replaced atomically: a rename locally, one PUT on an object store
+    resolve(directory, storage_options).write_bytes(MANIFEST_NAME, text.encode())
 
 
 def has_manifest(directory: str | os.PathLike | Location, *, storage_options: Any = None) -> bool:
     """Whether ``directory`` holds a manifest file (readable or not): distsketch wrote it."""
-    loc = _remote(directory, storage_options)
-    if loc is not None:
-        loc.fs.invalidate_cache(loc.path)
-        try:
-            return bool(loc.fs.isfile(loc.child(MANIFEST_NAME).path))
-        except (FileNotFoundError, OSError):
-            return False
-    return (_local(directory) / MANIFEST_NAME).is_file()
+    return resolve(directory, storage_options).isfile(MANIFEST_NAME)
 
 
 def read_manifest(directory: str | os.PathLike | Location, *,
@@ -86,10 +61,8 @@ def read_manifest(directory: str | os.PathLike | Location, *,
     StoreError
         The manifest exists but is unreadable, not JSON or not a JSON object.
     """
-    loc = _remote(directory, storage_options)
-    if loc is None:
-        return read_json_object(_local(directory) / MANIFEST_NAME, _corrupt)
-    return read_json_object(loc.child(MANIFEST_NAME), _corrupt)
+    return read_json_object(resolve(directory, storage_options).child(MANIFEST_NAME).handle(),
+                            _corrupt)
 
 
 def read_json_object(p: Path | Location, damaged: Any) -> dict | None:

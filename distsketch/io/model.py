@@ -54,9 +54,9 @@ from distsketch.io.model_checks import (
     dtype_from_name,
     library_versions,
 )
-from distsketch.io.publish import atomic_output, check_committed, output_location
-from distsketch.io.stores import _exists, consolidate, refuse_links, zarr_store
-from distsketch.io.urls import resolve
+from distsketch.io.publish import atomic_output
+from distsketch.io.stores import consolidate
+from distsketch.io.urls import Location, resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
 
@@ -312,7 +312,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     versions = library_versions()
     dest = resolve(path, storage_options)
     with atomic_output(dest, overwrite=overwrite, storage_options=storage_options) as tmp:
-        root = zarr.open_group(store=zarr_store(tmp), mode="w-")
+        root = zarr.open_group(store=tmp.zarr_store(), mode="w-")
         _write_estimator(root, est)
         info = {
             "distsketch_version": versions["distsketch"],
@@ -328,10 +328,10 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         consolidate(tmp)  # xarray and other readers open the hierarchy in one read
         write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
                        | info)
-    return output_location(dest)
+    return dest.user_path()
 
 
-def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any:
+def load(path: str | os.PathLike | Location, *, storage_options: dict | None = None) -> Any:
     """Load an estimator saved with ``save`` / :func:`save_model`.
 
     Parameters
@@ -361,12 +361,11 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
         scikit-learn or Zarr than those installed.
     """
     loc = resolve(path, storage_options)
-    p = Path(loc.path) if loc.is_local else loc.url
-    if not _exists(loc):
+    p = loc.user_path()
+    if not loc.exists():
         raise StoreError(f"no model at {p}; check the path (models are saved with .save(path)).")
-    if loc.is_local:
-        refuse_links(loc.path, "model")
-    check_committed(loc)
+    loc.refuse_links("model")
+    loc.check_committed()
     manifest = read_manifest(loc)
     if manifest is None:
         raise StoreError(
@@ -375,7 +374,7 @@ def load(path: str | os.PathLike, *, storage_options: dict | None = None) -> Any
         )
     try:
         # the arrays' own metadata, not the consolidated copy: an edited store is caught
-        root = zarr.open_group(store=zarr_store(loc, read_only=True), mode="r",
+        root = zarr.open_group(store=loc.zarr_store(read_only=True), mode="r",
                                use_consolidated=False)
         attrs = root.attrs.asdict()
     except Exception as exc:

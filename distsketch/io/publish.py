@@ -40,24 +40,16 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from distsketch.errors import DistsketchError, StoreError
-from distsketch.io.atomic import atomic_dir
 from distsketch.io.claims import WriterClaim
 from distsketch.io.manifest import MANIFEST_NAME, write_manifest
 from distsketch.io.safety import MARKER_NAME, check_output
 from distsketch.io.urls import Location, resolve
 
-__all__ = ["atomic_output", "check_committed", "output_location"]
+__all__ = ["atomic_output", "check_committed", "publish_prefix"]
 
 
 def _step(name: str, loc: Location) -> None:
     """Instrumentation point of the object-store protocol (fault-injection tests patch it)."""
-
-
-def output_location(loc: Location) -> Any:
-    """What a writer returns for its committed output: a Path locally, else the URL."""
-    from pathlib import Path
-
-    return Path(loc.path) if loc.is_local else loc.url
 
 
 def _unwritable(loc: Location, exc: BaseException) -> StoreError:
@@ -100,12 +92,19 @@ def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False
     InputError
         ``path`` overlaps an input.
     """
-    loc = resolve(path, storage_options)
+    # the location commits: a folder swap where it can rename, else publish_prefix
+    with resolve(path, storage_options).atomic_output(overwrite=overwrite,
+                                                      inputs=inputs) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def publish_prefix(loc: Location, *, overwrite: bool = False, inputs: Iterable[Any] = (),
+                   ) -> Iterator[Location]:
+    """:func:`atomic_output` where nothing can be renamed: the protocol of the module
+    docstring (claim, temporary prefix, copy, manifest last)."""
     inputs = list(inputs)
-    if loc.is_local:
-        with atomic_dir(loc.path, overwrite=overwrite, inputs=inputs) as tmp_dir:
-            yield resolve(tmp_dir)
-        return
+    storage_options = loc.storage_options
     check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
     token = uuid.uuid4().hex[:12]
     tmp = loc.sibling(f".{loc.name}.tmp-{token}")
@@ -177,7 +176,8 @@ def _publish(loc: Location, tmp: Location, marker: bytes, overwrite: bool, input
 
 
 def check_committed(loc: Location) -> None:
-    """Refuse a URL store that distsketch began to write but did not commit.
+    """Refuse a store that distsketch began to write but did not commit (on storage
+    without rename; use :meth:`Location.check_committed <distsketch.io.location.Location.check_committed>`).
 
     A prefix with the distsketch marker but no manifest is an interrupted
     write (see the module docstring); a store without either was not written
@@ -188,8 +188,6 @@ def check_committed(loc: Location) -> None:
     StoreError
         The store is uncommitted.
     """
-    if loc.is_local:
-        return
     fs = loc.fs
     fs.invalidate_cache(loc.path)
     try:

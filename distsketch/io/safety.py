@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import InputError, StoreError
-from distsketch.io.urls import Location, is_url, resolve
+from distsketch.io.urls import Location, resolve
 
-__all__ = ["MARKER_NAME", "check_not_input", "check_output", "check_replaceable", "split_array_path",
+__all__ = ["MARKER_NAME", "check_local_output", "check_not_input", "check_output", "check_replaceable",
+           "check_url_output", "split_array_path",
            "url_written_by_distsketch", "written_by_distsketch"]
 
 #: marker file that atomic_dir writes into every directory it builds
@@ -76,21 +77,18 @@ def _resolve(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(Path(os.fspath(path)).expanduser()))
 
 
-def _input_paths(inputs: Iterable[Any]) -> list[Path]:
+def _input_locations(inputs: Iterable[Any], storage_options: Any) -> list[Location]:
+    """The inputs (``store.zarr::name`` accepted) as locations in their canonical form
+    (:meth:`~distsketch.io.location.Location.canonical`); a URL that cannot be resolved
+    cannot overlap and is left out."""
     out = []
     for item in inputs:
-        if item is None:
+        if item is None or not isinstance(item, (str, os.PathLike, Location)):
             continue
-        if not isinstance(item, (str, os.PathLike)):
-            continue
-        s = os.fspath(item)
-        path, _ = split_array_path(s)
-        if is_url(path):
-            loc = _quiet_resolve(path)
-            if loc is None or not loc.is_local:
-                continue
-            path = loc.path
-        out.append(_resolve(path))
+        text = item if isinstance(item, Location) else split_array_path(os.fspath(item))[0]
+        src = _quiet_resolve(text, storage_options)
+        if src is not None:
+            out.append(src.canonical())
     return out
 
 
@@ -115,22 +113,27 @@ def written_by_distsketch(path: str | os.PathLike) -> bool:
     return (p / "state.json").is_file() and (p.parent / _LOCK).is_file()
 
 
-def _check_not_input(final: Path, resolved: Path, inputs: Iterable[Any]) -> None:
-    """Refuse an output that is, contains or lies inside one of ``inputs``."""
-    for src in _input_paths(inputs):
-        if _is_within(resolved, src) or _is_within(src, resolved):
-            where = ("is the input" if resolved == src else
-                     "is inside the input" if _is_within(resolved, src) else "contains the input")
+def _check_not_input(loc: Location, inputs: Iterable[Any], storage_options: Any = None) -> None:
+    """Refuse an output that is, contains or lies inside one of ``inputs`` (same storage,
+    compared in canonical form: symbolic links resolved on the local file system)."""
+    out = loc.canonical()
+    for src in _input_locations(inputs, storage_options):
+        if out.within(src) or src.within(out):
+            where = ("is the input" if out.path.rstrip("/") == src.path.rstrip("/") else
+                     "is inside the input" if out.within(src) else "contains the input")
             raise InputError(
-                f"output {final} {where} {src}; distsketch never writes into or replaces its "
-                "input. Choose another output path.")
+                f"output {loc.user_path()} {where} {src.user_path()}; distsketch never writes "
+                f"into or replaces its input. Choose another output {loc.noun}.")
 
 
-def check_not_input(path: str | os.PathLike, inputs: Iterable[Any]) -> Path:
-    """Refuse (InputError) an output folder that is, contains or lies inside an input."""
-    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
-    _check_not_input(final, _resolve(final), inputs)
-    return final
+def check_not_input(path: str | os.PathLike | Location, inputs: Iterable[Any]) -> Any:
+    """Refuse (InputError) an output folder that is, contains or lies inside an input.
+
+    Returns the absolute path (a :class:`~pathlib.Path`), or the URL.
+    """
+    loc = resolve(path)
+    _check_not_input(loc, inputs, loc.storage_options)
+    return loc.user_path()
 
 
 def check_replaceable(path: str | os.PathLike | Location, *, inputs: Iterable[Any] = ()) -> Any:
@@ -159,15 +162,12 @@ def check_replaceable(path: str | os.PathLike | Location, *, inputs: Iterable[An
         ``path`` is a file, a symbolic link, the home or working directory (or
         a parent of it), or a directory without a distsketch manifest or marker.
     """
-    if isinstance(path, Location) or is_url(path):
-        loc = resolve(path)
-        if not loc.is_local:
-            return _check_url_output(loc, overwrite=True, inputs=list(inputs),
-                                     storage_options=None)
-        path = loc.path
-    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
+    return resolve(path).check_output(overwrite=True, inputs=inputs)
+
+
+def _check_local_replaceable(final: Path) -> Path:
+    """The rules of :func:`check_replaceable` for an existing local ``final``."""
     resolved = _resolve(final)
-    _check_not_input(final, resolved, inputs)
     if not os.path.lexists(final):
         return final
     if final.is_symlink():
@@ -216,15 +216,13 @@ def check_output(path: str | os.PathLike | Location, *, overwrite: bool,
         The absolute path; the resolved :class:`~distsketch.io.urls.Location`
         for a URL.
     """
-    inputs = list(inputs)
-    if isinstance(path, Location) or is_url(path):
-        loc = resolve(path, storage_options)
-        if not loc.is_local:
-            return _check_url_output(loc, overwrite=overwrite, inputs=inputs,
-                                     storage_options=storage_options)
-        path = loc.path
-    final = Path(os.path.abspath(Path(os.fspath(path)).expanduser()))
-    _check_not_input(final, _resolve(final), inputs)
+    return resolve(path, storage_options).check_output(overwrite=overwrite, inputs=inputs)
+
+
+def check_local_output(path: str, *, overwrite: bool, inputs: list) -> Path:
+    """:func:`check_output` on the local file system (``path`` absolute)."""
+    final = Path(path)
+    _check_not_input(resolve(path), inputs)
     if os.path.lexists(final):
         if not overwrite:
             if final.is_dir() and written_by_distsketch(final):
@@ -234,20 +232,8 @@ def check_output(path: str | os.PathLike | Location, *, overwrite: bool,
                         "it will not be replaced, even with overwrite (CLI: --overwrite); "
                         "choose another output path")
             raise StoreError(f"output {final} already exists; {hint}.")
-        check_replaceable(final, inputs=inputs)
+        _check_local_replaceable(final)
     return final
-
-
-def _exists(loc: Location) -> bool:
-    loc.fs.invalidate_cache(loc.path)
-    try:
-        return bool(loc.fs.exists(loc.path))
-    except FileNotFoundError:
-        return False
-    except Exception as exc:
-        raise StoreError(f"cannot check output {loc.url} ({type(exc).__name__}: {exc}); check "
-                         "that the bucket exists and that the storage options (credentials, "
-                         "endpoint) allow access.") from exc
 
 
 def url_written_by_distsketch(loc: Location) -> bool:
@@ -260,22 +246,10 @@ def url_written_by_distsketch(loc: Location) -> bool:
         return False
 
 
-def _check_url_output(loc: Location, *, overwrite: bool, inputs: list,
-                      storage_options: Any) -> Location:
+def check_url_output(loc: Location, *, overwrite: bool, inputs: list) -> Location:
     """:func:`check_output` for an object-store (or other fsspec) location."""
-    for item in inputs:
-        if item is None or not isinstance(item, (str, os.PathLike, Location)):
-            continue
-        src_text = item.url if isinstance(item, Location) else split_array_path(os.fspath(item))[0]
-        src = _quiet_resolve(src_text, storage_options)
-        if src is None or src.is_local:
-            continue
-        if loc.within(src) or src.within(loc):
-            where = ("is the input" if loc.path.rstrip("/") == src.path.rstrip("/") else
-                     "is inside the input" if loc.within(src) else "contains the input")
-            raise InputError(f"output {loc.url} {where} {src.url}; distsketch never writes into "
-                             "or replaces its input. Choose another output URL.")
-    if not _exists(loc):
+    _check_not_input(loc, inputs, loc.storage_options)
+    if not loc.exists():
         return loc
     ours = url_written_by_distsketch(loc)
     if loc.fs.isfile(loc.path):

@@ -28,7 +28,7 @@ import zarr
 from distsketch.io.codecs import codecs
 from distsketch.io.manifest import write_manifest
 from distsketch.io.publish import atomic_output
-from distsketch.io.stores import consolidate, refuse_links, zarr_store
+from distsketch.io.stores import consolidate, zarr_store
 from distsketch.io.urls import resolve
 
 __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
@@ -100,10 +100,9 @@ class CSRStripReader:
     def __init__(self, path: str, storage_options: dict | None = None):
         # resolved here, on the client: the reader may be unpickled in another directory
         loc = resolve(path, storage_options)
-        if loc.is_local:
-            refuse_links(loc.path, "sparse strip store")  # read only from inside itself
+        loc.refuse_links("sparse strip store")  # read only from inside itself
         self.path = loc.url
-        self.storage_options = None if loc.is_local else loc.storage_options
+        self.storage_options = loc.worker_options
         self._group: zarr.Group | None = None
 
     def __getstate__(self) -> dict:

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 
 from distsketch.errors import MemoryBudgetError, StoreError
-from distsketch.io.atomic import recover
 from distsketch.io.urls import Location, resolve
 
 __all__ = ["ZarrRowReader", "chunk_error_detail", "consolidate", "open_zarr", "refuse_links",
@@ -40,15 +38,7 @@ def zarr_store(path: str | os.PathLike | Location, *, read_only: bool = False,
     :class:`zarr.storage.FsspecStore` with ``storage_options`` (merged over
     the dask config ``distsketch.storage-options``).
     """
-    loc = resolve(path, storage_options)
-    if loc.is_local:
-        return zarr.storage.LocalStore(loc.path, read_only=read_only)
-    try:
-        return zarr.storage.FsspecStore.from_url(loc.url, storage_options=loc.storage_options,
-                                                 read_only=read_only)
-    except Exception as exc:
-        raise StoreError(f"cannot open {loc.url} ({type(exc).__name__}: {exc}); check the URL "
-                         "and its storage options.") from exc
+    return resolve(path, storage_options).zarr_store(read_only=read_only)
 
 
 def refuse_links(root: str | os.PathLike, what: str) -> None:
@@ -120,20 +110,6 @@ def chunk_error_detail(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _exists(loc: Location) -> bool:
-    if loc.is_local:
-        return Path(loc.path).exists()
-    try:
-        loc.fs.invalidate_cache(loc.path)
-        return bool(loc.fs.exists(loc.path))
-    except FileNotFoundError:
-        return False
-    except Exception as exc:
-        raise StoreError(f"cannot read {loc.url} ({type(exc).__name__}: {exc}); check that the "
-                         "bucket exists and that the storage options (credentials, endpoint; "
-                         "CLI: --storage-option KEY=VALUE) allow reading it.") from exc
-
-
 def open_zarr(path: str | os.PathLike | Location, component: str | None = None, *,
               storage_options: Any = None, check: bool = True) -> zarr.Array:
     """Open a Zarr array read-only, with a clear error if it is missing or broken.
@@ -145,23 +121,19 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
     ``check=False`` skips these requests for a URL (a graph's reader, opening
     a store that was checked when the graph was built).
     """
-    from distsketch.io.publish import check_committed
-
     loc = resolve(path, storage_options)
     p = loc.url
-    if loc.is_local and not Path(p).exists():
-        recover(p)
-    if (check or loc.is_local) and not _exists(loc):
+    loc.recover()
+    if loc.absent(check):
         raise StoreError(
-            f"no Zarr store at {p}: the {'path' if loc.is_local else 'URL'} does not exist. "
+            f"no Zarr store at {p}: the {loc.noun} does not exist. "
             "Check it, or create it with `distsketch ingest`."
         )
-    if check and loc.is_local:
-        refuse_links(loc.path, "Zarr store")
     if check:
-        check_committed(loc)
+        loc.refuse_links("Zarr store")
+        loc.check_committed()
     try:
-        node = _open_node(zarr_store(loc, read_only=True))
+        node = _open_node(loc.zarr_store(read_only=True))
     except Exception as exc:
         raise StoreError(
             f"cannot open {p} as a Zarr store ({type(exc).__name__}: {exc}). The store is "

@@ -1,7 +1,8 @@
 """Storage locations: local paths and fsspec URLs, understood in one place.
 
 Every path distsketch reads or writes goes through :func:`resolve`, which
-turns it into a :class:`Location`:
+turns it into a :class:`~distsketch.io.location.Location` (what each kind of
+storage can do lives there):
 
 * a local path is made absolute *here, on the client* (``~`` expanded), so a
   graph shipped to workers started in another working directory names the
@@ -23,15 +24,16 @@ is never treated as a local path (no directory named ``s3:`` is ever made).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from distsketch.errors import ConfigError, StoreError
+from distsketch.io.location import Location
 
-__all__ = ["CONFIG_KEY", "Location", "is_url", "merge_options", "resolve", "storage_options"]
+__all__ = ["CONFIG_KEY", "Location", "is_url", "merge_options", "register_kind", "resolve",
+           "storage_options"]
 
 #: dask config key holding the default ``storage_options`` (a mapping)
 CONFIG_KEY = "distsketch.storage-options"
@@ -91,84 +93,22 @@ def storage_options(options: Mapping | None = None) -> dict[str, Any]:
 _with_defaults = storage_options  # resolve()'s parameter shadows the name
 
 
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """A resolved storage location.
+#: the Location subclass per protocol ("file": local paths; "": any other fsspec protocol)
+_KINDS: dict[str, type[Location]] = {}
 
-    Attributes
-    ----------
-    url : str
-        The absolute local path, or the canonical URL (``s3://bucket/key``).
-    path : str
-        The location as ``fs`` names it (``bucket/key`` for S3).
-    fs : fsspec.AbstractFileSystem
-        Its (synchronous) filesystem.
-    storage_options : dict
-        The merged options the filesystem was made with (empty for local paths).
+
+def register_kind(cls: type[Location], protocol: str) -> None:
+    """Make :func:`resolve` return ``cls`` for ``protocol``.
+
+    ``"file"`` is the local file system, ``""`` every fsspec protocol that has
+    no class of its own.  The built-in kinds are registered by
+    :mod:`distsketch.io.storage_kinds` (imported with :mod:`distsketch.io`).
     """
+    _KINDS[protocol] = cls
 
-    url: str
-    path: str
-    fs: Any = dataclasses.field(repr=False, compare=False)
-    storage_options: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def is_local(self) -> bool:
-        return not is_url(self.url)
-
-    @property
-    def protocol(self) -> str:
-        m = _SCHEME.match(self.url)
-        return m.group(1) if m else "file"
-
-    @property
-    def name(self) -> str:
-        return self.path.rstrip("/").rsplit("/", 1)[-1]
-
-    def child(self, name: str) -> Location:
-        """The location ``name`` inside this one."""
-        sep = "" if self.url.endswith("/") else "/"
-        psep = "" if self.path.endswith("/") else "/"
-        return dataclasses.replace(self, url=f"{self.url}{sep}{name}",
-                                   path=f"{self.path}{psep}{name}")
-
-    def sibling(self, name: str) -> Location:
-        """The location ``name`` beside this one (in the same parent)."""
-        url_parent = self.url.rstrip("/").rsplit("/", 1)[0]
-        path_parent = self.path.rstrip("/").rsplit("/", 1)[0]
-        return dataclasses.replace(self, url=f"{url_parent}/{name}", path=f"{path_parent}/{name}")
-
-    def within(self, other: Location) -> bool:
-        """Whether this location is ``other`` or lies inside it (same storage)."""
-        if self.protocol != other.protocol:
-            return False
-        a, b = self.path.rstrip("/"), other.path.rstrip("/")
-        return a == b or a.startswith(b + "/")
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        """Write the object (file) ``name`` inside this location, in one PUT on object stores."""
-        self.fs.pipe_file(self.child(name).path, data)
-
-    def read_bytes(self, name: str) -> bytes:
-        """The content of the object (file) ``name`` inside this location.
-
-        Raises
-        ------
-        FileNotFoundError
-            There is no such object.
-        """
-        return self.fs.cat_file(self.child(name).path)
-
-    def isfile(self, name: str) -> bool:
-        """Whether the object (file) ``name`` exists inside this location (no cached listing)."""
-        self.fs.invalidate_cache(self.path)
-        try:
-            return bool(self.fs.isfile(self.child(name).path))
-        except (FileNotFoundError, OSError):
-            return False
-
-    def __str__(self) -> str:
-        return self.url
+def _kind(protocol: str) -> type[Location]:
+    return _KINDS.get(protocol) or _KINDS[""]
 
 
 def resolve(path: str | os.PathLike | Location, storage_options: Mapping | None = None,
@@ -221,10 +161,11 @@ def resolve(path: str | os.PathLike | Location, storage_options: Mapping | None 
         raise StoreError(f"cannot use {s}: {type(exc).__name__}: {exc}. Check the URL and its "
                          "storage options.") from exc
     fspath = fspath.rstrip("/") or fspath
-    return Location(url=fs.unstrip_protocol(fspath), path=fspath, fs=fs, storage_options=opts)
+    return _kind(protocol)(url=fs.unstrip_protocol(fspath), path=fspath, fs=fs,
+                           storage_options=opts)
 
 
 def _local(abspath: str) -> Location:
     from fsspec.implementations.local import LocalFileSystem
 
-    return Location(url=abspath, path=abspath, fs=LocalFileSystem())
+    return _kind("file")(url=abspath, path=abspath, fs=LocalFileSystem())

@@ -25,7 +25,7 @@ from distsketch.graph.runtime import compute
 from distsketch.io.codecs import codecs
 from distsketch.io.layout import LAYOUT_KEY, array_record
 from distsketch.io.manifest import provenance, write_manifest
-from distsketch.io.publish import atomic_output, output_location
+from distsketch.io.publish import atomic_output
 from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.validation.finite import first_nonfinite_row
@@ -295,7 +295,7 @@ def write_array(
             zarr.open_group(store=zarr_store(tmp), mode="r+").attrs["provenance"] = prov
             consolidate(tmp)
         write_manifest(tmp, info)
-    return output_location(dest)
+    return dest.user_path()
 
 
 def layout_of(root: Location, names: Sequence[str | None]) -> dict[str, dict[str, Any]]:

@@ -4,10 +4,13 @@
 dtype, scaler) and how far the run got (``rows_done``, ``in_progress``, a
 fingerprint of the consumed rows).
 
-:class:`LocalState` commits ``state/`` by an atomic folder swap (summary in
-``state/summary/``); :class:`RemoteState`, for object stores, writes each
-summary under a fresh name and commits it by rewriting the one object
-``state.json``, which names it (a single-object PUT is atomic).
+One :class:`StateStore` serves every storage kind; its
+:class:`~distsketch.io.location.Location` decides how a checkpoint is
+committed: where a folder can be renamed atomically (``supports_rename``),
+``state/`` is replaced by one folder swap (summary in ``state/summary/``);
+elsewhere (object stores) each summary is written under a fresh name and
+committed by rewriting the one object ``state.json``, which names it (a
+single-object PUT is atomic).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.fingerprints import fingerprint
+from distsketch.io.location import Location
 from distsketch.io.manifest import read_json_object
+from distsketch.io.urls import resolve
 from distsketch.workflow.methods import MethodAdapter
 
-__all__ = ["STATE_VERSION", "LocalState", "RemoteState", "StateStore", "check_state",
-           "load_checkpoint", "prefix_fingerprint", "read_state", "save_state", "store_error"]
+__all__ = ["STATE_VERSION", "StateStore", "check_state", "load_checkpoint", "prefix_fingerprint",
+           "read_state", "save_state", "store_error"]
 
 STATE_VERSION = 1
 #: the summary file of the former built-in RNCA method, which is no longer read
@@ -44,54 +49,18 @@ def _damaged(where: Any, why: str) -> StoreError:
 
 
 def read_state(state_dir: Path) -> dict | None:
-    """The committed ``state.json``, or None when there is no checkpoint.
-
-    Raises
-    ------
-    StoreError
-        The file is unreadable, not JSON, or not a JSON object; the folder
-        holds a symbolic link (the checkpoint would be read from elsewhere).
-    """
-    _refuse_links(state_dir)
-    return read_json_object(state_dir / "state.json", _damaged)
-
-
-def _refuse_links(state_dir: Path) -> None:
-    """Refuse a checkpoint folder holding a link (to another run's state, say)."""
-    from distsketch.io.stores import refuse_links
-
-    try:
-        refuse_links(state_dir, "workflow checkpoint")
-    except StoreError as exc:
-        raise _damaged(state_dir, str(exc).rstrip(".")) from exc
+    """The committed ``state.json`` of the local ``state_dir``, or None (see :meth:`StateStore.read`)."""
+    return StateStore(resolve(state_dir)).read()
 
 
 def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
-    """Load the checkpointed summary into ``method``, refusing a damaged one with the fix.
-
-    The summary is a model store read by :func:`distsketch.io.model.load`:
-    only registered classes, numeric arrays with every chunk present, nothing
-    unpickled; no symbolic link in ``state_dir`` is followed.
-    """
-    _refuse_links(state_dir)
-    try:
-        method.load(state_dir / "summary")
-    except StoreError as exc:
-        raise _damaged(state_dir / "summary", str(exc).rstrip(".")) from exc
+    """Load the checkpoint of the local ``state_dir`` into ``method`` (see :meth:`StateStore.load`)."""
+    StateStore(resolve(state_dir)).load(method)
 
 
 def save_state(state_dir: Path, method: MethodAdapter, meta: dict) -> None:
-    """Commit ``meta`` and the method's summary as the new checkpoint (one atomic swap)."""
-    from distsketch.io.atomic import atomic_dir
-
-    try:
-        with atomic_dir(state_dir, overwrite=True) as tmp:
-            summary = tmp / "summary"
-            summary.mkdir()
-            method.save(summary)
-            (tmp / "state.json").write_text(json.dumps(meta, indent=2))
-    except OSError as exc:
-        raise store_error(exc, f"the checkpoint {state_dir}") from exc
+    """Commit a checkpoint into the local ``state_dir`` (see :meth:`StateStore.save`)."""
+    StateStore(resolve(state_dir)).save(method, meta)
 
 
 def check_state(state: dict, input_path: str, key: str, X: Any, seed: int,
@@ -104,7 +73,7 @@ def check_state(state: dict, input_path: str, key: str, X: Any, seed: int,
         Written in an older format, by another spec, or the consumed rows of
         the input changed (rows may only be appended).  The fix is ``--full``.
     """
-    store = state_dir if isinstance(state_dir, StateStore) else LocalState(Path(state_dir))
+    store = state_dir if isinstance(state_dir, StateStore) else StateStore(resolve(state_dir))
     state_dir = store.where
     if store.has_old_rnca():
         raise WorkflowError(
@@ -150,121 +119,103 @@ def prefix_fingerprint(X: Any, stop: int, seed: int) -> str:
     return fingerprint(X, n_rows=stop, seed=seed)["sample_hash"]
 
 
-class StateStore:
-    """Where a run's checkpoint lives; see :class:`LocalState` and :class:`RemoteState`."""
-
-    where: Any
-
-    def read(self) -> dict | None:
-        """The committed ``state.json`` content, or None without a checkpoint."""
-        raise NotImplementedError
-
-    def load(self, method: MethodAdapter) -> None:
-        """Load the committed summary into ``method`` (StoreError when damaged)."""
-        raise NotImplementedError
-
-    def save(self, method: MethodAdapter, meta: dict) -> None:
-        """Commit ``meta`` and the method's summary as the new checkpoint."""
-        raise NotImplementedError
-
-    def reload(self, method: MethodAdapter) -> None:
-        """Load the checkpoint just saved (the in-memory state becomes what a resume loads)."""
-        self.load(method)
-
-    def has_old_rnca(self) -> bool:
-        return False
-
-    def check_foreign(self, inputs: list) -> None:
-        """Refuse a state location distsketch did not write."""
-
-    def clean(self) -> None:
-        """Remove what a killed run left beside the committed checkpoint (under the lock)."""
-
-
-class LocalState(StateStore):
-    """``state/`` in a local folder: committed by one atomic folder swap."""
-
-    def __init__(self, state_dir: Path):
-        self.state_dir = Path(state_dir)
-        self.where = self.state_dir
-
-    def read(self) -> dict | None:
-        return read_state(self.state_dir)
-
-    def load(self, method: MethodAdapter) -> None:
-        load_checkpoint(method, self.state_dir)
-
-    def save(self, method: MethodAdapter, meta: dict) -> None:
-        save_state(self.state_dir, method, meta)
-
-    def reload(self, method: MethodAdapter) -> None:
-        method.load(self.state_dir / "summary")
-
-    def has_old_rnca(self) -> bool:
-        return (self.state_dir / "summary" / _OLD_RNCA_SUMMARY).exists()
-
-
 _SUMMARY_PREFIX = "summary-"
 
 
-def upload_tree(fs: Any, local: Path, dest: Any) -> None:
-    """Copy every file under the local folder ``local`` to the prefix ``dest`` (a Location)."""
-    for f in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.put_file(str(f), dest.child(f.relative_to(local).as_posix()).path)
-
-
-class RemoteState(StateStore):
-    """``state/`` on an object store: ``state.json`` names the committed summary.
+class StateStore:
+    """``state/`` of a run, committed the way its location allows (module docstring).
 
     Parameters
     ----------
     loc : Location
-        The ``state`` prefix.
-    storage_options : dict or None
+        The ``state`` folder or prefix.
 
     Notes
     -----
-    A checkpoint writes one model store (the summary, published with its
-    manifest last) and one small object; the summary it replaces is deleted
+    Without rename, a checkpoint writes one model store (the summary) under a
+    fresh name and one small object; the summary it replaces is deleted
     afterwards.  A run killed in between leaves an unreferenced summary,
     removed by the next run (:meth:`clean`).
     """
 
-    def __init__(self, loc: Any, storage_options: dict | None):
+    def __init__(self, loc: Location):
         self.loc = loc
-        self.storage_options = storage_options
-        self.where = loc.url
+        self.where: Any = loc.user_path()
+        self._swap = loc.supports_rename  # the commit: a folder swap, else a pointer object
 
-    def _pointer(self) -> Any:
-        return self.loc.child("state.json")
+    def _refuse_links(self) -> None:
+        """Refuse a checkpoint folder holding a link (to another run's state, say)."""
+        try:
+            self.loc.refuse_links("workflow checkpoint")
+        except StoreError as exc:
+            raise _damaged(self.where, str(exc).rstrip(".")) from exc
 
     def read(self) -> dict | None:
-        where = self._pointer()
-        where.fs.invalidate_cache(self.loc.path)
-        return read_json_object(where, _damaged)
+        """The committed ``state.json`` content, or None without a checkpoint.
 
-    def _summary_name(self, state: dict | None) -> str:
-        name = (state or {}).get("summary")
+        Raises
+        ------
+        StoreError
+            The file is unreadable, not JSON, or not a JSON object; the folder
+            holds a symbolic link (the checkpoint would be read from elsewhere).
+        """
+        self._refuse_links()
+        self.loc.fs.invalidate_cache(self.loc.path)
+        return read_json_object(self.loc.child("state.json").handle(), _damaged)
+
+    def _summary(self) -> Location:
+        """The committed summary: ``summary/`` (a folder swap), else the store
+        ``state.json`` names."""
+        if self._swap:
+            return self.loc.child("summary")
+        name = (self.read() or {}).get("summary")
         if not isinstance(name, str) or not name.startswith(_SUMMARY_PREFIX) or "/" in name:
-            raise _damaged(self._pointer().url, f"summary is {name!r}")
-        return name
+            raise _damaged(self.loc.child("state.json").user_path(), f"summary is {name!r}")
+        return self.loc.child(name)
 
     def load(self, method: MethodAdapter) -> None:
+        """Load the committed summary into ``method``, refusing a damaged one with the fix.
+
+        The summary is a model store read by :func:`distsketch.io.model.load`:
+        only registered classes, numeric arrays with every chunk present, nothing
+        unpickled; no symbolic link in the checkpoint is followed.
+        """
         from distsketch.io.model import load
 
-        name = self._summary_name(self.read())
+        self._refuse_links()
+        summary = self._summary()
         try:
-            method.state = load(self.loc.child(name).url, storage_options=self.storage_options)
+            if self._swap:
+                method.load(summary.handle())
+            else:
+                method.state = load(summary)
         except StoreError as exc:
-            raise _damaged(self.loc.child(name).url, str(exc).rstrip(".")) from exc
+            raise _damaged(summary.user_path(), str(exc).rstrip(".")) from exc
 
     def save(self, method: MethodAdapter, meta: dict) -> None:
-        """Write the summary locally, upload it under a fresh name, commit ``state.json``.
+        """Commit ``meta`` and the method's summary as the new checkpoint.
 
-        The in-memory state is then reloaded from the local copy, whose bytes
-        are those uploaded (what a resumed run loads), so :meth:`reload` has
-        nothing left to do.
+        Without rename the summary is written locally, uploaded under a fresh
+        name and committed by ``state.json``; the in-memory state is then
+        reloaded from the local copy, whose bytes are those uploaded (what a
+        resumed run loads), so :meth:`reload` has nothing left to do.
         """
+        if self._swap:
+            self._save_swap(method, meta)
+        else:
+            self._save_pointer(method, meta)
+
+    def _save_swap(self, method: MethodAdapter, meta: dict) -> None:
+        try:
+            with self.loc.atomic_output(overwrite=True) as tmp:
+                folder = tmp.child("summary").handle()
+                folder.mkdir()
+                method.save(folder)
+                tmp.write_bytes("state.json", json.dumps(meta, indent=2).encode())
+        except OSError as exc:
+            raise store_error(exc, f"the checkpoint {self.where}") from exc
+
+    def _save_pointer(self, method: MethodAdapter, meta: dict) -> None:
         import tempfile
 
         from distsketch.io.model import load, save_model
@@ -273,50 +224,50 @@ class RemoteState(StateStore):
         with contextlib.suppress(StoreError):
             old = (self.read() or {}).get("summary")
         name = f"{_SUMMARY_PREFIX}{int(meta['rows_done']):012d}-{uuid.uuid4().hex[:8]}.zarr"
-        fs = self.loc.fs
         with tempfile.TemporaryDirectory(prefix="distsketch-checkpoint-") as scratch:
             local = Path(scratch) / name
             save_model(method.state, local)
             try:
                 # a fresh name, unreferenced until state.json names it: no publication step
-                upload_tree(fs, local, self.loc.child(name))
+                self.loc.upload_tree(local, name)
                 body = json.dumps(meta | {"summary": name}, indent=2).encode()
-                fs.pipe_file(self._pointer().path, body)  # the commit
+                self.loc.write_bytes("state.json", body)  # the commit
             except OSError as exc:
                 raise store_error(exc, f"the checkpoint {self.where}") from exc
             method.state = load(local)
         if isinstance(old, str) and old.startswith(_SUMMARY_PREFIX) and old != name:
-            with contextlib.suppress(Exception):
-                fs.rm(self.loc.child(old).path, recursive=True)
+            self.loc.remove(old)
 
     def reload(self, method: MethodAdapter) -> None:
-        """Nothing: :meth:`save` reloaded the state from the bytes it uploaded."""
+        """Load the checkpoint just saved (the in-memory state becomes what a resume loads)."""
+        if self._swap:  # without rename, save() already reloaded the bytes it uploaded
+            method.load(self.loc.child("summary").handle())
+
+    def has_old_rnca(self) -> bool:
+        """Whether the checkpoint was written by the former built-in rnca method."""
+        return self._swap and self.loc.child("summary").isfile(_OLD_RNCA_SUMMARY)
 
     def check_foreign(self, inputs: list) -> None:
-        fs = self.loc.fs
-        fs.invalidate_cache(self.loc.path)
-        try:
-            entries = fs.ls(self.loc.path, detail=False)
-        except FileNotFoundError:
-            entries = []
-        names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}
-        foreign = sorted(n for n in names if n != "state.json" and not n.startswith(
-            (_SUMMARY_PREFIX, f".{_SUMMARY_PREFIX}")))
+        """Refuse a state location distsketch did not write (a run replaces it)."""
+        if self._swap:
+            from distsketch.io.safety import check_replaceable
+
+            check_replaceable(self.loc, inputs=inputs)
+            return
+        foreign = [n for n in self.loc.list_names() if n != "state.json" and not n.startswith(
+            (_SUMMARY_PREFIX, f".{_SUMMARY_PREFIX}"))]
         if foreign:
-            raise StoreError(f"outputs.dir holds {self.where}, which distsketch did not write "
-                             f"(it holds {foreign[:5]}); a run replaces it, so it will not run "
-                             "there. Choose another outputs.dir; nothing was changed.")
+            raise StoreError(f"{self.where} holds {foreign[:5]}, which are not part of a "
+                             "distsketch checkpoint; choose another outputs.dir.")
 
     def clean(self) -> None:
-        fs = self.loc.fs
+        """Remove the summaries a killed run left beside the committed one (under the lock)."""
+        if self._swap:
+            return
         try:
-            keep = self._summary_name(self.read())
+            keep = self._summary().name
         except StoreError:
             keep = None
-        fs.invalidate_cache(self.loc.path)
-        with contextlib.suppress(FileNotFoundError):
-            for p in fs.ls(self.loc.path, detail=False):
-                name = p.rstrip("/").rsplit("/", 1)[-1]
-                if name.startswith((_SUMMARY_PREFIX, f".{_SUMMARY_PREFIX}")) and name != keep:
-                    with contextlib.suppress(Exception):
-                        fs.rm(p, recursive=True)
+        for name in self.loc.list_names():
+            if name.startswith((_SUMMARY_PREFIX, f".{_SUMMARY_PREFIX}")) and name != keep:
+                self.loc.remove(name)

@@ -11,7 +11,6 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
 from distsketch.io.codecs import COMPRESSORS
-from distsketch.io.publish import output_location
 from distsketch.io.readers.base import (
     Header,
     ReadOptions,
@@ -245,7 +244,7 @@ def ingest(
                     "seconds": round(time.perf_counter() - t0, 3)}
         manifest.update(info)
         sink.commit(n, src, manifest)
-    return output_location(out)
+    return out.user_path()
 
 
 def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
@@ -281,7 +280,7 @@ def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
             raise InputError(f"labels {labels} have {y_all.shape[0]} records for the {done} rows "
                              f"of {src}; pair the data and labels of one batch.")
         app.commit(source=str(src))
-    return output_location(out)
+    return out.user_path()
 
 
 def _labels_in_memory(path: Path) -> np.ndarray:

@@ -1,0 +1,199 @@
+"""The storage kinds: what differs between them, in one subclass each.
+
+=======================  =============================  ===============================
+capability / operation   :class:`LocalLocation`         :class:`FsspecLocation`
+=======================  =============================  ===============================
+``supports_rename``      yes: outputs are committed by  no: outputs are committed by
+                         an atomic folder swap          their manifest, written last
+``supports_links``       yes: stores are read only if   no (an object store has none)
+                         they hold no symbolic link
+``atomic_output``        :func:`~distsketch.io.atomic.  :func:`~distsketch.io.publish.
+                         atomic_dir`                    publish_prefix`
+``run_lock``             ``fcntl`` lock file            lease object with heartbeat
+``writer_lock``          ``flock`` on the folder        claim object beside it
+=======================  =============================  ===============================
+
+Both are registered with :func:`distsketch.io.urls.register_kind` when
+:mod:`distsketch.io` is imported.  The operations shared by every fsspec
+filesystem are in the base class, :class:`~distsketch.io.location.Location`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import zarr
+
+from distsketch.errors import StoreError
+from distsketch.io.atomic import atomic_dir, recover
+from distsketch.io.claims import claimed
+from distsketch.io.location import Location
+from distsketch.io.locks import folder_lock, lease_lock, store_flock
+from distsketch.io.publish import check_committed, publish_prefix
+from distsketch.io.safety import (
+    check_local_output,
+    check_url_output,
+    url_written_by_distsketch,
+    written_by_distsketch,
+)
+from distsketch.io.stores import refuse_links
+from distsketch.io.urls import register_kind, resolve
+
+__all__ = ["FsspecLocation", "LocalLocation"]
+
+
+class LocalLocation(Location):
+    """A path on the local file system (see the module docstring)."""
+
+    is_local: ClassVar[bool] = True
+    supports_rename: ClassVar[bool] = True
+    supports_links: ClassVar[bool] = True
+    noun: ClassVar[str] = "path"
+
+    def canonical(self) -> Location:
+        # symbolic links, '..' and './' resolved: an output is compared with what it names
+        real = os.path.realpath(self.path)
+        return dataclasses.replace(self, url=real, path=real)
+
+    def user_path(self) -> Path:
+        return Path(self.path)
+
+    def handle(self) -> Path:
+        return Path(self.path)
+
+    @property
+    def worker_options(self) -> dict | None:
+        return None
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        # written beside, then renamed: a reader never sees half a file
+        final = Path(self.path) / name
+        part = final.with_name(final.name + ".part")
+        part.write_bytes(data)
+        os.replace(part, final)
+
+    def exists(self) -> bool:
+        return Path(self.path).exists()
+
+    def list_names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path))
+        except FileNotFoundError:
+            return []
+
+    def remove(self, name: str) -> None:
+        p = Path(self.path) / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink(missing_ok=True)  # a link itself, never what it points to
+
+    def move_in(self, local_file: str | os.PathLike, name: str) -> None:
+        shutil.move(os.fspath(local_file), Path(self.path) / name)
+
+    def move_tree_in(self, local: str | os.PathLike) -> None:
+        if Path(local) == Path(self.path):
+            return  # staged in place (see staging)
+        for p in sorted(Path(local).iterdir()):
+            self.move_in(p, p.name)
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Path]:
+        """The folder itself: files are built in place."""
+        yield Path(self.path)
+
+    def mtime(self) -> Any:
+        try:
+            return os.stat(self.path).st_mtime_ns
+        except OSError:
+            return 0.0
+
+    def zarr_store(self, *, read_only: bool = False) -> Any:
+        # a LocalStore, not a string: zarr reads a string holding '::' as a chained URL
+        return zarr.storage.LocalStore(self.path, read_only=read_only)
+
+    def absent(self, check: bool = True) -> bool:
+        return not self.exists()  # no request: always asked
+
+    def refuse_links(self, what: str) -> None:
+        """Refuse a store holding a symbolic link or a special file (read only from inside
+        itself; :func:`distsketch.io.stores.refuse_links`)."""
+        refuse_links(self.path, what)
+
+    def check_committed(self) -> None:
+        """Nothing to check: a local output appears only by its committing rename."""
+
+    def written_by_distsketch(self) -> bool:
+        return written_by_distsketch(self.path)
+
+    def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
+        return check_local_output(self.path, overwrite=overwrite, inputs=list(inputs))
+
+    @contextlib.contextmanager
+    def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Iterator[Location]:
+        with atomic_dir(self.path, overwrite=overwrite, inputs=inputs) as tmp_dir:
+            yield resolve(tmp_dir)
+
+    def run_lock(self, wait: bool | float, force: bool = False) -> Any:
+        # an OS lock dies with its process: nothing to force
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise StoreError(f"{self.path} exists and is not a folder; choose another path.")
+        return folder_lock(self.path, wait)
+
+    def writer_lock(self, what: str) -> contextlib.AbstractContextManager[Any]:
+        return store_flock(self, what)
+
+    def recover(self) -> None:
+        # only a missing output: a reader deletes nothing that is there
+        if not Path(self.path).exists():
+            self.clean_leftovers()
+
+    def clean_leftovers(self) -> None:
+        """Finish or undo a swap killed between its renames; remove dead temporaries
+        (:func:`distsketch.io.atomic.recover`)."""
+        recover(self.path)
+
+
+class FsspecLocation(Location):
+    """A location on any other fsspec filesystem (object stores: no rename, no lock)."""
+
+    def refuse_links(self, what: str) -> None:
+        """Refuse a store holding a symbolic link (nothing to do: this storage has none)."""
+
+    def check_committed(self) -> None:
+        """Refuse a store whose write began but was not committed (marker, no manifest)."""
+        check_committed(self)
+
+    def written_by_distsketch(self) -> bool:
+        """Whether this store or folder carries a distsketch manifest or marker."""
+        return url_written_by_distsketch(self)
+
+    def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
+        """:func:`distsketch.io.safety.check_output` for this location."""
+        return check_url_output(self, overwrite=overwrite, inputs=list(inputs))
+
+    def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()
+                      ) -> contextlib.AbstractContextManager[Location]:
+        """A temporary location that becomes this one when the block succeeds
+        (:func:`distsketch.io.publish.atomic_output`)."""
+        return publish_prefix(self, overwrite=overwrite, inputs=list(inputs))
+
+    def run_lock(self, wait: bool | float, force: bool = False) -> Any:
+        """One run at a time in this folder: a context manager whose value has ``check()``
+        (raises once the lock was taken over)."""
+        return lease_lock(self, wait, force)
+
+    def writer_lock(self, what: str) -> contextlib.AbstractContextManager[Any]:
+        """One writer of this store at a time (``what``: the writer, for the message)."""
+        return claimed(self)
+
+
+register_kind(LocalLocation, "file")
+register_kind(FsspecLocation, "")
