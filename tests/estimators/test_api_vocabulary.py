@@ -42,7 +42,7 @@ CASES = [
      _nystrom_features),
     (ds.NystromKernelPCA(n_components=3, n_landmarks=40, gamma=GAMMA, center=True,
                          random_state=0), 40, _nystrom_features),
-    (ds.KSpaceKernelPCA(n_components=3, degree=2, sketch_size=24, random_state=0), 24,
+    (ds.KSpaceKernelPCA(n_components=3, degree=2, sketch_dim=24, random_state=0), 24,
      _kspace_features),
     (ds.SparsifiedKernelPCA(n_components=3, gamma=GAMMA, p=0.5, tile_rows=100,
                             random_state=0), X.shape[0], _sparsified_features),

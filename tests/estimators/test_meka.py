@@ -131,7 +131,7 @@ def test_meka_beats_nystrom_at_equal_memory(X, gamma, c, k):
     r = int(np.ceil(mk.approximation_bytes() / (8 * X.shape[0])))
     errs = []
     for seed in range(3):
-        ny = NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=seed).fit(X)
+        ny = NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, random_state=seed).fit(X)
         assert ny.approximation_bytes(X.shape[0]) >= mk.approximation_bytes() - 8 * X.shape[0]
         errs.append(relative_kernel_error(X, ny, gamma=gamma, n_sample=None))
     assert e_meka < 0.85 * min(errs)
