@@ -244,6 +244,10 @@ class GaussianSketch(_TermSketch):
         than their weight (their mass is in ``predicted_error_``).
     predicted_error_ : float
         Predicted RMS error of k̂(x, x) over the fit rows (k(x, x) = 1).
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -286,6 +290,7 @@ class GaussianSketch(_TermSketch):
         "random_state": ["random_state"],
     }
     _purpose = "gaussian"
+    _approximates = "rbf"
     _max_degree = 200
 
     def __init__(self, *, gamma: float | str | None = None, n_components: int = 256,
@@ -408,6 +413,10 @@ class DotProductKernelSketch(_TermSketch):
     residual_mass_ : float
         Σ_{j > max_degree} c_j (error bound ‖x‖^a‖y‖^a · residual_mass_).
     term_degrees_, term_weights_, term_components_ : ndarray
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (none for these kernels).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_, n_output_features_ : int
 
     Notes

@@ -187,6 +187,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
     components_ : ndarray of shape (n_components, m)
@@ -314,6 +316,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.components_ = np.ascontiguousarray(fix_signs(P, axis=0).T)
         self.singular_values_ = sig[:k]
         self.n_samples_seen_ = int(state["n"])
+        self.kernel_params_ = dict(self.sketch_S_.kernel_params_)
         if self.n_landmarks is not None:
             self._fit_factorisation(A, seed)
         return self
@@ -415,6 +418,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     kspace_ : KSpaceKernelPCA
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
     single_target_ : bool
@@ -536,6 +541,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
         self.n_samples_seen_ = int(n)
+        self.kernel_params_ = dict(self.kspace_.kernel_params_)
         return self
 
     def _decision(self, X: Any) -> Any:

@@ -184,6 +184,8 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
     kernel_bound_ : float
     kernel_name_, kernel_params_ :
         Resolved kernel.
+    n_samples_seen_ : int
+        Support points of the expansion given to ``fit``.
 
     Notes
     -----
@@ -292,6 +294,7 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self._kernel_obj = name
         self.kernel_params_ = params
+        self.n_samples_seen_ = int(support.shape[0])
         C = coef[:, None] if coef.ndim == 1 else coef
         n_out = C.shape[1]
         total = self.budget_scope == "total"

@@ -97,6 +97,8 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         Iterations of orthogonal iteration, or Lanczos's products K̂·v.
     n_samples_seen_ : int
         Rows the model was fitted on (= n_samples).
+    kernel_params_ : dict
+        The kernel's parameters (``gram_.kernel_params_``).
 
     Notes
     -----
@@ -193,6 +195,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.intercept_ = -self.K_fit_rows_ @ self.dual_coef_ + K_fit_all * self.dual_coef_.sum(0)
         self.n_output_features_ = k
         self.n_samples_seen_ = int(n)
+        self.kernel_params_ = dict(gram.kernel_params_)
         return self
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:

@@ -167,6 +167,8 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         The fitted feature map (m features).
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     components_ : ndarray of shape (n_components, n_random_features)
         Vₖ, orthonormal rows in feature space:
         ``transform(X) = features_.transform(X) @ components_.T`` (uncentred).
@@ -346,6 +348,7 @@ class StreamingKernelPCA(TransformerMixin, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         _, params = resolve_kernel_params(self.kernel, X.shape[1], fit_gamma(self, X))
+        self.kernel_params_ = params
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
             orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])
