@@ -54,7 +54,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
 
     Parameters
     ----------
-    n_components : int, default 8
+    n_components : int, default 10
         Number of components k.
     kernel, gamma, degree, coef0, p, quantize, quantize_bound, tile_rows, store
         As in :class:`SparsifiedGram`.
@@ -135,7 +135,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         "tol": [Interval(float, 0, None)],
     }
 
-    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
+    def __init__(self, *, n_components: int = 10, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, solver: str = "lanczos",
                  tile_rows: int = 2048, store: str | os.PathLike | None = None,
