@@ -396,6 +396,7 @@ class DotProductKernelSketch(_TermSketch):
         Raise :class:`~distsketch.errors.ConfigError` in fit when the predicted
         RMS relative error of k̂(x, x) (``predicted_error_``) exceeds ``max_error``.
     max_error : float, default 0.5
+        Largest accepted predicted RMS error of k̂(x, x).
     random_state : int, Generator or None
 
     Attributes

@@ -163,10 +163,12 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     n_components : int, default 10
         k.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     gamma : float, "median" or None, default None
         Scale of the inner product; None means 1 / n_features, "median" the
         median heuristic on a 1000-row sample (one more pass over X).
     coef0 : float, default 1.0
+        Offset c of the polynomial kernel.
     sketch_dim : int or None, default None
         m, the output dimension of the TensorSketch S (its columns; default 2k, the
         paper's experiments).
@@ -408,9 +410,11 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
     fit_intercept : bool, default True
+        Fit an unpenalised intercept.
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
     split_every : int, default 8
+        Fan-in of the tree reductions.
     random_state : int, Generator or None
 
     Attributes

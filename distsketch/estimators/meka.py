@@ -97,7 +97,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     Parameters
     ----------
     n_clusters : int, default 8
-        c.
+        c, the number of clusters.
     rank : int, default 32
         k, the rank per cluster (the average rank with ``rank_rule="spectrum"``).
     kernel : str or callable, default "rbf"

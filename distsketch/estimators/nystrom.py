@@ -145,6 +145,7 @@ class NystromFeatures(RowMapTransformer):
         uniform weights (Kumar et al. 2009); "randomized": W_k from a randomized
         SVD (Li, Kwok, Lu 2010).
     n_ensemble : int, default 4
+        "ensemble": the number of experts.
     n_oversamples : int, default 10
         "randomized": p, extra columns of the Gaussian test matrix.
     n_power_iter : int, default 1
@@ -154,6 +155,7 @@ class NystromFeatures(RowMapTransformer):
         range finder.  As q grows the rank-k approximation approaches the
         best one (``eigh``'s) at O(m² (k + p)(2q + 1)) cost.
     kmeans_sample : int, default 20000
+        Rows of the uniform sample k-means runs on (``landmarks="kmeans"``).
     random_state : int, Generator or None
 
     Attributes

@@ -483,10 +483,13 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     Parameters
     ----------
     degree : int, default 2
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     gamma : float, "median" or None, default None
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
+        Offset c of the polynomial kernel.
     n_components : int, default 100
+        Sketch size m (the output width).
     random_state : int, Generator or None
 
     Attributes
@@ -559,6 +562,7 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     gamma : float, "median" or None, default None
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
+        Offset c of the polynomial kernel.
     n_components : int, default 100
         m, the width of every intermediate sketch and of the output.
     base : {"srht", "tensorsketch"}, default "srht"

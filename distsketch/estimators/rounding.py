@@ -133,7 +133,9 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         heuristic on a 1000-row sample (one more pass over X of the support points);
         the value used is ``gamma_``.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     coef0 : float, default 1.0
+        Offset c of the polynomial kernel.
     threshold : float, optional
         The rounding level c (one for all outputs).
     budget : float, optional

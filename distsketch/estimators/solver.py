@@ -181,7 +181,9 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         heuristic on a 1000-row sample (one more pass over X in ``fit``);
         the value used is ``gamma_``.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     coef0 : float, default 1.0
+        Offset c of the polynomial kernel.
     alpha : float, default 1.0
         λ > 0.
     preconditioner : {None, "sketch", "nystrom"} or feature map, default None
