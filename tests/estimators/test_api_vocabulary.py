@@ -248,82 +248,79 @@ def _init_params(cls):
     return list(inspect.signature(cls).parameters)
 
 
-# name -> (its one meaning, a pattern every class's description of it must match)
-VOCABULARY = {
-    "alpha": ("ridge regularisation λ", r"λ|[Rr]idge"),
-    "alphas": ("grid of λ for cross-validation", r"λ grid"),
-    "base": ("base sketches of a PolySketch", r"srht.*tensorsketch"),
-    "basis_path": ("Zarr store for MEKA's basis coordinates", r"Zarr store"),
-    "block_rows": ("rows per block of a kernel product", r"Rows per block"),
-    "budget": ("expected kernel evaluations of a rounded expansion", r"kernel evaluations"),
-    "budget_scope": ("what the budget counts", r"per_output"),
-    "center": ("subtract a mean fitted on X", r"[Cc]entre|mean"),
-    "check_variance": ("refuse a sketch whose predicted error is too large", r"predicted RMS"),
-    "class_weight": ("weights of the classes' rows", r"[Ww]eights of the classes"),
-    "coef0": ("offset c of the polynomial kernel (γ⟨x, y⟩ + c)^q",
-              r"[Pp]olynomial|[Oo]ffset|c >= 0|\(γ⟨x, y⟩ \+ c\)\^q"),
-    "cv": ("folds of cross-validation", r"cross-validation"),
-    "degree": ("degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q",
-               r"[Pp]olynomial|[qp] >= 1|\(γ⟨x, y⟩ \+ c\)\^q"),
-    "delta": ("failure probability of a bound", r"[Ff]ailure probability"),
-    "density": ("dense or sparse projection entries", r'"dense", "sparse"'),
-    "embed_size": ("r, columns of k-Space's sketch T", r"columns of T"),
-    "eps": ("Johnson–Lindenstrauss distortion", r"[Dd]istortion"),
-    "features": ("the feature map of a ridge model", r"feature map"),
-    "fit_intercept": ("fit an unpenalised intercept", r"unpenalised intercept"),
-    "form": ("cosines with phases or (cos, sin) pairs", r'"offset", "paired"'),
-    "gamma": ("kernel scale γ", r"[Ss]cale|gamma=None|As for"),
-    "gammas": ("grid of kernel scales for cross-validation", r"[Kk]ernel-scale grid"),
-    "kernel": ("the kernel, by name or as a callable", r"kernel|rbf|ntk|ops\.kernels"),
-    "kernel_bound": ("a bound on |k(x, x')|", r"B >= \|k"),
-    "kmeans_full_iter": ("Lloyd iterations over all rows", r"Lloyd iterations over all rows"),
-    "kmeans_iter": ("Lloyd iterations on the sample", r"Lloyd iterations on the sample"),
-    "kmeans_sample": ("rows of the k-means sample", r"[Rr]ows of the uniform sample"),
-    "landmarks": ("how Nyström landmarks are chosen, or the landmarks", r'"uniform", "kmeans"'),
-    "link_rcond": ("cutoff of MEKA's link solve", r"[Ss]ingular values"),
-    "link_threshold": ("kernel value of two centres below which a link block is zero",
-                       r"link block is zero"),
-    "max_degree": ("degree at which a power series is cut", r"cut|[Tt]runcation degree"),
-    "max_error": ("largest accepted predicted RMS error", r"accepted predicted RMS error"),
-    "max_iter": ("iteration cap of an iterative solver", r"[Ii]terations|[Ii]teration cap"),
-    "meka": ("the MEKA approximation a ridge model solves on", r"MEKA"),
-    "method": ("streaming kernel PCA variant", r'"fd", "rnca"'),
-    "n_clusters": ("number of clusters c", r"number of clusters"),
-    "n_components": ("the output width: features of a map, components of a PCA",
-                     r"[Ff]eatures|[Cc]omponents|[Ss]ketch size|[Oo]utput|\bk\b|\bm\b"),
-    "n_ensemble": ("experts of an ensemble Nyström map", r"experts"),
-    "n_exact": ("leading series terms sketched deterministically", r"sketched deterministically"),
-    "n_landmarks": ("number of landmark rows", r"[Ll]andmarks|Rows R|k-Space model"),
-    "n_oversamples": ("extra columns of a randomized range finder", r"oversampl|extra columns"),
-    "n_power_iter": ("power iterations of a randomized range finder", r"power iterations"),
-    "n_random_features": ("width of an inner random Fourier feature map", r"random Fourier"),
-    "n_tail_samples": ("sampled tail terms of a series", r"[Ss]ampled tail terms"),
-    "orthogonal": ("orthogonal random features", r"[Oo]rthogonal random features"),
-    "p": ("probability of keeping a kernel entry", r"[Pp]robability of keeping"),
-    "preconditioner": ("the preconditioner of an iterative solver", r"preconditioner"),
-    "preconditioner_size": ("rank of the preconditioner", r"rank of the preconditioner"),
-    "quantize": ("round kept entries to one bit", r"one bit"),
-    "quantize_bound": ("the level of quantised entries", r"level"),
-    "random_state": ("seed", r"int, Generator or None"),
-    "rank": ("rank kept of a low-rank approximation", r"rank|eigenpairs"),
-    "rank_rule": ("how MEKA's per-cluster ranks are chosen", r'"spectrum"'),
-    "rff_form": ("form of the inner random Fourier features", r"form"),
-    "rho": ("oversampling of MEKA's link rows", r"sampled rows"),
-    "sample": ("rows a mapping is fitted on", r"[Ff]it the mapping|as in"),
-    "sketch_dim": ("m, the output dimension of k-Space's TensorSketch S", r"TensorSketch S|as in"),
-    "sketch_size": ("ℓ, rows of a Frequent Directions sketch", r"rows of the (Frequent Directions )?sketch"),
-    "solver": ("the algorithm that solves the fitted problem", r'\{"'),
-    "split_every": ("fan-in of a tree reduction", r"[Ff]an-in"),
-    "standardize": ("scale input columns before the feature map", r"[Cc]entre and scale"),
-    "store": ("a Zarr group holding the strips", r"Zarr group"),
-    "threshold": ("the rounding level c", r"rounding level"),
-    "tile_rows": ("rows per strip and tile side", r"[Rr]ows per strip"),
-    "tol": ("stopping tolerance of an iterative solver", r"[Rr]esidual"),
-    "truncation_tol": ("tail probability that chooses where a series is cut",
-                       r"[Tt]runcation tolerance"),
-    "variant": ("which Nyström variant", r'"standard", "ensemble", "randomized"'),
-    "verbose": ("progress on the distsketch logger", r"distsketch"),
-}
+# name ~ its one meaning ~ a pattern every class's description of it must match
+_TABLE = r"""
+alpha               ~ ridge regularisation λ ~ λ|[Rr]idge
+alphas              ~ grid of λ for cross-validation ~ λ grid
+base                ~ base sketches of a PolySketch ~ srht.*tensorsketch
+basis_path          ~ Zarr store for MEKA's basis coordinates ~ Zarr store
+block_rows          ~ rows per block of a kernel product ~ Rows per block
+budget              ~ expected kernel evaluations of a rounded expansion ~ kernel evaluations
+budget_scope        ~ what the budget counts ~ per_output
+center              ~ subtract a mean fitted on X ~ [Cc]entre|mean
+check_variance      ~ refuse a sketch whose predicted error is too large ~ predicted RMS
+class_weight        ~ weights of the classes' rows ~ [Ww]eights of the classes
+coef0               ~ offset c of the polynomial kernel ~ [Pp]olynomial|[Oo]ffset|c >= 0|\(γ⟨x, y⟩ \+ c\)\^q
+cv                  ~ folds of cross-validation ~ cross-validation
+degree              ~ degree q of the polynomial kernel ~ [Pp]olynomial|[qp] >= 1|\(γ⟨x, y⟩ \+ c\)\^q
+delta               ~ failure probability of a bound ~ [Ff]ailure probability
+density             ~ dense or sparse projection entries ~ "dense", "sparse"
+embed_size          ~ r, columns of k-Space's sketch T ~ columns of T
+eps                 ~ Johnson–Lindenstrauss distortion ~ [Dd]istortion
+features            ~ the feature map of a ridge model ~ feature map
+fit_intercept       ~ fit an unpenalised intercept ~ unpenalised intercept
+form                ~ cosines with phases or (cos, sin) pairs ~ "offset", "paired"
+gamma               ~ kernel scale γ ~ [Ss]cale|gamma=None|As for
+gammas              ~ grid of kernel scales for cross-validation ~ [Kk]ernel-scale grid
+kernel              ~ the kernel, by name or as a callable ~ kernel|rbf|ntk|ops\.kernels
+kernel_bound        ~ a bound on |k(x, x')| ~ B >= \|k
+kmeans_full_iter    ~ Lloyd iterations over all rows ~ Lloyd iterations over all rows
+kmeans_iter         ~ Lloyd iterations on the sample ~ Lloyd iterations on the sample
+kmeans_sample       ~ rows of the k-means sample ~ [Rr]ows of the uniform sample
+landmarks           ~ how Nyström landmarks are chosen, or the landmarks ~ "uniform", "kmeans"
+link_rcond          ~ cutoff of MEKA's link solve ~ [Ss]ingular values
+link_threshold      ~ kernel value of two centres below which a link block is zero ~ link block is zero
+max_degree          ~ degree at which a power series is cut ~ cut|[Tt]runcation degree
+max_error           ~ largest accepted predicted RMS error ~ accepted predicted RMS error
+max_iter            ~ iteration cap of an iterative solver ~ [Ii]terations|[Ii]teration cap
+meka                ~ the MEKA approximation a ridge model solves on ~ MEKA
+method              ~ streaming kernel PCA variant ~ "fd", "rnca"
+n_clusters          ~ number of clusters c ~ number of clusters
+n_components        ~ the output width ~ [Ff]eatures|[Cc]omponents|[Ss]ketch size|[Oo]utput|\bk\b|\bm\b
+n_ensemble          ~ experts of an ensemble Nyström map ~ experts
+n_exact             ~ leading series terms sketched deterministically ~ sketched deterministically
+n_landmarks         ~ number of landmark rows ~ [Ll]andmarks|Rows R|k-Space model
+n_oversamples       ~ extra columns of a randomized range finder ~ oversampl|extra columns
+n_power_iter        ~ power iterations of a randomized range finder ~ power iterations
+n_random_features   ~ width of an inner random Fourier feature map ~ random Fourier
+n_tail_samples      ~ sampled tail terms of a series ~ [Ss]ampled tail terms
+orthogonal          ~ orthogonal random features ~ [Oo]rthogonal random features
+p                   ~ probability of keeping a kernel entry ~ [Pp]robability of keeping
+preconditioner      ~ the preconditioner of an iterative solver ~ preconditioner
+preconditioner_size ~ rank of the preconditioner ~ rank of the preconditioner
+quantize            ~ round kept entries to one bit ~ one bit
+quantize_bound      ~ the level of quantised entries ~ level
+random_state        ~ seed ~ int, Generator or None
+rank                ~ rank kept of a low-rank approximation ~ rank|eigenpairs
+rank_rule           ~ how MEKA's per-cluster ranks are chosen ~ "spectrum"
+rff_form            ~ form of the inner random Fourier features ~ form
+rho                 ~ oversampling of MEKA's link rows ~ sampled rows
+sample              ~ rows a mapping is fitted on ~ [Ff]it the mapping|as in
+sketch_dim          ~ m, the output dimension of k-Space's TensorSketch S ~ TensorSketch S|as in
+sketch_size         ~ ℓ, rows of a Frequent Directions sketch ~ rows of the (Frequent Directions )?sketch
+solver              ~ the algorithm that solves the fitted problem ~ \{"
+split_every         ~ fan-in of a tree reduction ~ [Ff]an-in
+standardize         ~ scale input columns before the feature map ~ [Cc]entre and scale
+store               ~ a Zarr group holding the strips ~ Zarr group
+threshold           ~ the rounding level c ~ rounding level
+tile_rows           ~ rows per strip and tile side ~ [Rr]ows per strip
+tol                 ~ stopping tolerance of an iterative solver ~ [Rr]esidual
+truncation_tol      ~ tail probability that chooses where a series is cut ~ [Tt]runcation tolerance
+variant             ~ which Nyström variant ~ "standard", "ensemble", "randomized"
+verbose             ~ progress on the distsketch logger ~ distsketch
+"""
+VOCABULARY = {name.strip(): (meaning, pattern) for name, meaning, pattern in
+              (line.split(" ~ ") for line in _TABLE.strip().splitlines())}
 
 # a second meaning that a name once had must not come back
 NOT_MEANT = {
