@@ -23,7 +23,7 @@ Tables printed:
    does not depend on how K·v is evaluated).
 4. CG iterations for none / sketch / Nyström preconditioners on the problems
    of the solver issues (γ = 2 and γ = 0.5 at λ = 1e-3), with the default
-   ranks ``KernelSolver(sketch_size=None)`` picks from the estimated
+   ranks ``KernelSolver(preconditioner_size=None)`` picks from the estimated
    statistical dimension d_λ, beside the exact d_λ and the best any rank-512
    preconditioner can do (K's exact top eigenvectors).
 """
@@ -162,7 +162,7 @@ def accuracy_vs_time(n_train: int, n_test: int, gamma: float, lam: float) -> Non
             print(f"GaussianSketch m={m}: {exc}\n")
     for m in (256, 1024):
         run(f"Sketched + Nystrom m={m}", lambda m=m: SketchedKernelRidge(standardize=False,
-            features=NystromFeatures(gamma=gamma, n_components=m, random_state=0), alpha=lam))
+            features=NystromFeatures(gamma=gamma, n_landmarks=m, random_state=0), alpha=lam))
     run("Sketched + s_λ-SRHT(RFF 4096)", lambda: SketchedKernelRidge(standardize=False,
         features=StatisticalDimensionSketch(
             base=RandomFourierFeatures(gamma=gamma, n_components=4096, random_state=0),
@@ -172,7 +172,7 @@ def accuracy_vs_time(n_train: int, n_test: int, gamma: float, lam: float) -> Non
             meka=MEKA(n_clusters=8, rank=k, gamma=gamma, random_state=0), alpha=lam, tol=1e-4),
             centre=True)
     run("KernelSolver exact, Nystrom PCG M=256", lambda: KernelSolver(
-        gamma=gamma, alpha=lam, preconditioner="nystrom", sketch_size=256, tol=1e-4,
+        gamma=gamma, alpha=lam, preconditioner="nystrom", preconditioner_size=256, tol=1e-4,
         block_rows=2048, random_state=0), centre=True)
     for r in rows:
         total = float(r[2] or 0) + float(r[3] or 0) if r[2] else None

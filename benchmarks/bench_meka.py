@@ -98,11 +98,11 @@ def error_vs_memory(name: str, X: np.ndarray, gamma: float, c: int, ranks: list[
         r = max(2, round(mem / (8 * n)))
         methods = {
             "MEKA": mk,
-            "Nys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=0),
-            "KNys": NystromFeatures(gamma=gamma, n_components=r, landmarks="kmeans", random_state=0),
-            "ENys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=max(1, r // 4),
+            "Nys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, random_state=0),
+            "KNys": NystromFeatures(gamma=gamma, n_landmarks=r, landmarks="kmeans", random_state=0),
+            "ENys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=max(1, r // 4),
                                     variant="ensemble", n_ensemble=4, random_state=0),
-            "RNys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, variant="randomized",
+            "RNys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, variant="randomized",
                                     random_state=0),
             "RFF": RandomFourierFeatures(gamma=gamma, n_components=r, random_state=0),
         }
@@ -172,7 +172,7 @@ def scale_run(n: int, d: int, c: int, k: int, gamma: float, workdir: Path,
     def nystrom():
         from distsketch.io import write_array
 
-        ny = NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=0).fit(str(path))
+        ny = NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, random_state=0).fit(str(path))
         write_array(ny.transform(Xd), workdir / "Z.zarr", overwrite=True)
         return ny
 

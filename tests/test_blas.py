@@ -40,7 +40,7 @@ def _models():
         "krr": (lambda: SketchedKernelRidge(
             features=RandomFourierFeatures(n_components=384, gamma=0.1, random_state=0),
             alpha=1e-3), True),
-        "kspace": (lambda: KSpaceKernelPCA(n_components=4, degree=2, gamma=0.1, sketch_size=300,
+        "kspace": (lambda: KSpaceKernelPCA(n_components=4, degree=2, gamma=0.1, sketch_dim=300,
                                            n_landmarks=200, random_state=0), False),
         "meka": (lambda: MEKA(n_clusters=3, rank=64, gamma=0.1, random_state=0), False),
     }

@@ -73,7 +73,7 @@ def nystrom_case():
 
     n = 2000
     X = np.random.default_rng(0).normal(size=(n, 4))
-    model = NystromFeatures(n_components=20, gamma=0.3, random_state=0).fit(X)
+    model = NystromFeatures(n_landmarks=20, gamma=0.3, random_state=0).fit(X)
     G = pairwise_kernel(X, X, "rbf", gamma=0.3)
     E = G - model.kernel_approx(X)
     return X, model, G, E, kernel_errors(X, model, n_sample=None)

@@ -29,7 +29,7 @@ CASES = [
     ("DotProductKernelSketch", {"kernel": "arccos1", "n_components": 64}, None, "transform"),
     ("KSpaceKernelPCA", {"n_components": 3, "degree": 2}, None, "transform"),
     ("KernelPCR", {"n_components": 5, "degree": 2}, "y", "predict"),
-    ("NystromFeatures", {"n_components": 20}, None, "transform"),
+    ("NystromFeatures", {"n_landmarks": 20}, None, "transform"),
     ("NystromKernelPCA", {"n_components": 3, "n_landmarks": 20}, None, "transform"),
     ("MEKA", {"n_clusters": 3, "rank": 4}, None, "transform"),
     ("BlockKernelApproximation", {"n_clusters": 3}, None, "predict"),
@@ -82,7 +82,7 @@ def test_conventions(name):
 
 def test_fit_from_store_records_fingerprint(tmp_path):
     path = write_array(X.astype(np.float32), tmp_path / "X.zarr", chunk_rows=50)
-    m = distsketch.NystromFeatures(n_components=10, random_state=0).fit(str(path))
+    m = distsketch.NystromFeatures(n_landmarks=10, random_state=0).fit(str(path))
     assert m.fingerprint_["shape"] == [120, 6]
     m.save(tmp_path / "m.zarr")
     assert distsketch.load(tmp_path / "m.zarr").fingerprint_ == m.fingerprint_

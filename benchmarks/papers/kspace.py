@@ -81,7 +81,7 @@ def kspace_pcr(task: str, Xtr, ytr, Xte, k, mk, rk, sample, seed, gamma: float =
     from distsketch import KernelPCR, KernelPCRClassifier
 
     cls = KernelPCRClassifier if task == "classification" else KernelPCR
-    est = cls(n_components=k, degree=3, gamma=gamma, coef0=1.0, sketch_size=mk * k, embed_size=rk * k,
+    est = cls(n_components=k, degree=3, gamma=gamma, coef0=1.0, sketch_dim=mk * k, embed_size=rk * k,
               sample=sample, random_state=seed)
     return np.asarray(est.fit(Xtr, ytr).predict(Xte))
 
@@ -91,7 +91,7 @@ def kspace_svm(Xtr, ytr, Xte, k, mk, rk, sample, seed) -> np.ndarray:
 
     from distsketch import KSpaceKernelPCA
 
-    ks = KSpaceKernelPCA(n_components=k, degree=3, gamma=1.0, coef0=1.0, sketch_size=mk * k,
+    ks = KSpaceKernelPCA(n_components=k, degree=3, gamma=1.0, coef0=1.0, sketch_dim=mk * k,
                          embed_size=rk * k, sample=sample, random_state=seed).fit(Xtr)
     Vtr, Vte = np.asarray(ks.transform(Xtr)), np.asarray(ks.transform(Xte))
     # the embedding has orthonormal columns (entries ~ 1/√n): rescale rows for the SVM's C
@@ -108,7 +108,7 @@ def mnist_configuration() -> dict:
     y = rng.integers(0, 10, 60_000).astype(np.float64)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        sec, _ = timed(lambda: KernelPCR(n_components=500, sketch_size=1000, embed_size=2000, sample=5000,
+        sec, _ = timed(lambda: KernelPCR(n_components=500, sketch_dim=1000, embed_size=2000, sample=5000,
                                          degree=3, gamma=1.0 / 784, random_state=0).fit(X, y))
         err = ""
     except Exception as exc:    # reported as the result, not hidden

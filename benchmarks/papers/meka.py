@@ -55,13 +55,13 @@ def methods_at_memory(gamma: float, r: int) -> dict:
     from distsketch import NystromFeatures, RandomFourierFeatures
 
     out = {
-        "Nys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=0),
+        "Nys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, random_state=0),
         # the paper's randomized Nyström: q = 1 power iteration, p = 10 oversampling
-        "RNys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, variant="randomized",
+        "RNys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, variant="randomized",
                                 n_oversamples=10, n_power_iter=1, random_state=0),
-        "KNys": NystromFeatures(gamma=gamma, n_components=r, landmarks="kmeans", random_state=0),
+        "KNys": NystromFeatures(gamma=gamma, n_landmarks=r, landmarks="kmeans", random_state=0),
         # three experts, as in the paper, each of rank r/3 (together r columns)
-        "ENys": NystromFeatures(gamma=gamma, n_components=2 * r, rank=max(1, r // 3), variant="ensemble",
+        "ENys": NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=max(1, r // 3), variant="ensemble",
                                 n_ensemble=3, random_state=0),
         # the paper's RKS: a (cos, sin) pair per frequency, at an even width (at most the others' memory)
         "RKS": RandomFourierFeatures(gamma=gamma, n_components=r - r % 2, form="paired", random_state=0),

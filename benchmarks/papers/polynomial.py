@@ -81,7 +81,7 @@ def cg_iterations(quick: bool) -> list[dict]:
     lams = [1e-1] if quick else [1e-3, 1e-1]
     rows = []
     for (label, kern), lam in ((k, lam) for k in kernels for lam in lams):
-        # sketch_size=None: both preconditioners sized from the estimated d_λ
+        # preconditioner_size=None: both preconditioners sized from the estimated d_λ
         for pre in (None, "sketch", "nystrom"):
             est = KernelSolver(alpha=lam, preconditioner=pre, max_iter=max_iter, tol=1e-6, random_state=0,
                                **kern)

@@ -29,6 +29,7 @@ class BlockKernelApproximation(DistsketchEstimator):
     Parameters
     ----------
     n_clusters : int, default 8
+        The number of clusters.
     kernel, gamma, degree, coef0
         As in :class:`MEKA`.
     kmeans_sample, kmeans_iter, kmeans_full_iter : int

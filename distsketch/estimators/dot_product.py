@@ -207,12 +207,12 @@ class GaussianSketch(_TermSketch):
         heuristic on a 1000-row sample (one more pass over X in ``fit``).
     n_components : int, default 256
         Total number of features (split over the terms).
-    degree : int or None, default None
-        Truncation degree q; None chooses the smallest q with
-        P[Poisson(2γR²) > q] <= tol, R the largest row norm of the (centred)
+    max_degree : int or None, default None
+        Truncation degree q of the Taylor series; None chooses the smallest q with
+        P[Poisson(2γR²) > q] <= truncation_tol, R the largest row norm of the (centred)
         fit data, which bounds the truncation error.
-    tol : float, default 1e-3
-        Truncation tolerance used when ``degree`` is None.
+    truncation_tol : float, default 1e-3
+        Truncation tolerance used when ``max_degree`` is None.
     base : {"srht", "tensorsketch"}, default "srht"
         Base sketches of the PolySketches.
     center : bool, default True
@@ -236,7 +236,7 @@ class GaussianSketch(_TermSketch):
         differences of the reduction order do not change it), or zeros.
     radius_ : float
         Largest row norm of the centred fit data.
-    degree_ : int
+    max_degree_ : int
     term_degrees_, term_weights_, term_components_ : ndarray
         Degree j, coefficient (2γ)^j/j! and sketch size of each sketched term.
     dropped_degrees_ : ndarray of int
@@ -244,6 +244,10 @@ class GaussianSketch(_TermSketch):
         than their weight (their mass is in ``predicted_error_``).
     predicted_error_ : float
         Predicted RMS error of k̂(x, x) over the fit rows (k(x, x) = 1).
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -281,8 +285,8 @@ class GaussianSketch(_TermSketch):
     _parameter_constraints = {
         "gamma": GAMMA_CONSTRAINT,
         "n_components": [Interval(int, 1, None)],
-        "degree": [Interval(int, 1, None), None],
-        "tol": [Interval(float, 0, 1, closed="neither")],
+        "max_degree": [Interval(int, 1, None), None],
+        "truncation_tol": [Interval(float, 0, 1, closed="neither")],
         "base": [Options(set(BASES))],
         "center": ["boolean"],
         "check_variance": ["boolean"],
@@ -290,16 +294,18 @@ class GaussianSketch(_TermSketch):
         "random_state": ["random_state"],
     }
     _purpose = "gaussian"
+    _approximates = "rbf"
     _max_degree = 200
 
     def __init__(self, *, gamma: float | str | None = None, n_components: int = 256,
-                 degree: int | None = None,
-                 tol: float = 1e-3, base: str = "srht", center: bool = True, check_variance: bool = True,
+                 max_degree: int | None = None,
+                 truncation_tol: float = 1e-3, base: str = "srht", center: bool = True,
+                 check_variance: bool = True,
                  max_error: float = 0.5, random_state: Any = None):
         self.gamma = gamma
         self.n_components = n_components
-        self.degree = degree
-        self.tol = tol
+        self.max_degree = max_degree
+        self.truncation_tol = truncation_tol
         self.base = base
         self.center = center
         self.check_variance = check_variance
@@ -314,14 +320,15 @@ class GaussianSketch(_TermSketch):
             self.center_ = (st["sum"] / max(st["n"], 1)).astype(np.float32).astype(np.float64)
         else:
             self.center_ = np.zeros(d)
-        J = int(self._max_degree if self.degree is None else max(self.degree, 1))
+        J = int(self._max_degree if self.max_degree is None else max(self.max_degree, 1))
         st = reduce_blocks(_GaussianStats(float(self.gamma_), J), X, self.center_, name="gaussian-radius",
                            bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
         n = max(st["n"], 1)
         self.radius_ = float(np.sqrt(st["max_sq"]))
-        self.degree_ = (gaussian_degree(self.gamma_, self.radius_, self.tol, self._max_degree)
-                        if self.degree is None else int(self.degree))
-        q = self.degree_
+        self.max_degree_ = (gaussian_degree(self.gamma_, self.radius_, self.truncation_tol,
+                                            self._max_degree)
+                            if self.max_degree is None else int(self.max_degree))
+        q = self.max_degree_
         coef = gaussian_coefficients(q, self.gamma_)
         rms = np.sqrt(st["w2"][:q + 1] / n)
         comps = _split_rest(int(self.n_components) - 1, rms[1:], np.arange(1, q + 1))
@@ -346,7 +353,8 @@ class GaussianSketch(_TermSketch):
         lam = 2.0 * self.gamma_ * self.radius_ ** 2
         return (f"GaussianSketch: gamma={self.gamma_:g} is outside the range this Taylor-series sketch can "
                 f"resolve with n_components={self.n_components}: radius r={self.radius_:.4g} "
-                f"(after centring), 2*gamma*r^2={lam:.3g}, degree needed q={q} for tol={self.tol:g}; the "
+                f"(after centring), 2*gamma*r^2={lam:.3g}, degree needed q={q} for "
+                f"truncation_tol={self.truncation_tol:g}; the "
                 f"predicted RMS error of k(x, x)=1 is {self.predicted_error_:.3g} > "
                 f"max_error={self.max_error:g}, and about n_components={need} would be needed for an "
                 f"error of {target}. Use RandomFourierFeatures or NystromFeatures for this gamma, "
@@ -392,6 +400,7 @@ class DotProductKernelSketch(_TermSketch):
         Raise :class:`~distsketch.errors.ConfigError` in fit when the predicted
         RMS relative error of k̂(x, x) (``predicted_error_``) exceeds ``max_error``.
     max_error : float, default 0.5
+        Largest accepted predicted RMS error of k̂(x, x).
     random_state : int, Generator or None
 
     Attributes
@@ -409,6 +418,10 @@ class DotProductKernelSketch(_TermSketch):
     residual_mass_ : float
         Σ_{j > max_degree} c_j (error bound ‖x‖^a‖y‖^a · residual_mass_).
     term_degrees_, term_weights_, term_components_ : ndarray
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (none for these kernels).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_, n_output_features_ : int
 
     Notes

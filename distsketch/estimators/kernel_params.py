@@ -26,8 +26,9 @@ from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, StrOptions
 
-__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "fit_kernel_params", "median_gamma",
-           "median_sampler", "resolve_gamma", "sample_median_gamma"]
+__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "fit_kernel_params",
+           "fitted_kernel_params", "median_gamma", "median_sampler", "resolve_gamma",
+           "sample_median_gamma"]
 
 #: the ``_parameter_constraints`` entry of every ``gamma``
 GAMMA_CONSTRAINT: list[Any] = [Interval(float, 0, None, closed="neither"),
@@ -154,3 +155,26 @@ def fit_kernel_params(estimator: Any, X: Any) -> tuple[str | Callable, dict[str,
     """
     return resolve_kernel_params(estimator.kernel, X.shape[1], fit_gamma(estimator, X),
                                  getattr(estimator, "degree", 3), getattr(estimator, "coef0", 1.0))
+
+
+def fitted_kernel_params(estimator: Any, kernel: Any) -> dict[str, Any]:
+    """The ``kernel_params_`` of an estimator that approximates ``kernel``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Fitted so far as ``gamma_`` (when the kernel has a scale) and
+        ``n_features_in_``; its ``degree`` and ``coef0`` parameters are read
+        where it has them.
+    kernel : str or callable
+        The kernel it approximates (a callable has no named parameters).
+
+    Returns
+    -------
+    dict
+        The parameters of ``kernel`` by name, as ``pairwise_kernel`` takes them.
+    """
+    _, params = resolve_kernel_params(kernel, int(estimator.n_features_in_),
+                                      getattr(estimator, "gamma_", None),
+                                      getattr(estimator, "degree", 3), getattr(estimator, "coef0", 1.0))
+    return params

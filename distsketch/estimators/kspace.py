@@ -110,14 +110,14 @@ def _check_kspace_params(est: Any, n_samples: int | None = None,
                          n_features: int | None = None) -> None:
     """k-Space's parameter checks (KSpaceKernelPCA and KernelPCR), with X's shape when given.
 
-    n_components ≤ sketch_size (S must have k columns), ≤ the rows it is
+    n_components ≤ sketch_dim (S must have k columns), ≤ the rows it is
     fitted on, and ≤ the dimension of the polynomial feature space, C(d + q, q)
     (C(d + q − 1, q) for coef0 = 0).
     """
     owner = type(est).__name__
     k = int(est.n_components)
-    if est.sketch_size is not None and est.sketch_size < k:
-        raise ConfigError(f"{owner}: sketch_size={est.sketch_size} must be >= n_components={k}.")
+    if est.sketch_dim is not None and est.sketch_dim < k:
+        raise ConfigError(f"{owner}: sketch_dim={est.sketch_dim} must be >= n_components={k}.")
     if n_samples is None or n_features is None:
         return
     rows = min(n_samples, est.sample) if est.sample is not None else n_samples
@@ -136,13 +136,13 @@ def _check_kspace_params(est: Any, n_samples: int | None = None,
 def _kspace_sizes(est: Any, n_samples: int, n_features: int) -> list[OperatorSize]:
     """The sketch pass's state and one row's sketches; the landmarks and their kernel matrix."""
     owner, k, q, d = type(est).__name__, int(est.n_components), int(est.degree), int(n_features)
-    m = int(est.sketch_size or 2 * k)
+    m = int(est.sketch_dim or 2 * k)
     r = int(est.embed_size or 4 * k)
     sizes: list[OperatorSize] = [(
-        f"{owner}: the sketch pass (sketch_size m={m}, embed_size r={r}, degree {q}) on {d} "
+        f"{owner}: the sketch pass (sketch_dim m={m}, embed_size r={r}, degree {q}) on {d} "
         f"input features holds an m x (m + r) state and one row's sketches (float64) that",
         8 * m * (m + r) + 8 * (d + 4 * q * (m + r)),
-        "lower sketch_size/embed_size (default 2 and 4 x n_components) or n_components")]
+        "lower sketch_dim/embed_size (default 2 and 4 x n_components) or n_components")]
     if est.n_landmarks is not None:
         rows = min(int(n_samples), int(est.sample)) if est.sample is not None else int(n_samples)
         nl = min(int(est.n_landmarks), max(1, rows))
@@ -164,12 +164,15 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     n_components : int, default 10
         k.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     gamma : float, "median" or None, default None
         Scale of the inner product; None means 1 / n_features, "median" the
         median heuristic on a 1000-row sample (one more pass over X).
     coef0 : float, default 1.0
-    sketch_size : int or None, default None
-        m, columns of S (default 2k, the paper's experiments).
+        Offset c of the polynomial kernel.
+    sketch_dim : int or None, default None
+        m, the output dimension of the TensorSketch S (its columns; default 2k, the
+        paper's experiments).
     embed_size : int or None, default None
         r, columns of T (default 4k).
     sample : int or None, default None
@@ -187,6 +190,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     seed_ : int
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     sketch_S_, sketch_T_ : TensorSketch
         The fitted sketches S and T.
     components_ : ndarray of shape (n_components, m)
@@ -234,7 +239,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         "degree": [Interval(int, 1, None)],
         "gamma": GAMMA_CONSTRAINT,
         "coef0": [Interval(float, 0, None, closed="left")],
-        "sketch_size": [Interval(int, 1, None), None],
+        "sketch_dim": [Interval(int, 1, None), None],
         "embed_size": [Interval(int, 1, None), None],
         "sample": [Interval(int, 2, None), None],
         "n_landmarks": [Interval(int, 1, None), None],
@@ -243,14 +248,14 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, n_components: int = 10, degree: int = 3, gamma: float | str | None = None,
-                 coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
+                 coef0: float = 1.0, sketch_dim: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
         self.n_components = n_components
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
-        self.sketch_size = sketch_size
+        self.sketch_dim = sketch_dim
         self.embed_size = embed_size
         self.sample = sample
         self.n_landmarks = n_landmarks
@@ -288,7 +293,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         k = int(self.n_components)
-        m = int(self.sketch_size or 2 * k)
+        m = int(self.sketch_dim or 2 * k)
         r = int(self.embed_size or 4 * k)
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
@@ -314,6 +319,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.components_ = np.ascontiguousarray(fix_signs(P, axis=0).T)
         self.singular_values_ = sig[:k]
         self.n_samples_seen_ = int(state["n"])
+        self.kernel_params_ = dict(self.sketch_S_.kernel_params_)
         if self.n_landmarks is not None:
             self._fit_factorisation(A, seed)
         return self
@@ -331,9 +337,9 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
                                  bytes_per_row=per_row, state_bytes=8.0 * m * (m + r))
         except MemoryBudgetError as exc:
             raise MemoryBudgetError(
-                f"KSpaceKernelPCA: the sketch pass (sketch_size m={m}, embed_size r={r}, degree "
+                f"KSpaceKernelPCA: the sketch pass (sketch_dim m={m}, embed_size r={r}, degree "
                 f"{self.degree}) does not fit one task even at the smallest block: {exc} "
-                "Here the fix is a smaller sketch_size/embed_size or a larger "
+                "Here the fix is a smaller sketch_dim/embed_size or a larger "
                 "distsketch.task-memory; rechunking cannot help when sample= is set "
                 "(the blocks are cut from the sample).") from exc
 
@@ -401,13 +407,15 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         k, the number of approximate principal components.
     degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, None, 1.0
         ``gamma=None`` means 1 / n_features, "median" the median heuristic.
-    sketch_size, embed_size, sample : as in :class:`KSpaceKernelPCA`
+    sketch_dim, embed_size, sample : as in :class:`KSpaceKernelPCA`
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
     fit_intercept : bool, default True
+        Fit an unpenalised intercept.
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
     split_every : int, default 8
+        Fan-in of the tree reductions.
     random_state : int, Generator or None
 
     Attributes
@@ -415,6 +423,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     kspace_ : KSpaceKernelPCA
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     coef_ : ndarray of shape (k, n_targets)
     intercept_ : ndarray of shape (n_targets,)
     single_target_ : bool
@@ -454,7 +464,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     }
 
     def __init__(self, *, n_components: int = 50, degree: int = 3, gamma: float | str | None = None,
-                 coef0: float = 1.0, sketch_size: int | None = None, embed_size: int | None = None,
+                 coef0: float = 1.0, sketch_dim: int | None = None, embed_size: int | None = None,
                  sample: int | None = None, alpha: float = 0.0, fit_intercept: bool = True,
                  n_landmarks: int | None = None, split_every: int = 8,
                  random_state: Any = None):
@@ -462,7 +472,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
-        self.sketch_size = sketch_size
+        self.sketch_dim = sketch_dim
         self.embed_size = embed_size
         self.sample = sample
         self.alpha = alpha
@@ -511,7 +521,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         seed = self._init_seed()
         Y = self._targets(y, X.shape[0])
         params = {k: getattr(self, k) for k in ("n_components", "degree", "coef0",
-                                                "sketch_size", "embed_size", "sample",
+                                                "sketch_dim", "embed_size", "sample",
                                                 "n_landmarks", "split_every")}
         self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
@@ -534,6 +544,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.coef_ = coef
         self.intercept_ = (ybar - mu @ coef) if self.fit_intercept else np.zeros(Y.shape[1])
         self.n_samples_seen_ = int(n)
+        self.kernel_params_ = dict(self.kspace_.kernel_params_)
         return self
 
     def _decision(self, X: Any) -> Any:

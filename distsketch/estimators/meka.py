@@ -83,12 +83,12 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     the identity and each off-diagonal link block L⁽ˢᵗ⁾ is the least-squares fit
     of a sampled kernel block (rows: the m landmarks of each cluster plus
     (1+ρ)k further uniform rows), set to zero when
-    K(m_s, m_t) ≤ eps for the centres m_s, m_t (thresholding).
+    K(m_s, m_t) ≤ link_threshold for the centres m_s, m_t (thresholding).
 
     Parameters
     ----------
     n_clusters : int, default 8
-        c.
+        c, the number of clusters.
     rank : int, default 32
         k, the rank per cluster (the average rank with ``rank_rule="spectrum"``).
     kernel : str or callable, default "rbf"
@@ -102,7 +102,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         Polynomial kernel parameters.
     n_landmarks : int, optional
         Nyström landmarks m per cluster (default 2k).
-    eps : float, default 0.0
+    link_threshold : float, default 0.0
         Threshold on K(m_s, m_t) below which a link block is zero.
     rho : float, default 2.0
         Link blocks are fitted on (1+ρ)k sampled rows of each cluster.
@@ -182,7 +182,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_landmarks": [Interval(int, 1, None), None],
-        "eps": [Interval(float, None, None)],
+        "link_threshold": [Interval(float, None, None)],
         "rho": [Interval(float, 0, None)],
         "rank_rule": [Options({"spectrum"}), None],
         "kmeans_sample": [Interval(int, 1, None)],
@@ -195,7 +195,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
 
     def __init__(self, *, n_clusters: int = 8, rank: int = 32, kernel: Any = "rbf",
                  gamma: float | str | None = None, degree: int = 3, coef0: float = 1.0,
-                 n_landmarks: int | None = None, eps: float = 0.0, rho: float = 2.0,
+                 n_landmarks: int | None = None, link_threshold: float = 0.0, rho: float = 2.0,
                  rank_rule: str | None = None, kmeans_sample: int = 20000, kmeans_iter: int = 100,
                  kmeans_full_iter: int = 0, link_rcond: float = 1e-6, basis_path: Any = None,
                  random_state: Any = None):
@@ -206,7 +206,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self.degree = degree
         self.coef0 = coef0
         self.n_landmarks = n_landmarks
-        self.eps = eps
+        self.link_threshold = link_threshold
         self.rho = rho
         self.rank_rule = rank_rule
         self.kmeans_sample = kmeans_sample
@@ -316,7 +316,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self.n_link_blocks_ = 0
         for s in range(c):
             for t in range(s + 1, c):
-                if A[s] is None or A[t] is None or not centre_k[s, t] > self.eps:
+                if A[s] is None or A[t] is None or not centre_k[s, t] > self.link_threshold:
                     continue
                 G = kfun(V_rows[s, : V_cnt[s]], V_rows[t, : V_cnt[t]])
                 tol = self.link_rcond * np.sqrt(max(A[s].shape[0], A[t].shape[0]) * max(kmax, 0.0))

@@ -92,6 +92,9 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
         ``n_iter_ = 1``, one direct solve, and residuals ``[1, 0]``).
     n_samples_seen_ : int
         Rows fitted on.
+    gamma_ : float
+    kernel_params_ : dict
+        The kernel of ``meka_`` (its ``gamma_`` and ``kernel_params_``).
 
     Notes
     -----
@@ -178,6 +181,7 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
             alpha = self._fit_factored(meka, X, Y)
         self.dual_coef_ = alpha[:, 0] if one_d else alpha
         self.n_samples_seen_ = int(X.shape[0])
+        self.gamma_, self.kernel_params_ = meka.gamma_, dict(meka.kernel_params_)
         return self
 
     def _fit_factored(self, meka: Any, X: Any, Y: np.ndarray) -> np.ndarray:

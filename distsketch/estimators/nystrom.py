@@ -132,7 +132,7 @@ class NystromFeatures(RowMapTransformer):
         the value used is ``gamma_``.
     degree, coef0 : int, float
         Polynomial kernel parameters.
-    n_components : int, default 100
+    n_landmarks : int, default 100
         Number of landmarks m (uniform sampling, k-means centres).
     landmarks : {"uniform", "kmeans"}, array of shape (m, d) or Zarr path
         "uniform": the bottom-m rows of priority hash(seed, row) (one pass,
@@ -141,12 +141,13 @@ class NystromFeatures(RowMapTransformer):
         landmarks themselves.
     rank : int, optional
         Keep the top ``rank`` eigenpairs of W (per expert for "ensemble";
-        required by "randomized", default ``n_components // 2`` there).
+        required by "randomized", default ``n_landmarks // 2`` there).
     variant : {"standard", "ensemble", "randomized"}, default "standard"
         "ensemble": ``n_ensemble`` experts on disjoint landmark subsets with
         uniform weights (Kumar et al. 2009); "randomized": W_k from a randomized
         SVD (Li, Kwok, Lu 2010).
     n_ensemble : int, default 4
+        "ensemble": the number of experts.
     n_oversamples : int, default 10
         "randomized": p, extra columns of the Gaussian test matrix.
     n_power_iter : int, default 1
@@ -156,6 +157,7 @@ class NystromFeatures(RowMapTransformer):
         range finder.  As q grows the rank-k approximation approaches the
         best one (``eigh``'s) at O(m² (k + p)(2q + 1)) cost.
     kmeans_sample : int, default 20000
+        Rows of the uniform sample k-means runs on (``landmarks="kmeans"``).
     random_state : int, Generator or None
 
     Attributes
@@ -197,7 +199,7 @@ class NystromFeatures(RowMapTransformer):
     >>> import numpy as np
     >>> from distsketch import NystromFeatures
     >>> X = np.random.default_rng(0).normal(size=(200, 5))
-    >>> Z = NystromFeatures(gamma=0.2, n_components=50, random_state=0).fit_transform(X)
+    >>> Z = NystromFeatures(gamma=0.2, n_landmarks=50, random_state=0).fit_transform(X)
     >>> Z.shape[0]
     200
     """
@@ -207,7 +209,7 @@ class NystromFeatures(RowMapTransformer):
         "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
-        "n_components": [Interval(int, 1, None)],
+        "n_landmarks": [Interval(int, 1, None)],
         "landmarks": [Options({"uniform", "kmeans"}), "array-like", str, os.PathLike],
         "rank": [Interval(int, 1, None), None],
         "variant": [Options({"standard", "ensemble", "randomized"})],
@@ -219,7 +221,7 @@ class NystromFeatures(RowMapTransformer):
     }
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
-                 coef0: float = 1.0, n_components: int = 100, landmarks: Any = "uniform",
+                 coef0: float = 1.0, n_landmarks: int = 100, landmarks: Any = "uniform",
                  rank: int | None = None, variant: str = "standard", n_ensemble: int = 4,
                  kmeans_sample: int = 20000, random_state: Any = None,
                  n_oversamples: int = 10, n_power_iter: int = 1):
@@ -227,7 +229,7 @@ class NystromFeatures(RowMapTransformer):
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
-        self.n_components = n_components
+        self.n_landmarks = n_landmarks
         self.landmarks = landmarks
         self.rank = rank
         self.variant = variant
@@ -280,7 +282,7 @@ class NystromFeatures(RowMapTransformer):
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # with a precomputed kernel, X is the landmarks' kernel matrix itself
         return [] if self._precomputed() else _landmark_sizes(
-            "NystromFeatures", "n_components", int(self.n_components), int(n_features))
+            "NystromFeatures", "n_landmarks", int(self.n_landmarks), int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
@@ -307,7 +309,7 @@ class NystromFeatures(RowMapTransformer):
             )
         X = self._check_input(X, reset=False, allow_sparse=True)
         previous = (self.landmark_indices_, self.landmarks_)
-        idx, rows = sample_landmarks(X, self.n_components, self.seed_, "landmarks",
+        idx, rows = sample_landmarks(X, self.n_landmarks, self.seed_, "landmarks",
                                      row_start=self.n_samples_seen_, previous=previous)
         self.landmark_indices_, self.landmarks_ = idx, rows
         name, _ = resolve_kernel_params(self.kernel, X.shape[1], None, self.degree,
@@ -321,11 +323,11 @@ class NystromFeatures(RowMapTransformer):
     def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
         spec = self.landmarks
         if isinstance(spec, str) and spec == "uniform":
-            idx, rows = sample_landmarks(X, self.n_components, seed, "landmarks")
+            idx, rows = sample_landmarks(X, self.n_landmarks, seed, "landmarks")
             self.landmark_indices_ = idx
             return rows
         if isinstance(spec, str) and spec == "kmeans":
-            centres, _ = fit_kmeans(X, min(self.n_components, X.shape[0]), seed,
+            centres, _ = fit_kmeans(X, min(self.n_landmarks, X.shape[0]), seed,
                                     sample_size=self.kmeans_sample)
             return centres
         return _read_landmarks(spec, X.shape[1])

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import OperatorSize, RowMapTransformer
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma, fitted_kernel_params
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
 from distsketch.ops.countsketch import countsketch
@@ -61,6 +61,9 @@ class LinearStageSketch(RowMapTransformer):
     _accepts_sparse = True
     #: the linear stage has degree x n_components columns (one sketch per factor)
     _linear_per_degree = False
+    #: the kernel the map approximates, unless a ``kernel`` parameter names it (None: the
+    #: plain inner product, no kernel parameters)
+    _approximates: str | None = None
 
     def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
         """Fix the operator for X's number of features.
@@ -83,6 +86,10 @@ class LinearStageSketch(RowMapTransformer):
         if "gamma" in self._parameter_constraints:
             fit_gamma(self, X)
         self._setup(X)
+        kernel = getattr(self, "kernel", self._approximates)
+        if kernel is not None:
+            self.kernel_params_ = fitted_kernel_params(self, kernel)
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def _padded_width(self, n_features: int) -> int:
@@ -206,6 +213,7 @@ class LinearStageSketch(RowMapTransformer):
 class _PolynomialMixin:
     """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q."""
 
+    _approximates: str | None = "polynomial"
     gamma_: float
     coef0: float
     n_features_in_: int
@@ -263,6 +271,8 @@ class CountSketch(LinearStageSketch):
     Attributes
     ----------
     seed_ : int
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -324,6 +334,8 @@ class SRHT(LinearStageSketch):
     seed_ : int
     coordinates_ : ndarray of int64, shape (n_components,)
         The sampled Hadamard coordinates.
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -406,6 +418,10 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     seed_ : int
     gamma_ : float
         The scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -473,10 +489,13 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     Parameters
     ----------
     degree : int, default 2
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     gamma : float, "median" or None, default None
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
+        Offset c of the polynomial kernel.
     n_components : int, default 100
+        Sketch size m (the output width).
     random_state : int, Generator or None
 
     Attributes
@@ -484,6 +503,10 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     seed_ : int
     gamma_ : float
         The scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -542,6 +565,7 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     gamma : float, "median" or None, default None
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
+        Offset c of the polynomial kernel.
     n_components : int, default 100
         m, the width of every intermediate sketch and of the output.
     base : {"srht", "tensorsketch"}, default "srht"
@@ -553,6 +577,10 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     seed_ : int
     gamma_ : float
         The scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 

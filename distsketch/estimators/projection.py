@@ -44,6 +44,8 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         Rᵀ / √k (as scikit-learn's random projections store it).
     n_components_ : int
     n_output_features_ : int
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
 
     Notes
@@ -106,6 +108,7 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         self.n_components_ = k
         self.components_ = projection_matrix(seed, X.shape[1], k, self.density).T.copy()
         self.n_output_features_ = k
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def _width(self, n_samples: int) -> int:

@@ -57,6 +57,10 @@ class RandomFourierFeatures(RowMapTransformer):
         (n_components // 2 columns for ``form="paired"``).
     random_offset_ : ndarray of shape (n_components,)
         Phases b (shape (0,) for ``form="paired"``, which has none).
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
+    n_samples_seen_ : int
+        Rows ``fit`` was given (a data-oblivious map reads only their shape).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -122,6 +126,8 @@ class RandomFourierFeatures(RowMapTransformer):
             seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,  # type: ignore[arg-type]
             self.form)
         self.n_output_features_ = int(self.n_components)
+        self.kernel_params_ = params
+        self.n_samples_seen_ = int(X.shape[0])
         return self
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:

@@ -27,7 +27,7 @@ from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
     _is_fitted,
-    _map_gamma,
+    _map_kernel,
     _PredictBlock,
     default_n_features,
     feature_block_function,
@@ -137,9 +137,10 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     x_mean_, x_scale_ : ndarray of shape (n_features,) or None
         The standardisation (None when ``standardize=False``).
     gamma_ : float or None
-        The kernel scale: chosen by CV among ``gammas``, else the one the
-        feature map used (its ``gamma_``, e.g. 1 / n_features for the default
-        ``RandomFourierFeatures()``); None for a map without one.
+        The kernel scale: chosen by CV among ``gammas``, else the one the feature map
+        used (its ``gamma_``, e.g. 1 / n_features for the default map); None for a map without one.
+    kernel_params_ : dict
+        ``features_.kernel_params_`` (empty for a map without a kernel).
     cv_results_ : dict or None
         With ``alpha="auto"`` and no ``cv``: ``alphas`` and ``gcv`` (GCV per
         candidate, inf where the fit interpolates).  With ``cv``: ``alphas``,
@@ -408,7 +409,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
             state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
             self.alpha_ = self._fixed_alpha()
-            self.gamma_ = _map_gamma(self.features_)
+            self.gamma_, self.kernel_params_ = _map_kernel(self.features_)
             self.cv_results_ = None
         else:
             state = self._fit_cv(X, Xs, Y)
@@ -492,7 +493,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         self.features_ = self._make_features(self._fit_scaler(X))
         self.alpha_ = self._fixed_alpha()
-        self.gamma_ = _map_gamma(self.features_)
+        self.gamma_, self.kernel_params_ = _map_kernel(self.features_)
         self.cv_results_ = None
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")

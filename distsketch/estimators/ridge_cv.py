@@ -20,7 +20,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
-from distsketch.estimators.ridge_defaults import _map_gamma
+from distsketch.estimators.ridge_defaults import _map_gamma, _map_kernel
 from distsketch.estimators.ridge_summary import _add, _ridge_memory, unpack_gram
 from distsketch.graph import task_memory_budget
 
@@ -118,6 +118,7 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
     est.features_ = maps[g_best]
     est.alpha_ = float(alphas[a_best])
     est.gamma_ = _map_gamma(est.features_) if gammas is None else float(gammas[g_best])
+    est.kernel_params_ = _map_kernel(est.features_)[1]
     # plain lists so the model saves as JSON attributes
     est.cv_results_ = {"alphas": alphas.tolist(),
                        "gammas": None if gammas is None else gammas.tolist(),

@@ -149,6 +149,15 @@ def _map_gamma(features: Any) -> float | None:
     return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
 
 
+def _map_kernel(features: Any) -> tuple[float | None, dict[str, Any]]:
+    """The kernel scale and parameters a fitted feature map used (None and {} without a kernel)."""
+    g = _map_gamma(features)
+    params = getattr(features, "kernel_params_", None)
+    if isinstance(params, dict):
+        return g, dict(params)
+    return g, {} if g is None else {"gamma": g}
+
+
 def _is_fitted(features: Any) -> bool:
     if hasattr(features, "n_output_features_"):
         return True

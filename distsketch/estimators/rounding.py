@@ -133,7 +133,9 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         heuristic on a 1000-row sample (one more pass over X of the support points);
         the value used is ``gamma_``.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     coef0 : float, default 1.0
+        Offset c of the polynomial kernel.
     threshold : float, optional
         The rounding level c (one for all outputs).
     budget : float, optional
@@ -184,6 +186,8 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
     kernel_bound_ : float
     kernel_name_, kernel_params_ :
         Resolved kernel.
+    n_samples_seen_ : int
+        Support points of the expansion given to ``fit``.
 
     Notes
     -----
@@ -292,6 +296,7 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self._kernel_obj = name
         self.kernel_params_ = params
+        self.n_samples_seen_ = int(support.shape[0])
         C = coef[:, None] if coef.ndim == 1 else coef
         n_out = C.shape[1]
         total = self.budget_scope == "total"

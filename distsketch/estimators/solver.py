@@ -160,7 +160,7 @@ def record_cg(est: Any, res: Any, advice: str, stacklevel: int) -> None:
 
 
 def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
-    """The rank ``KernelSolver(sketch_size=None)`` gives its preconditioner.
+    """The rank ``KernelSolver(preconditioner_size=None)`` gives its preconditioner.
 
     Parameters
     ----------
@@ -204,17 +204,19 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         heuristic on a 1000-row sample (one more pass over X in ``fit``);
         the value used is ``gamma_``.
     degree : int, default 3
+        Degree q of the polynomial kernel (γ⟨x, y⟩ + c)^q.
     coef0 : float, default 1.0
+        Offset c of the polynomial kernel.
     alpha : float, default 1.0
         λ > 0.
     preconditioner : {None, "sketch", "nystrom"} or feature map, default None
         ``"sketch"``: Algorithm 2 of Song et al. with random Fourier features
         (shift-invariant kernels) or ``PolySketch`` (polynomial kernel) of
-        ``sketch_size`` features; ``"nystrom"``: Falkon-style Nyström
-        preconditioner with ``sketch_size`` uniform landmarks; a (fitted or
+        ``preconditioner_size`` features; ``"nystrom"``: Falkon-style Nyström
+        preconditioner with ``preconditioner_size`` uniform landmarks; a (fitted or
         unfitted) feature map instance (e.g. ``GaussianSketch``) is used as
         the sketch.
-    sketch_size : int or None, default None
+    preconditioner_size : int or None, default None
         m, the rank of the preconditioner.  None sizes it from the estimated
         statistical dimension ``d_λ = tr(K(K + λI)⁻¹)`` (see Notes):
         ``2·d_λ`` landmarks for ``"nystrom"``, ``8·d_λ`` features for
@@ -252,8 +254,8 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
     converged_ : bool
     preconditioner_rank_ : int
         Columns of the preconditioner factor Z (0 without one).
-    sketch_size_ : int or None
-        The rank requested for the preconditioner (``sketch_size`` or the
+    preconditioner_size_ : int or None
+        The rank requested for the preconditioner (``preconditioner_size`` or the
         size chosen from ``statistical_dimension_``; 0 when the default
         sketch was dropped); None without a preconditioner.
     statistical_dimension_ : float or None
@@ -320,7 +322,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         "coef0": [Interval(float, None, None)],
         "alpha": [Interval(float, 0, None, closed="neither")],
         "preconditioner": [None, Options({"sketch", "nystrom"}), "estimator"],
-        "sketch_size": [None, Interval(int, 1, None)],
+        "preconditioner_size": [None, Interval(int, 1, None)],
         "tol": [Interval(float, 0, None, closed="neither")],
         "max_iter": [Interval(int, 0, None)],
         "block_rows": [Interval(int, 1, None)],
@@ -331,7 +333,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, alpha: float = 1.0, preconditioner: Any = None,
-                 sketch_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
+                 preconditioner_size: int | None = None, tol: float = 1e-6, max_iter: int = 500,
                  block_rows: int = KERNEL_TILE_ROWS, split_every: int = 8, verbose: int = 0,
                  random_state: Any = None):
         self.kernel = kernel
@@ -340,7 +342,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         self.coef0 = coef0
         self.alpha = alpha
         self.preconditioner = preconditioner
-        self.sketch_size = sketch_size
+        self.preconditioner_size = preconditioner_size
         self.tol = tol
         self.max_iter = max_iter
         self.block_rows = block_rows
@@ -384,13 +386,13 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             f"KernelSolver: block_rows={self.block_rows} on {n} rows of {d} features: one kernel "
             f"tile ({b} x {b}) with its two row blocks and vectors (float64) that",
             8 * b * (b + 2 * d + 2), "lower block_rows (a tile holds block_rows² floats)")]
-        if isinstance(self.preconditioner, str) and self.sketch_size is not None:
-            s = int(self.sketch_size)
+        if isinstance(self.preconditioner, str) and self.preconditioner_size is not None:
+            s = int(self.preconditioner_size)
             m = min(s, max(1, n)) if self.preconditioner == "nystrom" else s
             sizes.append((
-                f"KernelSolver: preconditioner={self.preconditioner!r} with sketch_size={s} on "
+                f"KernelSolver: preconditioner={self.preconditioner!r} with preconditioner_size={s} on "
                 f"{d} features: its {m} x {m} factor and {d} x {m} operator (float64) that",
-                8 * m * (m + d), "lower sketch_size (or sketch_size=None: sized from d_λ)"))
+                8 * m * (m + d), "lower preconditioner_size (or preconditioner_size=None: sized from d_λ)"))
         return sizes
 
     def _product(self, A: Any, B: Any, V: np.ndarray, name: str, min_tasks: int = 0) -> Any:
@@ -409,7 +411,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         if not isinstance(p, str):
             return p
         name = self.kernel_name_
-        m = int(self.sketch_size_)  # type: ignore[arg-type]
+        m = int(self.preconditioner_size_)  # type: ignore[arg-type]
         if name in SHIFT_INVARIANT:
             from distsketch.estimators.rff import RandomFourierFeatures
 
@@ -428,7 +430,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         )
 
     def _size_preconditioner(self, Xb: Any) -> None:
-        """Estimate d_λ on a row sample; choose the rank when ``sketch_size`` is None."""
+        """Estimate d_λ on a row sample; choose the rank when ``preconditioner_size`` is None."""
         n = int(Xb.shape[0])
         lam = float(self.alpha)
         s = min(n, SDIM_SAMPLE)
@@ -439,7 +441,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             pairwise_kernel(S, S, self.kernel_name_, **self.kernel_params_), n, lam)
         self.statistical_dimension_ = float(d_lam)
         saturated = d_lam > 0.9 * s and s < n
-        if self.sketch_size is None and isinstance(self.preconditioner, str):
+        if self.preconditioner_size is None and isinstance(self.preconditioner, str):
             m = default_preconditioner_rank(d_lam, n, str(self.preconditioner), s)
             if m == 0:
                 # random features approximate K at scale λ only when m ≫ d_λ; with
@@ -452,11 +454,11 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
                     "or a larger alpha.", SKETCH_PER_DIM * d_lam, SKETCH_PER_DIM,
                     "≥ " if saturated else "≈ ", d_lam, lam,
                     min(n, MAX_RANK, FACTOR_BYTES // (8 * max(n, 1))))
-        elif self.sketch_size is None:
+        elif self.preconditioner_size is None:
             m = None  # a feature-map instance brings its own width
         else:
-            m = int(self.sketch_size)
-        self.sketch_size_ = m
+            m = int(self.preconditioner_size)
+        self.preconditioner_size_ = m
         bound = "≥ " if saturated else "≈ "
         level = logging.INFO if int(self.verbose) > 0 else logging.DEBUG
         logger.log(level, "KernelSolver: statistical dimension d_λ %s%.0f (n=%d, alpha=%.3g, "
@@ -467,15 +469,15 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
             logger.warning(
                 "KernelSolver: the preconditioner's rank %d is below the statistical dimension "
                 "d_λ %s%.0f of K at alpha=%.3g, so CG may need many iterations (each a pass of "
-                "kernel tiles over X x X); use sketch_size=None (sized from d_λ), a larger "
-                "sketch_size, or a larger alpha (d_λ falls as alpha grows).", m, bound, d_lam, lam)
+                "kernel tiles over X x X); use preconditioner_size=None (sized from d_λ), a larger "
+                "preconditioner_size, or a larger alpha (d_λ falls as alpha grows).", m, bound, d_lam, lam)
 
     def _factor(self, Xb: Any) -> np.ndarray | None:
         """The preconditioner factor Z (n × m) with ``Z Zᵀ ≈ K``."""
-        if self.preconditioner is None or self.sketch_size_ == 0:
+        if self.preconditioner is None or self.preconditioner_size_ == 0:
             return None
         if self.preconditioner == "nystrom":
-            M = min(int(self.sketch_size_), Xb.shape[0])  # type: ignore[arg-type]
+            M = min(int(self.preconditioner_size_), Xb.shape[0])  # type: ignore[arg-type]
             sampler = UniformLandmarks(M, self.seed_, "solver.landmarks", order="priority")
             index, L = sampler.finalize(reduce_blocks(sampler, Xb, name="solver-landmarks"))
             self.landmark_index_ = np.sort(index)
@@ -526,7 +528,7 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         # every CG iteration is a pass over X: read the store once
         self._train_blocks = persist_rows(self._blocks(X)) if is_dask(X) else self._blocks(X)
         lam = float(self.alpha)
-        self.sketch_size_ = None
+        self.preconditioner_size_ = None
         self.statistical_dimension_ = None  # type: ignore[assignment]
         if self.preconditioner is not None:
             self._size_preconditioner(self._train_blocks)

@@ -54,7 +54,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
 
     Parameters
     ----------
-    n_components : int, default 8
+    n_components : int, default 10
         Number of components k.
     kernel, gamma, degree, coef0, p, quantize, quantize_bound, tile_rows, store
         As in :class:`SparsifiedGram`.
@@ -97,6 +97,8 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         Iterations of orthogonal iteration, or Lanczos's products K̂·v.
     n_samples_seen_ : int
         Rows the model was fitted on (= n_samples).
+    kernel_params_ : dict
+        The kernel's parameters (``gram_.kernel_params_``).
 
     Notes
     -----
@@ -133,7 +135,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         "tol": [Interval(float, 0, None)],
     }
 
-    def __init__(self, *, n_components: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
+    def __init__(self, *, n_components: int = 10, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, p: float = 0.1, quantize: bool = False,
                  quantize_bound: float | None = None, solver: str = "lanczos",
                  tile_rows: int = KERNEL_TILE_ROWS, store: str | os.PathLike | None = None,
@@ -193,6 +195,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.intercept_ = -self.K_fit_rows_ @ self.dual_coef_ + K_fit_all * self.dual_coef_.sum(0)
         self.n_output_features_ = k
         self.n_samples_seen_ = int(n)
+        self.kernel_params_ = dict(gram.kernel_params_)
         return self
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:

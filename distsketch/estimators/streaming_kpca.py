@@ -173,6 +173,8 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         The fitted feature map (m features).
     gamma_ : float
         The kernel scale used.
+    kernel_params_ : dict
+        The parameters of the approximated kernel, by name (``gamma_`` among them).
     components_ : ndarray of shape (n_components, n_random_features)
         Vₖ, orthonormal rows in feature space:
         ``transform(X) = features_.transform(X) @ components_.T`` (uncentred).
@@ -352,6 +354,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         _, params = fit_kernel_params(self, X)
+        self.kernel_params_ = params
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
             orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])

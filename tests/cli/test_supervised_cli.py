@@ -187,11 +187,11 @@ def _fit(d, capsys, name, *argv):
 def test_nystrom_features_with_nested_params(small, capsys):
     d, X, y, _ = small
     res = _fit(d, capsys, "nys.zarr", "--method", "SketchedKernelRidge", "--y", f"{d}/t.zarr::y",
-               "--features", "Nystrom", "--param", "features.n_components=40",
+               "--features", "Nystrom", "--param", "features.n_landmarks=40",
                "--param", "alpha=0.1")
     model = load(d / "nys.zarr")
     assert isinstance(model.features_, NystromFeatures)
-    assert model.features_.n_components == 40 and model.alpha_ == 0.1
+    assert model.features_.n_landmarks == 40 and model.alpha_ == 0.1
     # no gamma given: the map's own default, 1 / n_features (of standardised columns)
     assert model.features_.gamma is None and model.gamma_ == 1.0 / X.shape[1]
     assert res["training_check"]["metric"] == "r2"

@@ -27,13 +27,13 @@ def test_gaussian_error_vs_exact_kernel_shrinks():
 
 
 def test_gaussian_degree_from_radius_bounds_truncation():
-    est = GaussianSketch(gamma=0.5, n_components=512, tol=1e-6, random_state=0).fit(X)
+    est = GaussianSketch(gamma=0.5, n_components=512, truncation_tol=1e-6, random_state=0).fit(X)
     np.testing.assert_allclose(est.center_, X.mean(axis=0), atol=1e-7)    # float32-rounded mean
     Xc = X - est.center_
     R = np.linalg.norm(Xc, axis=1).max()
     assert abs(est.radius_ - R) < 1e-12
     # exact truncated series (of the centred data) with the chosen degree: error below tol
-    q = est.degree_
+    q = est.max_degree_
     G = Xc @ Xc.T
     trunc = sum((2 * 0.5 * G) ** j / np.prod(np.arange(1, j + 1)) for j in range(q + 1))
     sq = np.sum(Xc * Xc, axis=1)
@@ -94,7 +94,7 @@ def test_tail_sampling_recorded():
 
 @pytest.mark.parametrize(("est", "match"), [
     (GaussianSketch(gamma=-1.0), "gamma"),
-    (GaussianSketch(degree=0), "degree"),
+    (GaussianSketch(max_degree=0), "max_degree"),
     (DotProductKernelSketch(kernel="poly"), "kernel"),
     (DotProductKernelSketch(n_components=1), "n_components"),
     (GaussianSketch(max_error=0.0), "max_error"),
@@ -133,7 +133,7 @@ def test_gaussian_centring_makes_offset_data_equivalent():
     est0 = GaussianSketch(gamma=0.5, n_components=1024, random_state=0).fit(U)
     est1 = GaussianSketch(gamma=0.5, n_components=1024, random_state=0).fit(U + 10.0)
     np.testing.assert_allclose(est1.center_ - 10.0, est0.center_, atol=1e-5)
-    assert abs(est1.radius_ - est0.radius_) < 1e-4 and est1.degree_ == est0.degree_
+    assert abs(est1.radius_ - est0.radius_) < 1e-4 and est1.max_degree_ == est0.max_degree_
     np.testing.assert_array_equal(est1.term_components_, est0.term_components_)
     np.testing.assert_allclose(est1.transform(U + 10.0), est0.transform(U), atol=1e-4)
     assert _rel_err(est1, U + 10.0, 0.5) < 0.3

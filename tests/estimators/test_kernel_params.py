@@ -71,7 +71,7 @@ _SMALL = {
     "KSpaceKernelPCA": dict(n_components=2),
     "KernelPCR": dict(n_components=2),
     "KernelPCRClassifier": dict(n_components=2),
-    "NystromFeatures": dict(n_components=10),
+    "NystromFeatures": dict(n_landmarks=10),
     "NystromKernelPCA": dict(n_components=2, n_landmarks=10),
     "MEKA": dict(n_clusters=2, rank=2),
     "BlockKernelApproximation": dict(n_clusters=2),

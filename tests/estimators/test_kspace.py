@@ -38,9 +38,9 @@ def test_explicit_feature_map_matches_kernel():
 
 def test_rank_k_within_one_plus_eps_and_eps_shrinks():
     # Lemmas 4–5: ‖φ(A) − VVᵀφ(A)‖_F ≤ (1 + ε)‖φ(A) − [φ(A)]_k‖_F, ε decreasing in (m, r)
-    small = [_ratio(_ks(n_components=K, sketch_size=10, embed_size=20, random_state=s).fit(A))
+    small = [_ratio(_ks(n_components=K, sketch_dim=10, embed_size=20, random_state=s).fit(A))
              for s in range(4)]
-    large = [_ratio(_ks(n_components=K, sketch_size=80, embed_size=320, random_state=s).fit(A))
+    large = [_ratio(_ks(n_components=K, sketch_dim=80, embed_size=320, random_state=s).fit(A))
              for s in range(4)]
     assert min(small + large) >= 1.0 - 1e-9                 # never beats the optimum
     assert max(large) < 1.06
@@ -48,18 +48,18 @@ def test_rank_k_within_one_plus_eps_and_eps_shrinks():
 
 
 def test_embedding_is_orthonormal_and_chunking_invariant():
-    est = _ks(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(A)
+    est = _ks(n_components=K, sketch_dim=40, embed_size=80, random_state=1).fit(A)
     V = est.transform(A)
     np.testing.assert_allclose(V.T @ V, np.eye(K), atol=1e-10)
     Vd = est.transform(da.from_array(A, chunks=(37, 4)))
     np.testing.assert_array_equal(Vd.compute(), V)
-    est2 = _ks(n_components=K, sketch_size=40, embed_size=80, random_state=1).fit(
+    est2 = _ks(n_components=K, sketch_dim=40, embed_size=80, random_state=1).fit(
         da.from_array(A, chunks=(50, 4)))
     np.testing.assert_allclose(est2.components_, est.components_, rtol=1e-8, atol=1e-10)
 
 
 def test_sampled_fit_applies_to_all_rows():
-    est = _ks(n_components=K, sketch_size=80, embed_size=320, sample=120, random_state=0).fit(A)
+    est = _ks(n_components=K, sketch_dim=80, embed_size=320, sample=120, random_state=0).fit(A)
     assert est.n_samples_seen_ == 120
     V = est.transform(A)
     Q, _ = np.linalg.qr(V)
@@ -68,7 +68,7 @@ def test_sampled_fit_applies_to_all_rows():
 
 
 def test_theorem7_factorisation_and_kernel_approx():
-    est = _ks(n_components=K, sketch_size=80, embed_size=320, n_landmarks=60,
+    est = _ks(n_components=K, sketch_dim=80, embed_size=320, n_landmarks=60,
                           random_state=0).fit(A)
     V = est.transform(A)
     # V · U · φ(R) against the rank-k optimum
@@ -86,8 +86,8 @@ def test_theorem7_factorisation_and_kernel_approx():
 
 
 def test_kspace_errors():
-    with pytest.raises(ConfigError, match="sketch_size"):
-        KSpaceKernelPCA(n_components=5, sketch_size=3).fit(A)
+    with pytest.raises(ConfigError, match="sketch_dim"):
+        KSpaceKernelPCA(n_components=5, sketch_dim=3).fit(A)
     with pytest.raises(ConfigError, match="degree"):
         KSpaceKernelPCA(degree=0).fit(A)
     # checked from X's shape before any pass: more components than rows, or than the
@@ -121,7 +121,7 @@ def test_pcr_digits_beats_linear_regression():
 
 def test_pcr_regression_matches_least_squares_on_embedding():
     y = A[:, 0] * A[:, 1] * A[:, 2] + A[:, 0] ** 2 + A[:, 3]
-    pcr = KernelPCR(n_components=30, degree=3, sketch_size=120, embed_size=240, random_state=0).fit(A, y)
+    pcr = KernelPCR(n_components=30, degree=3, sketch_dim=120, embed_size=240, random_state=0).fit(A, y)
     V = pcr.kspace_.transform(A)
     ref = LinearRegression().fit(V, y)
     np.testing.assert_allclose(pcr.coef_[:, 0], ref.coef_, rtol=1e-6, atol=1e-8)
@@ -134,7 +134,7 @@ def test_pcr_regression_matches_least_squares_on_embedding():
 def test_save_load_roundtrip(tmp_path):
     from distsketch.io.model import load
 
-    est = _ks(n_components=K, sketch_size=20, embed_size=40, n_landmarks=30,
+    est = _ks(n_components=K, sketch_dim=20, embed_size=40, n_landmarks=30,
                           random_state=0).fit(A)
     est.save(tmp_path / "ks")
     back = load(tmp_path / "ks")
@@ -170,7 +170,7 @@ def test_pcr_classifier_is_the_regression_of_pm1_class_columns():
 # library's own sample must be cut into blocks that fit the task budget.
 XS = np.random.default_rng(3).normal(size=(3000, 8))
 YS = XS[:, 0] * XS[:, 1] * XS[:, 2] + XS[:, 3] ** 2
-PAPER_LIKE = {"n_components": 20, "sketch_size": 40, "embed_size": 80, "sample": 2000, "degree": 3,
+PAPER_LIKE = {"n_components": 20, "sketch_dim": 40, "embed_size": 80, "sample": 2000, "degree": 3,
               "gamma": 0.5, "random_state": 0}
 
 
@@ -216,5 +216,5 @@ def test_sketch_pass_that_no_block_fits_names_the_sketch_sizes():
     # blocks go down to one row, so the budget is below the sketch memory of one row
     assert _sketch_pass_bytes_per_row(40, 80) > 8 * 2**10
     with dask.config.set({"distsketch.task-memory": "8KiB"}), \
-            pytest.raises(MemoryBudgetError, match="sketch_size m=40, embed_size r=80"):
+            pytest.raises(MemoryBudgetError, match="sketch_dim m=40, embed_size r=80"):
         KSpaceKernelPCA(**{k: v for k, v in PAPER_LIKE.items()}).fit(XS)

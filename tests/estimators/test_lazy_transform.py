@@ -32,7 +32,7 @@ CASES = [
     (ds.GaussianSketch(gamma=0.05, n_components=32, random_state=0), False, "transform"),
     (ds.DotProductKernelSketch(kernel="arccos1", n_components=32, random_state=0), False,
      "transform"),
-    (ds.NystromFeatures(n_components=10, random_state=0), False, "transform"),
+    (ds.NystromFeatures(n_landmarks=10, random_state=0), False, "transform"),
     (ds.DatabaseFriendlyProjection(n_components=4, random_state=0), False, "transform"),
     (StatisticalDimensionSketch(base=ds.RandomFourierFeatures(n_components=32), alpha=0.1,
                                 random_state=0), False, "transform"),

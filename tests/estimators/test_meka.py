@@ -131,7 +131,7 @@ def test_meka_beats_nystrom_at_equal_memory(X, gamma, c, k):
     r = int(np.ceil(mk.approximation_bytes() / (8 * X.shape[0])))
     errs = []
     for seed in range(3):
-        ny = NystromFeatures(gamma=gamma, n_components=2 * r, rank=r, random_state=seed).fit(X)
+        ny = NystromFeatures(gamma=gamma, n_landmarks=2 * r, rank=r, random_state=seed).fit(X)
         assert ny.approximation_bytes(X.shape[0]) >= mk.approximation_bytes() - 8 * X.shape[0]
         errs.append(relative_kernel_error(X, ny, gamma=gamma, n_sample=None))
     assert e_meka < 0.85 * min(errs)
@@ -144,7 +144,7 @@ def test_error_decreases_with_rank():
 
 
 def test_threshold_trades_error_for_link_blocks():
-    fits = [MEKA(n_clusters=8, rank=15, gamma=0.2, eps=eps, random_state=0).fit(BLOBS)
+    fits = [MEKA(n_clusters=8, rank=15, gamma=0.2, link_threshold=eps, random_state=0).fit(BLOBS)
             for eps in (0.0, 1e-4, 1e-2, 0.1, 1.0)]
     blocks = [f.n_link_blocks_ for f in fits]
     errs = [_err(BLOBS, f, 0.2) for f in fits]
@@ -162,7 +162,7 @@ def test_nearly_block_diagonal_kernel_does_not_blow_up():
     gamma = 2.0
     mk = MEKA(n_clusters=5, rank=10, gamma=gamma, random_state=0).fit(X)
     bka = BlockKernelApproximation(n_clusters=5, gamma=gamma, random_state=0).fit(X)
-    nolink = MEKA(n_clusters=5, rank=10, gamma=gamma, eps=1.0, random_state=0).fit(X)
+    nolink = MEKA(n_clusters=5, rank=10, gamma=gamma, link_threshold=1.0, random_state=0).fit(X)
     D = mk.to_dense()
     assert np.all(np.isfinite(D)) and np.abs(D).max() <= 1.0 + 1e-6
     e_bka, e_meka, e_nolink = _err(X, bka.to_dense(), gamma), _err(X, D, gamma), _err(X, nolink, gamma)

@@ -25,7 +25,7 @@ X = RNG.normal(size=(160, 5))
     ("arccos1", {}),
 ])
 def test_all_rows_as_landmarks_reproduce_kernel(kernel, params):
-    f = NystromFeatures(kernel=kernel, n_components=X.shape[0], random_state=0,
+    f = NystromFeatures(kernel=kernel, n_landmarks=X.shape[0], random_state=0,
                         **{k: v for k, v in params.items()}).fit(X)
     G = pairwise_kernel(X, X, kernel, **({"gamma": f.kernel_params_.get("gamma")} | params
                                          if "gamma" in f.kernel_params_ else params))
@@ -52,7 +52,7 @@ def test_precomputed_kernel_path():
 
 
 def test_matches_scikit_learn_nystroem_with_same_landmarks():
-    f = NystromFeatures(gamma=0.3, n_components=40, random_state=1).fit(X)
+    f = NystromFeatures(gamma=0.3, n_landmarks=40, random_state=1).fit(X)
     sk = Nystroem(gamma=0.3, n_components=40, random_state=0).fit(f.landmarks_)
     # sklearn with all rows of its input as landmarks -> the same approximation
     np.testing.assert_allclose(f.kernel_approx(X), sk.transform(X) @ sk.transform(X).T, atol=1e-8)
@@ -69,7 +69,7 @@ def test_landmarks_from_zarr_path(tmp_path):
 
 def test_dask_in_dask_out_and_bitwise_chunking():
     Xf = X.astype(np.float32)
-    f = NystromFeatures(gamma=0.3, n_components=30, random_state=0).fit(Xf)
+    f = NystromFeatures(gamma=0.3, n_landmarks=30, random_state=0).fit(Xf)
     ref = f.transform(Xf)
     assert isinstance(ref, np.ndarray) and ref.dtype == np.float32
     for chunks in (7, 61, 160):
@@ -79,8 +79,8 @@ def test_dask_in_dask_out_and_bitwise_chunking():
 
 
 def test_uniform_landmarks_independent_of_chunking():
-    a = NystromFeatures(gamma=0.3, n_components=30, random_state=4).fit(X)
-    b = NystromFeatures(gamma=0.3, n_components=30, random_state=4).fit(
+    a = NystromFeatures(gamma=0.3, n_landmarks=30, random_state=4).fit(X)
+    b = NystromFeatures(gamma=0.3, n_landmarks=30, random_state=4).fit(
         da.from_array(X, chunks=(23, 5)))
     np.testing.assert_array_equal(a.landmark_indices_, b.landmark_indices_)
     np.testing.assert_array_equal(a.normalization_, b.normalization_)
@@ -96,7 +96,7 @@ def test_variants_error_against_exact_kernel():
     for name, kw in {"uniform": {}, "kmeans": {"landmarks": "kmeans"},
                      "ensemble": {"variant": "ensemble", "n_ensemble": 3},
                      "randomized": {"variant": "randomized", "rank": 40}}.items():
-        f = NystromFeatures(gamma=0.1, n_components=60, random_state=0, **kw).fit(Xc)
+        f = NystromFeatures(gamma=0.1, n_landmarks=60, random_state=0, **kw).fit(Xc)
         errs[name] = relative_kernel_error(Xc, f, gamma=0.1, n_sample=None)
     assert errs["kmeans"] < errs["uniform"] < 0.3
     assert errs["randomized"] < 0.4 and errs["ensemble"] < 0.6
@@ -106,16 +106,16 @@ def test_parameter_and_fit_errors():
     with pytest.raises(ConfigError, match="variant"):
         NystromFeatures(variant="bogus").fit(X)
     with pytest.raises(ConfigError, match="n_ensemble"):
-        NystromFeatures(n_components=3, variant="ensemble", n_ensemble=4).fit(X)
+        NystromFeatures(n_landmarks=3, variant="ensemble", n_ensemble=4).fit(X)
     with pytest.raises(NotFittedError):
         NystromFeatures().transform(X)
-    f = NystromFeatures(n_components=10, random_state=0).fit(X)
+    f = NystromFeatures(n_landmarks=10, random_state=0).fit(X)
     with pytest.raises(InputError, match="features"):
         f.transform(X[:, :3])
 
 
 def test_save_load_round_trip(tmp_path):
-    f = NystromFeatures(gamma=0.3, n_components=20, random_state=0).fit(X)
+    f = NystromFeatures(gamma=0.3, n_landmarks=20, random_state=0).fit(X)
     f.save(tmp_path / "m.zarr")
     g = load(tmp_path / "m.zarr")
     np.testing.assert_array_equal(g.transform(X), f.transform(X))
@@ -155,14 +155,14 @@ def test_partial_fit_equals_fit_on_all_rows():
     rng_local = np.random.default_rng(11)
     Xa = rng_local.normal(size=(700, 5))
     Xb = rng_local.normal(size=(500, 5))
-    full = NystromFeatures(n_components=60, gamma=0.2, random_state=4).fit(np.vstack([Xa, Xb]))
-    inc = NystromFeatures(n_components=60, gamma=0.2, random_state=4)
+    full = NystromFeatures(n_landmarks=60, gamma=0.2, random_state=4).fit(np.vstack([Xa, Xb]))
+    inc = NystromFeatures(n_landmarks=60, gamma=0.2, random_state=4)
     inc.partial_fit(Xa[:300]).partial_fit(Xa[300:]).partial_fit(Xb)
     assert inc.n_samples_seen_ == 1200
     np.testing.assert_array_equal(inc.landmark_indices_, full.landmark_indices_)
     np.testing.assert_array_equal(inc.landmarks_, full.landmarks_)
     np.testing.assert_array_equal(inc.transform(Xb[:20]), full.transform(Xb[:20]))
-    fixed = NystromFeatures(n_components=5, landmarks="kmeans", random_state=0).fit(Xa)
+    fixed = NystromFeatures(n_landmarks=5, landmarks="kmeans", random_state=0).fit(Xa)
     with pytest.raises(ConfigError, match="landmarks='uniform'"):
         fixed.partial_fit(Xb)
 
@@ -200,18 +200,18 @@ def test_randomized_variant_oversampling_and_power_iterations(tmp_path):
     # the randomized rank-k Nyström map approaches the standard rank-k map (eigh of W)
     # as power iterations grow, and the defaults are the MEKA paper's p = 10, q = 1
     k = 15
-    std = NystromFeatures(gamma=0.3, n_components=60, rank=k, random_state=0).fit(X)
+    std = NystromFeatures(gamma=0.3, n_landmarks=60, rank=k, random_state=0).fit(X)
     G_std = std.kernel_approx(X)
-    default = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+    default = NystromFeatures(gamma=0.3, n_landmarks=60, rank=k, variant="randomized",
                               random_state=0).fit(X)
-    explicit = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+    explicit = NystromFeatures(gamma=0.3, n_landmarks=60, rank=k, variant="randomized",
                                n_oversamples=10, n_power_iter=1, random_state=0).fit(X)
     assert default.get_params()["n_oversamples"] == 10
     assert default.get_params()["n_power_iter"] == 1
     np.testing.assert_array_equal(default.normalization_, explicit.normalization_)
     gaps = {}
     for q, p in ((0, 0), (1, 10), (8, 10)):
-        f = NystromFeatures(gamma=0.3, n_components=60, rank=k, variant="randomized",
+        f = NystromFeatures(gamma=0.3, n_landmarks=60, rank=k, variant="randomized",
                             n_oversamples=p, n_power_iter=q, random_state=0).fit(X)
         assert f.n_output_features_ == k
         gaps[q] = np.linalg.norm(f.kernel_approx(X) - G_std) / np.linalg.norm(G_std)

@@ -32,7 +32,7 @@ TRANSFORMERS = {
     "GaussianSketch": dict(gamma=0.01, n_components=16),
     "DotProductKernelSketch": dict(kernel="arccos1", n_components=16, check_variance=False),
     "KSpaceKernelPCA": dict(n_components=3),
-    "NystromFeatures": dict(n_components=5),
+    "NystromFeatures": dict(n_landmarks=5),
     "NystromKernelPCA": dict(n_components=3, n_landmarks=10),
     "MEKA": dict(n_clusters=2, rank=2),
     "SparsifiedKernelPCA": dict(n_components=2, p=0.5),

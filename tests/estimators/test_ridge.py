@@ -90,7 +90,7 @@ def test_nystrom_with_every_point_as_landmark_is_exact_kernel_ridge():
 
     X, y = _data(60)
     lam = 0.1
-    model = SketchedKernelRidge(standardize=False, features=NystromFeatures(gamma=0.5, n_components=60,
+    model = SketchedKernelRidge(standardize=False, features=NystromFeatures(gamma=0.5, n_landmarks=60,
                                                          random_state=0),
                                 alpha=lam, fit_intercept=False).fit(X, y)
     K = pairwise_kernel(X, X, kernel="rbf", gamma=0.5)

@@ -173,7 +173,7 @@ def test_cg_converges_to_direct_solution(precond):
     lam = 0.2
     K = pairwise_kernel(X, X, "rbf", gamma=0.4)
     ref = sla.solve(K + lam * np.eye(150), Y, assume_a="pos")
-    s = KernelSolver(gamma=0.4, alpha=lam, preconditioner=precond, sketch_size=64, tol=1e-10,
+    s = KernelSolver(gamma=0.4, alpha=lam, preconditioner=precond, preconditioner_size=64, tol=1e-10,
                      max_iter=1000, block_rows=80, random_state=0).fit(X, Y)
     assert s.converged_ and s.residuals_[-1] <= 1e-10
     assert s.residuals_.shape == (s.n_iter_ + 1,)
@@ -190,7 +190,7 @@ def test_polynomial_kernel_and_dask_prediction():
     K = pairwise_kernel(X, X, "polynomial", gamma=0.5, coef0=1.0, degree=2)
     ref = sla.solve(K + lam * np.eye(200), y, assume_a="pos")
     s = KernelSolver(kernel="polynomial", degree=2, gamma=0.5, coef0=1.0, alpha=lam,
-                     preconditioner="sketch", sketch_size=64, tol=1e-10, block_rows=64,
+                     preconditioner="sketch", preconditioner_size=64, tol=1e-10, block_rows=64,
                      random_state=0).fit(X, y)
     np.testing.assert_allclose(s.dual_coef_, ref, rtol=1e-6, atol=1e-8)
     out = s.predict(da.from_array(X[:50], chunks=(17, 3)))
@@ -208,8 +208,8 @@ def test_preconditioners_cut_iterations_on_an_ill_conditioned_gaussian_system():
     assert kappa > 1e5  # genuinely ill-conditioned
     common = dict(gamma=gamma, alpha=lam, tol=tol, max_iter=5000, block_rows=n, random_state=0)
     plain = KernelSolver(**common).fit(X, y)
-    sketch = KernelSolver(preconditioner="sketch", sketch_size=256, **common).fit(X, y)
-    nys = KernelSolver(preconditioner="nystrom", sketch_size=100, **common).fit(X, y)
+    sketch = KernelSolver(preconditioner="sketch", preconditioner_size=256, **common).fit(X, y)
+    nys = KernelSolver(preconditioner="nystrom", preconditioner_size=100, **common).fit(X, y)
     assert plain.converged_ and sketch.converged_ and nys.converged_
     # plain CG within its √κ log(1/tol) bound
     assert plain.n_iter_ <= cg_iteration_bound(kappa, tol)
@@ -365,7 +365,7 @@ def test_bad_inputs_and_warnings(tmp_path):
     with pytest.warns(RuntimeWarning, match="max_iter"):
         s = KernelSolver(alpha=1e-6, max_iter=2, gamma=1.0).fit(X, y)
     assert not s.converged_ and s.n_iter_ == 2
-    s = KernelSolver(alpha=0.1, gamma=1.0, preconditioner="nystrom", sketch_size=20,
+    s = KernelSolver(alpha=0.1, gamma=1.0, preconditioner="nystrom", preconditioner_size=20,
                      random_state=0).fit(X, y)
     s.save(tmp_path / "solver")
     again = load(tmp_path / "solver")
@@ -386,9 +386,9 @@ def test_nystrom_preconditioner_converges_in_tens_of_iterations():
     n, gamma, lam, tol = 1200, 0.5, 1e-3, 1e-6
     X, y = _data(n, d=3, seed=4)
     K = pairwise_kernel(X, X, "rbf", gamma=gamma)
-    s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="nystrom", sketch_size=512, tol=tol,
+    s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="nystrom", preconditioner_size=512, tol=tol,
                      block_rows=600, random_state=0).fit(X, y)
-    assert s.converged_ and s.preconditioner_rank_ == 512 and s.sketch_size_ == 512
+    assert s.converged_ and s.preconditioner_rank_ == 512 and s.preconditioner_size_ == 512
     plain = _plain_cg_count(K, lam, y, tol)  # measured 860
     # Bound from the factor itself: P⁻¹ᐟ²(K + λI)P⁻¹ᐟ² = I + P⁻¹ᐟ²EP⁻¹ᐟ² with E = K − ZZᵀ ≽ 0
     # and P ≽ λI, so its i-th eigenvalue is ≤ 1 + eᵢ(E)/λ; with k_t eigenvalues of E above tλ
@@ -429,7 +429,7 @@ def test_default_sketch_preconditioner_follows_the_statistical_dimension(caplog)
                          block_rows=n, verbose=1, random_state=0).fit(X, y)
     # sample = all rows here, so the estimate is the exact d_λ
     np.testing.assert_allclose(s.statistical_dimension_, d_true, rtol=1e-8)
-    assert s.sketch_size_ == min(n, int(np.ceil(8 * d_true))) == s.preconditioner_rank_
+    assert s.preconditioner_size_ == min(n, int(np.ceil(8 * d_true))) == s.preconditioner_rank_
     assert s.converged_ and 3 * s.n_iter_ <= plain  # measured 135 vs 528
     msgs = [r.getMessage() for r in caplog.records]
     assert any("statistical dimension d_λ ≈ 142" in m and "rank 500" in m for m in msgs)
@@ -452,11 +452,11 @@ def test_default_sketch_is_dropped_when_it_cannot_reach_the_statistical_dimensio
         s = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", tol=tol,
                          block_rows=n, random_state=0).fit(X, y)
     assert s.statistical_dimension_ > 0.5 * n
-    assert s.sketch_size_ == 0 and s.preconditioner_rank_ == 0
+    assert s.preconditioner_size_ == 0 and s.preconditioner_rank_ == 0
     assert any("none is used" in r.getMessage() for r in caplog.records)
     assert s.converged_ and s.n_iter_ == _plain_cg_count(K, lam, y, tol)
     # what the dropped default avoids: a 64-feature sketch needs more iterations than none
-    small = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", sketch_size=64,
+    small = KernelSolver(gamma=gamma, alpha=lam, preconditioner="sketch", preconditioner_size=64,
                          tol=tol, max_iter=3 * s.n_iter_, block_rows=n, random_state=0)
     with pytest.warns(RuntimeWarning, match="max_iter"):
         small.fit(X, y)

@@ -97,7 +97,7 @@ def test_nystrom_kpca_partial_fit_keeps_the_landmarks_and_numbers_rows(data):
 
 def test_nystrom_features_partial_fit_samples_as_one_pass(data):
     X, _ = data
-    full = NystromFeatures(n_components=30, random_state=0).fit(X)
-    inc = NystromFeatures(n_components=30, random_state=0).partial_fit(X[:HALF])
+    full = NystromFeatures(n_landmarks=30, random_state=0).fit(X)
+    inc = NystromFeatures(n_landmarks=30, random_state=0).partial_fit(X[:HALF])
     inc.partial_fit(X[HALF:])
     np.testing.assert_array_equal(inc.landmark_indices_, full.landmark_indices_)

@@ -23,7 +23,7 @@ def test_kernel_solver_on_local_cluster_from_zarr(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
-        s = KernelSolver(gamma=0.3, alpha=lam, preconditioner="nystrom", sketch_size=100,
+        s = KernelSolver(gamma=0.3, alpha=lam, preconditioner="nystrom", preconditioner_size=100,
                          tol=1e-9, block_rows=200, random_state=0).fit(str(path), y)
         pred = s.predict(Xt)
         # the factored MEKA solve (two tree-reduced passes) on the same cluster and store
