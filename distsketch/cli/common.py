@@ -150,22 +150,18 @@ def apply_progress(args: argparse.Namespace) -> bool:
 def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> None:
     """Every check of ``estimator``'s parameters that needs no data, before a cluster starts.
 
-    The fit context's parameter checks (``_validate_params()``: the constraint
-    table, then the estimator's ``_check_params()``, e.g. StreamingKernelPCA's
-    n_components ≤ min(sketch_size, n_random_features))
-    and ``_check_params_for_shape(n_samples, n_features)`` for the checks that
-    need only the input's shape, among them every estimator's operator and
-    state sizes against the per-task budget.  A fit
-    repeats them all; this only makes a bad parameter fail in milliseconds
-    instead of after the cluster's start-up.
+    The estimator's public :meth:`~distsketch.estimators.base.DistsketchEstimator.check_params`
+    with the input's shape (the constraint table, relations between parameters,
+    operator and state sizes against the per-task budget).  A fit repeats them
+    all; this only makes a bad parameter fail in milliseconds instead of after
+    the cluster's start-up.
 
     Raises
     ------
     ConfigError, InputError, MemoryBudgetError
         What the estimator's ``fit`` would raise for these parameters.
     """
-    estimator._validate_params()
-    estimator._check_params_for_shape(n_samples, n_features)
+    estimator.check_params(n_samples, n_features)
 
 
 #: Inputs up to this size run on threads in the CLI's own process unless a cluster is

@@ -109,6 +109,29 @@ class DistsketchEstimator(BaseEstimator):
         check_estimator_params(self)
         self._check_params()
 
+    def check_params(self, n_samples: int | None = None, n_features: int | None = None) -> None:
+        """Check the parameters as ``fit`` will, before any data is read.
+
+        The constraint table and the relations between parameters; given the
+        input's shape, also what the shape cannot give, among them every
+        operator's and state's size against the per-task memory budget.  The
+        CLI and the workflow call this before a cluster starts or a segment is
+        read, so a bad parameter fails in milliseconds; ``fit`` repeats it.
+
+        Parameters
+        ----------
+        n_samples, n_features : int, optional
+            The input's shape, when known.
+
+        Raises
+        ------
+        ConfigError, InputError, MemoryBudgetError
+            What ``fit`` would raise for these parameters.
+        """
+        self._validate_params()
+        if n_samples is not None and n_features is not None:
+            self._check_params_for_shape(int(n_samples), int(n_features))
+
     def _check_params(self) -> None:
         """Override to refuse what the constraint table cannot express: relations between
         parameters (e.g. ``n_components <= n_landmarks``), raising ConfigError.  Needs no data;

@@ -113,13 +113,13 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
 def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
     """Build ``cls(**params)`` and run its fit context's parameter checks (a MEDIAN stands in as 1.0).
 
-    ``_validate_params`` is what ``fit`` runs first: the constraint table, then
-    the estimator's declared ``_check_params`` hook.
+    ``check_params`` is what ``fit`` runs first: the constraint table, then
+    the relations between parameters.
     """
     try:
         est = cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
                      for k, v in params.items()})
-        est._validate_params()
+        est.check_params()
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
@@ -340,12 +340,12 @@ class MethodAdapter:
         if y is None:
             self.state.partial_fit(X)
         elif self.needs_classes and self.classes is not None:
-            self._check_labels(y, start)
+            self.check_labels(y, start)
             self.state.partial_fit(X, y, classes=self.classes)
         else:
             self.state.partial_fit(X, y)
 
-    def _check_labels(self, y: np.ndarray, start: int) -> None:
+    def check_labels(self, y: np.ndarray, start: int) -> None:
         """Refuse labels outside the classes fixed for this state, naming the first one."""
         assert self.classes is not None
         new = np.setdiff1d(np.unique(np.ravel(y)), self.classes)

@@ -205,7 +205,7 @@ class SegmentFolder:
             _, y = self._fitted_rows(None, targets.rows(segment.start, segment.stop),
                                      segment.start, segment.stop)
             if len(y):
-                self.method._check_labels(y, segment.start)
+                self.method.check_labels(y, segment.start)
         summary, fingerprint = window.take(segment.index)
         if summary is None:  # every row of the segment is held out
             return fingerprint
