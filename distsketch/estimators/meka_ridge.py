@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import numpy as np
-from sklearn.base import RegressorMixin, clone
+from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
@@ -35,7 +35,7 @@ __all__ = ["MEKAKernelRidge"]
 logger = logging.getLogger("distsketch")
 
 
-class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
+class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     """Kernel ridge regression on a MEKA approximation ``G̃ = W L Wᵀ``.
 
     MEKA's link matrix L is not positive semi-definite in general (its blocks
@@ -150,12 +150,6 @@ class MEKAKernelRidge(RegressorMixin, DistsketchEstimator):
                 f"{X.shape[0]}; pass the MEKA fitted on this X or an unfitted one."
             )
         return meka
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # 2-D y is several targets solved from one summary
-        tags.target_tags.multi_output = True
-        return tags
 
     def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
         """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y``.

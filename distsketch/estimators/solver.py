@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import RegressorMixin, clone
+from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
@@ -192,7 +192,7 @@ def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) 
     return int(min(cap, max(MIN_RANK, np.ceil(per_dim * d_lam))))
 
 
-class KernelSolver(RegressorMixin, DistsketchEstimator):
+class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     """Exact kernel ridge regression ``(K + λI) α = y`` by blockwise (preconditioned) CG.
 
     Parameters
@@ -498,11 +498,6 @@ class KernelSolver(RegressorMixin, DistsketchEstimator):
         return np.asarray(to_numpy(fmap.transform(Xb)), dtype=np.float64)
 
     # ------------------------------------------------------------------ fit
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
-
     def fit(self, X: Any, y: Any) -> KernelSolver:
         """Solve ``(K + λI) α = y`` by CG.
 
