@@ -31,6 +31,7 @@ from dask.layers import ArrayValuesDep
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, task_blas
+from distsketch.ops.namespace import is_sparse
 from distsketch.validation.finite import check_finite_rows
 
 __all__ = ["as_operand", "block_starts", "map_rows", "merge_tree", "row_offsets", "tree_reduce",
@@ -119,7 +120,7 @@ def dense_meta(X: Any, ndim: int, dtype: Any) -> Any:
     sparse input's per-block results are dense NumPy.
     """
     meta = getattr(X, "_meta", None)
-    if meta is None or (hasattr(meta, "tocsr") and hasattr(meta, "toarray")):
+    if meta is None or is_sparse(meta):
         return np.empty((0,) * ndim, dtype=dtype)
     return meta_from_array(meta, ndim=ndim, dtype=dtype)
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["as_block", "asarray", "copy_array", "densify", "device_of", "float_dtype", "host_dtype",
-           "inplace", "is_numpy", "namespace", "to_host", "typed_scalar", "xp_dtype", "zeros"]
+           "inplace", "is_numpy", "is_sparse", "namespace", "to_host", "typed_scalar", "xp_dtype", "zeros"]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
@@ -120,9 +120,13 @@ def densify(x: Any) -> Any:
     return x.toarray() if _is_scipy_sparse(x) else x
 
 
-def _is_scipy_sparse(x: Any) -> bool:
-    # without importing scipy.sparse for every block: its classes all carry tocsr
+def is_sparse(x: Any) -> bool:
+    """Whether ``x`` is a SciPy sparse matrix or array (without importing scipy.sparse)."""
+    # its classes all carry tocsr and toarray
     return hasattr(x, "tocsr") and hasattr(x, "toarray")
+
+
+_is_scipy_sparse = is_sparse
 
 
 def _numpy_dtype(dtype: Any) -> Any:

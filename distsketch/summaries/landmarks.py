@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.ops.meka import nearest_centre
-from distsketch.ops.namespace import asarray, namespace, to_host, zeros
+from distsketch.ops.namespace import asarray, densify, namespace, to_host, zeros
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.base import Summary
 
@@ -40,7 +40,7 @@ def _rows(block: Any, idx: np.ndarray) -> np.ndarray:
         sub = xp.take(block, asarray(idx, like=block), axis=0)
         return xp.astype(sub, xp.float64)
     sub = block[idx]
-    sub = sub.toarray() if hasattr(sub, "toarray") else np.asarray(sub)
+    sub = np.asarray(densify(sub))
     return np.asarray(sub, dtype=np.float64).reshape(len(idx), block.shape[1])
 
 
