@@ -18,15 +18,14 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.nystrom_fold import GramFolding
+from distsketch.estimators.nystrom_fold import GramFolding, LandmarkFolding, landmark_sample
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
+from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import densify
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
-from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, Options, is_dask
 from distsketch.validation.finite import FiniteRows, check_finite_result
 
@@ -46,11 +45,7 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
     -------
     index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
     """
-    summary = UniformLandmarks(n_samples, seed, purpose)
-    d = X.shape[1]
-    state = reduce_blocks(summary, X, bytes_per_row=8.0 * (d + 3), fixed_bytes=8.0 * n_samples * (d + 2),
-                          row_start=row_start, progress=progress, name="landmarks",
-                          state_bytes=8.0 * n_samples * (d + 2))
+    summary, state = landmark_sample(X, n_samples, seed, purpose, progress, row_start=row_start)
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)
@@ -113,7 +108,7 @@ def _read_landmarks(value: Any, n_features: int) -> np.ndarray:
     return arr
 
 
-class NystromFeatures(RowMapTransformer):
+class NystromFeatures(LandmarkFolding, RowMapTransformer):
     """Nyström feature map z(x) = K(x, L) · W_k^{+1/2}, blockwise and out of core.
 
     z(x)·z(y) is the Nyström approximation K(x, L) W_k⁺ K(L, y) of the kernel.
@@ -288,9 +283,10 @@ class NystromFeatures(RowMapTransformer):
         """Fold appended rows into the uniform landmark sample and refresh the map.
 
         The rows of X are numbered after the ``n_samples_seen_`` rows already seen;
-        the bottom-k reservoir of the new rows is merged with the stored sample,
-        so the result equals ``fit`` on all rows at once.  Only
-        ``landmarks="uniform"`` is mergeable this way.
+        the bottom-k sample of the new rows is merged with the stored sample,
+        so the result equals ``fit`` on all rows at once: ``fold(summarize(X,
+        row_offset=n_samples_seen_))``.  Only ``landmarks="uniform"`` is
+        mergeable this way.
 
         Parameters
         ----------
@@ -302,23 +298,7 @@ class NystromFeatures(RowMapTransformer):
         """
         if not hasattr(self, "normalization_"):
             return self.fit(X)
-        if not (isinstance(self.landmarks, str) and self.landmarks == "uniform"):
-            raise ConfigError(
-                f"NystromFeatures.partial_fit needs landmarks='uniform' (a mergeable sample); "
-                f"landmarks={self.landmarks!r} must be refitted on all rows with fit."
-            )
-        X = self._check_input(X, reset=False, allow_sparse=True)
-        previous = (self.landmark_indices_, self.landmarks_)
-        idx, rows = sample_landmarks(X, self.n_landmarks, self.seed_, "landmarks",
-                                     row_start=self.n_samples_seen_, previous=previous)
-        self.landmark_indices_, self.landmarks_ = idx, rows
-        name, _ = resolve_kernel_params(self.kernel, X.shape[1], None, self.degree,
-                                        self.coef0)
-        W = pairwise_kernel(rows, None, name, **self.kernel_params_)
-        with blas_single_thread():
-            self._fit_map(W, self.seed_)
-        self.n_samples_seen_ += int(X.shape[0])
-        return self
+        return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
 
     def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
         spec = self.landmarks

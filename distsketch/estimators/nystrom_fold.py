@@ -1,9 +1,15 @@
-"""The mergeable-estimator protocol of Nyström kernel PCA.
+"""The mergeable-estimator protocols of the Nyström estimators.
 
-With the landmarks fixed by the first batch, the feature map z is fixed and
-the state is the exact sums ``{n, sum, ztz}`` of z over the rows seen
-(:class:`~distsketch.summaries.covariance.Covariance`): a summary of rows
-is those sums, summaries add, and folding one adds it and re-solves.
+Nyström kernel PCA: with the landmarks fixed by the first batch, the feature
+map z is fixed and the state is the exact sums ``{n, sum, ztz}`` of z over the
+rows seen (:class:`~distsketch.summaries.covariance.Covariance`): a summary of
+rows is those sums, summaries add, and folding one adds it and re-solves.
+
+Nyström features with uniform landmarks: the state is the bottom-k sample of
+the rows seen by priority hash(seed, global row)
+(:class:`~distsketch.summaries.landmarks.UniformLandmarks`): a summary of
+rows is their own bottom-k sample, samples merge exactly, and folding one
+merges it into the landmarks and refits the map on the driver (m x m).
 """
 
 from __future__ import annotations
@@ -13,10 +19,36 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.blas import blas_single_thread
+from distsketch.errors import ConfigError
 from distsketch.estimators.base import MergeableEstimator
+from distsketch.graph import reduce_blocks
+from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
+from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import sum_states
 
-__all__ = ["GramFolding"]
+__all__ = ["GramFolding", "LandmarkFolding", "landmark_sample"]
+
+
+def landmark_sample(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
+                    progress: bool | None = None, *, row_start: int = 0) -> tuple[Any, Any]:
+    """The bottom-``n_samples`` sample of X's rows by priority hash(seed, purpose, global row).
+
+    One pass, tree-reduced; ``row_start`` numbers the rows of X from there.
+
+    Returns
+    -------
+    summary : UniformLandmarks
+        Merges states and finalises one into ``(index, rows)``.
+    state
+        The sample of X's rows as a state of ``summary``.
+    """
+    summary = UniformLandmarks(n_samples, seed, purpose)
+    d = X.shape[1]
+    state = reduce_blocks(summary, X, bytes_per_row=8.0 * (d + 3),
+                          fixed_bytes=8.0 * n_samples * (d + 2), row_start=row_start,
+                          progress=progress, name="landmarks", state_bytes=8.0 * n_samples * (d + 2))
+    return summary, state
 
 
 class GramFolding(MergeableEstimator):
@@ -45,4 +77,51 @@ class GramFolding(MergeableEstimator):
         self.gram_, self.feature_sum_ = state["ztz"], state["sum"]
         self.n_samples_seen_ = int(state["n"])
         self._solve()  # type: ignore[attr-defined]
+        return self
+
+
+class LandmarkFolding(MergeableEstimator):
+    """``summarize`` / ``merge_summaries`` / ``fold`` of :class:`NystromFeatures`
+    with ``landmarks="uniform"`` (the only mergeable landmark choice)."""
+
+    landmark_indices_: np.ndarray
+    landmarks_: np.ndarray
+
+    def _sampler(self) -> UniformLandmarks:
+        if not (isinstance(self.landmarks, str) and self.landmarks == "uniform"):  # type: ignore[attr-defined]
+            raise ConfigError(
+                f"{type(self).__name__} folds rows only with landmarks='uniform' (a mergeable "
+                f"sample); landmarks={self.landmarks!r} must be refitted on all rows "  # type: ignore[attr-defined]
+                "with fit.")
+        return UniformLandmarks(int(self.n_landmarks), self.seed_, "landmarks")  # type: ignore[attr-defined]
+
+    def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
+        """The bottom-k landmark sample of rows X (global rows from ``row_offset``) and
+        their count; changes nothing.  ``y`` is ignored."""
+        self._check_is_fitted("normalization_")
+        self._sampler()
+        X = self._check_input(X, reset=False, allow_sparse=True)
+        _, state = landmark_sample(X, int(self.n_landmarks), self.seed_, "landmarks",  # type: ignore[attr-defined]
+                                   row_start=row_offset)
+        return {"sample": state, "rows": int(X.shape[0])}
+
+    def merge_summaries(self, summaries: Sequence[dict]) -> dict:
+        """One sample of the rows of ``summaries`` (exact: the bottom-k of their union)."""
+        summaries = list(summaries)
+        return {"sample": self._sampler().merge([s["sample"] for s in summaries]),
+                "rows": sum(int(s["rows"]) for s in summaries)}
+
+    def fold(self, summary: dict) -> Any:
+        """Merge ``summary``'s sample into the landmarks and refit the map; returns self."""
+        self._check_is_fitted("normalization_")
+        sampler = self._sampler()
+        previous = sampler.state_of(self.landmark_indices_, self.landmarks_)
+        idx, rows = sampler.finalize(sampler.merge([previous, summary["sample"]]))
+        self.landmark_indices_, self.landmarks_ = idx, rows
+        name, _ = resolve_kernel_params(self.kernel, self.n_features_in_, None,  # type: ignore[attr-defined]
+                                        self.degree, self.coef0)  # type: ignore[attr-defined]
+        W = pairwise_kernel(rows, None, name, **self.kernel_params_)  # type: ignore[attr-defined]
+        with blas_single_thread():
+            self._fit_map(W, self.seed_)  # type: ignore[attr-defined]
+        self.n_samples_seen_ += int(summary["rows"])
         return self

@@ -33,9 +33,7 @@ def _public_classes() -> list[type]:
 
 MERGEABLE = [c for c in _public_classes() if is_mergeable(c)]
 #: estimators with a partial_fit that is not (yet) a fold of summaries, with the reason
-NOT_MERGEABLE = {
-    "NystromFeatures": "partial_fit merges landmark samples and refits the map on the driver",
-}
+NOT_MERGEABLE: dict[str, str] = {}
 
 
 def _fd_guarantee(rows, sketch, sketch_size):
@@ -67,6 +65,7 @@ CASES = {
         ({"method": "rnca", "n_components": 3, "n_random_features": 40, "gamma": 0.3,
           "random_state": 0}, None),
     ],
+    "NystromFeatures": [({"n_landmarks": 20, "gamma": 0.3, "random_state": 0}, None)],
     "NystromKernelPCA": [({"n_components": 3, "n_landmarks": 30, "gamma": 0.3, "center": True,
                            "random_state": 0}, None)],
     "SketchedKernelRidge": [({"features": _rff(30), "alpha": 0.1, "random_state": 0}, None)],
@@ -110,7 +109,7 @@ class TestMergeableProtocol(MergeableEstimatorTests):
 
 def test_the_protocol_is_found_on_the_estimators_that_fold_rows():
     names = {c.__name__ for c in MERGEABLE}
-    assert {"FrequentDirections", "NystromKernelPCA", "StreamingKernelPCA", "SketchedKernelRidge",
+    assert {"FrequentDirections", "NystromFeatures", "NystromKernelPCA", "StreamingKernelPCA", "SketchedKernelRidge",
             "SketchedKernelRidgeClassifier"} <= names
     # every public estimator with a partial_fit implements the protocol or says why not
     for cls in _public_classes():
