@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
-from distsketch.estimators.polynomial import LinearStageSketch
+from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
 from distsketch.ops.poly_sketch import BASES, leaf_sketch, poly_sketch_combine

@@ -21,10 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import OperatorSize, RowMapTransformer
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma, fitted_kernel_params
-from distsketch.graph import map_blocks
-from distsketch.graph.columns import map_row_columns
+from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
+from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.ops.countsketch import countsketch
 from distsketch.ops.hadamard import next_pow2, srht
 from distsketch.ops.poly_sketch import (
@@ -35,180 +33,13 @@ from distsketch.ops.poly_sketch import (
     tensor_srht_linear,
 )
 from distsketch.ops.tensor_sketch import (
-    FFT_ROWS,
     tensor_sketch_combine,
     tensor_sketch_dense,
     tensor_sketch_linear,
 )
-from distsketch.validation import Interval, Options, is_dask
-from distsketch.validation.finite import FiniteRows
+from distsketch.validation import Interval, Options
 
 __all__ = ["SRHT", "CountSketch", "PolySketch", "TensorSRHT", "TensorSketch"]
-
-_FUSED_BYTES = 2 * 2**20
-
-
-class LinearStageSketch(RowMapTransformer):
-    """Base of sketches ``combine(Σ_column blocks linear(block) + bias)``.
-
-    Subclasses implement ``_setup(d)`` (called in fit), ``_n_linear()``,
-    ``_linear(block, row_offset, col_offset)`` (linear in the block),
-    ``_bias()`` (the linear-stage image of constant coordinates, or None) and
-    ``_combine(summed, row_offset)``.  Operators are regenerated from
-    ``seed_`` in each task (cached per process), so nothing large is shipped.
-    """
-
-    _accepts_sparse = True
-    #: the linear stage has degree x n_components columns (one sketch per factor)
-    _linear_per_degree = False
-    #: the kernel the map approximates, unless a ``kernel`` parameter names it (None: the
-    #: plain inner product, no kernel parameters)
-    _approximates: str | None = None
-
-    def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
-        """Fix the operator for X's number of features.
-
-        Reads only X's shape, unless the estimator has ``gamma="median"`` (one
-        pass for a row sample) or needs statistics of X (GaussianSketch).
-
-        Parameters
-        ----------
-        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        X = self._check_input(X, reset=True, allow_sparse=True)
-        self._check_params_for_shape(*X.shape)
-        self._init_seed()
-        if "gamma" in self._parameter_constraints:
-            fit_gamma(self, X)
-        self._setup(X)
-        kernel = getattr(self, "kernel", self._approximates)
-        if kernel is not None:
-            self.kernel_params_ = fitted_kernel_params(self, kernel)
-        self.n_samples_seen_ = int(X.shape[0])
-        return self
-
-    def _padded_width(self, n_features: int) -> int:
-        """Width of the Hadamard transform buffer for this many features (0: none)."""
-        return 0
-
-    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        # The smallest transform task, one row: the input row, the padded transform buffer,
-        # the linear stage (and its sum), the output and two complex FFT spectra per output
-        # column, as _bytes_per_row and _fixed_bytes count them for a block, in float64.
-        # The operators themselves are regenerated per task from seed_ and are smaller.
-        m, d = int(self.n_components), int(n_features)
-        n_linear = int(getattr(self, "degree", None) or 1) * m if self._linear_per_degree else m
-        row = 8 * (d + self._padded_width(d) + 2 * n_linear + m) + 48 * m
-        name = type(self).__name__
-        degree = (f", degree={self.degree}" if getattr(self, "degree", None) is not None
-                  else "")
-        return [(f"{name}: n_components={m}{degree} on {d} input features: the buffers of one "
-                 "transformed row (input, linear stage, FFT spectra, output; float64)", row,
-                 "lower n_components")]
-
-    # -- stages -------------------------------------------------------------------------------
-    def _setup(self, X: Any) -> None:
-        self.n_output_features_ = int(self.n_components)
-
-    def _n_linear(self) -> int:
-        m = int(self.n_components)
-        return int(self.degree) * m if self._linear_per_degree else m
-
-    def _bias(self) -> np.ndarray | None:
-        return None
-
-    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        return L
-
-    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        raise NotImplementedError
-
-    # -- plumbing -----------------------------------------------------------------------------
-    def _combine_with_bias(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        b = self._bias()
-        if b is not None:
-            L = L + b.astype(L.dtype)
-        return self._combine(L, row_offset)
-
-    def _fused_rows(self, itemsize: int) -> int:
-        # rows whose linear stage, transform buffers and output fit in about L2 cache
-        per_row = itemsize * (self.n_features_in_ + getattr(self, "_padded_dim", 0)
-                              + 3 * self._n_linear() + self.n_output_features_)
-        return int(min(FFT_ROWS, max(16, _FUSED_BYTES // max(per_row, 1))))
-
-    def _map_block(self, block: Any, offset: int) -> np.ndarray:
-        # Both stages run on row slices small enough to stay in cache: on 2 500-row blocks
-        # the separate passes spent more time moving n × q·m buffers than in the FFTs.
-        # Every stage is row-independent given the global row offset, so the slicing
-        # changes no bit of the result.
-        if sp.issparse(block):
-            block = sp.csr_matrix(block)
-        n = block.shape[0]
-        dt = self._dtype_of(block)
-        b = self._bias()
-        b = None if b is None else b.astype(dt)
-        step = self._fused_rows(dt.itemsize)
-        out = None
-        for a in range(0, max(n, 1), step):    # an empty block still yields an (0, m) result
-            stop = min(n, a + step)
-            L = self._linear(block[a:stop], offset + a, 0)
-            if b is not None:
-                L += b                  # L is this slice's own buffer: add in place
-            Y = self._combine(L, offset + a)
-            if stop - a == n:
-                return Y
-            if out is None:
-                out = np.empty((n, Y.shape[1]), dtype=Y.dtype)
-            out[a:stop] = Y
-        return out  # type: ignore[return-value]
-
-    def _dtype_of(self, block: Any) -> np.dtype:
-        dt = np.dtype(block.dtype)
-        return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
-
-    def _bytes_per_row(self) -> float:
-        # block row + padded transform buffer + linear stage (and its sum) + output, float64 worst case;
-        # FFT temporaries are bounded by FFT_ROWS rows and counted in _fixed_bytes
-        width = getattr(self, "_padded_dim", 0)
-        return 8.0 * (self.n_features_in_ + width + 2 * self._n_linear() + self.n_output_features_)
-
-    def _fixed_bytes(self) -> float:
-        # two complex (FFT_ROWS × m/2+1) spectra per FFT product
-        return 48.0 * FFT_ROWS * self.n_output_features_
-
-    def transform(self, X: Any) -> Any:
-        """Sketch the rows of X.
-
-        Parameters
-        ----------
-        X : ndarray, sparse matrix or dask array of shape (n_samples, n_features)
-            A dask array may be chunked along columns too: the linear stage is
-            applied per column block and summed before the nonlinear stage.
-
-        Returns
-        -------
-        ndarray or dask array of shape (n_samples, n_output_features_)
-            Same kind as X; float32 input gives float32 output.
-        """
-        self._check_is_fitted("n_output_features_")
-        if is_dask(X) and X.ndim == 2 and len(X.chunks[1]) > 1:
-            X = self._check_input(X, reset=False, allow_sparse=True)
-            return map_row_columns(
-                self._linear, self._combine_with_bias, X, n_linear=self._n_linear(),
-                n_out=self.n_output_features_, dtype=self._output_dtype(X),
-                linear_bytes_per_row=8.0 * (max(X.chunks[1]) + 2 * self._n_linear()),
-                combine_bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
-        X = self._check_input(X, reset=False, allow_sparse=True)
-        return map_blocks(X, FiniteRows(self._map_block, f"{type(self).__name__} transform"),
-                          n_out=self.n_output_features_,
-                          dtype=self._output_dtype(X), bytes_per_row=self._bytes_per_row(),
-                          fixed_bytes=self._fixed_bytes(), name=type(self).__name__.lower())
-
 
 class _PolynomialMixin:
     """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q."""

@@ -205,7 +205,7 @@ def test_gaussian_fit_and_transform_independent_of_row_chunking(rows, fit_rows):
                                   lambda: DotProductKernelSketch(n_components=128, random_state=1)])
 def test_in_task_row_slices_change_no_bit(make, monkeypatch):
     # tasks sketch their block in cache-sized row slices; 16-row slices must give the same bits
-    import distsketch.estimators.polynomial as poly
+    import distsketch.estimators.linear_stage as poly
 
     est = make().fit(X)
     ref = est.transform(X)

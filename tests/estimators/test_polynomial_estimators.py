@@ -170,7 +170,7 @@ def test_wide_sparse_input_column_chunked(est, d):
 def test_in_task_row_slices_change_no_bit(name, monkeypatch):
     # a task sketches its block in cache-sized row slices; force 16-row slices and blocks
     # misaligned with them (50 rows) and compare with the unsliced result
-    import distsketch.estimators.polynomial as poly
+    import distsketch.estimators.linear_stage as poly
 
     monkeypatch.setattr(poly, "_FUSED_BYTES", 0)
     est = _make(name).fit(X)
