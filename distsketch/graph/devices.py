@@ -54,9 +54,13 @@ def blocks_on_device(X: da.Array, device: str) -> da.Array:
 
 def blocks_on_host(X: da.Array) -> da.Array:
     """``X`` with every block a NumPy array (moved in its task); ``X`` itself when it is NumPy."""
-    if isinstance(X._meta, np.ndarray) or hasattr(X._meta, "tocsr"):
+    if type(X._meta) is np.ndarray or hasattr(X._meta, "tocsr"):
         return X
-    return X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0,) * X.ndim, dtype=X.dtype))
+    return X.map_blocks(_on_host, dtype=X.dtype, meta=np.empty((0,) * X.ndim, dtype=X.dtype))
+
+
+def _on_host(block: Any) -> np.ndarray:
+    return np.asarray(to_host(block))
 
 
 def device_memory_override() -> int | None:
