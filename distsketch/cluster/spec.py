@@ -189,8 +189,8 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     if "storage_options" in cfg:
         out["storage_options"] = check_storage_options(cfg["storage_options"],
                                                        f"{where}: storage_options")
-    if kind == "local":
-        check_local(cfg, where)
+    if kind in ("local", "cuda"):  # the cuda kind takes the local kind's options and more
+        (check_local if kind == "local" else check_cuda)(cfg, where)
         for key in ("n_workers", "threads_per_worker"):
             if cfg.get(key) is not None and count(cfg[key]) is None:
                 raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
@@ -199,14 +199,6 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
                 out[key] = count(cfg[key])
         if isinstance(cfg.get("memory_limit"), float):
             out["memory_limit"] = int(cfg["memory_limit"])  # bytes
-    if kind == "cuda":
-        check_cuda(cfg, where)
-        for key in ("n_workers", "threads_per_worker"):
-            if cfg.get(key) is not None and count(cfg[key]) is None:
-                raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
-                                  "number (2 or 2.0).")
-            if cfg.get(key) is not None:
-                out[key] = count(cfg[key])
     if kind == "scheduler":
         check_scheduler(cfg, where)
     if kind == "scheduler" and ("address" in cfg) == ("scheduler_file" in cfg):

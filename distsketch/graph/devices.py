@@ -49,14 +49,15 @@ def blocks_on_device(X: da.Array, device: str) -> da.Array:
     """``X`` with every block moved to ``device`` in the task that computes it."""
     if device == "cpu":
         return X
-    return X.map_blocks(to_device, device, dtype=X.dtype, meta=device_meta(X.dtype, device, X.ndim))
+    return da.map_blocks(to_device, X, device, dtype=X.dtype,
+                         meta=device_meta(X.dtype, device, X.ndim))
 
 
 def blocks_on_host(X: da.Array) -> da.Array:
     """``X`` with every block a NumPy array (moved in its task); ``X`` itself when it is NumPy."""
     if type(X._meta) is np.ndarray or hasattr(X._meta, "tocsr"):
         return X
-    return X.map_blocks(_on_host, dtype=X.dtype, meta=np.empty((0,) * X.ndim, dtype=X.dtype))
+    return da.map_blocks(_on_host, X, dtype=X.dtype, meta=np.empty((0,) * X.ndim, dtype=X.dtype))
 
 
 def _on_host(block: Any) -> np.ndarray:

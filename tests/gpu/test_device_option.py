@@ -74,7 +74,7 @@ def store(tmp_path):
 
 @pytest.mark.parametrize("value", ["gpu", "cuda:0", "", 1])
 def test_an_unknown_device_is_a_config_error_naming_both(value, store):
-    with pytest.raises(ConfigError, match="'cpu'.*'cuda'"):
+    with pytest.raises(ConfigError, match=r"'cpu'.*'cuda'"):
         check_device(value)
     with pytest.raises(ConfigError, match="is not a device"):
         open_array(store[0], device=value)
@@ -86,7 +86,7 @@ def test_device_names_are_normalised():
 
 def test_an_unknown_device_in_the_dask_config_is_refused(store):
     with dask.config.set({"distsketch.device": "tpu"}), \
-            pytest.raises(ConfigError, match="dask config distsketch.device = 'tpu'"):
+            pytest.raises(ConfigError, match=r"dask config distsketch\.device = 'tpu'"):
         open_array(store[0])
 
 
@@ -293,7 +293,7 @@ def test_the_device_memory_comes_from_cupy_when_not_given(monkeypatch):
         res = cluster_resources()
     assert res.task_bytes == 24 * GiB * 0.5 / 2 and "CuPy mem_info" in res.source
     with dask.config.set({"distsketch.device-memory": "lots"}), \
-            pytest.raises(ConfigError, match="distsketch.device-memory='lots' is not a size"):
+            pytest.raises(ConfigError, match=r"distsketch\.device-memory='lots' is not a size"):
         device_resources(None, [], 0.5, 1)
 
 
