@@ -24,6 +24,7 @@ __all__ = [
     "add_cluster_option",
     "add_common_options",
     "add_dashboard_option",
+    "add_device_option",
     "add_input_options",
     "add_output_options",
     "add_overwrite_option",
@@ -32,6 +33,7 @@ __all__ = [
     "check_before_cluster",
     "cluster",
     "cluster_log",
+    "device_config",
     "emit",
     "fail",
     "median_gamma",
@@ -351,10 +353,44 @@ def add_block_rows_option(parser: argparse.ArgumentParser) -> None:
              "thread, in whole Zarr chunks; -v logs each plan)")
 
 
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device {cpu,cuda}``: where the blocks are computed (dask config ``distsketch.device``)."""
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default=None,
+        help="compute the blocks on the CPU (NumPy) or on the GPU ('cuda': each block read "
+             "moves to the GPU in its read task; outputs are written as on the CPU). Default: "
+             "the dask config distsketch.device, else cpu. 'cuda' needs pip install "
+             "'distsketch[gpu]' (docs/gpu.md)")
+
+
+@contextlib.contextmanager
+def device_config(args: argparse.Namespace) -> Iterator[None]:
+    """The command's ``--device`` as the dask config ``distsketch.device`` while it runs.
+
+    Checked first: ``cuda`` without CuPy or without a visible GPU fails here,
+    before an input is opened or a cluster started.
+    """
+    device = getattr(args, "device", None)
+    if device is None:
+        yield
+        return
+    import dask
+
+    from distsketch.graph import DEVICE_KEY
+    from distsketch.ops.device import require_cupy
+
+    if device != "cpu":
+        require_cupy(f"--device {device}")
+    with dask.config.set({DEVICE_KEY: device}):
+        yield
+
+
 def add_input_options(parser: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
     """The options of a command reading a Zarr input: --block-rows, --allow-missing-chunks,
-    --cluster, --progress/--no-progress, (optionally) --overwrite and --storage-option."""
+    --device, --cluster, --progress/--no-progress, (optionally) --overwrite and
+    --storage-option."""
     add_block_rows_option(parser)
+    add_device_option(parser)
     add_allow_missing_chunks_option(parser)
     add_common_options(parser, overwrite=overwrite)
     add_storage_option(parser)

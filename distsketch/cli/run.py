@@ -18,7 +18,12 @@ import argparse
 import sys
 from typing import Any
 
-from distsketch.cli.common import add_dashboard_option, add_progress_option, add_storage_option
+from distsketch.cli.common import (
+    add_dashboard_option,
+    add_device_option,
+    add_progress_option,
+    add_storage_option,
+)
 
 __all__ = ["add_parser", "main", "run", "run_summary"]
 
@@ -48,6 +53,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                              "behind, then run (never while another run may still write there)")
     add_storage_option(parser)
     add_progress_option(parser)
+    add_device_option(parser)  # overrides the spec's device
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -145,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_workflow(args.spec, cluster=args.cluster, full=args.full, wait=wait,
                           dry_run=args.dry_run, connect_timeout=args.connect_timeout,
                           log=cluster_log(args), force_unlock=args.force_unlock,
-                          storage_options=storage_options_arg(args), dashboard=args.dashboard)
+                          storage_options=storage_options_arg(args), dashboard=args.dashboard,
+                          device=args.device)
     summary = run_summary(result)
     line = result.message
     if summary.get("score") is not None:

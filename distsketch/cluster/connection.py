@@ -186,7 +186,7 @@ def _with_dashboard(cfg: dict[str, Any], address: str) -> dict[str, Any]:
         raise ConfigError(f"--dashboard needs a Dask cluster, but the cluster is "
                           f"'{cfg['kind']}' (no cluster, so no dashboard); name one, e.g. "
                           "--cluster local.")
-    if cfg["kind"] == "local":
+    if cfg["kind"] in ("local", "cuda"):  # the clusters started in this process
         if address == "auto":  # a spec's own address, else any free port
             address = cfg.get("dashboard_address") or ":0"
         return {**cfg, "dashboard_address": address}

@@ -1,5 +1,5 @@
-"""Launchers: start the cluster of a batch (slurm, pbs, sge, lsf), ssh or kubernetes
-spec and connect a client to it; shut it down on exit.
+"""Launchers: start the cluster of a batch (slurm, pbs, sge, lsf), ssh, kubernetes or
+cuda spec and connect a client to it; shut it down on exit.
 
 ``local`` and ``scheduler`` specs are connected by
 :func:`distsketch.cluster.connect` itself; every other kind comes here.
@@ -21,7 +21,7 @@ __all__ = ["start_cluster"]
 
 @contextlib.contextmanager
 def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
-    """Start a batch (slurm, pbs, sge, lsf), ssh or kubernetes cluster and yield a Client.
+    """Start a batch (slurm, pbs, sge, lsf), ssh, kubernetes or cuda cluster and yield a Client.
 
     Parameters
     ----------
@@ -52,6 +52,8 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     try:
         if kind in BATCH_KINDS:
             cluster = jobqueue_cluster(cfg)
+        elif kind == "cuda":
+            cluster = _cuda_cluster(cfg)
         elif kind == "ssh":
             from distributed import SSHCluster
 
@@ -83,3 +85,18 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
             cluster.scale(cfg["n_workers"])
         with Client(cluster, timeout=cfg.get("timeout", 60)) as client:
             yield client
+
+
+def _cuda_cluster(cfg: dict[str, Any]) -> Any:
+    """dask-cuda's LocalCUDACluster: one worker per GPU (dask-cuda sets each worker's
+    CUDA_VISIBLE_DEVICES so that its GPU is device 0 there)."""
+    from dask_cuda import LocalCUDACluster
+
+    kwargs = {k: v for k, v in cfg.items()
+              if k not in ("kind", "timeout", "storage_options", "cuda_visible_devices")
+              and (v is not None or k == "dashboard_address")}
+    gpus = cfg.get("cuda_visible_devices")
+    if gpus is not None:
+        kwargs["CUDA_VISIBLE_DEVICES"] = (",".join(str(g) for g in gpus) if isinstance(gpus, list)
+                                          else gpus)
+    return LocalCUDACluster(**kwargs)

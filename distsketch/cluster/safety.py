@@ -20,7 +20,7 @@ from typing import Any
 
 from distsketch.errors import ConfigError
 
-__all__ = ["SHEBANG", "WORKER_COMMAND", "WORKER_FLAGS", "check_adapt", "check_env",
+__all__ = ["SHEBANG", "WORKER_COMMAND", "WORKER_FLAGS", "check_adapt", "check_cuda", "check_env",
            "check_job_values", "check_kubernetes", "check_local", "check_python",
            "check_scheduler", "check_ssh", "check_worker_args", "count", "size"]
 
@@ -509,6 +509,23 @@ def check_local(cfg: dict[str, Any], where: str) -> None:
     if isinstance(address, str) and not _ADDRESS.fullmatch(address):
         raise refuse(where, "dashboard_address", address, "an address such as :8787",
                       "a LocalCluster")
+
+
+_GPU_ID = re.compile(r"(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)")  # an index, a GPU or MIG UUID
+
+
+def check_cuda(cfg: dict[str, Any], where: str) -> None:
+    """``cuda``: the local kind's values, device memory sizes and the GPUs to use."""
+    check_local(cfg, where)
+    for key in ("device_memory_limit", "rmm_pool_size"):
+        value = cfg.get(key)
+        if isinstance(value, str) and not (value == "auto" or _MEMORY.fullmatch(value)):
+            raise refuse(where, key, value, "a size such as 40GB (or auto)", "a LocalCUDACluster")
+    gpus = cfg.get("cuda_visible_devices")
+    ids = gpus.split(",") if isinstance(gpus, str) else gpus
+    if ids is not None and not (ids and all(_GPU_ID.fullmatch(str(i).strip()) for i in ids)):
+        raise refuse(where, "cuda_visible_devices", gpus,
+                     "GPU indices or UUIDs, e.g. '0,1' or [0, 1]", "a LocalCUDACluster")
 
 
 def check_scheduler(cfg: dict[str, Any], where: str) -> None:

@@ -12,8 +12,9 @@ Kinds: ``local`` (the embedded LocalCluster), ``scheduler`` (an existing
 scheduler by ``address`` or ``scheduler_file``), ``slurm``, ``pbs``, ``sge``
 and ``lsf`` (dask-jobqueue; any option the spec leaves out comes from the
 site's dask-jobqueue configuration, ``jobqueue.<kind>.*``), ``ssh``
-(``distributed.SSHCluster``) and ``kubernetes`` (the dask-kubernetes
-operator).  Every kind may carry ``storage_options:`` (plain data), applied
+(``distributed.SSHCluster``), ``kubernetes`` (the dask-kubernetes
+operator) and ``cuda`` (dask-cuda's ``LocalCUDACluster``: one worker per GPU
+of this machine).  Every kind may carry ``storage_options:`` (plain data), applied
 while connected as the Dask config value ``distsketch.storage-options``.
 
 :func:`load_spec` validates a file into a dict, :func:`validate_spec` a
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.cluster.safety import (
+    check_cuda,
     check_job_values,
     check_kubernetes,
     check_local,
@@ -74,6 +76,13 @@ KINDS: dict[str, dict[str, list]] = {
     "local": {"n_workers": [InstanceOf(int, float, type(None))], "threads_per_worker": _NUM,
               "memory_limit": [InstanceOf(str, int, float)], "processes": [InstanceOf(bool)],
               "dashboard_address": [InstanceOf(str, type(None))]},
+    # dask-cuda's LocalCUDACluster: one worker per GPU of this machine (docs/gpu.md)
+    "cuda": {"n_workers": [InstanceOf(int, float, type(None))], "threads_per_worker": _NUM,
+             "cuda_visible_devices": [InstanceOf(str, list, type(None))],
+             "memory_limit": [InstanceOf(str, int, float)],
+             "device_memory_limit": [InstanceOf(str, int, float, type(None))],
+             "rmm_pool_size": [InstanceOf(str, int, float, type(None))],
+             "dashboard_address": [InstanceOf(str, type(None))], "timeout": _NUM},
     "scheduler": {"address": _STR, "scheduler_file": _STR, "timeout": _NUM},
     "sync": {},
     "threads": {},
@@ -93,6 +102,8 @@ _PACKAGES = {
     "ssh": ("asyncssh", "pip install asyncssh (needed by distributed.SSHCluster)"),
     "kubernetes": ("dask_kubernetes", "pip install dask-kubernetes (the Dask Kubernetes operator "
                                       "must run in the cluster)"),
+    "cuda": ("dask_cuda", "pip install \"distsketch[gpu]\" (dask-cuda starts one worker per GPU "
+                          "and CuPy computes on it; docs/gpu.md)"),
 }
 #: the kinds :func:`distsketch.cluster.launchers.start_cluster` starts (each needs a package)
 LAUNCHED_KINDS = tuple(_PACKAGES)
@@ -178,8 +189,8 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     if "storage_options" in cfg:
         out["storage_options"] = check_storage_options(cfg["storage_options"],
                                                        f"{where}: storage_options")
-    if kind == "local":
-        check_local(cfg, where)
+    if kind in ("local", "cuda"):  # the cuda kind takes the local kind's options and more
+        (check_local if kind == "local" else check_cuda)(cfg, where)
         for key in ("n_workers", "threads_per_worker"):
             if cfg.get(key) is not None and count(cfg[key]) is None:
                 raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "

@@ -30,6 +30,12 @@ from distsketch.graph.budget import (
     rows_for_budget,
     task_memory_budget,
 )
+from distsketch.graph.devices import (
+    DEVICE_KEY,
+    blocks_on_device,
+    blocks_on_host,
+    current_device,
+)
 from distsketch.graph.plan import (
     RowBlocks,
     map_blocks,
@@ -56,6 +62,7 @@ from distsketch.graph.runtime import (
 from distsketch.graph.tiles import persist_rows, row_matvec, tile_matvec
 
 __all__ = [
+    "DEVICE_KEY",
     "KERNEL_TILE_ROWS",
     "LAZY_BLOCK_ROWS",
     "UNKNOWN_STAGE_ROWS",
@@ -68,6 +75,8 @@ __all__ = [
     "as_operand",
     "blas_single_thread",
     "block_starts",
+    "blocks_on_device",
+    "blocks_on_host",
     "check_operator_memory",
     "check_task_memory",
     "choose_block_rows",
@@ -75,6 +84,7 @@ __all__ = [
     "cluster_resources",
     "compute",
     "compute_array",
+    "current_device",
     "from_source",
     "generate_rows",
     "hstack_blocks",

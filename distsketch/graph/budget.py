@@ -12,6 +12,11 @@ The budget is, in order of precedence:
    fraction, at most 2 GiB.  The total, not the momentary free memory, so
    that a plan is the same on every run on one machine.
 
+With the device ``"cuda"`` (dask config ``distsketch.device``) and no
+override, each GPU's memory takes the place of host memory in 2 and 3
+(:func:`distsketch.graph.devices.device_resources`; dask config
+``distsketch.device-memory`` gives it instead of asking CuPy).
+
 :func:`cluster_resources` also counts the threads that run tasks, which the
 planner uses to make enough blocks.  :func:`check_task_memory` compares the
 largest block's need with the budget and raises
@@ -27,6 +32,7 @@ import dask
 from dask.utils import format_bytes, parse_bytes
 
 from distsketch.errors import ConfigError, MemoryBudgetError
+from distsketch.graph.devices import current_device, device_resources
 from distsketch.graph.runtime import active_client
 
 __all__ = [
@@ -136,6 +142,8 @@ def cluster_resources() -> Resources:
     override = _override()
     frac = memory_fraction()
     client = active_client()
+    if override is None and current_device() == "cuda":
+        return _device_resources(client, frac)
     if client is not None:
         workers = _workers(client)
         threads = sum(int(w.get("nthreads", 1) or 1) for w in workers)
@@ -154,6 +162,13 @@ def cluster_resources() -> Resources:
     if per_core < DEFAULT_TASK_MEMORY:
         return Resources(per_core, cores, f"local memory/cores x {frac:g}")
     return Resources(DEFAULT_TASK_MEMORY, cores, "default")
+
+
+def _device_resources(client, frac: float) -> Resources:
+    # device="cuda": the GPU's memory in place of the host's (graph.devices)
+    workers = _workers(client) if client is not None else []
+    cores = int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    return Resources(*device_resources(client, workers, frac, cores))
 
 
 def task_memory_budget() -> int:

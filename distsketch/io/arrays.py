@@ -24,10 +24,12 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_rows, to_dask
+from distsketch.graph.devices import blocks_on_device, current_device
 from distsketch.graph.plan import register_row_source
 from distsketch.io.safety import split_array_path
 from distsketch.io.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
+from distsketch.ops.device import check_device, device_meta, require_cupy
 from distsketch.validation.arrays import check_input, check_shape_dtype
 
 __all__ = [
@@ -133,6 +135,7 @@ def open_array(
     targets: bool = False,
     storage_options: dict | None = None,
     any_stage: bool = False,
+    device: str | None = None,
 ) -> Any:
     """A validated, row-chunked dask array from a Zarr path, NumPy or dask array.
 
@@ -170,6 +173,12 @@ def open_array(
         Without ``block_rows``: the input is opened before the stage that reads
         it is known (the command line), its blocks planned for any stage
         (:func:`distsketch.graph.store_block_rows`).
+    device : {"cpu", "cuda"}, optional
+        Where the blocks are computed: ``"cpu"`` gives NumPy blocks,
+        ``"cuda"`` CuPy blocks, each moved to the GPU inside the task that
+        reads it (an in-memory NumPy input: inside the task that cuts it).
+        Default: the dask config ``distsketch.device`` (``"cpu"`` unless set,
+        e.g. ``dask.config.set({"distsketch.device": "cuda"})``); docs/gpu.md.
 
     Returns
     -------
@@ -181,12 +190,17 @@ def open_array(
         Missing or corrupt store, missing chunks.
     InputError
         Not 2-D, not numeric, zero rows.
+    ConfigError
+        An unknown ``device``; ``"cuda"`` without CuPy or without a visible GPU.
     """
     if targets:
         return _open_targets(source, component, storage_options)
+    device = current_device() if device is None else check_device(device)
+    if device != "cpu":
+        require_cupy(f"device={device!r}")
     if is_dask(source) or isinstance(source, np.ndarray) or hasattr(source, "tocsr"):
         X = check_input(source, where="input array")
-        return as_dask(X, block_rows)
+        return blocks_on_device(as_dask(X, block_rows), device)
     loc: Location | None = None
     if isinstance(source, zarr.Array):
         arr, path = source, str(source.store_path)
@@ -216,17 +230,18 @@ def open_array(
         block_rows = store_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize, unit,
                                       any_stage=any_stage)
     so = loc.worker_options if loc is not None else None
-    reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so)
+    reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so, device=device)
     name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
-                              loc.mtime() if loc is not None else 0.0)
+                              loc.mtime() if loc is not None else 0.0,
+                              *(() if device == "cpu" else (device,)))
     out = from_source(reader, (block_rows, arr.shape[1]), asarray=False, fancy=False, lock=False,
-                      name=name, meta=np.empty((0, 0), dtype=arr.dtype))
+                      name=name, meta=device_meta(arr.dtype, device))
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
     # re-read at the shape read here: rows appended meanwhile are not part of this array
     return register_row_source(out, functools.partial(_reopen, again, component, so,
-                                                      tuple(arr.shape), arr.dtype), unit,
-                               where=path + (f"::{component}" if component else ""))
+                                                      tuple(arr.shape), arr.dtype, device=device),
+                               unit, where=path + (f"::{component}" if component else ""))
 
 
 def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:
@@ -258,14 +273,15 @@ def _open_targets(source: Any, component: str | None,
 
 
 def _reopen(source: Any, component: str | None, storage_options: dict | None,
-            shape: tuple[int, ...], dtype: np.dtype, block_rows: int) -> Any:
+            shape: tuple[int, ...], dtype: np.dtype, block_rows: int, *,
+            device: str = "cpu") -> Any:
     """``source`` again with blocks of ``block_rows``: its first ``shape[0]`` rows only.
 
     A store that grew since it was first opened (an append) is read up to the
     rows recorded then; one that shrank or changed width or dtype is refused.
     """
     X = open_array(source, component=component, block_rows=block_rows, check_chunks=False,
-                   storage_options=storage_options)
+                   storage_options=storage_options, device=device)
     if X.shape[0] < shape[0] or tuple(X.shape[1:]) != tuple(shape[1:]) or X.dtype != dtype:
         where = source if isinstance(source, str) else "the input array"
         raise StoreError(f"{where}{'::' + component if component else ''} changed while being "

@@ -21,7 +21,7 @@ import numpy as np
 
 from distsketch.graph import is_dask
 from distsketch.io.arrays import open_array
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import densify, to_host
 
 __all__ = ["fingerprint"]
 
@@ -78,7 +78,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     if any(is_dask(p) for p in parts):
         parts = list(_compute(*parts))
     for part in parts:
-        part = np.asarray(densify(part))
+        part = np.asarray(to_host(densify(part)))  # a GPU block (device="cuda") hashes on the host
         h.update(np.ascontiguousarray(part).tobytes())
     out: dict[str, Any] = {"shape": [int(s) for s in X.shape], "dtype": str(X.dtype),
            "sample_hash": h.hexdigest() if parts or n_rows is None else "empty"}

@@ -23,6 +23,7 @@ import zarr
 
 from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.urls import Location, resolve
+from distsketch.ops.device import to_device
 
 __all__ = ["ZarrRowReader", "chunk_error_detail", "consolidate", "open_zarr", "refuse_links",
            "zarr_store"]
@@ -202,8 +203,9 @@ class ZarrRowReader:
     """
 
     def __init__(self, path: str, component: str | None, shape: tuple, dtype: np.dtype,
-                 storage_options: dict | None = None):
+                 storage_options: dict | None = None, device: str = "cpu"):
         self.path = path
+        self.device = device  # "cuda": each block read moves to the GPU in its read task
         self.storage_options = storage_options
         self.component = component
         self.shape = tuple(shape)
@@ -238,7 +240,7 @@ class ZarrRowReader:
             raise StoreError(f"{self.path}: rows {rows.start}..{rows.stop} are gone (the array now "
                              f"has {self._arr.shape[0]} rows, {self.shape[0]} when it was opened); "
                              "rows may only be appended to an input being read. Rerun.")
-        return out
+        return out if self.device == "cpu" else to_device(out, self.device)
 
     def _describe_failure(self, key: Any, exc: Exception) -> str:
         rows = key[0] if isinstance(key, tuple) else key

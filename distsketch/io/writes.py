@@ -21,6 +21,7 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, is_dask, store_graph
+from distsketch.graph.devices import blocks_on_host
 from distsketch.graph.runtime import compute
 from distsketch.io.codecs import codecs
 from distsketch.io.layout import LAYOUT_KEY, array_record
@@ -28,6 +29,7 @@ from distsketch.io.manifest import provenance, write_manifest
 from distsketch.io.publish import atomic_output
 from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
 from distsketch.io.urls import Location, resolve
+from distsketch.ops.namespace import to_host
 from distsketch.validation.finite import first_nonfinite_row
 
 __all__ = ["create_array", "layout_of", "write_array"]
@@ -240,7 +242,8 @@ def write_array(
     by the store itself where it can (S3 copies server-side).
     """
     t0 = time.perf_counter()
-    Xd = X if is_dask(X) else as_dask(np.asarray(X))
+    # GPU blocks (device="cuda") move to the host in the task that writes them
+    Xd = blocks_on_host(X) if is_dask(X) else as_dask(np.asarray(to_host(X)))
     if Xd.ndim not in (1, 2):  # 1-D: predictions, labels
         raise InputError(f"write_array expects a 1-D or 2-D array, got shape {Xd.shape}.")
     if chunk_rows is None:

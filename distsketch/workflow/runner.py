@@ -22,8 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import dask
+
 from distsketch.errors import ConfigError, WorkflowError
-from distsketch.graph import record_plans
+from distsketch.graph import DEVICE_KEY, current_device, record_plans
+from distsketch.ops.device import check_device, require_cupy
 from distsketch.workflow.hooks import WorkflowHooks
 from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.preprocess import apply_scaler, learn_scaler
@@ -81,6 +84,7 @@ def run_workflow(
     force_unlock: bool = False,
     storage_options: dict | None = None,
     dashboard: str | None = None,
+    device: str | None = None,
 ) -> RunResult:
     """Run (or continue) the pipeline described by ``spec``.
 
@@ -125,6 +129,9 @@ def run_workflow(
         address (``":0"`` any free port, ``"auto"`` the cluster spec's own
         address or any free port) and log its link; see
         :func:`distsketch.cluster.connect` (CLI: ``--dashboard``).
+    device : {"cpu", "cuda"}, optional
+        Overrides the spec's ``device`` (CLI: ``--device``); without either,
+        the dask config ``distsketch.device`` applies (docs/gpu.md).
 
     Returns
     -------
@@ -165,6 +172,10 @@ def run_workflow(
 
         spec = dataclasses.replace(
             spec, storage_options=merge_options(spec.storage_options, storage_options))
+    if device is not None:
+        spec = dataclasses.replace(spec, device=check_device(device, "device"))
+    if spec.device not in (None, "cpu"):  # refused before the output folder is locked
+        require_cupy(f"workflow device {spec.device!r}")
     run = _Run(spec=spec, cluster=cluster, full=full, wait=wait,
                connect_timeout=connect_timeout, force_unlock=force_unlock, dashboard=dashboard,
                say=log or (lambda msg: print(msg, file=sys.stderr, flush=True)),
@@ -214,7 +225,8 @@ class _Run:
         from distsketch.diagnostics import PeakMemory
 
         t_run = time.perf_counter()
-        with self.storage.locked(self.wait, self.inputs, self.force_unlock), PeakMemory() as peak:
+        with self.storage.locked(self.wait, self.inputs, self.force_unlock), PeakMemory() as peak, \
+                dask.config.set({DEVICE_KEY: self.spec.device or current_device()}):
             return self._locked(t_run, peak)
 
     def _classes(self, method: MethodAdapter, state: dict | None, n: int) -> Any:

@@ -15,8 +15,10 @@ outputs, a cluster and a seed::
       dir: runs/skpca
     cluster: local
 
-``method.params`` are checked when the spec is loaded (names, with a close
-match suggested for a typo, and values).  A classifier (``partial_fit`` with
+``device: cuda`` computes the blocks on a GPU (docs/gpu.md; default: the dask
+config ``distsketch.device``, else ``cpu``).  ``method.params`` are checked
+when the spec is loaded (names, with a close match suggested for a typo, and
+values).  A classifier (``partial_fit`` with
 ``classes``) reads ``targets:`` and takes its labels from ``params.classes``
 or, without it, from a pre-pass over the targets; either way they are kept in
 the workflow state, so incremental runs use the same classes.
@@ -33,7 +35,7 @@ from typing import Any
 
 from distsketch.errors import ConfigError
 from distsketch.io.jsonable import json_default
-from distsketch.validation import Interval, Satisfies, check_section
+from distsketch.validation import Interval, Satisfies, StrOptions, check_section
 from distsketch.validation.config import load_yaml
 
 __all__ = [
@@ -66,6 +68,9 @@ _SCALARS: dict[str, tuple[Any, list[Any], str]] = {
     "storage_options": (None, [dict, None],
                         "a mapping of fsspec options (e.g. {anon: false, client_kwargs: "
                         "{endpoint_url: ...}}) or null"),
+    "device": (None, [StrOptions({"cpu", "cuda"}), None],
+               "cpu or cuda (CuPy blocks on a GPU: pip install 'distsketch[gpu]'), or null for "
+               "the dask config distsketch.device"),
     "name": (None, [str, None], "a string"),
     "description": (None, [str, None], "a string"),
 }
@@ -151,6 +156,7 @@ class WorkflowSpec:
     block_rows: int | None = None
     segments_in_flight: int | None = None
     storage_options: dict[str, Any] | None = None
+    device: str | None = None  # "cpu", "cuda"; None: the dask config distsketch.device
     preprocessing: Preprocessing = Preprocessing()
     report: ReportSpec = ReportSpec()
     cluster: Any = None
@@ -162,7 +168,7 @@ class WorkflowSpec:
         # storage options are not copied (asdict copies deeply): only their names are kept
         out = dataclasses.asdict(dataclasses.replace(self, storage_options=None))
         out["report"] = {k: v for k, v in out["report"].items() if v is not None}
-        for key in ("name", "description", "segments_in_flight", "storage_options"):
+        for key in ("name", "description", "segments_in_flight", "storage_options", "device"):
             if out[key] is None:
                 del out[key]
         if self.storage_options is not None:

@@ -21,7 +21,7 @@ from distsketch.errors import ConfigError
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 BATCH = {"cores": 1, "memory": "1GB"}
 BASE = {"local": {}, "sync": {}, "threads": {}, "scheduler": {"address": "tcp://127.0.0.1:8786"},
-        "ssh": {"hosts": ["node0", "node1"]}, "kubernetes": {"image": "ghcr.io/o/ds:1"},
+        "ssh": {"hosts": ["node0", "node1"]}, "kubernetes": {"image": "ghcr.io/o/ds:1"}, "cuda": {},
         **dict.fromkeys(BATCH_KINDS, BATCH)}
 
 # (kinds, field) -> a hostile value; "batch" is every batch kind, "all" every kind
@@ -32,7 +32,11 @@ HOSTILE = {
     ("local", "dashboard_address"): ":8787 $(touch PWNED)",
     ("scheduler", "address"): "tcp://h:1;touch PWNED",
     ("scheduler", "scheduler_file"): "s.json\ntouch PWNED",
-    ("scheduler ssh kubernetes batch", "timeout"): "$(touch PWNED)",
+    ("scheduler ssh kubernetes batch cuda", "timeout"): "$(touch PWNED)",
+    ("cuda", "n_workers"): "2; touch PWNED", ("cuda", "threads_per_worker"): -1,
+    ("cuda", "memory_limit"): "4GB; touch PWNED", ("cuda", "device_memory_limit"): "40GB;id",
+    ("cuda", "rmm_pool_size"): "$(id)", ("cuda", "cuda_visible_devices"): "0;id",
+    ("cuda", "dashboard_address"): ":8787 $(touch PWNED)",
     ("batch", "n_workers"): -1, ("batch", "cores"): "4; id", ("batch", "processes"): 0,
     ("batch", "memory"): "8GB$(id)", ("batch", "queue"): "q;id", ("batch", "project"): "$(id)",
     ("batch", "walltime"): "01:00:00; id", ("batch", "name"): "w$(id)",

@@ -1,0 +1,105 @@
+"""The device blocks are computed on, as the graph sees it: the default, moves and memory.
+
+* :func:`current_device` is the dask config ``distsketch.device`` (``"cpu"``
+  unless set): the one switch the Python API, the CLI's ``--device`` and a
+  workflow spec's ``device:`` all set, read where a path is opened and where
+  blocks are planned.
+* :func:`blocks_on_device` and :func:`blocks_on_host` move the blocks of a
+  dask array inside the tasks that produce them (a read, a write).
+* :func:`device_resources` is the per-task budget of a ``"cuda"`` run: each
+  worker's device memory (``cupy.cuda.Device().mem_info`` on the worker, or
+  the dask config ``distsketch.device-memory``) in place of its host memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.utils import parse_bytes
+
+from distsketch.errors import ConfigError
+from distsketch.ops.device import check_device, device_memory, device_meta, to_device
+from distsketch.ops.namespace import to_host
+
+__all__ = ["DEVICE_KEY", "blocks_on_device", "blocks_on_host", "current_device",
+           "device_memory_override", "device_resources"]
+
+#: the dask config key of the default device
+DEVICE_KEY = "distsketch.device"
+
+
+def current_device() -> str:
+    """The device of the blocks of a path opened now: dask config ``distsketch.device``.
+
+    Set it with ``dask.config.set({"distsketch.device": "cuda"})`` (for a
+    block of code, as a context manager, or for the process).
+
+    Raises
+    ------
+    ConfigError
+        The config holds something other than ``"cpu"`` or ``"cuda"``.
+    """
+    return check_device(dask.config.get(DEVICE_KEY, "cpu"), f"dask config {DEVICE_KEY}")
+
+
+def blocks_on_device(X: da.Array, device: str) -> da.Array:
+    """``X`` with every block moved to ``device`` in the task that computes it."""
+    if device == "cpu":
+        return X
+    return da.map_blocks(to_device, X, device, dtype=X.dtype,
+                         meta=device_meta(X.dtype, device, X.ndim))
+
+
+def blocks_on_host(X: da.Array) -> da.Array:
+    """``X`` with every block a NumPy array (moved in its task); ``X`` itself when it is NumPy."""
+    if type(X._meta) is np.ndarray or hasattr(X._meta, "tocsr"):
+        return X
+    return da.map_blocks(_on_host, X, dtype=X.dtype, meta=np.empty((0,) * X.ndim, dtype=X.dtype))
+
+
+def _on_host(block: Any) -> np.ndarray:
+    return np.asarray(to_host(block))
+
+
+def device_memory_override() -> int | None:
+    """Dask config ``distsketch.device-memory``: the memory of each GPU, bytes or ``"80GiB"``."""
+    value = dask.config.get("distsketch.device-memory", None)
+    if value is None:
+        return None
+    try:
+        return int(parse_bytes(value)) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"distsketch.device-memory={value!r} is not a size; use bytes or e.g. "
+                          "'80GiB'.") from exc
+
+
+def _worker_device_memory() -> int:
+    # runs on each worker (Client.run): the GPU dask-cuda gave it
+    return device_memory()
+
+
+def device_resources(client: Any, workers: list[dict], frac: float,
+                     local_threads: int) -> tuple[int, int, str]:
+    """``(task_bytes, threads, source)`` of a ``"cuda"`` run: device memory per task.
+
+    Each GPU may give ``frac`` of its memory to the tasks running on it at
+    once: under ``distributed`` the smallest worker GPU's memory x ``frac`` /
+    a worker's threads (one GPU per worker, as dask-cuda starts them);
+    locally this process's GPU shared by ``local_threads`` threads.
+    """
+    given = device_memory_override()
+    source = "distsketch.device-memory" if given is not None else "GPU memory (CuPy mem_info)"
+    if client is not None and workers:
+        # the smallest GPU and the busiest worker: every worker can run every task
+        mems = ([given] if given is not None
+                else [int(v) for v in client.run(_worker_device_memory).values()])
+        per_worker = max(max(1, int(w.get("nthreads", 1) or 1)) for w in workers)
+        threads = sum(int(w.get("nthreads", 1) or 1) for w in workers)
+        return (int(min(mems) * frac / per_worker), max(1, threads),
+                f"workers' {source} x {frac:g} / threads")
+    mem = given if given is not None else device_memory()
+    threads = max(1, int(local_threads))
+    return int(mem * frac / threads), threads, f"{source} x {frac:g} / {threads} threads"
