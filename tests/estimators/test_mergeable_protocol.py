@@ -109,8 +109,8 @@ class TestMergeableProtocol(MergeableEstimatorTests):
 
 def test_the_protocol_is_found_on_the_estimators_that_fold_rows():
     names = {c.__name__ for c in MERGEABLE}
-    assert {"FrequentDirections", "NystromFeatures", "NystromKernelPCA", "StreamingKernelPCA", "SketchedKernelRidge",
-            "SketchedKernelRidgeClassifier"} <= names
+    assert {"FrequentDirections", "NystromFeatures", "NystromKernelPCA", "StreamingKernelPCA",
+            "SketchedKernelRidge", "SketchedKernelRidgeClassifier"} <= names
     # every public estimator with a partial_fit implements the protocol or says why not
     for cls in _public_classes():
         if hasattr(cls, "partial_fit") and not is_mergeable(cls):
