@@ -124,6 +124,8 @@ class _TermSketch(LinearStageSketch):
     in fit and implement ``_row_factor(sq_norms)`` and ``_input_scale(sq_norms)``.
     """
 
+    _array_api_support = False  # its row norms and term weights are host-only yet
+
     def _setup_terms(self, degrees: np.ndarray, weights: np.ndarray, comps: np.ndarray) -> None:
         self.term_degrees_ = np.asarray(degrees, dtype=np.int64)
         self.term_weights_ = np.asarray(weights, dtype=np.float64)

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import type_of_target
 
 from distsketch.errors import InputError
 from distsketch.graph import to_numpy
+from distsketch.ops.namespace import to_host
 from distsketch.validation import is_dask
 
 __all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest", "softmax_scores"]
@@ -29,7 +30,7 @@ def _as_label_array(y: Any, owner: str) -> np.ndarray:
         raise InputError(f"{owner} requires y to be passed, but the target y is None.")
     # pandas (categorical included) and Zarr arrays go through NumPy; dask is computed:
     # labels are one value per row, read once on the driver
-    y = to_numpy(y) if is_dask(y) else np.asarray(y)
+    y = to_numpy(y) if is_dask(y) else np.asarray(to_host(y))
     if y.ndim == 2 and y.shape[1] == 1:
         # scikit-learn's wording, which its estimator checks look for
         warnings.warn(f"A column-vector y was passed when a 1d array was expected ({owner}); "

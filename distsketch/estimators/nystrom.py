@@ -22,7 +22,7 @@ from distsketch.estimators.nystrom_fold import GramFolding
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, densify, host_dtype, host_tree
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
@@ -53,7 +53,7 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
                           state_bytes=8.0 * n_samples * (d + 2))
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
-    return summary.finalize(state)
+    return host_tree(summary.finalize(state))
 
 
 def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
@@ -203,6 +203,8 @@ class NystromFeatures(RowMapTransformer):
     >>> Z.shape[0]
     200
     """
+
+    _array_api_support = True
 
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES | {"precomputed"}), "callable"],
@@ -378,6 +380,8 @@ class NystromFeatures(RowMapTransformer):
 def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
               shift: np.ndarray, *, kernel: Any, params: dict) -> np.ndarray:
     out = nystrom_map(block, row_offset, landmarks, P, kernel=kernel, params=params)
+    if not isinstance(out, np.ndarray):  # the host shift moves to the block's device
+        return out - asarray(shift, like=out, dtype=out.dtype)
     out -= shift.astype(out.dtype)
     return out
 
@@ -433,6 +437,8 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
     AISTATS 2016 (streaming Nyström baseline).
     Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
     """
+
+    _array_api_support = True
 
     _accepts_sparse = True
     # partial_fit keeps the first batch's landmarks: exact sums, but not a refit on all rows
@@ -575,7 +581,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         self._check_is_fitted("components_")
         X = self._check_input(X, reset=False, allow_sparse=True)
         P, shift = self._projection()
-        dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
+        dt = host_dtype(X.dtype) if host_dtype(X.dtype) in (np.float32, np.float64) else np.float64
         return map_blocks(X, FiniteRows(_kpca_map, "NystromKernelPCA transform"),
                           self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
                           kwargs={"kernel": self.kernel, "params": self.kernel_params_},

@@ -27,6 +27,7 @@ from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
 from distsketch.ops.countsketch import countsketch
 from distsketch.ops.hadamard import next_pow2, srht
+from distsketch.ops.namespace import asarray, host_dtype, namespace, typed_scalar
 from distsketch.ops.poly_sketch import (
     BASES,
     leaf_sketch,
@@ -57,6 +58,8 @@ class LinearStageSketch(RowMapTransformer):
     ``_combine(summed, row_offset)``.  Operators are regenerated from
     ``seed_`` in each task (cached per process), so nothing large is shipped.
     """
+
+    _array_api_support = True
 
     _accepts_sparse = True
     #: the linear stage has degree x n_components columns (one sketch per factor)
@@ -151,24 +154,26 @@ class LinearStageSketch(RowMapTransformer):
         n = block.shape[0]
         dt = self._dtype_of(block)
         b = self._bias()
-        b = None if b is None else b.astype(dt)
+        # the host bias moves to the block's device once per block
+        b = None if b is None else asarray(b.astype(dt), like=block)
         step = self._fused_rows(dt.itemsize)
         out = None
         for a in range(0, max(n, 1), step):    # an empty block still yields an (0, m) result
             stop = min(n, a + step)
-            L = self._linear(block[a:stop], offset + a, 0)
+            L = self._linear(block[a:stop, :], offset + a, 0)
             if b is not None:
                 L += b                  # L is this slice's own buffer: add in place
             Y = self._combine(L, offset + a)
             if stop - a == n:
                 return Y
             if out is None:
-                out = np.empty((n, Y.shape[1]), dtype=Y.dtype)
-            out[a:stop] = Y
+                out = (np.empty((n, Y.shape[1]), dtype=Y.dtype) if isinstance(Y, np.ndarray)
+                       else namespace(Y).empty((n, Y.shape[1]), dtype=Y.dtype, device=Y.device))
+            out[a:stop, ...] = Y
         return out  # type: ignore[return-value]
 
     def _dtype_of(self, block: Any) -> np.dtype:
-        dt = np.dtype(block.dtype)
+        dt = host_dtype(block.dtype)
         return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
 
     def _bytes_per_row(self) -> float:
@@ -223,7 +228,7 @@ class _PolynomialMixin:
 
     def _scaled(self, L: np.ndarray) -> np.ndarray:
         if self.gamma_ != 1.0:
-            L *= L.dtype.type(np.sqrt(self.gamma_))
+            L *= typed_scalar(np.sqrt(self.gamma_), L.dtype)
         return L
 
     def _constant_row(self) -> np.ndarray:
