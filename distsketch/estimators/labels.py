@@ -17,8 +17,9 @@ from sklearn.utils.multiclass import type_of_target
 
 from distsketch.errors import InputError
 from distsketch.graph import to_numpy
-from distsketch.ops.namespace import to_host
+from distsketch.ops.namespace import namespace, to_host
 from distsketch.validation import is_dask
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest", "softmax_scores"]
 
@@ -143,6 +144,12 @@ def softmax_scores(D: Any) -> Any:
     array of shape (n_rows, n_classes)
         Rows sum to 1; a 1-D D stands for the scores (−d, d).
     """
+    if not isinstance(D, np.ndarray) and not is_dask(D) and is_array_api(D):
+        xp = namespace(D)  # scores of another namespace: the same softmax on their device
+        if D.ndim == 1:
+            D = xp.stack([-D, D], axis=1)
+        E = xp.exp(D - xp.max(D, axis=1, keepdims=True))
+        return E / xp.sum(E, axis=1, keepdims=True)
     if D.ndim == 1:
         # a dask D stays lazy: NumPy hands stack and exp to dask (__array_function__, ufuncs)
         D = np.stack([-D, D], axis=1)
@@ -183,7 +190,8 @@ def accuracy(y_true: Any, y_pred: Any, sample_weight: Any = None) -> float:
     """Mean accuracy of predicted labels (scikit-learn's ``accuracy_score``)."""
     from sklearn.metrics import accuracy_score
 
-    y_true = to_numpy(y_true) if is_dask(y_true) else np.asarray(y_true)
+    # labels are read on the host, as fit reads them (one value per row; any label dtype)
+    y_true = to_numpy(y_true) if is_dask(y_true) else np.asarray(to_host(y_true))
     if y_true.ndim == 2 and y_true.shape[1] == 1:
         y_true = y_true.ravel()
     return float(accuracy_score(y_true, to_numpy(y_pred), sample_weight=sample_weight))

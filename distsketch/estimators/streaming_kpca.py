@@ -102,6 +102,10 @@ class _BlockedCovariance(Covariance):
         # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
         # fresh features, their float64 copy and the slice's Gram cost ~32 MiB of new
         # pages per 2048 rows, and page faults do not scale with the cores busy.
+        if not isinstance(block, np.ndarray) and is_array_api(block):
+            # a block of another namespace: Covariance's own chunk, on the block's device
+            # (the reused host buffers below are a NumPy-only economy)
+            return super().chunk(block, row_offset, *operands)
         n = block.shape[0]
         state, gram, zbuf, z64 = None, None, None, None
         for a in range(0, max(n, 1), _MAP_ROWS):
