@@ -184,7 +184,8 @@ def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarr
     from distsketch.errors import InputError
     from distsketch.graph import to_numpy
 
-    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else sample_weight,
+    # row weights are checked on the host (one number per row) and move with the targets
+    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else to_host(sample_weight),
                    dtype=np.float64)
     w = np.full(n_rows, float(w)) if w.ndim == 0 else w
     if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
@@ -198,7 +199,8 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
     if w is None:
         return Y
     if is_dask(Y):
-        return hstack_blocks(Y.astype(np.float64), w[:, None])
+        # on the device of Y's blocks (a dask array of CuPy blocks takes CuPy weights)
+        return hstack_blocks(Y.astype(np.float64), asarray(w[:, None], like=Y._meta))
     if not isinstance(Y, np.ndarray) and is_array_api(Y):
         xp = namespace(Y)  # the host weights move to the targets' device
         return xp.concat([xp.astype(Y, xp.float64), asarray(w[:, None], like=Y)], axis=1)
@@ -208,8 +210,10 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
 def _stack_xy(X: Any, Y: Any) -> Any:
     """Targets appended as the last columns of X, row blocks aligned."""
     if is_dask(X):
-        return hstack_blocks(X.astype(np.float64),
-                             Y.astype(np.float64) if is_dask(Y) else np.asarray(Y, np.float64))
+        # X and y from different array libraries: an InputError naming what to do
+        namespace(X._meta, getattr(Y, "_meta", Y))
+        return hstack_blocks(X.astype(np.float64), Y.astype(np.float64) if is_dask(Y) else
+                             asarray(Y, like=Y, dtype=np.float64))
     if not isinstance(X, np.ndarray) and is_array_api(X):
         xp = namespace(X, Y)  # an InputError when X and y come from different libraries
         # in-memory blocks of another namespace run in this process (no dask array of them)

@@ -150,8 +150,9 @@ def _cast_dask(X: Any, target: np.dtype, where: str) -> Any:
     """Lazy cast; a narrowing one checks each block's range and names its global row."""
     if not narrows(X.dtype, target):
         return X.astype(target)  # widening: no check needed, the graph stays as it was
+    # the meta follows the input's blocks (a dask array of CuPy blocks stays one)
     return X.map_blocks(_cast_block, target, where, dtype=target,  # type: ignore[arg-type]
-                        meta=np.empty((0, 0), dtype=target))
+                        meta=X._meta.astype(target))
 
 
 def _cast_block(block: np.ndarray, target: np.dtype, where: str,

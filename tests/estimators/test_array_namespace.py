@@ -16,11 +16,11 @@ import re
 import numpy as np
 import pytest
 from sklearn.base import clone, is_classifier, is_regressor
+from test_api_vocabulary import SMALL, XS, YS, _build  # the small settings of every estimator
 
 import distsketch as ds
 from distsketch.errors import ConfigError, InputError
 from distsketch.testing import from_strict_device, to_strict_device
-from test_api_vocabulary import SMALL, XS, YS, _build  # the small settings of every estimator
 
 pytest.importorskip("array_api_strict")
 
