@@ -162,6 +162,6 @@ def test_other_settings_of_the_benchmark_pipelines_match_numpy(model):
 
 
 def test_a_feature_map_without_a_gpu_path_inside_a_model_is_refused():
-    model = ds.SketchedKernelRidge(features=ds.GaussianSketch(n_components=16, random_state=0))
-    with pytest.raises(ConfigError, match="GaussianSketch has no GPU"):
+    model = ds.SketchedKernelRidge(features=ds.KSpaceKernelPCA(n_components=2))
+    with pytest.raises(ConfigError, match="KSpaceKernelPCA has no GPU"):
         model.fit(to_strict_device(XS), to_strict_device(YS))
