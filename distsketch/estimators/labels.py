@@ -17,7 +17,7 @@ from sklearn.utils.multiclass import type_of_target
 
 from distsketch.errors import InputError
 from distsketch.graph import to_numpy
-from distsketch.ops.namespace import namespace, to_host
+from distsketch.ops.namespace import asarray, namespace, to_host
 from distsketch.validation import is_dask
 from distsketch.validation.finite import is_array_api
 
@@ -184,6 +184,23 @@ def decode_labels(classes: np.ndarray, idx: Any) -> Any:
     if is_dask(idx):
         return idx.map_blocks(_TakeClasses(classes), dtype=classes.dtype)
     return classes[np.asarray(idx)]
+
+
+def decode_in_namespace(classes: np.ndarray, D: Any) -> Any:
+    """Labels of one-vs-rest scores ``D`` of another namespace (CuPy, array-api-strict).
+
+    ``D`` is 1-D or one column (two classes: the sign) or one column per class
+    (the argmax).  Numeric classes stay on D's device; other labels (strings,
+    objects) exist only on the host and are returned there.
+    """
+    xp = namespace(D)
+    if D.ndim == 1 or D.shape[1] == 1:
+        idx = xp.astype(xp.reshape(D, (-1,)) > 0, xp.int64)
+    else:
+        idx = xp.argmax(D, axis=1)
+    if np.issubdtype(classes.dtype, np.number) or np.issubdtype(classes.dtype, np.bool_):
+        return xp.take(asarray(classes, like=D), idx)
+    return decode_labels(classes, np.asarray(to_host(idx)))
 
 
 def accuracy(y_true: Any, y_pred: Any, sample_weight: Any = None) -> float:

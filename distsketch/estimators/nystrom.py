@@ -28,7 +28,7 @@ from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import Interval, Options, is_dask
-from distsketch.validation.finite import FiniteRows, check_finite_result
+from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
 
@@ -80,9 +80,11 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
     O(c·d) per task.
     """
     n = X.shape[0]
-    if n <= sample_size and not is_dask(X):
+    if n <= sample_size and not is_dask(X) and not is_array_api(X):
         sample = np.asarray(densify(X), dtype=np.float64)
     else:
+        # (an array of another namespace is sampled on its device; the sample comes to the
+        # host for k-means++ and Lloyd, small dense work as for NumPy input)
         _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
     # small dense work on the driver: multi-threaded BLAS is much slower here
     with blas_single_thread():

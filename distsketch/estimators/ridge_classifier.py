@@ -11,6 +11,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
+    decode_in_namespace,
     decode_labels,
     encode_labels,
     one_vs_rest,
@@ -25,7 +26,7 @@ from distsketch.estimators.ridge_calibration import (
 from distsketch.estimators.ridge_defaults import feature_block_functions
 from distsketch.estimators.ridge_summary import check_sample_weight, cv_folds, map_features
 from distsketch.graph import reduce_blocks
-from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host
+from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.summaries.sums import SumSummary
 from distsketch.validation import StrOptions
 from distsketch.validation.finite import is_array_api
@@ -294,7 +295,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         D = self._decision(X)
         classes = self.classes_
         if not isinstance(D, np.ndarray) and is_array_api(D):
-            return _decode_in_namespace(classes, D)
+            return decode_in_namespace(classes, D)
         if classes.size == 2:
             idx = (D[:, 0] > 0).astype(np.int64)
         else:
@@ -309,16 +310,6 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "scores by 'accuracy' (the regressor's r2, rmse and mae do not "
                               "apply to labels).")
         return accuracy(y, self.predict(X), sample_weight)
-
-
-def _decode_in_namespace(classes: np.ndarray, D: Any) -> Any:
-    """Labels of decision values ``D`` of another namespace: numeric classes stay on D's
-    device; other labels (strings, objects) exist only on the host and are returned there."""
-    xp = namespace(D)
-    idx = xp.astype(D[:, 0] > 0, xp.int64) if classes.size == 2 else xp.argmax(D, axis=1)
-    if np.issubdtype(classes.dtype, np.number) or np.issubdtype(classes.dtype, np.bool_):
-        return xp.take(asarray(classes, like=D), idx)
-    return decode_labels(classes, np.asarray(to_host(idx)))
 
 
 # --------------------------------------------------------------------------- Theorem E.2 sketch
