@@ -101,7 +101,7 @@ def test_strict_arrays_give_the_numpy_results_or_a_config_error(cls):
                                    rtol=RTOL, atol=ATOL, err_msg=method)
         ran += 1
     assert ran or cls in (ds.FrequentDirections, ds.BlockKernelApproximation)  # no row map
-    if y is not None:
+    if y is not None and hasattr(ref, "score"):
         assert got.score(Xs, ys) == pytest.approx(ref.score(XS, y), rel=RTOL, abs=ATOL)
 
 
