@@ -22,7 +22,7 @@ from distsketch.estimators.nystrom_fold import GramFolding
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel, resolve_kernel_params
 from distsketch.ops.linalg import fix_signs
-from distsketch.ops.namespace import asarray, densify, host_dtype, host_tree
+from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
@@ -53,7 +53,7 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
                           state_bytes=8.0 * n_samples * (d + 2))
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
-    return host_tree(summary.finalize(state))
+    return summary.finalize(state)
 
 
 def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
@@ -83,8 +83,7 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
     if n <= sample_size and not is_dask(X) and not is_array_api(X):
         sample = np.asarray(densify(X), dtype=np.float64)
     else:
-        # (an array of another namespace is sampled on its device; the sample comes to the
-        # host for k-means++ and Lloyd, small dense work as for NumPy input)
+        # (another namespace: sampled on its device, k-means on the host sample, as for NumPy)
         _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
     # small dense work on the driver: multi-threaded BLAS is much slower here
     with blas_single_thread():

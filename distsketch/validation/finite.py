@@ -130,8 +130,10 @@ def _first_nonfinite_row_xp(values: Any) -> int | None:
     if not xp.isdtype(values.dtype, ("real floating", "complex floating")):
         return None
     ok = xp.isfinite(values)
+    if bool(xp.all(ok)):  # one scalar back in the common case
+        return None
     if values.ndim == 0:
-        return None if bool(to_host(ok)) else 0
+        return 0
     per_row = xp.all(xp.reshape(ok, (ok.shape[0], -1)), axis=1)
     bad = np.flatnonzero(~np.asarray(to_host(per_row)))
     return int(bad[0]) if bad.size else None
