@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, NotFittedError
 from distsketch.graph import check_operator_memory, cluster_resources, map_blocks, to_numpy
+from distsketch.ops.namespace import host_dtype
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
     check_estimator_params,
@@ -43,7 +44,7 @@ from distsketch.validation import (
     is_dask,
     is_path_like,
 )
-from distsketch.validation.finite import FiniteRows
+from distsketch.validation.finite import FiniteRows, is_array_api
 
 __all__ = ["DistsketchEstimator", "MergeableEstimator", "OperatorSize", "RowMapTransformer",
            "TransformerMixin", "is_mergeable", "to_numpy"]
@@ -82,6 +83,9 @@ class DistsketchEstimator(BaseEstimator):
     """
 
     _parameter_constraints: dict[str, list[Any]] = {}
+    #: whether fit/transform/predict run on arrays of another namespace (CuPy, array-api-strict,
+    #: dask arrays of their blocks) and return the input's kind; without it such input is refused
+    _array_api_support: ClassVar[bool] = False
     #: whether ``partial_fit`` over consecutive batches gives the model ``fit`` on all rows
     #: gives (for estimators with ``partial_fit``); a workflow folds segments only then
     partial_fit_equals_fit: ClassVar[bool] = True
@@ -181,10 +185,20 @@ class DistsketchEstimator(BaseEstimator):
         else:
             # column names of a DataFrame: feature_names_in_ (fit) or checked against it
             _check_feature_names(self, X, reset=reset)
+        self._check_namespace_support(X)
         X = check_input(X, where=f"{type(self).__name__} input", allow_sparse=allow_sparse,
                         dtype=dtype)
         check_n_features(self, X, reset=reset)
         return X
+
+    def _check_namespace_support(self, X: Any) -> None:
+        """Refuse input of another array namespace where this estimator has no path for it."""
+        if type(self)._array_api_support or not is_array_api(getattr(X, "_meta", X)):
+            return
+        raise ConfigError(
+            f"{type(self).__name__} has no GPU (array-API) path yet; pass NumPy input (e.g. "
+            "cupy.asnumpy(X), or a dask array of NumPy blocks), or use an estimator listed in "
+            "docs/gpu.md ('Estimators on the GPU').")
 
     def _check_is_fitted(self, attribute: str | None = None) -> None:
         fitted = (hasattr(self, attribute) if attribute else
@@ -409,8 +423,8 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         return None
 
     def _output_dtype(self, X: Any) -> np.dtype:
-        return np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else \
-            np.dtype(np.float64)
+        dtype = host_dtype(X.dtype)
+        return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
     def transform(self, X: Any) -> Any:
         """Map rows of X to features.

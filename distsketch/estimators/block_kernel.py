@@ -14,8 +14,8 @@ from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
 from distsketch.ops.meka import nearest_centre
-from distsketch.ops.namespace import densify
-from distsketch.validation import Interval, Options
+from distsketch.ops.namespace import densify, namespace, to_host
+from distsketch.validation import Interval, Options, is_dask
 
 __all__ = ["BlockKernelApproximation"]
 
@@ -54,6 +54,8 @@ class BlockKernelApproximation(DistsketchEstimator):
     ----------
     Si, Hsieh, Dhillon. Memory efficient kernel approximation. ICML 2014, section 4.1.
     """
+
+    _array_api_support = True
 
     _accepts_sparse = True
 
@@ -103,7 +105,13 @@ class BlockKernelApproximation(DistsketchEstimator):
         self._X_fit = X
         self.n_samples_seen_ = int(X.shape[0])
         labels = self._labels(X)
-        self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
+        if isinstance(labels, np.ndarray):
+            self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters).astype(np.int64)
+        else:  # counted on the labels' device (no bincount in the array API); c numbers back
+            xp = namespace(labels)
+            hits = labels[:, None] == xp.arange(self.n_clusters, device=labels.device)[None, :]
+            self.cluster_sizes_ = np.asarray(to_host(xp.sum(xp.astype(hits, xp.int64), axis=0)),
+                                             dtype=np.int64)
         return self
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
@@ -123,6 +131,8 @@ class BlockKernelApproximation(DistsketchEstimator):
 
     def _labels(self, X: Any) -> np.ndarray:
         lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
+        if not isinstance(lab, np.ndarray) and not is_dask(lab):
+            return namespace(lab).reshape(lab, (-1,))  # an in-memory input's kind and device
         return np.asarray(to_numpy(lab)).ravel()
 
     def predict(self, X: Any) -> np.ndarray:
@@ -176,4 +186,7 @@ class BlockKernelApproximation(DistsketchEstimator):
 
 
 def _label_block(block: Any, row_offset: int, centres: np.ndarray) -> np.ndarray:
-    return nearest_centre(block, centres, row_offset)[0].reshape(-1, 1)
+    labels = nearest_centre(block, centres, row_offset)[0]
+    if isinstance(labels, np.ndarray):
+        return labels.reshape(-1, 1)
+    return namespace(labels).reshape(labels, (-1, 1))  # on the block's device

@@ -28,6 +28,7 @@ from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
+from distsketch.ops.namespace import asarray, namespace, to_host, xp_dtype
 from distsketch.ops.poly_sketch import BASES, leaf_sketch, poly_sketch_combine
 from distsketch.ops.taylor import (
     DOT_PRODUCT_KERNELS,
@@ -42,6 +43,7 @@ from distsketch.ops.taylor import (
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge, sum_states
 from distsketch.validation import Interval, Options
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["DotProductKernelSketch", "GaussianSketch"]
 
@@ -50,8 +52,17 @@ def _row_sq_norms(block: Any) -> np.ndarray:
     if sp.issparse(block):
         b = sp.csr_matrix(block)
         return np.asarray(b.multiply(b).sum(axis=1), dtype=np.float64).ravel()
+    if _other_namespace(block):  # on the block's device, in its namespace
+        xp = namespace(block)
+        b = xp.astype(block, xp.float64)
+        return xp.sum(b * b, axis=1)
     b = np.asarray(block, dtype=np.float64)
     return np.einsum("ij,ij->i", b, b)
+
+
+def _other_namespace(block: Any) -> bool:
+    # an in-memory block of another array library (CuPy, array-api-strict)
+    return not isinstance(block, np.ndarray) and is_array_api(block)
 
 
 class _MaxRowNorm(Summary):
@@ -59,6 +70,8 @@ class _MaxRowNorm(Summary):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> float:
         sq = _row_sq_norms(block)
+        if _other_namespace(sq):
+            return float(namespace(sq).max(sq)) ** 0.5 if sq.shape[0] else 0.0
         return float(np.sqrt(sq.max())) if sq.size else 0.0
 
     def merge(self, states: list[float]) -> float:
@@ -71,6 +84,9 @@ class _ColumnSum(SumMerge, Summary):
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         if sp.issparse(block):
             colsum = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
+        elif _other_namespace(block):
+            xp = namespace(block)  # summed on the block's device; the d sums are the state
+            colsum = to_host(xp.sum(xp.astype(block, xp.float64), axis=0))
         else:
             colsum = np.asarray(block, dtype=np.float64).sum(axis=0)
         return {"n": int(block.shape[0]), "sum": colsum}
@@ -80,6 +96,9 @@ def _centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
     if sp.issparse(block):
         b = sp.csr_matrix(block)
         return np.maximum(_row_sq_norms(b) - 2.0 * (b @ center) + center @ center, 0.0)
+    if _other_namespace(block):
+        xp = namespace(block)
+        return _row_sq_norms(xp.astype(block, xp.float64) - asarray(center, like=block))
     return _row_sq_norms(np.asarray(block, dtype=np.float64) - center)
 
 
@@ -94,7 +113,9 @@ class _GaussianStats(Summary):
         self.max_degree = max_degree
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        sq = _centered_sq_norms(block, operands[0])
+        # the per-degree weights of the rows are a host computation (special functions): only
+        # the rows' squared norms, one number per row, come to the host for it
+        sq = np.asarray(to_host(_centered_sq_norms(block, operands[0])))
         J = self.max_degree + 1
         s1, s2 = np.zeros(J), np.zeros(J)
         for i in range(0, sq.size, _STAT_ROWS):
@@ -124,6 +145,8 @@ class _TermSketch(LinearStageSketch):
     in fit and implement ``_row_factor(sq_norms)`` and ``_input_scale(sq_norms)``.
     """
 
+    _array_api_support = True
+
     def _setup_terms(self, degrees: np.ndarray, weights: np.ndarray, comps: np.ndarray) -> None:
         self.term_degrees_ = np.asarray(degrees, dtype=np.int64)
         self.term_weights_ = np.asarray(weights, dtype=np.float64)
@@ -145,6 +168,8 @@ class _TermSketch(LinearStageSketch):
         D = next_pow2(self.n_features_in_)
         c = self._center_slice(col_offset, block.shape[1])
         sparse = sp.issparse(block)
+        if _other_namespace(block):
+            return self._linear_xp(block, row_offset, col_offset, c, dt, D)
         if c is not None and not sparse:
             block = np.asarray(block, dtype=dt) - c.astype(dt)
         parts = []
@@ -160,6 +185,20 @@ class _TermSketch(LinearStageSketch):
         parts.append(sq.astype(dt)[:, None])
         return np.concatenate(parts, axis=1)
 
+    def _linear_xp(self, block: Any, row_offset: int, col_offset: int, c: np.ndarray | None,
+                   dt: np.dtype, D: int) -> Any:
+        # _linear for a block of another namespace: the same leaf sketches and norms, on
+        # the block's device (the centre moves there once)
+        xp = namespace(block)
+        block = xp.astype(block, xp_dtype(xp, dt))
+        if c is not None:
+            block = block - asarray(c, like=block, dtype=dt)
+        parts = [leaf_sketch(block, self.seed_, f"{self._purpose}.term{t}",
+                             int(self.term_components_[t]), D, self.base, col_offset, dt, row_offset)
+                 for t in self._leaf_terms()]
+        parts.append(xp.astype(_row_sq_norms(block), xp_dtype(xp, dt))[:, None])
+        return xp.concat(parts, axis=1)
+
     def _center_slice(self, col_offset: int, width: int) -> np.ndarray | None:
         c = getattr(self, "center_", None)
         if c is None or not np.any(c):
@@ -167,6 +206,8 @@ class _TermSketch(LinearStageSketch):
         return c[col_offset:col_offset + width]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
+        if _other_namespace(L):
+            return self._combine_xp(L, row_offset)
         sq = np.maximum(L[:, -1].astype(np.float64), 0.0)
         scale = self._input_scale(sq)
         out = np.empty((L.shape[0], self.n_output_features_), dtype=L.dtype)
@@ -188,6 +229,28 @@ class _TermSketch(LinearStageSketch):
             pos_out += m
         out *= self._row_factor(sq)[:, None].astype(L.dtype)
         return out
+
+    def _combine_xp(self, L: Any, row_offset: int) -> Any:
+        # _combine in L's namespace and on its device, term by term as on NumPy
+        xp = namespace(L)
+        sq = xp.clip(xp.astype(L[:, -1], xp.float64), 0.0)
+        scale = xp.astype(self._input_scale(sq), L.dtype)[:, None]
+        parts = []
+        pos_in = 0
+        for t, p in enumerate(self.term_degrees_):
+            m = int(self.term_components_[t])
+            w = float(np.sqrt(self.term_weights_[t]))
+            if m == 0:
+                continue
+            if p == 0:
+                parts.append(xp.full((L.shape[0], m), w / np.sqrt(m), dtype=L.dtype,
+                                     device=L.device))
+            else:
+                Y0 = L[:, pos_in:pos_in + m] * scale
+                pos_in += m
+                parts.append(poly_sketch_combine(Y0, int(p), self.seed_, f"{self._purpose}.term{t}",
+                                                 m, self.base, row_offset) * w)
+        return xp.concat(parts, axis=1) * xp.astype(self._row_factor(sq), L.dtype)[:, None]
 
 
 class GaussianSketch(_TermSketch):
@@ -362,10 +425,10 @@ class GaussianSketch(_TermSketch):
                 f"(check_variance=False skips this check).")
 
     def _input_scale(self, sq: np.ndarray) -> np.ndarray:
-        return np.ones_like(sq)
+        return namespace(sq).ones_like(sq)
 
     def _row_factor(self, sq: np.ndarray) -> np.ndarray:
-        return np.exp(-self.gamma_ * sq)
+        return namespace(sq).exp(-self.gamma_ * sq)
 
 
 class DotProductKernelSketch(_TermSketch):
@@ -510,8 +573,10 @@ class DotProductKernelSketch(_TermSketch):
         return 0 if callable(self.kernel) else DOT_PRODUCT_KERNELS[self.kernel][2]
 
     def _input_scale(self, sq: np.ndarray) -> np.ndarray:
-        norms = np.sqrt(sq)
-        return np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+        xp = namespace(sq)
+        norms = xp.sqrt(sq)
+        return xp.where(norms > 0, 1.0 / xp.where(norms > 0, norms, 1.0), 0.0)
 
     def _row_factor(self, sq: np.ndarray) -> np.ndarray:
-        return np.sqrt(sq) if self._power() == 1 else np.ones_like(sq)
+        xp = namespace(sq)
+        return xp.sqrt(sq) if self._power() == 1 else xp.ones_like(sq)

@@ -10,6 +10,7 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, MergeableEstimator, OperatorSize
 from distsketch.graph import reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
+from distsketch.ops.namespace import host_dtype, to_host
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.validation import Interval
 
@@ -75,6 +76,8 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     True
     """
 
+    _array_api_support = True
+
     _accepts_sparse = True
 
     _parameter_constraints = {
@@ -91,7 +94,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
 
     def _sketch_state(self, X: Any, row_start: int = 0) -> dict:
         summary = self._summary()
-        itemsize = np.dtype(X.dtype).itemsize
+        itemsize = host_dtype(X.dtype).itemsize
         return reduce_blocks(summary, X, split_every=self.split_every,
                              bytes_per_row=summary.bytes_per_row(X.shape[1], itemsize),
                              fixed_bytes=summary.fixed_bytes(X.shape[1], itemsize),
@@ -99,7 +102,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
                              state_bytes=8.0 * 2 * self.sketch_size * X.shape[1])
 
     def _set_state(self, state: dict) -> None:
-        self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
+        self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
         self.shrinkage_ = float(state["shrinkage"])
         self.sq_frobenius_ = float(state["sq_frobenius"])
         self.n_samples_seen_ = int(state["n"])

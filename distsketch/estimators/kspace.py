@@ -34,11 +34,12 @@ from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFit
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
+from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import as_block, asarray, densify, host_dtype, namespace, to_host
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
@@ -54,7 +55,7 @@ def _sub_seed(seed: int, purpose: str) -> int:
 
 
 def _dense(block: Any) -> np.ndarray:
-    return np.asarray(densify(block))
+    return as_block(densify(block))  # NumPy as before; a block of another namespace is kept
 
 
 class _SketchGram(SumMerge, Summary):
@@ -65,8 +66,8 @@ class _SketchGram(SumMerge, Summary):
         self.T = T
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        Zs = np.asarray(self.S._map_block(block, row_offset), dtype=np.float64)
-        Zt = np.asarray(self.T._map_block(block, row_offset), dtype=np.float64)
+        Zs = dense_float64(self.S._map_block(block, row_offset))
+        Zt = dense_float64(self.T._map_block(block, row_offset))
         return {"n": Zs.shape[0], "ss": Zs.T @ Zs, "st": Zs.T @ Zt}
 
 
@@ -84,13 +85,17 @@ class _FactorCross(SumMerge, Summary):
 
 def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:
     # row_stable_matmul: a row's output does not depend on the row blocking
-    out = row_stable_matmul(np.asarray(block, dtype=P.dtype), P, row_offset)
+    block = as_block(block, dtype=P.dtype)
+    if not isinstance(block, np.ndarray):  # the host operands move to the block's device
+        P, b = asarray(P, like=block), asarray(b, like=block)
+    out = row_stable_matmul(block, P, row_offset)
     out += b
     return out
 
 
 def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
-    dt = np.dtype(Z.dtype) if np.dtype(Z.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+    dt = host_dtype(Z.dtype) if host_dtype(Z.dtype) in (np.float32, np.float64) else \
+        np.dtype(np.float64)
     bias = np.zeros(P.shape[1]) if b is None else np.asarray(b)
     return map_blocks(Z, FiniteRows(_affine, "k-space projection"),
                       P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
@@ -232,6 +237,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     (200, 4)
     """
 
+    _array_api_support = True
+
     _accepts_sparse = True
 
     _parameter_constraints = {
@@ -344,8 +351,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
                 "(the blocks are cut from the sample).") from exc
 
     def _embed_block(self, block: Any, row_offset: int) -> np.ndarray:
-        Z = np.asarray(self.sketch_S_._map_block(block, row_offset), dtype=np.float64)
-        return row_stable_matmul(Z, self._projection(), row_offset)
+        Z = dense_float64(self.sketch_S_._map_block(block, row_offset))
+        return row_stable_matmul(Z, asarray(self._projection(), like=Z), row_offset)
 
     def _projection(self) -> np.ndarray:
         # the C-ordered (m, k) matrix R⁻¹·W: GEMM rounds as it did when it was stored so
@@ -455,6 +462,8 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     (3,)
     """
 
+    _array_api_support = True
+
     _accepts_sparse = True
 
     _parameter_constraints = {
@@ -499,7 +508,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             from distsketch.estimators.base import to_numpy
 
             y = to_numpy(y)
-        y = np.asarray(y, dtype=np.float64)
+        # the targets are read on the host, as the ones of a dask input (they move to the
+        # embedding's device for the normal equations)
+        y = np.asarray(to_host(y), dtype=np.float64)
         self.single_target_ = y.ndim == 1
         return y.reshape(n, -1)
 
@@ -527,6 +538,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         V = self.kspace_.transform(X)
         if is_dask(V):
             VY: Any = hstack_blocks(V, Y)
+        elif not isinstance(V, np.ndarray):
+            xp = namespace(V)
+            VY = xp.concat([xp.astype(V, xp.float64), asarray(Y, like=V)], axis=1)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
         w, t = VY.shape[1] - Y.shape[1], Y.shape[1]

@@ -11,11 +11,13 @@ from sklearn.base import ClassifierMixin
 from distsketch.estimators.kspace import KernelPCR
 from distsketch.estimators.labels import (
     accuracy,
+    decode_in_namespace,
     decode_labels,
     encode_labels,
     one_vs_rest,
     softmax_scores,
 )
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["KernelPCRClassifier"]
 
@@ -115,6 +117,8 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         D = self.decision_function(X)
+        if not isinstance(D, np.ndarray) and is_array_api(D):
+            return decode_in_namespace(self.classes_, D)
         idx = (D > 0).astype(np.int64) if D.ndim == 1 else D.argmax(axis=1)
         return decode_labels(self.classes_, idx)
 

@@ -17,7 +17,9 @@ from sklearn.utils.multiclass import type_of_target
 
 from distsketch.errors import InputError
 from distsketch.graph import to_numpy
+from distsketch.ops.namespace import asarray, namespace, to_host
 from distsketch.validation import is_dask
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["accuracy", "decode_labels", "encode_labels", "one_vs_rest", "softmax_scores"]
 
@@ -29,7 +31,7 @@ def _as_label_array(y: Any, owner: str) -> np.ndarray:
         raise InputError(f"{owner} requires y to be passed, but the target y is None.")
     # pandas (categorical included) and Zarr arrays go through NumPy; dask is computed:
     # labels are one value per row, read once on the driver
-    y = to_numpy(y) if is_dask(y) else np.asarray(y)
+    y = to_numpy(y) if is_dask(y) else np.asarray(to_host(y))
     if y.ndim == 2 and y.shape[1] == 1:
         # scikit-learn's wording, which its estimator checks look for
         warnings.warn(f"A column-vector y was passed when a 1d array was expected ({owner}); "
@@ -142,6 +144,12 @@ def softmax_scores(D: Any) -> Any:
     array of shape (n_rows, n_classes)
         Rows sum to 1; a 1-D D stands for the scores (−d, d).
     """
+    if not isinstance(D, np.ndarray) and not is_dask(D) and is_array_api(D):
+        xp = namespace(D)  # scores of another namespace: the same softmax on their device
+        if D.ndim == 1:
+            D = xp.stack([-D, D], axis=1)
+        E = xp.exp(D - xp.max(D, axis=1, keepdims=True))
+        return E / xp.sum(E, axis=1, keepdims=True)
     if D.ndim == 1:
         # a dask D stays lazy: NumPy hands stack and exp to dask (__array_function__, ufuncs)
         D = np.stack([-D, D], axis=1)
@@ -178,11 +186,29 @@ def decode_labels(classes: np.ndarray, idx: Any) -> Any:
     return classes[np.asarray(idx)]
 
 
+def decode_in_namespace(classes: np.ndarray, D: Any) -> Any:
+    """Labels of one-vs-rest scores ``D`` of another namespace (CuPy, array-api-strict).
+
+    ``D`` is 1-D or one column (two classes: the sign) or one column per class
+    (the argmax).  Numeric classes stay on D's device; other labels (strings,
+    objects) exist only on the host and are returned there.
+    """
+    xp = namespace(D)
+    if D.ndim == 1 or D.shape[1] == 1:
+        idx = xp.astype(xp.reshape(D, (-1,)) > 0, xp.int64)
+    else:
+        idx = xp.argmax(D, axis=1)
+    if np.issubdtype(classes.dtype, np.number) or np.issubdtype(classes.dtype, np.bool_):
+        return xp.take(asarray(classes, like=D), idx)
+    return decode_labels(classes, np.asarray(to_host(idx)))
+
+
 def accuracy(y_true: Any, y_pred: Any, sample_weight: Any = None) -> float:
     """Mean accuracy of predicted labels (scikit-learn's ``accuracy_score``)."""
     from sklearn.metrics import accuracy_score
 
-    y_true = to_numpy(y_true) if is_dask(y_true) else np.asarray(y_true)
+    # labels are read on the host, as fit reads them (one value per row; any label dtype)
+    y_true = to_numpy(y_true) if is_dask(y_true) else np.asarray(to_host(y_true))
     if y_true.ndim == 2 and y_true.shape[1] == 1:
         y_true = y_true.ravel()
     return float(accuracy_score(y_true, to_numpy(y_pred), sample_weight=sample_weight))

@@ -19,6 +19,7 @@ from distsketch.estimators.base import OperatorSize, RowMapTransformer
 from distsketch.estimators.kernel_params import fit_gamma, fitted_kernel_params
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
+from distsketch.ops.namespace import asarray, host_dtype, namespace
 from distsketch.ops.tensor_sketch import (
     FFT_ROWS,
 )
@@ -39,6 +40,8 @@ class LinearStageSketch(RowMapTransformer):
     ``_combine(summed, row_offset)``.  Operators are regenerated from
     ``seed_`` in each task (cached per process), so nothing large is shipped.
     """
+
+    _array_api_support = True
 
     _accepts_sparse = True
     #: the linear stage has degree x n_components columns (one sketch per factor)
@@ -133,24 +136,26 @@ class LinearStageSketch(RowMapTransformer):
         n = block.shape[0]
         dt = self._dtype_of(block)
         b = self._bias()
-        b = None if b is None else b.astype(dt)
+        # the host bias moves to the block's device once per block
+        b = None if b is None else asarray(b.astype(dt), like=block)
         step = self._fused_rows(dt.itemsize)
         out = None
         for a in range(0, max(n, 1), step):    # an empty block still yields an (0, m) result
             stop = min(n, a + step)
-            L = self._linear(block[a:stop], offset + a, 0)
+            L = self._linear(block[a:stop, :], offset + a, 0)
             if b is not None:
                 L += b                  # L is this slice's own buffer: add in place
             Y = self._combine(L, offset + a)
             if stop - a == n:
                 return Y
             if out is None:
-                out = np.empty((n, Y.shape[1]), dtype=Y.dtype)
-            out[a:stop] = Y
+                out = (np.empty((n, Y.shape[1]), dtype=Y.dtype) if isinstance(Y, np.ndarray)
+                       else namespace(Y).empty((n, Y.shape[1]), dtype=Y.dtype, device=Y.device))
+            out[a:stop, ...] = Y
         return out  # type: ignore[return-value]
 
     def _dtype_of(self, block: Any) -> np.dtype:
-        dt = np.dtype(block.dtype)
+        dt = host_dtype(block.dtype)
         return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
 
     def _bytes_per_row(self) -> float:

@@ -172,6 +172,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     (5, 7)
     """
 
+    _array_api_support = True
+
     _accepts_sparse = True
 
     _parameter_constraints = {

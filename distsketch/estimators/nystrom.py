@@ -22,12 +22,12 @@ from distsketch.estimators.nystrom_fold import GramFolding, LandmarkFolding, lan
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel
 from distsketch.ops.linalg import fix_signs
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.validation import Interval, Options, is_dask
-from distsketch.validation.finite import FiniteRows, check_finite_result
+from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
 
@@ -75,9 +75,10 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
     O(c·d) per task.
     """
     n = X.shape[0]
-    if n <= sample_size and not is_dask(X):
+    if n <= sample_size and not is_dask(X) and not is_array_api(X):
         sample = np.asarray(densify(X), dtype=np.float64)
     else:
+        # (another namespace: sampled on its device, k-means on the host sample, as for NumPy)
         _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
     # small dense work on the driver: multi-threaded BLAS is much slower here
     with blas_single_thread():
@@ -198,6 +199,8 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
     >>> Z.shape[0]
     200
     """
+
+    _array_api_support = True
 
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES | {"precomputed"}), "callable"],
@@ -358,6 +361,8 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
 def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
               shift: np.ndarray, *, kernel: Any, params: dict) -> np.ndarray:
     out = nystrom_map(block, row_offset, landmarks, P, kernel=kernel, params=params)
+    if not isinstance(out, np.ndarray):  # the host shift moves to the block's device
+        return out - asarray(shift, like=out, dtype=out.dtype)
     out -= shift.astype(out.dtype)
     return out
 
@@ -413,6 +418,8 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
     AISTATS 2016 (streaming Nyström baseline).
     Williams, Seeger. Using the Nyström method to speed up kernel machines. NIPS 2001.
     """
+
+    _array_api_support = True
 
     _accepts_sparse = True
     # partial_fit keeps the first batch's landmarks: exact sums, but not a refit on all rows
@@ -555,7 +562,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         self._check_is_fitted("components_")
         X = self._check_input(X, reset=False, allow_sparse=True)
         P, shift = self._projection()
-        dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
+        dt = host_dtype(X.dtype) if host_dtype(X.dtype) in (np.float32, np.float64) else np.float64
         return map_blocks(X, FiniteRows(_kpca_map, "NystromKernelPCA transform"),
                           self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
                           kwargs={"kernel": self.kernel, "params": self.kernel_params_},

@@ -25,6 +25,7 @@ from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.ops.countsketch import countsketch
 from distsketch.ops.hadamard import next_pow2, srht
+from distsketch.ops.namespace import typed_scalar
 from distsketch.ops.poly_sketch import (
     BASES,
     leaf_sketch,
@@ -54,7 +55,7 @@ class _PolynomialMixin:
 
     def _scaled(self, L: np.ndarray) -> np.ndarray:
         if self.gamma_ != 1.0:
-            L *= L.dtype.type(np.sqrt(self.gamma_))
+            L *= typed_scalar(np.sqrt(self.gamma_), L.dtype)
         return L
 
     def _constant_row(self) -> np.ndarray:

@@ -70,6 +70,8 @@ class DatabaseFriendlyProjection(RowMapTransformer):
     (5, 200)
     """
 
+    _array_api_support = True
+
     #: the exact kernel the features approximate (no kernel parameter names it);
     #: :func:`distsketch.metrics.model_kernel` compares against it
     _kernel_of_features = "linear"

@@ -88,6 +88,8 @@ class RandomFourierFeatures(RowMapTransformer):
     (100, 64)
     """
 
+    _array_api_support = True
+
     _parameter_constraints = {
         "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": GAMMA_CONSTRAINT,

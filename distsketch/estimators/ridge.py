@@ -50,6 +50,7 @@ from distsketch.estimators.ridge_summary import (
 )
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
+from distsketch.ops.namespace import host_dtype, namespace, to_host
 from distsketch.ops.sketch_solve import (
     centered_normal_equations,
     solve_path_from_eigh,
@@ -184,6 +185,8 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     True
     """
 
+    _array_api_support = True
+
     _parameter_constraints = {
         "features": [None, "estimator"],
         "alpha": [StrOptions({"auto"}), Interval(float, 0, None, closed="neither"),
@@ -273,10 +276,11 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
 
     def _prepare_targets(self, y: Any, n_rows: int) -> tuple[Any, bool]:
         y = check_targets(y, n_rows, where=f"{type(self).__name__}: y")
-        if not is_dask(y) and not np.issubdtype(y.dtype, np.number):
+        if not is_dask(y) and not np.issubdtype(host_dtype(y.dtype), np.number):
             raise InputError(f"{type(self).__name__}: y must be numeric, got dtype {y.dtype}.")
         one_d = y.ndim == 1
-        Y = y.reshape(-1, 1) if one_d else y
+        Y = (y.reshape(-1, 1) if isinstance(y, np.ndarray) or is_dask(y)
+             else namespace(y).reshape(y, (-1, 1))) if one_d else y
         return Y, one_d
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
@@ -291,7 +295,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         fns, ops, counts = feature_block_functions(maps, self._scaler())
         # the classifier's calibration rows ride on this pass (the regressor draws none)
         sampler = self._row_sampler() if sample else None
-        summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], np.dtype(X.dtype).str,
+        summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], host_dtype(X.dtype).str,
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
                                sampler=sampler)
         XY = _stack_xy(X, with_weights(Y, w))
@@ -304,18 +308,18 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                             name="ridge-summary", **mem,
                             where=f"{type(self).__name__} input X and targets y")
         rows = None if sampler is None else self._sampled_rows(
-            sampler, out["sample"], w is not None, np.dtype(X.dtype).str)
+            sampler, out["sample"], w is not None, host_dtype(X.dtype).str)
         return out["maps"], rows
 
     def _store_state(self, state: dict, rows: int | None = None) -> None:
         # n is the total weight of the rows (their number without sample_weight)
         self.n_samples_seen_ = int(state["n"]) if rows is None else int(rows)
         self.weight_sum_ = float(state["n"])
-        self.zsum_ = np.asarray(state["sum"], dtype=np.float64)
-        self.gram_ = np.asarray(state["ztz"], dtype=np.float64)
-        self.zty_ = np.asarray(state["zty"], dtype=np.float64)
-        self.ysum_ = np.asarray(state["ysum"], dtype=np.float64)
-        self.yty_ = np.asarray(state["yty"], dtype=np.float64)
+        self.zsum_ = np.asarray(to_host(state["sum"]), dtype=np.float64)
+        self.gram_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
+        self.zty_ = np.asarray(to_host(state["zty"]), dtype=np.float64)
+        self.ysum_ = np.asarray(to_host(state["ysum"]), dtype=np.float64)
+        self.yty_ = np.asarray(to_host(state["yty"]), dtype=np.float64)
 
     def _state(self) -> dict:
         return {"n": getattr(self, "weight_sum_", self.n_samples_seen_), "sum": self.zsum_,

@@ -11,6 +11,7 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
+    decode_in_namespace,
     decode_labels,
     encode_labels,
     one_vs_rest,
@@ -25,9 +26,10 @@ from distsketch.estimators.ridge_calibration import (
 from distsketch.estimators.ridge_defaults import feature_block_functions
 from distsketch.estimators.ridge_summary import check_sample_weight, cv_folds, map_features
 from distsketch.graph import reduce_blocks
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.summaries.sums import SumSummary
 from distsketch.validation import StrOptions
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["SketchedKernelRidgeClassifier"]
 
@@ -192,6 +194,8 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "choose among alphas).")
         Y = self._encode(y, None)
         w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
+        if is_array_api(X):
+            Y = asarray(Y, like=X)  # labels are encoded on the host; the ±1 targets go to X's device
         for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
             self.__dict__.pop(attr, None)
         super().fit(X, Y, w)
@@ -267,7 +271,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         for g, fold, _, W, c in self._fold_solutions(folds, totals, alphas):
             weights[g][0][fold], weights[g][1][fold] = W, c
         fns, ops, counts = feature_block_functions(maps, self._scaler())
-        chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), np.dtype(X.dtype).str, k, self.seed_)
+        chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), host_dtype(X.dtype).str, k, self.seed_)
         widths = [w[0].shape[2] for w in weights]
         st = reduce_blocks(SumSummary(chunk), _stack_xy(X, Y), *ops,
                            *[a for w in weights for a in w], split_every=self.split_every,
@@ -290,6 +294,8 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         self._check_is_fitted("coef_")
         D = self._decision(X)
         classes = self.classes_
+        if not isinstance(D, np.ndarray) and is_array_api(D):
+            return decode_in_namespace(classes, D)
         if classes.size == 2:
             idx = (D[:, 0] > 0).astype(np.int64)
         else:

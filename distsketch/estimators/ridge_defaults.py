@@ -25,12 +25,14 @@ import numpy as np
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
+from distsketch.validation.finite import is_array_api
 
 __all__ = [
     "DEFAULT_MAX_FEATURES",
@@ -177,8 +179,7 @@ class FeatureBlock:
         self.n_ops = n_ops
 
     def features(self, block: np.ndarray, offset: int, operands: tuple) -> np.ndarray:
-        Z = self.fn(block, offset, *operands[: self.n_ops])
-        return np.asarray(densify(Z), dtype=np.float64)
+        return dense_float64(self.fn(block, offset, *operands[: self.n_ops]))
 
 
 class _PredictBlock(FeatureBlock):
@@ -187,6 +188,8 @@ class _PredictBlock(FeatureBlock):
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
         Z = self.features(block, offset, operands)
         W, c = operands[self.n_ops], operands[self.n_ops + 1]
+        if not isinstance(Z, np.ndarray):  # host W and c move to the features' device
+            W, c = asarray(W, like=Z), asarray(c, like=Z)
         # chunking-invariant rows: the same GEMM shape whatever the block
         return row_stable_matmul(Z, W, offset) + c[None, :]
 
@@ -195,11 +198,15 @@ class _PredictBlock(FeatureBlock):
 
 def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
     """``(X − mean) / scale`` in X's float type (float64 for integer input); lazy on dask."""
-    dt = X.dtype if np.dtype(X.dtype).kind == "f" else np.dtype(np.float64)
+    dt = host_dtype(X.dtype) if host_dtype(X.dtype).kind == "f" else np.dtype(np.float64)
     mu = np.asarray(mean, dtype=np.float64).astype(dt)
     sd = np.asarray(scale, dtype=np.float64).astype(dt)
     if is_dask(X):
         return ((X.astype(dt) - mu) / sd).astype(dt)
+    if not isinstance(X, np.ndarray) and is_array_api(X):
+        xp = namespace(X)  # in X's namespace, on its device; the statistics move there once
+        xdt = xp_dtype(xp, host_dtype(dt))
+        return (xp.astype(X, xdt) - asarray(mu, like=X)) / asarray(sd, like=X)
     return ((np.asarray(X, dtype=dt) - mu) / sd).astype(dt, copy=False)
 
 
@@ -215,12 +222,18 @@ def fit_scaler(X: Any, where: str, sampler: Any = None) -> tuple[np.ndarray, np.
     if sampler is None:
         state = reduce_blocks(ColumnMoments(), X, bytes_per_row=16.0 * d, fixed_bytes=24.0 * d,
                               name="ridge-standardize", where=where)
-        return (*column_scale(state), None)
+        return (*_host_scale(state), None)
     k = int(sampler.n_samples)
     state = reduce_blocks(MomentsAndSample(sampler), X, bytes_per_row=8.0 * (3 * d + 2),
                           fixed_bytes=24.0 * d + 16.0 * k * (d + 2), name="ridge-standardize",
                           where=where)
-    return (*column_scale(state["moments"]), sampler.finalize(state["sample"]))
+    return (*_host_scale(state["moments"]), sampler.finalize(state["sample"]))
+
+
+def _host_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:
+    # the d column statistics are learned attributes: host NumPy whatever the input's namespace
+    mean, scale = column_scale(state)
+    return to_host(mean), to_host(scale)
 
 
 def wants_median_gamma(features: Any) -> bool:
@@ -270,7 +283,7 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
     evals, evecs = np.linalg.eigh(A)
     evals = np.clip(evals, 0.0, None)
     q2 = ((evecs.T @ b) ** 2).sum(axis=1)                       # (m,)
-    yty = np.diag(np.atleast_2d(np.asarray(state["yty"], dtype=np.float64)))
+    yty = np.diag(np.atleast_2d(np.asarray(to_host(state["yty"]), dtype=np.float64)))
     yy = float(np.sum(yty - n * ym ** 2)) if fit_intercept else float(np.sum(yty))
     scale = max(float(evals.sum()) / max(evals.size, 1), np.finfo(np.float64).tiny)
     alphas = scale * np.asarray(grid, dtype=np.float64)

@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from distsketch.graph import as_dask, hstack_blocks, plan_rows
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, densify, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "unpack_gram", "with_weights"]
 
@@ -83,11 +84,17 @@ class RidgeSummary(SumMerge, Summary):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         d = self.n_features
-        X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
-        y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
-        w = np.asarray(block[:, -1], dtype=np.float64) if self.weighted else None
+        if isinstance(block, np.ndarray) or not is_array_api(block):
+            X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
+            y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
+            w = np.asarray(block[:, -1], dtype=np.float64) if self.weighted else None
+        else:  # a block of another namespace: the same columns, on its device
+            xp = namespace(block)
+            X = xp.astype(block[:, :d], xp_dtype(xp, self.x_dtype))
+            y = xp.astype(block[:, d:d + self.n_targets], xp.float64)
+            w = xp.astype(block[:, -1], xp.float64) if self.weighted else None
         if self.n_folds:
-            fold = cv_folds(self.seed, row_offset, X.shape[0], self.n_folds)
+            fold = asarray(cv_folds(self.seed, row_offset, X.shape[0], self.n_folds), like=X)
         out: list[Any] = []
         for Z in map_features(self.functions, self.n_operands, X, row_offset, operands):
             if self.n_folds:
@@ -126,7 +133,15 @@ def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row
     for fn, k in zip(functions, n_operands):
         Z = fn(X, row_offset, *operands[pos:pos + k])
         pos += k
-        yield np.asarray(densify(Z), dtype=np.float64)
+        yield dense_float64(Z)
+
+
+def dense_float64(Z: Any) -> Any:
+    """Features ``Z`` dense and float64: NumPy for NumPy or sparse ``Z``, else in ``Z``'s namespace."""
+    Z = densify(Z)
+    if isinstance(Z, np.ndarray) or not is_array_api(Z):
+        return np.asarray(Z, dtype=np.float64)
+    return asarray(Z, like=Z, dtype=np.float64)
 
 
 def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
@@ -134,19 +149,29 @@ def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
     if w is None:
         return covariance_state(Z, y)
     Zw, yw = Z * w[:, None], y * w[:, None]
+    if not isinstance(Z, np.ndarray):
+        xp = namespace(Z, y, w)
+        return {"n": float(xp.sum(w)), "sum": xp.sum(Zw, axis=0), "ztz": Zw.T @ Z,
+                "zty": Zw.T @ y, "ysum": xp.sum(yw, axis=0), "yty": yw.T @ y}
     return {"n": float(w.sum()), "sum": Zw.sum(axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
             "ysum": yw.sum(axis=0), "yty": yw.T @ y}
 
 
 def pack_gram(state: dict) -> dict:
     """The state with ``ztz`` as its upper triangle, row by row (a symmetric matrix's half)."""
-    m = state["ztz"].shape[0]
-    return {**state, "ztz": state["ztz"][np.triu_indices(m)]}
+    ztz = state["ztz"]
+    m = ztz.shape[0]
+    if isinstance(ztz, np.ndarray):
+        return {**state, "ztz": ztz[np.triu_indices(m)]}
+    # another namespace: the same entries by flat index, gathered on the state's device
+    i, j = np.triu_indices(m)
+    xp = namespace(ztz)
+    return {**state, "ztz": xp.take(xp.reshape(ztz, (-1,)), asarray(i * m + j, like=ztz))}
 
 
 def unpack_gram(state: dict) -> dict:
     """The state of :func:`pack_gram` with the symmetric m × m ``ztz`` restored."""
-    packed = np.asarray(state["ztz"])
+    packed = np.asarray(to_host(state["ztz"]))
     m = (math.isqrt(8 * packed.size + 1) - 1) // 2
     full = np.zeros((m, m))
     full[np.triu_indices(m)] = packed
@@ -159,7 +184,8 @@ def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarr
     from distsketch.errors import InputError
     from distsketch.graph import to_numpy
 
-    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else sample_weight,
+    # row weights are checked on the host (one number per row) and move with the targets
+    w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else to_host(sample_weight),
                    dtype=np.float64)
     w = np.full(n_rows, float(w)) if w.ndim == 0 else w
     if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
@@ -173,15 +199,25 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
     if w is None:
         return Y
     if is_dask(Y):
-        return hstack_blocks(Y.astype(np.float64), w[:, None])
+        # on the device of Y's blocks (a dask array of CuPy blocks takes CuPy weights)
+        return hstack_blocks(Y.astype(np.float64), asarray(w[:, None], like=Y._meta))
+    if not isinstance(Y, np.ndarray) and is_array_api(Y):
+        xp = namespace(Y)  # the host weights move to the targets' device
+        return xp.concat([xp.astype(Y, xp.float64), asarray(w[:, None], like=Y)], axis=1)
     return np.hstack([np.asarray(Y, dtype=np.float64), w[:, None]])
 
 
 def _stack_xy(X: Any, Y: Any) -> Any:
     """Targets appended as the last columns of X, row blocks aligned."""
     if is_dask(X):
-        return hstack_blocks(X.astype(np.float64),
-                             Y.astype(np.float64) if is_dask(Y) else np.asarray(Y, np.float64))
+        # X and y from different array libraries: an InputError naming what to do
+        namespace(X._meta, getattr(Y, "_meta", Y))
+        return hstack_blocks(X.astype(np.float64), Y.astype(np.float64) if is_dask(Y) else
+                             asarray(Y, like=Y, dtype=np.float64))
+    if not isinstance(X, np.ndarray) and is_array_api(X):
+        xp = namespace(X, Y)  # an InputError when X and y come from different libraries
+        # in-memory blocks of another namespace run in this process (no dask array of them)
+        return xp.concat([xp.astype(X, xp.float64), xp.astype(Y, xp.float64)], axis=1)
     XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
     rows = plan_rows(X).plan.block_rows
     return as_dask(XY, block_rows=rows)

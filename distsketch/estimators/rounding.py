@@ -11,6 +11,7 @@ from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
+from distsketch.ops.namespace import asarray, namespace, to_host
 from distsketch.ops.rounding import (
     expected_nonzeros,
     hoeffding_bound,
@@ -24,7 +25,7 @@ from distsketch.ops.rounding import (
 )
 from distsketch.ops.sparsify import kernel_bound
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows
+from distsketch.validation.finite import FiniteRows, is_array_api
 
 __all__ = ["RoundedExpansion", "expansion_from_model"]
 
@@ -91,11 +92,27 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
 def _expansion_block(block: Any, offset: int, support: np.ndarray, coef: np.ndarray,
                      intercept: np.ndarray, kernel: Any, params: dict, rows: int) -> np.ndarray:
     kfun = kernel_function(kernel, **params)
+    if not isinstance(block, np.ndarray) and is_array_api(block):
+        return _expansion_block_xp(block, kfun, support, coef, intercept, rows)
     B = np.asarray(block, dtype=np.float64)
     out = np.empty((B.shape[0], coef.shape[1]))
     for i in range(0, B.shape[0], rows):
         out[i:i + rows] = kfun(B[i:i + rows], support) @ coef + intercept
     return out
+
+
+def _expansion_block_xp(block: Any, kfun: Any, support: np.ndarray, coef: np.ndarray,
+                        intercept: np.ndarray, rows: int) -> Any:
+    # a block of another namespace: the same row tiles on its device (the support points and
+    # coefficients move there once per block)
+    xp = namespace(block)
+    B = xp.astype(block, xp.float64)
+    S, C, b = (asarray(a, like=B, dtype=np.float64) for a in (support, coef, intercept))
+    n = B.shape[0]
+    parts = [kfun(B[i:min(i + rows, n), :], S) @ C + b for i in range(0, n, rows)]
+    if not parts:
+        return xp.zeros((0, coef.shape[1]), dtype=xp.float64, device=B.device)
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
 class RoundedExpansion(TransformerMixin, DistsketchEstimator):
@@ -213,6 +230,8 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
     (4,)
     """
 
+    _array_api_support = True
+
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": GAMMA_CONSTRAINT,
@@ -280,8 +299,10 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
                     "fit(support, coef) needs one coefficient (row) per support point.")
             support = X
         support = self._check_input(support, reset=True, dtype=np.float64)
-        support = np.asarray(support)
-        coef = np.asarray(coef, dtype=np.float64)
+        # the expansion is rounded on the host: its support points and coefficients become
+        # learned attributes (host NumPy whatever the input's namespace)
+        support = np.asarray(to_host(support))
+        coef = np.asarray(to_host(coef), dtype=np.float64)
         if coef.ndim not in (1, 2) or coef.shape[0] != support.shape[0]:
             raise InputError(
                 f"coef has shape {coef.shape} but there are {support.shape[0]} support points; "

@@ -21,12 +21,12 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import asarray, densify, float_dtype, host_dtype, namespace, to_host
 from distsketch.ops.rff import RFF_FORMS, rff_map
 from distsketch.summaries.covariance import Covariance, covariance_state
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows, check_finite_result
+from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
 
 __all__ = ["StreamingKernelPCA"]
 
@@ -50,16 +50,32 @@ class _RFFRows:
         return ("distsketch.skpca.rff-rows",)
 
 
+def _embed_rows_xp(block: Any, offset: int, W: np.ndarray, b: np.ndarray, V: np.ndarray) -> Any:
+    # a block of another namespace: the same row slices and row-stable products, in its
+    # namespace (no reused out= buffers there); V moves to the block's device once
+    xp = namespace(block)
+    dt = float_dtype(block)
+    Vd = asarray(V, like=block, dtype=dt)
+    n = block.shape[0]
+    parts = [row_stable_matmul(rff_map(block[a: min(a + _MAP_ROWS, n), :], W, b, offset + a), Vd,
+                               offset + a) for a in range(0, n, _MAP_ROWS)]
+    if not parts:
+        return xp.zeros((0, V.shape[1]), dtype=dt, device=block.device)
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
 def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
                 V: np.ndarray) -> np.ndarray:
     # features then projection, both row-stable (a row's embedding is bitwise the
     # same for every chunking), _MAP_ROWS rows at a time into a reused buffer so
     # the n × m features of a block never exist at once
     n = block.shape[0]
+    if not isinstance(block, np.ndarray) and is_array_api(block):
+        return _embed_rows_xp(block, offset, W, b, V)
     buf = None
     out = None
     for a in range(0, n, _MAP_ROWS):
-        part = block[a: a + _MAP_ROWS]
+        part = block[a: a + _MAP_ROWS, :]
         rows = part.shape[0]
         if buf is None:
             dt = np.dtype(part.dtype) if np.dtype(part.dtype) in (np.float32, np.float64) \
@@ -86,10 +102,14 @@ class _BlockedCovariance(Covariance):
         # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
         # fresh features, their float64 copy and the slice's Gram cost ~32 MiB of new
         # pages per 2048 rows, and page faults do not scale with the cores busy.
+        if not isinstance(block, np.ndarray) and is_array_api(block):
+            # a block of another namespace: Covariance's own chunk, on the block's device
+            # (the reused host buffers below are a NumPy-only economy)
+            return super().chunk(block, row_offset, *operands)
         n = block.shape[0]
         state, gram, zbuf, z64 = None, None, None, None
         for a in range(0, max(n, 1), _MAP_ROWS):
-            part = block[a: a + _MAP_ROWS]
+            part = block[a: a + _MAP_ROWS, :]
             rows = part.shape[0]
             if hasattr(part, "tocsr") or not isinstance(self.transform, _RFFRows) or rows == 0:
                 Z = self.transform(part, row_offset + a, *operands)
@@ -231,6 +251,8 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     (2000, 5)
     """
 
+    _array_api_support = True
+
     _accepts_sparse = True
 
     _parameter_constraints = {
@@ -302,7 +324,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
         m = int(self.n_random_features)
         d = int(X.shape[1])
-        itemsize = np.dtype(X.dtype).itemsize
+        itemsize = host_dtype(X.dtype).itemsize
         feat = itemsize if itemsize == 4 else 8
         state_bytes = self._state_bytes()
         fixed = d * m * 8 + m * 8 + _MAP_ROWS * m * (feat + 8) + state_bytes
@@ -315,13 +337,13 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         k = int(self.n_components)
         self.n_samples_seen_ = int(state["n"])
         if self.method == "fd":
-            self.sketch_ = np.asarray(state["sketch"], dtype=np.float64)
+            self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
             self.shrinkage_ = float(state["shrinkage"])
             self.sq_frobenius_ = float(state["sq_frobenius"])
             Vt, s = fd_sketch_components(self.sketch_)
         else:
-            self.covariance_ = np.asarray(state["ztz"], dtype=np.float64)
-            self.feature_sum_ = np.asarray(state["sum"], dtype=np.float64)
+            self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
+            self.feature_sum_ = np.asarray(to_host(state["sum"]), dtype=np.float64)
             self.sq_frobenius_ = float(np.trace(self.covariance_))
             Vt, s = _eig_components(self.covariance_)
         self.components_ = np.ascontiguousarray(Vt[:k])
@@ -357,7 +379,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self.kernel_params_ = params
         self.features_ = RandomFourierFeatures(
             kernel=self.kernel, gamma=params["gamma"], n_components=self.n_random_features,
-            orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1])
+            orthogonal=self.orthogonal, form=self.rff_form, random_state=seed).fit(X[:1, :])
         self._set_state(self._reduce(X))
         return self
 
@@ -409,7 +431,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         """
         self._check_is_fitted("components_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        dt = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else \
+        dt = host_dtype(X.dtype) if host_dtype(X.dtype) in (np.float32, np.float64) else \
             np.dtype(np.float64)
         m = int(self.n_random_features)
         k = int(self.components_.shape[0])

@@ -31,7 +31,7 @@ from dask.layers import ArrayValuesDep
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, task_blas
-from distsketch.ops.namespace import is_sparse
+from distsketch.ops.namespace import is_sparse, to_host
 from distsketch.validation.finite import check_finite_rows
 
 __all__ = ["as_operand", "block_starts", "map_rows", "merge_tree", "row_offsets", "tree_reduce",
@@ -62,7 +62,7 @@ def as_operand(value: Any) -> da.Array:
     """Wrap a NumPy operand as a one-chunk dask array (one key in the graph)."""
     if isinstance(value, da.Array):
         return value.rechunk(value.shape) if value.npartitions > 1 else value
-    arr = np.asarray(value)
+    arr = np.asarray(to_host(value))  # host operands; tasks move them to their block's device
     return da.from_array(arr, chunks=arr.shape or (), name="operand-" + tokenize(arr))
 
 

@@ -38,6 +38,7 @@ from dask.utils import format_bytes
 from distsketch.errors import MemoryBudgetError
 from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
 from distsketch.graph.budget import memory_fraction
+from distsketch.graph.inprocess import InProcessBlocks
 from distsketch.graph.planner import (
     INPUT_BLOCK_BYTES,
     MIN_PLANNED_ROWS,
@@ -49,6 +50,8 @@ from distsketch.graph.planner import (
     log_plan,
 )
 from distsketch.graph.runtime import active_client, compute, compute_array
+from distsketch.ops.namespace import host_dtype, host_tree, to_host
+from distsketch.validation.finite import is_array_api
 
 __all__ = [
     "INPUT_BLOCK_BYTES",
@@ -131,7 +134,7 @@ def input_bytes_per_row(X: Any) -> int:
         n = max(1, X.shape[0])
         return 12 * max(1, X.nnz // n)
     width = X.shape[1] if len(X.shape) > 1 else 1
-    return max(1, int(width) * np.dtype(X.dtype).itemsize)
+    return max(1, int(width) * host_dtype(X.dtype).itemsize)
 
 
 def _check_store_chunk(chunk_rows: int, row_bytes: int, rule: BlockPlan, where: str) -> None:
@@ -297,19 +300,25 @@ class RowBlocks:
         if lazy:
             return red
         if self._in_driver():
-            return compute(red, progress=False, scheduler="sync")[0]
-        return compute(red, progress=progress)[0]
+            state = compute(red, progress=False, scheduler="sync")[0]
+        else:
+            state = compute(red, progress=progress)[0]
+        # blocks of another namespace (dask of CuPy) merged on their device: the small merged
+        # state comes to the host, where fits finalise it and keep their learned attributes
+        return host_tree(state) if is_array_api(getattr(self.data, "_meta", None)) else state
 
 
 def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
               block_rows: int | None = None, row_start: int = 0,
-              align: int | None = None) -> RowBlocks:
+              align: int | None = None) -> RowBlocks | InProcessBlocks:
     """Plan the row blocks of ``X`` for one stage.
 
     Parameters
     ----------
-    X : ndarray, sparse matrix or dask array of shape (n, d)
-        NumPy is cut to the plan; a dask array's blocks larger than the plan
+    X : ndarray, sparse matrix, array of another namespace or dask array of shape (n, d)
+        NumPy is cut to the plan; an in-memory array of another namespace
+        (CuPy, array-api-strict) gets the same plan and runs in this process
+        (:class:`~distsketch.graph.inprocess.InProcessBlocks`); a dask array's blocks larger than the plan
         are split (re-read at the planned size when its reader registered
         with :func:`register_row_source`), smaller ones kept.
     bytes_per_row : float, optional
@@ -330,6 +339,8 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     RowBlocks
     """
     lazy = isinstance(X, da.Array)
+    if not lazy and is_array_api(X):
+        return _in_process(X, bytes_per_row, fixed_bytes, block_rows, row_start, align)
     if not lazy and not hasattr(X, "tocsr"):
         X = np.asarray(X)
     row_bytes = input_bytes_per_row(X)
@@ -367,6 +378,17 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     return RowBlocks(data, plan, row_start, lazy, bytes_per_row, fixed_bytes)
 
 
+def _in_process(X: Any, bytes_per_row: float | None, fixed_bytes: float,
+                block_rows: int | None, row_start: int, align: int | None) -> InProcessBlocks:
+    # an in-memory array of another namespace: NumPy's plan, run in this process
+    row_bytes = input_bytes_per_row(X)
+    rule = choose_block_rows(X.shape[0], row_bytes, bytes_per_row, fixed_bytes, align=align)
+    plan = rule if block_rows is None else _plan_of(
+        _cut(X.shape[0], int(block_rows)), row_bytes, bytes_per_row, fixed_bytes, like=rule,
+        limit="block_rows")
+    return InProcessBlocks(X, plan, row_start, bytes_per_row, fixed_bytes)
+
+
 def map_blocks(X: Any, func: Callable[..., np.ndarray], *operands: Any, n_out: int, dtype: Any,
                kwargs: dict | None = None, bytes_per_row: float | None = None,
                fixed_bytes: float = 0.0, row_start: int = 0, block_rows: int | None = None,
@@ -399,7 +421,7 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
 
 
 def to_numpy(X: Any) -> np.ndarray:
-    """Materialise a (small) dask or NumPy array."""
+    """Materialise a (small) dask or NumPy array (an array of another namespace: a host copy)."""
     if isinstance(X, da.Array):
-        return compute(X, progress=False)[0]
-    return np.asarray(X)
+        return to_host(compute(X, progress=False)[0])
+    return np.asarray(to_host(X))

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["as_block", "asarray", "copy_array", "densify", "device_of", "float_dtype", "host_dtype",
-           "inplace", "is_numpy", "is_sparse", "namespace", "to_host", "typed_scalar", "xp_dtype", "zeros"]
+           "host_tree", "inplace", "is_numpy", "is_sparse", "namespace", "to_host", "typed_scalar",
+           "xp_dtype", "zeros"]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
@@ -109,6 +110,23 @@ def to_host(x: Any) -> Any:
         return np.from_dlpack(x)
     except (TypeError, RuntimeError, BufferError, AttributeError):
         return np.asarray(x)
+
+
+def host_tree(state: Any) -> Any:
+    """``state`` (nested dicts, lists and tuples of arrays) with every array as NumPy.
+
+    For the small merged summaries a fit finalises on the host on purpose
+    (eigendecompositions, solves) and keeps as learned attributes.
+    """
+    if isinstance(state, dict):
+        return {k: host_tree(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(host_tree(v) for v in state)
+    if state is None or isinstance(state, (np.ndarray, *_SCALARS)) or _is_scipy_sparse(state):
+        return state
+    import array_api_compat
+
+    return to_host(state) if array_api_compat.is_array_api_obj(state) else state
 
 
 def densify(x: Any) -> Any:

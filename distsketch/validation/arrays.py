@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import InputError
+from distsketch.ops.namespace import host_dtype, namespace, to_host, xp_dtype
 from distsketch.validation.finite import (
     cast_checked,
     check_finite_rows,
     check_finite_targets,
     first_out_of_range,
+    is_array_api,
     is_dask,
     narrows,
 )
@@ -92,6 +94,8 @@ def check_input(
         X = X.astype(target, copy=False)
         check_finite_rows(X, 0, where)
         return X
+    if is_array_api(X):
+        return _check_array_api(X, where, dtype, min_rows)
     if not is_dask(X):
         try:
             X = np.asarray(X)
@@ -118,12 +122,37 @@ def check_input(
     return X
 
 
+def _check_array_api(X: Any, where: str, dtype: Any, min_rows: int) -> Any:
+    """:func:`check_input` for an in-memory array of another namespace (CuPy, array-api-strict).
+
+    The same checks as for NumPy, computed in the array's namespace and on its
+    device (only per-row flags come to the host); the array stays where it is.
+    """
+    xp = namespace(X)
+    current = host_dtype(X.dtype)
+    check_shape_dtype(X.shape, current, where, min_rows)
+    target = _target_dtype(current, dtype)
+    if current != target:
+        if narrows(current, target) and np.issubdtype(target, np.floating):
+            too_large = xp.isfinite(X) & (xp.abs(X) > float(np.finfo(target).max))
+            rows = np.flatnonzero(np.asarray(to_host(xp.any(too_large, axis=1))))
+            if rows.size:
+                raise InputError(
+                    f"{where}: row {int(rows[0])} holds a value which {target} cannot represent "
+                    f"(converting {current} to {target} would change it). Use dtype=float64 "
+                    "(CLI: --dtype) or rescale the data first.")
+        X = xp.astype(X, xp_dtype(xp, target))
+    check_finite_rows(X, 0, where)
+    return X
+
+
 def _cast_dask(X: Any, target: np.dtype, where: str) -> Any:
     """Lazy cast; a narrowing one checks each block's range and names its global row."""
     if not narrows(X.dtype, target):
         return X.astype(target)  # widening: no check needed, the graph stays as it was
+    # the meta follows the input's blocks (a dask array of CuPy blocks stays one)
     return X.map_blocks(_cast_block, target, where, dtype=target,  # type: ignore[arg-type]
-                        meta=np.empty((0, 0), dtype=target))
+                        meta=X._meta.astype(target))
 
 
 def _cast_block(block: np.ndarray, target: np.dtype, where: str,
@@ -196,7 +225,9 @@ def check_targets(y: Any, n_rows: int, *, where: str = "y") -> Any:
     """Validate regression/classification targets aligned with ``n_rows`` rows."""
     if y is None:
         raise InputError(f"{where}: this estimator requires y to be passed, but the target y is None.")
-    if not is_dask(y):
+    if is_array_api(y):
+        pass  # checked in its own namespace below (no copy to the host)
+    elif not is_dask(y):
         y = np.asarray(y)
         if y.dtype == object:
             try:

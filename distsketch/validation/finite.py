@@ -32,7 +32,7 @@ from dask.base import tokenize
 
 from distsketch.errors import InputError
 from distsketch.ops.kernels import check_row_magnitude
-from distsketch.ops.namespace import densify
+from distsketch.ops.namespace import densify, is_numpy, namespace, to_host
 
 __all__ = [
     "FiniteRows",
@@ -46,6 +46,7 @@ __all__ = [
     "check_magnitude",
     "first_nonfinite_row",
     "first_out_of_range",
+    "is_array_api",
     "is_dask",
     "narrows",
 ]
@@ -98,6 +99,8 @@ def first_nonfinite_row(values: Any) -> int | None:
     when one is not.
     """
     sparse = hasattr(values, "tocsr")
+    if not sparse and not isinstance(values, np.ndarray) and is_array_api(values):
+        return _first_nonfinite_row_xp(values)
     data = values.data if sparse else np.asarray(values)
     if not np.issubdtype(data.dtype, np.inexact):
         return None
@@ -110,6 +113,30 @@ def first_nonfinite_row(values: Any) -> int | None:
         return int(rows.min())
     per_row = ok.reshape(ok.shape[0], -1) if ok.ndim > 1 else ok.reshape(-1, 1)
     return int(np.flatnonzero(~per_row.all(axis=1))[0])
+
+
+def is_array_api(values: Any) -> bool:
+    """True for an array of a non-NumPy array-API library (CuPy, ``array-api-strict``)."""
+    if isinstance(values, np.ndarray) or is_dask(values) or hasattr(values, "tocsr"):
+        return False
+    import array_api_compat
+
+    return bool(array_api_compat.is_array_api_obj(values)) and not is_numpy(namespace(values))
+
+
+def _first_nonfinite_row_xp(values: Any) -> int | None:
+    # the same check in the array's own namespace: only the per-row flags come to the host
+    xp = namespace(values)
+    if not xp.isdtype(values.dtype, ("real floating", "complex floating")):
+        return None
+    ok = xp.isfinite(values)
+    if bool(xp.all(ok)):  # one scalar back in the common case
+        return None
+    if values.ndim == 0:
+        return 0
+    per_row = xp.all(xp.reshape(ok, (ok.shape[0], -1)), axis=1)
+    bad = np.flatnonzero(~np.asarray(to_host(per_row)))
+    return int(bad[0]) if bad.size else None
 
 
 def check_finite_rows(block: Any, row_start: int = 0, where: str = "input") -> None:
@@ -212,7 +239,8 @@ def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
     row = first_nonfinite_row(block)
     if row is None:
         return block
-    bad = densify(block[row]) if hasattr(block, "tocsr") else np.atleast_1d(np.asarray(block))[row]
+    bad = densify(block[row]) if hasattr(block, "tocsr") else \
+        np.atleast_1d(np.asarray(to_host(block)))[row]
     kind = "NaN" if np.isnan(bad).any() else "Inf"
     raise InputError(f"stage {stage!r} produced {kind} at row {row_start + row}: the input row "
                      f"or the parameters overflow the computation. {_FIX}")
@@ -227,7 +255,7 @@ def check_finite_result(*values: Any, stage: str) -> None:
     for value in values:
         if value is None:
             continue
-        arr = np.asarray(value)
+        arr = np.asarray(to_host(value))
         if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
             kind = "NaN" if np.isnan(arr).any() else "Inf"
             raise InputError(f"stage {stage!r} produced {kind} (shape {arr.shape}): the data or "

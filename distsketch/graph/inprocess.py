@@ -1,0 +1,98 @@
+"""Row blocks of an in-memory array of another namespace, run in this process.
+
+dask cannot hold every array library's arrays as blocks (it calls NumPy
+functions on them: ``array-api-strict`` arrays refuse), and a CuPy array
+already in GPU memory gains nothing from a scheduler on one device.  Such an
+input runs through the same plan as NumPy input, here: the planner's row
+blocks, each task's function called in row order with the global row of its
+first row, summary states merged by the same tree as
+:func:`~distsketch.graph.blocks.merge_tree` (the same fan-in, so the same
+results as dask's synchronous scheduler), map outputs concatenated in the
+input's namespace.  Operands stay host arrays: each task moves them to its
+block's device (:func:`distsketch.ops.namespace.asarray`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from distsketch.graph.blocks import _BlockTask
+from distsketch.graph.budget import check_task_memory
+from distsketch.graph.planner import BlockPlan, choose_fan_in, log_plan
+from distsketch.graph.runtime import task_blas
+from distsketch.ops.namespace import host_tree, namespace
+
+__all__ = ["InProcessBlocks"]
+
+
+class InProcessBlocks:
+    """Planned row blocks of an in-memory non-NumPy array (see the module docstring).
+
+    The same ``map`` / ``reduce`` interface as :class:`~distsketch.graph.plan.RowBlocks`;
+    ``data`` is the array itself.
+    """
+
+    lazy = False
+
+    def __init__(self, data: Any, plan: BlockPlan, row_start: int,
+                 bytes_per_row: float | None, fixed_bytes: float):
+        self.data = data
+        self.plan = plan
+        self.row_start = int(row_start)
+        self.bytes_per_row = bytes_per_row
+        self.fixed_bytes = float(fixed_bytes)
+
+    def _blocks(self) -> list[tuple[int, Any]]:
+        # (global first row, block) for each planned block, in row order
+        n, rows = int(self.data.shape[0]), max(1, int(self.plan.block_rows))
+        return [(self.row_start + s, self.data[s:min(n, s + rows), ...])
+                for s in range(0, max(n, 1), rows)]
+
+    def map(self, func: Callable[..., Any], *operands: Any, n_out: int, dtype: Any,
+            kwargs: dict | None = None, name: str = "map-rows", check_finite: bool = True,
+            where: str = "input", progress: bool | None = None) -> Any:
+        """``func(block, row_start_of_block, *operands, **kwargs)`` on every block, concatenated.
+
+        Returns
+        -------
+        array of the input's namespace, shape (n, n_out)
+        """
+        self.plan = log_plan(self.plan, name)
+        if self.bytes_per_row is not None:
+            check_task_memory(name, self.plan.block_rows, self.bytes_per_row, self.fixed_bytes)
+        task = _BlockTask(func, dict(kwargs or {}), check_finite, where, self.bytes_per_row,
+                          self.fixed_bytes)
+        outs = [task(block, start, *operands) for start, block in self._blocks()]
+        return outs[0] if len(outs) == 1 else namespace(*outs).concat(outs, axis=0)
+
+    def reduce(self, summary: Any, *operands: Any, split_every: int = 8, name: str | None = None,
+               check_finite: bool = True, where: str = "input", progress: bool | None = None,
+               lazy: bool = False, state_bytes: float | None = None) -> Any:
+        """Chunk every block and merge the states ``fan_in`` at a time, level by level.
+
+        The states are computed and merged on the input's device; the merged
+        state is returned as host NumPy (learned attributes are host arrays).
+
+        ``lazy=True`` has no graph to return here: the merged state is computed
+        all the same.
+        """
+        label = name or type(summary).__name__.lower()
+        fan, depth = choose_fan_in(self.plan.n_blocks, split_every, state_bytes,
+                                   budget=self.plan.budget, what=label)
+        self.plan = log_plan(BlockPlan(
+            self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
+            budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
+            source=self.plan.source, fan_in=fan, depth=depth), label)
+        task = _BlockTask(summary.chunk, {}, check_finite, where, self.bytes_per_row,
+                          self.fixed_bytes)
+        states = [task(block, start, *operands) for start, block in self._blocks()]
+        # the fan-in tree_reduce gives dask (without the budget), so the merges are the same
+        fan, _ = choose_fan_in(len(states), split_every, state_bytes, what=label)
+        while True:  # merge_tree's grouping: consecutive states; the root is always a merge
+            groups = [states[i:i + fan] for i in range(0, len(states), fan)]
+            with task_blas():
+                states = [summary.merge(group) for group in groups]
+            if len(groups) == 1:
+                # the merged state is small: it comes to the host for the fit's finalisation
+                return host_tree(states[0])
