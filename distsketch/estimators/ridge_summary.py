@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.graph import as_dask, hstack_blocks, plan_rows
-from distsketch.ops.namespace import asarray, densify, namespace, to_host, xp_dtype
+from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import covariance_state
@@ -126,8 +126,11 @@ def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row
                  operands: tuple) -> Iterator[np.ndarray]:
     """Each map's dense float64 features of the rows X, map ``g`` taking its own operands.
 
-    ``operands`` holds the operands of every map in turn (``n_operands[g]``
-    for map ``g``); anything after them is left to the caller.
+    Float64 whatever the input: a ridge solve amplifies the Gram's rounding
+    by cond(ZᵀZ + αI), and float32 products are not within its tolerance
+    when α is small (docs/architecture.md, "Precision").  ``operands`` holds
+    the operands of every map in turn (``n_operands[g]`` for map ``g``);
+    anything after them is left to the caller.
     """
     pos = 0
     for fn, k in zip(functions, n_operands):
@@ -208,16 +211,23 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
 
 
 def _stack_xy(X: Any, Y: Any) -> Any:
-    """Targets appended as the last columns of X, row blocks aligned."""
+    """Targets appended as the last columns of X, row blocks aligned.
+
+    The blocks take the common dtype of X and the targets (float32 X and
+    float32 targets stay float32); each block is stacked in its own task, so
+    no copy of the whole input (in another dtype) is made on the driver.
+    """
+    dt = np.result_type(host_dtype(X.dtype), host_dtype(Y.dtype), np.float32)
     if is_dask(X):
         # X and y from different array libraries: an InputError naming what to do
         namespace(X._meta, getattr(Y, "_meta", Y))
-        return hstack_blocks(X.astype(np.float64), Y.astype(np.float64) if is_dask(Y) else
-                             asarray(Y, like=Y, dtype=np.float64))
+        return hstack_blocks(X.astype(dt), Y.astype(dt) if is_dask(Y) else
+                             asarray(Y, like=Y, dtype=dt))
     if not isinstance(X, np.ndarray) and is_array_api(X):
         xp = namespace(X, Y)  # an InputError when X and y come from different libraries
         # in-memory blocks of another namespace run in this process (no dask array of them)
-        return xp.concat([xp.astype(X, xp.float64), xp.astype(Y, xp.float64)], axis=1)
-    XY = np.hstack([np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)])
+        dx = xp_dtype(xp, dt)
+        return xp.concat([xp.astype(X, dx), xp.astype(Y, dx)], axis=1)
+    X = np.asarray(X)
     rows = plan_rows(X).plan.block_rows
-    return as_dask(XY, block_rows=rows)
+    return hstack_blocks(as_dask(X, block_rows=rows).astype(dt), np.asarray(Y, dtype=dt))

@@ -106,8 +106,10 @@ class _BlockedCovariance(Covariance):
             # a block of another namespace: Covariance's own chunk, on the block's device
             # (the reused host buffers below are a NumPy-only economy)
             return super().chunk(block, row_offset, *operands)
+        # Float32 features are multiplied in float32 and summed into the float64 state
+        # (covariance_state's scheme); float64 features exactly as before.
         n = block.shape[0]
-        state, gram, zbuf, z64 = None, None, None, None
+        state, gram, zbuf = None, None, None
         for a in range(0, max(n, 1), _MAP_ROWS):
             part = block[a: a + _MAP_ROWS, :]
             rows = part.shape[0]
@@ -118,19 +120,17 @@ class _BlockedCovariance(Covariance):
                 if zbuf is None:
                     zbuf = np.empty((min(n, _MAP_ROWS), self._width(operands)),
                                     dtype=part.dtype if part.dtype == np.float32 else np.float64)
-                    z64 = zbuf if zbuf.dtype == np.float64 else np.empty(zbuf.shape)
-                Zf = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
-                                    out=zbuf[:rows])
-                Z = z64[:rows]  # type: ignore[index]
-                if Zf is not Z:
-                    np.copyto(Z, Zf)
+                Z = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
+                                   out=zbuf[:rows])
             if state is None:
                 state = covariance_state(Z)
-                gram = np.empty_like(state["ztz"])
+                gram = np.empty(state["ztz"].shape, dtype=Z.dtype)
                 continue
             state["n"] += Z.shape[0]
-            state["sum"] += Z.sum(axis=0)
-            state["ztz"] += np.matmul(Z.T, Z, out=gram)
+            state["sum"] += Z.sum(axis=0) if Z.dtype == np.float64 else \
+                Z.sum(axis=0, dtype=np.float64)
+            same = gram is not None and gram.dtype == Z.dtype
+            state["ztz"] += np.matmul(Z.T, Z, out=gram if same else None)
         return state  # type: ignore[return-value]
 
     @staticmethod

@@ -1,25 +1,53 @@
-"""Exact second-moment summaries: ZᵀZ, Zᵀy, column sums and row counts."""
+"""Exact second-moment summaries: ZᵀZ, Zᵀy, column sums and row counts.
+
+Precision: a block's products run in its features' precision (float32 rows:
+one float32 GEMM for ZᵀZ) and every state leaf is float64, so blocks
+accumulate in float64.  ZᵀZ of a float32 block of b rows is then within
+about √b·ε₃₂·‖Z‖_F² of the float64 product (ε₃₂ = 2⁻²⁴; the worst case is
+b·ε₃₂), the rounding the float32 features themselves already carry; float64
+rows are multiplied in float64 exactly as before.  docs/architecture.md
+("Precision") states the scheme and its measured error.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from distsketch.ops.namespace import asarray, densify, namespace
+from distsketch.ops.namespace import asarray, densify, float_dtype, namespace
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge
 
-__all__ = ["Covariance", "covariance_state"]
+__all__ = ["Covariance", "covariance_state", "feature_rows"]
 
 
-def covariance_state(Z: np.ndarray, y: np.ndarray | None = None) -> dict:
-    """``{n, sum, ztz}`` of float64 rows Z (b × m) and, with targets y (b × t),
-    ``zty, ysum, yty``, in Z's namespace (the state merges on Z's device)."""
+def feature_rows(Z: Any) -> Any:
+    """Features ``Z`` dense, in the precision their products run in: float32 kept, else float64."""
+    Z = densify(Z)
+    return asarray(Z, like=Z, dtype=float_dtype(Z))
+
+
+def covariance_state(Z: Any, y: Any | None = None) -> dict:
+    """``{n, sum, ztz}`` of rows Z (b × m) and, with targets y (b × t),
+    ``zty, ysum, yty``, in Z's namespace (the state merges on Z's device).
+
+    Every leaf is float64.  Float64 rows are multiplied in float64; float32
+    rows give ZᵀZ by one float32 GEMM, converted to float64 (see the module
+    notes for its error), and their column sums accumulate in float64.
+    ``Zᵀy`` is formed in float64 (targets keep their precision: a large mean
+    of y must not cost Zᵀy its centred digits); it is t columns, cheap.
+    """
     xp = namespace(Z)
-    state = {"n": Z.shape[0], "sum": xp.sum(Z, axis=0), "ztz": Z.T @ Z}
+    if Z.dtype == xp.float64:
+        state = {"n": Z.shape[0], "sum": xp.sum(Z, axis=0), "ztz": Z.T @ Z}
+        Z64 = Z
+    else:
+        state = {"n": Z.shape[0], "sum": xp.sum(Z, axis=0, dtype=xp.float64),
+                 "ztz": xp.astype(Z.T @ Z, xp.float64)}
+        Z64 = None
     if y is not None:
-        state["zty"] = Z.T @ y
+        if Z64 is None:
+            Z64 = xp.astype(Z, xp.float64)
+        state["zty"] = Z64.T @ y
         state["ysum"] = xp.sum(y, axis=0)
         state["yty"] = y.T @ y
     return state
@@ -32,6 +60,8 @@ class Covariance(SumMerge, Summary):
     (identity by default), then returns ``{"n", "sum", "ztz"}`` and, when
     ``n_targets > 0``, ``"zty"``, ``"ysum"`` and ``"yty"`` from targets stored
     as the last ``n_targets`` columns of the block (:func:`covariance_state`).
+    Float32 features are multiplied in float32 and summed in float64; any
+    other features in float64.
 
     State size: m² + m(t + 1) float64 values; merge is exact (sums), hence
     associative and commutative up to floating-point rounding order.
@@ -47,6 +77,4 @@ class Covariance(SumMerge, Summary):
                         dtype=namespace(block).float64)
             block = block[:, : -self.n_targets]
         Z = block if self.transform is None else self.transform(block, row_offset, *operands)
-        Z = densify(Z)
-        Z = asarray(Z, like=Z, dtype=namespace(Z).float64)
-        return covariance_state(Z, y if self.n_targets else None)
+        return covariance_state(feature_rows(Z), y if self.n_targets else None)

@@ -1,0 +1,109 @@
+"""Per-row cost of StreamingKernelPCA (fd, rnca) in one process, against their flop counts.
+
+One command::
+
+    python benchmarks/bench_precision.py --rows 65536 --repeats 5 [--base /tmp/base]
+
+fits ``StreamingKernelPCA(n_random_features=1024, sketch_size=64, method=...)``
+on ``rows x 100`` float32 in-memory rows with the synchronous scheduler and one
+BLAS thread (one process, one core), each fit in a fresh subprocess; the runs
+are interleaved (fd, rnca, fd, rnca, ...; with ``--base``, the same for the
+code tree at that path, alternated with this one) and the best of
+``--repeats`` is kept per (tree, method), so load from other processes on the
+machine hits every variant alike.  Per row it reports microseconds, the
+method's flops (RFF map 2·d·m; FD 12·ℓ·m for the Gram and rebuild of its
+2ℓ × m buffer, plus an eigendecomposition of a 2ℓ × 2ℓ matrix per ℓ rows;
+RNCA 2·m² for ZᵀZ) and the GFLOP/s those flops ran at, beside the machine's
+one-core float32 and float64 GEMM rates measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+D, M, ELL = 100, 1024, 64
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np, dask
+from threadpoolctl import threadpool_limits
+from distsketch import StreamingKernelPCA
+n, method, d, m, ell = int(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
+X = np.random.default_rng(0).normal(size=(n, d)).astype(np.float32)
+kw = dict(n_components=10, n_random_features=m, sketch_size=ell, method=method, random_state=0)
+with dask.config.set(scheduler="sync"), threadpool_limits(1):
+    StreamingKernelPCA(**kw).fit(X[:4096])  # warm: imports, first-call costs
+    t = time.perf_counter()
+    StreamingKernelPCA(**kw).fit(X)
+    print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+
+def gemm_rate(dtype: str, n: int = 2048) -> float:
+    """One-core GFLOP/s of an (n x M)ᵀ(n x M) product in ``dtype`` (best of 5)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    Z = np.random.default_rng(1).normal(size=(n, M)).astype(dtype)
+    best = float("inf")
+    with threadpool_limits(1):
+        for _ in range(5):
+            t = time.perf_counter()
+            Z.T @ Z
+            best = min(best, time.perf_counter() - t)
+    # ZᵀZ is formed as a symmetric rank-n update (syrk): n·M² multiply-adds
+    return n * M * M * 2 / best / 1e9  # GEMM-equivalent flops (2·n·m²), as flops_per_row
+
+
+def run_one(tree: str, rows: int, method: str) -> float:
+    env = {**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(rows), method,
+                          str(D), str(M), str(ELL)], env=env,
+                         check=True, capture_output=True, text=True, cwd=tree).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["seconds"])
+
+
+def flops_per_row(method: str) -> float:
+    rff = 2.0 * D * M
+    if method == "fd":
+        return rff + 12.0 * ELL * M
+    return rff + 2.0 * M * M
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=65536)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--base", default=None, help="another code tree to compare (before)")
+    args = parser.parse_args()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"this": here} | ({"base": os.path.abspath(args.base)} if args.base else {})
+    best: dict[tuple[str, str], float] = {}
+    for _ in range(args.repeats):
+        for label, tree in trees.items():
+            for method in ("fd", "rnca"):
+                s = run_one(tree, args.rows, method)
+                key = (label, method)
+                best[key] = min(best.get(key, float("inf")), s)
+    f32, f64 = gemm_rate("float32"), gemm_rate("float64")
+    print(f"rows {args.rows} x {D} float32, m {M}, l {ELL}; one process, one BLAS thread; "
+          f"best of {args.repeats}, interleaved")
+    print(f"one-core GEMM (ZtZ): float32 {f32:.1f} GFLOP/s, float64 {f64:.1f} GFLOP/s")
+    print(f"{'tree':6} {'method':6} {'us/row':>8} {'flops/row':>10} {'GFLOP/s':>8}")
+    for (label, method), s in sorted(best.items()):
+        us = s / args.rows * 1e6
+        fl = flops_per_row(method)
+        print(f"{label:6} {method:6} {us:8.2f} {fl:10.3g} {fl / us / 1e3:8.1f}")
+    for label in trees:
+        ratio = best[(label, "fd")] / best[(label, "rnca")]
+        print(f"{label}: fd per row / rnca per row = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

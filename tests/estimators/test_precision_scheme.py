@@ -1,0 +1,109 @@
+"""Precision where it is needed: float32 products for the covariance of kernel PCA
+(RNCA), float64 products for kernel ridge, each checked against the float64 path
+with the error bound that decides it.
+
+The bound.  The features Z of float32 rows are float32; a block of b rows
+multiplied in float32 gives fl₃₂(ZᵀZ) within E = γ_b·|Z|ᵀ|Z| of the exact
+product, entry by entry (γ_b = b·u/(1 − b·u), u = 2⁻²⁴, any summation
+order); blocks are summed in float64.  Since E ≥ 0, ‖ΔC‖₂ ≤ ‖E‖₂.
+
+* Kernel PCA reads eigenpairs: eigenvalues move by at most ‖ΔC‖₂ (Weyl) and a
+  component by an angle of at most ‖ΔC‖₂ / gap (Davis–Kahan), small for the
+  leading components.
+* Ridge solves (A + αI)w = b: the float32 solution w̃ differs by exactly
+  −(A + αI)⁻¹ΔA·w̃, so ‖w̃ − w‖ ≤ ‖E‖₂‖w̃‖ / λ_min(A + αI): amplified by the
+  condition number, which a small α leaves huge.  The ridge summary
+  therefore multiplies in float64 whatever the input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
+from distsketch.ops.sketch_solve import centered_normal_equations
+from distsketch.summaries.covariance import covariance_state
+
+U32 = 2.0**-24
+
+
+def _gamma(b: int) -> float:
+    return b * U32 / (1 - b * U32)
+
+
+def _correlated(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    # five inputs along nearly one direction: with a wide kernel the features are
+    # strongly correlated and ZᵀZ + αI (α = 1e-6) is badly conditioned
+    rng = np.random.default_rng(seed)
+    t = rng.normal(size=(n, 1))
+    X = (t + 1e-3 * rng.normal(size=(n, 5))).astype(np.float32)
+    y = np.sin(2.0 * t[:, 0]) + 0.01 * rng.normal(size=n)
+    return X, y
+
+
+def _ridge_solution(state: dict, alpha: float) -> tuple[np.ndarray, float, np.ndarray]:
+    A, b, zm, ym = centered_normal_equations(state, True)
+    G = A + alpha * np.eye(A.shape[0])
+    w = sla.solve(G, b, assume_a="sym")[:, 0]
+    return w, float(ym[0] - zm @ w), np.linalg.eigvalsh(G)
+
+
+def test_ridge_multiplies_float32_input_in_float64():
+    X, y = _correlated()
+    alpha = 1e-6
+    feats = RandomFourierFeatures(gamma=0.05, n_components=64, random_state=1)
+    model = SketchedKernelRidge(standardize=False, features=feats, alpha=alpha).fit(X, y)
+    Z = model.features_.transform(X)
+    assert Z.dtype == np.float32
+    Z64 = Z.astype(np.float64)
+    absZ = np.abs(Z64)
+    # the float64 path: the Gram to float64 rounding of the exact product
+    assert np.all(np.abs(model.gram_ - Z64.T @ Z64) <= 1e-13 * (absZ.T @ absZ))
+    w, c, lam = _ridge_solution(covariance_state(Z64, y[:, None]), alpha)
+    assert lam[-1] / lam[0] > 1e6  # the case is ill-conditioned
+    np.testing.assert_allclose(model.coef_, w, rtol=0, atol=1e-9 * lam[-1] / lam[0]
+                               * np.linalg.norm(w) * 1e-3)
+    ref = Z64 @ w + c
+    assert np.linalg.norm(model.predict(X) - ref) <= 1e-5 * np.linalg.norm(ref)
+
+    # float32 products: within their bound, but the bound is vacuous once multiplied by
+    # cond(A + αI), and the solution leaves the method's tolerance (predictions ~7 % off)
+    fl32 = {**covariance_state(Z64, y[:, None]), "ztz": (Z.T @ Z).astype(np.float64)}
+    E = _gamma(Z.shape[0]) * (absZ.T @ absZ)
+    assert np.all(np.abs(fl32["ztz"] - Z64.T @ Z64) <= E)
+    w32, c32, _ = _ridge_solution(fl32, alpha)
+    assert np.linalg.norm(w32 - w) <= np.linalg.norm(E, 2) * np.linalg.norm(w32) / lam[0]
+    assert np.linalg.norm(E, 2) / lam[0] > 1.0
+    assert np.linalg.norm(Z64 @ w32 + c32 - ref) > 1e-2 * np.linalg.norm(ref)
+
+
+def test_rnca_float32_products_within_weyl_and_davis_kahan():
+    X, _ = _correlated(4000, seed=3)
+    X = X + np.random.default_rng(4).normal(size=X.shape).astype(np.float32)
+    k = 4
+    model = StreamingKernelPCA(n_components=k, n_random_features=128, method="rnca",
+                               random_state=0).fit(X)
+    Z64 = _features(model, X).astype(np.float64)
+    C = Z64.T @ Z64
+    absZ = np.abs(Z64)
+    # float32 products of at most 2048 rows at a time (the RNCA slice), float64 sums
+    E = _gamma(2048) * (absZ.T @ absZ)
+    dC = model.covariance_ - C
+    assert np.all(np.abs(dC) <= E)
+    assert np.abs(dC).max() > 0  # the products did run in float32
+    lam, V = np.linalg.eigh(C)
+    lam, V = lam[::-1], V[:, ::-1]
+    eps = np.linalg.norm(E, 2)
+    n = X.shape[0]
+    assert np.all(np.abs(model.explained_variance_ * n - lam[:k]) <= eps)
+    # each leading component within the Davis–Kahan angle of the float64 one
+    gaps = np.minimum(lam[:k] - lam[1:k + 1], np.r_[np.inf, lam[:k - 1] - lam[1:k]])
+    sines = np.sqrt(np.maximum(0.0, 1.0 - (model.components_ @ V[:, :k]).diagonal() ** 2))
+    assert np.all(sines <= eps / gaps)
+
+
+def _features(model: StreamingKernelPCA, X: np.ndarray) -> np.ndarray:
+    Z = model.features_.transform(X)
+    assert Z.dtype == np.float32
+    return Z
