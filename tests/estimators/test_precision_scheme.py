@@ -107,3 +107,31 @@ def _features(model: StreamingKernelPCA, X: np.ndarray) -> np.ndarray:
     Z = model.features_.transform(X)
     assert Z.dtype == np.float32
     return Z
+
+
+def test_fd_of_float32_rows_keeps_the_guarantee_to_float32_rounding():
+    from distsketch.ops.fd import fd_sketch
+    from distsketch.ops.rff import rff_map, rff_operator
+
+    X = np.random.default_rng(0).normal(size=(4000, 8)).astype(np.float32)
+    W, b = rff_operator(0, "rbf", 0.2, 8, 256)
+    A = rff_map(X, W, b, 0)
+    assert A.dtype == np.float32
+    A64 = A.astype(np.float64)
+    C = A64.T @ A64
+    s2 = np.linalg.svd(A64, compute_uv=False) ** 2
+    scale = s2.sum()
+    for ell in (16, 64):
+        B, delta = fd_sketch(A, ell)
+        B64, _ = fd_sketch(A64, ell)
+        assert B.dtype == np.float64
+        assert not np.array_equal(B.T @ B, B64.T @ B64)  # shrunk in float32
+        # each of the n/ℓ shrinks rounds at about u·‖Mₜ‖²: the slack of the guarantee
+        tol = 16 * U32 * np.sqrt(A.shape[0] / ell) * scale
+        E = C - B.T @ B
+        err = np.linalg.norm(E, 2)
+        assert err <= min(s2[k:].sum() / (ell - k) for k in range(ell)) + tol
+        assert err <= delta + tol
+        assert np.linalg.eigvalsh(E).min() >= -tol
+        # and the sketch is the float64 path's to that rounding
+        assert np.linalg.norm(B.T @ B - B64.T @ B64, 2) <= tol
