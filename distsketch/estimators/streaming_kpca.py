@@ -389,8 +389,9 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         The new rows' summary (FD sketch or ZᵀZ) is merged with the stored one.
         New rows are numbered after the rows already seen, so their features are
         bitwise those of ``fit`` on the concatenation: for "rnca" the result
-        equals that fit up to float64 summation order; for "fd" the FD
-        guarantee holds for all rows seen.
+        equals that fit up to summation order (float32 features: the rounding
+        of their float32 products, docs/architecture.md "Precision"); for "fd"
+        the FD guarantee holds for all rows seen.
 
         Parameters
         ----------

@@ -45,7 +45,8 @@ class FrequentDirectionsSummary(Summary):
     ``‖AᵀA − BᵀB‖₂ ≤ Δ ≤ ‖A − A_k‖_F²/(ℓ − k)`` for every k < ℓ.  Merge is
     associative only within that guarantee (its output depends on merge
     order).  Memory of ``chunk``: the block, ``map_rows × m`` mapped values and
-    a 2ℓ × m float64 buffer.
+    a 2ℓ × m buffer (float32 for float32 rows, which are shrunk in float32:
+    :mod:`distsketch.ops.fd`).
 
     References
     ----------
