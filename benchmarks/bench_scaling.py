@@ -28,6 +28,18 @@ or solve, scheduling gaps), the workers' busy fraction (summed task time /
 The physical limits are measured in the same run: float32 GEMM and complex FFT
 on one core, and disk write/read of a 1 GiB file.
 
+**Roofline** (``--repeats R``, default 3): for each worker count w the hand block
+loop of each pipeline's own per-block work (``roofline.py``: RFF map + ZᵀZ for
+KRR/RNCA, map + FD shrink for SKPCA fd, map + write for RFF → Zarr) runs on w
+processes, alternately with the distsketch run, R times each, and the best of each
+is kept; the store's parallel read-and-decode rate is measured the same way.  The
+table gives distsketch's rate against the hand loop on the same number of cores
+(*vs hand*), against the float64-ZᵀZ hand loop (*vs hand f64*: what is left once
+the float64 products are paid) and the hand loop's own w-process efficiency.
+``--profile`` adds a cProfile breakdown of each pipeline on one process
+(synchronous scheduler, one BLAS thread): seconds per component.  ``--quick``
+runs everything on a tiny store with one repeat (the smoke test).
+
 ``--baseline-rows N --baseline-workers 1,2`` runs those worker counts on an N-row
 store instead (for when the full store on one worker would not fit the time);
 rates are rows/s, so efficiency compares them directly.  ``--time-budget S``
@@ -50,9 +62,13 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+import roofline
 
 D, M, ELL = 100, 1024, 64
 PIPELINES = ("skpca-fd", "skpca-rnca", "rff-zarr", "krr", "nystrom", "meka")
+# each pipeline's hand loops (roofline.py): the float32 one it is judged by first
+HAND = {"krr": ("krr", "krr-f64"), "skpca-rnca": ("skpca-rnca", "skpca-rnca-f64"),
+        "skpca-fd": ("skpca-fd",), "rff-zarr": ("rff-zarr",)}
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -312,6 +328,78 @@ def measure(client, name: str, path: str, ypath: str, n: int, work: Path) -> dic
             "plans": [str(p) for p in plans], "peak_worker_rss": mem.peak}
 
 
+# where a pipeline's time goes on one process: cProfile's own time per function,
+# grouped by the first pattern its file or name matches
+COMPONENTS = (
+    ("reads + decode", ("zarr/", "numcodecs", "blosc", "'acquire'", "fsspec", "distsketch/io/")),
+    ("finite checks", ("validation/finite", "first_oversized_row", "check_finite")),
+    ("graph + planning", ("distsketch/graph/", "dask/array/", "dask/blockwise", "dask/base",
+                          "dask/highlevelgraph", "dask/_task_spec", "dask/optimization",
+                          "dask/core", "tokenize", "dask/utils")),
+    ("scheduling", ("dask/local", "dask/threaded", "distributed/", "queue", "concurrent/")),
+    ("map (X W, cos)", ("ops/rff", "ops/linalg", "namespace.py:200", "inplace")),
+    ("FD shrink", ("ops/fd", "frequent_directions", "'svd'")),
+    ("final eigh / solve", ("'eigh'", "'solve'", "scipy/linalg", "'cholesky'")),
+    ("dtype copies", ("'astype'", "'copy'", "copyto", "concatenate", "'concat'",
+                      "numpy.asarray", "ascontiguousarray")),
+    ("per-block summary (ZᵀZ, sums)", ("summaries/", "streaming_kpca", "ridge_summary",
+                                       "estimators/", "'reduce'", "matmul")),
+)
+
+
+def profile_breakdown(name: str, path: str, ypath: str, work: Path) -> dict:
+    """Seconds per component of one run of ``name`` on one process (synchronous
+    scheduler, one BLAS thread), from cProfile's per-function own time."""
+    import cProfile
+    import pstats
+
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    out = work / f"prof-{name}.zarr"
+    with threadpool_limits(1), dask.config.set(scheduler="synchronous"):
+        run_pipeline(name, path, ypath, out)  # imports and caches out of the timing
+        shutil.rmtree(out, ignore_errors=True)
+        prof = cProfile.Profile()
+        t = time.perf_counter()
+        prof.enable()
+        run_pipeline(name, path, ypath, out)
+        prof.disable()
+        wall = time.perf_counter() - t
+    shutil.rmtree(out, ignore_errors=True)
+    parts = dict.fromkeys([c for c, _ in COMPONENTS] + ["other"], 0.0)
+    for (file, line, func), (_, _, own, _, callers) in pstats.Stats(prof).stats.items():
+        where = f"{file}:{line}({func!r})"
+        comp = next((c for c, pats in COMPONENTS if any(p in where for p in pats)), "other")
+        if comp == "final eigh / solve" and any("ops/fd" in c[0] for c in callers):
+            comp = "FD shrink"  # FD shrinks by an eigendecomposition of its Gram matrix
+        parts[comp] += own
+    return {"pipeline": name, "wall_s": wall, "parts": parts}
+
+
+def hand_and_pipeline(client, pool, name: str, path: str, ypath: str, n: int, work: Path,
+                      w: int, repeats: int) -> tuple[dict | None, dict]:
+    """The distsketch run and its hand loops, alternately, ``repeats`` times: best of each."""
+    best: dict | None = None
+    hands: dict[str, dict] = {}
+    out_rows = None
+    if name == "rff-zarr":  # the hand loop writes the pipeline's own output chunks
+        from distsketch import RandomFourierFeatures
+        from distsketch.io import open_array
+
+        est = RandomFourierFeatures(n_components=M, random_state=0).fit(path)
+        out_rows = int(est.transform(open_array(path)).chunks[0][0])
+    for _ in range(repeats):
+        for loop in HAND.get(name, ()):
+            h = roofline.hand_loop(loop, path, ypath, w, work, M, ELL, pool, out_rows)
+            if loop not in hands or h["rows_per_s"] > hands[loop]["rows_per_s"]:
+                hands[loop] = h
+        r = measure(client, name, path, ypath, n, work)
+        if best is None or r["rows_per_s"] > best["rows_per_s"]:
+            best = r
+    return best, hands
+
+
 def warm_up() -> None:
     """Import on a worker what the pipelines use, so that a fresh worker's one-time
     imports (about 0.5 s, and 6 s for 16 workers importing at once) are not
@@ -348,11 +436,44 @@ def table(results: list[dict], limit: int) -> str:
     return "\n".join(lines)
 
 
+def roofline_table(results: list[dict], reads: dict[int, float]) -> str:
+    """distsketch against its hand loops and the store's read rate, per worker count."""
+    one = {(r["pipeline"], k): r["hand"][k] for r in results if r["workers"] == 1
+           for k in r.get("hand", {})}
+    lines = ["| pipeline | w | distsketch rows/s | hand loop rows/s | vs hand | "
+             "hand f64 rows/s | vs hand f64 | hand w ÷ (w × hand 1) | read rows/s |",
+             "|" + "---|" * 9]
+    for r in results:
+        if not r.get("hand"):
+            continue
+        w, name = r["workers"], r["pipeline"]
+        loops = HAND[name]
+        hand = r["hand"][loops[0]]
+        f64 = r["hand"].get(loops[1]) if len(loops) > 1 else None
+        base = one.get((name, loops[0]))
+        scale = f"{hand / (w * base):.2f}" if base else "-"
+        f64s = (f"{f64:,.0f} | {r['rows_per_s'] / f64:.2f}" if f64 else "- | -")
+        lines.append(f"| {name} | {w} | {r['rows_per_s']:,.0f} | {hand:,.0f} | "
+                     f"{r['rows_per_s'] / hand:.2f} | {f64s} | {scale} | "
+                     f"{reads.get(w, float('nan')):,.0f} |")
+    return "\n".join(lines)
+
+
+def profile_table(profiles: list[dict]) -> str:
+    names = [c for c, _ in COMPONENTS] + ["other"]
+    lines = ["| component (s) | " + " | ".join(p["pipeline"] for p in profiles) + " |",
+             "|---|" + "---:|" * len(profiles)]
+    for c in names:
+        lines.append(f"| {c} | " + " | ".join(f"{p['parts'][c]:.2f}" for p in profiles) + " |")
+    lines.append("| **wall** | " + " | ".join(f"{p['wall_s']:.2f}" for p in profiles) + " |")
+    return "\n".join(lines)
+
+
 def _ints(text: str) -> list[int]:
     return [int(float(s)) for s in text.split(",") if s.strip()]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=float, default=1_000_000)
     ap.add_argument("--workers", type=str, default="1,2")
@@ -366,7 +487,16 @@ def main() -> None:
     ap.add_argument("--workdir", type=str, default=None, help="stores go here (reused)")
     ap.add_argument("--json", type=str, default=None, help="write all results here")
     ap.add_argument("--no-limits", action="store_true", help="skip GEMM/FFT/disk probes")
-    args = ap.parse_args()
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="distsketch and hand loop alternately, best of this many")
+    ap.add_argument("--no-roofline", action="store_true", help="skip the hand loops")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile breakdown of each pipeline on one process")
+    ap.add_argument("--quick", action="store_true",
+                    help="a tiny store, one repeat, no probes (a smoke test)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeats, args.no_limits = 6000, 1, True
 
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
@@ -385,6 +515,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     info = machine()
     print("machine:", json.dumps(info), flush=True)
+    print("load average (1, 5, 15 min):", os.getloadavg(), flush=True)
     t = time.time()
     stores = {n: make_store(work, n) for n in sorted({rows, base_rows})}
     print(f"stores ready in {time.time() - t:.1f} s: {sorted(stores)}", flush=True)
@@ -396,14 +527,24 @@ def main() -> None:
         limits["disk_write_mbps"], limits["disk_read_mbps"] = disk_mbps(work)
         print("limits:", json.dumps({k: round(v, 1) for k, v in limits.items()}), flush=True)
 
+    profiles = ([profile_breakdown(name, *stores[rows], work) for name in pipelines]
+                if args.profile else [])
+    if profiles:
+        print(profile_table(profiles), flush=True)
+    reads: dict[int, float] = {}
     results: list[dict] = []
     skipped: list[str] = []
     last_rate: dict[str, tuple[int, float]] = {}
     for w in _ints(args.workers):
         n = base_rows if w in base_workers else rows
         path, ypath = stores[n]
+        pool = roofline.start_pool(w) if w > 1 and not args.no_roofline else None
         with LocalCluster(n_workers=w, threads_per_worker=1, memory_limit=limit,
                           dashboard_address=None) as cluster, Client(cluster) as client:
+            if not args.no_roofline:
+                reads[w] = max(roofline.hand_loop("read", path, ypath, w, work, M, ELL, pool)
+                               ["rows_per_s"] for _ in range(args.repeats))
+                print(f"read + decode w={w}: {reads[w]:,.0f} rows/s", flush=True)
             client.wait_for_workers(w, timeout=120)
             client.run(warm_up)
             if not args.no_limits:
@@ -422,7 +563,12 @@ def main() -> None:
                         print("skip", skipped[-1], flush=True)
                         continue
                 try:
-                    r = measure(client, name, path, ypath, n, work)
+                    if args.no_roofline:
+                        r = measure(client, name, path, ypath, n, work)
+                    else:
+                        r, hands = hand_and_pipeline(client, pool, name, path, ypath, n,
+                                                     work, w, args.repeats)
+                        r["hand"] = {k: h["rows_per_s"] for k, h in hands.items()}
                 except Exception as exc:  # a failure is a result too
                     r = {"pipeline": name, "workers": w, "rows": n,
                          "error": f"{type(exc).__name__}: {exc}"}
@@ -437,6 +583,12 @@ def main() -> None:
                       f"peak={r['peak_worker_rss'] / 2**30:.2f} GiB", flush=True)
                 for p in r["plans"]:
                     print("    plan", p, flush=True)
+                for k, v in r.get("hand", {}).items():
+                    print(f"    hand loop {k}: {v:,.0f} rows/s "
+                          f"(distsketch {r['rows_per_s'] / v:.2f} of it)", flush=True)
+        if pool is not None:
+            pool.terminate()
+            pool.join()
     ok = [r for r in results if "error" not in r]
     add_efficiency(ok)
     print()
@@ -446,13 +598,21 @@ def main() -> None:
             print(f"FAILED {r['pipeline']} on {r['workers']} workers: {r['error']}")
     for s in skipped:
         print("skipped", s)
+    if reads:
+        print()
+        print(roofline_table(ok, reads))
+    if profiles:
+        print()
+        print(profile_table(profiles))
+    doc = {"machine": info, "limits": limits, "memory_limit": limit, "rows": rows,
+           "baseline_rows": base_rows if base_workers else None,
+           "load_average": os.getloadavg(), "command": " ".join(sys.argv),
+           "results": results, "skipped": skipped, "reads": reads, "profiles": profiles}
     if args.json:
-        doc = {"machine": info, "limits": limits, "memory_limit": limit, "rows": rows,
-               "baseline_rows": base_rows if base_workers else None,
-               "command": " ".join(sys.argv), "results": results, "skipped": skipped}
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
+    return doc
 
 
 if __name__ == "__main__":
