@@ -162,7 +162,9 @@ def test_cli_transform_output_opens_in_xarray_and_feeds_fit(tmp_path):
     pca = dict(method="rnca", n_components=2, n_random_features=16, random_state=0)
     a = distsketch.StreamingKernelPCA(**pca).fit(str(tmp_path / "f.zarr"))
     b = distsketch.StreamingKernelPCA(**pca).fit(raw)
-    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-6, atol=1e-8)
+    # float32 features: each block's ZᵀZ is a float32 product (within γ_b|Z|ᵀ|Z|, about 1e-4
+    # relative for b = 2048), and the two fits block the rows differently
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("targets", ["labels", "two-outputs"])
