@@ -5,6 +5,8 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from distsketch import NystromFeatures
 from distsketch.errors import ConfigError
@@ -104,3 +106,23 @@ def test_partial_fit_still_refuses_weighted_landmarks():
     f = NystromFeatures(gamma=0.3, n_landmarks=10, landmarks="leverage", random_state=0).fit(X)
     with pytest.raises(ConfigError, match="landmarks='uniform'"):
         f.partial_fit(X[:20])
+
+
+@pytest.mark.parametrize("how", ["leverage", "rpcholesky"])
+def test_sparse_input_gives_the_dense_choice(how):
+    import scipy.sparse as sp
+
+    Xs = X.copy()
+    Xs[np.abs(Xs) < 0.8] = 0.0
+    dense = choose_landmarks(Xs, how, 15, 1, **KW)
+    sparse = choose_landmarks(sp.csr_matrix(Xs), how, 15, 1, **KW)
+    np.testing.assert_array_equal(sparse[1], dense[1])
+    np.testing.assert_array_equal(sparse[0], dense[0])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(block=st.integers(1, 300))
+def test_rpcholesky_pivots_do_not_depend_on_the_block_size(block):
+    ref, _ = rpcholesky_landmarks(X, 20, 9, rounds=4, **KW)
+    got, _ = rpcholesky_landmarks(da.from_array(X, chunks=(block, 4)), 20, 9, rounds=4, **KW)
+    np.testing.assert_array_equal(got, ref)
