@@ -18,95 +18,30 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.nystrom_fold import GramFolding, LandmarkFolding, landmark_sample
+from distsketch.estimators.landmark_choice import (
+    LANDMARK_CHOICES,
+    choose_landmarks,
+    fit_kmeans,
+    landmark_choice_sizes,
+    sample_landmarks,
+)
+from distsketch.estimators.nystrom_fold import GramFolding, LandmarkFolding
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
 from distsketch.summaries.covariance import Covariance
-from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
-from distsketch.validation import Interval, Options, is_dask
-from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
+from distsketch.validation import Interval, Options
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
-
-def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
-                     progress: bool | None = None, *, row_start: int = 0,
-                     previous: tuple[np.ndarray, np.ndarray] | None = None,
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform landmarks: the bottom-``n_samples`` rows by priority hash(seed, row).
-
-    ``row_start`` numbers the rows of X from there (rows appended to earlier
-    data); ``previous`` = (index, rows) of the earlier sample is merged in, so
-    the result equals one pass over all rows.
-
-    Returns
-    -------
-    index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
-    """
-    summary, state = landmark_sample(X, n_samples, seed, purpose, progress, row_start=row_start)
-    if previous is not None:
-        state = summary.merge([summary.state_of(*previous), state])
-    return summary.finalize(state)
-
 
 def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
     # the landmarks (m x d) and their m x m kernel matrix, which a fit holds at once
     return [(f"{owner}: {param}={m} on {d} input features: the landmarks ({m} x {d}) and their "
              f"kernel matrix ({m} x {m}, float64) that", 8 * m * (d + m),
              f"lower {param} or reduce the input's width first")]
-
-
-def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, max_iter: int = 100,
-               full_iter: int = 0, progress: bool | None = None) -> tuple[np.ndarray, float]:
-    """k-means centres of X: k-means++ and Lloyd on a uniform row sample, then
-    ``full_iter`` Lloyd iterations over all rows as tree-reduced statistics.
-
-    Returns
-    -------
-    centres : ndarray of shape (n_clusters, d), inertia : float
-        The inertia is over all rows when ``full_iter > 0``, else on the sample.
-
-    Notes
-    -----
-    One pass for the sample (skipped for in-memory X of at most ``sample_size``
-    rows, where the sample is X itself) plus one pass per full iteration; state
-    O(c·d) per task.
-    """
-    n = X.shape[0]
-    if n <= sample_size and not is_dask(X) and not is_array_api(X):
-        sample = np.asarray(densify(X), dtype=np.float64)
-    else:
-        # (another namespace: sampled on its device, k-means on the host sample, as for NumPy)
-        _, sample = sample_landmarks(X, sample_size, seed, "kmeans.sample", progress)
-    # small dense work on the driver: multi-threaded BLAS is much slower here
-    with blas_single_thread():
-        centres, inertia = kmeans_on_sample(sample, n_clusters, seed, max_iter=max_iter)
-    stats = KMeansStats(n_clusters)
-    for _ in range(int(full_iter)):
-        # float64 block, b × c distances with two temporaries, labels and one-hot index (measured)
-        state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + 3 * n_clusters + 8),
-                              fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
-                              name="kmeans", state_bytes=8.0 * n_clusters * (X.shape[1] + 2))
-        centres, inertia = lloyd_update(state, centres), float(state["inertia"])
-    return centres, inertia
-
-
-def _read_landmarks(value: Any, n_features: int) -> np.ndarray:
-    if isinstance(value, (str, os.PathLike)):
-        from distsketch.io import open_array
-
-        value = open_array(value)
-    arr = np.asarray(to_numpy(value), dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[1] != n_features or arr.shape[0] < 1:
-        raise InputError(
-            f"landmarks must be a 2-D array with {n_features} columns (one row per landmark); "
-            f"got shape {arr.shape}. Pass landmarks in the same feature space as X."
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InputError("landmarks contain NaN or Inf; clean them first.")
-    return arr
 
 
 class NystromFeatures(LandmarkFolding, RowMapTransformer):
@@ -129,12 +64,15 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
     degree, coef0 : int, float
         Polynomial kernel parameters.
     n_landmarks : int, default 100
-        Number of landmarks m (uniform sampling, k-means centres).
-    landmarks : {"uniform", "kmeans"}, array of shape (m, d) or Zarr path
+        Number of landmarks m (sampled rows, k-means centres).
+    landmarks : {"uniform", "kmeans", "leverage", "rpcholesky"}, array of shape (m, d) or Zarr path
         "uniform": the bottom-m rows of priority hash(seed, row) (one pass,
         chunking-independent); "kmeans": k-means centres (k-means++ and Lloyd on
-        a uniform sample of ``kmeans_sample`` rows; Zhang & Kwok); or the
-        landmarks themselves.
+        a uniform sample of ``kmeans_sample`` rows; Zhang & Kwok); "leverage":
+        rows drawn by approximate ridge leverage scores (three passes);
+        "rpcholesky": block randomly pivoted Cholesky (six passes); or the
+        landmarks themselves.  See
+        :func:`~distsketch.estimators.landmark_choice.choose_landmarks`.
     rank : int, optional
         Keep the top ``rank`` eigenpairs of W (per expert for "ensemble";
         required by "randomized", default ``n_landmarks // 2`` there).
@@ -162,7 +100,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
     landmarks_ : ndarray of shape (m, d)
         (shape (0, m) for a precomputed kernel).
     landmark_indices_ : ndarray of int64
-        Global rows of uniform landmarks (empty otherwise).
+        Global rows of sampled landmarks (empty for k-means and given ones).
     normalization_ : ndarray of shape (m, r)
         The map W_k^{+1/2} (block-diagonal over experts for "ensemble").
     eigenvalues_ : ndarray of shape (r,)
@@ -208,7 +146,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
         "n_landmarks": [Interval(int, 1, None)],
-        "landmarks": [Options({"uniform", "kmeans"}), "array-like", str, os.PathLike],
+        "landmarks": [Options(LANDMARK_CHOICES), "array-like", str, os.PathLike],
         "rank": [Interval(int, 1, None), None],
         "variant": [Options({"standard", "ensemble", "randomized"})],
         "n_ensemble": [Interval(int, 1, None)],
@@ -270,7 +208,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         else:
             name, params = fit_kernel_params(self, X)
             self.kernel_params_ = params
-            self.landmarks_ = self._choose_landmarks(X, seed)
+            self.landmarks_ = self._choose_landmarks(X, seed, name, params)
             W = pairwise_kernel(self.landmarks_, None, name, **params)
         with blas_single_thread():
             self._fit_map(W, seed)
@@ -280,7 +218,9 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # with a precomputed kernel, X is the landmarks' kernel matrix itself
         return [] if self._precomputed() else _landmark_sizes(
-            "NystromFeatures", "n_landmarks", int(self.n_landmarks), int(n_features))
+            "NystromFeatures", "n_landmarks", int(self.n_landmarks), int(n_features)) + \
+            landmark_choice_sizes("NystromFeatures", self.landmarks, int(self.n_landmarks),
+                                  int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
@@ -303,17 +243,11 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
             return self.fit(X)
         return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
 
-    def _choose_landmarks(self, X: Any, seed: int) -> np.ndarray:
-        spec = self.landmarks
-        if isinstance(spec, str) and spec == "uniform":
-            idx, rows = sample_landmarks(X, self.n_landmarks, seed, "landmarks")
-            self.landmark_indices_ = idx
-            return rows
-        if isinstance(spec, str) and spec == "kmeans":
-            centres, _ = fit_kmeans(X, min(self.n_landmarks, X.shape[0]), seed,
-                                    sample_size=self.kmeans_sample)
-            return centres
-        return _read_landmarks(spec, X.shape[1])
+    def _choose_landmarks(self, X: Any, seed: int, kernel: Any, params: dict) -> np.ndarray:
+        rows, self.landmark_indices_ = choose_landmarks(
+            X, self.landmarks, self.n_landmarks, seed, kernel=kernel, kernel_params=params,
+            kmeans_sample=self.kmeans_sample)
+        return rows
 
     def _fit_map(self, W: np.ndarray, seed: int) -> None:
         m = W.shape[0]

@@ -15,6 +15,7 @@ gathered, not computed, so they are compared exactly.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -25,11 +26,15 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import distsketch.summaries
+from distsketch.ops.kernels import pairwise_kernel
+from distsketch.ops.nystrom import inv_sqrt_map
+from distsketch.ops.rpcholesky import residual_diagonal
 from distsketch.summaries import Covariance, Summary, SumSummary, UniformLandmarks
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.summaries.landmarks import ClusterLandmarks
+from distsketch.summaries.leverage import WeightedLandmarks, ridge_leverage
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.summaries.sums import sum_states
 from distsketch.testing import from_strict_device as on_device
@@ -171,11 +176,29 @@ def test_sum_summary_and_merge_with_a_host_identity():
     assert_array_equal(on_device(first["s"]), [1.0, 1.0])
 
 
+def test_weighted_landmarks():
+    # the weights (ridge leverage, RPCholesky residual) are computed on the block's device,
+    # keys and indices on the host, rows gathered on the device: the NumPy path's sample
+    L = X[[1, 7, 30]]
+    M, _ = inv_sqrt_map(pairwise_kernel(L, None, "rbf", gamma=0.2))
+    kw = {"kernel": "rbf", "params": {"gamma": 0.2}}
+    for weight, ops in ((functools.partial(ridge_leverage, **kw), (L, M, 0.5 * np.eye(3), 0.3)),
+                        (functools.partial(residual_diagonal, **kw), (L, M, np.array([1, 7, 30])))):
+        wl = WeightedLandmarks(9, seed=2, purpose="t", weight=weight)
+        (_, ref, (ri, rr)), (states, got, (gi, gr)) = run(wl, *ops, empty=wl.empty(5))
+        on_device(states[1]["rows"])
+        host_or_scalar(states[1]["priority"])
+        assert_array_equal(gi, ri)
+        assert_array_equal(on_device(gr), rr)
+        assert_array_equal(on_device(got["rows"]), ref["rows"])
+
+
 COVERED = {
     Covariance: test_covariance,
     FrequentDirectionsSummary: test_frequent_directions,
     KMeansStats: test_kmeans_stats_and_lloyd_update,
     UniformLandmarks: test_uniform_landmarks,
+    WeightedLandmarks: test_weighted_landmarks,
     ClusterLandmarks: test_cluster_landmarks,
     ColumnMoments: test_column_moments_and_scale,
     MomentsAndSample: test_moments_and_sample,
