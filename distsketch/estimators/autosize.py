@@ -49,6 +49,8 @@ MAX_SIZE = 16384
 _PILOT_STEPS = 3
 #: a relative error below this is rounding (an exact map: SRHT with m = D, no hash collisions)
 _EXACT = 1e-10
+#: the chosen size is within this factor of a measured size that missed
+_NARROW = 1.25
 #: refits on all rows at a larger size when the map fitted on X misses (data-dependent maps)
 _REFITS = 3
 #: rounds of "measure, grow" after the model's first guess
@@ -143,7 +145,22 @@ def choose_size(measure: Callable[[int], float], target: float, *, start: int, c
                 f"{owner}: {param}='auto' did not reach target_error={target:g} in "
                 f"{_GROW_ROUNDS} rounds (last {param}={m}, error {e:.3g}); pass {param} as an "
                 "integer.")
-    # the smallest measured size meeting the target (a larger pilot size may have overshot)
+    # narrow the gap between the largest miss below m and m geometrically, so that the
+    # size is within _NARROW of one that missed (a grow step may have overshot)
+    lo = max((s for s, v in seen.items() if s < m and v > target), default=0)
+    hi = m
+    for _ in range(_GROW_ROUNDS):
+        if lo == 0 or hi <= _NARROW * lo:
+            break
+        mid = admissible(int(round(math.sqrt(lo * hi))))
+        if not lo < mid < hi:
+            break
+        if err(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    # the smallest measured size meeting the target (the error of one draw per size need
+    # not fall monotonically)
     ok = [s for s, v in seen.items() if v <= target]
     best = min(ok) if ok else m
     return SizeChoice(best, seen[best], target, dict(sorted(seen.items())), a, c)
@@ -178,6 +195,8 @@ class AutoSized:
     _auto_fit_rows = 0
     #: parameters the pilot copies take (checks that would refuse a small pilot size)
     _auto_overrides: dict[str, Any] = {}
+    #: the size cannot exceed the pilot-fit rows (landmarks drawn from them)
+    _auto_rows_cap = False
 
     def _auto_cap(self, n_samples: int, n_features: int) -> int:
         return MAX_SIZE
@@ -241,7 +260,7 @@ class AutoSized:
             return relative_error(gram[0], est.kernel_approx(eval_rows))
 
         cap = self._auto_cap(n, d)
-        if self._auto_fit_rows:
+        if self._auto_rows_cap:
             cap = min(cap, int(fit_rows.shape[0]))
         choice = choose_size(measure, target, start=min(self._auto_start, cap), cap=cap,
                              admissible=self._admissible, slope=self._auto_slope, owner=owner,

@@ -235,6 +235,7 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
     _auto_start = 16
     _auto_slope = None
     _auto_fit_rows = 2000
+    _auto_rows_cap = True
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
                  coef0: float = 1.0, n_landmarks: int | str = 100, landmarks: Any = "uniform",
