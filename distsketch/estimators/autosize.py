@@ -12,9 +12,17 @@ An error model e(m) = c · m^(−a) fitted to those points gives the smallest
 size meeting the target — a = 1/2 for random features (a Monte Carlo
 average of m terms), a fitted from the points for Nyström (the decay of the
 spectrum tail) and for the Taylor-series sketches (whose small sizes are
-worse than m^(−1/2)).  The size is then checked the same way and grown while
-it misses; the error of the map finally fitted on X, measured on E, is the
-certificate (``kernel_error_``).
+worse than m^(−1/2)).  The size is then checked the same way, grown while
+it misses and narrowed to within 1.25× of a size that missed; the error of the
+map finally fitted on X, measured on E, is the certificate (``kernel_error_``);
+a map that reads its rows and misses there is refitted larger.
+
+References
+----------
+Sutherland, Schneider. On the error of random Fourier features. UAI 2015 (the
+m^(−1/2) law of random features).
+Bach. Sharp analysis of low-rank kernel matrix approximations. COLT 2013
+(Nyström error and the spectrum tail).
 """
 
 from __future__ import annotations
@@ -106,6 +114,10 @@ def choose_size(measure: Callable[[int], float], target: float, *, start: int, c
     ``measure(m)`` is the relative kernel error of the map of size m on the
     evaluation rows; ``admissible(m)`` rounds m up to a size the map accepts
     (an even width, at most the Hadamard dimension); ``cap`` bounds the search.
+    Sizes start, 2·start, 4·start are measured, e(m) = c·m^(−a) is fitted
+    (:func:`fit_power_law`), the size it gives for ``target`` is measured and
+    grown while it misses, then narrowed geometrically towards the largest
+    smaller size that missed; the smallest measured size meeting the target wins.
 
     Raises
     ------
@@ -152,7 +164,7 @@ def choose_size(measure: Callable[[int], float], target: float, *, start: int, c
     for _ in range(_GROW_ROUNDS):
         if lo == 0 or hi <= _NARROW * lo:
             break
-        mid = admissible(int(round(math.sqrt(lo * hi))))
+        mid = admissible(round(math.sqrt(lo * hi)))
         if not lo < mid < hi:
             break
         if err(mid) <= target:

@@ -279,10 +279,10 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         self.landmark_indices_ = np.zeros(0, dtype=np.int64)
-        if self._precomputed() and is_auto(self.n_landmarks):
-            raise ConfigError("NystromFeatures: n_landmarks='auto' needs the rows of X to measure "
-                              "the kernel error; with kernel='precomputed' pass n_landmarks as an "
-                              "integer.")
+        if is_auto(self.n_landmarks) and (self._precomputed() or not isinstance(self.landmarks, str)):
+            raise ConfigError("NystromFeatures: n_landmarks='auto' draws landmarks from the rows of "
+                              "X and measures their kernel error; with kernel='precomputed' or "
+                              "landmarks given as an array pass n_landmarks as an integer.")
         self.n_landmarks_ = self._resolve_size(X) if not self._precomputed() else int(self.n_landmarks)
         if self._precomputed():
             W = np.asarray(to_numpy(densify(X)), dtype=np.float64)

@@ -123,9 +123,11 @@ def test_an_unreachable_target_raises_with_the_numbers():
         est.fit(Xs)
 
 
-def test_precomputed_nystrom_refuses_auto():
+def test_nystrom_refuses_auto_where_it_draws_no_landmarks():
     with pytest.raises(ConfigError, match="precomputed"):
         ds.NystromFeatures(kernel="precomputed", n_landmarks="auto").fit(np.eye(5))
+    with pytest.raises(ConfigError, match="as an array"):
+        ds.NystromFeatures(landmarks=TRAIN[:10], n_landmarks="auto").fit(TRAIN)
 
 
 def test_projection_auto_without_a_target_keeps_the_jl_bound():
