@@ -268,8 +268,10 @@ class GaussianSketch(_TermSketch):
     gamma : float, "median" or None, default None
         Kernel scale; None means 1 / n_features, "median" the median
         heuristic on a 1000-row sample (one more pass over X in ``fit``).
-    n_components : int, default 256
-        Total number of features (split over the terms).
+    n_components : int or "auto", default 256
+        Total number of features (split over the terms); "auto" chooses it
+        for ``target_error`` (as in :class:`RandomFourierFeatures`, the pilot
+        copies without the variance check, the error model's exponent fitted).
     max_degree : int or None, default None
         Truncation degree q of the Taylor series; None chooses the smallest q with
         P[Poisson(2γR²) > q] <= truncation_tol, R the largest row norm of the (centred)
@@ -287,6 +289,8 @@ class GaussianSketch(_TermSketch):
     max_error : float, default 0.5
         Largest accepted predicted RMS error of k̂(x, x) (k(x, x) = 1): 0.5 means
         the noise would be half the kernel's own diagonal.
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -311,6 +315,10 @@ class GaussianSketch(_TermSketch):
         The parameters of the approximated kernel, by name (``gamma_`` among them).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The number of features used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -347,7 +355,8 @@ class GaussianSketch(_TermSketch):
 
     _parameter_constraints = {
         "gamma": GAMMA_CONSTRAINT,
-        "n_components": [Interval(int, 1, None)],
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "max_degree": [Interval(int, 1, None), None],
         "truncation_tol": [Interval(float, 0, 1, closed="neither")],
         "base": [Options(set(BASES))],
@@ -359,12 +368,17 @@ class GaussianSketch(_TermSketch):
     _purpose = "gaussian"
     _approximates = "rbf"
     _max_degree = 200
+    # "auto": small recursive-squaring sketches are worse than m^(-1/2), so the exponent is
+    # fitted; the pilot copies are fitted on rows of their own (centre and radius)
+    _auto_slope = None
+    _auto_overrides = {"check_variance": False}
+    _auto_fit_rows = 1000
 
-    def __init__(self, *, gamma: float | str | None = None, n_components: int = 256,
+    def __init__(self, *, gamma: float | str | None = None, n_components: int | str = 256,
                  max_degree: int | None = None,
                  truncation_tol: float = 1e-3, base: str = "srht", center: bool = True,
-                 check_variance: bool = True,
-                 max_error: float = 0.5, random_state: Any = None):
+                 check_variance: bool = True, max_error: float = 0.5,
+                 target_error: float | None = None, random_state: Any = None):
         self.gamma = gamma
         self.n_components = n_components
         self.max_degree = max_degree
@@ -373,6 +387,7 @@ class GaussianSketch(_TermSketch):
         self.center = center
         self.check_variance = check_variance
         self.max_error = max_error
+        self.target_error = target_error
         self.random_state = random_state
 
     def _setup(self, X: Any) -> None:
@@ -394,7 +409,7 @@ class GaussianSketch(_TermSketch):
         q = self.max_degree_
         coef = gaussian_coefficients(q, self.gamma_)
         rms = np.sqrt(st["w2"][:q + 1] / n)
-        comps = _split_rest(int(self.n_components) - 1, rms[1:], np.arange(1, q + 1))
+        comps = _split_rest(int(self.n_components_) - 1, rms[1:], np.arange(1, q + 1))
         comps = np.concatenate(([1], comps))
         # plus the mean diagonal mass beyond degree q (the truncation bias; tiny unless q was capped or given)
         truncated = max(0.0, 1.0 - float(st["w"][:q + 1].sum()) / n)
@@ -407,7 +422,7 @@ class GaussianSketch(_TermSketch):
 
     def _variance_message(self, rms: np.ndarray, q: int) -> str:
         target = 0.1
-        need = int(self.n_components)
+        need = int(self.n_components_)
         for _ in range(60):     # doubling search for the size that reaches the target error
             need *= 2
             c = split_components_by_variance(need - 1, rms[1:], np.arange(1, q + 1))
@@ -415,7 +430,7 @@ class GaussianSketch(_TermSketch):
                 break
         lam = 2.0 * self.gamma_ * self.radius_ ** 2
         return (f"GaussianSketch: gamma={self.gamma_:g} is outside the range this Taylor-series sketch can "
-                f"resolve with n_components={self.n_components}: radius r={self.radius_:.4g} "
+                f"resolve with n_components={self.n_components_}: radius r={self.radius_:.4g} "
                 f"(after centring), 2*gamma*r^2={lam:.3g}, degree needed q={q} for "
                 f"truncation_tol={self.truncation_tol:g}; the "
                 f"predicted RMS error of k(x, x)=1 is {self.predicted_error_:.3g} > "
@@ -446,8 +461,9 @@ class DotProductKernelSketch(_TermSketch):
         Built-in kernels match :mod:`distsketch.ops.kernels` (a = 0 for
         arccos0, 1 otherwise).  A callable maps an int array of degrees to
         non-negative coefficients c_j of a kernel κ(⟨x̂, ŷ⟩) (a = 0).
-    n_components : int, default 512
-        Total features, split ∝ term weight (the constant term takes 1).
+    n_components : int or "auto", default 512
+        Total features, split ∝ term weight (the constant term takes 1);
+        "auto" chooses it for ``target_error`` (as for :class:`GaussianSketch`).
     n_exact : int, default 4
         Number of leading terms (degrees 0..n_exact−1) sketched deterministically.
     n_tail_samples : int, default 2
@@ -464,6 +480,8 @@ class DotProductKernelSketch(_TermSketch):
         RMS relative error of k̂(x, x) (``predicted_error_``) exceeds ``max_error``.
     max_error : float, default 0.5
         Largest accepted predicted RMS error of k̂(x, x).
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -485,6 +503,10 @@ class DotProductKernelSketch(_TermSketch):
         The parameters of the approximated kernel, by name (none for these kernels).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The number of features used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_, n_output_features_ : int
 
     Notes
@@ -506,7 +528,8 @@ class DotProductKernelSketch(_TermSketch):
 
     _parameter_constraints = {
         "kernel": [Options(set(DOT_PRODUCT_KERNELS)), "callable"],
-        "n_components": [Interval(int, 1, None)],
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "n_exact": [Interval(int, 1, None)],
         "n_tail_samples": [Interval(int, 0, None)],
         "max_degree": [Interval(int, 1, None)],
@@ -516,10 +539,26 @@ class DotProductKernelSketch(_TermSketch):
         "random_state": ["random_state"],
     }
     _purpose = "dotproduct"
+    _auto_slope = None
+    _auto_overrides = {"check_variance": False}
 
-    def __init__(self, *, kernel: str | Callable = "ntk", n_components: int = 512, n_exact: int = 4,
+    def _exact_kernel(self, fitted: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        if not callable(self.kernel):
+            return super()._exact_kernel(fitted)
+        coef = np.asarray(fitted.coefficients_, dtype=np.float64)
+
+        def series(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+            # Σ_j c_j ⟨x̂, ŷ⟩^j up to max_degree, with x̂ = 0 for a zero row (as the map has it)
+            a, b = (np.linalg.norm(M, axis=1, keepdims=True) for M in (A, B))
+            t = (A / np.where(a > 0, a, 1.0)) @ (B / np.where(b > 0, b, 1.0)).T
+            return np.polynomial.polynomial.polyval(np.clip(t, -1.0, 1.0), coef)
+
+        return series
+
+    def __init__(self, *, kernel: str | Callable = "ntk", n_components: int | str = 512, n_exact: int = 4,
                  n_tail_samples: int = 2, max_degree: int = 16, base: str = "srht",
-                 check_variance: bool = True, max_error: float = 0.5, random_state: Any = None):
+                 check_variance: bool = True, max_error: float = 0.5,
+                 target_error: float | None = None, random_state: Any = None):
         self.kernel = kernel
         self.n_components = n_components
         self.n_exact = n_exact
@@ -528,6 +567,7 @@ class DotProductKernelSketch(_TermSketch):
         self.base = base
         self.check_variance = check_variance
         self.max_error = max_error
+        self.target_error = target_error
         self.random_state = random_state
 
     def _setup(self, X: Any) -> None:
@@ -545,17 +585,17 @@ class DotProductKernelSketch(_TermSketch):
         # normalised so that the weights sum to k(x̂, x̂) = 1 on the unit sphere (the worst case)
         scale = weights.sum()
         if term_deg[0] == 0:
-            comps = np.concatenate(([1], _split_rest(int(self.n_components) - 1,
+            comps = np.concatenate(([1], _split_rest(int(self.n_components_) - 1,
                                                      weights[1:] / scale, term_deg[1:])))
             self.predicted_error_ = predicted_sketch_error(weights[1:] / scale, term_deg[1:], comps[1:])
         else:
-            comps = split_components_by_variance(int(self.n_components), weights / scale, term_deg)
+            comps = split_components_by_variance(int(self.n_components_), weights / scale, term_deg)
             self.predicted_error_ = predicted_sketch_error(weights / scale, term_deg, comps)
         kept = comps > 0
         self.dropped_degrees_ = term_deg[~kept]
         self._setup_terms(term_deg[kept], weights[kept], comps[kept])
         if self.check_variance and self.predicted_error_ > self.max_error:
-            need = int(self.n_components)
+            need = int(self.n_components_)
             w1 = weights[term_deg > 0] / scale
             p1 = term_deg[term_deg > 0]
             for _ in range(60):
@@ -563,7 +603,7 @@ class DotProductKernelSketch(_TermSketch):
                 if predicted_sketch_error(w1, p1, split_components_by_variance(need, w1, p1)) <= 0.1:
                     break
             raise ConfigError(
-                f"DotProductKernelSketch: n_components={self.n_components} is too small for the terms of "
+                f"DotProductKernelSketch: n_components={self.n_components_} is too small for the terms of "
                 f"degrees {term_deg.tolist()} (n_exact={self.n_exact}, max_degree={self.max_degree}): the "
                 f"predicted RMS relative error of k(x, x) is {self.predicted_error_:.3g} > max_error="
                 f"{self.max_error:g}; about n_components={need} would give 0.1. Raise n_components, lower "

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from distsketch.estimators.autosize import AutoSized
 from distsketch.estimators.base import OperatorSize, RowMapTransformer
 from distsketch.estimators.kernel_params import fit_gamma, fitted_kernel_params
 from distsketch.graph import map_blocks
@@ -31,7 +32,7 @@ __all__ = ["LinearStageSketch"]
 _FUSED_BYTES = 2 * 2**20
 
 
-class LinearStageSketch(RowMapTransformer):
+class LinearStageSketch(AutoSized, RowMapTransformer):
     """Base of sketches ``combine(Σ_column blocks linear(block) + bias)``.
 
     Subclasses implement ``_setup(d)`` (called in fit), ``_n_linear()``,
@@ -70,11 +71,13 @@ class LinearStageSketch(RowMapTransformer):
         self._init_seed()
         if "gamma" in self._parameter_constraints:
             fit_gamma(self, X)
+        self.n_components_ = self._resolve_size(X)
         self._setup(X)
         kernel = getattr(self, "kernel", self._approximates)
         if kernel is not None:
             self.kernel_params_ = fitted_kernel_params(self, kernel)
         self.n_samples_seen_ = int(X.shape[0])
+        self._certify(X)
         return self
 
     def _padded_width(self, n_features: int) -> int:
@@ -86,7 +89,7 @@ class LinearStageSketch(RowMapTransformer):
         # the linear stage (and its sum), the output and two complex FFT spectra per output
         # column, as _bytes_per_row and _fixed_bytes count them for a block, in float64.
         # The operators themselves are regenerated per task from seed_ and are smaller.
-        m, d = int(self.n_components), int(n_features)
+        m, d = self._size_for_check(), int(n_features)
         n_linear = int(getattr(self, "degree", None) or 1) * m if self._linear_per_degree else m
         row = 8 * (d + self._padded_width(d) + 2 * n_linear + m) + 48 * m
         name = type(self).__name__
@@ -98,10 +101,10 @@ class LinearStageSketch(RowMapTransformer):
 
     # -- stages -------------------------------------------------------------------------------
     def _setup(self, X: Any) -> None:
-        self.n_output_features_ = int(self.n_components)
+        self.n_output_features_ = int(self.n_components_)
 
     def _n_linear(self) -> int:
-        m = int(self.n_components)
+        m = int(self.n_components_)
         return int(self.degree) * m if self._linear_per_degree else m
 
     def _bias(self) -> np.ndarray | None:

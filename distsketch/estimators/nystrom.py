@@ -10,6 +10,7 @@ import numpy as np
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
+from distsketch.estimators.autosize import AutoSized, is_auto
 from distsketch.estimators.base import (
     DistsketchEstimator,
     OperatorSize,
@@ -44,7 +45,7 @@ def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize
              f"lower {param} or reduce the input's width first")]
 
 
-class NystromFeatures(LandmarkFolding, RowMapTransformer):
+class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
     """Nyström feature map z(x) = K(x, L) · W_k^{+1/2}, blockwise and out of core.
 
     z(x)·z(y) is the Nyström approximation K(x, L) W_k⁺ K(L, y) of the kernel.
@@ -63,8 +64,11 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         the value used is ``gamma_``.
     degree, coef0 : int, float
         Polynomial kernel parameters.
-    n_landmarks : int, default 100
-        Number of landmarks m (sampled rows, k-means centres).
+    n_landmarks : int or "auto", default 100
+        Number of landmarks m (sampled rows, k-means centres); "auto"
+        chooses the smallest m whose relative kernel error reaches
+        ``target_error`` (pilot maps on a 2000-row sample, so at most 2000;
+        the error model's exponent is fitted, the decay of the spectrum tail).
     landmarks : {"uniform", "kmeans", "leverage", "rpcholesky"}, array of shape (m, d) or Zarr path
         "uniform": the bottom-m rows of priority hash(seed, row) (one pass,
         chunking-independent); "kmeans": k-means centres (k-means++ and Lloyd on
@@ -92,6 +96,8 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         best one (``eigh``'s) at O(m² (k + p)(2q + 1)) cost.
     kmeans_sample : int, default 20000
         Rows of the uniform sample k-means runs on (``landmarks="kmeans"``).
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -106,6 +112,12 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
     eigenvalues_ : ndarray of shape (r,)
         Kept eigenvalues of W (standard and randomized variants).
     kernel_params_ : dict
+    n_landmarks_ : int
+        The number of landmarks asked for (``n_landmarks``, or the one "auto"
+        chose); ``partial_fit`` keeps it.
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_landmarks="auto"`` only;
+        evaluation rows that are landmarks are left out of ``kernel_error_``).
     n_samples_seen_ : int
         Rows seen so far (``fit`` plus every ``partial_fit``).
     n_features_in_, n_output_features_ : int
@@ -145,7 +157,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         "gamma": GAMMA_CONSTRAINT,
         "degree": [Interval(int, 1, None)],
         "coef0": [Interval(float, None, None)],
-        "n_landmarks": [Interval(int, 1, None)],
+        "n_landmarks": [Interval(int, 1, None), Options({"auto"})],
         "landmarks": [Options(LANDMARK_CHOICES), "array-like", str, os.PathLike],
         "rank": [Interval(int, 1, None), None],
         "variant": [Options({"standard", "ensemble", "randomized"})],
@@ -153,14 +165,22 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         "n_oversamples": [Interval(int, 0, None)],
         "n_power_iter": [Interval(int, 0, None)],
         "kmeans_sample": [Interval(int, 1, None)],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
+    # "auto": landmarks from a 2000-row pilot sample, the error exponent fitted
+    _size_param = "n_landmarks"
+    _auto_start = 16
+    _auto_slope = None
+    _auto_fit_rows = 2000
+    _auto_rows_cap = True
 
     def __init__(self, *, kernel: Any = "rbf", gamma: float | str | None = None, degree: int = 3,
-                 coef0: float = 1.0, n_landmarks: int = 100, landmarks: Any = "uniform",
+                 coef0: float = 1.0, n_landmarks: int | str = 100, landmarks: Any = "uniform",
                  rank: int | None = None, variant: str = "standard", n_ensemble: int = 4,
                  kmeans_sample: int = 20000, random_state: Any = None,
-                 n_oversamples: int = 10, n_power_iter: int = 1):
+                 n_oversamples: int = 10, n_power_iter: int = 1,
+                 target_error: float | None = None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -174,6 +194,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         self.random_state = random_state
         self.n_oversamples = n_oversamples
         self.n_power_iter = n_power_iter
+        self.target_error = target_error
 
     _accepts_sparse = True
 
@@ -196,6 +217,12 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         self.landmark_indices_ = np.zeros(0, dtype=np.int64)
+        if is_auto(self.n_landmarks) and (self._precomputed() or not (isinstance(self.landmarks, str)
+                                                             and self.landmarks in LANDMARK_CHOICES)):
+            raise ConfigError("NystromFeatures: n_landmarks='auto' draws landmarks from the rows of "
+                              "X and measures their kernel error; with kernel='precomputed' or "
+                              "landmarks given as an array pass n_landmarks as an integer.")
+        self.n_landmarks_ = self._resolve_size(X) if not self._precomputed() else int(self.n_landmarks)
         if self._precomputed():
             W = np.asarray(to_numpy(densify(X)), dtype=np.float64)
             if W.shape[0] != W.shape[1]:
@@ -213,13 +240,14 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
         with blas_single_thread():
             self._fit_map(W, seed)
         self.n_samples_seen_ = int(X.shape[0])
+        self._certify(X)
         return self
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # with a precomputed kernel, X is the landmarks' kernel matrix itself
         return [] if self._precomputed() else _landmark_sizes(
-            "NystromFeatures", "n_landmarks", int(self.n_landmarks), int(n_features)) + \
-            landmark_choice_sizes("NystromFeatures", self.landmarks, int(self.n_landmarks),
+            "NystromFeatures", "n_landmarks", self._size_for_check(), int(n_features)) + \
+            landmark_choice_sizes("NystromFeatures", self.landmarks, self._size_for_check(),
                                   int(n_features))
 
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
@@ -245,7 +273,7 @@ class NystromFeatures(LandmarkFolding, RowMapTransformer):
 
     def _choose_landmarks(self, X: Any, seed: int, kernel: Any, params: dict) -> np.ndarray:
         rows, self.landmark_indices_ = choose_landmarks(
-            X, self.landmarks, self.n_landmarks, seed, kernel=kernel, kernel_params=params,
+            X, self.landmarks, self.n_landmarks_, seed, kernel=kernel, kernel_params=params,
             kmeans_sample=self.kmeans_sample)
         return rows
 

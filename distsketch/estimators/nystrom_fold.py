@@ -93,7 +93,12 @@ class LandmarkFolding(MergeableEstimator):
                 f"{type(self).__name__} folds rows only with landmarks='uniform' (a mergeable "
                 f"sample); landmarks={self.landmarks!r} must be refitted on all rows "  # type: ignore[attr-defined]
                 "with fit.")
-        return UniformLandmarks(int(self.n_landmarks), self.seed_, "landmarks")  # type: ignore[attr-defined]
+        return UniformLandmarks(self._sample_size(), self.seed_, "landmarks")  # type: ignore[attr-defined]
+
+    def _sample_size(self) -> int:
+        # the number fit chose (n_landmarks="auto") or was given; folding keeps it
+        size: Any = getattr(self, "n_landmarks_", None)
+        return int(self.n_landmarks if size is None else size)  # type: ignore[attr-defined]
 
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
         """The bottom-k landmark sample of rows X (global rows from ``row_offset``) and
@@ -101,7 +106,7 @@ class LandmarkFolding(MergeableEstimator):
         self._check_is_fitted("normalization_")
         self._sampler()
         X = self._check_input(X, reset=False, allow_sparse=True)
-        _, state = landmark_sample(X, int(self.n_landmarks), self.seed_, "landmarks",  # type: ignore[attr-defined]
+        _, state = landmark_sample(X, self._sample_size(), self.seed_, "landmarks",  # type: ignore[attr-defined]
                                    row_start=row_offset)
         return {"sample": state, "rows": int(X.shape[0])}
 

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.autosize import is_auto
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.ops.countsketch import countsketch
@@ -65,11 +66,11 @@ class _PolynomialMixin:
 class _PaddedPolynomialMixin(_PolynomialMixin):
     """Sketches over the Hadamard-padded width D = next_pow2(d + constant coordinate)."""
 
-    n_components: int
+    n_components_: int
 
     def _setup(self, X: Any) -> None:
         self._padded_dim = next_pow2(X.shape[1] + self._extra())
-        self.n_output_features_ = int(self.n_components)
+        self.n_output_features_ = int(self.n_components_)
 
     def _D(self) -> int:
         return next_pow2(self.n_features_in_ + self._extra())
@@ -82,7 +83,8 @@ _POLY_CONSTRAINTS: dict[str, list[Any]] = {
     "degree": [Interval(int, 1, None)],
     "gamma": GAMMA_CONSTRAINT,
     "coef0": [Interval(float, 0, None, closed="left")],
-    "n_components": [Interval(int, 1, None)],
+    "n_components": [Interval(int, 1, None), Options({"auto"})],
+    "target_error": [Interval(float, 0, None, closed="neither"), None],
     "random_state": ["random_state"],
 }
 
@@ -95,8 +97,11 @@ class CountSketch(LinearStageSketch):
 
     Parameters
     ----------
-    n_components : int, default 100
-        Sketch size m.
+    n_components : int or "auto", default 100
+        Sketch size m; "auto" chooses it for ``target_error`` (as in
+        :class:`RandomFourierFeatures`).
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
         Seed of the hash functions.
 
@@ -105,6 +110,10 @@ class CountSketch(LinearStageSketch):
     seed_ : int
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The sketch size used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -134,16 +143,19 @@ class CountSketch(LinearStageSketch):
     _kernel_of_features = "linear"
 
     _parameter_constraints = {
-        "n_components": [Interval(int, 1, None)],
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 100, random_state: Any = None):
+    def __init__(self, *, n_components: int | str = 100, target_error: float | None = None,
+                 random_state: Any = None):
         self.n_components = n_components
+        self.target_error = target_error
         self.random_state = random_state
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        return countsketch(block, self.seed_, "countsketch", self.n_components, col_offset,
+        return countsketch(block, self.seed_, "countsketch", self.n_components_, col_offset,
                            self._dtype_of(block))
 
 
@@ -157,8 +169,11 @@ class SRHT(LinearStageSketch):
 
     Parameters
     ----------
-    n_components : int, default 100
-        m; must be at most D.
+    n_components : int or "auto", default 100
+        Sketch size m; must be at most D.  "auto" chooses it for
+        ``target_error`` (at most D, where the transform is exact).
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -168,6 +183,10 @@ class SRHT(LinearStageSketch):
         The sampled Hadamard coordinates.
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The sketch size used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -188,12 +207,15 @@ class SRHT(LinearStageSketch):
     _kernel_of_features = "linear"
 
     _parameter_constraints = {
-        "n_components": [Interval(int, 1, None)],
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components: int = 100, random_state: Any = None):
+    def __init__(self, *, n_components: int | str = 100, target_error: float | None = None,
+                 random_state: Any = None):
         self.n_components = n_components
+        self.target_error = target_error
         self.random_state = random_state
 
     def _padded_width(self, n_features: int) -> int:
@@ -202,7 +224,7 @@ class SRHT(LinearStageSketch):
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """n_components ≤ the padded width D, then the sizes (before any pass over X)."""
         D = next_pow2(int(n_features))
-        if self.n_components > D:
+        if not is_auto(self.n_components) and int(self.n_components) > D:
             raise ConfigError(
                 f"SRHT: n_components={self.n_components} exceeds the padded input dimension "
                 f"D={D} (next power of two >= n_features={n_features}); choose n_components "
@@ -214,12 +236,16 @@ class SRHT(LinearStageSketch):
         from distsketch.ops.hadamard import srht_coordinates
 
         self._padded_dim = D
-        self.coordinates_ = np.array(srht_coordinates(self.seed_, "srht", D, self.n_components))
-        self.n_output_features_ = int(self.n_components)
+        self.coordinates_ = np.array(srht_coordinates(self.seed_, "srht", D, self.n_components_))
+        self.n_output_features_ = int(self.n_components_)
+
+    def _auto_cap(self, n_samples: int, n_features: int) -> int:
+        # m = D samples every coordinate: an orthogonal transform, exact inner products
+        return min(super()._auto_cap(n_samples, n_features), next_pow2(int(n_features)))
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         D = next_pow2(self.n_features_in_)
-        return srht(block, self.seed_, "srht", self.n_components, D, col_offset,
+        return srht(block, self.seed_, "srht", self.n_components_, D, col_offset,
                     dtype=self._dtype_of(block), row_offset=row_offset)
 
 
@@ -241,8 +267,10 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
         sample (one pass over X in ``fit``).
     coef0 : float, default 0.0
         c >= 0; a coordinate sqrt(c) is appended (so c enters unscaled by γ).
-    n_components : int, default 100
-        Sketch size m.
+    n_components : int or "auto", default 100
+        Sketch size m; "auto" chooses it for ``target_error``.
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -254,6 +282,10 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
         The parameters of the approximated kernel, by name (``gamma_`` among them).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The sketch size used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -281,31 +313,33 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
-                 n_components: int = 100, random_state: Any = None):
+                 n_components: int | str = 100, target_error: float | None = None,
+                 random_state: Any = None):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
         self.n_components = n_components
+        self.target_error = target_error
         self.random_state = random_state
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return self._scaled(tensor_sketch_linear(block, self.seed_, "tensorsketch", self.degree,
-                                                 self.n_components, col_offset, self._dtype_of(block)))
+                                                 self.n_components_, col_offset, self._dtype_of(block)))
 
     def _bias(self) -> np.ndarray | None:
         if not self._extra():
             return None
         return tensor_sketch_linear(self._constant_row(), self.seed_, "tensorsketch", self.degree,
-                                    self.n_components, self.n_features_in_)[0]
+                                    self.n_components_, self.n_features_in_)[0]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        return tensor_sketch_combine(L, self.degree, self.n_components)
+        return tensor_sketch_combine(L, self.degree, self.n_components_)
 
     def _map_block(self, block: Any, offset: int) -> np.ndarray:
         if sp.issparse(block):
             return super()._map_block(block, offset)
         # dense blocks holding all columns: the fused kernel, bitwise equal to the two stages
-        return tensor_sketch_dense(block, self.seed_, "tensorsketch", self.degree, self.n_components,
+        return tensor_sketch_dense(block, self.seed_, "tensorsketch", self.degree, self.n_components_,
                                    scale=float(np.sqrt(self.gamma_)), bias=self._bias(),
                                    dtype=self._dtype_of(block))
 
@@ -326,8 +360,10 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
         Offset c of the polynomial kernel.
-    n_components : int, default 100
-        Sketch size m (the output width).
+    n_components : int or "auto", default 100
+        Sketch size m (the output width); "auto" chooses it for ``target_error``.
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -339,6 +375,10 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
         The parameters of the approximated kernel, by name (``gamma_`` among them).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The sketch size used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -358,26 +398,28 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
-                 n_components: int = 100, random_state: Any = None):
+                 n_components: int | str = 100, target_error: float | None = None,
+                 random_state: Any = None):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
         self.n_components = n_components
+        self.target_error = target_error
         self.random_state = random_state
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return self._scaled(tensor_srht_linear(block, self.seed_, "tensorsrht", self.degree,
-                                               self.n_components, self._D(), col_offset,
+                                               self.n_components_, self._D(), col_offset,
                                                self._dtype_of(block), row_offset))
 
     def _bias(self) -> np.ndarray | None:
         if not self._extra():
             return None
         return tensor_srht_linear(self._constant_row(), self.seed_, "tensorsrht", self.degree,
-                                  self.n_components, self._D(), self.n_features_in_)[0]
+                                  self.n_components_, self._D(), self.n_features_in_)[0]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        return tensor_srht_combine(L, self.degree, self.n_components)
+        return tensor_srht_combine(L, self.degree, self.n_components_)
 
 
 class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
@@ -398,10 +440,13 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
         As for :class:`TensorSketch`.
     coef0 : float, default 0.0
         Offset c of the polynomial kernel.
-    n_components : int, default 100
-        m, the width of every intermediate sketch and of the output.
+    n_components : int or "auto", default 100
+        m, the width of every intermediate sketch and of the output; "auto"
+        chooses it for ``target_error``.
     base : {"srht", "tensorsketch"}, default "srht"
         (T, S) = (SRHT, TensorSRHT) or (CountSketch, TensorSketch).
+    target_error : float or None, default None
+        As for :class:`RandomFourierFeatures`.
     random_state : int, Generator or None
 
     Attributes
@@ -413,6 +458,10 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
         The parameters of the approximated kernel, by name (``gamma_`` among them).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The sketch size used (``n_components``, or the one "auto" chose).
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` only).
     n_features_in_ : int
     n_output_features_ : int
 
@@ -433,24 +482,26 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
     _parameter_constraints = {**_POLY_CONSTRAINTS, "base": [Options(set(BASES))]}
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
-                 n_components: int = 100, base: str = "srht", random_state: Any = None):
+                 n_components: int | str = 100, base: str = "srht",
+                 target_error: float | None = None, random_state: Any = None):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
         self.n_components = n_components
         self.base = base
+        self.target_error = target_error
         self.random_state = random_state
 
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        return self._scaled(leaf_sketch(block, self.seed_, "polysketch", self.n_components, self._D(),
+        return self._scaled(leaf_sketch(block, self.seed_, "polysketch", self.n_components_, self._D(),
                                         self.base, col_offset, self._dtype_of(block), row_offset))
 
     def _bias(self) -> np.ndarray | None:
         if not self._extra():
             return None
-        return leaf_sketch(self._constant_row(), self.seed_, "polysketch", self.n_components,
+        return leaf_sketch(self._constant_row(), self.seed_, "polysketch", self.n_components_,
                            self._D(), self.base, self.n_features_in_)[0]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        return poly_sketch_combine(L, self.degree, self.seed_, "polysketch", self.n_components,
+        return poly_sketch_combine(L, self.degree, self.seed_, "polysketch", self.n_components_,
                                    self.base, row_offset)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.autosize import AutoSized, is_auto
 from distsketch.estimators.base import OperatorSize, RowMapTransformer, to_numpy
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.projection import PROJECTABLE_KERNELS, jl_min_dim, project, projection_matrix
@@ -15,7 +16,7 @@ from distsketch.validation import Interval, Options, check_input
 __all__ = ["DatabaseFriendlyProjection"]
 
 
-class DatabaseFriendlyProjection(RowMapTransformer):
+class DatabaseFriendlyProjection(AutoSized, RowMapTransformer):
     """Achlioptas' database-friendly random projection x ↦ Rᵀx / √k.
 
     R has independent entries ±1 (``density="dense"``) or √3·{+1, 0, −1} with
@@ -31,10 +32,16 @@ class DatabaseFriendlyProjection(RowMapTransformer):
     ----------
     n_components : int or "auto", default "auto"
         Output dimension k; "auto" uses the bound above with ``eps`` and the
-        number of rows seen in ``fit`` (β = 1).
+        number of rows seen in ``fit`` (β = 1), or, with ``target_error``,
+        the smallest k whose relative error of the linear kernel reaches it
+        (as in :class:`RandomFourierFeatures`).
     density : {"dense", "sparse"}, default "dense"
     eps : float in (0, 1), default 0.1
-        Distortion for ``n_components="auto"``.
+        Distortion for ``n_components="auto"`` without ``target_error``.
+    target_error : float or None, default None
+        Relative kernel error ‖K − K̂‖_F / ‖K‖_F of the linear kernel on a row
+        sample that ``n_components="auto"`` must reach; None: the
+        Johnson–Lindenstrauss bound with ``eps`` instead.
     random_state : int, Generator or None
 
     Attributes
@@ -43,6 +50,9 @@ class DatabaseFriendlyProjection(RowMapTransformer):
     components_ : ndarray of shape (n_components, n_features_in_)
         Rᵀ / √k (as scikit-learn's random projections store it).
     n_components_ : int
+    kernel_error_, pilot_sizes_, pilot_errors_
+        As for :class:`RandomFourierFeatures` (``n_components="auto"`` with
+        ``target_error`` only).
     n_output_features_ : int
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
@@ -80,15 +90,17 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         "n_components": [Interval(int, 1, None), Options({"auto"})],
         "density": [Options({"dense", "sparse"})],
         "eps": [Interval(float, 0, 1, closed="neither")],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
     _accepts_sparse = True
 
     def __init__(self, *, n_components: int | str = "auto", density: str = "dense",
-                 eps: float = 0.1, random_state: Any = None):
+                 eps: float = 0.1, target_error: float | None = None, random_state: Any = None):
         self.n_components = n_components
         self.density = density
         self.eps = eps
+        self.target_error = target_error
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any = None) -> DatabaseFriendlyProjection:
@@ -106,21 +118,30 @@ class DatabaseFriendlyProjection(RowMapTransformer):
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        k = self._width(X.shape[0])
+        k = self._resolve_size(X)
         self.n_components_ = k
         self.components_ = projection_matrix(seed, X.shape[1], k, self.density).T.copy()
         self.n_output_features_ = k
         self.n_samples_seen_ = int(X.shape[0])
+        self._certify(X)
         return self
 
+    def _jl(self) -> bool:
+        return is_auto(self.n_components) and self.target_error is None
+
+    def _resolve_size(self, X: Any) -> int:
+        if self._jl():
+            self._auto_choice = self._auto_size = None
+            return self._width(int(X.shape[0]))
+        return super()._resolve_size(X)
+
     def _width(self, n_samples: int) -> int:
-        return (jl_min_dim(n_samples, self.eps) if self.n_components == "auto"
-                else int(self.n_components))
+        return jl_min_dim(n_samples, self.eps) if self._jl() else self._size_for_check()
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         k, d = self._width(n_samples), int(n_features)
         given = (f"n_components='auto' (eps={self.eps} on {n_samples} rows gives k={k})"
-                 if self.n_components == "auto" else f"n_components={k}")
+                 if self._jl() else f"n_components={k}")
         return [(f"DatabaseFriendlyProjection: {given} on {d} input features has a matrix R "
                  f"({k} x {d} float64) that", 8 * k * d,
                  "lower n_components (or raise eps) or reduce the input's width first")]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.autosize import AutoSized, is_auto
 from distsketch.estimators.base import OperatorSize, RowMapTransformer
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
@@ -16,7 +17,7 @@ from distsketch.validation import Interval, Options
 __all__ = ["RandomFourierFeatures"]
 
 
-class RandomFourierFeatures(RowMapTransformer):
+class RandomFourierFeatures(AutoSized, RowMapTransformer):
     """Random Fourier features for shift-invariant kernels, blockwise and out of core.
 
     z(x) = sqrt(2/m) cos(Wᵀx + b) with E[z(x)ᵀz(y)] = k(x, y) (``form="offset"``),
@@ -32,8 +33,10 @@ class RandomFourierFeatures(RowMapTransformer):
         heuristic on a 1000-row sample
         (:func:`~distsketch.estimators.kernel_params.median_gamma`, one pass
         over X in ``fit``).
-    n_components : int, default 100
-        Number of features m.
+    n_components : int or "auto", default 100
+        Number of features m; "auto" chooses the smallest m whose relative
+        kernel error reaches ``target_error`` (:mod:`~distsketch.estimators.autosize`;
+        an even m for ``form="paired"``).
     orthogonal : bool, default False
         Orthogonal random features (lower variance; rbf and cauchy).
     form : {"offset", "paired"}, default "offset"
@@ -44,6 +47,9 @@ class RandomFourierFeatures(RowMapTransformer):
         (Sutherland & Schneider 2015), i.e. never more and about half where
         k(x, y) is large.  The paired form's frequencies are the first m/2 of
         the offset form's for the same seed.
+    target_error : float or None, default None
+        Relative kernel error ‖K − K̂‖_F / ‖K‖_F on a row sample that
+        ``n_components="auto"`` must reach (None: 0.1); unused otherwise.
     random_state : int, Generator or None
         Seed; the operator is a pure function of it.
 
@@ -61,6 +67,14 @@ class RandomFourierFeatures(RowMapTransformer):
         The parameters of the approximated kernel, by name (``gamma_`` among them).
     n_samples_seen_ : int
         Rows ``fit`` was given (a data-oblivious map reads only their shape).
+    n_components_ : int
+        The number of features used (``n_components``, or the one "auto" chose).
+    kernel_error_ : float
+        ``n_components="auto"`` only: the relative kernel error of the fitted
+        map on the pilot's evaluation rows (at most ``target_error``).
+    pilot_sizes_, pilot_errors_ : ndarray
+        ``n_components="auto"`` only: the sizes the pilot measured (increasing)
+        and their relative kernel errors on the evaluation rows.
     n_features_in_ : int
     n_output_features_ : int
 
@@ -70,6 +84,8 @@ class RandomFourierFeatures(RowMapTransformer):
     (paired); a task holds its block and its block_rows × m output.  The
     operator (d × m, or d × m/2 paired) travels once per worker.
     float32 input gives float32 features (cos is ~20x faster in float32).
+    ``n_components="auto"``: one pass for a 500-row sample, then maps of
+    32, 64, 128 features and the model's size on it (error ∝ m^(−1/2)).
 
     References
     ----------
@@ -93,19 +109,22 @@ class RandomFourierFeatures(RowMapTransformer):
     _parameter_constraints = {
         "kernel": [Options(SHIFT_INVARIANT_NAMES)],
         "gamma": GAMMA_CONSTRAINT,
-        "n_components": [Interval(int, 1, None)],
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
         "orthogonal": ["boolean"],
         "form": [Options(RFF_FORMS)],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, kernel: str = "rbf", gamma: float | str | None = None, n_components: int = 100,
-                 orthogonal: bool = False, form: str = "offset", random_state: Any = None):
+    def __init__(self, *, kernel: str = "rbf", gamma: float | str | None = None,
+                 n_components: int | str = 100, orthogonal: bool = False, form: str = "offset",
+                 target_error: float | None = None, random_state: Any = None):
         self.kernel = kernel
         self.gamma = gamma
         self.n_components = n_components
         self.orthogonal = orthogonal
         self.form = form
+        self.target_error = target_error
         self.random_state = random_state
 
     _accepts_sparse = True
@@ -115,26 +134,31 @@ class RandomFourierFeatures(RowMapTransformer):
 
         Reads only X's shape, unless ``gamma="median"`` (one pass for a row sample).
         """
-        if self.form == "paired" and self.n_components % 2:
+        if self.form == "paired" and not is_auto(self.n_components) and int(self.n_components) % 2:
+            m = int(self.n_components)
             raise ConfigError(
                 f"RandomFourierFeatures(form='paired') outputs a (cos, sin) pair per frequency, "
-                f"so n_components must be even; got {self.n_components}. Use "
-                f"{self.n_components + 1} or {self.n_components - 1}.")
+                f"so n_components must be even; got {m}. Use {m + 1} or {m - 1}.")
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
+        self.n_components_ = self._resolve_size(X)
         name, params = fit_kernel_params(self, X)
         self.random_weights_, self.random_offset_ = rff_operator(
-            seed, name, params["gamma"], X.shape[1], self.n_components, self.orthogonal,  # type: ignore[arg-type]
+            seed, name, params["gamma"], X.shape[1], self.n_components_, self.orthogonal,  # type: ignore[arg-type]
             self.form)
-        self.n_output_features_ = int(self.n_components)
+        self.n_output_features_ = self.n_components_
         self.kernel_params_ = params
         self.n_samples_seen_ = int(X.shape[0])
+        self._certify(X)
         return self
+
+    def _admissible(self, m: int) -> int:
+        return m + m % 2 if self.form == "paired" else m
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         """The weights W (d x m float64), refused before they are drawn if too large."""
-        m, d = int(self.n_components), int(n_features)
+        m, d = self._size_for_check(), int(n_features)
         return [(f"RandomFourierFeatures: a map of {m} features on {d} input features has weights W "
                  f"({d} x {m} float64) that", 8 * m * d,
                  "lower n_components (n_random_features of a model holding this map) or reduce "
@@ -144,7 +168,7 @@ class RandomFourierFeatures(RowMapTransformer):
         return (self.random_weights_, self.random_offset_)
 
     def _bytes_per_row(self) -> float:
-        return 8.0 * (self.n_features_in_ + 2 * self.n_components)
+        return 8.0 * (self.n_features_in_ + 2 * self.n_components_)
 
     @staticmethod
     def _map_block(block: Any, offset: int, W: np.ndarray, b: np.ndarray) -> np.ndarray:

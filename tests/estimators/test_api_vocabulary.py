@@ -316,6 +316,7 @@ threshold           ~ the rounding level c ~ rounding level
 tile_rows           ~ rows per strip and tile side ~ [Rr]ows per strip
 tol                 ~ stopping tolerance of an iterative solver ~ [Rr]esidual
 truncation_tol      ~ tail probability that chooses where a series is cut ~ [Tt]runcation tolerance
+target_error        ~ relative kernel error an "auto" size must reach ~ [Rr]elative kernel error
 variant             ~ which Nyström variant ~ "standard", "ensemble", "randomized"
 verbose             ~ progress on the distsketch logger ~ distsketch
 """
