@@ -20,7 +20,7 @@ from distsketch.datasets import load_digits_array, random_noisy
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
 from distsketch.io import write_array
 from distsketch.metrics import kernel_errors
-from distsketch.ops.fd import fd_block_formulation, fd_sketch
+from distsketch.ops.fd import fd_block_formulation
 
 
 @pytest.fixture(scope="module")

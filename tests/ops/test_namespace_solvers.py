@@ -288,7 +288,8 @@ def test_statistical_dimensions():
 COVERED = {
     "fd": {"fd_block_formulation": test_fd_covariance_shrink,
            "fd_covariance_bytes": test_fd_covariance_shrink,
-           "fd_covariance_shrink": test_fd_covariance_shrink, "fd_shrink": test_fd_shrink, "fd_sketch": test_fd_sketch_and_merge,
+           "fd_covariance_shrink": test_fd_covariance_shrink, "fd_shrink": test_fd_shrink,
+           "fd_sketch": test_fd_sketch_and_merge,
            "fd_merge": test_fd_sketch_and_merge, "fd_sketch_components": test_fd_sketch_components},
     "linalg": {"fix_signs": test_fix_signs, "row_stable_matmul": test_row_stable_matmul,
                "ROW_TILE": None},  # a constant
