@@ -25,32 +25,46 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.base import is_classifier
 
 cp = pytest.importorskip("cupy")
 da = pytest.importorskip("dask.array")
 
 import distsketch as ds  # noqa: E402
 from distsketch.errors import ConfigError  # noqa: E402
-from distsketch.ops.device import require_cupy  # noqa: E402
 
-try:
-    require_cupy()
-except ConfigError as exc:  # CuPy installed, no GPU
-    pytest.skip(str(exc), allow_module_level=True)
 
-from sklearn.base import is_classifier, is_regressor  # noqa: E402
+def _no_gpu() -> str:
+    """Why no GPU can run here ('' when one can)."""
+    from distsketch.ops.device import require_cupy
 
-pytestmark = pytest.mark.gpu
+    try:
+        require_cupy()
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(_no_gpu()), reason=_no_gpu() or "GPU")]
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "_vocabulary", ROOT / "tests" / "estimators" / "test_api_vocabulary.py")
-_vocabulary = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(_vocabulary)  # type: ignore[union-attr]
+
+
+def _load(name: str):
+    """A helper module of tests/estimators (not a package: loaded from its path)."""
+    spec = importlib.util.spec_from_file_location(f"_{name}",
+                                                  ROOT / "tests" / "estimators" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+_vocabulary = _load("test_api_vocabulary")
 SMALL, XS, YS, _build = _vocabulary.SMALL, _vocabulary.XS, _vocabulary.YS, _vocabulary._build
+_compare = _load("namespace_compare")
+assert_learned_match = _compare.assert_learned_match
 
 RTOL, ATOL = 1e-8, 1e-10
-SIGN_FREE = {"sketch_"}  # an FD sketch is defined up to the signs of its rows
 METHODS = ("transform", "predict", "decision_function", "predict_proba")
 ESTIMATORS = sorted((obj for name in ds.__all__
                      if inspect.isclass(obj := getattr(ds, name)) and hasattr(obj, "fit")),
@@ -58,11 +72,7 @@ ESTIMATORS = sorted((obj for name in ds.__all__
 
 
 def _targets(cls):
-    est = _build(cls)
-    if is_classifier(est):
-        return (YS > 0).astype(np.int64)
-    required = est.__sklearn_tags__().target_tags.required
-    return YS if is_regressor(est) or required else None
+    return _compare.targets(_build(cls), YS)
 
 
 def _on_gpu(a, kind):
@@ -81,33 +91,15 @@ def _to_host(out):
     return cp.asnumpy(out) if isinstance(out, cp.ndarray) else np.asarray(out)
 
 
-def _fit(cls, X, y):
-    return _build(cls).fit(X) if y is None else _build(cls).fit(X, y)
-
-
 @pytest.mark.parametrize("kind", ["cupy", "dask-of-cupy"])
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_cupy_gives_the_numpy_results_or_the_documented_refusal(cls, kind):
     y = _targets(cls)
     Xg, yg = _on_gpu(XS, kind), _on_gpu(y, kind)
-    if not cls._array_api_support:
-        with pytest.raises(ConfigError, match=r"has no GPU \(array-API\) path yet"):
-            _fit(cls, Xg, yg)
-        return
-    ref, got = _fit(cls, XS, y), _fit(cls, Xg, yg)
-    for name, value in vars(got).items():
-        if not name.endswith("_") or name.startswith("_"):
-            continue
-        assert not type(value).__module__.startswith("cupy"), name
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            expected = getattr(ref, name)
-            if name in SIGN_FREE:
-                value, expected = value.T @ value, expected.T @ expected
-            elif name == "components_" and np.shape(getattr(ref, "singular_values_", ())) == \
-                    (value.shape[0],):
-                keep = ref.singular_values_ > 1e-8 * ref.singular_values_.max()
-                value, expected = value[keep], expected[keep]
-            np.testing.assert_allclose(value, expected, rtol=RTOL, atol=ATOL, err_msg=name)
+    if (pair := _compare.fit_pair(_build, cls, XS, y, Xg, yg)) is None:
+        return  # the documented refusal
+    ref, got = pair
+    assert_learned_match(got, ref, "cupy", RTOL, ATOL)
     for method in METHODS:
         if hasattr(ref, method):
             out = getattr(got, method)(Xg)
