@@ -3,6 +3,7 @@
 One command::
 
     python benchmarks/bench_precision.py --rows 65536 --repeats 5 [--base /tmp/base]
+    python benchmarks/bench_precision.py --blocks 4096,10486,32768,131072 --repeats 5
 
 fits ``StreamingKernelPCA(n_random_features=1024, sketch_size=64, method=...)``
 on ``rows x 100`` float32 in-memory rows with the synchronous scheduler and one
@@ -93,12 +94,64 @@ def flops_per_row(method: str, formulation: str = "buffer", block_rows: float = 
     return rff + 2.0 * M * M
 
 
+def block_formulations(block_sizes: list[int], repeats: int) -> None:
+    """Per-row cost of one block's ``chunk`` in each FD formulation and RNCA's, in this process.
+
+    The same mapped block (RFF, float32) through the buffer formulation, the
+    covariance formulation and RNCA's blocked covariance, interleaved, best of
+    ``repeats``, one BLAS thread: the measurement behind
+    :func:`distsketch.ops.fd.fd_block_formulation`'s cost model.
+    """
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from distsketch import StreamingKernelPCA
+    from distsketch.summaries import frequent_directions as fds
+
+    chosen = fds.fd_block_formulation
+    print(f"one block's chunk, m {M}, l {ELL}, float32 rows x {D}; best of {repeats}, "
+          "interleaved, one BLAS thread")
+    print(f"{'rows':>7} {'buffer us/row':>14} {'covariance':>11} {'rnca':>7} "
+          f"{'buffer GFLOP/s':>15} {'cov GFLOP/s':>12} {'fd/rnca':>8} {'chosen':>10}")
+    for n in block_sizes:
+        X = np.random.default_rng(0).normal(size=(n, D)).astype(np.float32)
+        kw = dict(n_components=10, n_random_features=M, sketch_size=ELL, random_state=0)
+        fd = StreamingKernelPCA(**kw).fit(X[:512])
+        rn = StreamingKernelPCA(method="rnca", **kw).fit(X[:512])
+        ops = fd.features_._operands()
+        best: dict[str, float] = {}
+        try:
+            with threadpool_limits(1):
+                for _ in range(repeats):
+                    for name in ("buffer", "covariance", "rnca"):
+                        summary = (rn if name == "rnca" else fd)._summary()
+                        fds.fd_block_formulation = lambda *a, _n=name: _n  # type: ignore[misc]
+                        t = time.perf_counter()
+                        summary.chunk(X, 0, *ops)
+                        best[name] = min(best.get(name, float("inf")), time.perf_counter() - t)
+        finally:
+            fds.fd_block_formulation = chosen
+        us = {k: v / n * 1e6 for k, v in best.items()}
+        rate = flops_per_row("fd", "covariance", n) / us["covariance"] / 1e3
+        rate_b = flops_per_row("fd", "buffer") / us["buffer"] / 1e3
+        form = chosen(n, M, ELL)
+        print(f"{n:7d} {us['buffer']:14.2f} {us['covariance']:11.2f} {us['rnca']:7.2f} "
+              f"{rate_b:15.1f} {rate:12.1f} {us[form] / us['rnca']:8.2f} {form:>10}")
+    print(f"one-core float32 GEMM (ZtZ): {gemm_rate('float32'):.1f} GFLOP/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=65536)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--base", default=None, help="another code tree to compare (before)")
+    parser.add_argument("--blocks", default="",
+                        help="comma-separated block sizes: time one block per FD formulation "
+                             "in this process instead of the fits")
     args = parser.parse_args()
+    if args.blocks:
+        block_formulations([int(b) for b in args.blocks.split(",")], args.repeats)
+        return
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"this": here} | ({"base": os.path.abspath(args.base)} if args.base else {})
     best: dict[tuple[str, str], float] = {}

@@ -63,7 +63,7 @@ def fd_block_formulation(n_rows: int, m: int, ell: int) -> str:
     :func:`fd_covariance_shrink`) or ``"buffer"`` (:func:`fd_sketch`, a shrink
     per ℓ rows), whichever the cost model below says is cheaper per row, in
     GEMM-flop equivalents measured on one core (benchmarks/RESULTS.md, "FD
-    block formulation"): buffer 12·ℓ·m + 700·ℓ² (the 2ℓ × 2ℓ ``ssyevd`` per
+    block formulation"): buffer 12·ℓ·m + 600·ℓ² (the 2ℓ × 2ℓ ``ssyevd`` per
     ℓ rows runs at ~1/6 of the GEMM rate), covariance 2·m² + 12·m³/n (the top-ℓ
     ``dsyevr`` of an m × m matrix once per block).  A pure function of the
     shapes, so the choice is the same on every device.
@@ -71,7 +71,7 @@ def fd_block_formulation(n_rows: int, m: int, ell: int) -> str:
     n, m, ell = int(n_rows), int(m), int(ell)
     if m > COVARIANCE_MAX_COLUMNS or n < 2 * ell or n < 1:
         return "buffer"
-    buffer = 12.0 * ell * m + 700.0 * ell * ell
+    buffer = 12.0 * ell * m + 600.0 * ell * ell
     covariance = 2.0 * m * m + 12.0 * m ** 3 / n
     return "covariance" if covariance < buffer else "buffer"
 

@@ -64,14 +64,14 @@ def test_the_formulation_follows_the_cost_model():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blocks_in_both_formulations_merge_within_the_guarantee(dtype):
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(1300, 5)).astype(dtype)
+    X = rng.normal(size=(1700, 5)).astype(dtype)
     W, b = rff_operator(4, "rbf", 0.5, 5, 128)
     rff = lambda block, offset, W, b: rff_map(block, W, b, offset)  # noqa: E731
     s = FrequentDirectionsSummary(8, transform=rff, map_rows=256)
-    # 1100 rows take the covariance, 200 rows the buffer (ℓ = 8, m = 128)
-    assert fd_block_formulation(1100, 128, 8) == "covariance"
+    # 1500 rows take the covariance, 200 rows the buffer (ℓ = 8, m = 128)
+    assert fd_block_formulation(1500, 128, 8) == "covariance"
     assert fd_block_formulation(200, 128, 8) == "buffer"
-    states = [s.chunk(X[:1100], 0, W, b), s.chunk(X[1100:], 1100, W, b)]
+    states = [s.chunk(X[:1500], 0, W, b), s.chunk(X[1500:], 1500, W, b)]
     st = s.merge(states)
     Z = rff_map(X, W, b, 0).astype(np.float64)
     B, scale = st["sketch"], float(np.sum(Z * Z))
