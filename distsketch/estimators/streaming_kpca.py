@@ -223,8 +223,12 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     Notes
     -----
     Per row: 2·d·m flops and m cos for the features, then about 12·ℓ·m
-    flops for FD or 2·m² for RNCA.  Per-task memory: the input block, at most
-    2048 × m mapped features and an O(ℓ·m) (FD) or O(m²) (RNCA) state,
+    flops for FD or 2·m² for RNCA; FD folds a large block (m ≤ 2048) through
+    its m × m covariance instead, at RNCA's 2·m² plus one top-ℓ
+    eigendecomposition per block, when that is cheaper
+    (:func:`~distsketch.ops.fd.fd_block_formulation`).  Per-task memory: the
+    input block, at most 2048 × m mapped features and an O(ℓ·m) (FD; O(m²)
+    while a block is folded through its covariance) or O(m²) (RNCA) state,
     independent of n.  Communication: the d × m operator once per worker and
     one state per block (ℓ·m or m² float64), merged ``split_every`` at a time.
 
