@@ -97,6 +97,7 @@ class FrequentDirectionsSummary(Summary):
         sketch = None
         shrinkage = 0.0
         sq = 0.0
+        sq_device: Any = None
         # one m x m covariance and one shrink per block, or a shrink per ℓ rows:
         # fd_block_formulation decides from the shapes alone (same on every device)
         cov: Any = None
@@ -114,8 +115,10 @@ class FrequentDirectionsSummary(Summary):
             if xp is np:
                 sq += float(np.einsum("ij,ij->", Z, Z, dtype=np.float64))
             else:
+                # summed on the device, read once per block (a read is a device sync)
                 Z64 = xp.astype(Z, xp.float64)
-                sq += float(xp.sum(Z64 * Z64))
+                part_sq = xp.sum(Z64 * Z64)
+                sq_device = part_sq if sq_device is None else sq_device + part_sq
             if not formulation:
                 formulation = fd_block_formulation(n, Z.shape[1], ell)
             if formulation == "covariance":
@@ -124,6 +127,8 @@ class FrequentDirectionsSummary(Summary):
                 sketch, shrinkage = fd_sketch(Z, ell, sketch=sketch, shrinkage=shrinkage)
         if formulation == "covariance":
             sketch, shrinkage = fd_covariance_shrink(cov, ell)
+        if sq_device is not None:
+            sq += float(sq_device)
         return {"sketch": sketch, "n": int(n), "sq_frobenius": sq, "shrinkage": shrinkage}
 
     def merge(self, states: list[dict]) -> dict:
