@@ -49,9 +49,13 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
 
     Notes
     -----
-    Each block is sketched ℓ rows at a time in a 2ℓ × d float64 buffer
-    (≈ 12·ℓ·d flops per row); sketches are merged ``split_every`` at a time.
-    Per-task memory: the block plus O(ℓ·d); communication: one ℓ × d float64
+    Each block is sketched ℓ rows at a time in a 2ℓ × d buffer (≈ 12·ℓ·d
+    flops per row), or, for large blocks with d ≤ 2048, in one shrink of its
+    d × d covariance (2·d² flops per row and one top-ℓ eigendecomposition per
+    block), whichever :func:`~distsketch.ops.fd.fd_block_formulation` finds
+    cheaper from the shapes; sketches are merged ``split_every`` at a time.
+    Per-task memory: the block plus O(ℓ·d) (O(d²) for the covariance);
+    communication: one ℓ × d float64
     sketch per block.  The sketch depends on the chunking and merge order; the
     guarantee does not.
 

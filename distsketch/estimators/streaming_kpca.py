@@ -18,7 +18,7 @@ from distsketch.estimators.base import (
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.fd import fd_sketch_components
+from distsketch.ops.fd import fd_covariance_bytes, fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
 from distsketch.ops.namespace import asarray, densify, float_dtype, host_dtype, namespace, to_host
@@ -223,8 +223,12 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     Notes
     -----
     Per row: 2·d·m flops and m cos for the features, then about 12·ℓ·m
-    flops for FD or 2·m² for RNCA.  Per-task memory: the input block, at most
-    2048 × m mapped features and an O(ℓ·m) (FD) or O(m²) (RNCA) state,
+    flops for FD or 2·m² for RNCA; FD folds a large block (m ≤ 2048) through
+    its m × m covariance instead, at RNCA's 2·m² plus one top-ℓ
+    eigendecomposition per block, when that is cheaper
+    (:func:`~distsketch.ops.fd.fd_block_formulation`).  Per-task memory: the
+    input block, at most 2048 × m mapped features and an O(ℓ·m) (FD; O(m²)
+    while a block is folded through its covariance) or O(m²) (RNCA) state,
     independent of n.  Communication: the d × m operator once per worker and
     one state per block (ℓ·m or m² float64), merged ``split_every`` at a time.
 
@@ -328,6 +332,8 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         feat = itemsize if itemsize == 4 else 8
         state_bytes = self._state_bytes()
         fixed = d * m * 8 + m * 8 + _MAP_ROWS * m * (feat + 8) + state_bytes
+        if self.method == "fd":  # a block folded through its covariance holds it (ops.fd)
+            fixed += fd_covariance_bytes(m)
         return reduce_blocks(self._summary(), X, *self.features_._operands(),
                              split_every=self.split_every, bytes_per_row=float(d * itemsize),
                              fixed_bytes=float(fixed), row_start=row_start,

@@ -13,6 +13,8 @@ input columns at a time: O(n·w·m) flops, which a GPU runs as GEMMs.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +29,12 @@ __all__ = ["countsketch", "countsketch_hashes", "countsketch_matrix", "countsket
 
 # input columns per one-hot operator slice on non-NumPy blocks (a 1024 × m dense slice)
 _ONEHOT_COLS = 1024
+# one-hot slices already on a device, most recently used last: a task sketches many
+# blocks with the same slices, and rebuilding + copying one per block costs a host
+# scatter and a host-to-device copy of w × m values each time
+_DEVICE_ONEHOT: OrderedDict[tuple, Any] = OrderedDict()
+_DEVICE_ONEHOT_MAX = 8
+_DEVICE_ONEHOT_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=64)
@@ -140,8 +148,8 @@ def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: 
 
     For namespaces without a scatter-add: the (w × m) operator is built on the host
     from the same hashes, a slice of ``_ONEHOT_COLS`` input columns at a time, and
-    moved to the block's device, so the result equals the sparse product up to the
-    order of the sums.
+    moved to the block's device once per process and device (:func:`_onehot_slice`),
+    so the result equals the sparse product up to the order of the sums.
     """
     w = X.shape[0] if transposed else X.shape[1]
     n = X.shape[1] if transposed else X.shape[0]
@@ -150,12 +158,34 @@ def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: 
     ht = host_dtype(X.dtype)
     for a in range(0, w, _ONEHOT_COLS):
         b = min(w, a + _ONEHOT_COLS)
-        h, s = countsketch_hashes(seed, purpose, col_offset + a, col_offset + b, m)
-        C = np.zeros((b - a, m), dtype=ht)
-        C[np.arange(b - a), h] = s
-        Cd = asarray(C, like=X)
+        Cd = _onehot_slice(X, ht, int(seed), str(purpose), col_offset + a, col_offset + b, m)
         if transposed:
             out += xp.matrix_transpose(Cd) @ X[a:b, ...]
         else:
             out += X[:, a:b] @ Cd
     return out
+
+
+def _onehot_slice(X: Any, ht: np.dtype, seed: int, purpose: str, start: int, stop: int,
+                  m: int) -> Any:
+    """The one-hot operator of columns ``start:stop`` on X's device, cached per device.
+
+    At most ``_DEVICE_ONEHOT_MAX`` slices are kept (least recently used dropped); the
+    cached arrays are only read.
+    """
+    key = (type(X).__module__.split(".")[0], str(X.device), ht.str, seed, purpose,
+           int(start), int(stop), int(m))
+    with _DEVICE_ONEHOT_LOCK:
+        hit = _DEVICE_ONEHOT.get(key)
+        if hit is not None:
+            _DEVICE_ONEHOT.move_to_end(key)
+            return hit
+    h, s = countsketch_hashes(seed, purpose, start, stop, m)
+    C = np.zeros((stop - start, m), dtype=ht)
+    C[np.arange(stop - start), h] = s
+    Cd = asarray(C, like=X)
+    with _DEVICE_ONEHOT_LOCK:
+        _DEVICE_ONEHOT[key] = Cd
+        while len(_DEVICE_ONEHOT) > _DEVICE_ONEHOT_MAX:
+            _DEVICE_ONEHOT.popitem(last=False)
+    return Cd

@@ -42,13 +42,91 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import asarray, copy_array, densify, is_numpy, namespace, zeros
 
-__all__ = ["fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
+__all__ = ["fd_block_formulation", "fd_covariance_bytes",
+           "fd_covariance_shrink", "fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
+
+#: Widest m for which a block's m × m covariance is formed (12·m² bytes per task:
+#: the float64 sum and a float32 product, 50 MiB at 2048).
+COVARIANCE_MAX_COLUMNS = 2048
 
 
 def _check_ell(ell: int) -> int:
     if isinstance(ell, bool) or not isinstance(ell, (int, np.integer)) or ell < 1:
         raise ConfigError(f"Frequent Directions sketch size must be an int >= 1; got {ell!r}.")
     return int(ell)
+
+
+def fd_block_formulation(n_rows: int, m: int, ell: int) -> str:
+    """Which formulation folds a block of ``n_rows`` rows of width m into an ℓ-row sketch.
+
+    Returns ``"covariance"`` (one shrink of the block's m × m covariance,
+    :func:`fd_covariance_shrink`) or ``"buffer"`` (:func:`fd_sketch`, a shrink
+    per ℓ rows), whichever the cost model below says is cheaper per row, in
+    GEMM-flop equivalents measured on one core (benchmarks/RESULTS.md, "FD
+    block formulation"): buffer 12·ℓ·m + 600·ℓ² (the 2ℓ × 2ℓ ``ssyevd`` per
+    ℓ rows runs at ~1/6 of the GEMM rate), covariance 2·m² + 12·m³/n (the top-ℓ
+    ``dsyevr`` of an m × m matrix once per block).  A pure function of the
+    shapes, so the choice is the same on every device.
+    """
+    n, m, ell = int(n_rows), int(m), int(ell)
+    if m > COVARIANCE_MAX_COLUMNS or n < 2 * ell or n < 1:
+        return "buffer"
+    buffer = 12.0 * ell * m + 600.0 * ell * ell
+    covariance = 2.0 * m * m + 12.0 * m ** 3 / n
+    return "covariance" if covariance < buffer else "buffer"
+
+
+def fd_covariance_bytes(m: int) -> int:
+    """Task memory of the covariance formulation at width m (0 where it is never chosen)."""
+    return 12 * int(m) ** 2 if int(m) <= COVARIANCE_MAX_COLUMNS else 0
+
+
+def fd_covariance_shrink(C: Any, ell: int) -> tuple[Any, float]:
+    """Frequent Directions sketch of rows A given only their covariance C = AᵀA.
+
+    Parameters
+    ----------
+    C : array of shape (m, m), float64
+        Symmetric positive semidefinite (a sum of ZᵀZ), in any namespace.
+    ell : int
+        Sketch size ℓ.
+
+    Returns
+    -------
+    sketch : array of shape (ell, m), float64, in C's namespace
+        ``diag(√max(0, λᵢ − δ)) Vᵀ`` for the ℓ largest eigenpairs (λᵢ, vᵢ) of C;
+        zero rows pad a width below ℓ.
+    shrinkage : float
+        δ = λ_ℓ, the ℓ-th largest eigenvalue (0 when m ≤ ℓ: the sketch then
+        holds C exactly).  ``0 ⪯ C − BᵀB`` and ``‖C − BᵀB‖₂ = δ`` up to float64
+        rounding: one FD shrink of a buffer holding all the rows.
+
+    Notes
+    -----
+    Cost: one top-ℓ eigendecomposition of an m × m matrix in float64 (LAPACK
+    ``dsyevr`` on NumPy, the namespace's full ``eigh`` elsewhere: ``cupy``'s
+    runs on the device); memory O(m²).  Float64 even for float32 rows: the
+    float32 ``ssyevr`` is 1.6× faster at m = 1024 but moves δ by u·‖C‖₂, more
+    than the float32 products of C do.
+    """
+    ell = _check_ell(ell)
+    xp = namespace(C)
+    m = int(C.shape[0])
+    k = min(ell, m)
+    if is_numpy(xp):
+        lam, V = sla.eigh(np.asarray(C, dtype=np.float64), driver="evr",
+                          subset_by_index=(m - k, m - 1), check_finite=False)
+    else:
+        lam, V = xp.linalg.eigh(xp.astype(C, xp.float64))
+        lam, V = lam[m - k:], V[:, m - k:]
+    # ascending: largest first
+    lam = xp.clip(xp.flip(lam, axis=0), 0.0, None)
+    V = xp.flip(V, axis=1)
+    delta = float(lam[k - 1]) if m > ell else 0.0
+    out = xp.sqrt(xp.clip(lam - delta, 0.0, None))[:, None] * V.T
+    if k < ell:
+        out = xp.concat([out, zeros((ell - k, m), out)], axis=0)
+    return out, delta
 
 
 def fd_shrink(M: np.ndarray, ell: int) -> tuple[np.ndarray, float]:

@@ -7,11 +7,33 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
-from distsketch.ops.fd import fd_merge, fd_sketch
+from distsketch.ops.fd import (
+    fd_block_formulation,
+    fd_covariance_bytes,
+    fd_covariance_shrink,
+    fd_merge,
+    fd_sketch,
+)
 from distsketch.ops.namespace import asarray, densify, namespace
 from distsketch.summaries.base import Summary
+from distsketch.summaries.covariance import feature_rows
 
 __all__ = ["FrequentDirectionsSummary"]
+
+
+def _add_gram(xp: Any, Z: Any, cov: Any, gram: Any) -> tuple[Any, Any]:
+    """``cov += ZᵀZ`` in float64, the product in Z's precision (float32 rows: one float32
+    GEMM, as :func:`~distsketch.summaries.covariance.covariance_state` forms it)."""
+    if xp is not np:
+        ztz = xp.astype(Z.T @ Z, xp.float64)
+        return (ztz if cov is None else cov + ztz), None
+    # NumPy: two m x m buffers reused slice after slice (fresh 8 MiB pages per slice
+    # cost page faults, which do not scale with the cores busy)
+    if cov is None:
+        m = Z.shape[1]
+        cov, gram = np.zeros((m, m)), np.empty((m, m), dtype=Z.dtype)
+    cov += np.matmul(Z.T, Z, out=gram)
+    return cov, gram
 
 
 class FrequentDirectionsSummary(Summary):
@@ -46,7 +68,10 @@ class FrequentDirectionsSummary(Summary):
     associative only within that guarantee (its output depends on merge
     order).  Memory of ``chunk``: the block, ``map_rows × m`` mapped values and
     a 2ℓ × m buffer (float32 for float32 rows, which are shrunk in float32:
-    :mod:`distsketch.ops.fd`).
+    :mod:`distsketch.ops.fd`), or, when
+    :func:`~distsketch.ops.fd.fd_block_formulation` folds the block through its
+    covariance (large blocks, m ≤ 2048), the m × m covariance (float64 sum and
+    a float32 product) and one shrink of it per block.
 
     References
     ----------
@@ -68,9 +93,16 @@ class FrequentDirectionsSummary(Summary):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         n = block.shape[0]
+        ell = self.sketch_size
         sketch = None
         shrinkage = 0.0
         sq = 0.0
+        sq_device: Any = None
+        # one m x m covariance and one shrink per block, or a shrink per ℓ rows:
+        # fd_block_formulation decides from the shapes alone (same on every device)
+        cov: Any = None
+        gram: Any = None
+        formulation = ""
         for start in range(0, max(n, 1), self.map_rows):
             stop = min(n, start + self.map_rows)
             part = block[start:stop, :]
@@ -83,10 +115,20 @@ class FrequentDirectionsSummary(Summary):
             if xp is np:
                 sq += float(np.einsum("ij,ij->", Z, Z, dtype=np.float64))
             else:
+                # summed on the device, read once per block (a read is a device sync)
                 Z64 = xp.astype(Z, xp.float64)
-                sq += float(xp.sum(Z64 * Z64))
-            sketch, shrinkage = fd_sketch(Z, self.sketch_size, sketch=sketch,
-                                          shrinkage=shrinkage)
+                part_sq = xp.sum(Z64 * Z64)
+                sq_device = part_sq if sq_device is None else sq_device + part_sq
+            if not formulation:
+                formulation = fd_block_formulation(n, Z.shape[1], ell)
+            if formulation == "covariance":
+                cov, gram = _add_gram(xp, feature_rows(Z), cov, gram)
+            else:
+                sketch, shrinkage = fd_sketch(Z, ell, sketch=sketch, shrinkage=shrinkage)
+        if formulation == "covariance":
+            sketch, shrinkage = fd_covariance_shrink(cov, ell)
+        if sq_device is not None:
+            sq += float(sq_device)
         return {"sketch": sketch, "n": int(n), "sq_frobenius": sq, "shrinkage": shrinkage}
 
     def merge(self, states: list[dict]) -> dict:
@@ -114,4 +156,4 @@ class FrequentDirectionsSummary(Summary):
         """Memory of ``chunk`` independent of the block size: mapped rows and buffers."""
         ell = self.sketch_size
         return float(self.map_rows * n_columns * (itemsize + 8) + 4 * ell * n_columns * 8
-                     + 8 * (2 * ell) ** 2)
+                     + 8 * (2 * ell) ** 2 + fd_covariance_bytes(n_columns))

@@ -20,7 +20,7 @@ from distsketch.datasets import load_digits_array, random_noisy
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
 from distsketch.io import write_array
 from distsketch.metrics import kernel_errors
-from distsketch.ops.fd import fd_sketch
+from distsketch.ops.fd import fd_block_formulation
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +47,20 @@ def test_fd_single_block_equals_numpy_reference(noisy):
     model = StreamingKernelPCA(n_components=5, n_random_features=128, sketch_size=16,
                                random_state=0).fit(noisy)
     Z = model.features_.transform(noisy)            # float32 features, as sketched
-    B, delta = fd_sketch(Z, 16)
-    np.testing.assert_array_equal(model.sketch_, B)
-    assert model.shrinkage_ == delta
-    _, s, Vt = np.linalg.svd(B, full_matrices=False)
-    np.testing.assert_allclose(np.abs(model.components_), np.abs(Vt[:5]), atol=1e-10)
-    np.testing.assert_allclose(model.explained_variance_, s[:5] ** 2 / 3000, rtol=1e-10)
+    # one block of 3000 rows at m = 128: folded through its covariance in one shrink
+    assert fd_block_formulation(3000, 128, 16) == "covariance"
+    _, s, Vt = np.linalg.svd(Z.astype(np.float64), full_matrices=False)
+    delta = s[15] ** 2
+    ref = Vt[:16].T @ ((s[:16] ** 2 - delta)[:, None] * Vt[:16])
+    # float32 products of ≤ 2048 rows summed in float64: within a few u·‖Z‖₂² (u = 2⁻²⁴)
+    tol = 64 * 2.0**-24 * s[0] ** 2
+    np.testing.assert_allclose(model.sketch_.T @ model.sketch_, ref, rtol=0, atol=tol)
+    assert model.shrinkage_ == pytest.approx(delta, rel=0, abs=tol)
+    _, sb, Vb = np.linalg.svd(model.sketch_, full_matrices=False)
+    np.testing.assert_allclose(np.abs(model.components_), np.abs(Vb[:5]), atol=1e-10)
+    np.testing.assert_allclose(model.explained_variance_, sb[:5] ** 2 / 3000, rtol=1e-10)
+    np.testing.assert_allclose(model.explained_variance_, (s[:5] ** 2 - delta) / 3000,
+                               rtol=0, atol=tol / 3000)
 
 
 def test_rnca_equals_exact_feature_pca(noisy):

@@ -61,6 +61,21 @@ def test_fd_shrink():
         assert dx == pytest.approx(d, rel=RTOL_FACTOR, abs=1e-300)
 
 
+def test_fd_covariance_shrink():
+    C = A50.T @ A50
+    for ell in (4, 6, 9):
+        B, d = fd.fd_covariance_shrink(C, ell)
+        Bx, dx = fd.fd_covariance_shrink(xs(C), ell)
+        assert array_api_compat.is_array_api_strict_namespace(array_api_compat.array_namespace(Bx))
+        tol = RTOL_FACTOR * np.trace(C)
+        assert_allclose(back(Bx).T @ back(Bx), B.T @ B, rtol=0, atol=tol)
+        assert dx == pytest.approx(d, rel=0, abs=tol)
+    # the formulation depends on the shapes only, so a block gets it on every device
+    assert fd.fd_block_formulation(65536, 1024, 64) == "covariance"
+    assert fd.fd_block_formulation(2048, 1024, 64) == "buffer"
+    assert fd.fd_covariance_bytes(1024) == 12 * 1024**2
+
+
 def test_fd_sketch_and_merge():
     B, d = fd.fd_sketch(A50, 4)
     Bx, dx = fd.fd_sketch(xs(A50), 4)
@@ -271,7 +286,10 @@ def test_statistical_dimensions():
 # --- every public name of these modules is covered here --------------------------------------
 
 COVERED = {
-    "fd": {"fd_shrink": test_fd_shrink, "fd_sketch": test_fd_sketch_and_merge,
+    "fd": {"fd_block_formulation": test_fd_covariance_shrink,
+           "fd_covariance_bytes": test_fd_covariance_shrink,
+           "fd_covariance_shrink": test_fd_covariance_shrink, "fd_shrink": test_fd_shrink,
+           "fd_sketch": test_fd_sketch_and_merge,
            "fd_merge": test_fd_sketch_and_merge, "fd_sketch_components": test_fd_sketch_components},
     "linalg": {"fix_signs": test_fix_signs, "row_stable_matmul": test_row_stable_matmul,
                "ROW_TILE": None},  # a constant

@@ -10,7 +10,7 @@ import pytest
 
 from distsketch.errors import ConfigError
 from distsketch.graph import tree_reduce
-from distsketch.ops.fd import fd_sketch
+from distsketch.ops.fd import fd_block_formulation, fd_covariance_shrink, fd_sketch
 from distsketch.ops.rff import rff_map, rff_operator
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.testing import MergeableSummaryTests, assert_states_equal
@@ -115,21 +115,37 @@ def test_same_chunking_bitwise_identical_sync_and_threads():
     assert_states_equal(a, t2)
 
 
-def test_chunk_does_not_depend_on_map_rows():
+@pytest.mark.parametrize("m", [20, 120])
+def test_chunk_does_not_depend_on_map_rows(m):
     rng = np.random.default_rng(9)
     X = rng.normal(size=(333, 4))
-    W, b = rff_operator(1, "rbf", 0.4, 4, 20)
+    W, b = rff_operator(1, "rbf", 0.4, 4, m)
+    formulation = fd_block_formulation(333, m, 5)
+    assert formulation == ("covariance" if m == 20 else "buffer")
     states = [FrequentDirectionsSummary(5, transform=_rff, map_rows=r).chunk(X, 17, W, b)
               for r in (5, 13, 4096)]
+    scale = states[0]["sq_frobenius"]
     for st in states[1:]:
-        np.testing.assert_array_equal(st["sketch"], states[0]["sketch"])
-        assert st["shrinkage"] == states[0]["shrinkage"]
+        if formulation == "buffer":
+            np.testing.assert_array_equal(st["sketch"], states[0]["sketch"])
+            assert st["shrinkage"] == states[0]["shrinkage"]
+        else:
+            # the block's covariance is summed slice by slice: map_rows groups that
+            # float64 sum, so only rounding (a few ulps of ‖Z‖_F²) depends on it
+            np.testing.assert_allclose(st["sketch"].T @ st["sketch"],
+                                       states[0]["sketch"].T @ states[0]["sketch"],
+                                       rtol=0, atol=1e-12 * scale)
+            assert st["shrinkage"] == pytest.approx(states[0]["shrinkage"], abs=1e-12 * scale)
         assert st["n"] == states[0]["n"]
         # only the float64 sum of squares depends on the summation grouping
         assert st["sq_frobenius"] == pytest.approx(states[0]["sq_frobenius"], rel=1e-13)
-    # and equals the plain FD sketch of the mapped rows
-    B, _ = fd_sketch(rff_map(X, W, b, 17), 5)
-    np.testing.assert_array_equal(states[0]["sketch"], B)
+    # and equals the FD sketch of the mapped rows in the chosen formulation
+    Z = rff_map(X, W, b, 17)
+    B, _ = fd_sketch(Z, 5) if formulation == "buffer" else fd_covariance_shrink(Z.T @ Z, 5)
+    np.testing.assert_allclose(states[-1]["sketch"].T @ states[-1]["sketch"], B.T @ B,
+                               rtol=0, atol=1e-12 * scale)
+    if formulation == "buffer":
+        np.testing.assert_array_equal(states[0]["sketch"], B)
 
 
 def test_empty_needs_width_and_bad_size():
