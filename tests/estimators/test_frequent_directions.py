@@ -20,15 +20,19 @@ def _data(n=3000, d=24, seed=0):
 
 
 def _check_guarantee(A, fd, ell):
+    single = np.asarray(A).dtype == np.float32 if not sp.issparse(A) else A.dtype == np.float32
     A = np.asarray(A, dtype=np.float64)
     B = fd.sketch_
     scale = float(np.sum(A * A))
     err = np.linalg.norm(A.T @ A - B.T @ B, 2)
     s2 = np.linalg.svd(A, compute_uv=False) ** 2
+    # float32 rows are multiplied in float32: the guarantee holds to u·‖M‖² per shrink
+    # (ops/fd.py, Precision), u = 2⁻²⁴ and at most n/ℓ shrinks; float64 rows to 1e-9
+    slack = 16 * 2.0**-24 * np.sqrt(A.shape[0] / ell) * scale if single else 1e-9 * scale
     for k in range(ell):
-        assert err <= s2[k:].sum() / (ell - k) + 1e-9 * scale
+        assert err <= s2[k:].sum() / (ell - k) + slack
         # the certified bound is computed from the sketch alone and is never below the error
-        assert err <= fd.covariance_error_bound(k) + 1e-9 * scale
+        assert err <= fd.covariance_error_bound(k) + slack
     assert fd.n_samples_seen_ == A.shape[0]
     assert fd.sq_frobenius_ == pytest.approx(scale, rel=1e-6)
 
