@@ -20,7 +20,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
-from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma
+from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma, strip_median_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
@@ -53,9 +53,7 @@ from distsketch.estimators.ridge_summary import (
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.namespace import host_dtype, namespace, to_host
-from distsketch.ops.sketch_solve import (
-    summary_sse,
-)
+from distsketch.ops.sketch_solve import summary_sse
 from distsketch.validation import Interval, StrOptions, check_targets, is_dask
 from distsketch.validation.finite import FiniteRows
 
@@ -241,6 +239,10 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self.x_mean_ = self.x_scale_ = None
         self._median_gamma = self._loo = None
         if not self._standardizes():
+            if wants_median_gamma(self.features):
+                # gamma is needed before the only pass: a few strips of rows, not a pass
+                self._median_gamma = strip_median_gamma(
+                    X, where=f"the {X.shape[0]} x {X.shape[1]} input of {type(self).__name__}")
             return X
         loo = self.features is None and Y is not None and self.cv is None
         # the row sample rides on the moments' pass (no extra pass over X)

@@ -92,7 +92,7 @@ def default_n_features(n_rows: int | None) -> int:
     """Width of the default feature map: ``min(2048, max(1024, 2 · n_rows))``.
 
     Far fewer features than rows approximate the kernel too coarsely where
-    rows are few (512 features cost breast cancer's 426 training rows 1.5
+    rows are few (512 features cost breast cancer's 426 training rows 1.6
     points against 1024; ``benchmarks/RESULTS.md``), while each m³
     factorisation at m = 2048 costs ~1 s on a busy core, which a table of a
     few hundred rows does not repay.  ``n_rows=None`` (unknown, as in
