@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from distsketch.errors import ConfigError, DistsketchError, InputError, StoreError
+from distsketch.errors import DistsketchError, InputError, StoreError
 from distsketch.io.class_codes import MAX_CLASSES, class_names
 from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
@@ -52,9 +52,7 @@ from distsketch.validation.finite import cast_checked, check_finite_stored
 __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
 
 def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool = False,
-           source: str | None = None, storage_options: dict | None = None,
-           format: str | None = None, label_column: int | str | None = None,
-           class_labels: bool | None = None, **read_options: Any) -> Path | str:
+           source: str | None = None, storage_options: dict | None = None) -> Path | str:
     """Append rows to a store written by :func:`distsketch.io.ingest`, atomically.
 
     ``X`` and ``y`` grow together; the consolidated metadata and then the
@@ -65,33 +63,18 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
     ----------
     store : path-like or URL
         An ingested store (a Zarr group with ``X`` and, when labelled, ``y``).
-    X : array-like of shape (k, d), or path-like
+    X : array-like of shape (k, d)
         The new rows; ``d`` is the store's width.  Cast to the store's dtype;
-        a cast that would change a value is refused.  A path (``str`` or
-        ``os.PathLike``) is a file the ingest readers read (CSV, ``.npy``,
-        Parquet, svmlight, idx, ...), streamed block by block: this is
-        ``ingest(X, store, append=True, ...)``, the CLI's ``ingest --append``.
-    y : array-like of shape (k,), or path-like, optional
+        a cast that would change a value is refused.
+    y : array-like of shape (k,), optional
         Labels of the new rows: required when the store has ``y``, refused
-        when it has none.  With a file ``X``: a 1-D ``.npy`` or idx labels
-        file (ingest's ``labels=``), unless the file has labels of its own
-        (a label column).
+        when it has none.
     allow_nan : bool, default False
         Store NaN/Inf as they are instead of raising.
     source : str, optional
-        Where the rows came from, recorded in the manifest's ``appends`` (a
-        file ``X`` records its path).
+        Where the rows came from, recorded in the manifest's ``appends``.
     storage_options : dict, optional
         fsspec options for a URL ``store``.
-    format, label_column, class_labels : optional
-        For a file ``X``, as in :func:`~distsketch.io.ingest`: the format
-        (default: from the name or first bytes) and the CSV/Parquet label
-        column by name or index (class names are mapped to the store's
-        codes by name; a name not seen before gets the next code).
-    **read_options
-        Other reading options of :func:`~distsketch.io.ingest` for a file
-        ``X`` (``delimiter``, ``header``, ``skip_header``, ``n_features``,
-        ``zero_based``, ``progress``).
 
     Returns
     -------
@@ -114,24 +97,6 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
     old rows unchanged; everything else is new chunks.  A workflow run that
     started before the append reads only the rows it recorded when it started.
     """
-    if isinstance(X, (str, os.PathLike)):
-        if source is not None:
-            raise ConfigError(f"append: source= names where in-memory rows came from; the rows "
-                              f"of the file {X} are recorded with its path. Drop source=.")
-        if y is not None and not isinstance(y, (str, os.PathLike)):
-            raise ConfigError(f"append: with the file {X} as X, y is a labels file (.npy or idx) "
-                              "or None; labels in the file itself are read with label_column=.")
-        from distsketch.io.readers.ingest import ingest
-
-        return ingest(X, store, append=True, format=format, label_column=label_column,
-                      class_labels=class_labels, labels=y, allow_nan=allow_nan,
-                      storage_options=storage_options, **read_options)
-    given = {"format": format, "label_column": label_column, "class_labels": class_labels,
-             **read_options}
-    if any(v is not None for v in given.values()):
-        names = ", ".join(f"{k}=" for k, v in given.items() if v is not None)
-        raise ConfigError(f"append: {names} apply to a file X (a path to read); the rows given "
-                          "are an array. Drop them, or pass the file's path as X.")
     with StoreAppender.open(store, storage_options=storage_options) as app:
         app.write(X, y, allow_nan=allow_nan)
         app.commit(source=source)
