@@ -85,7 +85,8 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         features (2048 in ``partial_fit``) and gamma chosen among
         {1/8, 1/4, 1/2, 1, 2} / n_features by exact leave-one-out of kernel
         ridge on the ≤ 1000 rows the standardising pass samples (no pass of
-        its own; 1 / n_features without ``standardize``).  Nested parameters:
+        its own; 1 / n_features without ``standardize`` or with ``cv``, whose
+        ``gammas`` choose).  Nested parameters:
         ``set_params(features__gamma="median")``.
     alpha : "auto", float or array-like of floats > 0, default "auto"
         Regularisation λ.  "auto": with the default map on at most 1000
@@ -163,12 +164,11 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     -----
     One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
     for the column moments: a 2·d + 1 state per block, and the default map's
-    row sample: five O(k³) eigendecompositions of its k ≤ 1000 rows' kernel).  Per task: the
-    block, its ``rows × m`` features and an m × m + m × t state (× k folds ×
-    n_gammas with CV); merges hold ``split_every`` states.  Communication:
-    one state per block.  The solve is one O(m³) eigendecomposition for the
-    whole λ path (and for the GCV choice of ``alpha="auto"``), then a
-    Cholesky solve at the chosen λ; nothing depends on n.
+    row sample: five O(k³) eigendecompositions of its k ≤ 1000 rows' kernel).
+    Per task: the block, its ``rows × m`` features and an m × m + m × t state
+    (× k folds × n_gammas with CV); merges hold ``split_every`` states, one
+    state per block is communicated.  The solve is one O(m³) eigendecomposition
+    for the λ path (and GCV), or a Cholesky at one λ; nothing depends on n.
     ``predict`` is a blockwise map (dask in -> dask out).
 
     References

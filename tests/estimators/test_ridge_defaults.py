@@ -151,12 +151,15 @@ def test_loo_kernel_path_equals_refits_without_each_row(fit_intercept):
             assert path["mse"][g, a] == pytest.approx(err / 25, rel=1e-7)
 
 
-def test_default_gamma_and_alpha_are_the_leave_one_out_choice():
+def test_default_gamma_and_alpha_are_the_leave_one_out_choice(caplog):
     from distsketch.graph.planner import record_plans
 
     X, y = _data(80)
-    with record_plans() as plans:
+    with record_plans() as plans, caplog.at_level("INFO", logger="distsketch"):
         model = SketchedKernelRidge(random_state=3).fit(da.from_array(X, chunks=(30, 3)), y)
+    # fit's log says what was chosen
+    assert f"gamma={model.gamma_:.3g}" in caplog.text and "leave-one-out on 80" in caplog.text
+    assert f"alpha={model.alpha_:.3g} chosen with gamma by leave-one-out" in caplog.text
     # no pass of its own: the sample rides on the standardising pass
     assert [p.name for p in plans] == ["ridge-standardize", "ridge-summary"]
     res = model.cv_results_
