@@ -5,7 +5,9 @@ Every estimator with a kernel scale takes ``gamma`` as
 * a positive float: used as given;
 * ``None`` (the default everywhere): ``1 / n_features``, scikit-learn's default;
 * ``"median"``: the median heuristic, ``1 / median ‖xᵢ − xⱼ‖²`` over a
-  sample of at most 1000 rows (:func:`median_gamma`).
+  sample of at most 1000 rows (:func:`median_gamma`; a kernel ridge model
+  takes its sample from the standardising pass, or without one from a few
+  strips of rows, :func:`strip_median_gamma`, instead of a pass of its own).
 
 ``fit`` stores the value it used as ``gamma_``; ``transform``/``predict`` use
 ``gamma_``, never ``gamma``.  The command line's ``--gamma median`` calls the
@@ -22,13 +24,15 @@ import numpy as np
 from distsketch.errors import InputError
 from distsketch.graph import reduce_blocks
 from distsketch.ops.kernels import resolve_kernel_params
-from distsketch.ops.random import resolve_seed
-from distsketch.summaries.landmarks import UniformLandmarks
-from distsketch.validation import Interval, StrOptions
+from distsketch.ops.namespace import asarray, densify, namespace, to_host
+from distsketch.ops.random import hash_uniform, resolve_seed
+from distsketch.summaries.landmarks import UniformLandmarks, bottom_k
+from distsketch.validation import Interval, StrOptions, is_dask
+from distsketch.validation.finite import is_array_api
 
-__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "fit_gamma", "fit_kernel_params",
-           "fitted_kernel_params", "median_gamma", "median_sampler", "resolve_gamma",
-           "sample_median_gamma"]
+__all__ = ["GAMMA_CONSTRAINT", "MEDIAN_SAMPLE_ROWS", "STRIP_ROWS", "fit_gamma",
+           "fit_kernel_params", "fitted_kernel_params", "median_gamma", "median_sampler",
+           "resolve_gamma", "sample_median_gamma", "strip_median_gamma", "strip_sample_index"]
 
 #: the ``_parameter_constraints`` entry of every ``gamma``
 GAMMA_CONSTRAINT: list[Any] = [Interval(float, 0, None, closed="neither"),
@@ -36,6 +40,9 @@ GAMMA_CONSTRAINT: list[Any] = [Interval(float, 0, None, closed="neither"),
 
 #: rows sampled by the median heuristic (≈ 500 000 pairs)
 MEDIAN_SAMPLE_ROWS = 1000
+
+#: consecutive rows of one strip of :func:`strip_sample_index`
+STRIP_ROWS = 64
 
 
 def median_gamma(X: Any, n_sample: int = MEDIAN_SAMPLE_ROWS, random_state: Any = 0) -> float:
@@ -121,6 +128,54 @@ def sample_median_gamma(S: Any, where: str) -> float:
             f"{where} are all identical (median squared distance 0); pass gamma explicitly (a "
             "positive float, or None for 1 / n_features).")
     return 1.0 / med
+
+
+def strip_sample_index(n_rows: int, n_sample: int = MEDIAN_SAMPLE_ROWS, seed: int = 0,
+                       strip: int = STRIP_ROWS) -> np.ndarray:
+    """Sorted row indices of a sample made of whole strips of consecutive rows.
+
+    Rows are grouped in strips of ``strip`` rows (0…strip−1, strip…2·strip−1, …);
+    the ``ceil(n_sample / strip)`` strips of smallest priority
+    ``hash(seed, "metrics.strips", strip number)`` are taken whole (every row
+    when ``n_rows <= n_sample``).  The sample depends on (n_rows, seed) only,
+    never on the chunking, and reading it touches at most two chunks per
+    strip instead of every chunk.
+
+    Returns
+    -------
+    ndarray of int64, shape (k,)
+        k ≤ ``ceil(n_sample / strip) · strip`` (the last strip may be short).
+    """
+    n_rows = int(n_rows)
+    if n_rows <= n_sample:
+        return np.arange(n_rows, dtype=np.int64)
+    strips = np.arange(-(-n_rows // strip), dtype=np.int64)
+    chosen = np.sort(bottom_k(hash_uniform(int(seed), "metrics.strips", strips), strips,
+                              -(-int(n_sample) // strip)))
+    index = (chosen[:, None] * strip + np.arange(strip, dtype=np.int64)[None, :]).ravel()
+    return index[index < n_rows]
+
+
+def strip_median_gamma(X: Any, n_sample: int = MEDIAN_SAMPLE_ROWS, random_state: Any = 0,
+                       where: str = "the input") -> float:
+    """The median heuristic on the rows of :func:`strip_sample_index` (no pass over X).
+
+    For a model that must know gamma before its only pass over X (a kernel
+    ridge model that does not standardise): the strips' rows are read alone
+    (a dask array computes the chunks that hold them), where
+    :func:`median_gamma` reads every row for a uniform sample.  Rows in a
+    strip are neighbours, so on a table sorted by some column the sample is
+    less spread than a uniform one: pass a float gamma where that matters.
+    """
+    idx = strip_sample_index(int(X.shape[0]), n_sample, resolve_seed(random_state))
+    if is_dask(X):
+        S = X[idx].compute()
+    elif not isinstance(X, np.ndarray) and is_array_api(X):
+        S = to_host(namespace(X).take(X, asarray(idx, like=X), axis=0))
+    else:
+        S = X[idx]
+    return sample_median_gamma(np.asarray(densify(S), dtype=np.float64),
+                               f"{where} ({len(idx)} rows in strips of {STRIP_ROWS})")
 
 
 def resolve_gamma(gamma: Any, X: Any) -> float:

@@ -16,25 +16,27 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
-from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
-from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma
+from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma, strip_median_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
     _is_fitted,
     _map_kernel,
     _PredictBlock,
+    auto_alpha,
     default_n_features,
     feature_block_function,
     feature_block_functions,
     fit_scaler,
-    gcv_path,
+    loo_default_kernel,
+    loo_results,
     positive_values,
+    rows_at,
+    solve_path,
     standardize_rows,
     standardizes,
     wants_median_gamma,
@@ -51,13 +53,9 @@ from distsketch.estimators.ridge_summary import (
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.namespace import host_dtype, namespace, to_host
-from distsketch.ops.sketch_solve import (
-    centered_normal_equations,
-    solve_path_from_eigh,
-    summary_sse,
-)
+from distsketch.ops.sketch_solve import summary_sse
 from distsketch.validation import Interval, StrOptions, check_targets, is_dask
-from distsketch.validation.finite import FiniteRows, check_finite_result
+from distsketch.validation.finite import FiniteRows
 
 logger = logging.getLogger("distsketch")
 
@@ -83,17 +81,20 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         any transformer with ``fit``/``transform``.  Unfitted maps are cloned
         and fitted on X (standardised when ``standardize``); fitted ones are
         used as they are.  None means Gaussian ``RandomFourierFeatures``
-        seeded from ``random_state`` with ``min(2048, n_samples)`` features
-        (2048 in ``partial_fit``) and ``gamma=None``: 1 / n_features, which on
-        standardised columns is scikit-learn's ``gamma="scale"``.  The map's
-        parameters are this model's nested parameters:
+        seeded from ``random_state`` with ``min(2048, max(1024, 2 n_samples))``
+        features (2048 in ``partial_fit``) and gamma chosen among
+        {1/8, 1/4, 1/2, 1, 2} / n_features by exact leave-one-out of kernel
+        ridge on the ≤ 1000 rows the standardising pass samples (no pass of
+        its own; 1 / n_features without ``standardize`` or with ``cv``, whose
+        ``gammas`` choose).  Nested parameters:
         ``set_params(features__gamma="median")``.
     alpha : "auto", float or array-like of floats > 0, default "auto"
-        Regularisation λ.  "auto" chooses λ by generalised cross-validation
-        (GCV) over a 41-point log grid from the eigendecomposition of the
-        summary (no further pass; see
-        :func:`~distsketch.estimators.ridge_defaults.gcv_path`); the grid and
-        scores are in ``cv_results_``.  An array gives the whole path:
+        Regularisation λ.  "auto": with the default map on at most 1000
+        unweighted rows, the leave-one-out choice made with gamma; else
+        generalised cross-validation (GCV) over a 41-point log grid from the
+        eigendecomposition of the summary (no further pass; see
+        :func:`~distsketch.estimators.ridge_defaults.auto_alpha`); the grid
+        and scores are in ``cv_results_``.  An array gives the whole path:
         ``coef_`` then has a leading axis of length ``len(alpha)`` and
         ``predict`` returns one column per λ (one eigendecomposition serves
         every λ).
@@ -134,17 +135,20 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         Weights (p = path length, t = targets when y is 2-D).
     intercept_ : float or ndarray of shape (t,), (p,) or (p, t)
     alpha_ : float or ndarray
-        The λ used (chosen by CV when ``cv`` is set, else by GCV for "auto").
+        The λ used (chosen by CV when ``cv`` is set, else as "auto" says).
     x_mean_, x_scale_ : ndarray of shape (n_features,) or None
         The standardisation (None when ``standardize=False``).
     gamma_ : float or None
         The kernel scale: chosen by CV among ``gammas``, else the one the feature map
-        used (its ``gamma_``, e.g. 1 / n_features for the default map); None for a map without one.
+        used (its ``gamma_``; the leave-one-out choice for the default map); None without one.
     kernel_params_ : dict
         ``features_.kernel_params_`` (empty for a map without a kernel).
     cv_results_ : dict or None
         With ``alpha="auto"`` and no ``cv``: ``alphas`` and ``gcv`` (GCV per
-        candidate, inf where the fit interpolates).  With ``cv``: ``alphas``,
+        candidate, None where the fit interpolates; no ``gcv`` when the
+        leave-one-out chose), and for the default map ``gammas``,
+        ``loo_alphas``, ``loo_mse`` (n_gammas × n_alphas) and ``loo_rows``.
+        With ``cv``: ``alphas``,
         ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas: mean
         squared validation error per row and target); the classifier
         adds ``accuracy``, by which it chooses.
@@ -159,12 +163,12 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     Notes
     -----
     One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
-    for the column moments: a 2·d + 1 state per block).  Per task: the
-    block, its ``rows × m`` features and an m × m + m × t state (× k folds ×
-    n_gammas with CV); merges hold ``split_every`` states.  Communication:
-    one state per block.  The solve is one O(m³) eigendecomposition for the
-    whole λ path (and for the GCV choice of ``alpha="auto"``), then a
-    Cholesky solve at the chosen λ; nothing depends on n.
+    for the column moments: a 2·d + 1 state per block, and the default map's
+    row sample: five O(k³) eigendecompositions of its k ≤ 1000 rows' kernel).
+    Per task: the block, its ``rows × m`` features and an m × m + m × t state
+    (× k folds × n_gammas with CV); merges hold ``split_every`` states, one
+    state per block is communicated.  The solve is one O(m³) eigendecomposition
+    for the λ path (and GCV), or a Cholesky at one λ; nothing depends on n.
     ``predict`` is a blockwise map (dask in -> dask out).
 
     References
@@ -226,20 +230,33 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     def _standardizes(self) -> bool:
         return standardizes(self.standardize, self.features)
 
-    def _fit_scaler(self, X: Any) -> Any:
-        """Learn the standardisation (or none) and return X as the feature map sees it."""
+    def _fit_scaler(self, X: Any, Y: Any = None) -> Any:
+        """Learn the standardisation (or none) and return X as the feature map sees it.
+
+        The default map's gamma (``features=None``, given targets Y) and a
+        map's ``gamma="median"`` are chosen on the row sample this pass draws.
+        """
         self.x_mean_ = self.x_scale_ = None
-        self._median_gamma = None
+        self._median_gamma = self._loo = None
         if not self._standardizes():
+            if wants_median_gamma(self.features):
+                # gamma is needed before the only pass: a few strips of rows, not a pass
+                self._median_gamma = strip_median_gamma(
+                    X, where=f"the {X.shape[0]} x {X.shape[1]} input of {type(self).__name__}")
             return X
-        # gamma="median" of the map: its row sample rides on the moments' pass (no extra pass)
-        sampler = median_sampler() if wants_median_gamma(self.features) else None
+        loo = self.features is None and Y is not None and self.cv is None
+        # the row sample rides on the moments' pass (no extra pass over X)
+        sampler = median_sampler() if loo or wants_median_gamma(self.features) else None
         self.x_mean_, self.x_scale_, sample = fit_scaler(X, f"{type(self).__name__} input X",
                                                          sampler)
         if sample is not None:
-            S = standardize_rows(np.asarray(sample[1]), self.x_mean_, self.x_scale_)
-            self._median_gamma = sample_median_gamma(
-                S, f"the standardised {X.shape[0]} x {X.shape[1]} input")
+            S = standardize_rows(np.asarray(to_host(sample[1])), self.x_mean_, self.x_scale_)
+            if loo:
+                self._loo = loo_default_kernel(S, rows_at(Y, sample[0]), int(X.shape[0]),
+                                               self.fit_intercept, type(self).__name__)
+            else:
+                self._median_gamma = sample_median_gamma(
+                    S, f"the standardised {X.shape[0]} x {X.shape[1]} input")
         return standardize_rows(X, self.x_mean_, self.x_scale_)
 
     def _scaler(self) -> tuple | None:
@@ -255,7 +272,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         if gamma is None and _is_fitted(base):
             return base
         median = getattr(self, "_median_gamma", None) if gamma is None else None
-        gamma = median if gamma is None else gamma
+        loo = getattr(self, "_loo", None)
+        if gamma is None:
+            gamma = median if loo is None else loo["gamma"]
         f = clone(base)
         params = f.get_params(deep=False)
         if gamma is not None:
@@ -325,36 +344,16 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return {"n": getattr(self, "weight_sum_", self.n_samples_seen_), "sum": self.zsum_,
                 "ztz": self.gram_, "zty": self.zty_, "ysum": self.ysum_, "yty": self.yty_}
 
-    @single_threaded_blas
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        A, b, zm, ym = centered_normal_equations(state, self.fit_intercept)
-        check_finite_result(A, b, stage="ridge normal equations")
-        W = None
-        if len(alphas) == 1:
-            # one λ: a Cholesky solve is ~10x cheaper than the eigendecomposition
-            try:
-                G = A + alphas[0] * np.eye(A.shape[0])
-                W = sla.cho_solve(sla.cho_factor(G, lower=False), b)[None]
-            except np.linalg.LinAlgError:
-                # λ below the rounding of ZᵀZ (large features): the eigenpath clips it
-                W = None
-        if W is None:
-            evals, evecs = np.linalg.eigh(A)
-            W = solve_path_from_eigh(evals, evecs, b, alphas)       # (p, m, t)
-        c = ym[None, :] - np.einsum("m,pmt->pt", zm, W)             # (p, t)
-        return W, c
+        return solve_path(state, alphas, self.fit_intercept)
 
     def _choose_alpha(self, state: dict) -> None:
-        """``alpha_`` by GCV over the summary's ridge path (``alpha="auto"``)."""
-        alphas, gcv = gcv_path(state, self.fit_intercept, n_rows=self.n_samples_seen_)
-        self.alpha_ = float(alphas[int(np.argmin(gcv))])
-        self.cv_results_: dict[str, Any] | None = {
-            "alphas": alphas.tolist(), "gammas": None,  # GCV undefined (inf) where df = n: None
-            "gcv": [[float(v) if np.isfinite(v) else None for v in gcv]]}
-        logger.info("%s: alpha=%.3g chosen by GCV among %d values in [%.3g, %.3g]; %d features, "
-                    "gamma=%s, %s", type(self).__name__, self.alpha_, alphas.size, alphas[0],
-                    alphas[-1], int(state["ztz"].shape[0]), self.gamma_,
-                    "standardised" if self._scaler() is not None else "not standardised")
+        """``alpha_`` of ``alpha="auto"`` (:func:`~distsketch.estimators.ridge_defaults.auto_alpha`)."""
+        scaled = "standardised" if self._scaler() is not None else "not standardised"
+        self.alpha_, results = auto_alpha(
+            state, self.fit_intercept, self.n_samples_seen_, self.__dict__.pop("_loo", None),
+            f"{type(self).__name__}: gamma={getattr(self, 'gamma_', None)}, {scaled}")
+        self.cv_results_: dict[str, Any] | None = results
 
     def _set_solution(self, state: dict, choose: bool = True) -> None:
         if choose and self._auto_alpha():
@@ -408,7 +407,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                               "set cv=5 or drop gammas.")
         w = self._weights_of(sample_weight, X.shape[0])
         self._check_params_for_shape(*X.shape)  # sizes of the map before the scaling pass
-        Xs = self._fit_scaler(X)
+        Xs = self._fit_scaler(X, Y)
+        if w is not None and self._loo is not None:
+            self._loo["every_row"] = False  # the leave-one-out is unweighted: alpha by GCV
         if self.cv is None:
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
             state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
@@ -419,6 +420,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             state = self._fit_cv(X, Xs, Y)
         self._store_state(state, rows=X.shape[0])
         self._set_solution(state, choose=self.cv is None)
+        loo = self.__dict__.pop("_loo", None)
+        if loo is not None:  # a given alpha: the default map's gamma choice alone
+            self.cv_results_ = loo_results(loo)
         return self
 
     def _weights_of(self, sample_weight: Any, n_rows: int) -> np.ndarray | None:
@@ -495,15 +499,18 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self.n_targets_ = int(Y.shape[1])
         self._init_seed()
         self._check_params_for_shape(*X.shape)
-        self.features_ = self._make_features(self._fit_scaler(X))
+        self.features_ = self._make_features(self._fit_scaler(X, Y))
         self.alpha_ = self._fixed_alpha()
         self.gamma_, self.kernel_params_ = _map_kernel(self.features_)
         self.cv_results_ = None
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
+        if w is not None and self._loo is not None:
+            self._loo["every_row"] = False
         state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
         self._store_state(state, rows=X.shape[0])
         self._set_solution(state)
+        self.__dict__.pop("_loo", None)
         return self
 
     # ---------------------------------------------------------------- prediction

@@ -7,10 +7,13 @@
   *before* it maps them, so the moments cannot come from the same pass as
   ``ZᵀZ``; the extra pass reads X once and does no other work.
 * **Feature count** of the default random Fourier features:
-  ``min(DEFAULT_MAX_FEATURES, n_rows)``.
-* **alpha** (``alpha="auto"``): the minimiser of generalised cross-validation
-  over a log grid, from the eigendecomposition of the centred ``ZᵀZ`` that
-  the solve needs anyway.
+  :data:`DEFAULT_MAX_FEATURES` (:func:`default_n_features`).
+* **gamma** of the default map: the best of :data:`GAMMA_FACTORS` / d by exact
+  leave-one-out of Gaussian kernel ridge on the (at most 1000) rows the
+  standardising pass samples anyway (:func:`loo_kernel_path`, no pass of its own).
+* **alpha** (``alpha="auto"``): the leave-one-out choice at that gamma when the
+  sample holds every row, else the minimiser of generalised cross-validation
+  over a log grid, from the eigendecomposition of the centred ``ZᵀZ``.
 
 Also the per-block feature and prediction functions (:func:`feature_block_function`),
 shared with the classifier and the statistical-dimension sketch.
@@ -18,9 +21,11 @@ shared with the classifier and the statistical-dimension sketch.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
@@ -29,21 +34,32 @@ from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
-from distsketch.ops.sketch_solve import centered_normal_equations
+from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
-from distsketch.validation.finite import is_array_api
+from distsketch.validation.finite import check_finite_result, is_array_api
+
+logger = logging.getLogger("distsketch")
 
 __all__ = [
     "DEFAULT_MAX_FEATURES",
+    "GAMMA_FACTORS",
     "GCV_GRID",
+    "MIN_DEFAULT_FEATURES",
     "FeatureBlock",
+    "auto_alpha",
+    "choose_loo",
     "default_n_features",
     "feature_block_function",
     "feature_block_functions",
     "fit_scaler",
     "gcv_path",
+    "loo_default_kernel",
+    "loo_kernel_path",
+    "loo_results",
     "positive_values",
+    "rows_at",
+    "solve_path",
     "standardize_rows",
     "standardizes",
 ]
@@ -51,8 +67,14 @@ __all__ = [
 #: largest width of the default random Fourier features (an m × m float64 state: 32 MiB)
 DEFAULT_MAX_FEATURES = 2048
 
+#: smallest width of the default random Fourier features (tables of up to 512 rows)
+MIN_DEFAULT_FEATURES = 1024
+
 #: alpha candidates of ``alpha="auto"``, relative to the mean eigenvalue of the centred ZᵀZ
 GCV_GRID = np.logspace(-8, 2, 41)
+
+#: gamma candidates of the default map, times 1 / n_features of the standardised columns
+GAMMA_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0)
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
@@ -67,15 +89,18 @@ def positive_values(values: Any, name: str) -> np.ndarray:
 
 
 def default_n_features(n_rows: int | None) -> int:
-    """Width of the default feature map: ``min(DEFAULT_MAX_FEATURES, n_rows)``, at least 1.
+    """Width of the default feature map: ``min(2048, max(1024, 2 · n_rows))``.
 
-    More features than rows add kernel accuracy at a cost that grows as m³
-    while the rank of ``ZᵀZ`` stays at most n; ``n_rows=None`` (unknown)
-    gives ``DEFAULT_MAX_FEATURES``.
+    Far fewer features than rows approximate the kernel too coarsely where
+    rows are few (512 features cost breast cancer's 426 training rows 1.6
+    points against 1024; ``benchmarks/RESULTS.md``), while each m³
+    factorisation at m = 2048 costs ~1 s on a busy core, which a table of a
+    few hundred rows does not repay.  ``n_rows=None`` (unknown, as in
+    ``partial_fit``) gives :data:`DEFAULT_MAX_FEATURES`.
     """
     if n_rows is None:
         return DEFAULT_MAX_FEATURES
-    return int(max(1, min(DEFAULT_MAX_FEATURES, int(n_rows))))
+    return int(min(DEFAULT_MAX_FEATURES, max(MIN_DEFAULT_FEATURES, 2 * int(n_rows))))
 
 
 # --------------------------------------------------------------------------- feature maps
@@ -236,6 +261,22 @@ def _host_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:
     return to_host(mean), to_host(scale)
 
 
+def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:
+    """Host float64 rows ``Y[index]`` of targets (sorted global row indices of a sample).
+
+    NumPy targets are indexed in place; dask targets compute those rows
+    alone (the targets are read, never X); array-API targets are gathered on
+    their device, then moved.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    if is_dask(Y):
+        return np.asarray(Y[index].compute(), dtype=np.float64)
+    if not isinstance(Y, np.ndarray) and is_array_api(Y):
+        Y = namespace(Y).take(Y, asarray(index, like=Y), axis=0)
+        return np.asarray(to_host(Y), dtype=np.float64)
+    return np.asarray(Y, dtype=np.float64)[index]
+
+
 def wants_median_gamma(features: Any) -> bool:
     """Whether an unfitted feature map will resolve ``gamma="median"`` on the rows it is fitted on."""
     if features is None or _is_fitted(features) or not hasattr(features, "get_params"):
@@ -243,7 +284,31 @@ def wants_median_gamma(features: Any) -> bool:
     return features.get_params(deep=False).get("gamma") == "median"
 
 
-# --------------------------------------------------------------------------- alpha by GCV
+# --------------------------------------------------------------------------- solve and alpha
+
+@single_threaded_blas
+def solve_path(state: dict, alphas: np.ndarray,
+               fit_intercept: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge weights ``W`` (p, m, t) and intercepts ``c`` (p, t) of a summary for each λ.
+
+    One λ: a Cholesky solve (~10x cheaper than the eigendecomposition, which
+    serves a path, or a λ below the rounding of ``ZᵀZ``: the eigenpath clips it).
+    """
+    A, b, zm, ym = centered_normal_equations(state, fit_intercept)
+    check_finite_result(A, b, stage="ridge normal equations")
+    W = None
+    if len(alphas) == 1:
+        try:
+            G = A + alphas[0] * np.eye(A.shape[0])
+            W = sla.cho_solve(sla.cho_factor(G, lower=False), b)[None]
+        except np.linalg.LinAlgError:
+            W = None
+    if W is None:
+        evals, evecs = np.linalg.eigh(A)
+        W = solve_path_from_eigh(evals, evecs, b, alphas)       # (p, m, t)
+    c = ym[None, :] - np.einsum("m,pmt->pt", zm, W)             # (p, t)
+    return W, c
+
 
 @single_threaded_blas
 def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
@@ -299,6 +364,162 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_GRID,
     with np.errstate(divide="ignore", invalid="ignore"):
         gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
     return alphas, gcv
+
+
+# --------------------------------------------------------------------------- gamma by LOO
+
+@single_threaded_blas
+def loo_kernel_path(S: Any, Y: Any, gammas: Any, fit_intercept: bool,
+                    grid: np.ndarray = GCV_GRID) -> dict[str, np.ndarray]:
+    """Exact leave-one-out of Gaussian kernel ridge on rows S, for every gamma and alpha.
+
+    For each ``gamma`` the centred kernel ``K_c = C K C`` of the rows is
+    decomposed once, ``K_c = U diag(e) Uᵀ``; the hat matrix of ridge with an
+    unpenalised intercept is ``H(λ) = 11ᵀ/n + U diag(e / (e + λ)) Uᵀ``, and
+    the leave-one-out residuals are ``(yᵢ − ŷᵢ(λ)) / (1 − Hᵢᵢ(λ))`` for the whole
+    λ path from that one decomposition (no refit).
+
+    Parameters
+    ----------
+    S : ndarray of shape (n, d)
+        Rows (standardised).
+    Y : ndarray of shape (n, t)
+        Their targets (±1 columns for a classifier).
+    gammas : sequence of float
+        Kernel scales ``exp(−γ‖x − x'‖²)``.
+    fit_intercept : bool
+    grid : ndarray, default :data:`GCV_GRID`
+        λ candidates relative to the mean eigenvalue ``trace(K_c) / n``.
+
+    Returns
+    -------
+    dict
+        ``alphas`` (g, p) and ``mse`` (g, p): the mean over rows of the
+        squared leave-one-out residuals summed over targets (inf where a
+        leverage reaches 1).
+
+    Notes
+    -----
+    Per gamma: one O(n³) eigendecomposition and O(n² · p · t) for the path;
+    memory O(n² + n · p · t).  The rows come from the bottom-k sample of the
+    standardising pass, so the choice depends on the data and the seed
+    only, never on the chunking.
+
+    References
+    ----------
+    Golub, Heath, Wahba. Generalized cross-validation as a method for
+    choosing a good ridge parameter. Technometrics 21(2), 1979 (the
+    leave-one-out identity of linear smoothers).
+    """
+    S = np.asarray(S, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64).reshape(S.shape[0], -1)
+    n, t = Y.shape
+    sq = np.einsum("ij,ij->i", S, S)
+    D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (S @ S.T), 0.0)
+    Yc = Y - Y.mean(axis=0) if fit_intercept else Y
+    grid = np.asarray(grid, dtype=np.float64)
+    shape = (len(gammas), grid.size)
+    out = {"alphas": np.empty(shape), "mse": np.empty(shape)}
+    for g, gamma in enumerate(gammas):
+        K = np.exp(-float(gamma) * D2)
+        if fit_intercept:
+            r = K.mean(axis=0)
+            K = K - r[None, :] - r[:, None] + r.mean()
+        e, U = np.linalg.eigh(K)
+        e = np.clip(e, 0.0, None)
+        alphas = max(float(e.sum()) / n, np.finfo(np.float64).tiny) * grid
+        F = e[:, None] / (e[:, None] + alphas[None, :])                     # (n, p)
+        H = (U * U) @ F + (1.0 / n if fit_intercept else 0.0)                # leverages (n, p)
+        fit = (U @ (F[:, :, None] * (U.T @ Yc)[:, None, :]).reshape(n, -1)).reshape(n, -1, t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            R = (Yc[:, None, :] - fit) / (1.0 - H)[:, :, None]              # (n, p, t)
+        mse = (R ** 2).sum(axis=(0, 2)) / n
+        ok = np.all(H < 1.0 - 1e-10, axis=0) & np.isfinite(mse)
+        out["alphas"][g] = alphas
+        out["mse"][g] = np.where(ok, mse, np.inf)
+    return out
+
+
+def choose_loo(path: dict[str, np.ndarray]) -> tuple[int, int]:
+    """``(gamma index, alpha index)`` of the lowest :func:`loo_kernel_path` error.
+
+    Ties go to the smaller gamma, then the smaller alpha.  A classifier is
+    scored by the squared error of its ±1 targets too (as scikit-learn's
+    ``RidgeClassifierCV``): on a sample of a few hundred rows the accuracy
+    moves in steps of one row, and choosing by it was measured to pick
+    worse gammas (``benchmarks/RESULTS.md``).
+    """
+    g, a = np.unravel_index(int(np.argmin(path["mse"])), path["mse"].shape)
+    return int(g), int(a)
+
+
+def loo_default_kernel(S: np.ndarray, Y: np.ndarray, n_rows: int, fit_intercept: bool,
+                       owner: str) -> dict[str, Any]:
+    """gamma of the default map (and its alpha) by :func:`loo_kernel_path` on sample rows.
+
+    Parameters
+    ----------
+    S : ndarray of shape (k, d)
+        The standardised sample rows.
+    Y : ndarray of shape (k, t)
+        Their targets.
+    n_rows : int
+        Rows of the whole input (the alpha is the model's when k == n_rows).
+    fit_intercept : bool
+    owner : str
+        The model's name, for the log.
+
+    Returns
+    -------
+    dict
+        ``gamma``, ``alpha``, ``every_row`` and the ``cv_results_`` entries
+        ``gammas``, ``loo_alphas``, ``loo_mse`` and ``loo_rows``.
+    """
+    gammas = np.asarray(GAMMA_FACTORS) / max(1, S.shape[1])
+    path = loo_kernel_path(S, Y, gammas, fit_intercept)
+    g, a = choose_loo(path)
+    logger.info("%s: gamma=%.3g (%.3g / n_features) of the default features chosen by "
+                "leave-one-out on %d sampled rows among %s / n_features", owner, gammas[g],
+                GAMMA_FACTORS[g], S.shape[0], ", ".join(f"{v:g}" for v in GAMMA_FACTORS))
+    return {"gamma": float(gammas[g]), "alpha": float(path["alphas"][g, a]),
+            "every_row": S.shape[0] == n_rows, "gammas": gammas.tolist(),
+            "loo_alphas": path["alphas"].tolist(),
+            "loo_mse": [[float(v) if np.isfinite(v) else None for v in row]
+                        for row in path["mse"]], "loo_rows": int(S.shape[0])}
+
+
+def loo_results(loo: dict[str, Any]) -> dict[str, Any]:
+    """The ``cv_results_`` entries of a :func:`loo_default_kernel` choice."""
+    return {k: loo[k] for k in ("gammas", "loo_alphas", "loo_mse", "loo_rows")}
+
+
+def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
+               owner: str) -> tuple[float, dict[str, Any]]:
+    """``(alpha_, cv_results_)`` of ``alpha="auto"``.
+
+    The leave-one-out choice of :func:`loo_default_kernel` when its sample
+    held every row (and the rows are unweighted: ``loo["every_row"]``), else
+    the GCV minimum of :func:`gcv_path` over the summary.  ``cv_results_``
+    holds ``alphas`` (the candidates of that choice), ``gcv`` (with GCV) and
+    the leave-one-out entries of ``loo`` (the default map's gamma choice).
+    """
+    m = int(state["ztz"].shape[0])
+    results: dict[str, Any] = {"gammas": None}
+    if loo is not None:
+        results = loo_results(loo)
+        if loo["every_row"]:
+            g = results["gammas"].index(loo["gamma"])
+            logger.info("%s: alpha=%.3g chosen with gamma by leave-one-out on every row; %d "
+                        "features", owner, loo["alpha"], m)
+            return loo["alpha"], {**results, "alphas": results["loo_alphas"][g]}
+    alphas, gcv = gcv_path(state, fit_intercept, n_rows=n_rows)
+    alpha = float(alphas[int(np.argmin(gcv))])
+    # GCV is undefined (inf) where df = n: None
+    results.update(alphas=alphas.tolist(),
+                   gcv=[[float(v) if np.isfinite(v) else None for v in gcv]])
+    logger.info("%s: alpha=%.3g chosen by GCV among %d values in [%.3g, %.3g]; %d features",
+                owner, alpha, alphas.size, alphas[0], alphas[-1], m)
+    return alpha, results
 
 
 def standardizes(setting: Any, features: Any) -> bool:

@@ -18,6 +18,8 @@ module                    holds
 ``io.fingerprints``       the one input fingerprint (whole input or prefix)
 ``io.model``              model save/load
 ``io.appending``          rows appended to an ingested store, atomically
+``io.growing``            :func:`append`: rows from arrays or files (the
+                          ingest readers) into an ingested store
 ``io.layout``             each array's recorded layout, checked on open
 ``io.readers``            file formats behind one reader interface, a
                           registry, one Zarr sink and :func:`ingest`
@@ -27,10 +29,10 @@ Only this package opens paths; array checks live in
 :mod:`distsketch.validation`, which imports nothing from here.
 """
 
-from distsketch.io.appending import append
 from distsketch.io.arrays import create_array, open_array, write_array
 from distsketch.io.atomic import atomic_dir
 from distsketch.io.fingerprints import fingerprint
+from distsketch.io.growing import append
 from distsketch.io.manifest import read_manifest, write_manifest
 from distsketch.io.model import load, save_model
 from distsketch.io.publish import atomic_output

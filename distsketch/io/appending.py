@@ -53,49 +53,16 @@ __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
 
 def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool = False,
            source: str | None = None, storage_options: dict | None = None) -> Path | str:
-    """Append rows to a store written by :func:`distsketch.io.ingest`, atomically.
+    """Append in-memory rows ``X`` (and labels ``y``) to an ingested store, atomically.
 
-    ``X`` and ``y`` grow together; the consolidated metadata and then the
-    manifest are updated last, so readers see the old rows or all the new
-    ones, never fill values.
-
-    Parameters
-    ----------
-    store : path-like or URL
-        An ingested store (a Zarr group with ``X`` and, when labelled, ``y``).
-    X : array-like of shape (k, d)
-        The new rows; ``d`` is the store's width.  Cast to the store's dtype;
-        a cast that would change a value is refused.
-    y : array-like of shape (k,), optional
-        Labels of the new rows: required when the store has ``y``, refused
-        when it has none.
-    allow_nan : bool, default False
-        Store NaN/Inf as they are instead of raising.
-    source : str, optional
-        Where the rows came from, recorded in the manifest's ``appends``.
-    storage_options : dict, optional
-        fsspec options for a URL ``store``.
+    The array case of :func:`distsketch.io.append` (:mod:`distsketch.io.growing`),
+    which also reads files and documents the parameters, the errors and what
+    readers see; the protocol is this module's.
 
     Returns
     -------
     pathlib.Path or str
         The store (a URL for a URL ``store``).
-
-    Raises
-    ------
-    InputError
-        Wrong width, a dtype that cannot be cast, NaN/Inf, ``y`` missing,
-        unexpected or of another length.
-    StoreError
-        ``store`` is not an ingested store, its arrays disagree with its
-        manifest, another append holds it, or the write failed (the store is
-        then as it was).
-
-    Notes
-    -----
-    Only the last, partly filled chunk of each array is rewritten, with its
-    old rows unchanged; everything else is new chunks.  A workflow run that
-    started before the append reads only the rows it recorded when it started.
     """
     with StoreAppender.open(store, storage_options=storage_options) as app:
         app.write(X, y, allow_nan=allow_nan)

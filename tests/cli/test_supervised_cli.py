@@ -32,6 +32,7 @@ from distsketch import (
     TensorSketch,
 )
 from distsketch.cli.common import median_gamma
+from distsketch.estimators.ridge_defaults import default_n_features
 from distsketch.io import load, open_array, read_manifest, write_array
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -268,8 +269,9 @@ def test_warning_for_a_model_no_better_than_constant(small, capsys):
                "--y", f"{d}/t.zarr::labels", "--param", "alpha=1.0e+9")
     model = load(d / "const.zarr")  # no feature options: the model's own default map
     assert isinstance(model.features_, RandomFourierFeatures)
-    assert model.features_.n_components == min(2048, X.shape[0])
-    assert model.gamma_ == 1.0 / X.shape[1]
+    assert model.features_.n_components == default_n_features(X.shape[0]) == 1200
+    # gamma chosen by leave-one-out among the default candidates (alpha given)
+    assert model.gamma_ in model.cv_results_["gammas"] and "alphas" not in model.cv_results_
     labels = (X[:, 0] > 0).astype(np.int32)
     majority = np.bincount(labels).max() / labels.size
     check = res["training_check"]

@@ -131,8 +131,11 @@ def test_partial_fit_keeps_the_first_gamma():
 
 def test_ridge_features_are_data_driven_and_nested_parameters():
     model = ds.SketchedKernelRidge(random_state=0).fit(X, Y)
-    assert model.features_.gamma is None
-    assert model.gamma_ == model.features_.gamma_ == 1.0 / X.shape[1]
+    # the default map's gamma: chosen by leave-one-out among {1/8, ..., 2} / n_features
+    assert model.gamma_ == model.features_.gamma_ == model.features_.gamma
+    assert model.gamma_ in model.cv_results_["gammas"]
+    assert model.cv_results_["gammas"] == pytest.approx([f / X.shape[1] for f in
+                                                         (0.125, 0.25, 0.5, 1.0, 2.0)])
     model = ds.SketchedKernelRidge(features=ds.RandomFourierFeatures(n_components=64),
                                    random_state=0)
     model.set_params(features__gamma="median")

@@ -164,3 +164,41 @@ def test_class_names_appended_keep_their_names(tmp_path, capsys):
     with pytest.raises(InputError, match="stores its labels as class names"):
         append(store, np.zeros((1, 2), np.float32), np.array([1]))
     assert open_targets(f"{store}::y", 9).rows(0, 9).tolist() == [*names, "Q", "I"]
+
+
+def test_append_reads_a_file_as_ingest_append_does(store, tmp_path):
+    from distsketch.errors import ConfigError
+
+    # a .npy file and its labels file, as `ingest --append --labels` reads them
+    np.save(tmp_path / "x2.npy", X[600:])
+    np.save(tmp_path / "y2.npy", Y[600:])
+    append(store, tmp_path / "x2.npy", str(tmp_path / "y2.npy"))
+    np.testing.assert_array_equal(open_array(store).compute(), X)
+    np.testing.assert_array_equal(open_targets(f"{store}::y", 1000).rows(0, 1000), Y)
+    last = read_manifest(store)["appends"][-1]
+    assert last["rows"] == 400 and last["source"] == str(tmp_path / "x2.npy")
+    # a CSV and a Parquet table with their label column by name, into a CSV-ingested store
+    def csv(path, lo, hi):
+        body = "\n".join(",".join([f"c{Y[i]}", *(repr(float(v)) for v in X[i])])
+                         for i in range(lo, hi))
+        path.write_text("kind,a,b,c,d,e\n" + body + "\n")
+        return path
+
+    names = np.array([f"c{v}" for v in Y])
+    s2 = ingest(csv(tmp_path / "a.csv", 0, 300), tmp_path / "t.zarr", label_column="kind")
+    append(s2, str(csv(tmp_path / "b.csv", 300, 500)), label_column="kind")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    cols = {"kind": names[500:].tolist(), **{c: X[500:, j] for j, c in enumerate("abcde")}}
+    pq.write_table(pa.table(cols), tmp_path / "c.parquet")
+    append(s2, tmp_path / "c.parquet", label_column="kind")
+    np.testing.assert_array_equal(open_array(s2).compute(), X)
+    assert open_targets(f"{s2}::y", 1000).rows(0, 1000).tolist() == names.tolist()
+    assert [a["rows"] for a in read_manifest(s2)["appends"]] == [200, 500]
+    # reading options belong to a file; an in-memory y does not go with one
+    before = snapshot(s2)
+    with pytest.raises(ConfigError, match="label_column= apply to a file X"):
+        append(s2, X[:5], names[:5], label_column="kind")
+    with pytest.raises(ConfigError, match="y is a labels file"):
+        append(s2, tmp_path / "c.parquet", names[500:])
+    assert snapshot(s2) == before

@@ -3,10 +3,14 @@
 pyarrow is an optional dependency (``pip install "distsketch[parquet]"``).
 Rows are read ``chunk_rows`` at a time (:meth:`pyarrow.parquet.ParquetFile.iter_batches`),
 so memory stays one block whatever the file's row groups.  Every column but
-the label column (``label_column=``) goes to ``X`` and must be numeric
-(integer or floating point); the column names become ``X``'s
-``feature_names``.  The label column holds numbers, or class names (text,
-or ``class_labels=True``) coded as CSV's are (:class:`~distsketch.io.readers.csv.LabelColumn`).
+the label column (``label_column=``) goes to ``X`` and must be numeric:
+integer or floating point, boolean (read as 0 and 1) or decimal (read as the
+nearest float64); the column names become ``X``'s ``feature_names``.  Dates,
+times and timestamps are refused, naming the column: which number a date
+should be (days since an epoch, a year, a weekday, a season) depends on the
+model, so it is converted by the caller before ingesting.  The label column
+holds numbers, or class names (text, or ``class_labels=True``) coded as
+CSV's are (:class:`~distsketch.io.readers.csv.LabelColumn`).
 A null anywhere is refused, naming its row and column.
 """
 
@@ -74,13 +78,8 @@ class ParquetReader(Reader):
                 raise InputError(f"{source}: the label column {names[0]!r} is the only column, "
                                  "which leaves no features.")
             for j in features:
-                t = schema.field(j).type
-                if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-                    raise InputError(
-                        f"{source}: column {names[j]!r} is {t}, not numbers; every column but "
-                        "the label column goes to X. Drop or encode it, or name it with "
-                        "label_column= (CLI: --label-column) if it holds the labels.")
-            dtypes = [schema.field(j).type.to_pandas_dtype() for j in features]
+                _check_feature(schema.field(j).type, names[j], source, pa)
+            dtypes = [_feature_dtype(schema.field(j).type, pa) for j in features]
             source_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
             labels = None if label is None else _label(schema.field(label).type, names[label],
                                                        options.class_labels, source, pa)
@@ -104,7 +103,10 @@ class ParquetReader(Reader):
                                     "fill or drop the rows with missing values before ingesting.")
                         X = np.empty((k, len(features)), dtype=source_dtype)
                         for j in range(len(features)):
-                            X[:, j] = batch.column(j).to_numpy(zero_copy_only=False)
+                            col = batch.column(j)
+                            if pa.types.is_decimal(col.type):
+                                col = pc.cast(col, pa.float64())
+                            X[:, j] = col.to_numpy(zero_copy_only=False)
                         y = None if labels is None else \
                             _codes(batch.column(len(features)), labels, source, done, pc)
                         done += k
@@ -123,6 +125,32 @@ class ParquetReader(Reader):
                                 label_dtype=None if labels is None else labels.dtype,
                                 classes=labels.classes if labels and labels.classes_mode
                                 else None), blocks)
+
+
+def _check_feature(t: Any, name: str, source: Path, pa: Any) -> None:
+    """Refuse a feature column of type ``t`` that is not numbers, saying what to do."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or \
+            pa.types.is_decimal(t):
+        return
+    if pa.types.is_temporal(t):
+        raise InputError(
+            f"{source}: column {name!r} is {t} (dates or times), which is not read as numbers: "
+            "which number a date should be (days since an epoch, year, weekday, ...) depends on "
+            "the model. Convert it to numbers before ingesting (e.g. days since 1970-01-01, or "
+            "year, month and weekday columns), or drop it.")
+    raise InputError(
+        f"{source}: column {name!r} is {t}, not numbers; every column but the label column "
+        "goes to X. Drop or encode it, or name it with label_column= (CLI: --label-column) if "
+        "it holds the labels.")
+
+
+def _feature_dtype(t: Any, pa: Any) -> np.dtype:
+    """The NumPy dtype a feature column is read as: booleans as uint8, decimals as float64."""
+    if pa.types.is_boolean(t):
+        return np.dtype(np.uint8)
+    if pa.types.is_decimal(t):
+        return np.dtype(np.float64)
+    return np.dtype(t.to_pandas_dtype())
 
 
 def _label(t: Any, name: str, class_labels: bool | None, source: Path, pa: Any) -> LabelColumn:

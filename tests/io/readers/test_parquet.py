@@ -69,6 +69,34 @@ def test_numeric_label_column_by_index(tmp_path):
     assert not (tmp_path / "bad.zarr").exists()
 
 
+def test_boolean_and_decimal_columns_are_numbers(tmp_path):
+    import datetime
+    import decimal
+
+    flags = [True, False, True, True]
+    prices = [decimal.Decimal("1.25"), decimal.Decimal("-3.5"), decimal.Decimal("0.10"),
+              decimal.Decimal("12345.67")]
+    src = _write(tmp_path / "t.parquet", {"flag": flags, "price": pa.array(
+        prices, type=pa.decimal128(7, 2)), "n": [1, 2, 3, 4], "c": ["a", "b", "a", "b"]})
+    out = ingest(src, tmp_path / "x.zarr", label_column="c", dtype="float64")
+    X = zarr.open_group(str(out), mode="r")["X"][...]
+    np.testing.assert_array_equal(X[:, 0], [1.0, 0.0, 1.0, 1.0])
+    # the nearest float64 of each decimal, as float(Decimal) gives it
+    np.testing.assert_array_equal(X[:, 1], [float(p) for p in prices])
+    np.testing.assert_array_equal(X[:, 2], [1.0, 2.0, 3.0, 4.0])
+    # a boolean table alone keeps a numeric dtype with dtype=None (0/1 as uint8)
+    only = _write(tmp_path / "b.parquet", {"flag": flags})
+    g = zarr.open_group(str(ingest(only, tmp_path / "b.zarr", dtype=None)), mode="r")
+    assert g["X"].dtype == np.uint8 and g["X"][:, 0].tolist() == [1, 0, 1, 1]
+    # dates are refused by name, saying what to do; nothing is left behind
+    days = [datetime.date(2024, 1, d) for d in (1, 2, 3, 4)]
+    dated = _write(tmp_path / "d.parquet", {"when": days, "n": [1, 2, 3, 4]})
+    with pytest.raises(InputError, match=r"column 'when' is date32\[day\] \(dates or times\).*"
+                                         r"Convert it to numbers before ingesting"):
+        ingest(dated, tmp_path / "d.zarr")
+    assert not (tmp_path / "d.zarr").exists()
+
+
 def test_numbers_as_class_names_when_asked(tmp_path):
     src = _write(tmp_path / "t.parquet", {"a": [1.0, 2.0, 3.0], "c": [3, 1, 3]})
     out = ingest(src, tmp_path / "x.zarr", label_column="c", class_labels=True)
