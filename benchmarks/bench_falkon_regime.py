@@ -237,9 +237,9 @@ def bench_store(n: int, ms: list[int], lam: float, workdir: str, repeat: int,
 
 
 def bench_factors(M: int, d: int, lam: float) -> dict:
-    from distsketch.ops.falkon import falkon_memory, falkon_preconditioner
-
     from threadpoolctl import threadpool_limits
+
+    from distsketch.ops.falkon import falkon_memory, falkon_preconditioner
 
     C = np.random.default_rng(3).normal(size=(M, d))
     out = {}
