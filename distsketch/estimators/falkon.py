@@ -199,10 +199,11 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     Parameters
     ----------
     kernel : str or callable, default "rbf"
-        A kernel of :mod:`distsketch.ops.kernels` or ``f(A, B) -> block``.
+        Any kernel named in :mod:`distsketch.ops.kernels`, or a callable
+        ``f(A, B)`` returning the kernel block of two row sets.
     gamma : float, "median" or None, default None
-        Kernel scale; None means 1 / n_features, "median" the median
-        heuristic on a row sample; the value used is ``gamma_``.
+        Kernel scale γ (``gamma_`` after fit): None is 1 / n_features,
+        "median" the median heuristic on a row sample.
     degree, coef0 : int, float
         Polynomial kernel parameters (γ⟨x, y⟩ + c)^q (defaults 3 and 1.0).
     n_centers : int, default 1000
@@ -487,21 +488,21 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         record_cg(self, res, "raise max_iter (a checkpoint resumes where this run stopped), "
                   "n_centers or alpha.", stacklevel=4)
 
-    def fit(self, X: Any, y: Any) -> NystromKernelRidge:
-        """Choose the centres and solve for ``coef_`` by CG, one pass per iteration.
-
-        Parameters
-        ----------
-        X : ndarray, dask array, Zarr array or path of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        self
-        """
+    def _start(self, X: Any) -> Any:
+        """The checks every fit starts with; returns X as the passes read it."""
         self.__dict__.pop("seed_", None)
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)
+        return X
+
+    def fit(self, X: Any, y: Any) -> NystromKernelRidge:
+        """Pick the centres, then solve for ``coef_`` by CG with one pass over X per iteration.
+
+        X (array, dask array or Zarr store/path, n_samples × n_features) is
+        read again by every pass; y holds one or several targets per row.
+        Returns the fitted estimator.
+        """
+        X = self._start(X)
         Y, one_d = self._targets(y, X.shape[0])
         self._init_seed()
         self._fit_targets(X, Y)
@@ -522,15 +523,10 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         return check_finite_output(out, stage=f"{type(self).__name__} predict")
 
     def predict(self, X: Any) -> Any:
-        """``K(X, centres) coef_`` blockwise (dask in -> lazy dask out).
+        """``K(X, centers_) coef_`` for rows X (n_new × n_features), block by block.
 
-        Parameters
-        ----------
-        X : ndarray or dask array of shape (n_new, n_features)
-
-        Returns
-        -------
-        ndarray or dask array of shape (n_new,) or (n_new, n_targets)
+        NumPy in gives an ndarray of shape (n_new,) or (n_new, n_targets);
+        a dask array in gives the same lazily.
         """
         self._check_is_fitted("coef_")
         out = self._decision(X, self.coef_)

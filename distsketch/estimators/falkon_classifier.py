@@ -8,14 +8,8 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
+from distsketch.estimators import labels
 from distsketch.estimators.falkon import NystromKernelRidge
-from distsketch.estimators.labels import (
-    accuracy,
-    decode_labels,
-    encode_labels,
-    one_vs_rest,
-    softmax_scores,
-)
 
 __all__ = ["NystromKernelRidgeClassifier"]
 
@@ -58,18 +52,11 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
     """
 
     def fit(self, X: Any, y: Any) -> NystromKernelRidgeClassifier:
-        """Fit on class labels y of shape (n_samples,).
-
-        Returns
-        -------
-        self
-        """
-        self.__dict__.pop("seed_", None)
-        X = self._check_input(X, reset=True)
-        self._check_params_for_shape(*X.shape)
-        self.classes_, codes = encode_labels(y, X.shape[0], owner=type(self).__name__,
-                                             regressor="NystromKernelRidge")
-        Y = one_vs_rest(codes, self.classes_.size)
+        """Fit on class labels y of shape (n_samples,); returns the fitted classifier."""
+        X = self._start(X)
+        self.classes_, codes = labels.encode_labels(y, X.shape[0], owner=type(self).__name__,
+                                                    regressor="NystromKernelRidge")
+        Y = labels.one_vs_rest(codes, self.classes_.size)
         if self.classes_.size == 2:
             Y = Y[:, 1:]
         self._init_seed()
@@ -91,17 +78,17 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
 
     def predict_proba(self, X: Any) -> Any:
         """Softmax of the one-vs-rest scores (uncalibrated), shape (n_samples, n_classes)."""
-        return softmax_scores(self.decision_function(X))
+        return labels.softmax_scores(self.decision_function(X))
 
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         self._check_is_fitted("coef_")
         D = self._decision(X, self.coef_)
         idx = (D[:, 0] > 0).astype(np.int64) if self.classes_.size == 2 else D.argmax(axis=1)
-        return decode_labels(self.classes_, idx)
+        return labels.decode_labels(self.classes_, idx)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Mean accuracy of ``predict(X)`` against the labels y."""
         if y is None:
             raise ConfigError(f"{type(self).__name__}.score needs the labels y.")
-        return accuracy(y, self.predict(X), sample_weight)
+        return labels.accuracy(y, self.predict(X), sample_weight)

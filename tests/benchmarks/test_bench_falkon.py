@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -11,18 +10,16 @@ import pytest
 
 from distsketch.ops.falkon import tile_rows_for
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_falkon_regime.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    saved = list(sys.path)
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_falkon_regime")
-    finally:
-        sys.path[:] = saved
-        sys.modules.pop("bench_falkon_regime", None)
+    # loaded from its file: the benchmarks folder is not a package
+    spec = importlib.util.spec_from_file_location("bench_falkon_regime", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_quick_run_reports_every_section(bench, tmp_path):
