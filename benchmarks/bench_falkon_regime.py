@@ -115,7 +115,10 @@ def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
             est = ds.NystromKernelRidge(n_centers=m, gamma=gamma, alpha=lam, tol=1e-6,
                                         max_iter=200, random_state=0).fit(Xtr, ytr - mean)
         row = {"M": m, "rmse": _rmse(est.predict(Xte) + mean, yte), "iters": est.n_iter_,
-               "seconds": time.perf_counter() - t0, "factor_dtype": est.factor_dtype_}
+               "seconds": time.perf_counter() - t0, "factor_dtype": est.factor_dtype_,
+               "converged": bool(est.converged_), "residual": float(est.residuals_[-1]),
+               "jitter": float(est.jitter_),
+               "distinct_centres": int(np.unique(est.centers_, axis=0).shape[0])}
         if m <= sk_max:
             from sklearn.kernel_approximation import Nystroem
             from sklearn.linear_model import Ridge
@@ -127,8 +130,9 @@ def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
             row["sk_rmse"] = _rmse(rid.predict(nys.transform(Xte)) + mean, yte)
             row["sk_seconds"] = time.perf_counter() - t0
         rows.append(row)
-        print(f"  M={m:6d}: test RMSE {row['rmse']:.4f} in {row['iters']} iterations, "
-              f"{row['seconds']:.1f} s ({row['factor_dtype']} factors)"
+        print(f"  M={m:6d}: test RMSE {row['rmse']:.4f} in {row['iters']} iterations (residual "
+              f"{row['residual']:.1e}, {row['distinct_centres']} distinct centres, jitter "
+              f"{row['jitter']:.0e}), {row['seconds']:.1f} s ({row['factor_dtype']} factors)"
               + (f"; sklearn Nystroem+Ridge {row['sk_rmse']:.4f} in {row['sk_seconds']:.1f} s"
                  if "sk_rmse" in row else ""), flush=True)
     return {"table": name, "n_train": int(Xtr.shape[0]), "gamma": gamma, "lam": lam, "rows": rows}
@@ -302,6 +306,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--digits", action="store_true", help="digits even where diamonds exists")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--sections", default="real,store,factors",
+                    help="which of real, store, factors to run (the extrapolation needs the last two)")
     a = ap.parse_args(argv)
     if a.quick:
         a.m, a.rows, a.store_m, a.factor_m, a.repeat = "50,200", 10_000, "100,400", 300, 1
@@ -310,19 +316,24 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
           flush=True)
     results: dict = {}
-    print("1. real table", flush=True)
-    results["real"] = bench_real(a.diamonds, [int(v) for v in a.m.split(",")], a.alpha,
-                                 sk_max=4000, digits=a.digits or a.quick)
-    print("2. synthetic store", flush=True)
-    with tempfile.TemporaryDirectory(prefix="falkon-bench-") as work:
-        results["store"] = bench_store(a.rows, [int(v) for v in a.store_m.split(",")], a.alpha,
-                                       work, a.repeat, a.store_tol)
-    print("3. driver factors", flush=True)
-    results["factors"] = bench_factors(a.factor_m, 16, a.alpha)
-    print("4. extrapolation", flush=True)
-    last = results["store"]["rows"][-1]
-    results["extrapolation"] = extrapolate(last["rates"], results["factors"], a.factor_m,
-                                           results["store"]["cores"])
+    run = set(a.sections.split(","))
+    if "real" in run:
+        print("1. real table", flush=True)
+        results["real"] = bench_real(a.diamonds, [int(v) for v in a.m.split(",")], a.alpha,
+                                     sk_max=4000, digits=a.digits or a.quick)
+    if "store" in run:
+        print("2. synthetic store", flush=True)
+        with tempfile.TemporaryDirectory(prefix="falkon-bench-") as work:
+            results["store"] = bench_store(a.rows, [int(v) for v in a.store_m.split(",")],
+                                           a.alpha, work, a.repeat, a.store_tol)
+    if "factors" in run:
+        print("3. driver factors", flush=True)
+        results["factors"] = bench_factors(a.factor_m, 16, a.alpha)
+    if "store" in run and "factors" in run:
+        print("4. extrapolation", flush=True)
+        last = results["store"]["rows"][-1]
+        results["extrapolation"] = extrapolate(last["rates"], results["factors"], a.factor_m,
+                                               results["store"]["cores"])
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return results

@@ -261,9 +261,10 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     Memory: the driver holds ``2 M² s`` bytes of factors (s = 8 for float64,
     4 for float32) plus ``8 M (d + 6 t)``; it is checked against
     :func:`driver_memory_budget` before anything is allocated.  A task holds
-    its block (``8 (2 d + 2 + t)`` bytes a row), the centres
-    (``16 M (d + 1)``), two M × t vectors and one ``r × M`` float64 kernel
-    sub-tile of 32 MiB; the planner sizes blocks from these.  n is unbounded.
+    its block (``8 (2 d + t)`` bytes a row: as read and in float64), the
+    centres with their augmented copies (``8 M (3 d + 4)``), two M × t
+    vectors and one ``r × M`` float64 kernel sub-tile of 32 MiB; the
+    planner sizes blocks from these.  n is unbounded.
 
     Cost: landmarks (one pass), ``K_nMᵀ y`` (one pass), the factors
     (``2 M³/3`` flops, one thread, on the driver), then per iteration one

@@ -84,18 +84,19 @@ def falkon_memory(n_centers: int, n_features: int, n_targets: int, factor_itemsi
         ``driver``: the two M × M factors (``2 M² s``) plus the centres, the
         right-hand side and the five CG vectors (``8 M (d + 6 t)``) and one
         K_MM tile (the regulariser's product); ``task_fixed``: what one task
-        holds besides its rows — the centres and their augmented copy
-        (``8 M (2 d + 2)``), V and the M × t result (``16 M t``) and the
-        sub-tile (``8 r M``, r = :func:`tile_rows_for`); ``task_per_row``:
-        a block row in float64 with its augmented copy and its targets
-        (``8 (2 d + 2 + t)``).
+        holds besides its rows — the centres and their two augmented copies
+        (``8 M (3 d + 4)``), V and the M × t result (``16 M t``), the
+        sub-tile (``8 r M``, r = :func:`tile_rows_for`) and the sub-tile's
+        augmented rows, norms and ``K v`` (``8 r (2 d + 6 + t)``); ``task_per_row``: a block row as
+        read (up to float64) and its float64 copy, and its targets
+        (``8 (2 d + t)``).
     """
     M, d, t, s = int(n_centers), int(n_features), int(n_targets), int(factor_itemsize)
     r = tile_rows_for(M, tile_bytes)
     driver = 2 * M * M * s + 8 * M * (d + 6 * t) + 8 * r * M
     return {"driver": driver, "factors": 2 * M * M * s,
-            "task_fixed": 8 * M * (2 * d + 2) + 16 * M * t + 8 * r * M,
-            "task_per_row": 8 * (2 * d + 2 + t), "tile_rows": r}
+            "task_fixed": 8 * M * (3 * d + 4) + 16 * M * t + 8 * r * M + 8 * r * (2 * d + 6 + t),
+            "task_per_row": 8 * (2 * d + t), "tile_rows": r}
 
 
 def falkon_pass_flops(n_rows: int, n_centers: int, n_features: int, n_targets: int) -> dict:
@@ -272,7 +273,8 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
     Each sub-tile is made once and used for both products, so a pass costs
     ``2 b M (d + 2)`` GEMM flops and ``b M`` exponentials for the RBF kernel
     (augmented rows: one GEMM and an in-place ``exp`` per sub-tile) plus
-    ``4 b M t``.  Memory: one sub-tile buffer and the augmented copies.
+    ``4 b M t``.  Memory: one sub-tile buffer, the centres' augmented
+    copies and a sub-tile's augmented rows.
     """
     X = np.asarray(block, dtype=np.float64)
     C = np.asarray(centers, dtype=np.float64)
@@ -283,14 +285,15 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
     tr = max(1, int(tile_rows))
     if name == "rbf":
         gamma = float(params["gamma"])
-        left, _ = _augmented_rbf_rows(X, gamma)
         _, right = _augmented_rbf_rows(C, gamma)
         buf = np.empty(min(tr, X.shape[0]) * M)
     for r0 in range(0, X.shape[0], tr):
         r1 = min(r0 + tr, X.shape[0])
         if name == "rbf":
+            # the block's augmented rows by sub-tile: O(r d) memory, not a copy of the block
+            left, _ = _augmented_rbf_rows(X[r0:r1], gamma)
             K = buf[: (r1 - r0) * M].reshape(r1 - r0, M)
-            np.matmul(left[r0:r1], right.T, out=K)
+            np.matmul(left, right.T, out=K)
             np.exp(K, out=K)
         else:
             K = pairwise_kernel(X[r0:r1], C, kernel, **params)

@@ -113,3 +113,20 @@ def test_memory_and_flop_formulas():
     assert T.nbytes + A.nbytes == F.falkon_memory(C.shape[0], 3, 1, 8)["factors"]
     f = F.falkon_pass_flops(10**7, M, d, t)
     assert f == {"gemm": 2 * 10**7 * M * (d + 2), "exp": 10**7 * M, "apply": 4 * 10**7 * M * t}
+
+
+def test_one_block_stays_within_its_planned_memory():
+    import tracemalloc
+
+    M, d, b = 300, 8, 5000
+    block = RNG.normal(size=(b, d)).astype(np.float32)  # as a float32 store gives it
+    centers, V = RNG.normal(size=(M, d)), RNG.normal(size=(M, 2))
+    plan = F.falkon_memory(M, d, 2, 8)
+    tracemalloc.start()
+    F.gram_times(np.asarray(block, dtype=np.float64), centers, V, None, "rbf", {"gamma": 0.1},
+                 plan["tile_rows"])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # the block itself was allocated before: the plan counts it as well
+    assert peak + block.nbytes <= plan["task_fixed"] + b * plan["task_per_row"]
+    assert peak > 8 * plan["tile_rows"] * M  # the sub-tile is really made (not a vacuous bound)
