@@ -88,15 +88,16 @@ def falkon_memory(n_centers: int, n_features: int, n_targets: int, factor_itemsi
         (``8 M (3 d + 4)``), V and the M × t result (``16 M t``), the
         sub-tile (``8 r M``, r = :func:`tile_rows_for`) and the sub-tile's
         augmented rows, norms and ``K v`` (``8 r (2 d + 6 + t)``); ``task_per_row``: a block row as
-        read (up to float64) and its float64 copy, and its targets
-        (``8 (2 d + t)``).
+        read (up to float64), the read's decode buffer, its float64 copy and
+        its targets (``8 (3 d + t)``; the decode buffer measured with
+        ``benchmarks/bench_falkon_regime.py``).
     """
     M, d, t, s = int(n_centers), int(n_features), int(n_targets), int(factor_itemsize)
     r = tile_rows_for(M, tile_bytes)
     driver = 2 * M * M * s + 8 * M * (d + 6 * t) + 8 * r * M
     return {"driver": driver, "factors": 2 * M * M * s,
             "task_fixed": 8 * M * (3 * d + 4) + 16 * M * t + 8 * r * M + 8 * r * (2 * d + 6 + t),
-            "task_per_row": 8 * (2 * d + t), "tile_rows": r}
+            "task_per_row": 8 * (3 * d + t), "tile_rows": r}
 
 
 def falkon_pass_flops(n_rows: int, n_centers: int, n_features: int, n_targets: int) -> dict:

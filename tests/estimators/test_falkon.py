@@ -210,3 +210,13 @@ def test_the_driver_memory_plan_names_n_centers_and_the_formula():
     # float32 factors halve the factors' bytes, as the plan says
     m = _model(factor_dtype="float32").fit(X, Y)
     assert m.memory_plan_["factors"] == 2 * 60 * 60 * 4
+
+
+def test_repeated_rows_give_one_centre_each_and_cg_converges():
+    Xr = np.repeat(X[:150], 2, axis=0)  # every row twice: uniform centres would repeat
+    yr = np.repeat(Y[:150], 2)
+    m = _model(n_centers=200, tol=1e-10).fit(Xr, yr)
+    assert m.converged_
+    assert np.unique(m.centers_, axis=0).shape[0] == m.centers_.shape[0] < 200
+    exact, kappa = _exact(Xr, yr, m.centers_, LAM)
+    assert np.linalg.norm(m.coef_ - exact) / np.linalg.norm(exact) <= kappa * 2e-10
