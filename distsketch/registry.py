@@ -64,6 +64,8 @@ ESTIMATORS: Mapping[str, str] = MappingProxyType({
     "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge_classifier",
     "KernelSolver": "distsketch.estimators.solver",
     "MEKAKernelRidge": "distsketch.estimators.meka_ridge",
+    "NystromKernelRidge": "distsketch.estimators.falkon",
+    "NystromKernelRidgeClassifier": "distsketch.estimators.falkon_classifier",
     # sampling techniques
     "SparsifiedGram": "distsketch.estimators.sparsified",
     "SparsifiedKernelPCA": "distsketch.estimators.sparsified_kpca",
@@ -86,6 +88,7 @@ _STORED_OBJECTS: Mapping[str, str] = MappingProxyType({
     "SparseTiles": "distsketch.estimators.sparsified",
     "StatisticalDimensionSketch": "distsketch.estimators.statistical_dimension",
     "Standardizer": "distsketch.workflow.preprocess",  # a workflow's scaler in a saved Pipeline
+    "FalkonCheckpoint": "distsketch.estimators.falkon",  # NystromKernelRidge(checkpoint=...)
 })
 
 # scikit-learn transformers a model may hold as an estimator-valued parameter

@@ -106,6 +106,8 @@ SMALL = {
     "MEKAKernelRidge": dict(meka=ds.MEKA(n_clusters=2, rank=2)),
     "NystromFeatures": dict(n_landmarks=5),
     "NystromKernelPCA": dict(n_components=2, n_landmarks=10),
+    "NystromKernelRidge": dict(n_centers=20),
+    "NystromKernelRidgeClassifier": dict(n_centers=20),
     "PolySketch": dict(n_components=16),
     "RandomFourierFeatures": dict(n_components=16),
     "RoundedExpansion": dict(budget=5),
@@ -259,6 +261,7 @@ budget              ~ expected kernel evaluations of a rounded expansion ~ kerne
 budget_scope        ~ what the budget counts ~ per_output
 center              ~ subtract a mean fitted on X ~ [Cc]entre|mean
 check_variance      ~ refuse a sketch whose predicted error is too large ~ predicted RMS
+checkpoint          ~ where an iterative fit saves its state after every pass ~ CG state is saved
 class_weight        ~ weights of the classes' rows ~ [Ww]eights of the classes
 coef0               ~ offset c of the polynomial kernel ~ [Pp]olynomial|[Oo]ffset|c >= 0|\(γ⟨x, y⟩ \+ c\)\^q
 cv                  ~ folds of cross-validation ~ cross-validation
@@ -267,6 +270,7 @@ delta               ~ failure probability of a bound ~ [Ff]ailure probability
 density             ~ dense or sparse projection entries ~ "dense", "sparse"
 embed_size          ~ r, columns of k-Space's sketch T ~ columns of T
 eps                 ~ Johnson–Lindenstrauss distortion ~ [Dd]istortion
+factor_dtype        ~ precision of a preconditioner's factors ~ [Pp]recision of the preconditioner
 features            ~ the feature map of a ridge model ~ feature map
 fit_intercept       ~ fit an unpenalised intercept ~ unpenalised intercept
 form                ~ cosines with phases or (cos, sin) pairs ~ "offset", "paired"
@@ -285,6 +289,7 @@ max_error           ~ largest accepted predicted RMS error ~ accepted predicted 
 max_iter            ~ iteration cap of an iterative solver ~ [Ii]terations|[Ii]teration cap
 meka                ~ the MEKA approximation a ridge model solves on ~ MEKA
 method              ~ streaming kernel PCA variant ~ "fd", "rnca"
+n_centers           ~ M, the centres of a Nyström ridge model ~ M \(at most n\)
 n_clusters          ~ number of clusters c ~ number of clusters
 n_components        ~ the output width ~ [Ff]eatures|[Cc]omponents|[Ss]ketch size|[Oo]utput|\bk\b|\bm\b
 n_ensemble          ~ experts of an ensemble Nyström map ~ experts

@@ -44,6 +44,8 @@ CASES = [
     ds.SketchedKernelRidgeClassifier(random_state=0),
     ds.KernelSolver(random_state=0),
     ds.MEKAKernelRidge(random_state=0),
+    ds.NystromKernelRidge(random_state=0),
+    ds.NystromKernelRidgeClassifier(random_state=0),
     ds.SparsifiedKernelPCA(n_components=2, p=0.5, random_state=0),
     ds.DatabaseFriendlyProjection(n_components=4, random_state=0),
     ds.FrequentDirections(sketch_size=4),
