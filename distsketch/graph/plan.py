@@ -194,6 +194,11 @@ def _split_chunks(chunks: tuple[int, ...], rows: int) -> tuple[int, ...]:
 
 def _split(X: da.Array, data: da.Array, rows: int) -> da.Array:
     source = _ROW_SOURCES.get(X.name)
+    if source is not None and rows < source[1]:
+        # blocks smaller than the store's chunk: each chunk is read (decoded) once and
+        # cut in memory; a read of part of a compressed chunk decodes all of it
+        whole = whole_rows(source[0](source[1]))
+        return whole.rechunk({0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
         return whole_rows(source[0](rows))
     old = tuple(int(c) for c in data.chunks[0])

@@ -326,3 +326,17 @@ def test_cli_verbose_shows_the_plan(store, tmp_path, capsys):
         log.setLevel(level)
     err = capsys.readouterr().err
     assert "distsketch: block plan randomfourierfeatures: " in err and "per task" in err
+
+
+def test_blocks_smaller_than_a_chunk_decode_each_chunk_once(store):
+    # 200 KiB / 512 B = 400 rows < the store's 1000-row chunks: every chunk is read in
+    # one task and cut into equal blocks inside it (a partial read decodes the chunk)
+    X, path = store
+    Xd = open_array(path, block_rows=20_000)
+    with dask.config.set({"distsketch.task-memory": "200KiB"}):
+        blocks = plan_rows(Xd, bytes_per_row=512.0)
+    assert blocks.data.chunks[0] == (334, 333, 333) * 40
+    graph = dict(blocks.data.__dask_graph__())
+    reads = [k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("zarr-")]
+    assert len(reads) == 40
+    np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
