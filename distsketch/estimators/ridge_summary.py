@@ -104,11 +104,11 @@ class RidgeSummary(SumMerge, Summary):
         if isinstance(block, np.ndarray) and self.slices(block):
             X = block[:, :d]
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
-            out = [_sliced_state(fn, ops, X, y, row_offset)
-                   for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
+            states = [_sliced_state(fn, ops, X, y, row_offset)
+                      for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
             if self.sampler is None:
-                return {"maps": out}
-            return {"maps": out, "sample": self.sampler.chunk(block, row_offset)}
+                return {"maps": states}
+            return {"maps": states, "sample": self.sampler.chunk(block, row_offset)}
         if isinstance(block, np.ndarray) or not is_array_api(block):
             X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
