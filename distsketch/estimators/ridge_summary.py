@@ -38,11 +38,12 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = 
     state = 8.0 * max(n_folds, 1) * sum((m * (m + 1) // 2 if n_folds else m * m)
                                         + m * (t + 1) + t * t + t for m in widths)
     if sliced:
-        # per row: the float32 block, its inputs' copy and the float64 targets; per task:
-        # one slice's float32 features, their float64 buffer and the slice's Gram
+        # per row: the block (float64 when the targets are), its inputs' float32 copy and
+        # the float64 targets; per task: one slice's float32 features, their float64
+        # buffer and the slice's Gram
         m = max(widths)
         fixed = state + 12.0 * _SLICE_ROWS * m + 8.0 * m * m
-        return {"bytes_per_row": 4.0 * (2 * d + t) + 8.0 * t, "fixed_bytes": fixed,
+        return {"bytes_per_row": 8.0 * (d + t) + 4.0 * d + 8.0 * t, "fixed_bytes": fixed,
                 "state_bytes": state}
     return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
             "state_bytes": state}
