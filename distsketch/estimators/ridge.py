@@ -319,7 +319,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
                                sampler=sampler)
         XY = _stack_xy(X, with_weights(Y, w))
-        mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds)
+        mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds, summary.slices(XY))
         if sampler is not None and mem:
             extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
             mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,

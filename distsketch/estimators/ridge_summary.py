@@ -24,9 +24,11 @@ from distsketch.validation.finite import is_array_api
 __all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "unpack_gram", "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
+# float32 rows are mapped and multiplied this many at a time (RidgeSummary.slices)
+_SLICE_ROWS = 4096
 
 
-def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
+def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = False) -> dict:
     # per row: the float64 block and one map's features with a temporary;
     # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
     widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
@@ -35,6 +37,14 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int) -> dict:
     # fold states keep the upper triangle of ZᵀZ only (pack_gram)
     state = 8.0 * max(n_folds, 1) * sum((m * (m + 1) // 2 if n_folds else m * m)
                                         + m * (t + 1) + t * t + t for m in widths)
+    if sliced:
+        # per row: the block (float64 when the targets are), its inputs' float32 copy and
+        # the float64 targets; per task: one slice's float32 features, their float64
+        # buffer and the slice's Gram
+        m = max(widths)
+        fixed = state + 12.0 * _SLICE_ROWS * m + 8.0 * m * m
+        return {"bytes_per_row": 8.0 * (d + t) + 4.0 * d + 8.0 * t, "fixed_bytes": fixed,
+                "state_bytes": state}
     return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
             "state_bytes": state}
 
@@ -82,8 +92,24 @@ class RidgeSummary(SumMerge, Summary):
         self.seed = int(seed)
         self.weighted = bool(weighted)
 
+    def slices(self, XY: Any) -> bool:
+        """Whether blocks of ``XY`` are summarised slice by slice (:func:`_sliced_state`):
+        float32 NumPy rows without weights or folds."""
+        meta = getattr(XY, "_meta", XY)
+        on_host = isinstance(meta, np.ndarray) or not is_array_api(meta)
+        return (on_host and np.dtype(self.x_dtype) == np.float32 and not self.weighted
+                and not self.n_folds)
+
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         d = self.n_features
+        if isinstance(block, np.ndarray) and self.slices(block):
+            X = block[:, :d]
+            y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
+            states = [_sliced_state(fn, ops, X, y, row_offset)
+                      for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
+            if self.sampler is None:
+                return {"maps": states}
+            return {"maps": states, "sample": self.sampler.chunk(block, row_offset)}
         if isinstance(block, np.ndarray) or not is_array_api(block):
             X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
@@ -120,6 +146,49 @@ def cv_folds(seed: int, row_offset: int, n_rows: int, n_folds: int) -> np.ndarra
     """The cross-validation fold of each of the rows ``row_offset ..`` (``hash(seed, row) mod k``)."""
     rows = np.arange(row_offset, row_offset + n_rows, dtype=np.int64)
     return hash_bucket(seed, "cv.fold", rows, n_folds)
+
+
+def _map_operands(functions: list[Any], n_operands: list[int],
+                  operands: tuple) -> Iterator[tuple[Any, tuple]]:
+    """Each map with its own operands (``n_operands[g]`` of ``operands`` for map ``g``)."""
+    pos = 0
+    for fn, k in zip(functions, n_operands):
+        yield fn, tuple(operands[pos:pos + k])
+        pos += k
+
+
+def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int) -> dict:
+    """The covariance state of the features of float32 rows X, ``_SLICE_ROWS`` rows at a time.
+
+    Each slice's features are copied into one reused float64 buffer and
+    multiplied there (float64 products, as :func:`map_features` gives them),
+    the slice's ZᵀZ into one reused m × m buffer, and summed into the state:
+    no float64 copy of the block's features and no fresh pages per slice.
+    A row's features are the same for any slicing (row-stable maps); only
+    the float64 sums are grouped by slice.
+    """
+    n = X.shape[0]
+    state: dict = {}
+    z64, gram = None, None
+    for a in range(0, max(n, 1), _SLICE_ROWS):
+        xs = np.ascontiguousarray(X[a: a + _SLICE_ROWS], dtype=np.float32)
+        Z = densify(fn(xs, row_offset + a, *ops))
+        ys = y[a: a + _SLICE_ROWS]
+        if z64 is None:
+            z64 = np.empty((min(max(n, 1), _SLICE_ROWS), Z.shape[1]))
+        Zd = z64[: Z.shape[0]]
+        np.copyto(Zd, Z)
+        if not state:
+            state = covariance_state(Zd, ys)
+            gram = np.empty_like(state["ztz"])
+            continue
+        state["n"] += Zd.shape[0]
+        state["sum"] += Zd.sum(axis=0)
+        state["ztz"] += np.matmul(Zd.T, Zd, out=gram)
+        state["zty"] += Zd.T @ ys
+        state["ysum"] += ys.sum(axis=0)
+        state["yty"] += ys.T @ ys
+    return state
 
 
 def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row_offset: int,

@@ -192,8 +192,13 @@ def _split_chunks(chunks: tuple[int, ...], rows: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _split(X: da.Array, data: da.Array, rows: int) -> da.Array:
+def _split(X: da.Array, data: da.Array, rows: int, chunk_fits: bool = False) -> da.Array:
     source = _ROW_SOURCES.get(X.name)
+    if source is not None and rows < source[1] and chunk_fits:
+        # blocks smaller than the store's chunk: each chunk is read (decoded) once and
+        # cut in memory; a read of part of a compressed chunk decodes all of it
+        whole = whole_rows(source[0](source[1]))
+        return whole.rechunk({0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
         return whole_rows(source[0](rows))
     old = tuple(int(c) for c in data.chunks[0])
@@ -362,7 +367,11 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
                     data.rechunk({0: int(block_rows)}))
             limit = "block_rows"
         elif max(data.chunks[0], default=0) > rule.block_rows:
-            data, limit = _split(X, data, rule.block_rows), rule.limit
+            # a chunk held while its blocks run must fit the task beside one block
+            fits = key is not None and rule.budget is not None and (
+                _ROW_SOURCES[key][1] * _SOURCE_ROW_BYTES.get(key, row_bytes) + rule.task_bytes
+                <= rule.budget)
+            data, limit = _split(X, data, rule.block_rows, fits), rule.limit
         else:
             limit = "chunks"
         plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes,

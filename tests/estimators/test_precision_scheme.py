@@ -12,8 +12,11 @@ order); blocks are summed in float64.  Since E ≥ 0, ‖ΔC‖₂ ≤ ‖E‖�
   leading components.
 * Ridge solves (A + αI)w = b: the float32 solution w̃ differs by exactly
   −(A + αI)⁻¹ΔA·w̃, so ‖w̃ − w‖ ≤ ‖E‖₂‖w̃‖ / λ_min(A + αI): amplified by the
-  condition number, which a small α leaves huge.  The ridge summary
-  therefore multiplies in float64 whatever the input.
+  condition number, which a small α leaves huge.  The method's own
+  tolerance is the spread of its float64 solution over the random features
+  (two seeds of the sketch); float32 products exceed it several times on the
+  ill-conditioned case, at a small α and at the α GCV chooses, so the ridge
+  summary multiplies in float64 whatever the input.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
+from distsketch.estimators.ridge_summary import _SLICE_ROWS, RidgeSummary
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.covariance import covariance_state
 
@@ -76,6 +80,59 @@ def test_ridge_multiplies_float32_input_in_float64():
     assert np.linalg.norm(w32 - w) <= np.linalg.norm(E, 2) * np.linalg.norm(w32) / lam[0]
     assert np.linalg.norm(E, 2) / lam[0] > 1.0
     assert np.linalg.norm(Z64 @ w32 + c32 - ref) > 1e-2 * np.linalg.norm(ref)
+
+
+def _float32_products(Z: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, ...]:
+    # predictions of the float64-product and float32-product solutions on the same features
+    Z64 = Z.astype(np.float64)
+    state = covariance_state(Z64, y[:, None])
+    w, c, _ = _ridge_solution(state, alpha)
+    w32, c32, _ = _ridge_solution({**state, "ztz": (Z.T @ Z).astype(np.float64)}, alpha)
+    return Z64 @ w + c, Z64 @ w32 + c32
+
+
+def test_float32_ridge_products_exceed_the_spread_over_random_features():
+    # the method's tolerance: two seeds of the random features, each solved in float64
+    X, y = _correlated()
+    fits = [SketchedKernelRidge(standardize=False, features=RandomFourierFeatures(
+        gamma=0.05, n_components=64, random_state=seed)).fit(X, y) for seed in (1, 2)]
+    Z = fits[0].features_.transform(X)
+    assert fits[0].alpha_ < 1e-6  # GCV chooses a small alpha on this case
+    for alpha in (1e-6, fits[0].alpha_):
+        ref, fl32 = _float32_products(Z, y, alpha)
+        other, _ = _float32_products(fits[1].features_.transform(X), y, alpha)
+        spread = np.linalg.norm(other - ref)
+        assert 0 < spread < 0.02 * np.linalg.norm(ref)  # both seeds fit sin(2t) to ~1 %
+        # float32 products move the predictions 4x the seed spread (measured): not kept
+        assert np.linalg.norm(fl32 - ref) > 2 * spread
+    # the spread at the GCV choice of each seed, as fitted
+    gcv_spread = np.linalg.norm(fits[0].predict(X) - fits[1].predict(X))
+    assert np.linalg.norm(fl32 - ref) > 2 * gcv_spread
+
+
+def test_ridge_summary_of_float32_slices_is_the_float64_product():
+    # float32 rows are summarised _SLICE_ROWS at a time in float64: the state is the
+    # float64 product of the float32 features, to float64 rounding of the whole block
+    rng = np.random.default_rng(5)
+    n, d = 2 * _SLICE_ROWS + 123, 6
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.normal(size=n).astype(np.float32)
+    feats = RandomFourierFeatures(n_components=48, random_state=0).fit(X)
+    ops = tuple(feats._operands())
+    summary = RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f4")
+    XY = np.hstack([X, y[:, None]])
+    assert summary.slices(XY)
+    state = summary.chunk(XY, 0, *ops)["maps"][0]
+    Z64 = feats.transform(X).astype(np.float64)
+    ref = covariance_state(Z64, y[:, None].astype(np.float64))
+    g = n * 2.0**-53 / (1 - n * 2.0**-53)
+    absZ = np.abs(Z64)
+    assert state["n"] == n
+    assert np.all(np.abs(state["ztz"] - ref["ztz"]) <= g * (absZ.T @ absZ))
+    assert np.all(np.abs(state["zty"] - ref["zty"]) <= g * (absZ.T @ np.abs(y[:, None])))
+    np.testing.assert_allclose(state["sum"], ref["sum"], rtol=0, atol=g * absZ.sum(axis=0).max())
+    np.testing.assert_allclose(state["yty"], ref["yty"], rtol=1e-12)
+    assert not RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f8").slices(XY)
 
 
 def test_rnca_float32_products_within_weyl_and_davis_kahan():

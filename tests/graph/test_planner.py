@@ -326,3 +326,25 @@ def test_cli_verbose_shows_the_plan(store, tmp_path, capsys):
         log.setLevel(level)
     err = capsys.readouterr().err
     assert "distsketch: block plan randomfourierfeatures: " in err and "per task" in err
+
+
+def test_blocks_split_for_parallelism_decode_each_chunk_once(tmp_path):
+    # 2 chunks of 10 000 rows, a stage wanting 4 blocks per task thread: each chunk is
+    # read in one task and cut into equal blocks inside it (a partial read decodes all)
+    X = np.random.default_rng(2).standard_normal((20_000, 16)).astype(np.float32)
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    Xd = open_array(str(tmp_path / "x.zarr"))
+    with dask.config.set(scheduler="threads", num_workers=4):
+        blocks = plan_rows(Xd, bytes_per_row=4096.0)
+    assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
+    k = -(-10_000 // blocks.plan.block_rows)
+    assert blocks.data.chunks[0] == (10_000 // k,) * (2 * k)
+    graph = dict(blocks.data.__dask_graph__())
+    reads = [key for key in graph if isinstance(key, tuple) and str(key[0]).startswith("zarr-")]
+    assert len(reads) == 2
+    np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
+    # split by the memory budget, a chunk held beside a block would not fit: read per block
+    with dask.config.set({"distsketch.task-memory": "1MiB"}):
+        small = plan_rows(Xd, bytes_per_row=512.0)
+    assert small.plan.limit == "memory budget" and small.data.chunks[0][0] == 2048
+    assert not any("rechunk" in str(key) for key in dict(small.data.__dask_graph__()))
