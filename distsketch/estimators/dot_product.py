@@ -24,110 +24,32 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.dot_product_passes import (
+    STAT_ROWS,
+    ColumnSum,
+    GaussianStats,
+    centered_sq_norms,
+    other_namespace,
+    row_sq_norms,
+)
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
-from distsketch.ops.namespace import asarray, namespace, to_host, xp_dtype
+from distsketch.ops.namespace import asarray, namespace, xp_dtype
 from distsketch.ops.poly_sketch import BASES, leaf_sketch, poly_sketch_combine
 from distsketch.ops.taylor import (
     DOT_PRODUCT_KERNELS,
     dot_product_coefficients,
     gaussian_coefficients,
     gaussian_degree,
-    gaussian_term_weights,
     predicted_sketch_error,
     sample_tail_degrees,
     split_components_by_variance,
 )
-from distsketch.summaries.base import Summary
-from distsketch.summaries.sums import SumMerge, sum_states
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import is_array_api
 
 __all__ = ["DotProductKernelSketch", "GaussianSketch"]
-
-
-def _row_sq_norms(block: Any) -> np.ndarray:
-    if sp.issparse(block):
-        b = sp.csr_matrix(block)
-        return np.asarray(b.multiply(b).sum(axis=1), dtype=np.float64).ravel()
-    if _other_namespace(block):  # on the block's device, in its namespace
-        xp = namespace(block)
-        b = xp.astype(block, xp.float64)
-        return xp.sum(b * b, axis=1)
-    b = np.asarray(block, dtype=np.float64)
-    return np.einsum("ij,ij->i", b, b)
-
-
-def _other_namespace(block: Any) -> bool:
-    # an in-memory block of another array library (CuPy, array-api-strict)
-    return not isinstance(block, np.ndarray) and is_array_api(block)
-
-
-class _MaxRowNorm(Summary):
-    """Largest row norm (the data radius); merge = max."""
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> float:
-        sq = _row_sq_norms(block)
-        if _other_namespace(sq):
-            return float(namespace(sq).max(sq)) ** 0.5 if sq.shape[0] else 0.0
-        return float(np.sqrt(sq.max())) if sq.size else 0.0
-
-    def merge(self, states: list[float]) -> float:
-        return float(max(states))
-
-
-class _ColumnSum(SumMerge, Summary):
-    """Row count and column sums (float64); merge = sum."""
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        if sp.issparse(block):
-            colsum = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
-        elif _other_namespace(block):
-            xp = namespace(block)  # summed on the block's device; the d sums are the state
-            colsum = to_host(xp.sum(xp.astype(block, xp.float64), axis=0))
-        else:
-            colsum = np.asarray(block, dtype=np.float64).sum(axis=0)
-        return {"n": int(block.shape[0]), "sum": colsum}
-
-
-def _centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
-    if sp.issparse(block):
-        b = sp.csr_matrix(block)
-        return np.maximum(_row_sq_norms(b) - 2.0 * (b @ center) + center @ center, 0.0)
-    if _other_namespace(block):
-        xp = namespace(block)
-        return _row_sq_norms(xp.astype(block, xp.float64) - asarray(center, like=block))
-    return _row_sq_norms(np.asarray(block, dtype=np.float64) - center)
-
-
-_STAT_ROWS = 4096     # rows per sub-block of the term-weight pass (rows × (max_degree + 1) floats)
-
-
-class _GaussianStats(Summary):
-    """Radius after centring and per-degree Σ_x w_j(x), Σ_x w_j(x)² (Poisson weights); merge = max/sum."""
-
-    def __init__(self, gamma: float, max_degree: int):
-        self.gamma = gamma
-        self.max_degree = max_degree
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        # the per-degree weights of the rows are a host computation (special functions): only
-        # the rows' squared norms, one number per row, come to the host for it
-        sq = np.asarray(to_host(_centered_sq_norms(block, operands[0])))
-        J = self.max_degree + 1
-        s1, s2 = np.zeros(J), np.zeros(J)
-        for i in range(0, sq.size, _STAT_ROWS):
-            w = gaussian_term_weights(sq[i:i + _STAT_ROWS], self.gamma, self.max_degree)
-            s1 += w.sum(axis=0)
-            s2 += np.einsum("ij,ij->j", w, w)
-        return {"n": int(sq.size), "max_sq": float(sq.max()) if sq.size else 0.0, "w": s1, "w2": s2}
-
-    def merge(self, states: list[dict]) -> dict:
-        out = sum_states([{k: s[k] for k in ("n", "w", "w2")} for s in states])
-        out["max_sq"] = max(s["max_sq"] for s in states)
-        return out
 
 
 def _split_rest(total: int, weights: np.ndarray, degrees: np.ndarray) -> np.ndarray:
@@ -168,7 +90,7 @@ class _TermSketch(LinearStageSketch):
         D = next_pow2(self.n_features_in_)
         c = self._center_slice(col_offset, block.shape[1])
         sparse = sp.issparse(block)
-        if _other_namespace(block):
+        if other_namespace(block):
             return self._linear_xp(block, row_offset, col_offset, c, dt, D)
         if c is not None and not sparse:
             block = np.asarray(block, dtype=dt) - c.astype(dt)
@@ -181,7 +103,7 @@ class _TermSketch(LinearStageSketch):
                 # the leaf sketch is linear: T(x − c) = T x − T c keeps the block sparse
                 P -= leaf_sketch(c[None, :], *args, 0)
             parts.append(P)
-        sq = _centered_sq_norms(block, c) if (c is not None and sparse) else _row_sq_norms(block)
+        sq = centered_sq_norms(block, c) if (c is not None and sparse) else row_sq_norms(block)
         parts.append(sq.astype(dt)[:, None])
         return np.concatenate(parts, axis=1)
 
@@ -196,7 +118,7 @@ class _TermSketch(LinearStageSketch):
         parts = [leaf_sketch(block, self.seed_, f"{self._purpose}.term{t}",
                              int(self.term_components_[t]), D, self.base, col_offset, dt, row_offset)
                  for t in self._leaf_terms()]
-        parts.append(xp.astype(_row_sq_norms(block), xp_dtype(xp, dt))[:, None])
+        parts.append(xp.astype(row_sq_norms(block), xp_dtype(xp, dt))[:, None])
         return xp.concat(parts, axis=1)
 
     def _center_slice(self, col_offset: int, width: int) -> np.ndarray | None:
@@ -206,7 +128,7 @@ class _TermSketch(LinearStageSketch):
         return c[col_offset:col_offset + width]
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        if _other_namespace(L):
+        if other_namespace(L):
             return self._combine_xp(L, row_offset)
         sq = np.maximum(L[:, -1].astype(np.float64), 0.0)
         scale = self._input_scale(sq)
@@ -393,14 +315,14 @@ class GaussianSketch(_TermSketch):
     def _setup(self, X: Any) -> None:
         d = self.n_features_in_
         if self.center:
-            st = reduce_blocks(_ColumnSum(), X, name="gaussian-mean")
+            st = reduce_blocks(ColumnSum(), X, name="gaussian-mean")
             # rounded so that the summation order (chunking) cannot change the operator
             self.center_ = (st["sum"] / max(st["n"], 1)).astype(np.float32).astype(np.float64)
         else:
             self.center_ = np.zeros(d)
         J = int(self._max_degree if self.max_degree is None else max(self.max_degree, 1))
-        st = reduce_blocks(_GaussianStats(float(self.gamma_), J), X, self.center_, name="gaussian-radius",
-                           bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * _STAT_ROWS * (J + 1))
+        st = reduce_blocks(GaussianStats(float(self.gamma_), J), X, self.center_, name="gaussian-radius",
+                           bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * STAT_ROWS * (J + 1))
         n = max(st["n"], 1)
         self.radius_ = float(np.sqrt(st["max_sq"]))
         self.max_degree_ = (gaussian_degree(self.gamma_, self.radius_, self.truncation_tol,

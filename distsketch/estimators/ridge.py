@@ -92,8 +92,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         Regularisation λ.  "auto": with the default map on at most 1000
         unweighted rows, the leave-one-out choice made with gamma; else
         generalised cross-validation (GCV) over a 21-point log grid (10⁻³ … 10²
-        times the mean eigenvalue) from the
-        eigendecomposition of the summary (no further pass; see
+        times the mean eigenvalue) from the summary's eigendecomposition (see
         :func:`~distsketch.estimators.ridge_defaults.auto_alpha`); the grid
         and scores are in ``cv_results_``.  An array gives the whole path:
         ``coef_`` then has a leading axis of length ``len(alpha)`` and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distsketch.estimators.dot_product import _ColumnSum, _GaussianStats, _MaxRowNorm
+from distsketch.estimators.dot_product_passes import ColumnSum, GaussianStats, MaxRowNorm
 from distsketch.estimators.falkon import _FalkonPass
 from distsketch.estimators.kspace import KSpaceKernelPCA, _FactorCross, _SketchGram
 from distsketch.estimators.meka import _Projection
@@ -28,7 +28,7 @@ class TestMaxRowNorm(MergeableSummaryTests):
     has_identity = False
 
     def make_summary(self):
-        return _MaxRowNorm()
+        return MaxRowNorm()
 
     def make_data(self, rng):
         return rng.normal(size=(90, 5))
@@ -42,7 +42,7 @@ class TestColumnSum(MergeableSummaryTests):
     has_identity = False
 
     def make_summary(self):
-        return _ColumnSum()
+        return ColumnSum()
 
     def make_data(self, rng):
         return rng.normal(size=(77, 4))
@@ -59,7 +59,7 @@ class TestGaussianStats(MergeableSummaryTests):
     center = np.array([0.1, -0.2, 0.0, 0.3])
 
     def make_summary(self):
-        return _GaussianStats(0.3, 6)
+        return GaussianStats(0.3, 6)
 
     def operands(self):
         return (self.center,)

@@ -1,0 +1,111 @@
+"""The fit-time passes of the Gaussian and dot-product kernel sketches.
+
+Three mergeable summaries over the rows, each one tree-reduced pass: the data
+radius (:class:`MaxRowNorm`), the column sums that centre the Gaussian sketch
+(:class:`ColumnSum`), and, after centring, the radius with the per-degree sums
+of the Poisson term weights that split the components over the Taylor terms
+(:class:`GaussianStats`).  Blocks of another array namespace (CuPy,
+array-api-strict) are reduced on their device; only per-row squared norms or
+the d column sums come to the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from distsketch.ops.namespace import asarray, namespace, to_host
+from distsketch.ops.taylor import gaussian_term_weights
+from distsketch.summaries.base import Summary
+from distsketch.summaries.sums import SumMerge, sum_states
+from distsketch.validation.finite import is_array_api
+
+__all__ = ["STAT_ROWS", "ColumnSum", "GaussianStats", "MaxRowNorm", "centered_sq_norms", "other_namespace",
+           "row_sq_norms"]
+
+
+def row_sq_norms(block: Any) -> np.ndarray:
+    """Squared row norms in float64 (dense, sparse or on the block's device), shape (n,)."""
+    if sp.issparse(block):
+        b = sp.csr_matrix(block)
+        return np.asarray(b.multiply(b).sum(axis=1), dtype=np.float64).ravel()
+    if other_namespace(block):  # on the block's device, in its namespace
+        xp = namespace(block)
+        b = xp.astype(block, xp.float64)
+        return xp.sum(b * b, axis=1)
+    b = np.asarray(block, dtype=np.float64)
+    return np.einsum("ij,ij->i", b, b)
+
+
+def other_namespace(block: Any) -> bool:
+    """Whether ``block`` is an in-memory array of another library (CuPy, array-api-strict)."""
+    # an in-memory block of another array library (CuPy, array-api-strict)
+    return not isinstance(block, np.ndarray) and is_array_api(block)
+
+
+class MaxRowNorm(Summary):
+    """Largest row norm (the data radius); merge = max."""
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> float:
+        sq = row_sq_norms(block)
+        if other_namespace(sq):
+            return float(namespace(sq).max(sq)) ** 0.5 if sq.shape[0] else 0.0
+        return float(np.sqrt(sq.max())) if sq.size else 0.0
+
+    def merge(self, states: list[float]) -> float:
+        return float(max(states))
+
+
+class ColumnSum(SumMerge, Summary):
+    """Row count and column sums (float64); merge = sum."""
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        if sp.issparse(block):
+            colsum = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
+        elif other_namespace(block):
+            xp = namespace(block)  # summed on the block's device; the d sums are the state
+            colsum = to_host(xp.sum(xp.astype(block, xp.float64), axis=0))
+        else:
+            colsum = np.asarray(block, dtype=np.float64).sum(axis=0)
+        return {"n": int(block.shape[0]), "sum": colsum}
+
+
+def centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
+    """Squared norms of the rows minus ``center`` (d,), shape (n,)."""
+    if sp.issparse(block):
+        b = sp.csr_matrix(block)
+        return np.maximum(row_sq_norms(b) - 2.0 * (b @ center) + center @ center, 0.0)
+    if other_namespace(block):
+        xp = namespace(block)
+        return row_sq_norms(xp.astype(block, xp.float64) - asarray(center, like=block))
+    return row_sq_norms(np.asarray(block, dtype=np.float64) - center)
+
+
+STAT_ROWS = 4096     # rows per sub-block of the term-weight pass (rows × (max_degree + 1) floats)
+
+
+class GaussianStats(Summary):
+    """Radius after centring and per-degree Σ_x w_j(x), Σ_x w_j(x)² (Poisson weights); merge = max/sum."""
+
+    def __init__(self, gamma: float, max_degree: int):
+        self.gamma = gamma
+        self.max_degree = max_degree
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        # the per-degree weights of the rows are a host computation (special functions): only
+        # the rows' squared norms, one number per row, come to the host for it
+        sq = np.asarray(to_host(centered_sq_norms(block, operands[0])))
+        J = self.max_degree + 1
+        s1, s2 = np.zeros(J), np.zeros(J)
+        for i in range(0, sq.size, STAT_ROWS):
+            w = gaussian_term_weights(sq[i:i + STAT_ROWS], self.gamma, self.max_degree)
+            s1 += w.sum(axis=0)
+            s2 += np.einsum("ij,ij->j", w, w)
+        return {"n": int(sq.size), "max_sq": float(sq.max()) if sq.size else 0.0, "w": s1, "w2": s2}
+
+    def merge(self, states: list[dict]) -> dict:
+        out = sum_states([{k: s[k] for k in ("n", "w", "w2")} for s in states])
+        out["max_sq"] = max(s["max_sq"] for s in states)
+        return out
