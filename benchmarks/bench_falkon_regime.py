@@ -23,8 +23,16 @@ Run:  python benchmarks/bench_falkon_regime.py [--quick] [--m 250,1000,4000,1000
    threads) against the plan (threads × (fixed + block rows × bytes a row) + the merge).
 3. **Driver factors**: the traced peak of Falkon's preconditioner at the largest M
    against the plan ``2 M² s`` (+ one kernel tile).
-4. **Extrapolation** (not run): 10⁷ rows, M = 3·10⁴, from the formulas and the rates
+4. **Extrapolation**: 10⁷ rows, M = 3·10⁴, from the formulas and the rates
    measured here; and the largest M whose factors fit this machine's driver budget.
+5. **Scale** (``--sections scale``, not in the default run): a ``--scale-rows`` (10⁷) row
+   store of the same 16 features, ``NystromKernelRidge(n_centers=--scale-m)`` (3·10⁴,
+   float32 factors) fitted for ``--scale-iters`` CG passes in a fresh process: the peak
+   resident memory of that process (``ru_maxrss``) against its memory plan (the driver's
+   factors and vectors + task threads × (fixed + block rows × bytes a row) + the
+   process's resident size before the fit), seconds for the centres, the factors and
+   each pass, and the held-out RMSE after those passes (a CG stopped early, as Falkon's
+   ``maxiter``; the residual is printed).
 
 The machine may be shared: rates and timings are measured in the same run, best of
 repeats, and the ratio bound / seconds is the number to compare.
@@ -37,6 +45,9 @@ import csv
 import io
 import json
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -293,6 +304,88 @@ def extrapolate(rates: dict, factor_seconds: dict, M_measured: int, cores: int) 
     return out
 
 
+def _scale_store(n: int, workdir: str) -> tuple[str, str, str]:
+    """A ``n × 16`` float32 store written block by block, its targets and 20 000 test rows."""
+    import dask.array as da
+
+    from distsketch.io import open_array, write_array
+
+    d, rows = 16, 250_000
+    path = os.path.join(workdir, "scale_x.zarr")
+    X = da.random.default_rng(11).standard_normal((n, d), chunks=(rows, d), dtype=np.float32)
+    t0 = time.perf_counter()
+    write_array(X, path, chunk_rows=rows, overwrite=True)
+    Xs = open_array(path)
+    rng = np.random.default_rng(12)
+    y = np.concatenate([_target(np.asarray(Xs[i:i + rows]), rng) for i in range(0, n, rows)])
+    np.save(os.path.join(workdir, "scale_y.npy"), y)
+    Xte = rng.standard_normal((20_000, d), dtype=np.float32)
+    np.savez(os.path.join(workdir, "scale_test.npz"), X=Xte, y=_target(Xte, rng))
+    print(f"  store: {n} rows x {d} float32 ({n * d * 4 / 2**30:.2f} GiB) in "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    return path, os.path.join(workdir, "scale_y.npy"), os.path.join(workdir, "scale_test.npz")
+
+
+def _scale_child(path: str, ypath: str, tpath: str, M: int, iters: int, lam: float) -> dict:
+    """The fit of section 5, in this (fresh) process; returns its measurements."""
+    import logging
+
+    import distsketch as ds
+    from distsketch.graph import cluster_resources, last_plan, record_plans
+
+    y = np.load(ypath)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    passes: list[float] = []
+
+    class _Passes(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "pass %d in" in str(record.msg):
+                passes.append(float(record.args[2]))  # type: ignore[index]
+
+    log = logging.getLogger("distsketch")
+    log.addHandler(_Passes())
+    log.setLevel(logging.INFO)
+    est = ds.NystromKernelRidge(n_centers=M, gamma=1.0 / 16, alpha=lam, tol=1e-6,
+                                max_iter=iters, verbose=1, random_state=0)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), record_plans():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        est.fit(path, y)
+        plan = last_plan()
+    fit_s = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    test = np.load(tpath)
+    mp, threads = est.memory_plan_, int(cluster_resources().threads)
+    tasks = int(min(threads, plan.n_blocks) * (mp["task_fixed"] + plan.block_rows
+                                               * mp["task_per_row"]))
+    return {"n": int(y.shape[0]), "M": M, "iters": int(est.n_iter_),
+            "residual": float(est.residuals_[-1]), "factor_dtype": est.factor_dtype_,
+            "fit_seconds": fit_s, "pass_seconds": passes, "rmse": _rmse(est.predict(test["X"]),
+                                                                        test["y"]),
+            "peak_rss_bytes": int(peak), "rss_before_fit_bytes": int(base),
+            "plan_driver_bytes": int(mp["driver"]), "plan_tasks_bytes": tasks,
+            "plan_bytes": int(base + mp["driver"] + tasks + (plan.merge_bytes or 0)),
+            "block_rows": int(plan.block_rows), "threads": threads}
+
+
+def bench_scale(n: int, M: int, iters: int, lam: float, workdir: str) -> dict:
+    path, ypath, tpath = _scale_store(n, workdir)
+    out = os.path.join(workdir, "scale.json")
+    subprocess.run([sys.executable, __file__, "--scale-child", json.dumps(
+        [path, ypath, tpath, M, iters, lam, out])], check=True)
+    r = json.loads(Path(out).read_text())
+    gib = 2.0**30
+    print(f"  n={r['n']}, M={r['M']} ({r['factor_dtype']} factors), {r['threads']} task threads, "
+          f"blocks of {r['block_rows']} rows: fit {r['fit_seconds'] / 60:.1f} min for "
+          f"{r['iters']} passes (relative residual {r['residual']:.1e}); passes "
+          + ", ".join(f"{s:.0f}" for s in r["pass_seconds"]) + " s; held-out RMSE "
+          f"{r['rmse']:.4f}; peak RSS {r['peak_rss_bytes'] / gib:.2f} GiB vs plan "
+          f"{r['plan_bytes'] / gib:.2f} GiB (driver {r['plan_driver_bytes'] / gib:.2f}, tasks "
+          f"{r['plan_tasks_bytes'] / gib:.2f}, before the fit {r['rss_before_fit_bytes'] / gib:.2f})",
+          flush=True)
+    return r
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke test)")
@@ -307,8 +400,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--sections", default="real,store,factors",
-                    help="which of real, store, factors to run (the extrapolation needs the last two)")
+                    help="which of real, store, factors, scale to run (the extrapolation needs "
+                         "store and factors)")
+    ap.add_argument("--scale-rows", type=float, default=1e7, help="rows of section 5's store")
+    ap.add_argument("--scale-m", type=int, default=30000, help="M of section 5")
+    ap.add_argument("--scale-iters", type=int, default=3, help="CG passes of section 5")
+    ap.add_argument("--workdir", default=None, help="folder for section 5's store")
+    ap.add_argument("--scale-child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.scale_child:
+        *args, out = json.loads(a.scale_child)
+        Path(out).write_text(json.dumps(_scale_child(*args)))
+        return {}
     if a.quick:
         a.m, a.rows, a.store_m, a.factor_m, a.repeat = "50,200", 10_000, "100,400", 300, 1
     import platform
@@ -334,6 +437,11 @@ def main(argv: list[str] | None = None) -> dict:
         last = results["store"]["rows"][-1]
         results["extrapolation"] = extrapolate(last["rates"], results["factors"], a.factor_m,
                                                results["store"]["cores"])
+    if "scale" in run:
+        print("5. scale", flush=True)
+        with tempfile.TemporaryDirectory(prefix="falkon-scale-", dir=a.workdir) as work:
+            results["scale"] = bench_scale(int(a.scale_rows), a.scale_m, a.scale_iters,
+                                           a.alpha, work)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return results

@@ -11,7 +11,9 @@ In one run, on a RandomNoisy store of ``--rows`` × ``--cols`` float32 rows:
    * RFF → Zarr: ``RandomFourierFeatures(m).fit(path)``, then ``transform`` written to Zarr;
    * RFF KRR at each ``--m``: ``SketchedKernelRidge(RandomFourierFeatures(m)).fit(path, y)``;
    * SKPCA fd and rnca: ``StreamingKernelPCA(n_random_features=m, sketch_size=ℓ, method=...)``;
-   * Nyström features: ``NystromFeatures(n_landmarks=m).fit(path)``, transform written to Zarr.
+   * Nyström features: ``NystromFeatures(n_landmarks=m).fit(path)``, transform written to Zarr;
+   * Falkon: ``NystromKernelRidge(n_centers=--falkon-m, max_iter=--falkon-iters).fit(path, y)``
+     (the right-hand side pass and that many CG passes; rows/s counts the rows once).
 
 It prints one table (rows/s, GPU/CPU ratio, projected time for 10⁹ rows of the same
 width), the targets of issue 22 measured against the same run's read and GEMM rates,
@@ -37,6 +39,7 @@ import platform
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--m", default="1024,4096",
                    help="feature counts for RFF KRR (the first is used by the other pipelines)")
     p.add_argument("--sketch-size", type=int, default=64, help="FD sketch rows l (default 64)")
+    p.add_argument("--falkon-m", type=int, default=4096, help="Falkon centres (default 4096)")
+    p.add_argument("--falkon-iters", type=int, default=5,
+                   help="Falkon CG passes (default 5; 0 skips the pipeline)")
     p.add_argument("--cpu-cluster", choices=["local", "threads", "none"], default="local",
                    help="the CPU column: a LocalCluster of one worker per core (default), "
                         "threads in this process, or none (skip it)")
@@ -132,9 +138,11 @@ def gemm_rate(device: str) -> float:
     return 2 * 8192 * 4096 * 4096 / best
 
 
-def pipelines(X: str, y: str, out: Path, ms: list[int], ell: int) -> dict[str, Callable[[], None]]:
+def pipelines(X: str, y: str, out: Path, ms: list[int], ell: int, falkon_m: int = 0,
+              falkon_iters: int = 0) -> dict[str, Callable[[], None]]:
     from distsketch import (
         NystromFeatures,
+        NystromKernelRidge,
         RandomFourierFeatures,
         SketchedKernelRidge,
         StreamingKernelPCA,
@@ -162,6 +170,13 @@ def pipelines(X: str, y: str, out: Path, ms: list[int], ell: int) -> dict[str, C
             random_state=0).fit(X))
     table[f"Nystrom features (m={m}) -> Zarr"] = to_zarr(
         NystromFeatures(n_landmarks=m, random_state=0), "nystrom.zarr")
+    if falkon_iters > 0:
+        def falkon() -> None:
+            with warnings.catch_warnings():  # a CG stopped at max_iter warns
+                warnings.simplefilter("ignore")
+                NystromKernelRidge(n_centers=falkon_m, max_iter=falkon_iters, tol=1e-12,
+                                   random_state=0).fit(X, y)
+        table[f"Falkon (M={falkon_m}, {falkon_iters} CG passes)"] = falkon
     return table
 
 
@@ -239,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         X, y = make_store(workdir, n, d, chunk)
         rate = read_rate(X, cores)
         gemm = gemm_rate(args.device)
-        table = pipelines(X, y, workdir, ms, args.sketch_size)
+        table = pipelines(X, y, workdir, ms, args.sketch_size, args.falkon_m, args.falkon_iters)
         dev = run_column(args.device, "threads", table, n)
         cpu = (run_column("cpu", args.cpu_cluster, table, n)
                if args.cpu_cluster != "none" else dict.fromkeys(table))

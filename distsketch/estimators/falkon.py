@@ -30,8 +30,9 @@ from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
+from distsketch.estimators.ridge_summary import stack_xy
 from distsketch.estimators.solver import _r2, record_cg
-from distsketch.graph import as_dask, hstack_blocks, map_blocks, reduce_blocks
+from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.host_memory import host_memory_limit
 from distsketch.ops.cg import CGResult
 from distsketch.ops.falkon import (
@@ -43,6 +44,7 @@ from distsketch.ops.falkon import (
 )
 from distsketch.ops.kernel_product import kernel_times, kernel_times_memory
 from distsketch.ops.kernels import KERNEL_NAMES
+from distsketch.ops.namespace import as_block, asarray
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets
@@ -154,7 +156,7 @@ class _FalkonPass(SumMerge, Summary):
         self.n_y = int(n_y)
 
     def chunk(self, block: Any, row_offset: int, centers: Any, V: Any = None) -> dict:
-        blk = np.asarray(block, dtype=np.float64)
+        blk = as_block(block, dtype=np.float64)
         if self.n_y:
             _, b = gram_times(blk[:, : -self.n_y], centers, None, blk[:, -self.n_y:],
                               self.kernel, self.params, self.tile_rows)
@@ -165,7 +167,9 @@ class _FalkonPass(SumMerge, Summary):
 
 def _predict_block(block: Any, offset: int, centers: np.ndarray, coef: np.ndarray, *,
                    kernel: Any, params: dict) -> np.ndarray:
-    return kernel_times(block, [centers], [coef], kernel, params)
+    # the host centres and coefficients move to the block's device (once per task)
+    return kernel_times(block, [asarray(centers, like=block, dtype=np.float64)],
+                        [asarray(coef, like=block, dtype=np.float64)], kernel, params)
 
 
 # ----------------------------------------------------------------------------- checkpoint
@@ -313,6 +317,10 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     (True, (100,))
     """
 
+    # the passes run in the blocks' namespace (CuPy on a GPU); the M x M factors and
+    # the CG vectors stay host NumPy on the driver
+    _array_api_support = True
+
     _parameter_constraints = {
         "kernel": [Options(KERNEL_NAMES), "callable"],
         "gamma": GAMMA_CONSTRAINT,
@@ -454,7 +462,7 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         """``K_nMᵀ Y``: the first pass, over ``[X | Y]``."""
         summary = _FalkonPass(self.kernel_name_, self.kernel_params_,
                               self.memory_plan_["tile_rows"], n_y=Y.shape[1])
-        XY = hstack_blocks(as_dask(X), Y)
+        XY = stack_xy(X, asarray(Y, like=getattr(X, "_meta", X)))  # Y on X's blocks' device
         state = reduce_blocks(summary, XY, centers, name="falkon-rhs",
                               state_bytes=8.0 * centers.shape[0] * Y.shape[1], **self._pass_plan())
         return np.asarray(state["b"], dtype=np.float64)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
@@ -83,9 +82,7 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         self._check_is_fitted("coef_")
-        D = self._decision(X, self.coef_)
-        idx = (D[:, 0] > 0).astype(np.int64) if self.classes_.size == 2 else D.argmax(axis=1)
-        return labels.decode_labels(self.classes_, idx)
+        return labels.labels_of_scores(self.classes_, self._decision(X, self.coef_))
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Mean accuracy of ``predict(X)`` against the labels y."""

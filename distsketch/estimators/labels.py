@@ -203,6 +203,15 @@ def decode_in_namespace(classes: np.ndarray, D: Any) -> Any:
     return decode_labels(classes, np.asarray(to_host(idx)))
 
 
+def labels_of_scores(classes: np.ndarray, D: Any) -> Any:
+    """Labels of one-vs-rest scores ``D`` (n × 1 for two classes: the sign; else the argmax),
+    in D's kind: NumPy, dask (lazily) or another namespace (:func:`decode_in_namespace`)."""
+    if is_array_api(D):
+        return decode_in_namespace(classes, D)
+    idx = (D[:, 0] > 0).astype(np.int64) if classes.size == 2 else D.argmax(axis=1)
+    return decode_labels(classes, idx)
+
+
 def accuracy(y_true: Any, y_pred: Any, sample_weight: Any = None) -> float:
     """Mean accuracy of predicted labels (scikit-learn's ``accuracy_score``)."""
     from sklearn.metrics import accuracy_score

@@ -46,8 +46,8 @@ from distsketch.estimators.ridge_summary import (
     RidgeSummary,
     _add,
     _ridge_memory,
-    _stack_xy,
     check_sample_weight,
+    stack_xy,
     with_weights,
 )
 from distsketch.graph import map_blocks, reduce_blocks
@@ -317,7 +317,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], host_dtype(X.dtype).str,
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
                                sampler=sampler)
-        XY = _stack_xy(X, with_weights(Y, w))
+        XY = stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds, summary.slices(XY))
         if sampler is not None and mem:
             extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)

@@ -11,13 +11,12 @@ from distsketch.errors import ConfigError
 from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
-    decode_in_namespace,
-    decode_labels,
     encode_labels,
+    labels_of_scores,
     one_vs_rest,
     softmax_scores,
 )
-from distsketch.estimators.ridge import SketchedKernelRidge, _stack_xy, feature_block_function
+from distsketch.estimators.ridge import SketchedKernelRidge, feature_block_function, stack_xy
 from distsketch.estimators.ridge_calibration import (
     calibration_sampler,
     fit_inverse_temperature,
@@ -273,7 +272,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         fns, ops, counts = feature_block_functions(maps, self._scaler())
         chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), host_dtype(X.dtype).str, k, self.seed_)
         widths = [w[0].shape[2] for w in weights]
-        st = reduce_blocks(SumSummary(chunk), _stack_xy(X, Y), *ops,
+        st = reduce_blocks(SumSummary(chunk), stack_xy(X, Y), *ops,
                            *[a for w in weights for a in w], split_every=self.split_every,
                            bytes_per_row=8.0 * (X.shape[1] + t + 2 * max(widths)
                                                 + 2 * len(alphas) * t),
@@ -292,15 +291,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         self._check_is_fitted("coef_")
-        D = self._decision(X)
-        classes = self.classes_
-        if not isinstance(D, np.ndarray) and is_array_api(D):
-            return decode_in_namespace(classes, D)
-        if classes.size == 2:
-            idx = (D[:, 0] > 0).astype(np.int64)
-        else:
-            idx = D.argmax(axis=1)
-        return decode_labels(classes, idx)
+        return labels_of_scores(self.classes_, self._decision(X))
 
     def score(self, X: Any, y: Any, sample_weight: Any = None,
               metric: str = "accuracy") -> float:

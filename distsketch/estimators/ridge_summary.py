@@ -21,7 +21,8 @@ from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
 from distsketch.validation.finite import is_array_api
 
-__all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "unpack_gram", "with_weights"]
+__all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "stack_xy", "unpack_gram",
+           "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 # float32 rows are mapped and multiplied this many at a time (RidgeSummary.slices)
@@ -279,7 +280,7 @@ def with_weights(Y: Any, w: np.ndarray | None) -> Any:
     return np.hstack([np.asarray(Y, dtype=np.float64), w[:, None]])
 
 
-def _stack_xy(X: Any, Y: Any) -> Any:
+def stack_xy(X: Any, Y: Any) -> Any:
     """Targets appended as the last columns of X, row blocks aligned.
 
     The blocks take the common dtype of X and the targets (float32 X and

@@ -70,7 +70,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     h = hashlib.blake2b(digest_size=16)
     if n_rows is None:
         n = int(X.shape[0])
-        parts = [X[: min(n, _ENDS)], X[max(0, n - _ENDS):]]
+        parts = [_rows(X, 0, min(n, _ENDS)), _rows(X, max(0, n - _ENDS), n)]
     else:
         n = int(n_rows)
         parts = _prefix_parts(X, n, seed)
@@ -89,16 +89,21 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
     return out
 
 
+def _rows(X: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of X, indexed on every axis (array-API arrays refuse ``X[a:b]``)."""
+    return X[start:stop] if X.ndim == 1 else X[start:stop, :]
+
+
 def _prefix_parts(X: Any, n: int, seed: int) -> list[Any]:
     if n <= 0:
         return []
-    parts = [X[: min(n, _PREFIX_ENDS)], X[max(0, n - _PREFIX_ENDS): n]]
+    parts = [_rows(X, 0, min(n, _PREFIX_ENDS)), _rows(X, max(0, n - _PREFIX_ENDS), n)]
     if n > 2 * _PREFIX_ENDS:
         from distsketch.ops.random import hash_bucket
 
         starts = hash_bucket(seed, "workflow.fingerprint", np.arange(_PROBES, dtype=np.int64),
                              max(1, n - _PROBES))
-        parts += [X[int(s): int(s) + _PROBES] for s in np.sort(starts)]
+        parts += [_rows(X, int(s), int(s) + _PROBES) for s in np.sort(starts)]
     return parts
 
 

@@ -21,7 +21,8 @@ about ``1e-6 · M`` relative to the mean of K_MM's diagonal (float64:
 Below that (λ ≲ 1e-6, or an ``tol`` under ~1e-6, where a float32 solve's
 rounding makes ``P⁻¹`` noticeably non-symmetric), use float64 factors.
 
-Everything here is NumPy/SciPy on arrays whose size does not depend on n.
+Everything here is NumPy/SciPy on arrays whose size does not depend on n,
+except :func:`gram_times`, which runs in its block's namespace (CuPy blocks on a GPU).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from scipy.linalg import blas, lapack
 from distsketch.errors import ConfigError
 from distsketch.ops.kernel_product import _augmented_rbf_rows
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
+from distsketch.ops.namespace import asarray, is_numpy, namespace, zeros
 
 __all__ = [
     "FACTOR_JITTER",
@@ -276,7 +278,13 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
     (augmented rows: one GEMM and an in-place ``exp`` per sub-tile) plus
     ``4 b M t``.  Memory: one sub-tile buffer, the centres' augmented
     copies and a sub-tile's augmented rows.
+
+    A block of another array namespace (CuPy on a GPU) is computed there in
+    float64: the centres, V and Y move to its device once per call, and the
+    results stay on it (the pass's tree reduce sums them there).
     """
+    if not is_numpy(namespace(block)):
+        return _gram_times_xp(block, centers, V, Y, kernel, params, tile_rows)
     X = np.asarray(block, dtype=np.float64)
     C = np.asarray(centers, dtype=np.float64)
     M = C.shape[0]
@@ -302,6 +310,36 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
             out += K.T @ (K @ V)
         if outy is not None and Y is not None:
             outy += K.T @ np.asarray(Y[r0:r1], dtype=np.float64)
+    return out, outy
+
+
+def _gram_times_xp(block: Any, centers: Any, V: Any, Y: Any, kernel: Any, params: dict,
+                   tile_rows: int) -> tuple[Any, Any]:
+    """:func:`gram_times` in ``block``'s namespace (a new array per sub-tile: no ``out=``)."""
+    xp = namespace(block)
+    X = asarray(block, like=block, dtype=np.float64)
+    C = asarray(centers, like=X, dtype=np.float64)
+    Vd = None if V is None else asarray(V, like=X, dtype=np.float64)
+    Yd = None if Y is None else asarray(Y, like=X, dtype=np.float64)
+    M = C.shape[0]
+    out = None if Vd is None else zeros((M, Vd.shape[1]), like=X)
+    outy = None if Yd is None else zeros((M, Yd.shape[1]), like=X)
+    name = kernel if callable(kernel) else KERNEL_ALIASES.get(str(kernel), str(kernel))
+    tr = max(1, int(tile_rows))
+    if name == "rbf":
+        gamma = float(params["gamma"])
+        right_t = xp.matrix_transpose(_augmented_rbf_rows(C, gamma)[1])
+    for r0 in range(0, X.shape[0], tr):
+        r1 = min(r0 + tr, X.shape[0])
+        if name == "rbf":
+            K = xp.exp(_augmented_rbf_rows(X[r0:r1, ...], gamma)[0] @ right_t)
+        else:
+            K = pairwise_kernel(X[r0:r1, ...], C, kernel, **params)
+        Kt = xp.matrix_transpose(K)
+        if out is not None:
+            out = out + Kt @ (K @ Vd)
+        if outy is not None:
+            outy = outy + Kt @ Yd[r0:r1, ...]
     return out, outy
 
 
