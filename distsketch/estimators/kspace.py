@@ -537,7 +537,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.kspace_ = KSpaceKernelPCA(random_state=seed, gamma=fit_gamma(self, X), **params).fit(X)
         V = self.kspace_.transform(X)
         if is_dask(V):
-            VY: Any = hstack_blocks(V, Y)
+            VY: Any = hstack_blocks(V, asarray(Y, like=V._meta))  # host Y to V's blocks' device
         elif not isinstance(V, np.ndarray):
             xp = namespace(V)
             VY = xp.concat([xp.astype(V, xp.float64), asarray(Y, like=V)], axis=1)

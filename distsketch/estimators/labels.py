@@ -175,14 +175,26 @@ class _TakeClasses:
     def __init__(self, classes: np.ndarray):
         self.classes = classes
 
-    def __call__(self, idx: np.ndarray) -> np.ndarray:
-        return self.classes[idx]
+    def __call__(self, idx: Any) -> Any:
+        if isinstance(idx, np.ndarray):
+            return self.classes[idx]
+        if _numeric(self.classes):  # a block of another namespace: labels on its device
+            return namespace(idx).take(asarray(self.classes, like=idx), idx)
+        return self.classes[np.asarray(to_host(idx))]
+
+
+def _numeric(classes: np.ndarray) -> bool:
+    return bool(np.issubdtype(classes.dtype, np.number) or np.issubdtype(classes.dtype, np.bool_))
 
 
 def decode_labels(classes: np.ndarray, idx: Any) -> Any:
-    """The labels ``classes[idx]`` in the classes' dtype (dask in -> dask out)."""
+    """The labels ``classes[idx]`` in the classes' dtype (dask in -> dask out; numeric
+    labels of a dask array of CuPy blocks stay CuPy blocks)."""
     if is_dask(idx):
-        return idx.map_blocks(_TakeClasses(classes), dtype=classes.dtype)
+        meta = None
+        if is_array_api(idx._meta) and _numeric(classes):
+            meta = asarray(classes[:0], like=idx._meta)
+        return idx.map_blocks(_TakeClasses(classes), dtype=classes.dtype, meta=meta)
     return classes[np.asarray(idx)]
 
 
@@ -198,7 +210,7 @@ def decode_in_namespace(classes: np.ndarray, D: Any) -> Any:
         idx = xp.astype(xp.reshape(D, (-1,)) > 0, xp.int64)
     else:
         idx = xp.argmax(D, axis=1)
-    if np.issubdtype(classes.dtype, np.number) or np.issubdtype(classes.dtype, np.bool_):
+    if _numeric(classes):
         return xp.take(asarray(classes, like=D), idx)
     return decode_labels(classes, np.asarray(to_host(idx)))
 

@@ -376,6 +376,11 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return tags
 
     # ---------------------------------------------------------------- fitting
+    def _device_targets(self, X: Any, Y: Any) -> Any:
+        """The targets as the passes take them: the user's, unchanged (a classifier moves its
+        host-encoded ones to X's device)."""
+        return Y
+
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
         """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
@@ -400,6 +405,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self._alpha_grid()
         X = self._check_input(X, reset=True)
         Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
+        Y = self._device_targets(X, Y)
         self.n_targets_ = int(Y.shape[1])
         self._init_seed()
         if self.cv is None and self.gammas is not None:

@@ -186,6 +186,11 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         self.classes_, self._codes, Y = self._labels(y, classes)
         return Y
 
+    def _device_targets(self, X: Any, Y: Any) -> Any:
+        # labels are encoded on the host: the ±1 targets go to the device of X's blocks
+        meta = getattr(X, "_meta", X)
+        return asarray(Y, like=meta) if is_array_api(meta) else Y
+
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Fit on labels y of shape (n_samples,), rows weighted by ``sample_weight`` (optional)."""
         if np.ndim(self.alpha) > 0 and self.cv is None:
@@ -193,8 +198,6 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "choose among alphas).")
         Y = self._encode(y, None)
         w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
-        if is_array_api(X):
-            Y = asarray(Y, like=X)  # labels are encoded on the host; the ±1 targets go to X's device
         for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
             self.__dict__.pop(attr, None)
         super().fit(X, Y, w)

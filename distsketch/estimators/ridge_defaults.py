@@ -281,7 +281,7 @@ def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:
     """
     index = np.asarray(index, dtype=np.int64)
     if is_dask(Y):
-        return np.asarray(Y[index].compute(), dtype=np.float64)
+        return np.asarray(to_host(Y[index].compute()), dtype=np.float64)  # CuPy blocks too
     if not isinstance(Y, np.ndarray) and is_array_api(Y):
         Y = namespace(Y).take(Y, asarray(index, like=Y), axis=0)
         return np.asarray(to_host(Y), dtype=np.float64)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
@@ -301,7 +301,7 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         support = self._check_input(support, reset=True, dtype=np.float64)
         # the expansion is rounded on the host: its support points and coefficients become
         # learned attributes (host NumPy whatever the input's namespace)
-        support = np.asarray(to_host(support))
+        support = np.asarray(to_numpy(support))
         coef = np.asarray(to_host(coef), dtype=np.float64)
         if coef.ndim not in (1, 2) or coef.shape[0] != support.shape[0]:
             raise InputError(

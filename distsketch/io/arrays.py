@@ -164,7 +164,9 @@ def open_array(
     targets : bool, default False
         Open targets instead of an input: a 1-D array of labels or values
         (or 2-D, one column per target), e.g. ``"store.zarr::y"``, chunked
-        like the store (:func:`distsketch.io.targets.open_targets`).
+        like the store (:func:`distsketch.io.targets.open_targets`).  Numeric
+        targets take the device of the inputs (the config ``distsketch.device``),
+        so that ``fit("X.zarr", "X.zarr::y")`` reads both on the GPU.
     storage_options : dict, optional
         fsspec options for a URL source (credentials, endpoint), merged over
         the dask config ``distsketch.storage-options``; they travel with the
@@ -269,7 +271,14 @@ def _open_targets(source: Any, component: str | None,
                          "or values (or 2-D, one column per target) with rows.")
     from distsketch.io.class_codes import dask_targets
 
-    return dask_targets(arr, where)  # class codes read as their names
+    y = dask_targets(arr, where)  # class codes read as their names
+    device = current_device()
+    if device != "cpu" and np.issubdtype(y.dtype, np.number):
+        # numeric targets read where the inputs are (device="cuda": CuPy blocks beside X's);
+        # labels by name stay on the host, where classifiers encode them
+        require_cupy(f"device={device!r}")
+        y = blocks_on_device(y, device)
+    return y
 
 
 def _reopen(source: Any, component: str | None, storage_options: dict | None,

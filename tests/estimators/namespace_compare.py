@@ -56,12 +56,16 @@ def tolerances(ref: Any, expected: Any, rtol: float, atol: float) -> tuple[float
     A CG solve stops once its relative residual is under ``tol``; the last
     rounding-level difference of a pass changes where it stops by up to about
     ``tol`` of the solution, so such an estimator agrees to 10 × tol of the
-    largest value (docs/gpu.md states it), a direct one to float64 rounding.
+    largest value (docs/gpu.md states it), a direct one to float64 rounding:
+    ``rtol`` of each value or of the largest (a linear solve's normwise error).
     """
+    values = np.asarray(expected)
+    numeric = np.issubdtype(values.dtype, np.number)
+    scale = float(np.max(np.abs(values), initial=0.0)) if numeric else 0.0
     tol = solver_tol(ref)
     if tol is None:
-        return rtol, atol
-    scale = float(np.max(np.abs(expected), initial=0.0))
+        # normwise: a solve (ridge, eigenvectors) rounds each entry to rtol of the largest
+        return rtol, max(atol, rtol * scale)
     return max(rtol, 10 * tol), max(atol, 10 * tol * scale)
 
 

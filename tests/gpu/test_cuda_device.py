@@ -13,7 +13,11 @@ import pytest
 
 cupy = pytest.importorskip("cupy")
 
-from distsketch import RandomFourierFeatures  # noqa: E402
+from distsketch import (  # noqa: E402
+    NystromKernelRidge,
+    RandomFourierFeatures,
+    SketchedKernelRidge,
+)
 from distsketch.errors import ConfigError  # noqa: E402
 from distsketch.graph import cluster_resources  # noqa: E402
 from distsketch.io import open_array, write_array  # noqa: E402
@@ -59,3 +63,19 @@ def test_blocks_are_planned_from_the_gpus_memory():
     with dask.config.set({"distsketch.device": "cuda", "num_workers": 2}):
         res = cluster_resources()
     assert res.task_bytes == int(total * 0.5 / 2) and "CuPy mem_info" in res.source
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SketchedKernelRidge(features=RandomFourierFeatures(n_components=64, random_state=0),
+                                random_state=0),
+    lambda: NystromKernelRidge(n_centers=64, alpha=1e-3, random_state=0),
+], ids=["rff-ridge", "falkon"])
+def test_targets_from_a_path_are_read_on_the_gpu_beside_x(store, tmp_path, make):
+    # the documented call: fit("X.zarr", "y.zarr") with device="cuda" reads both there
+    path, X = store
+    y = write_array(np.sin(X[:, 0]).astype(np.float64), tmp_path / "y.zarr")
+    want = make().fit(path, y).predict(X)
+    with dask.config.set({"distsketch.device": "cuda"}):
+        got = make().fit(path, y).predict(X)
+    # float32 rows through another libm and BLAS, then a ridge solve
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
