@@ -302,7 +302,7 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         # the expansion is rounded on the host: its support points and coefficients become
         # learned attributes (host NumPy whatever the input's namespace)
         support = np.asarray(to_numpy(support))
-        coef = np.asarray(to_host(coef), dtype=np.float64)
+        coef = np.asarray(to_numpy(coef), dtype=np.float64)
         if coef.ndim not in (1, 2) or coef.shape[0] != support.shape[0]:
             raise InputError(
                 f"coef has shape {coef.shape} but there are {support.shape[0]} support points; "
