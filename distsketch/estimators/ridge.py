@@ -59,11 +59,7 @@ from distsketch.validation.finite import FiniteRows
 
 logger = logging.getLogger("distsketch")
 
-__all__ = [
-    "RidgeSummary",
-    "SketchedKernelRidge",
-    "feature_block_function",
-]
+__all__ = ["RidgeSummary", "SketchedKernelRidge", "feature_block_function"]
 
 
 class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
@@ -377,9 +373,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
 
     # ---------------------------------------------------------------- fitting
     def _device_targets(self, X: Any, Y: Any) -> Any:
-        """The targets as the passes take them: the user's, unchanged (a classifier moves its
-        host-encoded ones to X's device)."""
-        return Y
+        return Y  # the user's targets as given (a classifier moves its host-encoded ones)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
         """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
