@@ -11,7 +11,7 @@ from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
-from distsketch.ops.namespace import asarray, namespace, to_host
+from distsketch.ops.namespace import asarray, namespace
 from distsketch.ops.rounding import (
     expected_nonzeros,
     hoeffding_bound,
