@@ -374,11 +374,15 @@ def bench_scale(n: int, M: int, iters: int, lam: float, workdir: str) -> dict:
     subprocess.run([sys.executable, __file__, "--scale-child", json.dumps(
         [path, ypath, tpath, M, iters, lam, out])], check=True)
     r = json.loads(Path(out).read_text())
+    # the pass's flop bound at rates measured now, in this run, on the pass's tile shape
+    r["rates"] = measured_rates(M, 16)
+    r["bound_seconds"] = pass_bound(r["n"], M, 16, 1, r["rates"], r["threads"])
     gib = 2.0**30
     print(f"  n={r['n']}, M={r['M']} ({r['factor_dtype']} factors), {r['threads']} task threads, "
           f"blocks of {r['block_rows']} rows: fit {r['fit_seconds'] / 60:.1f} min for "
           f"{r['iters']} passes (relative residual {r['residual']:.1e}); passes "
-          + ", ".join(f"{s:.0f}" for s in r["pass_seconds"]) + " s; held-out RMSE "
+          + ", ".join(f"{s:.1f}" for s in r["pass_seconds"])
+          + f" s (bound {r['bound_seconds']:.1f} s); held-out RMSE "
           f"{r['rmse']:.4f}; peak RSS {r['peak_rss_bytes'] / gib:.2f} GiB vs plan "
           f"{r['plan_bytes'] / gib:.2f} GiB (driver {r['plan_driver_bytes'] / gib:.2f}, tasks "
           f"{r['plan_tasks_bytes'] / gib:.2f}, before the fit {r['rss_before_fit_bytes'] / gib:.2f})",
