@@ -142,6 +142,21 @@ def test_in_memory_input_moves_to_the_device_too(gpu):
     np.testing.assert_array_equal(np.asarray(A.compute()), X)
 
 
+def test_numeric_targets_from_a_path_take_the_inputs_device(gpu, store, tmp_path):
+    # fit("X.zarr", "y.zarr") on cuda must not mix CuPy rows with NumPy targets
+    path, X = store
+    y = write_array(X[:, 0].astype(np.float64), tmp_path / "y.zarr", chunk_rows=100)
+    labels = write_array(np.where(X[:, 0] > 0, 1, 0).astype(np.int64), tmp_path / "c.zarr",
+                         chunk_rows=100)
+    with dask.config.set({"distsketch.device": "cuda"}):
+        Y = open_array(y, targets=True)
+        C = open_array(labels, targets=True)
+    assert type(Y._meta) is GPUArray and type(Y.blocks[1].compute()) is GPUArray
+    assert type(C._meta) is GPUArray
+    np.testing.assert_array_equal(np.asarray(Y.compute()), X[:, 0])
+    assert type(open_array(y, targets=True)._meta) is np.ndarray  # the CPU default
+
+
 def test_a_cuda_path_writes_the_same_zarr_output_as_the_cpu(gpu, store, tmp_path):
     path, X = store
     on_gpu = open_array(path, device="cuda")
