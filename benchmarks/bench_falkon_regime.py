@@ -107,6 +107,20 @@ def _rmse(a, b) -> float:
     return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
 
 
+def _in_memory_route(shape: tuple[int, int], m: int) -> str:
+    """Whether SketchedKernelRidge(NystromFeatures(m)) — the m × m normal equations in each
+    task — accepts m on this data and machine ("accepted"), else its refusal."""
+    import distsketch as ds
+    from distsketch.errors import DistsketchError
+
+    est = ds.SketchedKernelRidge(features=ds.NystromFeatures(n_landmarks=m, random_state=0))
+    try:
+        est._check_params_for_shape(*shape)
+    except DistsketchError as exc:
+        return f"refused ({type(exc).__name__}: {str(exc).split(';')[0][:150]})"
+    return "accepted"
+
+
 def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
                digits: bool = False) -> dict:
     import distsketch as ds
@@ -129,7 +143,8 @@ def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
                "seconds": time.perf_counter() - t0, "factor_dtype": est.factor_dtype_,
                "converged": bool(est.converged_), "residual": float(est.residuals_[-1]),
                "jitter": float(est.jitter_),
-               "distinct_centres": int(np.unique(est.centers_, axis=0).shape[0])}
+               "distinct_centres": int(np.unique(est.centers_, axis=0).shape[0]),
+               "in_memory": _in_memory_route(Xtr.shape, m)}
         if m <= sk_max:
             from sklearn.kernel_approximation import Nystroem
             from sklearn.linear_model import Ridge
@@ -145,7 +160,7 @@ def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
               f"{row['residual']:.1e}, {row['distinct_centres']} distinct centres, jitter "
               f"{row['jitter']:.0e}), {row['seconds']:.1f} s ({row['factor_dtype']} factors)"
               + (f"; sklearn Nystroem+Ridge {row['sk_rmse']:.4f} in {row['sk_seconds']:.1f} s"
-                 if "sk_rmse" in row else ""), flush=True)
+                 if "sk_rmse" in row else "") + f"; in-memory route: {row['in_memory']}", flush=True)
     return {"table": name, "n_train": int(Xtr.shape[0]), "gamma": gamma, "lam": lam, "rows": rows}
 
 
