@@ -21,7 +21,8 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def test_a_cpu_smoke_run_prints_every_pipeline_with_a_rate(tmp_path):
     proc = _run("--device", "cpu", "--rows", "3000", "--cols", "8", "--m", "16,32",
-                "--sketch-size", "8", "--cpu-cluster", "threads", "--workdir",
+                "--sketch-size", "8", "--falkon-m", "64", "--falkon-iters", "2",
+                "--cpu-cluster", "threads", "--workdir",
                 str(tmp_path / "w"), tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -30,7 +31,7 @@ def test_a_cpu_smoke_run_prints_every_pipeline_with_a_rate(tmp_path):
     names = [r.split("|")[1].strip() for r in rows]
     assert names == ["RFF -> Zarr (m=16)", "RFF KRR (m=16)", "RFF KRR (m=32)",
                      "SKPCA fd (m=16, l=8)", "SKPCA rnca (m=16, l=8)",
-                     "Nystrom features (m=16) -> Zarr"]
+                     "Nystrom features (m=16) -> Zarr", "Falkon (M=64, 2 CG passes)"]
     for row in rows:
         cells = [c.strip() for c in row.split("|")[2:4]]
         assert all(float(c.replace(",", "")) > 0 for c in cells), row

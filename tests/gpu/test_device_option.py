@@ -144,7 +144,7 @@ def test_in_memory_input_moves_to_the_device_too(gpu):
 
 def test_numeric_targets_from_a_path_take_the_inputs_device(gpu, store, tmp_path):
     # fit("X.zarr", "y.zarr") on cuda must not mix CuPy rows with NumPy targets
-    path, X = store
+    _, X = store
     y = write_array(X[:, 0].astype(np.float64), tmp_path / "y.zarr", chunk_rows=100)
     labels = write_array(np.where(X[:, 0] > 0, 1, 0).astype(np.int64), tmp_path / "c.zarr",
                          chunk_rows=100)
