@@ -372,9 +372,6 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return tags
 
     # ---------------------------------------------------------------- fitting
-    def _device_targets(self, X: Any, Y: Any) -> Any:
-        return Y  # the user's targets as given (a classifier moves its host-encoded ones)
-
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
         """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
@@ -496,6 +493,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self._alpha_grid()
         X = self._check_input(X, reset=True)
         Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
+        Y = self._device_targets(X, Y)
         self.n_targets_ = int(Y.shape[1])
         self._init_seed()
         self._check_params_for_shape(*X.shape)

@@ -28,6 +28,11 @@ class RidgeFolding(MergeableEstimator):
     calibration rows); the regressor draws none.
     """
 
+    def _device_targets(self, X: Any, Y: Any) -> Any:
+        """The targets as the passes take them: the user's as given (a classifier moves its
+        host-encoded ones to the device of X's blocks)."""
+        return Y
+
     def summarize(self, X: Any, y: Any = None, *, row_offset: int,
                   sample_weight: Any = None) -> dict:
         """The normal equations of rows X, y (global rows from ``row_offset``); changes nothing.
@@ -50,6 +55,7 @@ class RidgeFolding(MergeableEstimator):
         name = type(self).__name__
         X = self._check_input(X, reset=False)
         Y, _ = self._prepare_targets(y, X.shape[0])  # type: ignore[attr-defined]
+        Y = self._device_targets(X, Y)
         if Y.shape[1] != self.n_targets_:  # type: ignore[attr-defined]
             raise InputError(f"{name}.partial_fit: y has {Y.shape[1]} targets, the model was "
                              f"fitted with {self.n_targets_}.")  # type: ignore[attr-defined]
