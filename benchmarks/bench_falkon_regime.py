@@ -122,7 +122,7 @@ def _in_memory_route(shape: tuple[int, int], m: int) -> str:
 
 
 def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
-               digits: bool = False) -> dict:
+               digits: bool = False, factor_dtype: str = "auto") -> dict:
     import distsketch as ds
     from distsketch.estimators.kernel_params import median_gamma
 
@@ -138,7 +138,8 @@ def bench_real(path: str | None, ms: list[int], lam: float, sk_max: int,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             est = ds.NystromKernelRidge(n_centers=m, gamma=gamma, alpha=lam, tol=1e-6,
-                                        max_iter=200, random_state=0).fit(Xtr, ytr - mean)
+                                        max_iter=200, factor_dtype=factor_dtype,
+                                        random_state=0).fit(Xtr, ytr - mean)
         row = {"M": m, "rmse": _rmse(est.predict(Xte) + mean, yte), "iters": est.n_iter_,
                "seconds": time.perf_counter() - t0, "factor_dtype": est.factor_dtype_,
                "converged": bool(est.converged_), "residual": float(est.residuals_[-1]),
@@ -414,6 +415,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--store-tol", type=float, default=1e-4, help="CG tol on the store")
     ap.add_argument("--factor-m", type=int, default=6000, help="M of the factor memory check")
     ap.add_argument("--alpha", type=float, default=1e-6)
+    ap.add_argument("--factor-dtype", default="auto", choices=["auto", "float64", "float32"],
+                    help="the real table's preconditioner factors (default auto)")
     ap.add_argument("--diamonds", default=None, help="diamonds.csv or a plotnine wheel")
     ap.add_argument("--digits", action="store_true", help="digits even where diamonds exists")
     ap.add_argument("--repeat", type=int, default=2)
@@ -442,7 +445,8 @@ def main(argv: list[str] | None = None) -> dict:
     if "real" in run:
         print("1. real table", flush=True)
         results["real"] = bench_real(a.diamonds, [int(v) for v in a.m.split(",")], a.alpha,
-                                     sk_max=4000, digits=a.digits or a.quick)
+                                     sk_max=4000, digits=a.digits or a.quick,
+                                     factor_dtype=a.factor_dtype)
     if "store" in run:
         print("2. synthetic store", flush=True)
         with tempfile.TemporaryDirectory(prefix="falkon-bench-") as work:
