@@ -338,7 +338,7 @@ def _gram_times_xp(block: Any, centers: Any, V: Any, Y: Any, kernel: Any, params
         Kt = xp.matrix_transpose(K)
         if out is not None:
             out = out + Kt @ (K @ Vd)
-        if outy is not None:
+        if outy is not None and Yd is not None:
             outy = outy + Kt @ Yd[r0:r1, ...]
     return out, outy
 
