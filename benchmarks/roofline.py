@@ -8,8 +8,11 @@ per-block work of one ``bench_scaling`` pipeline:
 * ``krr``         z = sqrt(2/m) cos(x W + b); G += ZᵀZ, Zᵀy (float32 products,
                   float64 accumulators)
 * ``skpca-rnca``  the same map; G += ZᵀZ and the column sums
-* ``skpca-fd``    the same map; the rows folded into a Frequent Directions sketch
-                  (``distsketch.ops.fd.fd_sketch``, the library's own shrink)
+* ``skpca-fd``    the same map; each chunk folded into a Frequent Directions sketch
+                  as the library folds a block of that size
+                  (``distsketch.ops.fd.fd_block_formulation``: its covariance from
+                  float32 products summed in float64 and one top-ℓ shrink, merged
+                  into the running sketch, or ``fd_sketch``'s shrink every ℓ rows)
 * ``rff-zarr``    the same map of every row, written to a Zarr array with the
                   library's default codec (Blosc LZ4) in row chunks of ``out_rows``
                   (the pipeline's own output chunk), one store chunk's rows per
@@ -63,6 +66,8 @@ def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell
     import zarr
     from threadpoolctl import threadpool_limits
 
+    from distsketch.ops.fd import fd_block_formulation, fd_covariance_shrink, fd_merge, fd_sketch
+
     X = _open(path)
     Y = _open(ypath) if loop.startswith("krr") else None
     rc = X.chunks[0]
@@ -96,13 +101,17 @@ def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell
                         _map(xs[k: k + SLICE], W, b, Zc[k: k + SLICE])
                     Z_out[a: a + xs.shape[0]] = Zc  # type: ignore[index]
                 continue
+            C = None
+            if loop == "skpca-fd" and fd_block_formulation(x.shape[0], m, ell) == "covariance":
+                C = np.zeros((m, m))
             for a in range(0, x.shape[0], SLICE):
                 xs = x[a: a + SLICE]
                 Z = _map(xs, W, b, buf[: xs.shape[0]])
                 if loop == "skpca-fd":
-                    from distsketch.ops.fd import fd_sketch
-
-                    sketch, shrink = fd_sketch(Z, ell, sketch=sketch, shrinkage=shrink)
+                    if C is not None:
+                        C += Z.T @ Z
+                    else:
+                        sketch, shrink = fd_sketch(Z, ell, sketch=sketch, shrinkage=shrink)
                     continue
                 if z64 is not None:
                     Z = z64[: xs.shape[0]]
@@ -111,6 +120,10 @@ def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell
                 s += Z.sum(axis=0)
                 if y is not None:
                     zy += Z.T @ y[a: a + SLICE].astype(Z.dtype)
+            if C is not None:  # the chunk's one shrink, merged into the running sketch
+                part, delta = fd_covariance_shrink(C, ell)
+                sketch, shrink = (part, delta) if sketch is None else \
+                    fd_merge([sketch, part], ell, [shrink, delta])
     return done
 
 

@@ -112,7 +112,11 @@ class FrequentDirectionsSummary(Summary):
             xp = namespace(Z)
             Z = asarray(Z, like=Z)
             # squared norm accumulated in float64 (features may be float32)
-            if xp is np:
+            if xp is np and Z.dtype == np.float32:
+                # row norms in float32 (vectorised: a float64 einsum costs 5 % of the fold;
+                # each norm within m·u32 relative, typically √m·u32), summed in float64
+                sq += float(np.einsum("ij,ij->i", Z, Z).sum(dtype=np.float64))
+            elif xp is np:
                 sq += float(np.einsum("ij,ij->", Z, Z, dtype=np.float64))
             else:
                 # summed on the device, read once per block (a read is a device sync)
