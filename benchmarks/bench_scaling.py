@@ -294,8 +294,10 @@ def run_pipeline(name: str, path: str, ypath: str, out: Path) -> None:
         write_array(est.transform(open_array(path)), out)
     elif name == "krr":
         y = open_array(ypath)[:, 0]
-        SketchedKernelRidge(standardize=False, features=RandomFourierFeatures(n_components=M, random_state=0),
-                            alpha=1.0, random_state=0).fit(path, y)
+        # alpha="auto" (GCV), the default: float32 products for the float32 store
+        SketchedKernelRidge(standardize=False, random_state=0,
+                            features=RandomFourierFeatures(n_components=M, random_state=0)
+                            ).fit(path, y)
     elif name == "nystrom":
         est = NystromFeatures(random_state=0).fit(path)
         write_array(est.transform(open_array(path)), out)

@@ -18,9 +18,9 @@ per-block work of one ``bench_scaling`` pipeline:
                   (the pipeline's own output chunk), one store chunk's rows per
                   process at a time
 
-``krr-f64`` and ``skpca-rnca-f64`` form ZᵀZ in float64 instead, as the library's
-summaries do: the gap between the two loops is the price of the float64
-products; the gap between the f64 loop and the library is everything else.
+``krr-f64`` and ``skpca-rnca-f64`` form ZᵀZ in float64 instead, as kernel ridge
+does at a given alpha (at GCV's alphas, the default, it multiplies float32 rows
+in float32): the gap between the two loops is the price of the float64 products.
 ``w`` processes split the chunks round robin; rates are rows/s of the whole
 store, timed from the moment every process is started and has imported NumPy.
 """

@@ -47,6 +47,7 @@ from distsketch.estimators.ridge_summary import (
     _add,
     _ridge_memory,
     check_sample_weight,
+    float32_products,
     stack_xy,
     with_weights,
 )
@@ -306,13 +307,14 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
 
     def _pass(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
               w: np.ndarray | None = None, sample: bool = False) -> tuple[list, Any]:
-        # the states of the maps and the sampled rows (None unless sample): changes nothing
+        # the maps' states and sampled rows (the classifier's calibration; None unless sample)
         fns, ops, counts = feature_block_functions(maps, self._scaler())
-        # the classifier's calibration rows ride on this pass (the regressor draws none)
         sampler = self._row_sampler() if sample else None
+        # float32 products where alpha is GCV's: at least 1e-3 of the mean eigenvalue
+        gcv = self._auto_alpha() and not (getattr(self, "_loo", None) or {}).get("every_row")
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], host_dtype(X.dtype).str,
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
-                               sampler=sampler)
+                               sampler=sampler, products=float32_products(X.dtype, gcv))
         XY = stack_xy(X, with_weights(Y, w))
         mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds, summary.slices(XY))
         if sampler is not None and mem:

@@ -21,8 +21,8 @@ from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
 from distsketch.validation.finite import is_array_api
 
-__all__ = ["RidgeSummary", "check_sample_weight", "pack_gram", "stack_xy", "unpack_gram",
-           "with_weights"]
+__all__ = ["RidgeSummary", "check_sample_weight", "float32_products", "pack_gram", "stack_xy",
+           "unpack_gram", "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 # float32 rows are mapped and multiplied this many at a time (RidgeSummary.slices)
@@ -76,14 +76,20 @@ class RidgeSummary(SumMerge, Summary):
     :func:`unpack_gram` restores it): k states of a map then take about
     k · m²/2 numbers, so a merge holds half the matrices.
 
+    With ``products="float32"``, float32 rows summarised slice by slice
+    (:meth:`slices`) form ZᵀZ from their float32 features, one float32
+    product per slice summed in float64 (:func:`float32_products` says when
+    the solve tolerates it); otherwise every product is float64.
+
     State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64,
     with ``m(m + 1)/2`` for ``m²`` per fold (plus the sampler's k rows).
     """
 
     def __init__(self, functions: list[Any], n_operands: list[int], n_features: int,
                  n_targets: int, x_dtype: str, n_folds: int = 0, seed: int = 0,
-                 weighted: bool = False, sampler: Any = None):
+                 weighted: bool = False, sampler: Any = None, products: str = "float64"):
         self.sampler = sampler
+        self.products = str(products)
         self.functions = list(functions)
         self.n_operands = list(n_operands)
         self.n_features = int(n_features)
@@ -106,7 +112,8 @@ class RidgeSummary(SumMerge, Summary):
         if isinstance(block, np.ndarray) and self.slices(block):
             X = block[:, :d]
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
-            states = [_sliced_state(fn, ops, X, y, row_offset)
+            f32 = self.products == "float32"
+            states = [_sliced_state(fn, ops, X, y, row_offset, f32)
                       for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
             if self.sampler is None:
                 return {"maps": states}
@@ -158,38 +165,64 @@ def _map_operands(functions: list[Any], n_operands: list[int],
         pos += k
 
 
-def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int) -> dict:
+def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int,
+                  float32_products: bool = False) -> dict:
     """The covariance state of the features of float32 rows X, ``_SLICE_ROWS`` rows at a time.
 
-    Each slice's features are copied into one reused float64 buffer and
-    multiplied there (float64 products, as :func:`map_features` gives them),
-    the slice's ZᵀZ into one reused m × m buffer, and summed into the state:
-    no float64 copy of the block's features and no fresh pages per slice.
-    A row's features are the same for any slicing (row-stable maps); only
-    the float64 sums are grouped by slice.
+    Each slice's features are copied into one reused float64 buffer; ZᵀZ is
+    multiplied there (float64 products, as :func:`map_features` gives them)
+    or, with ``float32_products`` and float32 features, from the float32
+    features themselves (one float32 ``syrk`` per slice); either way into one
+    reused m × m buffer, then summed into the float64 state.  Column sums and
+    ``Zᵀy`` always come from the float64 copy: the intercept's centring
+    cancels most of their digits, and they cost ``O(m)`` per row.  No float64
+    copy of the block's features and no fresh pages per slice.  A row's
+    features are the same for any slicing (row-stable maps); only the sums
+    are grouped by slice.
     """
     n = X.shape[0]
     state: dict = {}
-    z64, gram = None, None
+    z64 = gram = gram32 = None
     for a in range(0, max(n, 1), _SLICE_ROWS):
         xs = np.ascontiguousarray(X[a: a + _SLICE_ROWS], dtype=np.float32)
         Z = densify(fn(xs, row_offset + a, *ops))
         ys = y[a: a + _SLICE_ROWS]
         if z64 is None:
-            z64 = np.empty((min(max(n, 1), _SLICE_ROWS), Z.shape[1]))
+            m, t = Z.shape[1], ys.shape[1]
+            z64 = np.empty((min(max(n, 1), _SLICE_ROWS), m))
+            gram = np.empty((m, m))
+            state = {"n": 0, "sum": np.zeros(m), "ztz": np.zeros((m, m)),
+                     "zty": np.zeros((m, t)), "ysum": np.zeros(t), "yty": np.zeros((t, t))}
         Zd = z64[: Z.shape[0]]
         np.copyto(Zd, Z)
-        if not state:
-            state = covariance_state(Zd, ys)
-            gram = np.empty_like(state["ztz"])
-            continue
+        if float32_products and Z.dtype == np.float32:
+            if gram32 is None:
+                gram32 = np.empty((Z.shape[1], Z.shape[1]), dtype=np.float32)
+            Z = np.ascontiguousarray(Z)  # ZᵀZ of one buffer: BLAS syrk
+            state["ztz"] += np.matmul(Z.T, Z, out=gram32)
+        else:
+            state["ztz"] += np.matmul(Zd.T, Zd, out=gram)
         state["n"] += Zd.shape[0]
         state["sum"] += Zd.sum(axis=0)
-        state["ztz"] += np.matmul(Zd.T, Zd, out=gram)
         state["zty"] += Zd.T @ ys
         state["ysum"] += ys.sum(axis=0)
         state["yty"] += ys.T @ ys
     return state
+
+
+def float32_products(x_dtype: Any, gcv_alpha: bool) -> str:
+    """The precision ``"float32"`` or ``"float64"`` of a ridge summary's ZᵀZ of rows of ``x_dtype``.
+
+    Float32 for float32 rows whose solve is regularised by GCV's candidates
+    (``gcv_alpha``: ``alpha="auto"`` without the exact leave-one-out choice),
+    all at least 10⁻³ of the mean eigenvalue of the centred ZᵀZ
+    (:data:`~distsketch.estimators.ridge_defaults.GCV_FEATURE_GRID`): there
+    the float32 Gram moves the predictions by 10⁻⁴ to 10⁻² of the spread
+    between two draws of the random features.  A given ``alpha`` may be far
+    smaller, where the solve amplifies the Gram's rounding by
+    cond(ZᵀZ + αI): float64 products (docs/architecture.md, "Precision").
+    """
+    return "float32" if gcv_alpha and host_dtype(x_dtype) == np.float32 else "float64"
 
 
 def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row_offset: int,
@@ -197,9 +230,9 @@ def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row
     """Each map's dense float64 features of the rows X, map ``g`` taking its own operands.
 
     Float64 whatever the input: a ridge solve amplifies the Gram's rounding
-    by cond(ZᵀZ + αI), and float32 products are not within its tolerance
-    when α is small (docs/architecture.md, "Precision").  ``operands`` holds
-    the operands of every map in turn (``n_operands[g]`` for map ``g``);
+    by cond(ZᵀZ + αI), and float32 products are within its tolerance only at
+    GCV's alphas, taken on the sliced path alone (docs/architecture.md,
+    "Precision").  ``operands`` holds the operands of every map in turn (``n_operands[g]`` for map ``g``);
     anything after them is left to the caller.
     """
     pos = 0

@@ -33,6 +33,7 @@ from distsketch import (
 )
 from distsketch.cli.common import median_gamma
 from distsketch.estimators.ridge_defaults import default_n_features
+from distsketch.estimators.ridge_summary import _SLICE_ROWS
 from distsketch.io import load, open_array, read_manifest, write_array
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -139,8 +140,18 @@ def test_same_features_give_scikit_learns_ridge_classifier(digits, fitted):
     # no --param alpha: alpha chosen by GCV, a number on the default grid
     assert model.alpha_ in model.cv_results_["alphas"]
     ref = RidgeClassifier(alpha=model.alpha_).fit(Z, ytr)
-    np.testing.assert_allclose(model.decision_function(Xte), ref.decision_function(Zt),
-                               rtol=1e-9, atol=1e-10)
+    # at GCV's alpha float32 rows give a Gram of float32 products, A + ΔA, within
+    # γ_b·|Z|ᵀ|Z| of A (b = _SLICE_ROWS); the solution w̃ of A + ΔA is then exactly
+    # w − (A_c + αI)⁻¹ΔA·w̃ (A_c centred), which is what is checked against scikit-learn
+    n = Z.shape[0]
+    dA = model.gram_ - Z.T @ Z
+    b = _SLICE_ROWS * 2.0**-24
+    assert np.all(np.abs(dA) <= b / (1 - b) * (np.abs(Z).T @ np.abs(Z)))
+    zbar = model.zsum_ / n
+    Ac = Z.T @ Z - n * np.outer(zbar, zbar) + model.alpha_ * np.eye(Z.shape[1])
+    dW = np.linalg.solve(Ac, dA @ model.coef_.T)
+    np.testing.assert_allclose(model.decision_function(Xte) + (Zt - zbar) @ dW,
+                               ref.decision_function(Zt), rtol=1e-9, atol=1e-10)
     P = zarr.open_array(str(d / "pred.zarr"), path="predictions", mode="r")[...]
     np.testing.assert_array_equal(P, ref.predict(Zt))
 

@@ -1,6 +1,6 @@
 """Precision where it is needed: float32 products for the covariance of kernel PCA
-(RNCA), float64 products for kernel ridge, each checked against the float64 path
-with the error bound that decides it.
+(RNCA) and for kernel ridge at GCV's alphas, float64 products for kernel ridge at a
+given alpha, each checked against the float64 path with the error bound that decides it.
 
 The bound.  The features Z of float32 rows are float32; a block of b rows
 multiplied in float32 gives fl₃₂(ZᵀZ) within E = γ_b·|Z|ᵀ|Z| of the exact
@@ -14,18 +14,22 @@ order); blocks are summed in float64.  Since E ≥ 0, ‖ΔC‖₂ ≤ ‖E‖�
   −(A + αI)⁻¹ΔA·w̃, so ‖w̃ − w‖ ≤ ‖E‖₂‖w̃‖ / λ_min(A + αI): amplified by the
   condition number, which a small α leaves huge.  The method's own
   tolerance is the spread of its float64 solution over the random features
-  (two seeds of the sketch); float32 products exceed it several times on the
-  ill-conditioned case, at a small α and at the α GCV chooses, so the ridge
-  summary multiplies in float64 whatever the input.
+  (two seeds of the sketch).  Float32 products exceed it several times on the
+  ill-conditioned case at a small given α, so a given α multiplies in
+  float64; GCV's candidates are all ≥ 10⁻³ of the mean eigenvalue, where
+  float32 products stay within a hundredth of that spread, so
+  ``alpha="auto"`` multiplies float32 rows in float32.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.linalg as sla
 
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
-from distsketch.estimators.ridge_summary import _SLICE_ROWS, RidgeSummary
+from distsketch.estimators.ridge_defaults import gcv_path, standardize_rows
+from distsketch.estimators.ridge_summary import _SLICE_ROWS, RidgeSummary, float32_products
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.covariance import covariance_state
 
@@ -53,7 +57,7 @@ def _ridge_solution(state: dict, alpha: float) -> tuple[np.ndarray, float, np.nd
     return w, float(ym[0] - zm @ w), np.linalg.eigvalsh(G)
 
 
-def test_ridge_multiplies_float32_input_in_float64():
+def test_ridge_at_a_given_alpha_multiplies_float32_input_in_float64():
     X, y = _correlated()
     alpha = 1e-6
     feats = RandomFourierFeatures(gamma=0.05, n_components=64, random_state=1)
@@ -110,6 +114,68 @@ def test_float32_ridge_products_exceed_the_spread_over_random_features():
     ref, fl32 = _float32_products(Z, y, 1e-6)
     fitted_spread = np.linalg.norm(fits[0].predict(X) - fits[1].predict(X))
     assert np.linalg.norm(fl32 - ref) > 2 * fitted_spread
+
+
+def _gcv_fit(X: np.ndarray, y: np.ndarray, m: int, seed: int) -> SketchedKernelRidge:
+    feats = RandomFourierFeatures(gamma=0.05, n_components=m, random_state=seed)
+    return SketchedKernelRidge(standardize=False, features=feats).fit(X, y)
+
+
+@pytest.mark.parametrize("n, m", [(3000, 64), (20000, 1024)])
+def test_ridge_at_gcv_alphas_multiplies_float32_rows_in_float32(n, m):
+    # alpha="auto": GCV's candidates are >= 1e-3 of the mean eigenvalue, where the float32
+    # Gram moves the predictions by a small fraction of the spread over random features
+    X, y = _correlated(n)
+    fits = [_gcv_fit(X, y, m, seed) for seed in (1, 2)]
+    model = fits[0]
+    Z = model.features_.transform(X)
+    Z64 = Z.astype(np.float64)
+    absZ = np.abs(Z64)
+    exact = Z64.T @ Z64
+    dA = model.gram_ - exact
+    # the products ran in float32 (beyond float64 rounding), one per slice of _SLICE_ROWS
+    assert np.any(np.abs(dA) > 1e-12 * (absZ.T @ absZ))
+    E = _gamma(_SLICE_ROWS) * (absZ.T @ absZ)
+    assert np.all(np.abs(dA) <= E)
+    # sums and Zᵀy in float64: the float64 path's to float64 rounding
+    state64 = covariance_state(Z64, y[:, None])
+    g = n * 2.0**-53 / (1 - n * 2.0**-53)
+    assert np.all(np.abs(model.zty_ - state64["zty"]) <= g * (absZ.T @ np.abs(y[:, None])))
+    np.testing.assert_allclose(model.zsum_, state64["sum"], rtol=0, atol=g * absZ.sum(0).max())
+    # the same GCV candidate as over the float64 products: the grid scales with the mean
+    # eigenvalue of the centred A, whose trace moves by at most Σ E_ii = γ·tr(A)
+    alphas, gcv = gcv_path(state64, True)
+    trace_c = np.trace(centered_normal_equations(state64, True)[0])
+    rel = _gamma(_SLICE_ROWS) * np.trace(exact) / trace_c
+    np.testing.assert_allclose(model.alpha_, alphas[int(np.argmin(gcv))], rtol=rel)
+    assert model.alpha_ >= 1e-3 * trace_c / m * (1 - rel)
+    # within the perturbation bound of the float64 solution ...
+    w, c, lam = _ridge_solution(state64, model.alpha_)
+    assert np.linalg.norm(model.coef_ - w) <= \
+        np.linalg.norm(E, 2) * np.linalg.norm(model.coef_) / lam[0]
+    # ... and, in predictions, within 5 % of the spread over two draws of the features
+    ref = Z64 @ w + c
+    Z2 = fits[1].features_.transform(X).astype(np.float64)
+    w2, c2, _ = _ridge_solution(covariance_state(Z2, y[:, None]), fits[1].alpha_)
+    spread = np.linalg.norm(Z2 @ w2 + c2 - ref)
+    assert 0 < spread < 0.05 * np.linalg.norm(ref)
+    assert np.linalg.norm(model.predict(X) - ref) <= 0.05 * spread
+
+
+def test_given_alpha_and_leave_one_out_alpha_multiply_in_float64():
+    # a given alpha and the exact leave-one-out choice (down to 1e-8 of the mean
+    # eigenvalue) may be far below GCV's floor: float64 products
+    assert float32_products(np.float32, True) == "float32"
+    assert float32_products(np.float64, True) == "float64"
+    assert float32_products(np.float32, False) == "float64"
+    X, y = _correlated(300, seed=6)
+    model = SketchedKernelRidge().fit(X, y)  # the default map: alpha by leave-one-out
+    assert "loo_alphas" in model.cv_results_ and "gcv" not in model.cv_results_
+    Z64 = model.features_.transform(standardize_rows(X, model.x_mean_, model.x_scale_))
+    assert Z64.dtype == np.float32
+    Z64 = Z64.astype(np.float64)
+    absZ = np.abs(Z64)
+    assert np.all(np.abs(model.gram_ - Z64.T @ Z64) <= 1e-13 * (absZ.T @ absZ))
 
 
 def test_ridge_summary_of_float32_slices_is_the_float64_product():
