@@ -45,7 +45,6 @@ from distsketch.estimators.ridge_fold import RidgeFolding
 from distsketch.estimators.ridge_summary import (
     RidgeSummary,
     _add,
-    _ridge_memory,
     check_sample_weight,
     float32_products,
     stack_xy,
@@ -316,7 +315,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
                                sampler=sampler, products=float32_products(X.dtype, gcv))
         XY = stack_xy(X, with_weights(Y, w))
-        mem = _ridge_memory(maps, X.shape[1], Y.shape[1], n_folds, summary.slices(XY))
+        mem = summary.memory(maps, XY)
         if sampler is not None and mem:
             extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
             mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,

@@ -29,7 +29,8 @@ _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 _SLICE_ROWS = 4096
 
 
-def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = False) -> dict:
+def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = False,
+                  products: str = "float64") -> dict:
     # per row: the float64 block and one map's features with a temporary;
     # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
     widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
@@ -41,9 +42,9 @@ def _ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = 
     if sliced:
         # per row: the block (float64 when the targets are), its inputs' float32 copy and
         # the float64 targets; per task: one slice's float32 features, their float64
-        # buffer and the slice's Gram
+        # buffer and the slice's Gram (and its float32 one with float32 products)
         m = max(widths)
-        fixed = state + 12.0 * _SLICE_ROWS * m + 8.0 * m * m
+        fixed = state + 12.0 * _SLICE_ROWS * m + (12.0 if products == "float32" else 8.0) * m * m
         return {"bytes_per_row": 8.0 * (d + t) + 4.0 * d + 8.0 * t, "fixed_bytes": fixed,
                 "state_bytes": state}
     return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
@@ -98,6 +99,11 @@ class RidgeSummary(SumMerge, Summary):
         self.n_folds = int(n_folds)
         self.seed = int(seed)
         self.weighted = bool(weighted)
+
+    def memory(self, maps: list[Any], XY: Any) -> dict:
+        """The stage's memory model for the blocks of ``XY`` (``{}`` if a map's width is unknown)."""
+        return _ridge_memory(maps, self.n_features, self.n_targets, self.n_folds,
+                             self.slices(XY), self.products)
 
     def slices(self, XY: Any) -> bool:
         """Whether blocks of ``XY`` are summarised slice by slice (:func:`_sliced_state`):

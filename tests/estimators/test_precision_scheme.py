@@ -201,6 +201,14 @@ def test_ridge_summary_of_float32_slices_is_the_float64_product():
     np.testing.assert_allclose(state["sum"], ref["sum"], rtol=0, atol=g * absZ.sum(axis=0).max())
     np.testing.assert_allclose(state["yty"], ref["yty"], rtol=1e-12)
     assert not RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f8").slices(XY)
+    # the memory model counts the float32 Gram buffer of float32 products (m² float32)
+    f32 = RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f4", products="float32")
+    m = feats.n_output_features_
+    assert f32.memory([feats], XY)["fixed_bytes"] - summary.memory([feats], XY)["fixed_bytes"] \
+        == 4.0 * m * m
+    state32 = f32.chunk(XY, 0, *ops)["maps"][0]
+    assert np.all(np.abs(state32["ztz"] - ref["ztz"]) <= _gamma(_SLICE_ROWS) * (absZ.T @ absZ))
+    assert np.any(state32["ztz"] != state["ztz"])
 
 
 def test_rnca_float32_products_within_weyl_and_davis_kahan():
