@@ -11,7 +11,8 @@ from __future__ import annotations
 import gzip
 import shutil
 import struct
-import tracemalloc
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -248,18 +249,26 @@ def test_allow_nan_stores_values(tmp_path):
 # ------------------------------------------------------------------ streaming memory
 
 
-def _traced_peak(fn, warm) -> int:
-    # ``warm`` (the same ingest of a few rows) runs first, untraced: the lazy imports and
-    # one-time set-up of a process's first ingest (16 MB when these tests run alone) are
-    # not what the peak measures
-    warm()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+def _traced_peak(src, warm, tmp_path, chunk_rows: int) -> int:
+    """Peak traced memory of ``ingest(src)``, in a fresh process after an untraced ingest
+    of ``warm`` (a few rows of the same format).
+
+    tracemalloc traces every thread of a process: threads earlier tests leave running
+    (a cluster closing, a thread pool) would count, and so would the lazy imports and
+    one-time set-up of a process's first ingest (16 MB when these tests run alone);
+    neither is what the peak measures.
+    """
+    code = ("import sys, tracemalloc\n"
+            "from distsketch.io import ingest\n"
+            "src, warm, out, rows = sys.argv[1:5]\n"
+            "ingest(warm, out + '/warm.zarr', chunk_rows=int(rows))\n"
+            "tracemalloc.start()\n"
+            "ingest(src, out + '/big.zarr', chunk_rows=int(rows))\n"
+            "print('peak', tracemalloc.get_traced_memory()[1])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(src), str(warm), str(tmp_path),
+                           str(chunk_rows)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split("peak")[-1].split()[0])
 
 
 def test_large_csv_is_streamed(tmp_path):
@@ -273,8 +282,7 @@ def test_large_csv_is_streamed(tmp_path):
     assert size > 8 * 2**20
     small = tmp_path / "small.csv"
     np.savetxt(small, rng.normal(size=(10, 16)).astype(np.float32), delimiter=",", fmt="%.9g")
-    peak = _traced_peak(lambda: ingest(src, tmp_path / "big.zarr", chunk_rows=1000),
-                        lambda: ingest(small, tmp_path / "small.zarr", chunk_rows=1000))
+    peak = _traced_peak(src, small, tmp_path, 1000)
     # one 1000-row block of lines and its parse (about 0.4 MB): far below the whole file
     assert peak < size / 6, (peak, size)
     assert read_manifest(tmp_path / "big.zarr")["rows"] == 60_000
@@ -290,8 +298,7 @@ def test_large_npy_is_streamed(tmp_path):
     size = src.stat().st_size
     small = tmp_path / "small.npy"
     np.save(small, np.zeros((10, 40)))
-    peak = _traced_peak(lambda: ingest(src, tmp_path / "big.zarr", chunk_rows=5000),
-                        lambda: ingest(small, tmp_path / "small.zarr", chunk_rows=5000))
+    peak = _traced_peak(src, small, tmp_path, 5000)
     assert peak < size / 10, (peak, size)
     ref = np.load(src, mmap_mode="r")
     got = zarr.open_group(str(tmp_path / "big.zarr"))["X"]
