@@ -101,7 +101,20 @@ class RidgeSummary(SumMerge, Summary):
         self.weighted = bool(weighted)
 
     def memory(self, maps: list[Any], XY: Any) -> dict:
-        """The stage's memory model for the blocks of ``XY`` (``{}`` if a map's width is unknown)."""
+        """The stage's memory model for the blocks of ``XY``.
+
+        Parameters
+        ----------
+        maps : list of fitted feature maps
+        XY : array of shape (n_rows, n_features + n_targets)
+            The stacked input (:func:`stack_xy`).
+
+        Returns
+        -------
+        dict
+            ``bytes_per_row``, ``fixed_bytes`` and ``state_bytes`` for the
+            planner; ``{}`` if a map's width is unknown.
+        """
         return _ridge_memory(maps, self.n_features, self.n_targets, self.n_folds,
                              self.slices(XY), self.products)
 
@@ -227,6 +240,18 @@ def float32_products(x_dtype: Any, gcv_alpha: bool) -> str:
     between two draws of the random features.  A given ``alpha`` may be far
     smaller, where the solve amplifies the Gram's rounding by
     cond(ZᵀZ + αI): float64 products (docs/architecture.md, "Precision").
+
+    Parameters
+    ----------
+    x_dtype : dtype
+        The rows' dtype (any namespace's dtype object).
+    gcv_alpha : bool
+        Whether alpha is chosen by GCV over its candidates above.
+
+    Returns
+    -------
+    str
+        ``"float32"`` or ``"float64"``, for ``RidgeSummary(products=...)``.
     """
     return "float32" if gcv_alpha and host_dtype(x_dtype) == np.float32 else "float64"
 
