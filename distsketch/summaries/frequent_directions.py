@@ -53,10 +53,14 @@ class FrequentDirectionsSummary(Summary):
         must be picklable (it travels to workers).
     n_columns : int, optional
         m; needed only by :meth:`empty`.
-    map_rows : int, default 2048
+    map_rows : int, default 4096
         Rows mapped at once, so the mapped block never exceeds
         ``map_rows × m`` values whatever the block size.  Rounded up to a
-        multiple of ℓ, so the result does not depend on it.
+        multiple of ℓ, so the sketch of the per-ℓ-rows formulation does not
+        depend on it; the covariance formulation's ZᵀZ changes with it only in
+        its rounding.  A transform with an attribute ``accepts_out = True`` is
+        called with ``out=`` (a reused ``map_rows × m`` buffer) in the
+        covariance formulation.
 
     Notes
     -----
@@ -80,7 +84,7 @@ class FrequentDirectionsSummary(Summary):
     """
 
     def __init__(self, sketch_size: int, transform: Any = None, n_columns: int | None = None,
-                 map_rows: int = 2048):
+                 map_rows: int = 4096):
         if isinstance(sketch_size, bool) or not isinstance(sketch_size, (int, np.integer)) \
                 or sketch_size < 1:
             raise ConfigError(f"FrequentDirectionsSummary: sketch_size must be an int >= 1; "
@@ -103,11 +107,16 @@ class FrequentDirectionsSummary(Summary):
         cov: Any = None
         gram: Any = None
         formulation = ""
+        zbuf: np.ndarray | None = None
         for start in range(0, max(n, 1), self.map_rows):
             stop = min(n, start + self.map_rows)
             part = block[start:stop, :]
-            Z = part if self.transform is None else self.transform(part, row_offset + start,
-                                                                   *operands)
+            if self.transform is None:
+                Z = part
+            elif zbuf is not None:
+                Z = self.transform(part, row_offset + start, *operands, out=zbuf[:stop - start])
+            else:
+                Z = self.transform(part, row_offset + start, *operands)
             Z = densify(Z)
             xp = namespace(Z)
             Z = asarray(Z, like=Z)
@@ -125,6 +134,13 @@ class FrequentDirectionsSummary(Summary):
                 sq_device = part_sq if sq_device is None else sq_device + part_sq
             if not formulation:
                 formulation = fd_block_formulation(n, Z.shape[1], ell)
+            if (formulation == "covariance" and zbuf is None and isinstance(Z, np.ndarray)
+                    and getattr(self.transform, "accepts_out", False)
+                    and isinstance(part, np.ndarray) and Z.flags.c_contiguous):
+                # the first slice's features become the buffer of the next ones (fresh
+                # pages per slice cost page faults, which do not scale with busy cores);
+                # only here, where each slice's features are consumed before the next
+                zbuf = Z
             if formulation == "covariance":
                 cov, gram = _add_gram(xp, feature_rows(Z), cov, gram)
             else:

@@ -153,3 +153,43 @@ def test_empty_needs_width_and_bad_size():
         FrequentDirectionsSummary(4).empty()
     with pytest.raises(ConfigError, match="sketch_size"):
         FrequentDirectionsSummary(0)
+
+
+class _RecordingRFF:
+    """An RFF row map that takes ``out=`` and records the buffers it wrote."""
+
+    accepts_out = True
+
+    def __init__(self):
+        self.outs = []
+
+    def __call__(self, block, offset, W, b, out=None):
+        self.outs.append(out)
+        return rff_map(block, W, b, offset, out=out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_covariance_formulation_reuses_one_feature_buffer(dtype):
+    # a transform that takes out= maps every slice after the first into the first one's
+    # features; the state equals that of fresh features slice by slice
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(333, 4)).astype(dtype)
+    W, b = rff_operator(2, "rbf", 0.4, 4, 20)
+    assert fd_block_formulation(333, 20, 5) == "covariance"
+    rec = _RecordingRFF()
+    got = FrequentDirectionsSummary(5, transform=rec, map_rows=100).chunk(X, 3, W, b)
+    fresh = FrequentDirectionsSummary(5, transform=_rff, map_rows=100).chunk(X, 3, W, b)
+    assert rec.outs[0] is None and len(rec.outs) == 4
+    assert all(o is not None and o.dtype == dtype for o in rec.outs[1:])
+    assert len({o.__array_interface__["data"][0] for o in rec.outs[1:]}) == 1
+    assert rec.outs[-1].shape == (33, 20)  # the short last slice: a view of the buffer
+    scale = fresh["sq_frobenius"]
+    np.testing.assert_allclose(got["sketch"].T @ got["sketch"],
+                               fresh["sketch"].T @ fresh["sketch"], rtol=0, atol=1e-12 * scale)
+    assert got["shrinkage"] == pytest.approx(fresh["shrinkage"], abs=1e-12 * scale)
+    assert got["sq_frobenius"] == pytest.approx(scale, rel=1e-12)
+    # the per-ℓ-rows formulation keeps each slice's own features (a sketch may hold rows)
+    W2, b2 = rff_operator(2, "rbf", 0.4, 4, 120)
+    rec = _RecordingRFF()
+    FrequentDirectionsSummary(5, transform=rec, map_rows=100).chunk(X, 3, W2, b2)
+    assert all(o is None for o in rec.outs)
