@@ -104,10 +104,10 @@ class _BlockedCovariance(Covariance):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         # A running sum in place, slice after slice: the left fold of `merge` bit for
-        # bit, holding two m x m arrays instead of one per slice (31 x 8 MiB for a
+        # bit, holding two m x m arrays instead of one per slice (16 x 8 MiB for a
         # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
-        # fresh features, their float64 copy and the slice's Gram cost ~32 MiB of new
-        # pages per 2048 rows, and page faults do not scale with the cores busy.
+        # fresh features, their float64 copy and the slice's Gram cost ~50 MiB of new
+        # pages per slice, and page faults do not scale with the cores busy.
         if not isinstance(block, np.ndarray) and is_array_api(block):
             # a block of another namespace: Covariance's own chunk, on the block's device
             # (the reused host buffers below are a NumPy-only economy)
