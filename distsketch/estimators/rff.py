@@ -171,5 +171,7 @@ class RandomFourierFeatures(AutoSized, RowMapTransformer):
         return 8.0 * (self.n_features_in_ + 2 * self.n_components_)
 
     @staticmethod
-    def _map_block(block: Any, offset: int, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return rff_map(block, W, b, offset)
+    def _map_block(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
+                   out: np.ndarray | None = None) -> np.ndarray:
+        # out=: the ridge summary maps its slices into one reused buffer
+        return rff_map(block, W, b, offset, out=out)

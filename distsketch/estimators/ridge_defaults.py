@@ -30,7 +30,7 @@ import scipy.linalg as sla
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.ridge_summary import dense_float64
+from distsketch.estimators.ridge_summary import dense_float64, takes_out
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
@@ -133,9 +133,15 @@ class _Standardized:
         self.fn = fn
         self.n_ops = n_ops
 
-    def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> Any:
+    @property
+    def accepts_out(self) -> bool:
+        # out= passes through to the map (see ridge_summary.takes_out)
+        return takes_out(self.fn)
+
+    def __call__(self, block: np.ndarray, offset: int, *operands: Any, **out: Any) -> Any:
         mean, scale = operands[self.n_ops], operands[self.n_ops + 1]
-        return self.fn(standardize_rows(block, mean, scale), offset, *operands[: self.n_ops])
+        return self.fn(standardize_rows(block, mean, scale), offset, *operands[: self.n_ops],
+                       **out)
 
 
 def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[Any, tuple]:

@@ -6,6 +6,7 @@ classifier, and the workflow's segment merge).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -184,6 +185,18 @@ def _map_operands(functions: list[Any], n_operands: list[int],
         pos += k
 
 
+def takes_out(fn: Any) -> bool:
+    """Whether the row map ``fn(block, offset, *operands)`` also takes ``out=`` (an output
+    buffer to write the features into): its ``accepts_out`` attribute, else its signature."""
+    flag = getattr(fn, "accepts_out", None)
+    if flag is not None:
+        return bool(flag)
+    try:
+        return "out" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int,
                   float32_products: bool = False) -> dict:
     """The covariance state of the features of float32 rows X, ``_SLICE_ROWS`` rows at a time.
@@ -195,16 +208,28 @@ def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset:
     reused m × m buffer, then summed into the float64 state.  Column sums and
     ``Zᵀy`` always come from the float64 copy: the intercept's centring
     cancels most of their digits, and they cost ``O(m)`` per row.  No float64
-    copy of the block's features and no fresh pages per slice.  A row's
+    copy of the block's features and no fresh pages per slice (a map that
+    :func:`takes_out` writes each slice into the first slice's features).  A row's
     features are the same for any slicing (row-stable maps); only the sums
     are grouped by slice.
     """
     n = X.shape[0]
     state: dict = {}
-    z64 = gram = gram32 = None
+    z64 = gram = gram32 = zbuf = None
+    into = takes_out(fn)
+    # the slice's rows, contiguous, in one reused buffer (X is a column view of the block)
+    xbuf = np.empty((min(max(n, 1), _SLICE_ROWS), X.shape[1]), dtype=np.float32)
     for a in range(0, max(n, 1), _SLICE_ROWS):
-        xs = np.ascontiguousarray(X[a: a + _SLICE_ROWS], dtype=np.float32)
-        Z = densify(fn(xs, row_offset + a, *ops))
+        xs = xbuf[: X[a: a + _SLICE_ROWS].shape[0]]
+        np.copyto(xs, X[a: a + _SLICE_ROWS])
+        if zbuf is not None:
+            Z = densify(fn(xs, row_offset + a, *ops, out=zbuf[: xs.shape[0]]))
+        else:
+            Z = densify(fn(xs, row_offset + a, *ops))
+            if into and isinstance(Z, np.ndarray) and Z.flags.c_contiguous:
+                # the first slice's features become the next slices' buffer: fresh
+                # 16 MiB of pages per slice cost page faults (not in the hand loop)
+                zbuf = Z
         ys = y[a: a + _SLICE_ROWS]
         if z64 is None:
             m, t = Z.shape[1], ys.shape[1]

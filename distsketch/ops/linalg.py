@@ -97,17 +97,26 @@ def row_stable_matmul(X: np.ndarray, W: np.ndarray, row_offset: int = 0,
     stop = row_offset + n
     first_full = -(-start // tile) * tile
     last_full = (stop // tile) * tile
-    pad = None
+    pad = prod = None
 
     def padded(lo: int, hi: int) -> None:
-        nonlocal pad
+        nonlocal pad, prod
         if pad is None:
             pad = zeros((tile, X.shape[1]), X, dtype=X.dtype)
         else:
             pad[...] = 0
         t0 = (lo // tile) * tile
         pad[lo - t0: hi - t0, ...] = X[lo - start: hi - start, ...]
-        out[lo - start: hi - start, ...] = (pad @ W)[lo - t0: hi - t0, ...]
+        if xp is np:
+            # the tile's product into one reused buffer: a fresh tile x m product per edge
+            # costs page faults in a worker (Dask's nannies set MALLOC_TRIM_THRESHOLD_,
+            # so every large temporary is a new mapping)
+            if prod is None:
+                prod = np.empty((tile, W.shape[1]), dtype=dt)
+            np.matmul(pad, W, out=prod)
+            out[lo - start: hi - start, ...] = prod[lo - t0: hi - t0, ...]
+        else:
+            out[lo - start: hi - start, ...] = (pad @ W)[lo - t0: hi - t0, ...]
 
     if first_full >= last_full:
         # the block lies within at most two tiles

@@ -1,0 +1,77 @@
+"""The ridge summary's slice-by-slice state of float32 rows: maps that take ``out=`` write
+every slice after the first into the first slice's features, with the same state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distsketch import RandomFourierFeatures
+from distsketch.estimators.ridge_defaults import _Standardized
+from distsketch.estimators.ridge_summary import _SLICE_ROWS, _sliced_state, takes_out
+
+N = 2 * _SLICE_ROWS + 333  # two full slices and a short one
+
+
+class _Recording:
+    """A row map that records the ``out=`` buffers it was given (None: none)."""
+
+    def __init__(self, fn, accepts_out=True):
+        self.fn = fn
+        self.accepts_out = accepts_out
+        self.outs = []
+
+    def __call__(self, block, offset, *operands, **out):
+        self.outs.append(out.get("out"))
+        return self.fn(block, offset, *operands, **out)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((N, 6)).astype(np.float32)
+    y = rng.standard_normal((N, 2))
+    rff = RandomFourierFeatures(n_components=48, random_state=0).fit(X[:100])
+    return X, y, rff._map_block, tuple(rff._operands())
+
+
+def test_takes_out_reads_the_flag_then_the_signature(data):
+    _, _, fn, _ = data
+    assert takes_out(fn)
+    assert not takes_out(lambda block, offset, W, b: block)
+    assert takes_out(_Standardized(fn, 2))
+    assert not takes_out(_Standardized(lambda block, offset: block, 0))
+    assert not takes_out(_Recording(fn, accepts_out=False))
+
+
+@pytest.mark.parametrize("products", ["float32", "float64"])
+def test_slices_reuse_the_first_slices_features(data, products):
+    X, y, fn, ops = data
+    rec, plain = _Recording(fn), _Recording(fn, accepts_out=False)
+    f32 = products == "float32"
+    got = _sliced_state(rec, ops, X, y, 17, f32)
+    ref = _sliced_state(plain, ops, X, y, 17, f32)
+    assert rec.outs[0] is None and len(rec.outs) == 3
+    assert rec.outs[1].shape == (_SLICE_ROWS, 48) and rec.outs[2].shape == (333, 48)
+    assert rec.outs[1].dtype == np.float32
+    assert np.shares_memory(rec.outs[1], rec.outs[2])
+    assert all(o is None for o in plain.outs)
+    for key in ("sum", "ztz", "zty", "ysum", "yty"):
+        np.testing.assert_allclose(got[key], ref[key], rtol=1e-12, atol=1e-12 * N)
+    assert got["n"] == ref["n"] == N
+    # and the state is that of the block's features, mapped in one piece
+    Z = np.asarray(fn(X, 17, *ops), dtype=np.float64)
+    tol = 1e-5 if f32 else 1e-12  # float32 products: within γ_b·|Z|ᵀ|Z| (b = 4096 rows)
+    np.testing.assert_allclose(got["ztz"], Z.T @ Z, rtol=0, atol=tol * N)
+    np.testing.assert_allclose(got["zty"], Z.T @ y, rtol=1e-12, atol=1e-12 * N)
+    np.testing.assert_allclose(got["sum"], Z.sum(axis=0), rtol=1e-12, atol=1e-12 * N)
+
+
+def test_standardized_map_passes_out_through(data):
+    X, _, fn, ops = data
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    wrapped = _Standardized(fn, len(ops))
+    buf = np.empty((100, 48), dtype=np.float32)
+    Z = wrapped(X[:100], 5, *ops, mean, scale, out=buf)
+    assert Z is buf
+    np.testing.assert_array_equal(Z, wrapped(X[:100], 5, *ops, mean, scale))
