@@ -30,11 +30,12 @@ import scipy.linalg as sla
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.ridge_summary import dense_float64, takes_out
+from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
+from distsketch.summaries.base import takes_out
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.validation import is_dask
 from distsketch.validation.finite import check_finite_result, is_array_api
@@ -135,7 +136,7 @@ class _Standardized:
 
     @property
     def accepts_out(self) -> bool:
-        # out= passes through to the map (see ridge_summary.takes_out)
+        # out= passes through to the map (summaries.base.takes_out)
         return takes_out(self.fn)
 
     def __call__(self, block: np.ndarray, offset: int, *operands: Any, **out: Any) -> Any:

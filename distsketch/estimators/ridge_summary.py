@@ -6,7 +6,6 @@ classifier, and the workflow's segment merge).
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from distsketch.graph import as_dask, hstack_blocks, plan_rows
 from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
-from distsketch.summaries.base import Summary
+from distsketch.summaries.base import Summary, takes_out
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
@@ -188,18 +187,6 @@ def _map_operands(functions: list[Any], n_operands: list[int],
         pos += k
 
 
-def takes_out(fn: Any) -> bool:
-    """Whether the row map ``fn(block, offset, *operands)`` also takes ``out=`` (an output
-    buffer to write the features into): its ``accepts_out`` attribute, else its signature."""
-    flag = getattr(fn, "accepts_out", None)
-    if flag is not None:
-        return bool(flag)
-    try:
-        return "out" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int,
                   float32_products: bool = False) -> dict:
     """The covariance state of the features of float32 rows X, ``_SLICE_ROWS`` rows at a time.
@@ -213,7 +200,8 @@ def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset:
     float32 products of ``_PIECE_ROWS``-row pieces): the intercept's centring
     cancels most of their digits, and they cost ``O(m)`` per row.  No float64
     copy of the block's features and no fresh pages per slice (a map that
-    :func:`takes_out` writes each slice into the first slice's features).  A row's
+    :func:`~distsketch.summaries.base.takes_out` writes each slice into the first
+    slice's features).  A row's
     features are the same for any slicing (row-stable maps); only the sums
     are grouped by slice.
     """

@@ -45,9 +45,6 @@ class _RFFRows:
     concatenation and gets bitwise the same features.
     """
 
-    #: takes ``out=`` (FrequentDirectionsSummary maps into a reused buffer)
-    accepts_out = True
-
     def __call__(self, block: Any, offset: int, W: np.ndarray, b: np.ndarray,
                  out: np.ndarray | None = None) -> np.ndarray:
         return rff_map(block, W, b, offset, out=out)

@@ -14,10 +14,41 @@ state of later rows (``partial_fit``).
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import Any
 
-__all__ = ["Summary"]
+__all__ = ["Summary", "takes_out"]
+
+
+def takes_out(fn: Any) -> bool:
+    """Whether the row map ``fn(block, row_offset, *operands)`` also takes ``out=``.
+
+    Summaries that map a block slice by slice pass ``out=`` (a buffer made
+    once per block) to such a map, so a worker does not map fresh pages for
+    every slice's features.
+
+    Parameters
+    ----------
+    fn : callable
+        The row map.  Its ``accepts_out`` attribute decides where it has one (a
+        wrapper says whether the map it wraps takes ``out=``); otherwise its
+        signature must name a parameter ``out``.
+
+    Returns
+    -------
+    bool
+    """
+    flag = getattr(fn, "accepts_out", None)
+    if flag is not None:
+        return bool(flag)
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    out = params.get("out")
+    return out is not None and out.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            inspect.Parameter.KEYWORD_ONLY)
 
 
 class Summary(ABC):

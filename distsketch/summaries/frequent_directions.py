@@ -15,7 +15,7 @@ from distsketch.ops.fd import (
     fd_sketch,
 )
 from distsketch.ops.namespace import asarray, densify, namespace
-from distsketch.summaries.base import Summary
+from distsketch.summaries.base import Summary, takes_out
 from distsketch.summaries.covariance import feature_rows
 
 __all__ = ["FrequentDirectionsSummary"]
@@ -58,9 +58,9 @@ class FrequentDirectionsSummary(Summary):
         ``map_rows × m`` values whatever the block size.  Rounded up to a
         multiple of ℓ, so the sketch of the per-ℓ-rows formulation does not
         depend on it; the covariance formulation's ZᵀZ changes with it only in
-        its rounding.  A transform with an attribute ``accepts_out = True`` is
-        called with ``out=`` (a reused ``map_rows × m`` buffer) in the
-        covariance formulation.
+        its rounding.  In the covariance formulation a transform that takes
+        ``out=`` (:func:`~distsketch.summaries.base.takes_out`) writes every
+        slice after the first into the first slice's features.
 
     Notes
     -----
@@ -135,7 +135,7 @@ class FrequentDirectionsSummary(Summary):
             if not formulation:
                 formulation = fd_block_formulation(n, Z.shape[1], ell)
             if (formulation == "covariance" and zbuf is None and isinstance(Z, np.ndarray)
-                    and getattr(self.transform, "accepts_out", False)
+                    and takes_out(self.transform)
                     and isinstance(part, np.ndarray) and Z.flags.c_contiguous):
                 # the first slice's features become the buffer of the next ones (fresh
                 # pages per slice cost page faults, which do not scale with busy cores);
