@@ -108,6 +108,7 @@ class FrequentDirectionsSummary(Summary):
         gram: Any = None
         formulation = ""
         zbuf: np.ndarray | None = None
+        into = self.transform is not None and takes_out(self.transform)
         for start in range(0, max(n, 1), self.map_rows):
             stop = min(n, start + self.map_rows)
             part = block[start:stop, :]
@@ -134,9 +135,9 @@ class FrequentDirectionsSummary(Summary):
                 sq_device = part_sq if sq_device is None else sq_device + part_sq
             if not formulation:
                 formulation = fd_block_formulation(n, Z.shape[1], ell)
-            if (formulation == "covariance" and zbuf is None and isinstance(Z, np.ndarray)
-                    and takes_out(self.transform)
-                    and isinstance(part, np.ndarray) and Z.flags.c_contiguous):
+            if (into and formulation == "covariance" and zbuf is None
+                    and isinstance(Z, np.ndarray) and isinstance(part, np.ndarray)
+                    and Z.flags.c_contiguous):
                 # the first slice's features become the buffer of the next ones (fresh
                 # pages per slice cost page faults, which do not scale with busy cores);
                 # only here, where each slice's features are consumed before the next
