@@ -21,7 +21,11 @@ per-block work of one ``bench_scaling`` pipeline:
 ``krr-f64`` and ``skpca-rnca-f64`` form ZᵀZ in float64 instead, as kernel ridge
 does at a given alpha (at GCV's alphas, the default, it multiplies float32 rows
 in float32): the gap between the two loops is the price of the float64 products.
-``w`` processes split the chunks round robin; rates are rows/s of the whole
+``w`` processes split the rows into w contiguous, nearly equal ranges (an
+unequal share, such as whole chunks round robin, would time the busiest process
+and understate what w cores deliver); each reads its range one store chunk's part at
+a time, so a chunk split between two ranges is decoded by both, as it is when
+distsketch splits a chunk between two blocks.  Rates are rows/s of the whole
 store, timed from the moment every process is started and has imported NumPy.
 """
 
@@ -60,9 +64,19 @@ def _map(x: np.ndarray, W: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.nda
     return out
 
 
-def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell: int,
-                out_path: str, out_rows: int) -> int:
-    """Run ``loop`` on the given row chunks of the store; returns the rows done."""
+def row_ranges(n: int, workers: int, align: int = 1) -> list[tuple[int, int]]:
+    """``workers`` contiguous row ranges of nearly equal size, their bounds multiples
+    of ``align`` (the last ends at ``n``): every process gets the same work, as
+    distsketch's planner gives every worker the same number of equal blocks."""
+    units = -(-n // align)
+    bounds = [min(n, (k * units // workers) * align) for k in range(workers)] + [n]
+    return [(bounds[k], bounds[k + 1]) for k in range(workers)]
+
+
+def _run_rows(loop: str, path: str, ypath: str, lo: int, hi: int, m: int, ell: int,
+              out_path: str, out_rows: int) -> int:
+    """Run ``loop`` on rows ``lo:hi`` of the store, one store chunk's part at a time;
+    returns the rows done."""
     import zarr
     from threadpoolctl import threadpool_limits
 
@@ -82,20 +96,21 @@ def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell
     Z_out = zarr.open_array(out_path, mode="r+") if loop == "rff-zarr" else None
     done = 0
     with threadpool_limits(1):
-        for c in chunks:
-            x = np.asarray(X[c * rc: (c + 1) * rc])
+        for c0 in range(lo - lo % rc, hi, rc):
+            a0, a1 = max(lo, c0), min(hi, c0 + rc)
+            x = np.asarray(X[a0:a1])
             done += x.shape[0]
             if loop == "read":
                 continue
-            y = np.asarray(Y[c * rc: (c + 1) * rc, 0]) if Y is not None else None
+            y = np.asarray(Y[a0:a1, 0]) if Y is not None else None
             if loop == "rff-zarr":
-                # whole output chunks only (a chunk across two store chunks is
-                # written by the process holding its first row)
-                lo, hi = c * rc, c * rc + x.shape[0]
-                first = -(-lo // out_rows) * out_rows
-                for a in range(first, hi, out_rows):
-                    xs = np.asarray(X[a: a + out_rows]) if a + out_rows > hi else \
-                        x[a - lo: a - lo + out_rows]
+                # whole output chunks only: the ranges' bounds are multiples of
+                # out_rows, and a chunk across two store chunks is written by the
+                # part holding its first row
+                first = -(-a0 // out_rows) * out_rows
+                for a in range(first, a1, out_rows):
+                    xs = np.asarray(X[a: a + out_rows]) if a + out_rows > a1 else \
+                        x[a - a0: a - a0 + out_rows]
                     Zc = np.empty((xs.shape[0], m), dtype=np.float32)
                     for k in range(0, xs.shape[0], SLICE):
                         _map(xs[k: k + SLICE], W, b, Zc[k: k + SLICE])
@@ -120,7 +135,7 @@ def _run_chunks(loop: str, path: str, ypath: str, chunks: list[int], m: int, ell
                 s += Z.sum(axis=0)
                 if y is not None:
                     zy += Z.T @ y[a: a + SLICE].astype(Z.dtype)
-            if C is not None:  # the chunk's one shrink, merged into the running sketch
+            if C is not None:  # the part's one shrink, merged into the running sketch
                 part, delta = fd_covariance_shrink(C, ell)
                 sketch, shrink = (part, delta) if sketch is None else \
                     fd_merge([sketch, part], ell, [shrink, delta])
@@ -141,21 +156,20 @@ def hand_loop(loop: str, path: str, ypath: str, workers: int, work: Path,
 
     X = _open(path)
     n, rc = X.shape[0], X.chunks[0]
-    nchunks = -(-n // rc)
     out_path = str(work / f"hand-{loop}.zarr")
     out_rows = int(out_rows or rc)
     if loop == "rff-zarr":
         shutil.rmtree(out_path, ignore_errors=True)
         zarr.create_array(out_path, shape=(n, m), chunks=(out_rows, m), dtype=np.float32,
                           compressors=codecs("lz4"))
-    parts = [list(range(k, nchunks, workers)) for k in range(workers)]
+    parts = row_ranges(n, workers, out_rows if loop == "rff-zarr" else 1)
     t0 = time.perf_counter()
     if workers == 1:
-        rows = _run_chunks(loop, path, ypath, parts[0], m, ell, out_path, out_rows)
+        rows = _run_rows(loop, path, ypath, *parts[0], m, ell, out_path, out_rows)
     else:
-        res = [pool.apply_async(_run_chunks, (loop, path, ypath, p, m, ell, out_path,
-                                                  out_rows))
-               for p in parts]
+        res = [pool.apply_async(_run_rows, (loop, path, ypath, lo, hi, m, ell, out_path,
+                                                out_rows))
+               for lo, hi in parts]
         rows = sum(r.get() for r in res)
     wall = time.perf_counter() - t0
     shutil.rmtree(out_path, ignore_errors=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from distsketch.graph import as_dask, hstack_blocks, plan_rows
+from distsketch.graph import as_dask, derive_row_source, hstack_blocks, plan_rows
 from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary, takes_out
@@ -375,14 +375,20 @@ def stack_xy(X: Any, Y: Any) -> Any:
 
     The blocks take the common dtype of X and the targets (float32 X and
     float32 targets stay float32); each block is stacked in its own task, so
-    no copy of the whole input (in another dtype) is made on the driver.
+    no copy of the whole input (in another dtype) is made on the driver.  X
+    read from a store stays re-readable: a stage planned on smaller blocks
+    re-reads X at that size and stacks again (``graph.derive_row_source``).
     """
     dt = np.result_type(host_dtype(X.dtype), host_dtype(Y.dtype), np.float32)
     if is_dask(X):
         # X and y from different array libraries: an InputError naming what to do
         namespace(X._meta, getattr(Y, "_meta", Y))
-        return hstack_blocks(X.astype(dt), Y.astype(dt) if is_dask(Y) else
-                             asarray(Y, like=Y, dtype=dt))
+        Yc = Y.astype(dt) if is_dask(Y) else asarray(Y, like=Y, dtype=dt)
+
+        def stack(A: Any) -> Any:
+            return hstack_blocks(A.astype(dt), Yc)
+
+        return derive_row_source(stack(X), X, stack)
     if not isinstance(X, np.ndarray) and is_array_api(X):
         xp = namespace(X, Y)  # an InputError when X and y come from different libraries
         # in-memory blocks of another namespace run in this process (no dask array of them)

@@ -38,6 +38,7 @@ from distsketch.graph.devices import (
 )
 from distsketch.graph.plan import (
     RowBlocks,
+    derive_row_source,
     map_blocks,
     plan_rows,
     reduce_blocks,
@@ -85,6 +86,7 @@ __all__ = [
     "compute",
     "compute_array",
     "current_device",
+    "derive_row_source",
     "from_source",
     "generate_rows",
     "hstack_blocks",

@@ -60,6 +60,7 @@ __all__ = [
     "BlockPlan",
     "RowBlocks",
     "choose_block_rows",
+    "derive_row_source",
     "input_block_bytes",
     "input_bytes_per_row",
     "map_blocks",
@@ -192,14 +193,17 @@ def _split_chunks(chunks: tuple[int, ...], rows: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _split(X: da.Array, data: da.Array, rows: int, chunk_fits: bool = False) -> da.Array:
+def _split(X: da.Array, data: da.Array, rows: int, read_once: bool = False,
+           exact: bool = False) -> da.Array:
     source = _ROW_SOURCES.get(X.name)
-    if source is not None and rows < source[1] and chunk_fits:
+    if source is not None and rows < source[1] and read_once:
         # blocks smaller than the store's chunk: each chunk is read (decoded) once and
         # cut in memory; a read of part of a compressed chunk decodes all of it
         whole = whole_rows(source[0](source[1]))
         return whole.rechunk({0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
+        if rows < source[1] and not exact:  # planned rows; a user's block_rows= are kept
+            rows = _part_rows(source[1], rows)
         return whole_rows(source[0](rows))
     old = tuple(int(c) for c in data.chunks[0])
     head = old[:-1] if len(old) > 1 else old
@@ -208,6 +212,56 @@ def _split(X: da.Array, data: da.Array, rows: int, chunk_fits: bool = False) -> 
         rows = head[0] // -(-head[0] // rows)
         return data.rechunk({0: rows})
     return data.rechunk({0: _split_chunks(old, rows)})
+
+
+def _part_rows(unit: int, rows: int) -> int:
+    """At most ``rows`` rows that divide the chunk (``unit``) into equal parts, so that
+    no block reads (decodes) two chunks; up to twice as many parts as needed,
+    else the next size up of equal parts (straddling chunk bounds)."""
+    k0 = -(-unit // rows)
+    return next((unit // k for k in range(k0, 2 * k0 + 1) if unit % k == 0), -(-unit // k0))
+
+
+def _read_once(key: str | None, n_rows: int, row_bytes: int, rule: BlockPlan) -> bool:
+    """Whether blocks smaller than the store's chunk come from one read of each chunk.
+
+    The chunk, held while its blocks run, must fit the task beside one block.
+    And a chunk read once keeps its blocks on the worker that read it (the
+    scheduler runs a task where its data is), so the work is shared out chunk
+    by chunk: where the split is for parallelism and the chunks do not spread
+    evenly over the task threads (40 chunks on 16 threads: 3 on some, 2 on
+    others), each block reads its own rows instead, decoding its chunk again,
+    and the blocks are shared out one by one.
+    """
+    if key is None or rule.budget is None:
+        return False
+    unit = _ROW_SOURCES[key][1]
+    if unit * _SOURCE_ROW_BYTES.get(key, row_bytes) + rule.task_bytes > rule.budget:
+        return False
+    return rule.limit != "parallelism" or (-(-n_rows // unit)) % max(1, rule.threads or 1) == 0
+
+
+def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.Array]
+                      ) -> da.Array:
+    """Let the planner re-read ``Y = derive(X)`` through ``X``'s store.
+
+    ``Y`` is made from ``X`` row block by row block (columns appended, a dtype
+    cast); when ``X`` was opened on a store (:func:`register_row_source`), a
+    stage that needs blocks of ``Y`` smaller than the store's chunks re-reads
+    ``X`` at that size and derives again, so that each block's read is part of
+    the task that uses it, instead of cutting ``Y``'s blocks after they are made.
+
+    Returns
+    -------
+    dask.array.Array
+        ``Y`` itself.
+    """
+    src = _ROW_SOURCES.get(X.name)
+    if src is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:
+        return Y
+    reopen, unit = src
+    return register_row_source(Y, lambda rows: derive(reopen(rows)), unit,
+                               where=_SOURCE_NAMES.get(X.name, ""))
 
 
 def _as_blocks(X: Any, rows: int) -> da.Array:
@@ -363,15 +417,12 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
                                _SOURCE_NAMES.get(key, ""))
         data = whole_rows(X)
         if block_rows is not None:
-            data = (_split(X, data, int(block_rows)) if X.name in _ROW_SOURCES else
+            data = (_split(X, data, int(block_rows), exact=True) if X.name in _ROW_SOURCES else
                     data.rechunk({0: int(block_rows)}))
             limit = "block_rows"
         elif max(data.chunks[0], default=0) > rule.block_rows:
-            # a chunk held while its blocks run must fit the task beside one block
-            fits = key is not None and rule.budget is not None and (
-                _ROW_SOURCES[key][1] * _SOURCE_ROW_BYTES.get(key, row_bytes) + rule.task_bytes
-                <= rule.budget)
-            data, limit = _split(X, data, rule.block_rows, fits), rule.limit
+            once = _read_once(key, n, row_bytes, rule)
+            data, limit = _split(X, data, rule.block_rows, once), rule.limit
         else:
             limit = "chunks"
         plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes,

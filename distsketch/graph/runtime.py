@@ -65,7 +65,7 @@ def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
 
 
 def fold_reads(dsk: Any, keys: Any = ()) -> dict:
-    """Fold each root read into the one task that uses it.
+    """Fold each block's read (and cut of a shared input) into the one task that uses it.
 
     A root read is a task whose own dependencies are only data (a store
     handle): reading a block of a Zarr store, say.  When exactly one task
@@ -73,6 +73,15 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
     user's key, so a block with operands (W, b) is read where it is used and
     never sent to another worker.  Nothing is computed twice: the read had
     only that one user.
+
+    A cut is likewise used by one task, and depends on data and on tasks
+    that other tasks use too: one block's rows of a shared input (targets
+    read in larger blocks, cut to a store's re-read blocks).  It is folded
+    into its user too, after the cuts below it, so the block's task depends
+    only on shared inputs and the scheduler shares such tasks out one by one.
+    Only one row block of each array (with its column pieces) is folded into
+    a task: a task using several row blocks of one array (a merge of several
+    blocks' states) keeps them, or they would run one after another.
     """
     from dask._task_spec import DataNode, Task
 
@@ -82,19 +91,47 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
         refs.update(getattr(node, "dependencies", ()))
     wanted = set(_flat_keys(keys))
 
-    def is_read(key: Any) -> bool:
+    def single(key: Any) -> bool:
         node = dsk.get(key)
         return (type(node) is Task and refs[key] == 1 and key not in wanted
-                and not node.block_fusion
-                and all(isinstance(dsk.get(d), DataNode) for d in node.dependencies))
+                and not node.block_fusion)
 
-    for key, node in list(dsk.items()):
-        if type(node) is not Task or len(node.dependencies) < 2 or node.block_fusion:
-            continue  # one dependency: dask's linear fusion already joins the chain
-        reads = [d for d in node.dependencies if is_read(d)]
-        if not reads:
-            continue
-        dsk[key] = Task.fuse(*(dsk.pop(r) for r in reads), node, key=key)
+    def is_read(key: Any) -> bool:
+        return single(key) and all(isinstance(dsk.get(d), DataNode)
+                                   for d in dsk[key].dependencies)
+
+    def is_cut(key: Any) -> bool:
+        return single(key) and all(isinstance(dsk.get(d), DataNode) or refs[d] > 1
+                                   for d in dsk[key].dependencies)
+
+    def name_row(key: Any) -> tuple[Any, Any]:
+        # an array block's name and row index (a state's index in a tree)
+        if isinstance(key, tuple):
+            return key[0], key[1] if len(key) > 1 else None
+        return key, None
+
+    for _ in range(4):  # a cut inside a cut inside the block's task: a few rounds at most
+        changed = False
+        for key in list(dsk):
+            node = dsk.get(key)
+            if type(node) is not Task or len(node.dependencies) < 2 \
+                    or node.block_fusion:
+                continue  # one dependency: dask's linear fusion already joins the chain
+            # one row block of each input (its column pieces too): several row blocks
+            # of one array (a merge of states) stay tasks of their own, or they would
+            # run one after another
+            rows: dict = {}
+            for d in node.dependencies:
+                name, row = name_row(d)
+                rows.setdefault(name, set()).add(row)
+            reads = [d for d in node.dependencies
+                     if len(rows[name_row(d)[0]]) == 1 and (is_read(d) or is_cut(d))]
+            if not reads:
+                continue
+            dsk[key] = Task.fuse(*(dsk.pop(r) for r in reads), node, key=key)
+            changed = True
+        if not changed:
+            break
     return dsk
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 from pathlib import Path
 
@@ -44,12 +45,38 @@ def test_hand_rff_zarr_writes_every_row_mapped(modules, tmp_path, workers):
     m = 16
     out = str(tmp_path / "z.zarr")
     zarr.create_array(out, shape=(3500, m), chunks=(700, m), dtype=np.float32)
-    parts = [list(range(k, 4, workers)) for k in range(workers)]
-    rows = sum(roofline._run_chunks("rff-zarr", path, path, p, m, 4, out, 700) for p in parts)
+    parts = roofline.row_ranges(3500, workers, 700)
+    rows = sum(roofline._run_rows("rff-zarr", path, path, lo, hi, m, 4, out, 700)
+               for lo, hi in parts)
     assert rows == 3500
     W, b = roofline._operators(5, m)
     ref = np.sqrt(2.0 / m) * np.cos(X.astype(np.float64) @ W + b)
     np.testing.assert_allclose(zarr.open_array(out)[:], ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(("n", "workers", "align"),
+                         [(4_000_000, 16, 1), (4_000_000, 16, 14_286), (3500, 3, 700),
+                          (10, 4, 1), (5, 8, 1)])
+def test_row_ranges_split_rows_evenly(modules, n, workers, align):
+    # the hand loops' shares: contiguous, covering every row once, bounds on
+    # multiples of align, and no process more than one align unit over another
+    roofline, _ = modules
+    parts = roofline.row_ranges(n, workers, align)
+    assert len(parts) == workers
+    assert parts[0][0] == 0 and parts[-1][1] == n
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
+    assert all(lo % align == 0 and lo <= hi for lo, hi in parts)
+    sizes = [hi - lo for lo, hi in parts[:-1]]
+    assert not sizes or max(sizes) - min(sizes) <= align
+    assert parts[-1][1] - parts[-1][0] <= max(sizes, default=n) + align
+
+
+def test_hand_loop_parts_read_rows_exactly(modules, tmp_path):
+    # a range that starts and ends inside store chunks reads exactly its rows
+    roofline, _ = modules
+    path, _ = _store(tmp_path, 3500, 5, 1000)
+    for lo, hi in [(0, 3500), (250, 2750), (999, 1001), (3000, 3500)]:
+        assert roofline._run_rows("read", path, path, lo, hi, 16, 4, "", 1000) == hi - lo
 
 
 def test_hand_rnca_loop_reads_every_row(modules, tmp_path):

@@ -75,3 +75,27 @@ def test_standardized_map_passes_out_through(data):
     Z = wrapped(X[:100], 5, *ops, mean, scale, out=buf)
     assert Z is buf
     np.testing.assert_array_equal(Z, wrapped(X[:100], 5, *ops, mean, scale))
+
+
+def test_stacked_targets_keep_the_store_re_readable(tmp_path):
+    # the ridge input [X | y] from a store: blocks split for parallelism over chunks
+    # that do not spread evenly read X per block, with y cut to the same rows
+    import dask
+    import dask.array as da
+
+    from distsketch.estimators.ridge_summary import stack_xy
+    from distsketch.graph import plan_rows
+    from distsketch.io import open_array, write_array
+
+    X = np.random.default_rng(4).standard_normal((30_000, 8)).astype(np.float32)
+    y = np.random.default_rng(5).standard_normal((30_000, 1))
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    XY = stack_xy(open_array(str(tmp_path / "x.zarr")), da.from_array(y, chunks=(10_000, 1)))
+    assert XY.dtype == np.float64
+    with dask.config.set(scheduler="threads", num_workers=2):
+        blocks = plan_rows(XY, bytes_per_row=65536.0)
+    assert blocks.plan.limit == "parallelism" and blocks.plan.n_blocks >= 8
+    graph = dict(blocks.data.__dask_graph__())
+    reads = {k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("zarr-")}
+    assert len(reads) == blocks.plan.n_blocks
+    np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), np.hstack([X, y]))

@@ -4,6 +4,8 @@ block may travel between workers."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import dask
 import numpy as np
 import pytest
@@ -117,3 +119,69 @@ def test_fold_reads_keeps_shared_requested_and_derived_tasks():
     }
     folded = fold_reads(chain, ["use"])
     assert "mid" in folded and dask.get(folded, "use") == 40
+
+
+def _cat(*parts):
+    return sum(parts)
+
+
+def test_fold_reads_joins_a_cut_of_a_shared_input_into_its_block():
+    # targets read in one block ("y"), cut per row block (column piece 1 of "xy"),
+    # beside the block's read (piece 0): the block's task ends up depending only on
+    # the shared y (chains of one dependency are dask's linear fusion's, not here)
+    dsk = {
+        "src": DataNode("src", 2), "op": DataNode("op", 10),
+        "y": Task("y", _read, TaskRef("src")),
+        ("xy", 0, 0): Task(("xy", 0, 0), _read, TaskRef("src")),
+        ("xy", 0, 1): Task(("xy", 0, 1), _read, TaskRef("y")),
+        ("xy", 1, 0): Task(("xy", 1, 0), _read, TaskRef("src")),
+        ("xy", 1, 1): Task(("xy", 1, 1), _read, TaskRef("y")),
+        ("use", 0): Task(("use", 0), _cat, TaskRef(("xy", 0, 0)), TaskRef(("xy", 0, 1)),
+                         TaskRef("op")),
+        ("use", 1): Task(("use", 1), _cat, TaskRef(("xy", 1, 0)), TaskRef(("xy", 1, 1)),
+                         TaskRef("op")),
+        # a merge of the two blocks' states: two row blocks of one array stay tasks
+        "merge": Task("merge", _use, TaskRef(("use", 0)), TaskRef(("use", 1))),
+    }
+    out = fold_reads(dsk, ["merge"])
+    assert set(out) == {"src", "op", "y", ("use", 0), ("use", 1), "merge"}
+    assert out[("use", 0)].dependencies == {"src", "op", "y"}
+    assert out["merge"].dependencies == {("use", 0), ("use", 1)}
+    assert dask.get(out, "merge") == dask.get(dsk, "merge")
+
+
+@pytest.mark.parametrize("threads", [1, 3, 16])
+def test_kernel_ridge_blocks_depend_only_on_shared_inputs(tmp_path, threads):
+    # a fit from a store with targets from another store: every block's task reads its
+    # rows and cuts its targets itself, so it waits on no task of its own (the
+    # scheduler then shares blocks out one by one, not by where pieces were made)
+    from distsketch import RandomFourierFeatures, SketchedKernelRidge
+
+    X = np.random.default_rng(5).standard_normal((40_000, 256)).astype(np.float32)
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    write_array(X[:, :1] ** 2, tmp_path / "y.zarr", chunk_rows=10_000)
+    y = open_array(str(tmp_path / "y.zarr"))[:, 0]
+    seen: list[dict] = []
+
+    def record(dsk, keys, **kwargs):
+        graph = dict(dsk.__dask_graph__()) if hasattr(dsk, "__dask_graph__") else dict(dsk)
+        seen.append(graph)
+        return dask.get(dsk, keys, **kwargs)
+
+    est = SketchedKernelRidge(standardize=False, random_state=0,
+                              features=RandomFourierFeatures(n_components=256, random_state=0))
+    with dask.config.set(scheduler=record, num_workers=threads):
+        est.fit(str(tmp_path / "x.zarr"), y)
+    graph = seen[-1]
+    users = Counter(d for node in graph.values() for d in getattr(node, "dependencies", ()))
+    blocks = [k for k in graph if isinstance(k, tuple) and "ridge-summary-chunk" in str(k[0])]
+    assert len(blocks) >= min(4, 4 * threads)
+    for key in blocks:
+        own = [d for d in graph[key].dependencies
+               if not isinstance(graph[d], DataNode) and users[d] == 1]
+        assert not own, (key, own)
+    # and the fit is the one a single in-memory block gives, to float32 rounding of ZᵀZ
+    ref = SketchedKernelRidge(standardize=False, random_state=0,
+                              features=RandomFourierFeatures(n_components=256, random_state=0)
+                              ).fit(X, (X[:, 0] ** 2))
+    np.testing.assert_allclose(est.predict(X[:500]), ref.predict(X[:500]), rtol=0, atol=1e-3)

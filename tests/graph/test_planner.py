@@ -328,23 +328,98 @@ def test_cli_verbose_shows_the_plan(store, tmp_path, capsys):
     assert "distsketch: block plan randomfourierfeatures: " in err and "per task" in err
 
 
-def test_blocks_split_for_parallelism_decode_each_chunk_once(tmp_path):
-    # 2 chunks of 10 000 rows, a stage wanting 4 blocks per task thread: each chunk is
-    # read in one task and cut into equal blocks inside it (a partial read decodes all)
-    X = np.random.default_rng(2).standard_normal((20_000, 16)).astype(np.float32)
+def _reads(blocks) -> list:
+    graph = dict(blocks.data.__dask_graph__())
+    return [key for key in graph if isinstance(key, tuple) and str(key[0]).startswith("zarr-")]
+
+
+def _inside_chunks(chunks: tuple[int, ...], unit: int) -> bool:
+    # every block lies inside one store chunk (reads no part of a second one)
+    start = 0
+    for c in chunks:
+        if c and start // unit != (start + c - 1) // unit:
+            return False
+        start += c
+    return True
+
+
+@pytest.mark.parametrize(("n_chunks", "threads"), [(2, 2), (4, 2), (3, 3), (6, 3)])
+def test_chunks_spread_evenly_are_read_once_and_cut(tmp_path, n_chunks, threads):
+    # chunks that share out evenly over the task threads, a stage wanting 4 blocks per
+    # thread: each chunk is read in one task and cut into equal blocks inside it (a
+    # partial read decodes all of it)
+    X = np.random.default_rng(2).standard_normal((10_000 * n_chunks, 16)).astype(np.float32)
     write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
     Xd = open_array(str(tmp_path / "x.zarr"))
-    with dask.config.set(scheduler="threads", num_workers=4):
+    with dask.config.set(scheduler="threads", num_workers=threads):
         blocks = plan_rows(Xd, bytes_per_row=4096.0)
     assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
     k = -(-10_000 // blocks.plan.block_rows)
-    assert blocks.data.chunks[0] == (10_000 // k,) * (2 * k)
-    graph = dict(blocks.data.__dask_graph__())
-    reads = [key for key in graph if isinstance(key, tuple) and str(key[0]).startswith("zarr-")]
-    assert len(reads) == 2
+    assert sorted(set(blocks.data.chunks[0])) == sorted({10_000 // k, -(-10_000 // k)})
+    assert _inside_chunks(blocks.data.chunks[0], 10_000)
+    assert len(_reads(blocks)) == n_chunks
     np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
-    # split by the memory budget, a chunk held beside a block would not fit: read per block
+
+
+@pytest.mark.parametrize(("n_chunks", "threads"), [(2, 4), (3, 2), (5, 4), (40, 16)])
+def test_chunks_spread_unevenly_are_read_per_block(tmp_path, n_chunks, threads):
+    # a chunk read once keeps its blocks on the worker that read it; where the chunks
+    # do not share out evenly over the threads, each block reads its own rows (one
+    # task each, its chunk decoded again) and no block reads two chunks
+    rows = 1_000 if n_chunks > 10 else 10_000
+    X = np.random.default_rng(2).standard_normal((rows * n_chunks, 16)).astype(np.float32)
+    write_array(X, tmp_path / "x.zarr", chunk_rows=rows)
+    Xd = open_array(str(tmp_path / "x.zarr"))
+    with dask.config.set(scheduler="threads", num_workers=threads):
+        blocks = plan_rows(Xd, bytes_per_row=65536.0)
+    assert blocks.plan.limit == "parallelism" and blocks.plan.n_blocks >= 4 * threads
+    assert blocks.plan.block_rows < rows and rows % blocks.plan.block_rows == 0
+    assert _inside_chunks(blocks.data.chunks[0], rows)
+    assert len(_reads(blocks)) == blocks.plan.n_blocks
+    assert not any("rechunk" in str(key) for key in dict(blocks.data.__dask_graph__()))
+    np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
+
+
+def test_blocks_split_by_memory_read_their_rows_in_equal_parts_of_a_chunk(tmp_path):
+    # split by the memory budget, a chunk held beside a block would not fit: read per
+    # block, in equal parts of the chunk (2000 rows, not 2048: no block reads two chunks)
+    X = np.random.default_rng(2).standard_normal((20_000, 16)).astype(np.float32)
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    Xd = open_array(str(tmp_path / "x.zarr"))
     with dask.config.set({"distsketch.task-memory": "1MiB"}):
         small = plan_rows(Xd, bytes_per_row=512.0)
-    assert small.plan.limit == "memory budget" and small.data.chunks[0][0] == 2048
+    assert small.plan.limit == "memory budget" and small.data.chunks[0] == (2000,) * 10
     assert not any("rechunk" in str(key) for key in dict(small.data.__dask_graph__()))
+    np.testing.assert_array_equal(small.data.compute(scheduler="sync"), X)
+    # rows the caller asked for are kept as asked
+    asked = plan_rows(Xd, bytes_per_row=512.0, block_rows=2048)
+    assert asked.plan.limit == "block_rows" and asked.data.chunks[0][:9] == (2048,) * 9
+
+
+@pytest.mark.parametrize("threads", [3, 2])
+def test_a_derived_array_is_re_read_through_its_store(tmp_path, threads):
+    # Y = [X | t] made block by block from a store: planned on blocks smaller than the
+    # chunks, X is re-read at that size and stacked again (its read in the block's
+    # task), or read once and cut where the chunks spread evenly
+    from distsketch.graph import derive_row_source, hstack_blocks
+
+    X = np.random.default_rng(2).standard_normal((30_000, 16)).astype(np.float32)
+    t = np.arange(30_000, dtype=np.float32)[:, None]
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    Xd = open_array(str(tmp_path / "x.zarr"))
+    T = da.from_array(t, chunks=(10_000, 1))
+
+    def stack(A):
+        return hstack_blocks(A, T)
+
+    Y = derive_row_source(stack(Xd), Xd, stack)
+    with dask.config.set(scheduler="threads", num_workers=threads):
+        blocks = plan_rows(Y, bytes_per_row=65536.0)
+    assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
+    assert _inside_chunks(blocks.data.chunks[0], 10_000)
+    reads = {key[1] for key in _reads(blocks)}
+    assert len(reads) == (blocks.plan.n_blocks if 3 % threads else 3)
+    np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), np.hstack([X, t]))
+    # an array not read from a store has nothing to re-read: Y comes back as it was
+    Xm = da.from_array(X, chunks=(10_000, 16))
+    assert derive_row_source(stack(Xm), Xm, stack).name == stack(Xm).name
