@@ -251,10 +251,26 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     ``X`` at that size and derives again, so that each block's read is part of
     the task that uses it, instead of cutting ``Y``'s blocks after they are made.
 
+    Parameters
+    ----------
+    Y : dask.array.Array of shape (n, k)
+        The derived array, ``derive(X)``.
+    X : dask.array.Array of shape (n, d)
+        The array ``Y`` was made from; nothing is registered unless ``X`` itself
+        was registered by its reader.
+    derive : callable
+        ``derive(A)`` makes ``Y`` from ``A``, the same rows as ``X`` in other row
+        blocks, block by block.
+
     Returns
     -------
     dask.array.Array
         ``Y`` itself.
+
+    Notes
+    -----
+    Costs nothing until a plan re-reads: registration keeps only ``derive`` and
+    the reader of ``X``, on the client.  Used by ``estimators.ridge_summary.stack_xy``.
     """
     src = _ROW_SOURCES.get(X.name)
     if src is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:

@@ -96,11 +96,8 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
         return (type(node) is Task and refs[key] == 1 and key not in wanted
                 and not node.block_fusion)
 
-    def is_read(key: Any) -> bool:
-        return single(key) and all(isinstance(dsk.get(d), DataNode)
-                                   for d in dsk[key].dependencies)
-
-    def is_cut(key: Any) -> bool:
+    def foldable(key: Any) -> bool:
+        # a read (only data below it) or a cut (data and shared tasks below it)
         return single(key) and all(isinstance(dsk.get(d), DataNode) or refs[d] > 1
                                    for d in dsk[key].dependencies)
 
@@ -125,7 +122,7 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
                 name, row = name_row(d)
                 rows.setdefault(name, set()).add(row)
             reads = [d for d in node.dependencies
-                     if len(rows[name_row(d)[0]]) == 1 and (is_read(d) or is_cut(d))]
+                     if len(rows[name_row(d)[0]]) == 1 and foldable(d)]
             if not reads:
                 continue
             dsk[key] = Task.fuse(*(dsk.pop(r) for r in reads), node, key=key)
