@@ -83,7 +83,9 @@ class RidgeSummary(SumMerge, Summary):
     With ``products="float32"``, float32 rows summarised slice by slice
     (:meth:`slices`) form ZᵀZ from their float32 features, one float32
     product per slice summed in float64 (:func:`float32_products` says when
-    the solve tolerates it); otherwise every product is float64.
+    the solve tolerates it); a block of another namespace (a GPU block)
+    without weights or folds likewise, one float32 product per block.
+    Otherwise every product is float64.
 
     State size: ``n_maps × max(k, 1) × (m² + m(t + 1) + t² + t)`` float64,
     with ``m(m + 1)/2`` for ``m²`` per fold (plus the sampler's k rows).
@@ -151,9 +153,16 @@ class RidgeSummary(SumMerge, Summary):
             w = xp.astype(block[:, -1], xp.float64) if self.weighted else None
         if self.n_folds:
             fold = asarray(cv_folds(self.seed, row_offset, X.shape[0], self.n_folds), like=X)
+        # a device block at GCV's alphas: ZᵀZ of its float32 features in float32 (one
+        # product per block, summed in float64), as the sliced host path multiplies them
+        f32 = (self.products == "float32" and not self.n_folds and w is None
+               and not isinstance(X, np.ndarray))
         out: list[Any] = []
-        for Z in map_features(self.functions, self.n_operands, X, row_offset, operands):
-            if self.n_folds:
+        for Z in map_features(self.functions, self.n_operands, X, row_offset, operands,
+                              float64=not f32):
+            if f32:
+                out.append(covariance_state(Z, y))
+            elif self.n_folds:
                 out.append([pack_gram(_state(Z[fold == f], y[fold == f],
                                              None if w is None else w[fold == f]))
                             for f in range(self.n_folds)])
@@ -283,20 +292,21 @@ def float32_products(x_dtype: Any, gcv_alpha: bool) -> str:
 
 
 def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row_offset: int,
-                 operands: tuple) -> Iterator[np.ndarray]:
+                 operands: tuple, *, float64: bool = True) -> Iterator[np.ndarray]:
     """Each map's dense float64 features of the rows X, map ``g`` taking its own operands.
 
     Float64 whatever the input: a ridge solve amplifies the Gram's rounding
     by cond(ZᵀZ + αI), and float32 products are within its tolerance only at
-    GCV's alphas, taken on the sliced path alone (docs/architecture.md,
-    "Precision").  ``operands`` holds the operands of every map in turn (``n_operands[g]`` for map ``g``);
-    anything after them is left to the caller.
+    GCV's alphas (docs/architecture.md, "Precision"); ``float64=False``, for
+    that case, keeps the map's own dtype.  ``operands`` holds the operands of
+    every map in turn (``n_operands[g]`` for map ``g``); anything after them is
+    left to the caller.
     """
     pos = 0
     for fn, k in zip(functions, n_operands):
         Z = fn(X, row_offset, *operands[pos:pos + k])
         pos += k
-        yield dense_float64(Z)
+        yield dense_float64(Z) if float64 else densify(Z)
 
 
 def dense_float64(Z: Any) -> Any:

@@ -162,6 +162,56 @@ def test_ridge_at_gcv_alphas_multiplies_float32_rows_in_float32(n, m):
     assert np.linalg.norm(model.predict(X) - ref) <= 0.05 * spread
 
 
+def test_device_blocks_at_gcv_alphas_multiply_float32_features_in_float32():
+    # a block of another namespace (array-api-strict on a non-CPU device standing in for a
+    # GPU block) takes the host path's precision: one float32 ZᵀZ per block, summed in
+    # float64; Zᵀy and the sums from the float64 features
+    pytest.importorskip("array_api_strict")
+    import array_api_strict as xps
+
+    from distsketch.testing import from_strict_device, to_strict_device
+
+    X, y = _correlated(3000, seed=3)
+    n, d = X.shape
+    feats = RandomFourierFeatures(gamma=0.05, n_components=64, random_state=1).fit(X)
+    ops = tuple(to_strict_device(o) for o in feats._operands())
+    XY = to_strict_device(np.hstack([X, y[:, None].astype(np.float32)]))
+    y32 = y.astype(np.float32).astype(np.float64)[:, None]
+    Zs = feats._map_block(XY[:, :d], 0, *ops)
+    assert Zs.dtype == xps.float32
+    Z64 = from_strict_device(Zs).astype(np.float64)
+    absZ = np.abs(Z64)
+    state = RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f4",
+                         products="float32").chunk(XY, 0, *ops)["maps"][0]
+    # the float32 product itself, to the bit, and not the float64 one
+    ztz = from_strict_device(state["ztz"])
+    np.testing.assert_array_equal(ztz, from_strict_device(xps.astype(Zs.T @ Zs, xps.float64)))
+    assert np.all(np.abs(ztz - Z64.T @ Z64) <= _gamma(n) * (absZ.T @ absZ))
+    assert np.any(ztz != Z64.T @ Z64)
+    g = n * 2.0**-53 / (1 - n * 2.0**-53)
+    assert np.all(np.abs(from_strict_device(state["zty"]) - Z64.T @ y32)
+                  <= g * (absZ.T @ np.abs(y32)))
+    # a given alpha keeps float64 products on the device too
+    state64 = RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f4").chunk(
+        XY, 0, *ops)["maps"][0]
+    assert np.all(np.abs(from_strict_device(state64["ztz"]) - Z64.T @ Z64)
+                  <= g * (absZ.T @ absZ))
+    # the fit: GCV's alpha and predictions within the float32 Gram's perturbation bound
+    # of the float64 solution, as on the host
+    model = SketchedKernelRidge(standardize=False, features=RandomFourierFeatures(
+        gamma=0.05, n_components=64, random_state=1)).fit(to_strict_device(X),
+                                                           to_strict_device(y))
+    ref_state = covariance_state(Z64, y[:, None])
+    E = _gamma(n) * (absZ.T @ absZ)
+    alphas, gcv = gcv_path(ref_state, True)
+    trace_c = np.trace(centered_normal_equations(ref_state, True)[0])
+    np.testing.assert_allclose(float(model.alpha_), alphas[int(np.argmin(gcv))],
+                               rtol=_gamma(n) * np.trace(Z64.T @ Z64) / trace_c)
+    w, _, lam = _ridge_solution(ref_state, float(model.alpha_))
+    coef = np.asarray(model.coef_).ravel()  # the solve runs on the host
+    assert np.linalg.norm(coef - w) <= np.linalg.norm(E, 2) * np.linalg.norm(coef) / lam[0]
+
+
 def test_given_alpha_and_leave_one_out_alpha_multiply_in_float64():
     # a given alpha and the exact leave-one-out choice (down to 1e-8 of the mean
     # eigenvalue) may be far below GCV's floor: float64 products
