@@ -200,6 +200,10 @@ def _split(X: da.Array, data: da.Array, rows: int, read_once: bool = False,
         # blocks smaller than the store's chunk: each chunk is read (decoded) once and
         # cut in memory; a read of part of a compressed chunk decodes all of it
         whole = whole_rows(source[0](source[1]))
+        if not exact and source[1] % (part := _part_rows(source[1], rows)) == 0:
+            # equal parts of a chunk: one block size throughout, so an output written from
+            # these blocks takes them as its chunks (no rechunk, no slivers across workers)
+            return whole.rechunk({0: part})
         return whole.rechunk({0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
         if rows < source[1] and not exact:  # planned rows; a user's block_rows= are kept

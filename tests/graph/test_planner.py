@@ -354,8 +354,8 @@ def test_chunks_spread_evenly_are_read_once_and_cut(tmp_path, n_chunks, threads)
     with dask.config.set(scheduler="threads", num_workers=threads):
         blocks = plan_rows(Xd, bytes_per_row=4096.0)
     assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
-    k = -(-10_000 // blocks.plan.block_rows)
-    assert sorted(set(blocks.data.chunks[0])) == sorted({10_000 // k, -(-10_000 // k)})
+    assert set(blocks.data.chunks[0]) == {blocks.plan.block_rows}  # one size, dividing a chunk
+    assert 10_000 % blocks.plan.block_rows == 0
     assert _inside_chunks(blocks.data.chunks[0], 10_000)
     assert len(_reads(blocks)) == n_chunks
     np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
@@ -394,6 +394,33 @@ def test_blocks_split_by_memory_read_their_rows_in_equal_parts_of_a_chunk(tmp_pa
     # rows the caller asked for are kept as asked
     asked = plan_rows(Xd, bytes_per_row=512.0, block_rows=2048)
     assert asked.plan.limit == "block_rows" and asked.data.chunks[0][:9] == (2048,) * 9
+
+
+def test_a_chunk_read_once_is_cut_into_equal_blocks_that_a_write_keeps(tmp_path):
+    # split by the working set (256 MiB / 64 KiB a row: 4096 rows), each 10 000-row chunk
+    # read once: four blocks of 2500, not 3334 + 3333 + 3333, so every block has one
+    # size and a map of them written to Zarr takes them as its chunks; blocks of
+    # several sizes were rechunked to the first one's rows on the way out (slivers of
+    # the next block in every chunk, joined across workers)
+    X = np.random.default_rng(2).standard_normal((30_000, 16)).astype(np.float32)
+    write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
+    Xd = open_array(str(tmp_path / "x.zarr"))
+    with dask.config.set(scheduler="threads", num_workers=1):
+        blocks = plan_rows(Xd, bytes_per_row=65536.0)
+        assert blocks.plan.limit == "working set"
+        assert blocks.data.chunks[0] == (2500,) * 12
+        assert len(_reads(blocks)) == 3  # each chunk read once
+        np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)
+        counting = _Counting()
+        with dask.config.set(scheduler=counting):
+            out = write_array(map_blocks(Xd, _double, n_out=16, dtype=np.float64,
+                                         bytes_per_row=65536.0), tmp_path / "y.zarr")
+    assert counting.tasks[0] <= 3 + 12 + 3  # reads, map+store per block, the sources
+    from distsketch.io.stores import open_zarr
+
+    assert open_zarr(str(out)).chunks == (2500, 16)
+    got = open_array(str(out)).compute(scheduler="sync")
+    np.testing.assert_array_equal(got, 2.0 * X.astype(np.float64))
 
 
 @pytest.mark.parametrize("threads", [3, 2])
