@@ -8,11 +8,12 @@ through a stale consolidated view that leaves fill values) are never read as
 data; this module is the way to add rows.  The protocol::
 
     1. lock the store (an OS lock; on an object store a writer's claim), roll back
-       an append that was interrupted before (its journal is still there);
-       check X and y against the manifest
-    2. write the journal .distsketch-append.json: the old shapes, and a copy of
-       the group's zarr.json and of each array's last, partly filled chunk
-       (the only existing objects an append rewrites besides metadata)
+       an append that was interrupted before (its journal is still there, and is
+       checked in full first: see below); check X and y against the manifest
+    2. write the journal .distsketch-append.json: its format tag, the digest of
+       the manifest, the old shapes, and a copy of the group's zarr.json and of
+       each array's last, partly filled chunk (the only existing objects an
+       append rewrites besides metadata)
     3. grow X and y and write the new rows (old rows keep their values)
     4. check every row and chunk, update the group attributes, re-consolidate
        the metadata, then write the manifest (rows, layout) LAST
@@ -23,13 +24,30 @@ shapes (chunks past them deleted), the saved chunks and group metadata
 restored; the manifest was not touched.  A process killed in 2–4
 leaves the journal: readers refuse the store (its arrays disagree with the
 manifest) until the next append rolls it back.
+
+The journal is input like any other file in the store, and is acted on only
+once all of it was checked (:func:`rollback`): its format tag is distsketch's;
+the manifest digest it records is the store's current manifest's (so it was
+written by an append to this store, before that append committed); its arrays
+are exactly the store's, their old shapes what the manifest records (and no
+larger than now); each saved chunk is the one the appender itself saves, the
+last, partly filled chunk at the old shape (and ``zarr.json``); each backup is
+named ``.distsketch-append-{token}-{array}.bak`` with the journal's own token
+and is a regular file, never a link.  Every name is thus inside the store.  A
+journal that fails any check is a :class:`~distsketch.errors.StoreError` and
+nothing is changed.  A journal left behind by an append killed after its
+manifest was written (the append committed) is recognised and removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
 import os
+import re
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,14 +58,20 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
-from distsketch.io.class_codes import MAX_CLASSES, class_names
-from distsketch.io.layout import JOURNAL_NAME, LAYOUT_KEY
-from distsketch.io.manifest import provenance, read_manifest, write_manifest
+from distsketch.io.class_codes import MAX_CLASS_NAME, MAX_CLASSES, class_name_problem, class_names
+from distsketch.io.layout import (
+    JOURNAL_NAME,
+    LAYOUT_KEY,
+    array_record,
+    layout_differences,
+    recorded_layout,
+)
+from distsketch.io.manifest import MANIFEST_NAME, provenance, read_manifest, write_manifest
 from distsketch.io.stores import consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.io.writes import layout_of
 from distsketch.ops.namespace import densify
-from distsketch.validation.finite import cast_checked, check_finite_stored
+from distsketch.validation.finite import cast_checked, check_exact_integers, check_finite_stored
 
 __all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
 
@@ -110,20 +134,9 @@ class StoreAppender:
 
     @classmethod
     def _checked(cls, loc: Location) -> StoreAppender:
-        manifest = read_manifest(loc)
-        manifest = manifest or {}
-        kind = manifest.get("kind")
-        if kind == "ingest":
-            names = [n for n in ("X", "y") if n in (manifest.get("arrays") or ["X"])]
-        elif kind == "array" and manifest.get("array") == "X":
-            names = ["X"]  # write_array's group of one array
-        else:
-            raise StoreError(
-                f"{loc.url} is not a store written by `distsketch ingest` (its manifest "
-                f"{'is missing' if not manifest else 'says ' + repr(kind)}); rows can be "
-                "appended only to an ingested store (or write_array's X). Ingest the data first.")
+        manifest = read_manifest(loc) or {}
         arrays = {}
-        for name in names:
+        for name in _array_names(loc, manifest):
             open_zarr(loc, name)  # refuses arrays that disagree with the manifest
             # every chunk written, zeros included: a missing chunk means lost data (the
             # config= argument is not applied when opening, the global setting is)
@@ -142,6 +155,8 @@ class StoreAppender:
                              f"{xa.shape[1]} columns; append rows of shape (k, {xa.shape[1]}).")
         _check_kind(X.dtype, xa.dtype, "X", self.loc)
         first = self.n0 + self.rows
+        # ingest's rule: an integer the stored dtype would round is refused, never rounded
+        check_exact_integers(X, xa.dtype, where=where, row_start=first, line_of=line_of)
         X = cast_checked(X, xa.dtype, where=where, row_start=first, line_of=line_of)
         if not allow_nan:
             check_finite_stored(X, first, where, line_of, action="appending")
@@ -159,6 +174,9 @@ class StoreAppender:
                                  f"{(X.shape[0], *ya.shape[1:])} to match the rows and the "
                                  f"store's y {tuple(ya.shape)}.")
             _check_kind(Y.dtype, ya.dtype, "y", self.loc)
+            # integer labels beyond 2**53 would collapse into one float64 label
+            check_exact_integers(Y, ya.dtype, where=f"labels {where}", row_start=first,
+                                 column=lambda _: "the label")
             Y = cast_checked(Y, ya.dtype, where=f"labels {where}", row_start=first)
             if not allow_nan:
                 check_finite_stored(Y.reshape(Y.shape[0], -1), first, f"labels {where}",
@@ -188,10 +206,15 @@ class StoreAppender:
         codes = {name: i for i, name in enumerate(self.classes)}
         out = np.empty(labels.shape[0], dtype=np.int32)
         for i, label in enumerate(labels.tolist()):
-            if not isinstance(label, str) or not label or len(label) > 1024:
+            if not isinstance(label, str):
                 raise InputError(f"label of appended row {first + i} is {str(label)[:40]!r}; class "
-                                 "names are non-empty strings of at most 1024 characters.")
+                                 f"names are non-empty strings of at most {MAX_CLASS_NAME} "
+                                 "characters.")
             code = codes.get(label)
+            # the rule of ingest (empty, NaN, longer than the limit the store's readers check)
+            problem = None if code is not None else class_name_problem(label)
+            if problem is not None:
+                raise InputError(f"labels appended to {self.loc.url}: row {first + i}: {problem}")
             if code is None:
                 if len(self.classes) >= MAX_CLASSES:
                     raise InputError(f"appended row {first + i} brings more than {MAX_CLASSES} "
@@ -247,73 +270,325 @@ class StoreAppender:
     # the journal: old shapes and the one chunk per array an append rewrites
 
     def _journal(self) -> None:
-        token = uuid.uuid4().hex[:12]
-        saved = {}
-        for name, arr in self.arrays.items():
-            unit = (arr.shards or arr.chunks)[0]
-            n = self.old[name][0]
-            if n % unit == 0:
-                continue  # the last chunk is full: an append only adds chunks
-            key = f"{name}/" + arr.metadata.encode_chunk_key((n // unit,) + (0,) * (arr.ndim - 1))
-            backup = f".distsketch-append-{token}-{name}.bak"
-            try:
-                self.loc.write_bytes(backup, self.loc.read_bytes(key))
-            except FileNotFoundError:
-                continue
-            saved[name] = {"key": key, "backup": backup}
-        # the group's metadata (attributes, consolidated view) come back byte for byte
-        saved[""] = {"key": "zarr.json", "backup": f".distsketch-append-{token}-root.bak"}
-        self.loc.write_bytes(saved[""]["backup"], self.loc.read_bytes("zarr.json"))
-        body = {"token": token, "shapes": {k: list(v) for k, v in self.old.items()},
-                "chunks": saved}
-        self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
+        token = uuid.uuid4().hex[:_TOKEN_LEN]
+        # binds the journal to this store as it is now: the manifest changes only at commit
+        digest = hashlib.sha256(self.loc.read_bytes(MANIFEST_NAME)).hexdigest()
+        saved: dict[str, dict[str, str]] = {}
+        written: list[str] = []
+        try:
+            for name, arr in self.arrays.items():
+                key = _saved_chunk(name, arr, self.old[name][0])
+                if key is None:
+                    continue  # the last chunk is full: an append only adds chunks
+                backup = _backup_name(token, name)
+                try:
+                    data = self.loc.read_bytes(key)
+                except FileNotFoundError:
+                    continue
+                self.loc.write_bytes(backup, data)
+                written.append(backup)
+                saved[name] = {"key": key, "backup": backup}
+            # the group's metadata (attributes, consolidated view) come back byte for byte
+            saved[""] = {"key": "zarr.json", "backup": _backup_name(token, "")}
+            self.loc.write_bytes(saved[""]["backup"], self.loc.read_bytes("zarr.json"))
+            written.append(saved[""]["backup"])
+            body = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, "token": token,
+                    "manifest_sha256": digest, "appends": _n_appends(self.manifest),
+                    "shapes": {k: list(v) for k, v in self.old.items()}, "chunks": saved}
+            self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
+        except BaseException:
+            for backup in written:  # no journal names them: nothing would ever remove them
+                with contextlib.suppress(OSError):
+                    self.loc.fs.rm_file(self.loc.child(backup).path)
+            raise
 
     def _undo(self) -> None:
         rollback(self.loc)
 
 
-def rollback(loc: Location) -> bool:
-    """Undo an append to ``loc`` that did not commit (its journal is there); True if one was.
+#: what an append journal says it is; only this format is acted on
+JOURNAL_FORMAT = "distsketch-append-journal"
+JOURNAL_VERSION = 1
+#: a journal is a few hundred bytes: anything larger is not one (and is not read whole)
+_JOURNAL_MAX_BYTES = 64 * 1024
+_TOKEN_LEN = 12
+_TOKEN = re.compile(rf"[0-9a-f]{{{_TOKEN_LEN}}}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+#: the arrays an append grows (see _array_names); "" is the group's zarr.json
+_ARRAYS = ("X", "y")
 
-    The arrays are cut back to the journal's shapes (chunks past them are
-    deleted), and the saved chunks and group metadata written back.
-    """
+
+@dataclasses.dataclass(frozen=True)
+class _Journal:
+    """An append journal whose form was checked: every name is one distsketch writes."""
+
+    token: str
+    digest: str
+    appends: int
+    shapes: dict[str, tuple[int, ...]]
+    chunks: dict[str, tuple[str, str]]  # array ("" for the group) -> (key, backup)
+
+    @property
+    def backups(self) -> list[str]:
+        return [backup for _, backup in self.chunks.values()]
+
+
+def _backup_name(token: str, name: str) -> str:
+    return f".distsketch-append-{token}-{name or 'root'}.bak"
+
+
+def _saved_chunk(name: str, arr: zarr.Array, rows: int) -> str | None:
+    """The key of ``arr``'s last, partly filled chunk (or shard) at ``rows`` rows: the one
+    existing chunk an append rewrites (None when the last chunk is full)."""
+    unit = (arr.shards or arr.chunks)[0]
+    if rows % unit == 0:
+        return None
+    return f"{name}/" + arr.metadata.encode_chunk_key((rows // unit,) + (0,) * (arr.ndim - 1))
+
+
+def _n_appends(manifest: dict) -> int:
+    appends = manifest.get("appends")
+    return len(appends) if isinstance(appends, list) else 0
+
+
+def _array_names(loc: Location, manifest: dict) -> list[str]:
+    """The arrays an append to ``loc`` grows, as its manifest records them."""
+    kind = manifest.get("kind")
+    if kind == "ingest":
+        return [n for n in _ARRAYS if n in (manifest.get("arrays") or ["X"])]
+    if kind == "array" and manifest.get("array") == "X":
+        return ["X"]  # write_array's group of one array
+    raise StoreError(
+        f"{loc.url} is not a store written by `distsketch ingest` (its manifest "
+        f"{'is missing' if not manifest else 'says ' + repr(kind)}); rows can be "
+        "appended only to an ingested store (or write_array's X). Ingest the data first.")
+
+
+def _refused(loc: Location, reason: str) -> StoreError:
+    return StoreError(
+        f"the append journal {loc.child(JOURNAL_NAME).url} was not written by an append to this "
+        f"store ({reason}); it was not acted on and nothing was changed. If no append to "
+        f"{loc.url} is running, check that file and remove it by hand (with the "
+        "`.distsketch-append-*.bak` files beside it), then append again; if readers still "
+        "refuse the store, re-ingest it (`distsketch ingest SRC STORE --overwrite`).")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0  # not a bool, a float or a string
+
+
+def _journal_present(loc: Location) -> bool:
+    if loc.supports_links:
+        return os.path.lexists(loc.child(JOURNAL_NAME).path)  # a link is there, and refused
+    return loc.isfile(JOURNAL_NAME)
+
+
+def _regular_file(loc: Location, name: str, what: str) -> bool:
+    """Whether ``name`` in ``loc`` exists; refuse it if it is a link or not a regular file."""
+    if not loc.supports_links:
+        return loc.isfile(name)  # object stores hold objects only: no links
+    path = loc.child(name).path
     try:
-        raw = loc.read_bytes(JOURNAL_NAME)
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return False
-    try:
-        body = json.loads(raw)
-        shapes = {str(k): tuple(int(s) for s in v) for k, v in body["shapes"].items()}
-        saved = dict(body.get("chunks") or {})
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"the append journal {loc.url}/{JOURNAL_NAME} is damaged ({exc}); the "
-                         "store cannot be rolled back. Re-ingest it.") from exc
-    try:
-        for name, shape in shapes.items():
-            arr = zarr.open_array(zarr_store(loc.child(name)), mode="r+")
-            if tuple(arr.shape) != shape:
-                arr.resize(shape)
-        for item in saved.values():
-            loc.write_bytes(item["key"], loc.read_bytes(item["backup"]))
-        if "" not in saved:
-            consolidate(loc)
-    except Exception as exc:
-        raise StoreError(f"cannot roll back the interrupted append to {loc.url} "
-                         f"({type(exc).__name__}: {exc}); retry, or re-ingest the store.") from exc
-    for item in saved.values():
-        with contextlib.suppress(FileNotFoundError, OSError):
-            loc.fs.rm_file(loc.child(item["backup"]).path)
-    _remove_journal(loc)
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        raise _refused(loc, f"{what} {path} is a symbolic link (-> {target}); distsketch never "
+                            "follows a link in a store")
+    if not stat.S_ISREG(mode):
+        raise _refused(loc, f"{what} {path} is not a regular file")
     return True
 
 
-def _remove_journal(loc: Location) -> None:
+def _read_journal(loc: Location) -> _Journal:
+    """The journal of ``loc``, its form checked (names, token, format); StoreError if not."""
+    _regular_file(loc, JOURNAL_NAME, "the journal")
+    with loc.fs.open(loc.child(JOURNAL_NAME).path, "rb") as f:
+        raw = f.read(_JOURNAL_MAX_BYTES + 1)
+    if len(raw) > _JOURNAL_MAX_BYTES:
+        raise _refused(loc, f"it is larger than {_JOURNAL_MAX_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise _refused(loc, f"it is not JSON: {_short(str(exc))}") from None
+    if not isinstance(body, dict):
+        raise _refused(loc, f"it holds a JSON {type(body).__name__}, not an object")
+    if body.get("format") != JOURNAL_FORMAT or body.get("version") != JOURNAL_VERSION \
+            or type(body.get("version")) is not int:
+        raise _refused(loc, f"its format is {_short(body.get('format'))}, version "
+                            f"{_short(body.get('version'))}; distsketch writes "
+                            f"{JOURNAL_FORMAT!r}, version {JOURNAL_VERSION}")
+    token, digest, appends = body.get("token"), body.get("manifest_sha256"), body.get("appends")
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise _refused(loc, f"its token {_short(token)} is not {_TOKEN_LEN} hex digits")
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise _refused(loc, f"its manifest_sha256 {_short(digest)} is not a SHA-256 digest")
+    if not isinstance(appends, int) or not _is_count(appends):
+        raise _refused(loc, f"its appends {_short(appends)} is not a count")
+    raw_shapes, raw_chunks = body.get("shapes"), body.get("chunks")
+    if not isinstance(raw_shapes, dict) or not isinstance(raw_chunks, dict):
+        raise _refused(loc, "its shapes and chunks are not both JSON objects")
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in raw_shapes.items():
+        if name not in _ARRAYS:
+            raise _refused(loc, f"shapes names {_short(name)}, which is not an array an append "
+                                f"grows ({', '.join(_ARRAYS)})")
+        if not isinstance(shape, list) or not shape or not all(_is_count(s) for s in shape):
+            raise _refused(loc, f"shapes[{name!r}] is {_short(shape)}, not a shape")
+        shapes[name] = tuple(shape)
+    chunks: dict[str, tuple[str, str]] = {}
+    for name, item in raw_chunks.items():
+        if name not in (*shapes, ""):
+            raise _refused(loc, f"chunks names {_short(name)}, which is not an array of its shapes "
+                                "(or \"\" for the group's zarr.json)")
+        if not isinstance(item, dict) or set(item) != {"key", "backup"}:
+            raise _refused(loc, f"chunks[{name!r}] is {_short(item)}, not {{key, backup}}")
+        key, backup = item["key"], item["backup"]
+        if backup != _backup_name(token, name):
+            raise _refused(loc, f"chunks[{name!r}] names the backup {_short(backup)}; an append "
+                                f"with token {token} names it {_backup_name(token, name)!r}")
+        if name == "" and key != "zarr.json":
+            raise _refused(loc, f"chunks[\"\"] names {_short(key)}; it saves the group's zarr.json")
+        if not isinstance(key, str):
+            raise _refused(loc, f"chunks[{name!r}] names the key {_short(key)}")
+        chunks[name] = (key, backup)
+    if "" not in chunks:
+        raise _refused(loc, "it saves no copy of the group's zarr.json")
+    return _Journal(token, digest, appends, shapes, chunks)
+
+
+def _check_arrays(loc: Location, journal: _Journal, manifest: dict,
+                  arrays: dict[str, zarr.Array]) -> None:
+    """Refuse ``journal`` unless its shapes and chunks are what an append to ``loc`` at
+    the manifest's rows journals (old shapes as recorded, the last partly filled chunk)."""
+    if set(journal.shapes) != set(arrays):
+        raise _refused(loc, f"it records the arrays {sorted(journal.shapes)}; the store's manifest "
+                            f"records {sorted(arrays)}")
+    for name, arr in arrays.items():
+        old, now = journal.shapes[name], tuple(int(s) for s in arr.shape)
+        rec = recorded_layout(manifest, name)
+        if rec is None:
+            raise _refused(loc, f"the store's manifest records no layout of {name}")
+        diff = layout_differences({k: v for k, v in rec.items() if k not in ("shape", "rows")},
+                                  array_record(arr))
+        if diff:
+            raise _refused(loc, f"{name}'s metadata differ from the manifest ({'; '.join(diff)})")
+        want = rec.get("shape")
+        if isinstance(want, list):
+            agrees = old == tuple(want)
+        else:
+            agrees = old[0] == rec.get("rows") and old[1:] == now[1:]
+        if not agrees:
+            recorded = tuple(want) if isinstance(want, list) else f"{rec.get('rows')} rows"
+            raise _refused(loc, f"it records {name} with shape {old}; the manifest records "
+                                f"{recorded}")
+        if len(old) != len(now) or old[1:] != now[1:] or old[0] > now[0]:
+            raise _refused(loc, f"it records {name} with shape {old}; {name} has shape {now} "
+                                "(an append only adds rows)")
+        if name in journal.chunks:
+            key = journal.chunks[name][0]
+            expected = _saved_chunk(name, arr, old[0])
+            if key != expected:
+                raise _refused(
+                    loc, f"chunks[{name!r}] names {_short(key)}; an append to {name} at {old[0]} "
+                         + (f"rows saves only {expected!r}" if expected else
+                            "rows saves no chunk of it (its last chunk is full)"))
+
+
+def _committed(loc: Location, journal: _Journal) -> bool:
+    """Whether the manifest now records the append that wrote ``journal``: one append more
+    than when it was written, starting at its old rows (killed after the commit)."""
+    try:
+        manifest = read_manifest(loc) or {}
+    except StoreError:
+        return False
+    appends = manifest.get("appends")
+    rows = journal.shapes.get("X", (None,))[0]
+    return (isinstance(appends, list) and len(appends) == journal.appends + 1
+            and isinstance(appends[-1], dict) and _is_count(appends[-1].get("first_row"))
+            and appends[-1]["first_row"] == rows)
+
+
+def rollback(loc: Location) -> bool:
+    """Undo an append to ``loc`` that did not commit (its journal is there); True if one was.
+
+    The journal is checked in full first (see the module docstring); then the
+    arrays are cut back to its shapes (chunks past them are deleted), and the
+    saved chunks and group metadata written back.  A journal whose append did
+    commit (killed before it removed the journal) is removed; False.
+
+    Raises
+    ------
+    StoreError
+        The journal is not one an append to this store wrote (nothing is
+        changed), or the rollback failed.
+    """
+    if not _journal_present(loc):
+        return False
+    journal = _read_journal(loc)
+    for backup in journal.backups:
+        _regular_file(loc, backup, "the backup")
+    loc.refuse_links("Zarr store")  # nothing in the store is read through a link
+    try:
+        digest = hashlib.sha256(loc.read_bytes(MANIFEST_NAME)).hexdigest()
+    except FileNotFoundError:
+        raise _refused(loc, f"the store has no manifest {MANIFEST_NAME}") from None
+    if digest != journal.digest:
+        if _committed(loc, journal):
+            _remove_journal(loc, journal)  # only its own backups and itself
+            return False
+        raise _refused(loc, f"it records the manifest digest {journal.digest[:12]}..., the "
+                            f"store's {MANIFEST_NAME} has {digest[:12]}...")
+    manifest = read_manifest(loc) or {}
+    arrays = {}
+    for name in _array_names(loc, manifest):
+        try:
+            arrays[name] = zarr.open_array(zarr_store(loc.child(name)), mode="r+")
+        except Exception as exc:
+            raise StoreError(f"cannot roll back the interrupted append to {loc.url}: its array "
+                             f"{name} does not open ({type(exc).__name__}: {exc}); nothing was "
+                             "changed. Re-ingest the store.") from exc
+    _check_arrays(loc, journal, manifest, arrays)
+    try:
+        for name, shape in journal.shapes.items():
+            if tuple(arrays[name].shape) != shape:
+                arrays[name].resize(shape)
+        for key, backup in journal.chunks.values():
+            try:
+                data = loc.read_bytes(backup)
+            except FileNotFoundError:
+                continue  # restored by a rollback killed while it removed the backups
+            loc.write_bytes(key, data)
+    except Exception as exc:
+        raise StoreError(f"cannot roll back the interrupted append to {loc.url} "
+                         f"({type(exc).__name__}: {exc}); retry, or re-ingest the store.") from exc
+    _remove_journal(loc, journal)
+    return True
+
+
+def _remove_journal(loc: Location, journal: _Journal | None = None) -> None:
+    """Delete the backups ``journal`` names (exactly those), then the journal itself.
+
+    Backups first: a process killed in between leaves a journal whose missing
+    backups were already restored (or committed), never backups no journal names.
+    """
+    if journal is None:
+        with contextlib.suppress(StoreError, OSError):
+            journal = _read_journal(loc)  # this append's own, just committed
+    for backup in journal.backups if journal is not None else ():
+        with contextlib.suppress(FileNotFoundError, OSError):
+            loc.fs.rm_file(loc.child(backup).path)
     with contextlib.suppress(FileNotFoundError):
         loc.fs.rm_file(loc.child(JOURNAL_NAME).path)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        for f in loc.fs.glob(loc.child(".distsketch-append-*.bak").path):
-            loc.fs.rm_file(f)
 
 
 def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> None:

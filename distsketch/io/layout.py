@@ -23,7 +23,8 @@ from distsketch.errors import StoreError
 from distsketch.io.manifest import read_manifest
 from distsketch.io.urls import Location
 
-__all__ = ["JOURNAL_NAME", "LAYOUT_KEY", "array_record", "check_array"]
+__all__ = ["JOURNAL_NAME", "LAYOUT_KEY", "array_record", "check_array", "layout_differences",
+           "recorded_layout"]
 
 #: manifest key of the per-array records
 LAYOUT_KEY = "layout"
@@ -74,6 +75,24 @@ def _expected(manifest: dict, name: str) -> dict[str, Any] | None:
         if (manifest.get("array") or "") == name:
             return {"shape": manifest["shape"], "dtype": manifest.get("dtype")}
     return None
+
+
+def recorded_layout(manifest: dict, name: str) -> dict[str, Any] | None:
+    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything.
+
+    Returns
+    -------
+    dict or None
+        Some of ``shape`` (or only ``rows``, for early manifests), ``dtype``,
+        ``chunks``, ``shards`` and ``codecs``, as :func:`array_record` gives them.
+    """
+    return _expected(manifest, name)
+
+
+def layout_differences(expected: dict, found: dict) -> list[str]:
+    """The entries of ``found`` (an :func:`array_record`) that differ from ``expected``
+    (a :func:`recorded_layout`), each as ``"key: recorded A, found B"``."""
+    return _differences(expected, found)
 
 
 def _differences(expected: dict, found: dict) -> list[str]:

@@ -202,3 +202,58 @@ def test_append_reads_a_file_as_ingest_append_does(store, tmp_path):
     with pytest.raises(ConfigError, match="y is a labels file"):
         append(s2, tmp_path / "c.parquet", names[500:])
     assert snapshot(s2) == before
+
+
+def test_journal_left_by_a_committed_append_is_removed_not_rolled_back(store, monkeypatch):
+    """Killed after the manifest was written, before the journal went: the rows stay."""
+    class Killed(BaseException):
+        pass
+
+    def killed(*a, **k):
+        raise Killed
+
+    monkeypatch.setattr(append_mod, "_remove_journal", killed)
+    with pytest.raises(Killed):
+        append(store, X[600:700], Y[600:700])
+    assert (store / append_mod.JOURNAL_NAME).exists()
+    assert read_manifest(store)["rows"] == 700  # committed
+    monkeypatch.undo()
+    append(store, X[700:], Y[700:])
+    np.testing.assert_array_equal(open_array(store).compute(), X)
+    np.testing.assert_array_equal(open_targets(f"{store}::y", 1000).rows(0, 1000), Y)
+    assert not [p for p in os.listdir(store) if p.startswith(".distsketch-append")]
+
+
+def test_rollback_killed_while_removing_its_backups_is_finished_by_the_next(store, monkeypatch):
+    """Backups go before the journal: a journal whose backups are gone was already restored."""
+    before = snapshot(store)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*a, **k):
+        raise Killed
+
+    monkeypatch.setattr(append_mod.StoreAppender, "_undo", lambda self: None)
+    monkeypatch.setattr(append_mod, "consolidate", killed)
+    with pytest.raises(Killed):
+        append(store, X[600:700], Y[600:700])
+    monkeypatch.undo()
+    real_rm = append_mod.resolve(store).fs.rm_file
+    removed = []
+
+    def rm_then_die(path):  # the rollback's process dies after removing one backup
+        if removed:
+            raise Killed
+        real_rm(path)
+        removed.append(path)
+
+    loc = append_mod.resolve(store)
+    monkeypatch.setattr(loc.fs, "rm_file", rm_then_die)
+    with pytest.raises(Killed):
+        append_mod.rollback(loc)
+    monkeypatch.undo()
+    assert len(removed) == 1 and ".bak" in removed[0]
+    assert (store / append_mod.JOURNAL_NAME).exists()
+    assert append_mod.rollback(loc)
+    assert snapshot(store) == before
