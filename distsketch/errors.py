@@ -20,6 +20,7 @@ __all__ = [
     "InputError",
     "MemoryBudgetError",
     "NotFittedError",
+    "PerformanceWarning",
     "StoreError",
     "StoreVersionWarning",
     "WorkflowError",
@@ -60,3 +61,8 @@ class WorkflowError(DistsketchError):
 
 class StoreVersionWarning(UserWarning):
     """A model store was written with other library versions than those installed."""
+
+
+class PerformanceWarning(UserWarning):
+    """The input is valid but laid out so that reading it is needlessly slow (e.g. a store
+    in thousands of tiny chunks); the message names the fix."""

@@ -25,12 +25,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from distsketch import __version__
 from distsketch.cli.output import add_output_options, command_output, print_error
 from distsketch.errors import DistsketchError
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "main"]
 
 SUBCOMMANDS = ["ingest", "fit", "transform", "predict", "score", "evaluate", "quickstart", "run"]
 
@@ -50,9 +51,34 @@ def _load_subcommands() -> tuple[dict[str, ModuleType], dict[str, str]]:
     return modules, broken
 
 
+class UsageError(SystemExit):
+    """A command line argparse refused (exit code 2), with argparse's message.
+
+    A :class:`SystemExit`, as argparse's own, so that callers of
+    :func:`build_parser` see what they always saw; :func:`main` also reports
+    it as one JSON object under ``--json``.
+    """
+
+    def __init__(self, prog: str, message: str):
+        super().__init__(2)
+        self.prog = prog
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors raise :class:`UsageError` (subcommands too:
+    ``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse's text, on stderr as before
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise UsageError(self.prog, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every importable subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="distsketch",
         description="Out-of-core, distributed kernel approximation on Zarr and Dask.",
         epilog="Run `distsketch <command> --help` for the options of a command.",
@@ -77,6 +103,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (None if there is none or it is unknown).
+
+    Before the command name come only flags (``-v``, ``-q``, ``--json``), so
+    the first word that is not an option names it.
+    """
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in SUBCOMMANDS else None
+
+
+def _json_args(argv: Sequence[str], command: str | None) -> argparse.Namespace:
+    """What :func:`print_error` needs from a command line argparse refused: the command
+    and whether ``--json`` was given (spelled as argparse would accept it)."""
+    flags = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    flags.add_argument("--json", action="store_true")
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    try:
+        wanted = bool(flags.parse_known_args(words)[0].json)
+    except (argparse.ArgumentError, SystemExit):  # an ambiguous prefix: not --json
+        wanted = False
+    return argparse.Namespace(command=command, json=wanted)
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -84,9 +133,19 @@ def _one_line(text: object) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        # --json promises one JSON object on stdout, also when the options are refused
+        command = _command_of(argv)
+        hint = f"distsketch {command} --help" if command else "distsketch --help"
+        print_error(_json_args(argv, command), f"{exc.message} (run `{hint}` for the options)",
+                    2)
+        raise
     if getattr(args, "command", None) is None:
         parser.print_help(sys.stderr)
+        print_error(args, "no command given; run `distsketch --help` for the commands", 2)
         return 2
     if getattr(args, "_broken", None):
         return _error(args, args._broken, 2)

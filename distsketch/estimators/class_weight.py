@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.ridge_summary import MAX_WEIGHT_SUM
 
 __all__ = ["class_row_weights"]
 
@@ -36,7 +37,7 @@ def class_row_weights(class_weight: Any, classes: np.ndarray, codes: np.ndarray,
     ------
     ConfigError
         A dict key that is not a class, or a weight that is not a finite
-        non-negative number.
+        non-negative number at most :data:`~distsketch.estimators.ridge_summary.MAX_WEIGHT_SUM`.
     """
     codes = np.asarray(codes, dtype=np.int64)
     if isinstance(class_weight, str):
@@ -57,5 +58,13 @@ def class_row_weights(class_weight: Any, classes: np.ndarray, codes: np.ndarray,
         if not (np.isfinite(value) and value >= 0):
             raise ConfigError(f"{where}: class_weight[{label!r}] = {weight!r}; a class weight "
                               "must be a finite number >= 0.")
+        if value > MAX_WEIGHT_SUM:
+            # one row of the class would already overflow the weighted sums of the fit
+            raise ConfigError(
+                f"{where}: class_weight[{label!r}] = {weight!r} is too large: a row weight "
+                f"above {MAX_WEIGHT_SUM:.3g} overflows the fit's weighted sums in float64 (the "
+                "data X is not the problem). Class weights are relative: divide every class "
+                "weight by one constant c, e.g. the largest (with a fixed alpha, divide alpha "
+                "by c too for the same fit).")
         per_class[known[key]] = value
     return per_class[codes]

@@ -322,7 +322,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                    "state_bytes": mem["state_bytes"] + extra}
         out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
                             name="ridge-summary", **mem,
-                            where=f"{type(self).__name__} input X and targets y")
+                            where=f"{type(self).__name__} input X and targets y"
+                                  + (" (with the row weights as a last column)" if w is not None
+                                     else ""))
         rows = None if sampler is None else self._sampled_rows(
             sampler, out["sample"], w is not None, host_dtype(X.dtype).str)
         return out["maps"], rows
@@ -384,7 +386,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             Row weights of the squared errors (as scikit-learn's ``Ridge``):
             the summary sums ``w zzᵀ``, ``w z yᵀ`` ...; not with ``cv``.  The
             standardisation and the default feature count use the rows
-            unweighted.
+            unweighted.  Finite, non-negative, and totalling at most
+            ``ridge_summary.MAX_WEIGHT_SUM`` (about 5.8e76; weights are
+            relative, so divide larger ones by a constant).
 
         Returns
         -------

@@ -23,7 +23,12 @@ from distsketch.estimators.ridge_calibration import (
     loo_decision_values,
 )
 from distsketch.estimators.ridge_defaults import feature_block_functions
-from distsketch.estimators.ridge_summary import check_sample_weight, cv_folds, map_features
+from distsketch.estimators.ridge_summary import (
+    check_sample_weight,
+    check_weight_scale,
+    cv_folds,
+    map_features,
+)
 from distsketch.graph import reduce_blocks
 from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.summaries.sums import SumSummary
@@ -169,9 +174,21 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "rows unweighted); drop one of them.")
         # the codes of the labels (O(n), not kept on the model)
         cw = class_row_weights(self.class_weight, self.classes_, codes, where)
+        classes, row_codes = self.classes_, np.asarray(codes)
+
+        def label_of(row: int) -> Any:
+            label = classes[row_codes[row]]
+            return label.item() if isinstance(label, np.generic) else label
+
+        # the totals are checked here, where the weights can be named (the regressor's own
+        # check would blame sample_weight for weights the class weights made large)
         if sample_weight is None:
+            check_weight_scale(cw, where, "class_weight", label_of)
             return cw
-        return cw * check_sample_weight(sample_weight, n_rows, where)
+        with np.errstate(over="ignore"):
+            w = cw * check_sample_weight(sample_weight, n_rows, where)
+        check_weight_scale(w, where, "sample_weight × class_weight", label_of)
+        return w
 
     def _labels(self, y: Any, classes: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(classes, codes, Y)``: the labels' classes, codes and ±1 matrix (changes nothing)."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.graph import as_dask, derive_row_source, hstack_blocks, plan_rows
+from distsketch.ops.kernels import max_row_sqnorm
 from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries.base import Summary, takes_out
@@ -21,8 +22,8 @@ from distsketch.summaries.sums import SumMerge
 from distsketch.validation import is_dask
 from distsketch.validation.finite import is_array_api
 
-__all__ = ["RidgeSummary", "check_sample_weight", "float32_products", "pack_gram", "stack_xy",
-           "unpack_gram", "with_weights"]
+__all__ = ["MAX_WEIGHT_SUM", "RidgeSummary", "check_sample_weight", "check_weight_scale",
+           "float32_products", "pack_gram", "stack_xy", "unpack_gram", "with_weights"]
 
 _STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
 # float32 rows are mapped and multiplied this many at a time (RidgeSummary.slices)
@@ -352,8 +353,25 @@ def unpack_gram(state: dict) -> dict:
     return {**state, "ztz": full}
 
 
+#: The largest total of the row weights of one fit (about 5.8e76).  The weighted summaries
+#: are float64 sums of w·z·y, and the solvers multiply up to three of them (GCV's residuals:
+#: a squared Zᵀy times an eigenvalue of ZᵀZ); below the fourth root of the largest squared
+#: row norm of float64 those products stay finite for targets of any ordinary size.  A
+#: larger total would otherwise reach the fit's per-row magnitude check, where the weights
+#: are a last column of the rows, or overflow the solve to inf/NaN.
+MAX_WEIGHT_SUM = max_row_sqnorm(np.float64) ** 0.25
+
+
 def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarray:
-    """Row weights as float64 of shape (n_rows,): finite, non-negative, not all zero."""
+    """Row weights as float64 of shape (n_rows,): finite, non-negative, not all zero, and
+    small enough that the weighted sums cannot overflow (:func:`check_weight_scale`).
+
+    Raises
+    ------
+    InputError
+        A wrong shape, a NaN/Inf or negative weight (naming the first such
+        row), all weights zero, or weights too large (naming the largest).
+    """
     from distsketch.errors import InputError
     from distsketch.graph import to_numpy
 
@@ -361,10 +379,63 @@ def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarr
     w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else to_host(sample_weight),
                    dtype=np.float64)
     w = np.full(n_rows, float(w)) if w.ndim == 0 else w
-    if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-        raise InputError(f"{where}: sample_weight must be {n_rows} finite non-negative numbers "
-                         f"(one per row of X), not all zero; got shape {w.shape}.")
+    need = (f"{where}: sample_weight must be {n_rows} finite non-negative numbers (one per row "
+            "of X), not all zero")
+    if w.shape != (n_rows,):
+        raise InputError(f"{need}; got shape {w.shape}.")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        raise InputError(f"{need}; row {int(bad[0])} has weight {float(w[bad[0]])!r}. Fix or drop "
+                         "that row's weight.")
+    if not w.sum() > 0:
+        raise InputError(f"{need}; every weight is 0.")
+    check_weight_scale(w, where, "sample_weight")
     return w
+
+
+def check_weight_scale(w: np.ndarray, where: str, name: str,
+                       label_of: Any = None) -> None:
+    """Refuse row weights whose total exceeds :data:`MAX_WEIGHT_SUM`, naming the weights.
+
+    Without this check such weights reach the fit's per-row magnitude check
+    as one more column of the rows, whose message blames the data ("row 0
+    is too large ... scale the data") although X is fine.
+
+    Parameters
+    ----------
+    w : ndarray of float64, shape (n_rows,)
+        Finite non-negative row weights (their product may be inf).
+    where : str
+        How messages name the caller (``"SketchedKernelRidge.fit"``).
+    name : str
+        What the weights are: ``"sample_weight"``, ``"class_weight"``, ...
+    label_of : callable, optional
+        ``label_of(row)``: the row's class label, named beside its row.
+
+    Raises
+    ------
+    InputError
+        Names the weights, their total, the row holding the largest one
+        (and its class) and what to do: divide every weight by one constant.
+    """
+    from distsketch.errors import InputError
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(w))
+    if total <= MAX_WEIGHT_SUM:
+        return
+    row = int(np.argmax(w))
+    label = f" (class {label_of(row)!r})" if label_of is not None else ""
+    size = f"sum to {total:.3g}" if math.isfinite(total) else "sum beyond float64's range"
+    what = {"class_weight": "every class weight",
+            "sample_weight": "every sample_weight"}.get(name, "the sample_weight or the class "
+                                                             "weights")
+    raise InputError(
+        f"{where}: {name} is too large: the row weights {size}, above {MAX_WEIGHT_SUM:.3g}, so "
+        f"the fit's weighted sums would overflow float64 (the largest weight is {w[row]:.3g}, "
+        f"at row {row}{label}). The data X is not the problem. Weights are relative: divide "
+        f"{what} by one constant c, e.g. the largest weight (with a fixed alpha, divide alpha "
+        "by c too for the same fit), and fit again.")
 
 
 def with_weights(Y: Any, w: np.ndarray | None) -> Any:

@@ -27,6 +27,7 @@ from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_r
 from distsketch.graph.devices import blocks_on_device, current_device
 from distsketch.graph.plan import register_row_source
 from distsketch.io.safety import split_array_path
+from distsketch.io.small_chunks import warn_small_chunks
 from distsketch.io.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
 from distsketch.io.urls import Location, resolve
 from distsketch.ops.device import check_device, device_meta, require_cupy
@@ -221,6 +222,8 @@ def open_array(
                          "a single feature store the data with shape (n, 1).")
     check_shape_dtype(arr.shape, arr.dtype, f"Zarr array {path}", 1)
     check_grid(arr, f"Zarr array {path}")
+    if check_chunks:  # the first open only: a re-read by the planner (_reopen) says nothing
+        warn_small_chunks(arr, path + (f"::{component}" if component else ""))
     if check_chunks and loc is not None:
         missing = _missing_chunks(arr)
         if missing:

@@ -47,21 +47,42 @@ def _pid_gone(owner: str) -> bool:
     return False
 
 
-def read_lease_object(loc: Location, unreadable: dict) -> dict | None:
+def read_lease_object(loc: Location, unreadable: dict, what: str = "claim object") -> dict | None:
     """The JSON object of a claim or lock object on a store, fresh from the store.
 
-    Returns None where there is none, and ``unreadable`` (a copy) where its
-    body is not a JSON object (a writer killed mid-put, or not ours).
+    Returns None where there is none, and ``unreadable`` (a copy, with the
+    reason under ``"unreadable"``) where its body is not a JSON object (a
+    writer killed mid-put, or not ours).
+
+    Raises
+    ------
+    StoreError
+        The object could not be read for another reason than its absence
+        (access denied, a broken connection): the message names ``what``,
+        its URL and the error, rather than letting the caller report a
+        missing bucket or an unwritable destination.
     """
     fs = loc.fs
     try:
         fs.invalidate_cache(loc.path)
-        body = json.loads(fs.cat_file(loc.path))
+        raw = fs.cat_file(loc.path)
     except FileNotFoundError:
         return None
-    except ValueError:
-        return dict(unreadable)
-    return body if isinstance(body, dict) else dict(unreadable)
+    except Exception as exc:
+        raise StoreError(
+            f"the {what} {loc.url} is unreadable ({type(exc).__name__}: {exc}): it may exist, "
+            "but this process cannot read it, so it cannot tell whether another writer holds "
+            "what it guards. Check that the storage options (credentials; CLI: "
+            "--storage-option KEY=VALUE) allow reading that object (s3:GetObject), or delete "
+            "it once no other writer is running.") from exc
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        return {**unreadable, "unreadable": f"its body is not JSON: {exc}"}
+    if not isinstance(body, dict):
+        return {**unreadable, "unreadable": f"its body is a JSON {type(body).__name__}, not an "
+                                            "object"}
+    return body
 
 
 class WriterClaim:
@@ -104,9 +125,20 @@ class WriterClaim:
         return True
 
     def _refusal(self, held: dict, when: str) -> StoreError:
-        age = time.time() - float(held.get("started", 0) or 0)
+        if held.get("unreadable"):
+            # not a claim this version can read: say so, instead of an owner "?"
+            return StoreError(
+                f"the claim object {self.loc.url} of {self.dest.url} is unreadable "
+                f"({held['unreadable']}), so another writer may hold the destination: {when}. "
+                "A distsketch writer puts a JSON object there; if no other writer is running "
+                f"(one killed mid-put, or a file not written by distsketch), delete "
+                f"{self.loc.url} and rerun.")
+        try:
+            started = f"started {time.time() - float(held['started']):.0f} s ago"
+        except (KeyError, TypeError, ValueError):
+            started = "start time unknown"
         return StoreError(
-            f"another writer ({held.get('owner', '?')}, started {age:.0f} s ago) is writing "
+            f"another writer ({held.get('owner', '?')}, {started}) is writing "
             f"{self.dest.url}: {when}. Two writers of one object-store destination would "
             "replace each other's output. Rerun when it has finished; if that writer is gone "
             f"(killed on another machine), delete its claim {self.loc.url} and rerun.")

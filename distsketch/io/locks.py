@@ -229,8 +229,9 @@ class ObjectLock:
     def _read(self) -> dict | None:
         from distsketch.io.claims import read_lease_object
 
-        # unreadable: treated as stale
-        return read_lease_object(self.loc, {"owner": "?", "heartbeat": 0.0})
+        # a body that is not a JSON object: treated as stale; an object that cannot be read
+        # at all (access denied): a StoreError naming it
+        return read_lease_object(self.loc, {"owner": "?", "heartbeat": 0.0}, "lock object")
 
     def _write(self) -> None:
         body = {"owner": self.owner, "token": self.token, "heartbeat": time.time(),
@@ -334,7 +335,7 @@ def lease_lock(loc: Any, wait: bool | float, force: bool = False) -> Iterator[Ob
     lock = ObjectLock(loc)
     try:
         lock.acquire(wait, force=force)
-    except WorkflowError:
+    except (WorkflowError, StoreError):  # a StoreError names the lock object already
         raise
     except Exception as exc:
         raise StoreError(f"cannot write the lock object {lock.loc.url} "

@@ -1,0 +1,65 @@
+"""Input stores laid out in more tiny chunks than ``ingest`` would write.
+
+``ingest`` refuses such chunkings (:data:`distsketch.io.readers.ingest.MAX_SMALL_CHUNKS`
+chunks under :data:`~distsketch.io.readers.ingest.MIN_CHUNK_BYTES`); a store another tool
+wrote may have them and is valid, so :func:`distsketch.io.open_array` reads it and warns
+(:func:`warn_small_chunks`), naming the rechunk to run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import zarr
+
+from distsketch.errors import PerformanceWarning
+
+__all__ = ["warn_small_chunks"]
+
+
+def warn_small_chunks(arr: zarr.Array, where: str) -> None:
+    """Warn when an input is stored in more tiny chunks than ``ingest`` would write.
+
+    ``ingest`` refuses chunkings of more than ``MAX_SMALL_CHUNKS`` chunks under
+    ``MIN_CHUNK_BYTES``; these are the same two constants
+    (:mod:`distsketch.io.readers.ingest`).  A store written by another tool may have them (1-row chunks
+    of ``zarr.create_array(chunks=(1, d))``): it is valid, so it is read, but
+    every chunk is a file or object fetched and decoded on its own, and each
+    pass over it takes minutes where it could take seconds.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        The input as opened (its storage unit is the shard when it is sharded).
+    where : str
+        The array's path or URL (``store.zarr::X``), named in the message and
+        in the command that rechunks it.
+
+    Warns
+    -----
+    PerformanceWarning
+        Names the chunk shape, the number of chunks and the rechunk to run,
+        with the rows per chunk ``ingest`` would choose (about 8 MiB).
+    """
+    # at call time: opening an array need not load every reader (csv, parquet, ...)
+    from distsketch.io.readers.ingest import MAX_SMALL_CHUNKS, MIN_CHUNK_BYTES, chunk_rows_for
+
+    unit = tuple(int(c) for c in (arr.shards or arr.chunks))
+    unit_bytes = math.prod(unit) * arr.dtype.itemsize
+    if unit_bytes >= MIN_CHUNK_BYTES or not arr.shape:
+        return
+    count = math.prod(-(-int(s) // max(1, c)) for s, c in zip(arr.shape, unit))
+    if count <= MAX_SMALL_CHUNKS:
+        return
+    n_cols = int(math.prod(arr.shape[1:]))
+    rows = chunk_rows_for(None, n_cols, arr.dtype.itemsize, int(arr.shape[0]))
+    kind = "shards" if arr.shards else "chunks"
+    warnings.warn(PerformanceWarning(
+        f"Zarr array {where} is stored in {count} {kind} of shape {unit} ({unit_bytes} bytes "
+        f"each): every one is a file or object read and decoded on its own, so each pass over "
+        f"this input is slow (ingest refuses more than {MAX_SMALL_CHUNKS} chunks under "
+        f"{MIN_CHUNK_BYTES // 1024} KiB). It is read as it is; rechunk it once to {rows} rows "
+        f"per chunk (ingest's default, about 8 MiB per chunk) and read the copy instead: "
+        f"python -c \"from distsketch.io import open_array, write_array; "
+        f"write_array(open_array({where!r}), 'DST.zarr', chunk_rows={rows})\"."), stacklevel=2)
