@@ -59,7 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                       help="CSV: the first line is data")
     p.add_argument("--label-column", default=None, metavar="NAME|INDEX",
                    help="CSV or Parquet: the column stored as y (labels or targets) instead of "
-                        "in X, by header (column) name or index (0 is the first, -1 the last)")
+                        "in X, by header (column) name or index (0 is the first, -1 the last); "
+                        "a name the header holds twice is refused: give the index")
     kinds = p.add_mutually_exclusive_group()
     kinds.add_argument("--class-labels", dest="class_labels", action="store_const", const=True,
                        default=None, help="label column: store every label as a class name "

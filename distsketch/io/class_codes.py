@@ -9,19 +9,54 @@ labels themselves, with the model's classes in the same attribute.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from distsketch.errors import StoreError
 
-__all__ = ["MAX_CLASSES", "class_names", "dask_targets", "decode_classes", "predictions_attrs"]
+__all__ = ["MAX_CLASSES", "MAX_CLASS_NAME", "class_name_problem", "class_names", "dask_targets",
+           "decode_classes", "predictions_attrs"]
 
 #: distinct class names a label column may hold: more is an ID column, not classes
 MAX_CLASSES = 65536
 
-# no label name is longer than this; a longer one in a store's attributes is damage
-_MAX_NAME = 1024
+#: longest class name, in characters: ingest and append refuse a longer one, and a store
+#: whose ``classes`` attribute holds one is refused as changed or damaged (one limit)
+MAX_CLASS_NAME = 1024
+
+# the spellings a reader takes for NaN (a missing value), never a class name
+_NAN_NAME = re.compile(r"[+-]?nan", re.IGNORECASE | re.ASCII)
+
+
+def class_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be stored as a class name; None when it can.
+
+    The one rule for class names written by ``ingest`` (a label column, a
+    ``.npy`` of strings) and by ``append``: non-empty, at most
+    :data:`MAX_CLASS_NAME` characters (the limit :func:`class_names` checks
+    when a store is read), and not a spelling of NaN (``NaN``, ``nan``,
+    ``-nan``, ...), which marks a missing label: NaN labels are refused as
+    numeric ones are, and a class code cannot be NaN even with ``allow_nan``.
+
+    Parameters
+    ----------
+    name : str
+        The label as it will be stored (stripped of surrounding blanks).
+    """
+    if not name:
+        return "the label is empty; every row needs a label (remove or fill that row)."
+    if _NAN_NAME.fullmatch(name):
+        return (f"the label {name!r} reads as NaN, a missing value; NaN labels are refused, as "
+                "for numeric labels (a class code cannot be NaN, so allow_nan does not keep "
+                "them). Drop or fill those rows before ingesting (pandas: "
+                "df.dropna(subset=[label column])).")
+    if len(name) > MAX_CLASS_NAME:
+        return (f"the label is {len(name)} characters long ({name[:20]!r}...), more than the "
+                f"{MAX_CLASS_NAME} a class name may have; is this a text column? Shorten or map "
+                "the names to shorter ones.")
+    return None
 
 
 def class_names(array: Any, where: str) -> np.ndarray | None:
@@ -52,7 +87,7 @@ def class_names(array: Any, where: str) -> np.ndarray | None:
         return None
     kind = np.dtype(array.dtype).kind
     distinct = isinstance(names, list) and bool(names) and len(set(names)) == len(names)
-    text = distinct and all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in names)
+    text = distinct and all(isinstance(c, str) and 0 < len(c) <= MAX_CLASS_NAME for c in names)
     numbers = distinct and all(isinstance(c, (int, float)) and not isinstance(c, bool)
                                for c in names)
     if array.ndim in (1, 2) and ((text and kind in "OUT") or (numbers and kind in "iuf")):
@@ -75,7 +110,7 @@ def predictions_attrs(model: Any) -> dict[str, Any]:
     if classes is None:
         return {}
     values = np.asarray(classes).tolist()
-    text = all(isinstance(c, str) and 0 < len(c) <= _MAX_NAME for c in values)
+    text = all(isinstance(c, str) and 0 < len(c) <= MAX_CLASS_NAME for c in values)
     numbers = all(isinstance(c, int) and not isinstance(c, bool) for c in values) or all(
         isinstance(c, float) and np.isfinite(c) for c in values)
     if not values or not (text or numbers) or len(set(values)) != len(values):

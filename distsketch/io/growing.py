@@ -36,7 +36,8 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
         An ingested store (a Zarr group with ``X`` and, when labelled, ``y``).
     X : array-like of shape (k, d), or path-like
         The new rows; ``d`` is the store's width.  Cast to the store's dtype;
-        a cast that would change a value is refused.  A path (``str`` or
+        a cast that would change a value (an integer the dtype would round
+        included) is refused.  A path (``str`` or
         ``os.PathLike``) is a file the ingest readers read (CSV, ``.npy``,
         Parquet, svmlight, idx, ...), streamed block by block: this is
         ``ingest(X, store, append=True, ...)``, the CLI's ``ingest --append``.
@@ -55,7 +56,8 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
         For a file ``X``, as in :func:`~distsketch.io.ingest`: the format
         (default: from the name or first bytes) and the CSV/Parquet label
         column by name or index.  Class names are mapped to the store's codes
-        by name; a name not seen before gets the next code.
+        by name; a name not seen before gets the next code.  A file's column
+        names are matched to the store's ``feature_names`` by name.
     **read_options
         Other reading options of :func:`~distsketch.io.ingest` for a file
         ``X``: ``delimiter``, ``header``, ``skip_header``, ``n_features``,

@@ -1,6 +1,6 @@
 """Finiteness and range: inputs that fit the computation, outputs that are numbers.
 
-Three checks, one per place where a silent NaN or a silently changed value
+Four checks, one per place where a silent NaN or a silently changed value
 could arise:
 
 * :func:`check_magnitude` — input rows whose squared norm overflows the
@@ -11,6 +11,9 @@ could arise:
   integer to a smaller integer, a float to an integer) checks the range
   first and refuses with the first offending row instead of producing inf
   or wrapped integers;
+* :func:`check_exact_integers` — an integer that a floating dtype would
+  round (above 2**24 for float32, 2**53 for float64) is refused before it is
+  stored, on every path that stores rows (ingest, append, label columns);
 * :func:`check_finite_block` / :func:`check_finite_result` — what a stage
   produced (a feature block, a prediction, an eigendecomposition) is
   checked before it is returned or written; a NaN names the stage and the
@@ -37,6 +40,7 @@ from distsketch.ops.namespace import densify, is_numpy, namespace, to_host
 __all__ = [
     "FiniteRows",
     "cast_checked",
+    "check_exact_integers",
     "check_finite_block",
     "check_finite_output",
     "check_finite_result",
@@ -44,6 +48,7 @@ __all__ = [
     "check_finite_stored",
     "check_finite_targets",
     "check_magnitude",
+    "first_inexact_integer",
     "first_nonfinite_row",
     "first_out_of_range",
     "is_array_api",
@@ -374,3 +379,110 @@ def cast_checked(values: np.ndarray, dtype: Any, *, where: str, row_start: int =
             "rescale the data first."
         )
     return values.astype(dst)
+
+
+def first_inexact_integer(values: np.ndarray, dtype: Any) -> tuple[int, int] | None:
+    """(row, column) of the first integer of ``values`` that the floating ``dtype`` rounds.
+
+    ``values`` is an integer array of shape (k,) or (k, ...); columns count
+    the values of a row flattened.  None when every value is exact in
+    ``dtype`` (or ``dtype`` is not floating, or ``values`` not integers).
+    """
+    dt = np.dtype(dtype)
+    if not (np.issubdtype(dt, np.floating) and np.issubdtype(values.dtype, np.integer)) or \
+            not values.size:
+        return None
+    if np.iinfo(values.dtype).bits <= np.finfo(dt).nmant + 1:
+        return None  # every value of the source type is exact in dtype
+    flat = values.reshape(values.shape[0], -1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = flat.astype(dt)
+        # above the source's range the cast back is undefined: compare in float64 first
+        big = np.abs(back.astype(np.float64)) >= float(np.iinfo(values.dtype).max)
+        bad = big | (back.astype(values.dtype) != flat)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not rows.size:
+        return None
+    r = int(rows[0])
+    return r, int(np.flatnonzero(bad[r])[0])
+
+
+def check_exact_integers(values: np.ndarray, dtype: Any, *, where: str, row_start: int = 0,
+                         line_of: Callable[[int], int] | None = None,
+                         inexact: Callable[[np.dtype], tuple[int, int, str] | None] | None = None,
+                         column: Callable[[int], str] | None = None,
+                         hint: str | None = None) -> None:
+    """Refuse an integer that the floating ``dtype`` would round: the one no-rounding rule.
+
+    Every path that stores rows applies it before the cast: ``ingest`` and
+    ``ingest --append`` of every format, :func:`distsketch.io.append` of
+    in-memory rows, and label columns.  float32 holds integers up to 2**24
+    exactly, float64 up to 2**53.  Integer arrays are checked value by
+    value; values parsed from text (already float64) through ``inexact``,
+    which knows which values were written as integers.
+
+    Parameters
+    ----------
+    values : ndarray of shape (k,) or (k, d)
+        Rows ``row_start ..`` about to be stored.
+    dtype : dtype
+        The stored dtype; nothing is checked for a non-floating one, except
+        that values read as float64 (``inexact`` given) are checked for float64.
+    where : str
+        The source or destination, for the message.
+    row_start : int
+        Global index of the first row.
+    line_of : callable, optional
+        Row of the block -> line of the file, for text sources.
+    inexact : callable, optional
+        ``inexact(dtype)`` -> ``(row, column, text)`` of the first integer
+        written in the source that ``dtype`` rounds, or None.
+    column : callable, optional
+        Column index -> how the message names it (default ``"column {j + 1}"``).
+    hint : str, optional
+        What to do, replacing the default advice (e.g. for labels).
+
+    Raises
+    ------
+    InputError
+        Names the row (and line, column), the value, what it would become
+        and the dtype to use.
+    """
+    dt = np.dtype(dtype)
+    if inexact is not None and not np.issubdtype(dt, np.floating):
+        dt = np.dtype(np.float64)  # text is parsed as float64 whatever the stored dtype
+    if not np.issubdtype(dt, np.floating):
+        return
+    found: tuple[int, int, str] | None = None
+    if np.issubdtype(values.dtype, np.integer) and values.size:
+        hit = first_inexact_integer(values, dt)
+        if hit is not None:
+            r, c = hit
+            found = (r, c, str(int(values.reshape(values.shape[0], -1)[r, c])))
+    elif inexact is not None:
+        found = inexact(dt)
+    if found is None:
+        return
+    row, col, text = found
+    value = int(text)
+    at = f"row {row_start + row}" + (f" (line {line_of(row)})" if line_of else "")
+    exact_in_64 = abs(value) <= 2**53 or int(np.float64(value)) == value
+    with np.errstate(over="ignore"):
+        near = dt.type(float(value)) if abs(value) < 2**1000 else dt.type(np.inf)
+    became = f" (it would become {int(near)})" if np.isfinite(near) else ""
+    if hint is not None:
+        todo = hint
+    elif exact_in_64 and dt.itemsize < 8:
+        todo = ("Pass dtype='float64' (CLI: --dtype float64), which holds integers up to "
+                "2**53 exactly.")
+    elif inexact is not None:
+        todo = ("The values are read as float64 (text, or a table mixing integer and float "
+                "columns), which cannot hold it: rescale or drop that column.")
+    else:
+        todo = ("No floating dtype holds it exactly: store integers with dtype='int64' (CLI: "
+                "--dtype int64), or rescale or drop that column.")
+    name = column(col) if column is not None else f"column {col + 1}"
+    raise InputError(
+        f"{where}: {at}, {name} holds the integer {value}, which {dt} cannot "
+        f"represent exactly{became}. {todo}"
+    )

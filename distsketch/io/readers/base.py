@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, StoreError
 from distsketch.validation.finite import cast_checked
+from distsketch.validation.finite import check_exact_integers as check_exact_integers_rule
 
 # widest row a file may imply without its width being declared (n_features=): an index
 # of 2**31 in a 25-byte svmlight file must not become a 16 GiB row
@@ -39,6 +41,7 @@ __all__ = [
     "open_binary",
     "plain_name",
     "target_dtype",
+    "written_integer_rounds",
 ]
 
 
@@ -210,21 +213,22 @@ def cast_block(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
     return cast_checked(block, dtype, where=str(source), row_start=first_row, line_of=line_of)
 
 
-def _inexact_integer(values: np.ndarray, dtype: np.dtype) -> tuple[int, int] | None:
-    """(row, column) of the first integer of ``values`` that ``dtype`` (floating) rounds."""
-    if np.iinfo(values.dtype).bits <= np.finfo(dtype).nmant + 1:
-        return None  # every value of the source type is exact in dtype
-    flat = values.reshape(values.shape[0], -1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        back = flat.astype(dtype)
-        # above the source's range the cast back is undefined: compare in float64 first
-        big = np.abs(back.astype(np.float64)) >= float(np.iinfo(values.dtype).max)
-        bad = big | (back.astype(values.dtype) != flat)
-    rows = np.flatnonzero(bad.any(axis=1))
-    if not rows.size:
-        return None
-    r = int(rows[0])
-    return r, int(np.flatnonzero(bad[r])[0])
+_INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
+
+
+def written_integer_rounds(text: str, dtype: np.dtype) -> bool:
+    """Whether ``text`` is an integer (as written in a text file) that ``dtype`` rounds.
+
+    ``1e30`` or ``2.0`` are floats as written: rounding them is the cast's
+    ordinary job.  Only integers written with digits are held to be exact.
+    """
+    text = text.strip()
+    if _INTEGER.match(text) is None:
+        return False
+    value = int(text)
+    with np.errstate(over="ignore"):
+        near = dtype.type(float(value)) if abs(value) < 2**1000 else dtype.type(np.inf)
+    return not np.isfinite(near) or int(near) != value
 
 
 def check_exact_integers(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
@@ -233,50 +237,19 @@ def check_exact_integers(block: np.ndarray, dtype: np.dtype, first_row: int, sou
                          ) -> None:
     """Refuse an integer that the floating ``dtype`` would round (no silent rounding).
 
-    Integer sources (an int64 ``.npy``) are checked value by value; text
-    sources through their ``inexact`` function, which knows which values were
-    written as integers.  float32 holds integers up to 2**24 exactly, float64
-    up to 2**53.
+    The rule of :func:`distsketch.validation.finite.check_exact_integers`
+    (the same for ingest, append and label columns), for a block of
+    ``source``: integer sources (an int64 ``.npy``) are checked value by
+    value; text sources through their ``inexact`` function, which knows
+    which values were written as integers.
 
     Raises
     ------
     InputError
         Names the row (and line, column) and the value, and the dtype to use.
     """
-    dt = np.dtype(dtype)
-    if inexact is not None and not np.issubdtype(dt, np.floating):
-        dt = np.dtype(np.float64)  # text is parsed as float64 whatever the stored dtype
-    if not np.issubdtype(dt, np.floating):
-        return
-    found: tuple[int, int, str] | None = None
-    if np.issubdtype(block.dtype, np.integer) and block.size:
-        hit = _inexact_integer(block, dt)
-        if hit is not None:
-            r, c = hit
-            found = (r, c, str(int(block.reshape(block.shape[0], -1)[r, c])))
-    elif inexact is not None:
-        found = inexact(dt)
-    if found is None:
-        return
-    row, col, text = found
-    value = int(text)
-    at = f"row {first_row + row}" + (f" (line {line_of(row)})" if line_of else "")
-    exact_in_64 = abs(value) <= 2**53 or int(np.float64(value)) == value
-    with np.errstate(over="ignore"):
-        near = dt.type(float(value)) if abs(value) < 2**1000 else dt.type(np.inf)
-    became = f" (it would become {int(near)})" if np.isfinite(near) else ""
-    if exact_in_64 and dt.itemsize < 8:
-        todo = ("Pass dtype='float64' (CLI: --dtype float64), which holds integers up to "
-                "2**53 exactly.")
-    elif inexact is not None:
-        todo = "Text is parsed as float64, which cannot hold it: rescale or drop that column."
-    else:
-        todo = ("No floating dtype holds it exactly: store integers with dtype='int64' (CLI: "
-                "--dtype int64), or rescale or drop that column.")
-    raise InputError(
-        f"{source}: {at}, column {col + 1} holds the integer {value}, which {dt} cannot "
-        f"represent exactly{became}. {todo}"
-    )
+    check_exact_integers_rule(block, dtype, where=str(source), row_start=first_row,
+                              line_of=line_of, inexact=inexact)
 
 
 def check_width(width: int, source: Path, *, declared: bool, itemsize: int = 8,

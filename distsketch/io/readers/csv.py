@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import InputError
-from distsketch.io.class_codes import MAX_CLASSES
+from distsketch.io.class_codes import MAX_CLASSES, class_name_problem
 from distsketch.io.readers.base import (
     Block,
     Header,
@@ -34,8 +34,10 @@ from distsketch.io.readers.base import (
     Stream,
     open_binary,
     plain_name,
+    written_integer_rounds,
 )
 from distsketch.io.readers.lines import line_reader
+from distsketch.validation.finite import check_exact_integers
 
 __all__ = ["MAX_CLASSES", "CsvReader", "LabelColumn", "is_header", "is_number",
            "label_column_index"]
@@ -112,9 +114,13 @@ class CsvReader(Reader):
                 label, first_tokens[label], options.class_labels, first_lineno)
             n_x = n_cols - (label is not None)
 
+            label_name = None if labels is None else (
+                repr(names[labels.column]) if names is not None else str(labels.column))
+
             def blocks(rows: int) -> Iterator[Block]:
                 pending = [first]
                 block_first_line = first_lineno
+                done = 0
                 while True:
                     try:
                         while len(pending) < rows:
@@ -147,18 +153,30 @@ class CsvReader(Reader):
                     if not block.shape[0]:
                         block = np.empty((0, n_cols))
                     y = None
+                    line_of = _line_numbers(pending, block_first_line, delimiter)
                     if labels is not None:
                         y = block[:, labels.column]
-                        y = y.astype(np.int32) if labels.classes_mode else y.copy()
+                        if labels.classes_mode:
+                            y = y.astype(np.int32)
+                        else:
+                            y = y.copy()
+                            # numeric labels are float64: 2**60 + 1 and 2**60 + 2 must not
+                            # become one label
+                            check_exact_integers(
+                                y, np.float64, where=str(source), row_start=done,
+                                line_of=line_of, column=lambda _: f"label column {label_name}",
+                                inexact=_inexact(y[:, None], pending, block_first_line,
+                                                 delimiter, None, labels.column),
+                                hint=NUMERIC_LABELS_HINT)
                         block = np.delete(block, labels.column, axis=1)
-                    line_of = _line_numbers(pending, block_first_line, delimiter)
                     yield Block(block, y, raw.tell(), line_of,
                                 _inexact(block, pending, block_first_line, delimiter,
                                          None if labels is None else labels.column))
                     block_first_line += len(pending)
-                    done = len(pending) < rows
+                    done += block.shape[0]
+                    last = len(pending) < rows
                     pending = []
-                    if done:
+                    if last:
                         break
 
             info: dict[str, Any] = {"delimiter": delimiter, "header": skipped}
@@ -189,7 +207,6 @@ def is_header(tokens: list[str]) -> bool:
 
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\Z",
                      re.IGNORECASE | re.ASCII)
-_INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
 
 
 def label_column_index(options: ReadOptions, names: list[str] | None, n_cols: int,
@@ -209,7 +226,16 @@ def label_column_index(options: ReadOptions, names: list[str] | None, n_cols: in
         if col not in names:
             raise InputError(f"{source}: no column named {col!r}; the header names "
                              f"{', '.join(map(repr, names[:20]))}{' ...' if len(names) > 20 else ''}.")
-        return names.index(col)
+        where = [j for j, n in enumerate(names) if n == col]
+        if len(where) > 1:
+            # the first of them would be a guess: say which columns, and how to pick one
+            raise InputError(
+                f"{source}: label_column={col!r} is ambiguous: the header names "
+                f"{len(where)} columns {col!r} (columns {', '.join(map(str, where[:-1]))} and "
+                f"{where[-1]}; 0 is the first). Give the column's index instead (e.g. "
+                f"label_column={where[0]}, CLI: --label-column {where[0]}), or rename the "
+                "duplicate columns.")
+        return where[0]
     if not -n_cols <= col < n_cols:
         raise InputError(f"{source}: label_column={col} is out of range: the rows have {n_cols} "
                          f"fields (indices 0..{n_cols - 1}, or -1 for the last).")
@@ -236,11 +262,15 @@ class LabelColumn:
         self._codes: dict[str, int] = {}
 
     def code(self, text: str) -> float:
-        """The code of a class name (a new one gets the next code)."""
+        """The code of a class name (a new one gets the next code).
+
+        Raises ValueError for a name :meth:`problem` refuses (the parser
+        then names the line).
+        """
         name = text.strip()
         code = self._codes.get(name)
         if code is None:
-            if not name or len(self.classes) >= MAX_CLASSES:
+            if class_name_problem(name) is not None or len(self.classes) >= MAX_CLASSES:
                 raise ValueError(name)
             code = self._codes[name] = len(self.classes)
             self.classes.append(name)
@@ -255,17 +285,31 @@ class LabelColumn:
                     f"{self.first_line}) is, so the column holds numeric targets. Pass "
                     "class_labels=True (CLI: --class-labels) to store every label as a class "
                     "name, or fix the value.")
-        if not token.strip():
-            return "the label is empty; every row needs a label (remove or fill that row)."
-        if token.strip() not in self._codes and len(self.classes) >= MAX_CLASSES:
+        name = token.strip()
+        if name in self._codes:
+            return None
+        problem = class_name_problem(name)
+        if problem is not None:
+            return problem
+        if len(self.classes) >= MAX_CLASSES:
             return (f"more than {MAX_CLASSES} distinct labels: is this an ID column? Pass "
                     "class_labels=False (CLI: --no-class-labels) for numeric targets.")
         return None
 
 
+#: what to do with integer labels float64 would round
+NUMERIC_LABELS_HINT = ("Numeric labels are stored as float64, which holds integers up to 2**53 "
+                       "exactly; pass class_labels=True (CLI: --class-labels) to store them as "
+                       "class names.")
+
+
 def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | None,
-             label: int | None):
-    """The block's check for integers written in the file that a float dtype would round."""
+             label: int | None, only: int | None = None):
+    """The block's check for integers written in the file that a float dtype would round.
+
+    ``X`` is the block without the label column ``label``; with ``only``,
+    ``X`` is that one column of the file (the labels).
+    """
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
         with np.errstate(invalid="ignore"):
@@ -276,13 +320,10 @@ def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | 
         data = [ln for ln in lines if _split_tokens(ln, delimiter)]
         for r, c in zip(*np.nonzero(cand)):
             tokens = _split_tokens(data[r], delimiter)
-            text = tokens[c + (label is not None and c >= label)].strip()
-            if _INTEGER.match(text) is None:
-                continue  # written as a float (1e30): rounding it is the cast's ordinary job
-            value = int(text)
-            with np.errstate(over="ignore"):
-                near = dtype.type(float(value)) if abs(value) < 2**1000 else np.inf
-            if not np.isfinite(near) or int(near) != value:
+            text = tokens[only if only is not None else
+                          c + (label is not None and c >= label)].strip()
+            # written as a float (1e30), rounding it is the cast's ordinary job
+            if written_integer_rounds(text, dtype):
                 return int(r), int(c), text
         return None
     return first_inexact

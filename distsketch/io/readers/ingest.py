@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
+from distsketch.io.class_codes import class_name_problem
 from distsketch.io.codecs import COMPRESSORS
 from distsketch.io.readers.base import (
     Header,
@@ -135,7 +137,12 @@ def ingest(
         Header names become the ``feature_names`` attribute of ``X``.
     label_column : int or str, optional
         CSV or Parquet: the column stored as ``y`` instead of in ``X``, by
-        header (column) name or index (0 is the first, -1 the last).
+        header (column) name or index (0 is the first, -1 the last).  A name
+        the header holds twice is refused as ambiguous (give the index).
+        Numeric labels are float64 (an integer beyond 2**53 is refused);
+        class names are non-empty, at most
+        :data:`~distsketch.io.class_codes.MAX_CLASS_NAME` characters, and
+        never a spelling of NaN (a missing label, refused).
     class_labels : bool, optional
         Label column: True stores every label as a class name, False as a
         number.  Default: class names when the first label is not a number
@@ -163,8 +170,11 @@ def ingest(
         Append the rows of ``source`` to the existing store ``dest`` (written
         by ``ingest``) instead of creating it: ``X`` and ``y`` grow together,
         atomically (:func:`distsketch.io.append`); the rows are cast to the
-        store's dtype (``dtype`` is not used) and must have its width, and
-        labels are required exactly when the store has ``y``.
+        store's dtype (``dtype`` is not used; an integer it would round is
+        refused, as in ingest) and must have its width, and labels are
+        required exactly when the store has ``y``.  A file with column names
+        is matched to the store's ``feature_names`` by name (reordered when
+        the names are the same, refused when they are not).
     progress : bool, optional
         Progress line on stderr (default: when stderr is a terminal).
     storage_options : dict, optional
@@ -252,35 +262,112 @@ def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
     """``ingest(..., append=True)``: the rows of ``src`` appended to the store ``out``."""
     from distsketch.io.appending import StoreAppender
 
-    with StoreAppender.open(out) as app, reader.open(src, options) as stream:
-        hdr: Header = stream.header
-        if labels is not None and hdr.labelled:
-            raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
-        y_all = None if labels is None else _labels_in_memory(Path(labels).expanduser().absolute())
-        rows = int(app.arrays["X"].chunks[0])
-        prog = Progress(f"append {src.name}", hdr.progress_total, hdr.progress_unit, show)
-        done = 0
-        for block in stream.blocks(rows):
-            k = int(block.X.shape[0])
-            y = block.y if hdr.labelled else None
-            if y is not None and hdr.classes is not None:
-                # the file's own codes (in order of first appearance in this file) as names:
-                # the store maps them to its codes
-                y = np.asarray(hdr.classes, dtype=str)[y]
-            if y_all is not None:
-                if done + k > y_all.shape[0]:
-                    raise InputError(f"labels {labels} have {y_all.shape[0]} records, fewer than "
-                                     f"the rows of {src}; pair the data and labels of one batch.")
-                y = y_all[done:done + k]
-            app.write(block.X, y, allow_nan=allow_nan, line_of=block.line_of)
-            done += k
-            prog.update(block.position, done)
-        prog.close(done)
-        if y_all is not None and y_all.shape[0] != done:
-            raise InputError(f"labels {labels} have {y_all.shape[0]} records for the {done} rows "
-                             f"of {src}; pair the data and labels of one batch.")
-        app.commit(source=str(src))
+    with StoreAppender.open(out) as app:
+        if app.classes is not None and options.label_column is not None and \
+                options.class_labels is None:
+            # the store holds class names: so does the file's label column (a first label
+            # "NaN" or "3" is a name here, checked as one, not a number)
+            options = dataclasses.replace(options, class_labels=True)
+        with reader.open(src, options) as stream:
+            _append_stream(src, app, stream, labels, allow_nan, show, out.url)
     return out.user_path()
+
+
+def _append_stream(src: Path, app: Any, stream: Stream, labels: str | os.PathLike | None,
+                   allow_nan: bool, show: bool, url: str) -> None:
+    """Append the rows of ``stream`` (the file ``src``) through the appender ``app``."""
+    hdr: Header = stream.header
+    if labels is not None and hdr.labelled:
+        raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
+    y_all = None if labels is None else _labels_in_memory(Path(labels).expanduser().absolute())
+    # columns matched to the store's features by name when both have names
+    order = _column_order(src, hdr, app.manifest, app.arrays["X"], url)
+    xdt = np.dtype(app.arrays["X"].dtype)
+    rows = int(app.arrays["X"].chunks[0])
+    prog = Progress(f"append {src.name}", hdr.progress_total, hdr.progress_unit, show)
+    done = 0
+    for block in stream.blocks(rows):
+        k = int(block.X.shape[0])
+        # the rule ingest applies: an integer the store's dtype would round is refused,
+        # checked against the file's own text (its rows, lines and columns)
+        check_exact_integers(block.X, xdt, done, src, block.line_of, block.inexact)
+        X = block.X if order is None else block.X[:, order]
+        y = block.y if hdr.labelled else None
+        if y is not None and hdr.classes is not None:
+            # the file's own codes (in order of first appearance in this file) as names:
+            # the store maps them to its codes
+            y = np.asarray(hdr.classes, dtype=str)[y]
+        if y_all is not None:
+            if done + k > y_all.shape[0]:
+                raise InputError(f"labels {labels} have {y_all.shape[0]} records, fewer than "
+                                 f"the rows of {src}; pair the data and labels of one batch.")
+            y = y_all[done:done + k]
+        app.write(X, y, allow_nan=allow_nan, line_of=block.line_of)
+        done += k
+        prog.update(block.position, done)
+    prog.close(done)
+    if y_all is not None and y_all.shape[0] != done:
+        raise InputError(f"labels {labels} have {y_all.shape[0]} records for the {done} rows "
+                         f"of {src}; pair the data and labels of one batch.")
+    app.commit(source=str(src))
+
+
+def _names(value: Any, width: int | None = None) -> list[str] | None:
+    """``value`` as a list of column names (of ``width`` names), or None when it is not one."""
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        return None
+    return value if width is None or len(value) == width else None
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(map(repr, names[:20])) + (" ..." if len(names) > 20 else "")
+
+
+def _column_order(src: Path, hdr: Header, manifest: dict, xa: Any, url: str) -> list[int] | None:
+    """Columns of ``src`` in the store's feature order, or None to keep them as they are.
+
+    A store records its feature names (the header of the CSV, the columns of
+    the Parquet table it was ingested from).  A file with names of its own
+    is matched to them by name: the same distinct names in another order are
+    reordered, other names are refused (matching by position would put
+    values under the wrong feature).  A file or store without names is
+    matched by position, as before.
+
+    Raises
+    ------
+    InputError
+        The file's columns (or label column) are not the store's, naming both.
+    """
+    width = int(xa.shape[1])
+    attrs = getattr(xa, "attrs", {})
+    stored = _names(manifest.get("feature_names"), width) or \
+        _names(attrs.get("feature_names") if hasattr(attrs, "get") else None, width)
+    given = _names(hdr.info.get("feature_names"))
+    if stored is None or given is None:
+        return None
+    label_stored, label_given = manifest.get("label_column"), hdr.info.get("label_column")
+    if isinstance(label_stored, str) and isinstance(label_given, str) and \
+            label_stored != label_given:
+        raise InputError(
+            f"{src}: its label column is {label_given!r}, but {url} records the label column "
+            f"{label_stored!r}; append a file whose labels are in a column named "
+            f"{label_stored!r} (label_column={label_stored!r}, CLI: --label-column "
+            f"{label_stored}), or rename the column.")
+    if given == stored:
+        return None
+    if len(set(given)) == len(given) == len(set(stored)) and set(given) == set(stored):
+        return [given.index(n) for n in stored]
+    hint = ""
+    if isinstance(label_stored, str) and label_stored in given and label_given is None:
+        hint = (f" The store's label column is {label_stored!r}: pass label_column="
+                f"{label_stored!r} (CLI: --label-column {label_stored}).")
+    elif len(set(given)) != len(given) and sorted(given) == sorted(stored):
+        hint = " Names that repeat cannot be matched by name: rename the duplicate columns."
+    raise InputError(
+        f"{src}: its columns are named {_shown(given)}, but {url} records the features "
+        f"{_shown(stored)}; matching them by position would store values under the wrong "
+        "feature. Append a file with the store's feature columns (in any order: they are "
+        f"matched by name), or select and rename its columns to match.{hint}")
 
 
 def _labels_in_memory(path: Path) -> np.ndarray:
@@ -434,9 +521,10 @@ def _class_codes(block: np.ndarray, classes: dict[str, int], first_row: int,
     codes = np.empty(names.shape[0], dtype=np.int32)
     for i, name in enumerate(names.tolist()):
         name = name.strip()
-        if not name:
+        problem = class_name_problem(name)
+        if problem is not None:
             row = first_row + int(np.flatnonzero(inverse == i)[0])
-            raise InputError(f"labels {path}: row {row} has an empty label; every row needs one.")
+            raise InputError(f"labels {path}: row {row}: {problem}")
         if name not in classes:
             if len(classes) >= MAX_CLASSES:
                 raise InputError(f"labels {path}: more than {MAX_CLASSES} distinct labels; is it "

@@ -25,7 +25,8 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
 from distsketch.io.readers.base import Block, Header, Reader, ReadOptions, Stream
-from distsketch.io.readers.csv import LabelColumn, label_column_index
+from distsketch.io.readers.csv import NUMERIC_LABELS_HINT, LabelColumn, label_column_index
+from distsketch.validation.finite import check_exact_integers, first_inexact_integer
 
 __all__ = ["ParquetReader"]
 
@@ -102,15 +103,20 @@ class ParquetReader(Reader):
                                     f"{source}: row {row}, column {columns[j]!r} is null; "
                                     "fill or drop the rows with missing values before ingesting.")
                         X = np.empty((k, len(features)), dtype=source_dtype)
+                        ints: dict[int, np.ndarray] = {}
                         for j in range(len(features)):
                             col = batch.column(j)
                             if pa.types.is_decimal(col.type):
                                 col = pc.cast(col, pa.float64())
-                            X[:, j] = col.to_numpy(zero_copy_only=False)
+                            values = col.to_numpy(zero_copy_only=False)
+                            if values.dtype.kind in "iu" and source_dtype.kind == "f":
+                                ints[j] = values  # the exact values, for the rounding check
+                            X[:, j] = values
                         y = None if labels is None else \
-                            _codes(batch.column(len(features)), labels, source, done, pc)
+                            _codes(batch.column(len(features)), labels, source, done, pc,
+                                   names[label] if label is not None else "")
                         done += k
-                        yield Block(X, y, done)
+                        yield Block(X, y, done, inexact=_inexact(ints) if ints else None)
                 except (OSError, pa.ArrowException) as exc:
                     raise StoreError(f"cannot read {source} after row {done}: {exc}. The file is "
                                      "truncated or damaged.") from exc
@@ -166,10 +172,32 @@ def _label(t: Any, name: str, class_labels: bool | None, source: Path, pa: Any) 
     return LabelColumn(0, "" if class_labels or text else "0", class_labels, 0)
 
 
-def _codes(col: Any, labels: LabelColumn, source: Path, first_row: int, pc: Any) -> np.ndarray:
+def _inexact(ints: dict[int, np.ndarray]):
+    """The block's check for integers of integer columns a float dtype would round.
+
+    A table mixing integer and float columns is read as one float64 block:
+    the integer columns' own values say whether that (or the stored dtype)
+    rounded one.
+    """
+    def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
+        found: tuple[int, int, str] | None = None
+        for j, values in ints.items():
+            hit = first_inexact_integer(values, dtype)
+            if hit is not None and (found is None or hit[0] < found[0]):
+                found = (hit[0], j, str(int(values[hit[0]])))
+        return found
+    return first_inexact
+
+
+def _codes(col: Any, labels: LabelColumn, source: Path, first_row: int, pc: Any,
+           name: str = "") -> np.ndarray:
     """The labels of one batch: numbers as float64, class names as their int32 codes."""
     if not labels.classes_mode:
-        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+        values = col.to_numpy(zero_copy_only=False)
+        # numeric labels are float64: integers beyond 2**53 must not collapse into one label
+        check_exact_integers(values, np.float64, where=str(source), row_start=first_row,
+                             column=lambda _: f"label column {name!r}", hint=NUMERIC_LABELS_HINT)
+        return np.asarray(values, dtype=np.float64)
     # each distinct name once, in order of first appearance (as CSV numbers them)
     enc = pc.dictionary_encode(col.cast("string") if not _is_text(col.type) else col)
     names = enc.dictionary.to_pylist()

@@ -28,7 +28,9 @@ from distsketch.io.readers.base import (
     Stream,
     check_width,
     open_binary,
+    written_integer_rounds,
 )
+from distsketch.validation.finite import check_exact_integers
 
 __all__ = ["SvmlightReader"]
 
@@ -52,8 +54,8 @@ class SvmlightReader(Reader):
         n = 0
         lo, hi = None, -1
         with open_binary(source) as (f, _raw):
-            for first, lines in _lines(f, _SCAN_ROWS):
-                _, cols, _ = _parse_block(lines, first, source)
+            for linenos, lines in _lines(f, _SCAN_ROWS):
+                _, cols, _ = _parse_block(lines, linenos[0], source)
                 n += len(cols)
                 for c in cols:
                     if c.size:
@@ -83,37 +85,75 @@ class SvmlightReader(Reader):
         with open_binary(source) as (f, raw):
 
             def blocks(rows: int) -> Iterator[Block]:
-                for first, lines in _lines(f, rows):
-                    y, cols, vals = _parse_block(lines, first, source)
+                done = 0
+                for linenos, lines in _lines(f, rows):
+                    y, cols, vals = _parse_block(lines, linenos[0], source)
                     block = np.zeros((len(cols), d), dtype=np.float64)
                     for i, (c, v) in enumerate(zip(cols, vals)):
                         block[i, c - base] = v
-                    yield Block(block, y, raw.tell())
+                    line_of = linenos.__getitem__
+                    # labels are float64: integers beyond 2**53 must not collapse into one
+                    check_exact_integers(y, np.float64, where=str(source), row_start=done,
+                                         line_of=line_of, column=lambda _: "the label",
+                                         inexact=_inexact(y[:, None], lines, None),
+                                         hint=_LABELS_HINT)
+                    yield Block(block, y, raw.tell(), line_of, _inexact(block, lines, base))
+                    done += len(cols)
 
             header = Header(d, n, None, source.stat().st_size, labelled=True,
                             info={"zero_based": bool(zero_based), "labels": True})
             yield Stream(header, blocks)
 
 
-def _lines(f: IO[bytes], rows: int) -> Iterator[tuple[int, list[bytes]]]:
-    """Blocks of up to ``rows`` data lines, with the file line number of the first."""
+_LABELS_HINT = ("Labels are read as float64, which holds integers up to 2**53 exactly; map "
+                "them to smaller numbers (e.g. their rank) before ingesting.")
+
+
+def _lines(f: IO[bytes], rows: int) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Blocks of up to ``rows`` data lines, with the file line number of each."""
     lineno = 0
     block: list[bytes] = []
-    first = 1
+    numbers: list[int] = []
     for line in f:
         lineno += 1
         if lineno == 1 and line.startswith(_BOM):
             line = line[len(_BOM):]
         if not line.split(b"#", 1)[0].strip():
             continue
-        if not block:
-            first = lineno
         block.append(line)
+        numbers.append(lineno)
         if len(block) == rows:
-            yield first, block
-            block = []
+            yield numbers, block
+            block, numbers = [], []
     if block:
-        yield first, block
+        yield numbers, block
+
+
+def _inexact(values: np.ndarray, lines: list[bytes], base: int | None):
+    """The block's check for integers written in the file that a float dtype would round.
+
+    ``values`` holds the block's features (``base``: the index base), or its
+    labels as one column (``base`` None).
+    """
+    def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
+        limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
+        with np.errstate(invalid="ignore"):
+            cand = np.abs(values) > limit  # the common case stops here
+            if not cand.any():
+                return None
+            cand &= np.isfinite(values) & (values == np.round(values))
+        for r, c in zip(*np.nonzero(cand)):
+            tokens = lines[r].decode("utf-8", "replace").split("#", 1)[0].split()
+            if base is None:
+                text = tokens[0]
+            else:
+                text = next((t.partition(":")[2] for t in tokens[1:]
+                             if t.partition(":")[0].strip().isdigit()
+                             and int(t.partition(":")[0]) == c + base), "")
+            if written_integer_rounds(text, dtype):
+                return int(r), int(c), text
+        return None
+    return first_inexact
 
 
 def _parse_python(lines: list[bytes], first: int, source: Path
