@@ -5,16 +5,24 @@ What runs is distsketch's choice: the worker command
 (:data:`~distsketch.cluster.safety.WORKER_COMMAND`) and the shebang
 (:data:`~distsketch.cluster.safety.SHEBANG`), whatever the site's
 configuration says; every other value was checked by :func:`validate_spec`.
+As a last line of defence, should a check ever let something through, the
+values handed to dask-jobqueue are checked once more (no line break or other
+control character; plain words where the worker command writes them unquoted)
+and the script it renders must have exactly the lines distsketch expects
+(:func:`check_rendered_script`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from distsketch.cluster.safety import SHEBANG, WORKER_COMMAND, count, size
+from distsketch.cluster.directives import DIRECTIVE_PREFIX
+from distsketch.cluster.safety import CONTROL, SHEBANG, WORKER_COMMAND, count, size
 from distsketch.cluster.spec import (
     BATCH_KINDS,
     load_spec,
@@ -24,7 +32,14 @@ from distsketch.cluster.spec import (
 )
 from distsketch.errors import ConfigError
 
-__all__ = ["batch_cluster", "jobqueue_cluster", "render_job_script"]
+__all__ = ["batch_cluster", "check_rendered_script", "jobqueue_cluster", "render_job_script"]
+
+# a word of the worker command that bash reads as itself: shlex.quote's safe characters
+# (and "~", which only expands to the home folder), or a single-quoted string
+_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./~-]+|'[^']*'", re.ASCII)
+# values dask-jobqueue writes unquoted into the worker command
+_COMMAND_VALUES = ("python", "name", "local_directory", "interface", "protocol", "death_timeout",
+                   "worker_extra_args")
 
 
 def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +61,10 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
             kwargs[key] = count(site_config(kind, key)) or site_config(kind, key)
     if "memory" in kwargs and not isinstance(kwargs["memory"], str):
         kwargs["memory"] = size(kwargs["memory"])
+    if kwargs.get("worker_extra_args"):
+        # dask-jobqueue joins them with spaces: quote what bash would not read as itself
+        # (an address such as tcp://[::1]:0 would be a glob, "1 h" two words)
+        kwargs["worker_extra_args"] = [shlex.quote(str(a)) for a in kwargs["worker_extra_args"]]
     # what runs is distsketch's choice, whatever the site's configuration says
     kwargs["worker_command"] = WORKER_COMMAND
     kwargs["shebang"] = SHEBANG
@@ -76,12 +95,127 @@ def jobqueue_cluster(cfg: dict[str, Any], **options: Any) -> Any:
     cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
            "sge": dask_jobqueue.SGECluster, "lsf": dask_jobqueue.LSFCluster}[cfg["kind"]]
     kwargs = _jobqueue_kwargs(cfg) | options
+    _check_passed_values(kwargs, cfg["kind"])
     try:
-        return cls(**kwargs)
+        cluster = cls(**kwargs)
     except (TypeError, ValueError) as exc:
         shown = {k: v for k, v in kwargs.items() if k != "scheduler_options"}
         raise ConfigError(f"dask-jobqueue refused the {cfg['kind']} options {shown}: {exc}") \
             from exc
+    try:
+        # the job every submitted one is made like (nothing submitted); it knows the
+        # prologue and directives it was given, the site's configuration included
+        job = getattr(cluster, "_dummy_job", None)
+        check_rendered_script(
+            cluster.job_script(), cfg["kind"],
+            prologue=getattr(job, "_job_script_prologue", None) or
+            kwargs.get("job_script_prologue") or [],
+            directives=getattr(job, "job_extra_directives", None) or
+            kwargs.get("job_extra_directives") or [])
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _check_passed_values(kwargs: dict[str, Any], kind: str) -> None:
+    """The last check of what dask-jobqueue receives: no value but the prologue (shell
+    code on purpose) holds a line break or other control character, and every value it
+    writes unquoted into the worker command is one plain word.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option; this means a check of :mod:`distsketch.cluster.safety`
+        let the value through.
+    """
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from strings(k)
+                yield from strings(v)
+        elif isinstance(value, (list, tuple, set)):
+            for v in value:
+                yield from strings(v)
+
+    for key, value in kwargs.items():
+        if key == "job_script_prologue":
+            continue
+        words = [str(v) for v in value] if key == "worker_extra_args" else [str(value)]
+        for text in strings(value):
+            if CONTROL.search(text):
+                raise ConfigError(f"{kind} spec: {key} = {value!r} would put a line break or "
+                                  "another control character into the job script; it is "
+                                  "refused (no value but job_script_prologue may hold one): "
+                                  "write it on one line (docs/security.md).")
+        if key in _COMMAND_VALUES and value is not None and \
+                not all(_WORD.fullmatch(w) for w in words):
+            raise ConfigError(f"{kind} spec: {key} = {value!r} would reach the worker command "
+                              "with a space or shell character outside quotes; it is refused: "
+                              "give a plain value (docs/security.md lists what each field may "
+                              "hold).")
+
+
+def check_rendered_script(script: str, kind: str, prologue: list[str],
+                          directives: list[str]) -> None:
+    """Check that a rendered job script has exactly the lines distsketch expects.
+
+    The script must be: the shebang (:data:`~distsketch.cluster.safety.SHEBANG`),
+    an empty line, directive lines of ``kind`` (each starting with its prefix, such as
+    ``#SBATCH``, and ending with the spec's ``job_extra_directives`` as given), the
+    prologue exactly as given (distsketch's ``export NAME='value'`` lines, then the
+    user's or the site's lines), and one worker command,
+    ``PYTHON -m distributed.cli.dask_worker ...``, as the last line.
+
+    Parameters
+    ----------
+    script : str
+        The script dask-jobqueue rendered.
+    kind : {"slurm", "pbs", "sge", "lsf"}
+        The batch system.
+    prologue : list of str
+        The prologue the job was given (empty items are left out, as dask-jobqueue
+        leaves them out).
+    directives : list of str
+        The extra directives the job was given.
+
+    Raises
+    ------
+    ConfigError
+        A line that is none of these (a value brought a line break into the
+        script), naming the line.
+    """
+    def wrong(line: str, what: str) -> ConfigError:
+        return ConfigError(f"the rendered {kind} job script has an unexpected line {line!r} "
+                           f"({what}); a value of the spec broke the script's lines. Nothing was "
+                           "submitted; check the spec's values (docs/security.md).")
+
+    lines = script.split("\n")
+    if lines[0] != SHEBANG:
+        raise wrong(lines[0], f"the first line must be {SHEBANG}")
+    if len(lines) < 4 or lines[1] != "" or lines[-1] != "":
+        raise wrong(script, "the script is not shebang, directives, prologue, worker command")
+    worker = lines[-2]
+    if f" -m {WORKER_COMMAND} " not in worker or CONTROL.search(worker):
+        raise wrong(worker, f"the last line must be the worker command (-m {WORKER_COMMAND})")
+    block = "\n".join(line for line in prologue if line).split("\n")
+    window = lines[-2 - len(block):-2]
+    if window != block:
+        # name a line that is not the prologue's, else the first that differs
+        odd = [a for a in window if a not in block] or \
+            [a for a, b in zip(window, block) if a != b] or [""]
+        raise wrong(odd[0], "the prologue must be the lines given")
+    header = lines[2:-2 - len(block)]
+    prefix = DIRECTIVE_PREFIX[kind] + " "
+    if header != [""]:
+        for line in header:
+            if not line.startswith(prefix) or CONTROL.search(line):
+                raise wrong(line, f"a directive line must start with {prefix.strip()}")
+        wanted = [prefix + d for d in directives]
+        if wanted and header[-len(wanted):] != wanted:
+            raise wrong(header[-1], "the last directives must be job_extra_directives as given")
 
 
 @contextlib.contextmanager

@@ -3,26 +3,31 @@ line, an environment or Dask's configuration is checked here.
 
 A cluster spec starts Dask workers and nothing else.  distsketch chooses the
 worker command (``python -m distributed.cli.dask_worker``) and the job script's
-shebang (``#!/usr/bin/env bash``); worker arguments come from an allow-list of
-harmless ``dask worker`` flags; environment variables that make a shell, the
-dynamic loader, Python or Dask load code are refused; ``python`` must name an
-existing Python interpreter.  The one field that *is* code is a batch spec's
-``job_script_prologue`` (shell lines run before the worker starts), which is
-where anything else a site needs goes.  ``docs/security.md`` lists every field.
+shebang (``#!/usr/bin/env bash``); worker arguments, environment variables and
+batch directives come from allow-lists (:data:`WORKER_FLAGS`, :data:`ENV_ALLOWED`,
+:mod:`distsketch.cluster.directives`); ``python`` must name an existing Python
+interpreter; no value but the prologue may hold a line break or another control
+character (:data:`CONTROL`), and every pattern is matched whole (``fullmatch``).
+The one field that *is* code is a batch spec's ``job_script_prologue`` (shell
+lines run before the worker starts), which is where anything else a site needs
+goes.  ``docs/security.md`` lists every field.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
 from typing import Any
 
+from distsketch.cluster.directives import RESOURCE_CODE, directive_problem
 from distsketch.errors import ConfigError
 
-__all__ = ["SHEBANG", "WORKER_COMMAND", "WORKER_FLAGS", "check_adapt", "check_cuda", "check_env",
-           "check_job_values", "check_kubernetes", "check_local", "check_python",
-           "check_scheduler", "check_ssh", "check_worker_args", "count", "size"]
+__all__ = ["CONTROL", "ENV_ALLOWED", "ENV_ALLOWED_PREFIXES", "SHEBANG", "WORKER_COMMAND",
+           "WORKER_FLAGS", "check_adapt", "check_cuda", "check_env", "check_job_values",
+           "check_kubernetes", "check_local", "check_python", "check_scheduler", "check_ssh",
+           "check_worker_args", "count", "size"]
 
 #: the module every batch job runs (``python -m WORKER_COMMAND``), chosen by distsketch
 WORKER_COMMAND = "distributed.cli.dask_worker"
@@ -32,22 +37,31 @@ _CODE_FIELD = ("code that the workers must run goes in job_script_prologue, the 
                "batch spec that is shell code, or for ssh and kubernetes in the hosts' "
                "environment or the image (docs/security.md)")
 
-# Values written into a job script or a command line: no shell metacharacters, no newlines.
+# Values written into a job script or a command line: no shell metacharacters, no line
+# breaks.  Every pattern is matched with fullmatch and is ASCII-only (re.ASCII: `\d` is
+# 0-9, `[a-z]` under IGNORECASE no "ſ"); a space is written as a literal optional " ",
+# never `\s`, which also matches a line break.
 # no value may start with "-", where a command line would read it as a flag
-_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
-_QUEUE = re.compile(r"[A-Za-z0-9_.@,][A-Za-z0-9_.@,-]*")  # partition lists, PBS queue@server
-_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")       # HH:MM:SS, MM:SS, D-HH:MM:SS
-_MEMORY = re.compile(r"\d+(\.\d+)?\s?([KMGTPE]i?)?B?", re.IGNORECASE)
-_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*")
-_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*")  # select=1:ncpus=8, h_vmem=8G
-_DURATION = re.compile(r"\d+(\.\d+)?\s?[a-z]*", re.IGNORECASE)  # 60, 1h, 5m, 30s (or 4GB)
-_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9_.:\[\]-]*")
-_PORTS = re.compile(r"\d+(:\d+)?")
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
-_SCHEDULER = re.compile(r"[a-z0-9+]+://[A-Za-z0-9_.:\[\]%-]+")
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
-_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*")
+_A = re.ASCII
+_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*", _A)
+_QUEUE = re.compile(r"[A-Za-z0-9_.@,][A-Za-z0-9_.@,-]*", _A)  # partition lists, queue@server
+_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}", _A)       # HH:MM:SS, MM:SS, D-HH:MM:SS
+_MEMORY = re.compile(r"\d+(\.\d+)? ?([KMGTPE]i?)?B?", re.IGNORECASE | _A)  # parsed by Dask
+_MEMORY_WORD = re.compile(r"\d+(\.\d+)?([KMGTPE]i?)?B?", re.IGNORECASE | _A)  # written as is
+_PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*", _A)
+_RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*", _A)  # select=1:ncpus=8
+_DURATION = re.compile(r"\d+(\.\d+)? ?[a-z]*", re.IGNORECASE | _A)  # 60, 1h, 5 m (or 4GB)
+_DURATION_WORD = re.compile(r"\d+(\.\d+)?[a-z]*", re.IGNORECASE | _A)  # written unquoted
+_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9_.:\[\]-]*", _A)
+_PORTS = re.compile(r"\d+(:\d+)?", _A)
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", _A)
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?", _A)
+_SCHEDULER = re.compile(r"[a-z0-9+]+://[A-Za-z0-9_.:\[\]%-]+", _A)
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", _A)
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*", _A)
+#: characters no value outside the prologue may hold: C0 controls (line feed, carriage
+#: return, NUL, ...), DEL and the Unicode line separators
+CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 _LETTERS = "letters, digits, '_', '.', '-'"
 _JOB_VALUES = {"name": (_NAME, _LETTERS), "job_name": (_NAME, _LETTERS),
                "queue": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
@@ -56,12 +70,15 @@ _JOB_VALUES = {"name": (_NAME, _LETTERS), "job_name": (_NAME, _LETTERS),
                "interface": (_NAME, _LETTERS), "protocol": (_NAME, "a protocol such as tcp"),
                "lsf_units": (_NAME, "a unit such as MB"),
                "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
-               "job_mem": (_MEMORY, "a SLURM size such as 32G"),
+               "job_mem": (_MEMORY_WORD, "a SLURM size such as 32G (no space)"),
                "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
                "local_directory": (_PATH, "a path without spaces or shell characters"),
                "log_directory": (_PATH, "a path without spaces or shell characters"),
                "shared_temp_directory": (_PATH, "a path without spaces or shell characters")}
 _COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
+# options dask-jobqueue takes as lists of strings
+_LISTS = ("job_extra_directives", "worker_extra_args", "job_directives_skip",
+          "job_script_prologue")
 _SIZES = ("memory",)
 _BYTES = ("mem",)  # LSF: an int number of bytes
 # a size given as a bare number is bytes; below this it is surely a unit left out
@@ -71,12 +88,13 @@ _MIN_BYTES = 2**20
 # Everything else (--preload*, --scheduler-file, --worker-class, --pid-file, --tls-*,
 # positional arguments) is refused.
 WORKER_FLAGS: dict[str, tuple[re.Pattern[str], str] | None] = {
-    "--nthreads": (re.compile(r"\d+"), "a whole number"),
-    "--nworkers": (re.compile(r"\d+|auto"), "a whole number or auto"),
+    "--nthreads": (re.compile(r"\d+", _A), "a whole number"),
+    "--nworkers": (re.compile(r"\d+|auto", _A), "a whole number or auto"),
     "--name": (_NAME, _LETTERS),
-    "--memory-limit": (re.compile(r"auto|" + _MEMORY.pattern, re.IGNORECASE), "a size or auto"),
+    "--memory-limit": (re.compile(r"auto|" + _MEMORY.pattern, re.IGNORECASE | _A),
+                       "a size or auto"),
     "--local-directory": (_PATH, "a path without spaces or shell characters"),
-    "--resources": (re.compile(r"[A-Za-z0-9_.=,+]+"), "NAME=amount items such as GPU=2"),
+    "--resources": (re.compile(r"[A-Za-z0-9_.=,+]+", _A), "NAME=amount items such as GPU=2"),
     "--lifetime": (_DURATION, "a duration such as 1h"),
     "--lifetime-stagger": (_DURATION, "a duration such as 5m"),
     "--death-timeout": (_DURATION, "a duration such as 60s"),
@@ -84,47 +102,58 @@ WORKER_FLAGS: dict[str, tuple[re.Pattern[str], str] | None] = {
     "--host": (_ADDRESS, "a host name or address"),
     "--listen-address": (_ADDRESS, "an address"), "--contact-address": (_ADDRESS, "an address"),
     "--dashboard-address": (_ADDRESS, "an address such as :8787"),
-    "--dashboard-prefix": (re.compile(r"/?[A-Za-z0-9_./-]*"), "a URL path"),
+    "--dashboard-prefix": (re.compile(r"/?[A-Za-z0-9_./-]*", _A), "a URL path"),
     "--worker-port": (_PORTS, "a port or a range such as 9000:9100"),
     "--nanny-port": (_PORTS, "a port or a range such as 9000:9100"),
     **dict.fromkeys(["--dashboard", "--no-dashboard", "--nanny", "--no-nanny",
                      "--lifetime-restart", "--no-lifetime-restart"]),
 }
 
-# Environment names that make the shell, the dynamic loader, Python, Dask or another
-# runtime load code or configuration from a path (exact names, then prefixes).
-_ENV_CODE = {"BASH_ENV", "ENV", "PATH", "HOME", "IFS", "SHELLOPTS", "BASHOPTS", "PS4",
-             "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE", "PERL5OPT", "PERL5LIB", "PERLLIB",
-             "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS",
-             "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "OPENSSL_CONF", "OPENSSL_ENGINES",
-             "OPENSSL_MODULES", "GCONV_PATH", "LOCPATH", "NLSPATH", "GLIBC_TUNABLES",
-             "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "MPLCONFIGDIR", "MPLBACKEND", "IPYTHONDIR",
-             "AWS_CONFIG_FILE", "BOTO_CONFIG", "VIRTUAL_ENV", "CONDA_PREFIX"}
-_ENV_CODE_PREFIXES = ("LD_", "DYLD_", "PYTHON", "BASH_FUNC_", "DASK_", "JUPYTER_")
-# the harmless exceptions to the prefixes above
-_ENV_ALLOWED = {"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-                "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "DASK_TEMPORARY_DIRECTORY",
-                "DASK_DISTRIBUTED__WORKER__DAEMON", "DASK_DISTRIBUTED__COMM__COMPRESSION"}
-_ENV_ALLOWED_PREFIXES = ("DASK_DISTRIBUTED__WORKER__MEMORY__", "DASK_DISTRIBUTED__COMM__TIMEOUTS__",
-                         "DASK_DISTRIBUTED__COMM__RETRY__", "DASK_DISTRIBUTED__WORKER__CONNECTIONS__",
-                         "DASK_DISTRIBUTED__WORKER__PROFILE__")
-
-# Batch directives that set the job's environment, shell, working directory, files or
-# pre/post commands.  sbatch and qsub (PBS) parse with getopt: a single-letter flag also
-# matches its attached form (-o/path), and sbatch takes any unambiguous abbreviation of a
-# long flag (--exp=... is --export).
-_DIRECTIVES_REFUSED = {
-    "slurm": {"-o", "-e", "-i", "-D", "--output", "--error", "--input", "--chdir", "--export",
-              "--export-file", "--get-user-env", "--bb", "--bbf", "--container", "--container-id",
-              "--uid", "--gid", "--wrap", "--prolog", "--epilog", "--task-prolog",
-              "--task-epilog", "--propagate"},
-    "pbs": {"-o", "-e", "-v", "-V", "-S", "-d", "-w", "-I", "-C"},
-    "sge": {"-o", "-e", "-i", "-v", "-V", "-S", "-C", "-cwd", "-wd", "-@"},
-    "lsf": {"-o", "-oo", "-e", "-eo", "-i", "-is", "-E", "-Ep", "-L", "-env", "-cwd", "-f",
-            "-outdir", "-a"},
-}
-# resource items that name a script to run (Torque's -l prologue=..., PBS file staging)
-_RESOURCE_CODE = re.compile(r"(prologue|epilogue|stagein|stageout|sandbox)\s*=", re.IGNORECASE)
+# The environment variables a spec may give the workers: an allow-list of what a worker
+# plausibly needs.  Anything else can make the shell, the dynamic loader, Python, Dask or a
+# library load code under some name (LD_PRELOAD, PYTHONPATH, LOKY_PICKLER, OMP_TOOL_LIBRARIES,
+# AWS_SHARED_CREDENTIALS_FILE's credential_process, ZARR_*, NCCL_NET_PLUGIN, ...): it goes
+# in job_script_prologue, in plain sight.
+ENV_ALLOWED = frozenset({
+    # threads of BLAS, OpenMP and numerical libraries
+    "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_DYNAMIC", "OMP_WAIT_POLICY",
+    "OMP_STACKSIZE", "OMP_THREAD_LIMIT", "OMP_MAX_ACTIVE_LEVELS", "OMP_DISPLAY_ENV",
+    "MKL_NUM_THREADS", "MKL_DYNAMIC", "MKL_CBWR", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+    "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS",
+    "NUMBA_NUM_THREADS", "BLOSC_NTHREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
+    "GOMP_CPU_AFFINITY", "GOMP_SPINCOUNT",
+    # glibc's allocator (Dask recommends MALLOC_TRIM_THRESHOLD_)
+    "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_",
+    "MALLOC_ARENA_MAX",
+    # temporary files, locale, time zone
+    "TMPDIR", "TMP", "TEMP", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC",
+    "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "TZ",
+    # GPUs
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
+    # object-store credentials, region and endpoint (s3fs / botocore), no file names
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+    "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
+    # Python switches that load nothing
+    "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER",
+    "PYTHONIOENCODING",
+    # Dask settings with scalar values
+    "DASK_TEMPORARY_DIRECTORY", "DASK_DISTRIBUTED__WORKER__DAEMON",
+    "DASK_DISTRIBUTED__COMM__COMPRESSION",
+})
+ENV_ALLOWED_PREFIXES = ("DASK_DISTRIBUTED__WORKER__MEMORY__", "DASK_DISTRIBUTED__COMM__TIMEOUTS__",
+                        "DASK_DISTRIBUTED__COMM__RETRY__",
+                        "DASK_DISTRIBUTED__WORKER__CONNECTIONS__",
+                        "DASK_DISTRIBUTED__WORKER__PROFILE__")
+# values read as a name that could also be a path: a locale name (glibc loads a locale
+# from an absolute path), a codec name
+_LOCALE = re.compile(r"[A-Za-z0-9_.@:+-]*", _A)
+_ENV_VALUES = {**dict.fromkeys(["LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME",
+                                "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES"],
+                               (_LOCALE, "a locale name such as en_US.UTF-8 (no '/')")),
+               "PYTHONIOENCODING": (re.compile(r"[A-Za-z0-9_-]*(:[A-Za-z]+)?", _A),
+                                    "an encoding such as utf-8 or utf-8:replace")}
 
 # keys of `extra` a batch spec may pass to dask-jobqueue, besides its own options
 _BATCH_EXTRA_ONLY = {"death_timeout", "nanny", "protocol", "job_name", "job_directives_skip",
@@ -156,7 +185,7 @@ _SSH_WORKER = {"nthreads", "n_workers", "memory_limit", "local_directory", "reso
                "dashboard_address", "interface", "protocol"}
 _SSH_SCHEDULER = {"port", "dashboard_address", "dashboard", "interface", "protocol", "host",
                   "idle_timeout"}
-_SSH_VALUE = re.compile(r"[A-Za-z0-9_.:/@%+,=~-]*")  # written into a remote command line
+_SSH_VALUE = re.compile(r"[A-Za-z0-9_.:/@%+,=~-]*", _A)  # written into a remote command line
 
 
 def refuse(where: str, key: str, value: Any, what: str,
@@ -185,7 +214,8 @@ def size(value: Any) -> str | None:
     """A size as dask-jobqueue takes it: ``"32GB"`` unchanged, a number of bytes as ``"<n>B"``."""
     if isinstance(value, str):
         return value if _MEMORY.fullmatch(value) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < _MIN_BYTES:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < _MIN_BYTES:
         return None
     return f"{int(value)}B"
 
@@ -240,16 +270,19 @@ def check_worker_args(args: Any, where: str, key: str = "worker_extra_args") -> 
 
 
 def check_env(env: Any, where: str) -> None:
-    """Refuse environment names that load code, and values that are not one line.
+    """Accept only the environment variables of :data:`ENV_ALLOWED`, with one-line values.
 
     Raises
     ------
     ConfigError
-        Not a mapping; a name that is not an identifier or that the shell, the
-        dynamic loader, Python, Dask or another runtime reads code or
-        configuration from (``LD_PRELOAD``, ``PYTHONPATH``, ``BASH_ENV``,
-        ``DASK_DISTRIBUTED__WORKER__PRELOAD``, ...); a value on several lines,
-        or a ``DASK_*`` value that Dask would read as a mapping or list.
+        Not a mapping; a name that is not an identifier, or that is neither in
+        :data:`ENV_ALLOWED` (exactly, case included) nor under one of
+        :data:`ENV_ALLOWED_PREFIXES` (``LD_PRELOAD``, ``PYTHONPATH``,
+        ``LOKY_PICKLER``, ``AWS_SHARED_CREDENTIALS_FILE`` and every other name);
+        a value that is not a string or number, that holds a line break, NUL or
+        other control character, a locale or codec name with a ``/``, or a
+        ``DASK_*`` value that Dask would read as a mapping or list.  The message
+        names the variable and says to set it in ``job_script_prologue``.
     """
     if not isinstance(env, dict):
         raise ConfigError(f"{where}: env must be a mapping NAME: value.")
@@ -257,16 +290,20 @@ def check_env(env: Any, where: str) -> None:
         if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
             raise refuse(where, "env key", k, "an identifier (letters, digits, '_')",
                          "the workers' environment")
-        name = k.upper()
-        allowed = name in _ENV_ALLOWED or name.startswith(_ENV_ALLOWED_PREFIXES)
-        if not allowed and (name in _ENV_CODE or name.startswith(_ENV_CODE_PREFIXES)):
-            raise _code(where, f"env {k}", v, "this variable makes the shell, the dynamic loader, "
-                                              "Python or Dask load code or configuration")
-        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or \
-                any(c in str(v) for c in "\n\r\0"):
+        if k not in ENV_ALLOWED and not k.startswith(ENV_ALLOWED_PREFIXES):
+            raise _code(where, f"env {k}", v,
+                        f"{k} is not among the variables a spec may give the workers (thread "
+                        "counts, locale, temporary directories, GPUs, S3 credentials and "
+                        "endpoint, a few PYTHON* switches and scalar DASK_* memory and comm "
+                        "settings: docs/security.md lists them); other names can make the "
+                        "shell, the dynamic loader, Python or a library load code. If the site "
+                        f"really needs it, export {k} in job_script_prologue")
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or CONTROL.search(str(v)):
             raise refuse(where, f"env {k}", v, "a string or number on one line",
                          "the workers' environment")
-        if name.startswith("DASK_") and str(v).lstrip()[:1] in ("{", "["):
+        if k in _ENV_VALUES and not _ENV_VALUES[k][0].fullmatch(str(v)):
+            raise refuse(where, f"env {k}", v, _ENV_VALUES[k][1], "the workers' environment")
+        if k.startswith("DASK_") and str(v).lstrip()[:1] in ("{", "["):
             raise _code(where, f"env {k}", v, "Dask reads it as a mapping or list of settings")
 
 
@@ -336,18 +373,16 @@ def check_adapt(adapt: Any, where: str) -> None:
 
 
 def _check_directives(kind: str, value: Any, where: str, key: str) -> None:
-    refused = _DIRECTIVES_REFUSED[kind]
+    """Every directive line: allowed options only, read as the batch system reads them."""
     for v in _as_list(value):
-        if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
+        if not isinstance(v, str) or CONTROL.search(v):
             raise refuse(where, key, v, "one directive on one line")
-        flag = v.split()[0].split("=")[0] if v.split() else ""
-        getopt = kind in ("slurm", "pbs")
-        short = getopt and any(len(f) == 2 and flag.startswith(f) for f in refused)
-        abbreviated = kind == "slurm" and len(flag) > 3 and flag.startswith("--") and \
-            any(f.startswith(flag) for f in refused)
-        if flag in refused or short or abbreviated or (kind == "pbs" and _RESOURCE_CODE.search(v)):
-            raise _code(where, key, v, "a directive that sets the job's environment, shell, "
-                                       "working directory, files or pre/post commands")
+        problem = directive_problem(kind, v)
+        if problem:
+            raise _code(where, key, v, f"{problem}. A spec may add only the directives "
+                                       f"docs/security.md lists for {kind} (the job's "
+                                       "environment, shell, working directory, files and "
+                                       "pre/post commands are distsketch's to choose)")
 
 
 def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None:
@@ -376,11 +411,14 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
                               f"workers and nothing else ({_CODE_FIELD}).")
     values = [(k, v) for k, v in cfg.items() if k not in ("extra", "kind")] + list(extra.items())
     for key, value in values:
+        if key in _LISTS and not isinstance(value, list):
+            # dask-jobqueue would iterate a string character by character
+            raise refuse(where, key, value, "a list of strings")
         if key in _JOB_VALUES:
             rx, what = _JOB_VALUES[key]
             if not isinstance(value, str) or not rx.fullmatch(value):
                 raise refuse(where, key, value, what)
-            if key == "resource_spec" and _RESOURCE_CODE.search(value):
+            if key == "resource_spec" and RESOURCE_CODE.search(value):
                 raise _code(where, key, value, "a resource that names a script to run")
         elif key in _COUNTS:
             if count(value) is None:
@@ -395,8 +433,8 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
         elif key == "job_extra_directives":
             _check_directives(kind, value, where, key)
         elif key == "job_directives_skip":
-            for v in _as_list(value):
-                if not isinstance(v, str) or any(c in v for c in "\n\r\0"):
+            for v in value:
+                if not isinstance(v, str) or CONTROL.search(v):
                     raise refuse(where, key, v, "text on one line")
         elif key == "worker_extra_args":
             check_worker_args(value, where)
@@ -407,9 +445,12 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
         elif key == "adapt":
             check_adapt(value, where)
         elif key == "death_timeout":
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) or
-                                               (isinstance(value, str) and _DURATION.fullmatch(value))):
-                raise refuse(where, key, value, "a number of seconds or a duration")
+            # written unquoted after --death-timeout: one word
+            if isinstance(value, bool) or not (
+                    (isinstance(value, (int, float)) and math.isfinite(value)) or
+                    (isinstance(value, str) and _DURATION_WORD.fullmatch(value))):
+                raise refuse(where, key, value, "a number of seconds or a duration such as 60s "
+                                                "(no space)")
         elif key in ("nanny", "use_stdin"):
             if not isinstance(value, bool):
                 raise refuse(where, key, value, "true or false")
@@ -511,7 +552,7 @@ def check_local(cfg: dict[str, Any], where: str) -> None:
                       "a LocalCluster")
 
 
-_GPU_ID = re.compile(r"(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)")  # an index, a GPU or MIG UUID
+_GPU_ID = re.compile(r"(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)", _A)  # an index, a GPU or MIG UUID
 
 
 def check_cuda(cfg: dict[str, Any], where: str) -> None:
@@ -523,7 +564,9 @@ def check_cuda(cfg: dict[str, Any], where: str) -> None:
             raise refuse(where, key, value, "a size such as 40GB (or auto)", "a LocalCUDACluster")
     gpus = cfg.get("cuda_visible_devices")
     ids = gpus.split(",") if isinstance(gpus, str) else gpus
-    if ids is not None and not (ids and all(_GPU_ID.fullmatch(str(i).strip()) for i in ids)):
+    # strip() drops spaces around an id, and would drop a line break too: refuse those first
+    if ids is not None and not (ids and all(not CONTROL.search(str(i)) and
+                                            _GPU_ID.fullmatch(str(i).strip()) for i in ids)):
         raise refuse(where, "cuda_visible_devices", gpus,
                      "GPU indices or UUIDs, e.g. '0,1' or [0, 1]", "a LocalCUDACluster")
 
@@ -535,6 +578,5 @@ def check_scheduler(cfg: dict[str, Any], where: str) -> None:
         raise refuse(where, "address", cfg["address"], "an address such as tcp://host:8786",
                      "a scheduler address")
     path = cfg.get("scheduler_file")
-    if path is not None and (not isinstance(path, str) or not path or
-                             any(c in path for c in "\n\r\0")):
+    if path is not None and (not isinstance(path, str) or not path or CONTROL.search(path)):
         raise refuse(where, "scheduler_file", path, "a path on one line", "a scheduler file")

@@ -168,3 +168,99 @@ def test_an_existing_interpreter_is_accepted_and_runs_the_worker():
     worker = next(ln for ln in script.splitlines() if "dask_worker" in ln)
     assert worker.startswith(f"{sys.executable} -m distributed.cli.dask_worker ")
     assert script.splitlines()[0] == "#!/usr/bin/env bash"
+
+
+# --- line breaks through the value patterns, on every batch kind ---------------------------------
+# `\s?` in the duration and memory patterns matched a line break, so the rest of a value
+# became a line of its own in the script, which bash runs.  The payloads below are
+# what those patterns accepted: a bare word after the line break.  Stand-in commands of
+# those names on PATH create the marker, so a payload that reached bash would show.
+
+@pytest.fixture
+def stand_in_commands(tmp_path, monkeypatch):
+    """Executables ``pwned`` and ``GB`` on PATH that create ``PWNED`` in the job's folder."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("pwned", "GB"):
+        (bin_dir / name).write_text("#!/bin/sh\ntouch PWNED\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+BATCH = {"slurm": SLURM, "pbs": SLURM | {"kind": "pbs"}, "sge": SLURM | {"kind": "sge"},
+         "lsf": SLURM | {"kind": "lsf", "walltime": "00:10"}}
+LINE_BREAKS = [
+    ("worker_extra_args", ["--lifetime", "2\npwned"], "worker_extra_args = '2\\npwned'"),
+    ("worker_extra_args", ["--memory-limit=4\nGB"], "worker_extra_args = '4\\nGB'"),
+    ("extra", {"death_timeout": "2\npwned"}, "death_timeout = '2\\npwned'"),
+]
+
+
+@pytest.mark.parametrize("kind", list(BATCH))
+@pytest.mark.parametrize("field, value, named", LINE_BREAKS)
+def test_a_line_break_in_a_value_never_reaches_bash(kind, field, value, named, tmp_path,
+                                                    stand_in_commands):
+    exc = render_or_run(BATCH[kind] | {field: value}, tmp_path)
+    assert named in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_line_break_in_job_mem_never_reaches_bash(tmp_path, stand_in_commands):
+    exc = render_or_run(SLURM | {"job_mem": "4\nGB"}, tmp_path)
+    assert "job_mem = '4\\nGB'" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_worker_arguments_reach_the_worker_as_given(tmp_path):
+    """Arguments bash would split or glob are quoted: bash hands the worker each one whole."""
+    args = ["--listen-address", "tcp://[::1]:0", "--lifetime", "1 h", "--memory-limit=4 GB"]
+    script = render_job_script(SLURM | {"worker_extra_args": args})
+    worker = next(ln for ln in script.splitlines() if "dask_worker" in ln)
+    words = worker.split(" -m distributed.cli.dask_worker ", 1)[1]
+    # files a glob such as [::1] would match, in the job's folder
+    (tmp_path / "1").write_text("")
+    (tmp_path / ":").write_text("")
+    res = subprocess.run(["bash", "-c", f"printf '%s\\0' {words}"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    assert res.stdout.split("\0")[-len(args) - 1:-1] == args
+
+
+# --- the last line of defence: what reaches dask-jobqueue and what it renders -------------------
+
+@pytest.mark.parametrize("kind", list(BATCH))
+@pytest.mark.parametrize("field, value", [
+    ("walltime", "01:00:00\ntouch PWNED"), ("queue", "q\rid"), ("job_extra_directives", ["-x\nid"]),
+    ("python", f"{sys.executable} ; touch PWNED"), ("local_directory", "/tmp/$(touch PWNED)"),
+    ("name", "w`id`"),
+])
+def test_values_that_slipped_past_validation_are_refused_before_a_job_exists(kind, field, value,
+                                                                            tmp_path):
+    """A spec handed straight to ``jobqueue_cluster``, as if a check had let a value through."""
+    from distsketch.cluster.job_scripts import jobqueue_cluster
+
+    with pytest.raises(ConfigError) as exc:
+        cluster = jobqueue_cluster({**BATCH[kind], field: value}, n_workers=0)
+        cluster.close()
+    assert f"{field} = {value!r}" in str(exc.value)
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("kind", list(BATCH))
+def test_a_rendered_script_with_an_unexpected_line_is_refused(kind):
+    from distsketch.cluster.job_scripts import check_rendered_script
+
+    cfg = BATCH[kind] | {"job_script_prologue": ["echo ready"], "env": {"OMP_NUM_THREADS": 1},
+                         "job_extra_directives": []}
+    script = render_job_script(cfg)
+    prologue = ["export OMP_NUM_THREADS=1", "echo ready"]
+    check_rendered_script(script, kind, prologue, [])  # as rendered: accepted
+    lines = script.split("\n")
+    for i, injected in [(3, "touch PWNED"), (len(lines) - 2, "touch PWNED #"),
+                        (len(lines) - 3, "echo extra")]:
+        broken = "\n".join([*lines[:i], injected, *lines[i:]])
+        with pytest.raises(ConfigError, match=f"unexpected line {injected!r}"):
+            check_rendered_script(broken, kind, prologue, [])
+    with pytest.raises(ConfigError, match="first line must be"):
+        check_rendered_script(script.replace("#!/usr/bin/env bash", "#!/bin/sh -x", 1), kind,
+                              prologue, [])

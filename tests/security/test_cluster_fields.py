@@ -180,7 +180,10 @@ def test_the_site_configuration_cannot_change_the_command_or_the_shebang():
 @pytest.mark.parametrize("key, value", [
     ("OMP_NUM_THREADS", 1), ("MALLOC_TRIM_THRESHOLD_", 0), ("PYTHONUNBUFFERED", "1"),
     ("DASK_DISTRIBUTED__WORKER__MEMORY__TARGET", 0.8), ("DASK_TEMPORARY_DIRECTORY", "/scratch"),
-    ("DS_PATH", "/a b/c"),
+    ("TMPDIR", "/a b/c"), ("LC_ALL", "en_US.UTF-8"), ("TZ", "Europe/Paris"),
+    ("CUDA_VISIBLE_DEVICES", "0,1"), ("AWS_ACCESS_KEY_ID", "AKIA123"),
+    ("AWS_ENDPOINT_URL", "https://s3.example.org"), ("NCCL_DEBUG", "WARN"),
+    ("PYTHONIOENCODING", "utf-8:replace"),
 ])
 def test_plain_environment_is_exported(key, value):
     script = render_job_script({"kind": "sge", **BATCH, "env": {key: value}})
@@ -223,6 +226,13 @@ def test_directives_that_set_environment_shell_files_or_commands_are_refused(kin
 @pytest.mark.parametrize("kind, directive", [
     ("slurm", "--exclusive"), ("slurm", "--gres=gpu:1"), ("slurm", "-C haswell"),
     ("pbs", "-l place=scatter"), ("pbs", "-m abe"), ("sge", "-pe smp 4"), ("lsf", '-R "span[hosts=1]"'),
+    ("slurm", "-p gpu --qos=high"), ("slurm", "--partition gpu"), ("slurm", "-pgpu"),
+    ("slurm", "-HJname"), ("slurm", "--mail-type=END,FAIL --mail-user=a@b.org"),
+    ("slurm", "--gpus-per-node=4 --constraint=a100 --signal=B:USR1@60"),
+    ("slurm", "--exclusive=user --nice=10 --requeue"), ("slurm", "-A proj -M cl1 -L lic:1"),
+    ("pbs", "-l nodes=1:ppn=8"), ("pbs", "-W group_list=abc"), ("pbs", "-p -100 -r y"),
+    ("pbs", "-hz"), ("sge", "-binding linear:1"), ("sge", "-pe smp 4 -R y -now n"),
+    ("lsf", '-R "rusage[mem=4000] span[hosts=1]"'), ("lsf", "-x -app big -sla gold"),
 ])
 def test_ordinary_directives_reach_the_script(kind, directive):
     script = render_job_script({"kind": kind, **BATCH, "job_extra_directives": [directive]})
@@ -250,3 +260,157 @@ def test_the_prologue_is_the_one_field_written_as_code():
     lines = script.splitlines()
     worker = next(i for i, ln in enumerate(lines) if "dask_worker" in ln)
     assert lines.index(line) < worker  # as written, before the worker starts
+
+
+# --- the reported holes: line breaks through the patterns, bundled directives, env names -------
+
+@pytest.mark.parametrize("kind, field, value, named", [
+    # `\s?` in the duration and memory patterns used to match a line break
+    ("slurm", "worker_extra_args", ["--lifetime", "2\nid"], "worker_extra_args = '2\\nid'"),
+    ("pbs", "worker_extra_args", ["--memory-limit=4\nGB"], "worker_extra_args = '4\\nGB'"),
+    ("sge", "worker_extra_args", ["--death-timeout", "60\r"], "worker_extra_args = '60\\r'"),
+    ("slurm", "extra", {"death_timeout": "2\nid"}, "death_timeout = '2\\nid'"),
+    ("lsf", "extra", {"death_timeout": "60\n"}, "death_timeout = '60\\n'"),
+    ("slurm", "job_mem", "4\nGB", "job_mem = '4\\nGB'"),
+    ("pbs", "memory", "4\nGB", "memory = '4\\nGB'"),
+    ("slurm", "adapt", {"interval": "1\ns"}, "adapt.interval = '1\\ns'"),
+    ("kubernetes", "adapt", {"target_duration": "5\nm"}, "adapt.target_duration = '5\\nm'"),
+    ("local", "memory_limit", "4\nGB", "memory_limit = '4\\nGB'"),
+    ("cuda", "device_memory_limit", "4\nGB", "device_memory_limit = '4\\nGB'"),
+    ("cuda", "cuda_visible_devices", "0\n,1", "cuda_visible_devices = '0\\n,1'"),
+    # a space is a word break where the value is written unquoted
+    ("slurm", "extra", {"death_timeout": "60 s"}, "death_timeout = '60 s'"),
+    ("slurm", "job_mem", "4 G", "job_mem = '4 G'"),
+    # non-ASCII digits and letters that `\d` / IGNORECASE `[a-z]` used to take
+    ("sge", "walltime", "\uff10\uff11:00:00", "walltime = "),
+    ("slurm", "worker_extra_args", ["--lifetime", "1\u017f"], "worker_extra_args = '1\u017f'"),
+    # numbers that are not sizes
+    ("slurm", "memory", float("inf"), "memory = inf"),
+    ("slurm", "extra", {"death_timeout": float("nan")}, "death_timeout = nan"),
+    # a string where dask-jobqueue iterates a list, character by character
+    ("slurm", "extra", {"worker_extra_args": "--no-nanny"}, "worker_extra_args = '--no-nanny'"),
+    ("pbs", "extra", {"job_directives_skip": "-q"}, "job_directives_skip = '-q'"),
+])
+def test_a_line_break_or_word_break_in_a_value_is_refused(kind, field, value, named):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BASE[kind], field: value})
+    assert named in str(exc.value)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("LOKY_PICKLER", "evil_module"),            # joblib imports it in every worker
+    ("AWS_SHARED_CREDENTIALS_FILE", "/tmp/c"),  # boto3 runs its credential_process
+    ("OMP_TOOL_LIBRARIES", "/tmp/tool.so"),     # the OpenMP runtime loads it
+    ("ZARR_CODEC_PIPELINE__PATH", "evil.Pipeline"), ("NCCL_NET_PLUGIN", "/tmp/net.so"),
+    ("GOOGLE_APPLICATION_CREDENTIALS", "/tmp/exec.json"), ("NUMBA_CACHE_DIR", "/tmp/c"),
+    ("HDF5_PLUGIN_PATH", "/tmp/p"), ("omp_num_threads", "1"), ("DS_SETTING", "x"),
+])
+def test_environment_outside_the_allow_list_is_refused(key, value):
+    for kind in ("slurm", "pbs", "kubernetes"):
+        with pytest.raises(ConfigError) as exc:
+            validate_spec({"kind": kind, **BASE[kind], "env": {key: value}})
+        message = str(exc.value)
+        assert f"env {key}" in message and "not among the variables" in message
+        assert f"export {key} in job_script_prologue" in message
+
+
+@pytest.mark.parametrize("key, value", [
+    ("LANG", "/tmp/evil_locale"), ("LC_ALL", "../../tmp/x"), ("PYTHONIOENCODING", "x/y"),
+    ("OMP_NUM_THREADS", "1\x0b2"), ("TMPDIR", "/tmp\u2028x"), ("TZ", "UTC\x1b[2J"),
+])
+def test_allowed_environment_names_take_only_plain_values(key, value):
+    for kind in ("sge", "kubernetes"):
+        with pytest.raises(ConfigError) as exc:
+            validate_spec({"kind": kind, **BASE[kind], "env": {key: value}})
+        assert f"env {key} = {value!r}" in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, directive, refused", [
+    # getopt reads a group letter by letter: -Qo/x is -Q -o /x
+    ("slurm", "-Qo/home/u/.bashrc", "-o"), ("slurm", "-Oe/home/u/.bashrc", "-e"),
+    ("slurm", "-Hi/etc/passwd", "-i"), ("slurm", "-vD/tmp", "-D"),
+    ("pbs", "-ho/home/u/.bashrc", "-o"), ("pbs", "-hvLD_PRELOAD=/tmp/x.so", "-v"),
+    ("pbs", "-zS/tmp/sh", "-S"),
+    # an option after the first one on the line
+    ("slurm", "-p gpu -o /home/u/.bashrc", "-o"), ("slurm", "--partition gpu --export=ALL", "--export"),
+    ("pbs", "-q x -V", "-V"), ("sge", "-l h_vmem=1G -S /tmp/sh", "-S"),
+    ("lsf", "-n 4 -env all", "-env"),
+    # attached values and whole words of bsub / SGE's qsub
+    ("lsf", "-Etouch", "-Etouch"), ("lsf", "-otouch", "-otouch"), ("lsf", "-rnc /tmp/x.sh", "-rnc"),
+    ("sge", "-jsv /tmp/x.sh", "-jsv"), ("sge", "-shell n", "-shell"),
+    # abbreviations getopt_long expands, and options outside the allow-list
+    ("slurm", "--part=gpu --outp=/x", "--outp"), ("slurm", "--container-image=evil/img", "--container-image"),
+    ("pbs", "-T myprologue", "-T"),
+    # a quote that hides an option from one reader but not from another
+    ("slurm", '--comment="x --output=/home/u/.bashrc"', "--output"),
+    # what readers disagree on
+    ("slurm", "--comment=a\\ -o/x", "'\\\\'"), ("slurm", "--exclusive # -o /x", "'#'"),
+])
+def test_directives_are_read_as_the_batch_system_reads_them(kind, directive, refused):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BATCH, "job_extra_directives": [directive]})
+    message = str(exc.value)
+    assert f"job_extra_directives = {directive!r}" in message and refused in message
+
+
+def test_an_abbreviated_long_option_is_refused_with_its_full_name():
+    with pytest.raises(ConfigError, match=r"--part is not among .* write options in full "
+                                          r"\(--partition\)"):
+        validate_spec({"kind": "slurm", **BATCH, "job_extra_directives": ["--part=gpu"]})
+
+
+# sbatch's and PBS qsub's own option letters (getopt syntax; ':' takes a value), the
+# refused ones included: Python's getopt reads a directive line as they do
+SBATCH_GETOPT = "A:b:B:c:C:d:D:e:F:G:hHi:J:kL:m:M:n:N:o:Op:q:QsS:t:uvVw:Wx:"
+SBATCH_LONG = ["output=", "error=", "input=", "chdir=", "export=", "partition=", "exclusive",
+               "get-user-env", "qos=", "time="]
+QSUB_GETOPT = "a:A:c:C:d:D:e:hIj:J:k:l:m:M:N:o:p:P:q:r:S:t:T:u:v:VW:Xz"
+REFUSED_LETTERS = {"slurm": {"-o", "-e", "-i", "-D", "-F", "--output", "--error", "--input",
+                             "--chdir", "--export", "--get-user-env"},
+                   "pbs": {"-o", "-e", "-v", "-V", "-S", "-d", "-D", "-C", "-I", "-T", "-u",
+                           "-X", "-J", "-t"}}
+
+
+def getopt_reads(kind: str, directive: str) -> set[str]:
+    """The options a getopt-based batch system reads from a directive line."""
+    import getopt
+    import shlex
+
+    words = shlex.split(directive)
+    if kind == "slurm":
+        options, _ = getopt.gnu_getopt(words, SBATCH_GETOPT, SBATCH_LONG)
+    else:
+        options, _ = getopt.getopt(words, QSUB_GETOPT)
+    return {name for name, _ in options}
+
+
+@pytest.mark.parametrize("kind, directive", [
+    ("slurm", "-Qo/home/u/.bashrc"), ("slurm", "-Oe/home/u/.bashrc"), ("slurm", "-vD/tmp"),
+    ("slurm", "-p gpu --exp=LD_PRELOAD=/x"),
+    ("pbs", "-ho/home/u/.bashrc"), ("pbs", "-hvLD_PRELOAD=/tmp/x.so"), ("pbs", "-zS/tmp/sh"),
+])
+def test_what_getopt_reads_as_a_refused_option_is_refused(kind, directive):
+    # the stand-in reads the payload as the batch system would: it does set a refused option
+    assert getopt_reads(kind, directive) & REFUSED_LETTERS[kind]
+    with pytest.raises(ConfigError, match="job_extra_directives"):
+        validate_spec({"kind": kind, **BATCH, "job_extra_directives": [directive]})
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_no_accepted_directive_sets_a_refused_option(kind):
+    """Every line of a few letters and words that the validator accepts, read by getopt."""
+    import itertools
+
+    letters = sorted({c for c in (SBATCH_GETOPT if kind == "slurm" else QSUB_GETOPT)
+                      if c != ":"})
+    groups = ["-" + "".join(p) for p in itertools.product(letters, repeat=2)]
+    lines = groups + [f"{g}/x" for g in groups] + [f"{g} /x" for g in groups]
+    accepted = 0
+    for line in lines:
+        try:
+            validate_spec({"kind": kind, **BATCH, "job_extra_directives": [line]})
+        except ConfigError:
+            continue
+        accepted += 1
+        assert not getopt_reads(kind, line) & REFUSED_LETTERS[kind], line
+    assert accepted > 100  # the allow-list still accepts ordinary groups such as -HJname

@@ -238,7 +238,7 @@ def test_refusal_names_the_key_and_the_file(tmp_path):
 @pytest.mark.parametrize("value", ["1; touch PWNED", "$(touch PWNED)", "`touch PWNED`",
                                    "a'b\"c $HOME \\", "plain"])
 def test_env_values_are_shell_quoted(kind, value, tmp_path):
-    script = render_job_script(SLURM | {"kind": kind, "env": {"DS_VALUE": value},
+    script = render_job_script(SLURM | {"kind": kind, "env": {"TMPDIR": value},
                                         "job_script_prologue": ["echo prologue"]})
     exports = [ln for ln in script.splitlines() if ln.startswith("export ")]
     assert len(exports) == 1
@@ -246,7 +246,7 @@ def test_env_values_are_shell_quoted(kind, value, tmp_path):
     assert lines.index(exports[0]) < lines.index("echo prologue")  # before the user's prologue
     bash = shutil.which("bash")
     assert bash is not None
-    res = subprocess.run([bash, "-c", exports[0] + '\nprintf %s "$DS_VALUE"'], cwd=tmp_path,
+    res = subprocess.run([bash, "-c", exports[0] + '\nprintf %s "$TMPDIR"'], cwd=tmp_path,
                          capture_output=True, text=True, check=True)
     assert res.stdout == value
     assert not (tmp_path / "PWNED").exists()
@@ -255,11 +255,11 @@ def test_env_values_are_shell_quoted(kind, value, tmp_path):
 def test_valid_batch_values_are_accepted():
     cfg = SLURM | {"queue": "gpu,short", "account": "proj-1.a@srv", "walltime": "1-12:00:00",
                    "name": "ds_worker-1.x", "interface": "lo", "memory": "31.5GiB",
-                   "env": {"OMP_NUM_THREADS": 1, "DS_PATH": "/a b/c"},
+                   "env": {"OMP_NUM_THREADS": 1, "TMPDIR": "/a b/c"},
                    "worker_extra_args": ["--lifetime=1h", "--lifetime-stagger", "5m"]}
     script = render_job_script(cfg)
     assert "#SBATCH -p gpu,short" in script and "export OMP_NUM_THREADS=1" in script
-    assert "export DS_PATH='/a b/c'" in script
+    assert "export TMPDIR='/a b/c'" in script
     assert "--lifetime=1h --lifetime-stagger 5m" in script
 
 
