@@ -7,23 +7,32 @@ from that record, so rows added by hand (``resize`` and a write, possibly
 through a stale consolidated view that leaves fill values) are never read as
 data; this module is the way to add rows.  The protocol::
 
-    1. lock the store (an OS lock; on an object store a writer's claim), roll back
-       an append that was interrupted before (its journal is still there, and is
-       checked in full first: see below); check X and y against the manifest
+    1. lock the store (an OS lock on its folder, which `ingest --overwrite` also
+       takes before it moves a store aside; on an object store a writer's
+       claim), check that the folder locked is still the one at the path (not
+       replaced meanwhile), roll back an append that was interrupted before
+       (its journal is still there, and is checked in full first: see below);
+       check X and y against the manifest
     2. write the journal .distsketch-append.json: its format tag, the digest of
-       the manifest, the old shapes, and a copy of the group's zarr.json and of
-       each array's last, partly filled chunk (the only existing objects an
-       append rewrites besides metadata)
+       the manifest, the old shapes and number of class names, and the names
+       of the backups it is about to write; then the backups: a copy of the
+       group's zarr.json and of each array's last, partly filled chunk (the
+       only existing objects an append rewrites besides metadata)
     3. grow X and y and write the new rows (old rows keep their values)
     4. check every row and chunk, update the group attributes, re-consolidate
        the metadata, then write the manifest (rows, layout) LAST
-    5. delete the journal
+    5. delete the backups, then the journal
 
-A failure in 2–4 rolls back at once: the arrays are cut back to their old
-shapes (chunks past them deleted), the saved chunks and group metadata
-restored; the manifest was not touched.  A process killed in 2–4
-leaves the journal: readers refuse the store (its arrays disagree with the
-manifest) until the next append rolls it back.
+The journal is written before its backups so that a process killed while it
+writes them leaves nothing that no journal names; no chunk is changed until
+every backup is written (each one atomically: written beside, then renamed),
+so a backup the journal names but that is missing means there is nothing to
+restore.  A failure in 2–4 rolls back at once: the arrays are cut back to
+their old shapes (the chunk files past them, as listed, deleted), the saved
+chunks and group metadata restored, class names first seen in the append
+dropped; the manifest was not touched.  A process killed in 2–4 leaves the
+journal: readers refuse the store (its arrays disagree with the manifest)
+until the next append rolls it back.
 
 The journal is input like any other file in the store, and is acted on only
 once all of it was checked (:func:`rollback`): its format tag is distsketch's;
@@ -33,7 +42,9 @@ are exactly the store's, their old shapes what the manifest records (and no
 larger than now); each saved chunk is the one the appender itself saves, the
 last, partly filled chunk at the old shape (and ``zarr.json``); each backup is
 named ``.distsketch-append-{token}-{array}.bak`` with the journal's own token
-and is a regular file, never a link.  Every name is thus inside the store.  A
+and is a regular file, never a link.  Every name is thus inside the store, and
+the rollback deletes only chunk files that exist (listed, never enumerated from
+a shape that may have been edited to 10**15 rows).  A
 journal that fails any check is a :class:`~distsketch.errors.StoreError` and
 nothing is changed.  A journal left behind by an append killed after its
 manifest was written (the append committed) is recognised and removed.
@@ -58,7 +69,14 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
-from distsketch.io.class_codes import MAX_CLASS_NAME, MAX_CLASSES, class_name_problem, class_names
+from distsketch.io.class_codes import (
+    MAX_CLASS_NAME,
+    MAX_CLASSES,
+    class_name_clash,
+    class_name_problem,
+    class_names,
+    nfc,
+)
 from distsketch.io.layout import (
     JOURNAL_NAME,
     LAYOUT_KEY,
@@ -73,7 +91,7 @@ from distsketch.io.writes import layout_of
 from distsketch.ops.namespace import densify
 from distsketch.validation.finite import cast_checked, check_exact_integers, check_finite_stored
 
-__all__ = ["JOURNAL_NAME", "StoreAppender", "append"]
+__all__ = ["JOURNAL_NAME", "StoreAppender", "append", "match_columns"]
 
 def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool = False,
            source: str | None = None, storage_options: dict | None = None) -> Path | str:
@@ -106,10 +124,14 @@ class StoreAppender:
         self.rows = 0
         self.committed = False
         self.claim: Any = None  # the location's writer lock (confirm() before the commit)
+        self.folder = _identity(loc)  # the folder locked (checked before every write)
         # a y of class codes: the stored names, grown by names first seen in an append
         names = class_names(arrays["y"], f"{loc.url}::y") if "y" in arrays else None
         self.classes: list[str] | None = None if names is None else names.tolist()
         self.n_classes0 = 0 if self.classes is None else len(self.classes)
+        # the stored names by their NFC form: a new name that only differs from one of
+        # them in its Unicode normalisation would be a second class that looks the same
+        self._nfc = {} if self.classes is None else {nfc(n): n for n in self.classes}
 
     @classmethod
     @contextlib.contextmanager
@@ -117,8 +139,16 @@ class StoreAppender:
              storage_options: dict | None = None) -> Iterator[StoreAppender]:
         """Lock ``store``, check it and journal it; roll back unless :meth:`commit` ran."""
         loc = resolve(store, storage_options)
+        folder = _identity(loc)
         # one writer per store: an OS lock on its folder, or a claim object beside it
         with loc.writer_lock("appending to") as claim:
+            # the folder locked is the one at the path: `ingest --overwrite` moves a store
+            # aside only under this lock, so from here on the path names the locked store
+            if _identity(loc) != folder:
+                raise StoreError(
+                    f"{loc.url} was replaced (by `ingest --overwrite` or another writer) while "
+                    "this append was taking its lock; nothing was appended. Append again: the "
+                    "rows then go to the store that is there now.")
             rollback(loc)
             app = cls._checked(loc)
             app.claim = claim
@@ -148,8 +178,15 @@ class StoreAppender:
               line_of: Any = None) -> None:
         """Append the rows ``X`` (and their labels ``y``), checked and cast."""
         where = f"rows appended to {self.loc.url}"
-        X = np.asarray(densify(X))
         xa = self.arrays["X"]
+        order = self._column_order(X)
+        if isinstance(X, np.ma.MaskedArray) and np.ma.getmaskarray(X).any():
+            raise InputError(f"cannot append a masked array to {self.loc.url}: its masked values "
+                             "would be stored as the numbers under the mask. Fill them "
+                             "(X.filled(np.nan) with allow_nan=True) or drop those rows.")
+        X = np.asarray(densify(X))
+        if order is not None and X.ndim == 2:
+            X = X[:, order]
         if X.ndim != 2 or X.shape[1] != xa.shape[1]:
             raise InputError(f"cannot append rows of shape {X.shape} to {self.loc.url}: its X has "
                              f"{xa.shape[1]} columns; append rows of shape (k, {xa.shape[1]}).")
@@ -186,6 +223,7 @@ class StoreAppender:
         k = int(X.shape[0])
         if not k:
             return
+        self._same_store()
         try:
             self._write(first, k, X, Y)
         except DistsketchError:
@@ -198,11 +236,14 @@ class StoreAppender:
     def _codes(self, labels: np.ndarray, first: int) -> np.ndarray:
         """Class names as the store's codes; a name not seen before gets the next code."""
         assert self.classes is not None
+        if labels.dtype.kind == "S" and labels.ndim == 1:
+            labels = _decoded(labels, self.loc, first)  # as ingest reads a .npy of bytes
         if labels.dtype.kind not in "UO" or labels.ndim != 1:
             raise InputError(
-                f"{self.loc.url} stores its labels as class names ({', '.join(self.classes[:5])}"
+                f"{self.loc.url} stores its labels as class names ({_shown(self.classes[:5])}"
                 f"{', ...' if len(self.classes) > 5 else ''}); pass the labels of the new rows "
-                "as names (strings), not numbers (CLI: a CSV label column with --class-labels).")
+                "as names (strings), not numbers (a file's label column: class_labels=True, "
+                "CLI: --class-labels).")
         codes = {name: i for i, name in enumerate(self.classes)}
         out = np.empty(labels.shape[0], dtype=np.int32)
         for i, label in enumerate(labels.tolist()):
@@ -210,9 +251,12 @@ class StoreAppender:
                 raise InputError(f"label of appended row {first + i} is {str(label)[:40]!r}; class "
                                  f"names are non-empty strings of at most {MAX_CLASS_NAME} "
                                  "characters.")
+            label = label.strip()  # ingest stores every label stripped of blanks
             code = codes.get(label)
-            # the rule of ingest (empty, NaN, longer than the limit the store's readers check)
-            problem = None if code is not None else class_name_problem(label)
+            # the rule of ingest (empty, NaN, control characters, longer than the limit the
+            # store's readers check), and no second spelling of a stored name
+            problem = None if code is not None else \
+                class_name_problem(label) or class_name_clash(label, self._nfc)
             if problem is not None:
                 raise InputError(f"labels appended to {self.loc.url}: row {first + i}: {problem}")
             if code is None:
@@ -221,8 +265,31 @@ class StoreAppender:
                                      "class names; is the label column an identifier?")
                 code = codes[label] = len(self.classes)
                 self.classes.append(label)
+                self._nfc[nfc(label)] = label
             out[i] = code
         return out
+
+    def _column_order(self, X: Any) -> list[int] | None:
+        """The columns of a table ``X`` (a pandas DataFrame) in the store's feature order.
+
+        Named columns are matched to the store's feature names as a file's
+        header is (:func:`match_columns`); an array has no names (None).
+        """
+        columns = getattr(X, "columns", None)
+        if columns is None or isinstance(X, np.ndarray):
+            return None
+        given = list(columns)
+        if not all(isinstance(c, str) for c in given):
+            return None  # a table without names (0, 1, ...): matched by position, as an array
+        return match_columns(given, None, self.manifest, self.arrays["X"],
+                             f"the table appended to {self.loc.url}", self.loc.url)
+
+    def _same_store(self) -> None:
+        """Refuse to go on if the store at the path is not the folder this append locked."""
+        if _identity(self.loc) != self.folder:
+            raise StoreError(
+                f"{self.loc.url} was replaced while rows were appended to it; this append "
+                "stopped and wrote nothing more. Append the rows again.")
 
     def _write(self, first: int, k: int, X: np.ndarray, Y: np.ndarray | None) -> None:
         for name, block in (("X", X), ("y", Y)):
@@ -235,6 +302,7 @@ class StoreAppender:
     def commit(self, source: str | None = None) -> None:
         """Verify, re-consolidate and write the manifest (last); the journal is then removed."""
         n = self.n0 + self.rows
+        self._same_store()
         for name in self.arrays:
             arr = zarr.open_array(zarr_store(self.loc.child(name), read_only=True), mode="r")
             if arr.shape[0] != n or arr.nchunks_initialized != arr.nchunks:
@@ -274,32 +342,37 @@ class StoreAppender:
         # binds the journal to this store as it is now: the manifest changes only at commit
         digest = hashlib.sha256(self.loc.read_bytes(MANIFEST_NAME)).hexdigest()
         saved: dict[str, dict[str, str]] = {}
-        written: list[str] = []
+        for name, arr in self.arrays.items():
+            key = _saved_chunk(name, arr, self.old[name][0])
+            # None: the last chunk is full (an append only adds chunks); absent: nothing to save
+            if key is not None and self.loc.isfile(key):
+                saved[name] = {"key": key, "backup": _backup_name(token, name)}
+        # the group's metadata (attributes, consolidated view) come back byte for byte
+        saved[""] = {"key": "zarr.json", "backup": _backup_name(token, "")}
+        body = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, "token": token,
+                "manifest_sha256": digest, "appends": _n_appends(self.manifest),
+                "shapes": {k: list(v) for k, v in self.old.items()}, "chunks": saved,
+                "classes": None if self.classes is None else self.n_classes0}
+        # the journal first, naming the backups: a process killed while it writes them
+        # leaves backups a rollback removes; one killed before any backup is complete
+        # changed nothing (no chunk is written before this method returns), so a backup
+        # that is missing is skipped by the rollback
         try:
-            for name, arr in self.arrays.items():
-                key = _saved_chunk(name, arr, self.old[name][0])
-                if key is None:
-                    continue  # the last chunk is full: an append only adds chunks
-                backup = _backup_name(token, name)
+            self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
+            for item in saved.values():
                 try:
-                    data = self.loc.read_bytes(key)
+                    data = self.loc.read_bytes(item["key"])
                 except FileNotFoundError:
                     continue
-                self.loc.write_bytes(backup, data)
-                written.append(backup)
-                saved[name] = {"key": key, "backup": backup}
-            # the group's metadata (attributes, consolidated view) come back byte for byte
-            saved[""] = {"key": "zarr.json", "backup": _backup_name(token, "")}
-            self.loc.write_bytes(saved[""]["backup"], self.loc.read_bytes("zarr.json"))
-            written.append(saved[""]["backup"])
-            body = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, "token": token,
-                    "manifest_sha256": digest, "appends": _n_appends(self.manifest),
-                    "shapes": {k: list(v) for k, v in self.old.items()}, "chunks": saved}
-            self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
-        except BaseException:
-            for backup in written:  # no journal names them: nothing would ever remove them
-                with contextlib.suppress(OSError):
-                    self.loc.fs.rm_file(self.loc.child(backup).path)
+                self.loc.write_bytes(item["backup"], data)  # atomic: complete, or not there
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                _remove_journal(self.loc)  # its backups, then itself: the store is as it was
+            if isinstance(exc, Exception) and not isinstance(exc, DistsketchError):
+                raise StoreError(f"cannot write the append journal of {self.loc.url} "
+                                 f"({type(exc).__name__}: {exc}); nothing was appended and the "
+                                 "store is as it was. Retry; if it persists the disk may be "
+                                 "full.") from exc
             raise
 
     def _undo(self) -> None:
@@ -308,10 +381,15 @@ class StoreAppender:
 
 #: what an append journal says it is; only this format is acted on
 JOURNAL_FORMAT = "distsketch-append-journal"
-JOURNAL_VERSION = 1
+#: 2: written before its backups, records the number of class names; 1 (backups first, no
+#: class count) is still rolled back
+JOURNAL_VERSION = 2
+_VERSIONS = (1, 2)
 #: a journal is a few hundred bytes: anything larger is not one (and is not read whole)
 _JOURNAL_MAX_BYTES = 64 * 1024
 _TOKEN_LEN = 12
+#: the suffix of LocalLocation.write_bytes's temporary
+_PART = ".part"
 _TOKEN = re.compile(rf"[0-9a-f]{{{_TOKEN_LEN}}}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: the arrays an append grows (see _array_names); "" is the group's zarr.json
@@ -327,6 +405,7 @@ class _Journal:
     appends: int
     shapes: dict[str, tuple[int, ...]]
     chunks: dict[str, tuple[str, str]]  # array ("" for the group) -> (key, backup)
+    classes: int | None  # class names of y before the append (None: no names, or version 1)
 
     @property
     def backups(self) -> list[str]:
@@ -422,11 +501,17 @@ def _read_journal(loc: Location) -> _Journal:
         raise _refused(loc, f"it is not JSON: {_short(str(exc))}") from None
     if not isinstance(body, dict):
         raise _refused(loc, f"it holds a JSON {type(body).__name__}, not an object")
-    if body.get("format") != JOURNAL_FORMAT or body.get("version") != JOURNAL_VERSION \
-            or type(body.get("version")) is not int:
+    version = body.get("version")
+    if body.get("format") != JOURNAL_FORMAT or type(version) is not int \
+            or version not in _VERSIONS:
         raise _refused(loc, f"its format is {_short(body.get('format'))}, version "
-                            f"{_short(body.get('version'))}; distsketch writes "
+                            f"{_short(version)}; distsketch writes "
                             f"{JOURNAL_FORMAT!r}, version {JOURNAL_VERSION}")
+    classes = body.get("classes")
+    if version == 1 and "classes" in body:
+        raise _refused(loc, "it is of version 1, which records no classes, but has them")
+    if not (classes is None or _is_count(classes)):
+        raise _refused(loc, f"its classes {_short(classes)} is not a count of class names")
     token, digest, appends = body.get("token"), body.get("manifest_sha256"), body.get("appends")
     if not isinstance(token, str) or not _TOKEN.fullmatch(token):
         raise _refused(loc, f"its token {_short(token)} is not {_TOKEN_LEN} hex digits")
@@ -463,13 +548,17 @@ def _read_journal(loc: Location) -> _Journal:
         chunks[name] = (key, backup)
     if "" not in chunks:
         raise _refused(loc, "it saves no copy of the group's zarr.json")
-    return _Journal(token, digest, appends, shapes, chunks)
+    return _Journal(token, digest, appends, shapes, chunks, classes)
 
 
 def _check_arrays(loc: Location, journal: _Journal, manifest: dict,
                   arrays: dict[str, zarr.Array]) -> None:
     """Refuse ``journal`` unless its shapes and chunks are what an append to ``loc`` at
     the manifest's rows journals (old shapes as recorded, the last partly filled chunk)."""
+    recorded = manifest.get("n_classes")
+    if journal.classes is not None and _is_count(recorded) and recorded != journal.classes:
+        raise _refused(loc, f"it records {journal.classes} class names before the append; the "
+                            f"store's manifest records {recorded}")
     if set(journal.shapes) != set(arrays):
         raise _refused(loc, f"it records the arrays {sorted(journal.shapes)}; the store's manifest "
                             f"records {sorted(arrays)}")
@@ -532,6 +621,7 @@ def rollback(loc: Location) -> bool:
         The journal is not one an append to this store wrote (nothing is
         changed), or the rollback failed.
     """
+    _remove_stale_part(loc)
     if not _journal_present(loc):
         return False
     journal = _read_journal(loc)
@@ -561,13 +651,20 @@ def rollback(loc: Location) -> bool:
     try:
         for name, shape in journal.shapes.items():
             if tuple(arrays[name].shape) != shape:
-                arrays[name].resize(shape)
+                _cut(loc, name, arrays[name], shape)
         for key, backup in journal.chunks.values():
             try:
                 data = loc.read_bytes(backup)
             except FileNotFoundError:
-                continue  # restored by a rollback killed while it removed the backups
+                # never written (the append died before it changed anything), or restored
+                # by a rollback killed while it removed the backups
+                continue
             loc.write_bytes(key, data)
+        if journal.classes is not None and "y" in arrays:
+            names = arrays["y"].attrs.get("classes")
+            if isinstance(names, list) and len(names) > journal.classes:
+                # names first seen in the append were written to y's attributes at commit
+                arrays["y"].attrs["classes"] = names[:journal.classes]
     except Exception as exc:
         raise StoreError(f"cannot roll back the interrupted append to {loc.url} "
                          f"({type(exc).__name__}: {exc}); retry, or re-ingest the store.") from exc
@@ -585,10 +682,161 @@ def _remove_journal(loc: Location, journal: _Journal | None = None) -> None:
         with contextlib.suppress(StoreError, OSError):
             journal = _read_journal(loc)  # this append's own, just committed
     for backup in journal.backups if journal is not None else ():
-        with contextlib.suppress(FileNotFoundError, OSError):
-            loc.fs.rm_file(loc.child(backup).path)
+        # and its temporary (LocalLocation.write_bytes writes NAME.part, then renames it)
+        for name in (backup, backup + _PART) if loc.supports_links else (backup,):
+            with contextlib.suppress(FileNotFoundError, OSError):
+                loc.fs.rm_file(loc.child(name).path)
     with contextlib.suppress(FileNotFoundError):
         loc.fs.rm_file(loc.child(JOURNAL_NAME).path)
+
+
+def _remove_stale_part(loc: Location) -> None:
+    """Remove the journal's temporary left by an append killed while writing its journal.
+
+    Nothing else was written then (the journal comes first); under the
+    writer's lock no append is writing it now.  A link there is left for the
+    store's link check to refuse.
+    """
+    if not loc.supports_links:
+        return  # an object is written in one put: no temporary
+    path = loc.child(JOURNAL_NAME + _PART).path
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+
+
+def _cut(loc: Location, name: str, arr: zarr.Array, shape: tuple[int, ...]) -> None:
+    """Resize ``arr`` (the array ``name`` of ``loc``) down to ``shape``, deleting the chunk
+    files past it that exist.
+
+    Zarr's own resize enumerates every chunk position of the current shape to
+    delete those past the new one: a shape edited to 10**15 rows would take
+    hours and all memory.  The files are listed instead; only a name that is
+    exactly this array's key of a chunk (or shard) past the new rows is
+    deleted, then the metadata is rewritten.
+    """
+    from zarr.core.sync import sync
+
+    unit = (arr.shards or arr.chunks)[0]
+    keep = -(-shape[0] // unit)
+    base = loc.child(name).path.rstrip("/")
+    loc.fs.invalidate_cache(base)
+    for path in loc.fs.find(base):
+        path = str(path)
+        if not path.startswith(base + "/"):
+            continue
+        coords = _chunk_coords(arr, path[len(base) + 1:])
+        if coords is not None and coords[0] >= keep:
+            loc.fs.rm_file(path)
+    sync(arr.async_array.resize(shape, delete_outside_chunks=False))
+
+
+def _chunk_coords(arr: zarr.Array, key: str) -> tuple[int, ...] | None:
+    """The grid position whose key in ``arr`` is exactly ``key``; None for any other name."""
+    for sep in ("/", "."):
+        parts = key.split(sep)
+        if parts and parts[0] == "c":
+            parts = parts[1:]
+        if len(parts) != arr.ndim or not all(p.isascii() and p.isdigit() for p in parts):
+            continue
+        coords = tuple(int(p) for p in parts)
+        if arr.metadata.encode_chunk_key(coords) == key:
+            return coords
+    return None
+
+
+def _identity(loc: Location) -> tuple[int, int] | None:
+    """The local folder at ``loc`` (device, inode), to tell it from one renamed into its
+    place; None on an object store (its claim object guards it) or when there is none."""
+    if not loc.supports_rename:
+        return None
+    try:
+        st = os.stat(loc.path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _decoded(labels: np.ndarray, loc: Location, first: int) -> np.ndarray:
+    """Byte-string labels as text, as ingest reads a ``.npy`` of bytes (ASCII)."""
+    try:
+        return labels.astype(str)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"labels appended to {loc.url}: a label of rows {first}.. is not ASCII "
+                         f"text ({exc.reason}); pass the names as str (Unicode), not bytes."
+                         ) from None
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(map(repr, names[:20])) + (" ..." if len(names) > 20 else "")
+
+
+def _names(value: Any, width: int | None = None) -> list[str] | None:
+    """``value`` as a list of column names (of ``width`` names), or None when it is not one."""
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        return None
+    return value if width is None or len(value) == width else None
+
+
+def match_columns(given: list[str], label_given: str | None, manifest: dict, xa: Any,
+                  what: str, url: str) -> list[int] | None:
+    """Columns named ``given`` in the store's feature order, or None to keep them as they are.
+
+    A store records its feature names (the header of the CSV, the columns of
+    the Parquet table it was ingested from).  Rows appended with names of
+    their own (a file's header, a DataFrame's columns) are matched to them by
+    name: the same distinct names in another order are reordered, other
+    names are refused (matching by position would put values under the wrong
+    feature).  A store without names is matched by position.
+
+    Parameters
+    ----------
+    given : list of str
+        The names of the appended columns (the label column excluded).
+    label_given : str or None
+        The name of the appended label column, if it has one.
+    manifest : dict
+        The store's manifest.
+    xa : zarr.Array
+        The store's ``X``.
+    what, url : str
+        The appended rows and the store, for the message.
+
+    Raises
+    ------
+    InputError
+        The columns (or label column) are not the store's, naming both.
+    """
+    width = int(xa.shape[1])
+    attrs = getattr(xa, "attrs", {})
+    stored = _names(manifest.get("feature_names"), width) or \
+        _names(attrs.get("feature_names") if hasattr(attrs, "get") else None, width)
+    if stored is None:
+        return None
+    label_stored = manifest.get("label_column")
+    if isinstance(label_stored, str) and isinstance(label_given, str) and \
+            label_stored != label_given:
+        raise InputError(
+            f"{what}: its label column is {label_given!r}, but {url} records the label column "
+            f"{label_stored!r}; append a file whose labels are in a column named "
+            f"{label_stored!r} (label_column={label_stored!r}, CLI: --label-column "
+            f"{label_stored}), or rename the column.")
+    if given == stored:
+        return None
+    if len(set(given)) == len(given) == len(set(stored)) and set(given) == set(stored):
+        return [given.index(n) for n in stored]
+    hint = ""
+    if isinstance(label_stored, str) and label_stored in given and label_given is None:
+        hint = (f" The store's label column is {label_stored!r}: pass label_column="
+                f"{label_stored!r} (CLI: --label-column {label_stored}), or pass its values "
+                "as the labels.")
+    elif len(set(given)) != len(given) and sorted(given) == sorted(stored):
+        hint = " Names that repeat cannot be matched by name: rename the duplicate columns."
+    raise InputError(
+        f"{what}: its columns are named {_shown(given)}, but {url} records the features "
+        f"{_shown(stored)}; matching them by position would store values under the wrong "
+        "feature. Append the store's feature columns (in any order: they are "
+        f"matched by name), or select and rename the columns to match.{hint}")
 
 
 def _check_kind(have: np.dtype, want: np.dtype, name: str, loc: Location) -> None:

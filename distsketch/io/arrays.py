@@ -235,7 +235,10 @@ def open_array(
         block_rows = store_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize, unit,
                                       any_stage=any_stage)
     so = loc.worker_options if loc is not None else None
-    reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so, device=device)
+    from distsketch.io.digests import digest_of
+
+    reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so, device=device,
+                           digest=digest_of(arr))
     name = "zarr-" + tokenize(path, component, arr.shape, str(arr.dtype), block_rows,
                               loc.mtime() if loc is not None else 0.0,
                               *(() if device == "cpu" else (device,)))

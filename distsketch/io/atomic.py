@@ -199,7 +199,8 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
     try:
         if overwrite and os.path.lexists(final):
             old = final.parent / f".{final.name}.old-{token}"
-            os.replace(final, old)
+            with _no_appender(final):
+                os.replace(final, old)
             _step("old-aside", old)
         os.replace(tmp, final)
     except OSError as exc:
@@ -216,6 +217,34 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
     _step("committed", final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _no_appender(final: Path) -> Iterator[None]:
+    """Hold the writer lock of the store ``final`` while it is moved aside.
+
+    An append (:mod:`distsketch.io.appending`) holds an ``flock`` on the store's
+    folder for its whole run and writes by path: moved aside under it, it would
+    go on writing into the new store renamed into its place.
+    """
+    try:
+        fd = os.open(final, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                     | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        fd = -1  # not a folder: nothing appends to it
+    try:
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StoreError(
+                    f"another process is appending to {final} (`ingest --append`); it was not "
+                    "replaced and nothing was committed. Retry when the append has finished."
+                ) from None
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _is_live(tmp: Path) -> bool:

@@ -10,14 +10,16 @@ labels themselves, with the model's classes in the same attribute.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from distsketch.errors import StoreError
 
-__all__ = ["MAX_CLASSES", "MAX_CLASS_NAME", "class_name_problem", "class_names", "dask_targets",
-           "decode_classes", "predictions_attrs"]
+__all__ = ["MAX_CLASSES", "MAX_CLASS_NAME", "class_name_clash", "class_name_problem", "class_names",
+           "dask_targets", "decode_classes", "nfc", "predictions_attrs"]
 
 #: distinct class names a label column may hold: more is an ID column, not classes
 MAX_CLASSES = 65536
@@ -28,6 +30,10 @@ MAX_CLASS_NAME = 1024
 
 # the spellings a reader takes for NaN (a missing value), never a class name
 _NAN_NAME = re.compile(r"[+-]?nan", re.IGNORECASE | re.ASCII)
+# control characters (C0, DEL, C1: line breaks, tabs, terminal escapes) and the bidirectional
+# overrides and isolates, which make a name print as another one (or rewrite a terminal line
+# or a report) wherever it is shown: in messages, reports, predictions
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def class_name_problem(name: str) -> str | None:
@@ -38,7 +44,9 @@ def class_name_problem(name: str) -> str | None:
     :data:`MAX_CLASS_NAME` characters (the limit :func:`class_names` checks
     when a store is read), and not a spelling of NaN (``NaN``, ``nan``,
     ``-nan``, ...), which marks a missing label: NaN labels are refused as
-    numeric ones are, and a class code cannot be NaN even with ``allow_nan``.
+    numeric ones are, and a class code cannot be NaN even with ``allow_nan``;
+    and free of control characters (line breaks, tabs, terminal escapes) and
+    of bidirectional overrides, which would make the name print as another.
 
     Parameters
     ----------
@@ -56,7 +64,42 @@ def class_name_problem(name: str) -> str | None:
         return (f"the label is {len(name)} characters long ({name[:20]!r}...), more than the "
                 f"{MAX_CLASS_NAME} a class name may have; is this a text column? Shorten or map "
                 "the names to shorter ones.")
+    hidden = _HIDDEN.search(name)
+    if hidden is not None:
+        return (f"the label {name[:40]!r} holds the control character U+{ord(hidden.group()):04X} "
+                f"({unicodedata.name(hidden.group(), 'a control character')}); a class name is "
+                "printed in messages, reports and predictions, where a line break, a terminal "
+                "escape or a direction override would show something else. Remove or replace "
+                "it in the labels.")
     return None
+
+
+def nfc(name: str) -> str:
+    """``name`` in Unicode normalisation form C (composed: ``e`` + U+0301 is ``é``)."""
+    return unicodedata.normalize("NFC", name)
+
+
+def class_name_clash(name: str, known: Mapping[str, str]) -> str | None:
+    """Why the new class name ``name`` cannot join ``known`` (None when it can).
+
+    Two names that differ only in their Unicode normalisation (``café``
+    composed, and ``cafe`` + a combining accent) print the same but would be
+    two classes; a reader never merges them silently, so the second one is
+    refused, naming both.
+
+    Parameters
+    ----------
+    name : str
+        A class name not among the stored ones.
+    known : mapping
+        The stored names by their :func:`nfc` form.
+    """
+    other = known.get(nfc(name))
+    if other is None or other == name:
+        return None
+    return (f"the label {name!a} and the class name {other!a} differ only in their "
+            "Unicode normalisation (they print the same) and would be two classes; normalise "
+            "the labels first (unicodedata.normalize('NFC', label)).")
 
 
 def class_names(array: Any, where: str) -> np.ndarray | None:

@@ -35,6 +35,12 @@ def provenance(info: dict) -> dict:
     (source, parameters, versions) without the sidecar manifest.
     """
     body = {"distsketch_version": __version__} | info
+    layout = body.get("layout")
+    if isinstance(layout, dict):
+        # the chunk digests (8 hex characters per chunk) stay in the manifest, where they are
+        # checked: a copy in every reader's metadata would only make it larger
+        body["layout"] = {k: ({f: v for f, v in rec.items() if f != "digest"}
+                              if isinstance(rec, dict) else rec) for k, rec in layout.items()}
     return json.loads(json.dumps(body, default=json_default))
 
 

@@ -24,8 +24,11 @@ is ever unpickled.  A local store holding a symbolic link is refused before
 anything in it is read (:func:`distsketch.io.stores.refuse_links`).  Arrays
 are checked against the shape and dtype recorded beside them, for missing
 chunks and for their checksum codec (every chunk is read through a CRC-32C
-check), and the loaded estimator is checked for consistency
-(:mod:`distsketch.io.model_checks`) before it is returned.
+check); the store is checked against the digests its manifest records
+(:mod:`distsketch.io.digests`: every group's attributes, every array's
+metadata, every chunk's CRC-32C at its position), and the loaded estimator is
+checked for consistency (:mod:`distsketch.io.model_checks`) before it is
+returned.
 
 Only the current format is read: every check above applies to every store,
 whatever its recorded ``format`` says, and an older or newer number is
@@ -45,11 +48,13 @@ import zarr
 from distsketch import registry
 from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.codecs import codecs
+from distsketch.io.digests import MODEL_DIGESTS_KEY, model_digests, verify_model_digests
 from distsketch.io.jsonable import from_tagged_json, to_tagged_json
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
     check_array,
-    check_consistency,
+    check_probe,
+    check_structure,
     check_versions,
     dtype_from_name,
     library_versions,
@@ -326,8 +331,10 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         root.attrs["versions"] = versions
         root.attrs["provenance"] = provenance({"kind": "model", "class": _class_path(est)} | info)
         consolidate(tmp)  # xarray and other readers open the hierarchy in one read
+        # every group's attributes and array's metadata and chunk CRCs, checked on load
+        digests = {MODEL_DIGESTS_KEY: model_digests(tmp)}
         write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
-                       | info)
+                       | info | digests)
     return dest.user_path()
 
 
@@ -352,7 +359,8 @@ def load(path: str | os.PathLike | Location, *, storage_options: dict | None = N
         If ``path`` is not a complete distsketch model store; if it names a
         class that is not registered (nothing it names is imported); if an
         array is missing a chunk, is unreadable, or has a shape or dtype that
-        does not fit the class.
+        does not fit the class; if a group's attributes, an array's metadata
+        or a chunk differ from the digests recorded when it was saved.
 
     Warns
     -----
@@ -393,5 +401,9 @@ def load(path: str | os.PathLike | Location, *, storage_options: dict | None = N
     except Exception as exc:
         raise StoreError(f"cannot read model {p}: {type(exc).__name__}: {exc}. The store is "
                          "damaged or was written by an incompatible version; re-save it.") from exc
-    check_consistency(est, p)
+    check_structure(est, p)
+    # after the per-array checks (their messages are the more specific), before the probe
+    # computes with the arrays: a store that changed since it was saved is never used
+    verify_model_digests(loc, manifest, p)
+    check_probe(est, p)
     return est

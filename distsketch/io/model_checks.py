@@ -21,8 +21,8 @@ from distsketch._version import __version__
 from distsketch.errors import MemoryBudgetError, StoreError, StoreVersionWarning
 from distsketch.io.stores import chunk_error_detail
 
-__all__ = ["check_array", "check_consistency", "check_versions", "dtype_from_name",
-           "library_versions"]
+__all__ = ["check_array", "check_consistency", "check_probe", "check_structure",
+           "check_versions", "dtype_from_name", "library_versions"]
 
 #: the libraries whose versions a model records; a mismatch on load warns
 VERSIONED = ("distsketch", "numpy", "sklearn", "zarr")
@@ -171,13 +171,24 @@ def check_consistency(est: Any, path: Path | str) -> None:
     Checks ``components_`` against ``n_components`` and maps two all-zero rows
     of width ``n_features_in_`` through ``transform`` (or ``predict``): a
     replaced array of the wrong shape fails there, and is reported with the
-    shapes of the model's arrays.
+    shapes of the model's arrays.  :func:`check_structure` then
+    :func:`check_probe` (:func:`distsketch.io.model.load` checks the store's
+    digests between the two).
 
     Notes
     -----
     The probe costs one tiny transform (2 rows) per load; it is skipped for a
     model that refers to training data on disk (a ``*_path_`` attribute), whose
     predictions would read that data.
+    """
+    check_structure(est, path)
+    check_probe(est, path)
+
+
+def check_structure(est: Any, path: Path | str) -> None:
+    """Refuse a loaded model whose ``components_`` or ``n_features_in_`` do not fit its class.
+
+    Only looks at shapes and types; nothing is computed with the arrays.
     """
     for prefix, e in _estimators(est):
         _check_components(e, prefix, path)
@@ -190,6 +201,10 @@ def check_consistency(est: Any, path: Path | str) -> None:
             raise StoreError(f"model {path}: {prefix}n_features_in_ is {width!r} "
                              f"({type(width).__name__}), not an integer; the store was edited. "
                              "Re-save the model.")
+
+
+def check_probe(est: Any, path: Path | str) -> None:
+    """Map two all-zero rows through the loaded model: its arrays must fit together."""
     d = getattr(est, "n_features_in_", None)
     method = getattr(est, "transform", None) or getattr(est, "predict", None)
     if d is None or method is None:

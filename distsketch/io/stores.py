@@ -161,11 +161,20 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
 
 
 def _checked(loc: Location, arr: zarr.Array, where: str, check: bool) -> zarr.Array:
-    """``arr`` once its metadata agree with the store's manifest and consolidated view."""
+    """``arr`` once its metadata agree with the store's manifest and consolidated view.
+
+    Where the manifest records the array's digest (:mod:`distsketch.io.digests`),
+    the array is returned opened through a store that checks its metadata now
+    and each chunk's position as it is read.
+    """
     if check:
+        from distsketch.io.digests import checked_array, input_digest
         from distsketch.io.layout import check_array
 
         check_array(loc, arr, where)
+        digest = input_digest(loc, arr, where)
+        if digest is not None:
+            return checked_array(arr, digest)
     return arr
 
 
@@ -203,8 +212,11 @@ class ZarrRowReader:
     """
 
     def __init__(self, path: str, component: str | None, shape: tuple, dtype: np.dtype,
-                 storage_options: dict | None = None, device: str = "cpu"):
+                 storage_options: dict | None = None, device: str = "cpu", digest: Any = None):
         self.path = path
+        # the array's digest from the manifest (distsketch.io.digests.ArrayDigest), checked on
+        # every chunk this reader fetches; None for a store that records none
+        self.digest = digest
         self.device = device  # "cuda": each block read moves to the GPU in its read task
         self.storage_options = storage_options
         self.component = component
@@ -220,8 +232,16 @@ class ZarrRowReader:
         try:
             if self._arr is None:
                 # checked when the graph was built: no existence/commit requests per task
-                self._arr = open_zarr(self.path, self.component,
-                                      storage_options=self.storage_options, check=False)
+                arr = open_zarr(self.path, self.component,
+                                storage_options=self.storage_options, check=False)
+                if self.digest is not None:
+                    from distsketch.io.digests import checked_array
+
+                    # an array that shrank since the graph was built is refused below, naming
+                    # the rows that are gone: its metadata are not compared here
+                    arr = checked_array(arr, self.digest,
+                                        metadata=arr.shape[:1] >= self.shape[:1])
+                self._arr = arr
             out = np.asarray(self._arr[key])
         except (StoreError, MemoryBudgetError):
             raise

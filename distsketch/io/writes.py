@@ -304,11 +304,27 @@ def write_array(
 def layout_of(root: Location, names: Sequence[str | None]) -> dict[str, dict[str, Any]]:
     """The records of the arrays ``names`` of the store at ``root`` (``None``: the root array).
 
-    Read from each array's own metadata (never the consolidated view).
+    Read from each array's own metadata (never the consolidated view).  Each
+    record carries the array's digest (:mod:`distsketch.io.digests`: its
+    metadata digest and every chunk's CRC-32C at its position), which
+    readers check.  Where ``root`` already has a manifest (an append, whose
+    new manifest this builds), the CRCs it records for the full chunks below
+    the old rows are kept: only the rewritten last chunk and the new ones are
+    read, and a chunk moved before the append stays detected.
     """
+    from distsketch.io.digests import DIGEST_KEY, array_digests
+    from distsketch.io.manifest import read_manifest
+
+    try:
+        before = read_manifest(root)
+    except StoreError:
+        before = None
+    previous = before.get(LAYOUT_KEY) if isinstance(before, dict) else None
+    digests = array_digests(root, list(names), previous if isinstance(previous, dict) else None)
     out = {}
     for name in names:
         where = root if name is None else root.child(name)
         arr = zarr.open_array(zarr_store(where, read_only=True), mode="r")
-        out["" if name is None else name] = array_record(arr)
+        key = "" if name is None else name
+        out[key] = array_record(arr) | {DIGEST_KEY: digests[key]}
     return out

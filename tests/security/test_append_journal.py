@@ -19,6 +19,9 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -29,10 +32,12 @@ import pytest
 
 import distsketch.cli as cli
 import distsketch.io.appending as append_mod
+import distsketch.io.locks as locks_mod
 from distsketch.errors import StoreError
 from distsketch.io import append, ingest, open_array, write_array
 from distsketch.io.layout import JOURNAL_NAME
 from distsketch.io.manifest import MANIFEST_NAME
+from distsketch.io.targets import open_targets
 
 X = np.random.default_rng(0).normal(size=(1000, 5)).astype(np.float32)
 REFUSED = "was not written by an append to this store"
@@ -173,6 +178,10 @@ def token_not_hex(site, j):
     j["token"] = "../../outside"
 
 
+def classes_not_a_count(site, j):
+    j["classes"] = "../outside"
+
+
 CASES: list[tuple[Callable, str]] = [
     (rel_key_and_backup, "names the backup '../outside/secret.txt'"),
     (rel_key, "names '../outside/victim.txt'; an append to X at 600 rows saves only 'X/c/2/0'"),
@@ -193,6 +202,7 @@ CASES: list[tuple[Callable, str]] = [
     (no_digest, "its manifest_sha256 None is not a SHA-256 digest"),
     (digest_of_another_store, "it records the manifest digest"),
     (token_not_hex, "its token '../../outside' is not 12 hex digits"),
+    (classes_not_a_count, "its classes '../outside' is not a count of class names"),
 ]
 
 
@@ -325,3 +335,138 @@ def test_journal_on_an_object_store_is_checked_too(object_root):
     np.testing.assert_array_equal(open_array(url, storage_options=so).compute(), X[:610])
     assert not [p for p in fs.find(f"{root}/s.zarr") if ".distsketch-append" in p]
     assert fs.cat_file(f"{root}/outside/victim.txt") == b"the victim's file\n"
+
+
+# ------------------------------------------------------------------ shapes, kills, races
+
+
+def test_rollback_deletes_listed_chunks_not_every_position_of_an_edited_shape(site, monkeypatch):
+    """X/zarr.json of the interrupted append edited to 10**15 rows: Zarr's own resize would
+    enumerate every chunk position of that shape (hours, all memory) to delete the chunks past
+    the old rows; the rollback lists the files instead, and the append goes ahead."""
+    from zarr.core.chunk_grids import RegularChunkGrid
+
+    meta_path = site.store / "X" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"][0] = 10**15
+    meta_path.write_text(json.dumps(meta))
+    enumerate_grid = RegularChunkGrid.all_chunk_coords
+
+    def bounded(self, array_shape):
+        positions = 1
+        for s, c in zip(array_shape, self.chunk_shape, strict=False):
+            positions *= -(-s // c)
+        assert positions <= 10**6, f"enumerated {positions} chunk positions"
+        return enumerate_grid(self, array_shape)
+
+    monkeypatch.setattr(RegularChunkGrid, "all_chunk_coords", bounded)
+    before_outside = snapshot(site.outside)
+    append(site.store, site.root / "small.npy")
+    np.testing.assert_array_equal(open_array(site.store).compute(), X[:610])
+    assert not [p for p in os.listdir(site.store) if p.startswith(".distsketch-append")]
+    assert snapshot(site.outside) == before_outside
+
+
+_DIE_WHILE_WRITING = """
+import os, signal, sys
+from pathlib import Path
+import numpy as np
+from distsketch.io import append
+from distsketch.io.storage_kinds import LocalLocation
+
+store, target = sys.argv[1], sys.argv[2]
+write = LocalLocation.write_bytes
+
+def dying(self, name, data):
+    if name.endswith(target):  # half of it written beside, then the process is killed
+        Path(self.path, name + ".part").write_bytes(data[: len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    write(self, name, data)
+
+LocalLocation.write_bytes = dying
+append(store, np.zeros((100, 5), np.float32))
+"""
+
+
+@pytest.mark.parametrize("target", [JOURNAL_NAME, "-X.bak", "-root.bak"],
+                         ids=["journal", "chunk-backup", "root-backup"])
+def test_append_killed_while_journalling_leaves_nothing_behind(tmp_path, target):
+    """SIGKILL while the journal or a backup is written: the next append removes every file
+    the killed one wrote (backups, temporaries) and appends; the rows are the old ones."""
+    np.save(tmp_path / "x.npy", X[:600])
+    store = ingest(tmp_path / "x.npy", tmp_path / "s.zarr", chunk_rows=250)
+    chunks = snapshot(store / "X")
+    done = subprocess.run([sys.executable, "-c", _DIE_WHILE_WRITING, str(store), target],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert snapshot(store / "X") == chunks  # nothing was appended before the kill
+    append(store, X[600:610])
+    np.testing.assert_array_equal(open_array(store).compute(), X[:610])
+    assert not [p for p in os.listdir(store) if p.startswith(".distsketch-append")]
+
+
+@pytest.mark.parametrize("how", ["failed", "killed"])
+def test_class_names_of_an_append_that_did_not_commit_are_dropped(tmp_path, how):
+    """A new class name is written to y's attributes at commit, before the manifest; an
+    append that fails (or dies) after that must not leave it there: the store would no
+    longer match its manifest and every reader would refuse it."""
+    (tmp_path / "a.csv").write_text("f1,f2,label\n1,2,cat\n3,4,dog\n")
+    store = ingest(tmp_path / "a.csv", tmp_path / "s.zarr", label_column="label")
+    before = snapshot(store)
+    error = OSError("no space left on device") if how == "failed" else Killed()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(append_mod, "consolidate", lambda *a, **k: (_ for _ in ()).throw(error))
+        if how == "killed":
+            mp.setattr(append_mod.StoreAppender, "_undo", lambda self: None)
+        with pytest.raises(type(error)):
+            append(store, np.array([[5.0, 6.0]]), np.array(["bird"]))
+    if how == "failed":
+        assert snapshot(store) == before  # rolled back at once, byte for byte
+    append(store, np.array([[7.0, 8.0]]), np.array(["dog"]))  # (rolls a killed one back)
+    assert open_targets(f"{store}::y", 3).rows(0, 3).tolist() == ["cat", "dog", "dog"]
+    np.testing.assert_array_equal(open_array(store).compute(), [[1, 2], [3, 4], [7, 8]])
+
+
+def test_overwrite_while_an_append_runs_is_refused(tmp_path):
+    """`ingest --overwrite` moved the store aside while an append wrote to it by path: the
+    append's later rows, metadata and manifest went into the new store, which then read
+    100 rows of zeros.  The overwrite now waits for no append: it is refused."""
+    np.save(tmp_path / "x.npy", X[:600])
+    np.save(tmp_path / "z.npy", np.full((600, 5), 7, np.float32))
+    store = ingest(tmp_path / "x.npy", tmp_path / "s.zarr", chunk_rows=250)
+    with append_mod.StoreAppender.open(store) as app:
+        app.write(X[600:700])
+        with pytest.raises(StoreError, match="another process is appending to") as info:
+            ingest(tmp_path / "z.npy", store, chunk_rows=250, overwrite=True)
+        assert "it was not replaced and nothing was committed" in str(info.value)
+        app.write(X[700:710])
+        app.commit()
+    np.testing.assert_array_equal(open_array(store).compute(), X[:710])
+    assert sorted(os.listdir(tmp_path)) == ["s.zarr", "x.npy", "z.npy"]
+
+
+def test_store_replaced_while_the_append_takes_its_lock_is_refused(tmp_path, monkeypatch):
+    """The overwrite's swap lands between the append opening the store's folder and locking
+    it: the append holds the lock of the folder moved aside and must not write by path
+    into the new store."""
+    np.save(tmp_path / "x.npy", X[:600])
+    np.save(tmp_path / "z.npy", np.full((600, 5), 7, np.float32))
+    store = ingest(tmp_path / "x.npy", tmp_path / "s.zarr", chunk_rows=250)
+    real = locks_mod.fcntl
+
+    class SwapFirst:
+        LOCK_EX, LOCK_NB, LOCK_UN = real.LOCK_EX, real.LOCK_NB, real.LOCK_UN
+
+        @staticmethod
+        def flock(fd, op):
+            monkeypatch.setattr(locks_mod, "fcntl", real)
+            ingest(tmp_path / "z.npy", store, chunk_rows=250, overwrite=True)
+            return real.flock(fd, op)
+
+    monkeypatch.setattr(locks_mod, "fcntl", SwapFirst)
+    with pytest.raises(StoreError, match="was replaced") as info:
+        append(store, X[600:700])
+    assert "nothing was appended" in str(info.value)
+    replaced = open_array(store).compute()
+    np.testing.assert_array_equal(replaced, np.full((600, 5), 7, np.float32))
+    assert not [p for p in os.listdir(store) if p.startswith(".distsketch-append")]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 import numpy as np
 import pytest
@@ -317,3 +318,132 @@ def test_parquet_integer_labels_beyond_float64_are_refused(tmp_path):
     out = ingest(tmp_path / "l.parquet", tmp_path / "o.zarr", label_column="y",
                  class_labels=True)
     assert open_targets(f"{out}::y", 2).rows(0, 2).tolist() == [str(BIG + 1), str(BIG + 2)]
+
+
+# ------------------------------------------------------------------ in-memory rows and labels
+
+
+def _classes_store(tmp_path):
+    """Features f1, f2 and class names cat, dog (a CSV with a header)."""
+    src = _write(tmp_path / "a.csv", "f1,f2,label\n1,2,cat\n3,4,dog\n")
+    return ingest(src, tmp_path / "s.zarr", label_column="label")
+
+
+def _classes(store):
+    return zarr.open_group(str(store), mode="r")["y"].attrs["classes"]
+
+
+def test_a_dataframe_is_matched_to_the_feature_names_by_name(tmp_path):
+    """A DataFrame's columns are names, as a file's header is: in another order they were
+    stored by position, under the wrong features."""
+    pd = pytest.importorskip("pandas")
+    store = _classes_store(tmp_path)
+    append(store, pd.DataFrame({"f2": [40.0], "f1": [30.0]}), np.array(["cat"]))
+    np.testing.assert_array_equal(open_array(store).compute(), [[1, 2], [3, 4], [30, 40]])
+    before = snapshot(store)
+    with pytest.raises(InputError) as info:
+        append(store, pd.DataFrame({"f2": [1.0], "g": [2.0]}), np.array(["cat"]))
+    msg = str(info.value)
+    assert "its columns are named 'f2', 'g'" in msg and "records the features 'f1', 'f2'" in msg
+    assert "wrong feature" in msg
+    assert snapshot(store) == before
+    # columns without names (0, 1) are matched by position, as an array's
+    append(store, pd.DataFrame([[5.0, 6.0]]), np.array(["dog"]))
+    np.testing.assert_array_equal(open_array(store).compute()[-1], [5, 6])
+
+
+def test_a_masked_array_is_refused_not_stored_unmasked(tmp_path):
+    store = _classes_store(tmp_path)
+    before = snapshot(store)
+    rows = np.ma.array([[1.0, 99.0]], mask=[[False, True]])
+    with pytest.raises(InputError, match="cannot append a masked array") as info:
+        append(store, rows, np.array(["cat"]))
+    assert "stored as the numbers under the mask" in str(info.value)
+    assert snapshot(store) == before
+
+
+def test_appended_class_names_are_read_as_ingest_reads_them(tmp_path):
+    """Ingest strips the blanks around a class name and reads a .npy of bytes as text; append
+    made ' cat' a class of its own and refused bytes as 'numbers'."""
+    store = _classes_store(tmp_path)
+    append(store, np.array([[5.0, 6.0]]), np.array([" cat "]))
+    np.save(tmp_path / "one.npy", np.array([[7.0, 8.0]]))
+    np.save(tmp_path / "labels.npy", np.array([b"dog"]))
+    ingest(tmp_path / "one.npy", store, append=True, labels=tmp_path / "labels.npy")
+    assert _classes(store) == ["cat", "dog"]
+    assert open_targets(f"{store}::y", 4).rows(0, 4).tolist() == ["cat", "dog", "cat", "dog"]
+
+
+def test_labels_of_bytes_that_are_not_text_are_an_input_error(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((1, 2)))
+    np.save(tmp_path / "labels.npy", np.array([b"\xff"]))
+    with pytest.raises(InputError, match=r"labels\.npy: a label of rows 0\.\.0 is not ASCII"):
+        ingest(tmp_path / "x.npy", tmp_path / "o.zarr", labels=tmp_path / "labels.npy")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("name, code", [
+    ("\x1b[2Jcat", "U+001B"),          # a terminal escape (clears the screen)
+    ("cat\ndog", "U+000A"),            # a line break: a forged line in a report or log
+    ("\u202edog", "U+202E"),           # right-to-left override: prints as 'god'
+], ids=["escape", "newline", "bidi"])
+def test_class_names_with_control_characters_are_refused(tmp_path, name, code):
+    store = _classes_store(tmp_path)
+    before = snapshot(store)
+    code = re.escape(code)
+    with pytest.raises(InputError, match=f"row 2: the label .* holds the control character "
+                                         f"{code}") as info:
+        append(store, np.array([[5.0, 6.0]]), np.array([name]))
+    assert "Remove or replace it" in str(info.value)
+    assert snapshot(store) == before
+    np.save(tmp_path / "x.npy", np.ones((1, 2)))
+    np.save(tmp_path / "labels.npy", np.array([name]))
+    with pytest.raises(InputError, match=f"labels.npy: row 0: .*control character {code}"):
+        ingest(tmp_path / "x.npy", tmp_path / "o.zarr", labels=tmp_path / "labels.npy")
+    assert not (tmp_path / "o.zarr").exists()
+    if "\n" not in name:  # a CSV line holds no line break
+        src = _write(tmp_path / "c.csv", f"f1,label\n1,{name}\n")
+        with pytest.raises(InputError, match=f"line 2, column 2: .*control character {code}"):
+            ingest(src, tmp_path / "c.zarr", label_column="label")
+        assert not (tmp_path / "c.zarr").exists()
+
+
+def test_class_names_that_differ_only_in_normalisation_are_refused(tmp_path):
+    """'café' composed and 'cafe' + U+0301 print the same: two classes that look like one."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    src = _write(tmp_path / "a.csv", f"f1,label\n1,{composed}\n2,{decomposed}\n")
+    with pytest.raises(InputError, match=r"line 3, column 2: the label 'cafe\\u0301' and the "
+                                         r"class name 'caf\\xe9' differ only in their Unicode "
+                                         r"normalisation"):
+        ingest(src, tmp_path / "a.zarr", label_column="label")
+    assert not (tmp_path / "a.zarr").exists()
+    store = ingest(_write(tmp_path / "b.csv", f"f1,label\n1,{composed}\n"), tmp_path / "b.zarr",
+                   label_column="label")
+    before = snapshot(store)
+    with pytest.raises(InputError, match=r"row 1: the label 'cafe\\u0301' .* normalise the "
+                                         r"labels first"):
+        append(store, np.array([[2.0]]), np.array([decomposed]))
+    assert snapshot(store) == before
+    np.save(tmp_path / "x.npy", np.ones((2, 1)))
+    np.save(tmp_path / "labels.npy", np.array([composed, decomposed]))
+    with pytest.raises(InputError, match=r"labels.npy: row \d: the label .* differ only"):
+        ingest(tmp_path / "x.npy", tmp_path / "c.zarr", labels=tmp_path / "labels.npy")
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_parquet_numeric_labels_are_not_made_class_names_on_append(tmp_path):
+    """A Parquet column of numbers appended to a store of class names was cast to text and
+    stored as a new class '1'; its type says it holds numbers: refused, as in memory."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"a": [1.0, 2.0], "k": ["ant", "bee"]}), tmp_path / "a.parquet")
+    store = ingest(tmp_path / "a.parquet", tmp_path / "s.zarr", label_column="k")
+    before = snapshot(store)
+    pq.write_table(pa.table({"a": [3.0], "k": [1.0]}), tmp_path / "n.parquet")
+    with pytest.raises(InputError, match="stores its labels as class names") as info:
+        ingest(tmp_path / "n.parquet", store, label_column="k", append=True)
+    assert "class_labels=True" in str(info.value)
+    assert snapshot(store) == before
+    # asked for, the numbers are names
+    ingest(tmp_path / "n.parquet", store, label_column="k", class_labels=True, append=True)
+    assert _classes(store) == ["ant", "bee", "1"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import InputError
-from distsketch.io.class_codes import MAX_CLASSES, class_name_problem
+from distsketch.io.class_codes import MAX_CLASSES, class_name_clash, class_name_problem, nfc
 from distsketch.io.readers.base import (
     Block,
     Header,
@@ -260,6 +260,7 @@ class LabelColumn:
         self.dtype = np.dtype(np.int32) if self.classes_mode else np.dtype(np.float64)
         self.classes: list[str] = []
         self._codes: dict[str, int] = {}
+        self._nfc: dict[str, str] = {}  # the names by their NFC form (class_name_clash)
 
     def code(self, text: str) -> float:
         """The code of a class name (a new one gets the next code).
@@ -270,10 +271,12 @@ class LabelColumn:
         name = text.strip()
         code = self._codes.get(name)
         if code is None:
-            if class_name_problem(name) is not None or len(self.classes) >= MAX_CLASSES:
+            if class_name_problem(name) is not None or len(self.classes) >= MAX_CLASSES or \
+                    class_name_clash(name, self._nfc) is not None:
                 raise ValueError(name)
             code = self._codes[name] = len(self.classes)
             self.classes.append(name)
+            self._nfc[nfc(name)] = name
         return float(code)
 
     def problem(self, token: str) -> str | None:
@@ -288,7 +291,7 @@ class LabelColumn:
         name = token.strip()
         if name in self._codes:
             return None
-        problem = class_name_problem(name)
+        problem = class_name_problem(name) or class_name_clash(name, self._nfc)
         if problem is not None:
             return problem
         if len(self.classes) >= MAX_CLASSES:

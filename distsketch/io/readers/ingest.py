@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
-from distsketch.io.class_codes import class_name_problem
+from distsketch.io.class_codes import class_name_clash, class_name_problem, nfc
 from distsketch.io.codecs import COMPRESSORS
 from distsketch.io.readers.base import (
     Header,
@@ -264,9 +264,10 @@ def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
 
     with StoreAppender.open(out) as app:
         if app.classes is not None and options.label_column is not None and \
-                options.class_labels is None:
-            # the store holds class names: so does the file's label column (a first label
-            # "NaN" or "3" is a name here, checked as one, not a number)
+                options.class_labels is None and reader.name == "csv":
+            # the store holds class names: so does the text of a CSV label column (a first
+            # label "NaN" or "3" is a name here, checked as one, not a number).  A typed
+            # column (Parquet) says what it holds: numbers stay numbers, and are refused
             options = dataclasses.replace(options, class_labels=True)
         with reader.open(src, options) as stream:
             _append_stream(src, app, stream, labels, allow_nan, show, out.url)
@@ -312,62 +313,26 @@ def _append_stream(src: Path, app: Any, stream: Stream, labels: str | os.PathLik
     app.commit(source=str(src))
 
 
-def _names(value: Any, width: int | None = None) -> list[str] | None:
-    """``value`` as a list of column names (of ``width`` names), or None when it is not one."""
-    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-        return None
-    return value if width is None or len(value) == width else None
-
-
-def _shown(names: list[str]) -> str:
-    return ", ".join(map(repr, names[:20])) + (" ..." if len(names) > 20 else "")
-
-
 def _column_order(src: Path, hdr: Header, manifest: dict, xa: Any, url: str) -> list[int] | None:
     """Columns of ``src`` in the store's feature order, or None to keep them as they are.
 
-    A store records its feature names (the header of the CSV, the columns of
-    the Parquet table it was ingested from).  A file with names of its own
-    is matched to them by name: the same distinct names in another order are
-    reordered, other names are refused (matching by position would put
-    values under the wrong feature).  A file or store without names is
-    matched by position, as before.
+    The file's names (a CSV header, Parquet columns) are matched to the
+    store's feature names (:func:`distsketch.io.appending.match_columns`); a
+    file or store without names is matched by position.
 
     Raises
     ------
     InputError
         The file's columns (or label column) are not the store's, naming both.
     """
-    width = int(xa.shape[1])
-    attrs = getattr(xa, "attrs", {})
-    stored = _names(manifest.get("feature_names"), width) or \
-        _names(attrs.get("feature_names") if hasattr(attrs, "get") else None, width)
-    given = _names(hdr.info.get("feature_names"))
-    if stored is None or given is None:
+    from distsketch.io.appending import match_columns
+
+    given = hdr.info.get("feature_names")
+    if not isinstance(given, list) or not all(isinstance(n, str) for n in given):
         return None
-    label_stored, label_given = manifest.get("label_column"), hdr.info.get("label_column")
-    if isinstance(label_stored, str) and isinstance(label_given, str) and \
-            label_stored != label_given:
-        raise InputError(
-            f"{src}: its label column is {label_given!r}, but {url} records the label column "
-            f"{label_stored!r}; append a file whose labels are in a column named "
-            f"{label_stored!r} (label_column={label_stored!r}, CLI: --label-column "
-            f"{label_stored}), or rename the column.")
-    if given == stored:
-        return None
-    if len(set(given)) == len(given) == len(set(stored)) and set(given) == set(stored):
-        return [given.index(n) for n in stored]
-    hint = ""
-    if isinstance(label_stored, str) and label_stored in given and label_given is None:
-        hint = (f" The store's label column is {label_stored!r}: pass label_column="
-                f"{label_stored!r} (CLI: --label-column {label_stored}).")
-    elif len(set(given)) != len(given) and sorted(given) == sorted(stored):
-        hint = " Names that repeat cannot be matched by name: rename the duplicate columns."
-    raise InputError(
-        f"{src}: its columns are named {_shown(given)}, but {url} records the features "
-        f"{_shown(stored)}; matching them by position would store values under the wrong "
-        "feature. Append a file with the store's feature columns (in any order: they are "
-        f"matched by name), or select and rename its columns to match.{hint}")
+    label = hdr.info.get("label_column")
+    return match_columns(given, label if isinstance(label, str) else None, manifest, xa,
+                         str(src), url)
 
 
 def _labels_in_memory(path: Path) -> np.ndarray:
@@ -516,12 +481,19 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_na
 def _class_codes(block: np.ndarray, classes: dict[str, int], first_row: int,
                  path: Path) -> np.ndarray:
     """int32 codes of string labels; names not seen before get the next codes (sorted within a block)."""
-    text = block.astype(str) if block.dtype.kind == "S" else block
+    try:
+        text = block.astype(str) if block.dtype.kind == "S" else block
+    except UnicodeDecodeError as exc:
+        raise InputError(f"labels {path}: a label of rows {first_row}..{first_row + len(block) - 1} "
+                         f"is not ASCII text ({exc.reason}); save the names as str (Unicode), "
+                         "not bytes.") from None
     names, inverse = np.unique(text, return_inverse=True)
     codes = np.empty(names.shape[0], dtype=np.int32)
+    by_nfc = {nfc(n): n for n in classes}
     for i, name in enumerate(names.tolist()):
         name = name.strip()
-        problem = class_name_problem(name)
+        problem = None if name in classes else \
+            class_name_problem(name) or class_name_clash(name, by_nfc)
         if problem is not None:
             row = first_row + int(np.flatnonzero(inverse == i)[0])
             raise InputError(f"labels {path}: row {row}: {problem}")
@@ -530,5 +502,6 @@ def _class_codes(block: np.ndarray, classes: dict[str, int], first_row: int,
                 raise InputError(f"labels {path}: more than {MAX_CLASSES} distinct labels; is it "
                                  "an ID column? Store numeric targets instead.")
             classes[name] = len(classes)
+            by_nfc[nfc(name)] = name
         codes[i] = classes[name]
     return codes[inverse.reshape(-1)]
