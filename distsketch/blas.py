@@ -14,7 +14,13 @@ restoring it (a restore would race with the other pool threads), and
 :func:`task_blas` chooses between the two for one Dask task.  Whether the
 limit is in force is read from the libraries themselves (a few microseconds),
 never remembered in a flag: a main-thread block that ends restores the limit
-it found, which would make such a flag stale.  This is the only
+it found, which would make such a flag stale.
+
+Finding the libraries (reading ``/proc/self/maps``, a few milliseconds) is
+done once: one ``ThreadpoolController`` serves every check, set and restore,
+and scans again only after an import (``len(sys.modules)`` changed), which is
+how a new BLAS enters the process.  ``threadpool_limits(...)`` would scan on
+every call: a small fit sets and restores the limit dozens of times.  This is the only
 place that sets BLAS limits; it depends on threadpoolctl only, so
 ``distsketch.ops`` can use it without importing Dask (``distsketch.graph``
 re-exports it).
@@ -29,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 __all__ = ["blas_single_thread", "pin_blas_for_tasks", "single_threaded_blas", "task_blas"]
 
@@ -37,17 +43,30 @@ _CONTROLLER: ThreadpoolController | None = None
 _CONTROLLER_MODULES = -1  # len(sys.modules) when _CONTROLLER scanned the loaded libraries
 _DEPTH = 0
 _DEPTH_LOCK = threading.Lock()
+_SCAN_LOCK = threading.Lock()
+
+
+def _controller() -> ThreadpoolController:
+    """The process's one controller, rescanned only after an import."""
+    global _CONTROLLER, _CONTROLLER_MODULES
+    # scanning the loaded libraries takes milliseconds: rescan only after imports,
+    # which is how a new BLAS (SciPy's own OpenBLAS, say) enters the process
+    with _SCAN_LOCK:
+        if _CONTROLLER is None or len(sys.modules) != _CONTROLLER_MODULES:
+            # counted before the scan: an import racing with it makes the next call rescan
+            _CONTROLLER_MODULES = len(sys.modules)
+            _CONTROLLER = ThreadpoolController()
+        return _CONTROLLER
+
+
+def _limit_to_one() -> Any:
+    """Set every BLAS/OpenMP pool to one thread; the returned limiter restores them."""
+    return _controller().limit(limits=1)
 
 
 def _single_threaded_now() -> bool:
     """Whether every BLAS/OpenMP pool of the process runs one thread right now."""
-    global _CONTROLLER, _CONTROLLER_MODULES
-    # scanning the loaded libraries takes milliseconds: rescan only after imports,
-    # which is how a new BLAS (SciPy's own OpenBLAS, say) enters the process
-    if _CONTROLLER is None or len(sys.modules) != _CONTROLLER_MODULES:
-        _CONTROLLER_MODULES = len(sys.modules)
-        _CONTROLLER = ThreadpoolController()
-    return all(lib.num_threads == 1 for lib in _CONTROLLER.lib_controllers)
+    return all(lib.num_threads == 1 for lib in _controller().lib_controllers)
 
 
 @contextlib.contextmanager
@@ -69,7 +88,7 @@ def blas_single_thread() -> Iterator[None]:
     if _DEPTH or _single_threaded_now():
         yield
         return
-    with threadpool_limits(limits=1):
+    with _limit_to_one():
         with _DEPTH_LOCK:
             _DEPTH += 1
         try:
@@ -99,7 +118,7 @@ def pin_blas_for_tasks() -> None:
     nothing is changed: :func:`compute` already holds the limit there.
     """
     if threading.current_thread() is not threading.main_thread() and not _single_threaded_now():
-        threadpool_limits(limits=1)
+        _limit_to_one()  # left in force: a restore would race with the other pool threads
 
 
 def task_blas() -> contextlib.AbstractContextManager:

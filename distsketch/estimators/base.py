@@ -32,9 +32,15 @@ except ImportError:  # pragma: no cover - older scikit-learn
     def _check_feature_names(estimator: Any, X: Any, *, reset: bool) -> None:
         estimator._check_feature_names(X, reset=reset)
 
-from distsketch.blas import single_threaded_blas
+from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, NotFittedError
-from distsketch.graph import check_operator_memory, cluster_resources, map_blocks, to_numpy
+from distsketch.graph import (
+    check_operator_memory,
+    cluster_resources,
+    map_blocks,
+    resources_scope,
+    to_numpy,
+)
 from distsketch.ops.namespace import host_dtype
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
@@ -55,6 +61,9 @@ OperatorSize = tuple[str, float, str]
 
 _SINGLE_THREADED = ("fit", "partial_fit", "merge", "merge_summaries", "fold")
 _VALIDATED = ("fit", "partial_fit")
+#: run in any thread (a workflow's segments at once), so BLAS is left to the tasks; its passes
+#: share one look-up of the cluster's resources all the same
+_SCOPED = ("summarize",)
 
 
 def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -72,6 +81,33 @@ def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _in_fit_context(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``method`` with BLAS on one thread and the cluster resources looked up once.
+
+    One :func:`~distsketch.blas.blas_single_thread` and one
+    :func:`~distsketch.graph.budget.resources_scope` for the whole call: its
+    stages, and the estimators it fits inside, share both instead of setting
+    the BLAS limit and querying the scheduler anew at each stage.
+    """
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with blas_single_thread(), resources_scope():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _in_resources_scope(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``method`` with the cluster resources looked up once (for ``summarize``)."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with resources_scope():
+            return method(self, *args, **kwargs)
+
+    wrapper._resources_scoped = True  # type: ignore[attr-defined]
+    return wrapper
+
+
 class DistsketchEstimator(BaseEstimator):
     """Base class: parameter validation, input checks, fitted checks, save.
 
@@ -79,7 +115,9 @@ class DistsketchEstimator(BaseEstimator):
     against ``_parameter_constraints`` before they run.  ``fit``,
     ``partial_fit`` and ``merge`` run with BLAS on one thread: LAPACK results
     change in the last bits with the thread count, and a fitted model must be
-    bitwise the same in any process.
+    bitwise the same in any process.  They, and ``summarize``, also look the
+    cluster's resources (per-task memory, task threads) up once for the call
+    (:func:`~distsketch.graph.budget.resources_scope`).
     """
 
     _parameter_constraints: dict[str, list[Any]] = {}
@@ -99,9 +137,13 @@ class DistsketchEstimator(BaseEstimator):
             if name in _VALIDATED and not getattr(method, "_validates_params", False):
                 method = _validating(method)
             if not getattr(method, "_single_threaded", False):
-                method = single_threaded_blas(method)
+                method = _in_fit_context(method)
                 method._single_threaded = True  # type: ignore[attr-defined]
             setattr(cls, name, method)
+        for name in _SCOPED:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "_resources_scoped", False):
+                setattr(cls, name, _in_resources_scope(method))
 
     def _validate_params(self) -> None:
         """Every check of the parameters that needs no data: the fit context's first step.

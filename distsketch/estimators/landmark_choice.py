@@ -34,7 +34,7 @@ from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import OperatorSize, to_numpy
 from distsketch.estimators.nystrom_fold import landmark_sample
-from distsketch.graph import reduce_blocks
+from distsketch.graph import reduce_blocks, resources_scope
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.namespace import densify, to_host
 from distsketch.ops.nystrom import inv_sqrt_map, nystrom_map
@@ -220,16 +220,18 @@ def rpcholesky_landmarks(X: Any, n_landmarks: int, seed: int, *, kernel: Any = "
     rows = np.zeros((0, d))
     M = np.zeros((0, 0))
     weight = functools.partial(residual_diagonal, kernel=kernel, params=params)
-    for t, size in enumerate(round_sizes(min(n_landmarks, X.shape[0]), rounds)):
-        summary = WeightedLandmarks(size, seed, f"rpcholesky.{t}", weight)
-        new_idx, new_rows = _weighted_sample(X, summary, (rows, M, index), len(index) + M.shape[1],
-                                             progress, "rpcholesky")
-        if len(new_idx) == 0:
-            break
-        order = np.argsort(np.concatenate([index, new_idx]), kind="stable")
-        index = np.concatenate([index, new_idx])[order]
-        rows = np.concatenate([rows, np.asarray(to_host(new_rows), dtype=np.float64)])[order]
-        M = _pivot_map(rows, kernel, params)
+    # one BLAS pin and one resources look-up for all rounds (up to one pass per pivot)
+    with blas_single_thread(), resources_scope():
+        for t, size in enumerate(round_sizes(min(n_landmarks, X.shape[0]), rounds)):
+            summary = WeightedLandmarks(size, seed, f"rpcholesky.{t}", weight)
+            new_idx, new_rows = _weighted_sample(X, summary, (rows, M, index),
+                                                 len(index) + M.shape[1], progress, "rpcholesky")
+            if len(new_idx) == 0:
+                break
+            order = np.argsort(np.concatenate([index, new_idx]), kind="stable")
+            index = np.concatenate([index, new_idx])[order]
+            rows = np.concatenate([rows, np.asarray(to_host(new_rows), dtype=np.float64)])[order]
+            M = _pivot_map(rows, kernel, params)
     return index, rows
 
 

@@ -31,7 +31,7 @@ from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.estimators.ridge_summary import dense_float64
-from distsketch.graph import reduce_blocks
+from distsketch.graph import compute, reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
@@ -288,7 +288,8 @@ def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:
     """
     index = np.asarray(index, dtype=np.int64)
     if is_dask(Y):
-        return np.asarray(to_host(Y[index].compute()), dtype=np.float64)  # CuPy blocks too
+        return np.asarray(to_host(compute(Y[index], progress=False)[0]),  # CuPy blocks too
+                          dtype=np.float64)
     if not isinstance(Y, np.ndarray) and is_array_api(Y):
         Y = namespace(Y).take(Y, asarray(index, like=Y), axis=0)
         return np.asarray(to_host(Y), dtype=np.float64)

@@ -27,6 +27,7 @@ from distsketch.graph.budget import (
     check_operator_memory,
     check_task_memory,
     cluster_resources,
+    resources_scope,
     rows_for_budget,
     task_memory_budget,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "record_plans",
     "reduce_blocks",
     "register_row_source",
+    "resources_scope",
     "row_matvec",
     "row_offsets",
     "rows_for_budget",

@@ -18,6 +18,7 @@ import numpy as np
 from distsketch.graph.blocks import whole_rows
 from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
 from distsketch.graph.planner import choose_block_rows
+from distsketch.graph.runtime import rechunk
 from distsketch.validation.finite import is_dask  # the one test, re-exported for io
 
 __all__ = [
@@ -127,7 +128,7 @@ def from_source(source: Any, chunks: Any, **kwargs: Any) -> da.Array:
 
 def rechunk_rows(X: da.Array, block_rows: int) -> da.Array:
     """Rechunk to ``block_rows`` rows per block and one column block."""
-    return X.rechunk({0: int(block_rows), 1: X.shape[1]})
+    return rechunk(X, {0: int(block_rows), 1: X.shape[1]})
 
 
 def hstack_blocks(A: da.Array, *parts: Any) -> da.Array:
@@ -140,7 +141,7 @@ def hstack_blocks(A: da.Array, *parts: Any) -> da.Array:
     cols = [whole_rows(A)]
     for part in parts:
         if isinstance(part, da.Array):
-            cols.append(part.rechunk((rows, part.shape[1])))
+            cols.append(rechunk(part, (rows, part.shape[1])))
         else:
             cols.append(da.from_array(part, chunks=(rows, part.shape[1])))
     return da.concatenate(cols, axis=1)

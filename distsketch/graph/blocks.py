@@ -30,7 +30,7 @@ from dask.layers import ArrayValuesDep
 
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import choose_fan_in
-from distsketch.graph.runtime import lean_graphs, task_blas
+from distsketch.graph.runtime import lean_graphs, rechunk, task_blas
 from distsketch.ops.namespace import is_sparse, to_host
 from distsketch.validation.finite import check_finite_rows
 
@@ -61,7 +61,7 @@ def block_starts(chunks: Sequence[int], start: int = 0) -> ArrayValuesDep:
 def as_operand(value: Any) -> da.Array:
     """Wrap a NumPy operand as a one-chunk dask array (one key in the graph)."""
     if isinstance(value, da.Array):
-        return value.rechunk(value.shape) if value.npartitions > 1 else value
+        return rechunk(value, value.shape) if value.npartitions > 1 else value
     arr = np.asarray(to_host(value))  # host operands; tasks move them to their block's device
     return da.from_array(arr, chunks=arr.shape or (), name="operand-" + tokenize(arr))
 
@@ -127,7 +127,7 @@ def dense_meta(X: Any, ndim: int, dtype: Any) -> Any:
 
 def whole_rows(X: da.Array) -> da.Array:
     """``X`` with one column block, so every block holds whole rows."""
-    return X.rechunk({1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
+    return rechunk(X, {1: X.shape[1]}) if X.ndim == 2 and len(X.chunks[1]) > 1 else X
 
 
 def map_rows(

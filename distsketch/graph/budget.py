@@ -18,15 +18,22 @@ override, each GPU's memory takes the place of host memory in 2 and 3
 ``distsketch.device-memory`` gives it instead of asking CuPy).
 
 :func:`cluster_resources` also counts the threads that run tasks, which the
-planner uses to make enough blocks.  :func:`check_task_memory` compares the
+planner uses to make enough blocks.  Inside :func:`resources_scope` (every
+``fit``, ``partial_fit`` and merge of an estimator runs in one) it is looked
+up once and reused: a small fit plans a dozen stages, and each look-up is a
+scheduler query or a walk through the cgroup files.  :func:`check_task_memory` compares the
 largest block's need with the budget and raises
 :class:`~distsketch.errors.MemoryBudgetError` with both numbers and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import dask
 from dask.utils import format_bytes, parse_bytes
@@ -44,6 +51,7 @@ __all__ = [
     "cluster_resources",
     "describe_bytes",
     "memory_fraction",
+    "resources_scope",
     "rows_for_budget",
     "task_memory_budget",
 ]
@@ -127,6 +135,33 @@ def _local_memory() -> int:
     return host_memory_limit()
 
 
+#: the look-ups of the innermost :func:`resources_scope`: key -> (client, Resources)
+_SCOPE: ContextVar[dict[tuple, tuple[Any, Resources]] | None] = ContextVar(
+    "distsketch_resources_scope", default=None)
+
+
+@contextlib.contextmanager
+def resources_scope() -> Iterator[None]:
+    """Look :func:`cluster_resources` up once for the block (one fit), not at every stage.
+
+    Inside the block each distinct setting (the scheduler's client, the
+    overrides, the memory fraction, the device and its memory, dask's
+    ``num_workers``) is looked up once; a setting changed inside the block is
+    looked up anew.  A fit therefore plans all its stages with the resources of its start, even
+    if workers join or fill their memory meanwhile.  Re-entrant: an inner
+    block shares the outer one's look-ups.  Per thread and task context
+    (a ``ContextVar``), so concurrent fits do not share them.
+    """
+    if _SCOPE.get() is not None:
+        yield
+        return
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
 def cluster_resources() -> Resources:
     """The per-task memory and the task threads of the active scheduler.
 
@@ -137,12 +172,28 @@ def cluster_resources() -> Resources:
     Notes
     -----
     Under ``distributed`` this asks the scheduler for its workers (one small
-    message); with no worker yet, the local rule is used.
+    message); with no worker yet, the local rule is used.  Inside
+    :func:`resources_scope` the answer for the same settings is reused.
     """
     override = _override()
     frac = memory_fraction()
     client = active_client()
-    if override is None and current_device() == "cuda":
+    device = current_device() if override is None else None  # an override holds on any device
+    cache = _SCOPE.get()
+    if cache is None:
+        return _lookup(override, frac, client, device)
+    key = (override, frac, id(client), device, dask.config.get("num_workers", None),
+           dask.config.get("distsketch.device-memory", None) if device == "cuda" else None)
+    hit = cache.get(key)
+    # the client is kept with its answer, so its id cannot be reused by another one meanwhile
+    if hit is None or hit[0] is not client:
+        hit = cache[key] = (client, _lookup(override, frac, client, device))
+    return hit[1]
+
+
+def _lookup(override: int | None, frac: float, client: Any, device: str | None) -> Resources:
+    # the look-up itself: a scheduler query, or the host's memory limits
+    if device == "cuda":
         return _device_resources(client, frac)
     if client is not None:
         workers = _workers(client)

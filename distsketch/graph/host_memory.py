@@ -13,6 +13,7 @@ rlimits.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 __all__ = ["cgroup_memory_limit", "host_memory_limit"]
@@ -92,11 +93,50 @@ def cgroup_memory_limit(proc_cgroup: str | None = None,
     return min(found) if found else None
 
 
+#: the files ``distributed.system.memory_limit`` reads (a limit where one holds a positive int)
+_DISTRIBUTED_FILES = (
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "/sys/fs/cgroup/memory/memory.soft_limit_in_bytes",
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory.high",
+    "/sys/fs/cgroup/memory.low",
+)
+
+
+def _distributed_rule() -> list[int]:
+    """The limits ``distributed.system.MEMORY_LIMIT`` takes beside the host total.
+
+    The same files and the RSS rlimit, read here: importing ``distributed``
+    for its constant costs a quarter of a second in a process that uses no
+    cluster (and a worker's limit comes from the scheduler, not from here).
+    """
+    found = []
+    if sys.platform == "linux":
+        for path in _DISTRIBUTED_FILES:
+            try:
+                with open(path) as f:
+                    value = int(f.read())
+            except (OSError, ValueError):
+                continue
+            if value > 0:
+                found.append(value)
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+        if hard > 0 and hard != resource.RLIM_INFINITY:
+            found.append(int(hard))
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        pass
+    return found
+
+
 def host_memory_limit() -> int:
     """Bytes of memory this process may use: the least of every limit that applies.
 
     The host's total memory, distributed's own reading (root cgroup, RSS
-    rlimit), the cgroup limits on this process's cgroup path
+    rlimit; the same rule as ``distributed.system.MEMORY_LIMIT``, read without
+    importing ``distributed``), the cgroup limits on this process's cgroup path
     (:func:`cgroup_memory_limit`) and the address-space rlimit
     (``ulimit -v`` / ``prlimit --as``).
 
@@ -106,13 +146,7 @@ def host_memory_limit() -> int:
     """
     import psutil
 
-    limits = [int(psutil.virtual_memory().total)]
-    try:
-        from distributed.system import MEMORY_LIMIT
-
-        limits.append(int(MEMORY_LIMIT))
-    except ImportError:  # pragma: no cover - distributed is a required dependency
-        pass
+    limits = [int(psutil.virtual_memory().total), *_distributed_rule()]
     cgroup = cgroup_memory_limit()
     if cgroup is not None:
         limits.append(cgroup)

@@ -49,7 +49,7 @@ from distsketch.graph.planner import (
     input_block_bytes,
     log_plan,
 )
-from distsketch.graph.runtime import active_client, compute, compute_array
+from distsketch.graph.runtime import active_client, compute, compute_array, rechunk
 from distsketch.ops.namespace import host_dtype, host_tree, to_host
 from distsketch.validation.finite import is_array_api
 
@@ -203,8 +203,8 @@ def _split(X: da.Array, data: da.Array, rows: int, read_once: bool = False,
         if not exact and source[1] % (part := _part_rows(source[1], rows)) == 0:
             # equal parts of a chunk: one block size throughout, so an output written from
             # these blocks takes them as its chunks (no rechunk, no slivers across workers)
-            return whole.rechunk({0: part})
-        return whole.rechunk({0: _split_chunks(tuple(whole.chunks[0]), rows)})
+            return rechunk(whole, {0: part})
+        return rechunk(whole, {0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
         if rows < source[1] and not exact:  # planned rows; a user's block_rows= are kept
             rows = _part_rows(source[1], rows)
@@ -214,8 +214,8 @@ def _split(X: da.Array, data: da.Array, rows: int, read_once: bool = False,
     if len(set(head)) == 1 and head[0] % -(-head[0] // rows) == 0 and old[-1] <= head[0]:
         # equal blocks split evenly: uniform blocks (a Zarr write keeps them)
         rows = head[0] // -(-head[0] // rows)
-        return data.rechunk({0: rows})
-    return data.rechunk({0: _split_chunks(old, rows)})
+        return rechunk(data, {0: rows})
+    return rechunk(data, {0: _split_chunks(old, rows)})
 
 
 def _part_rows(unit: int, rows: int) -> int:
@@ -438,7 +438,7 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
         data = whole_rows(X)
         if block_rows is not None:
             data = (_split(X, data, int(block_rows), exact=True) if X.name in _ROW_SOURCES else
-                    data.rechunk({0: int(block_rows)}))
+                    rechunk(data, {0: int(block_rows)}))
             limit = "block_rows"
         elif max(data.chunks[0], default=0) > rule.block_rows:
             once = _read_once(key, n, row_bytes, rule)

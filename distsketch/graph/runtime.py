@@ -35,8 +35,8 @@ import numpy as np
 from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
 
 __all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "drop_aliases",
-           "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "single_threaded_blas",
-           "task_blas"]
+           "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "rechunk",
+           "single_threaded_blas", "task_blas"]
 
 
 def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
@@ -161,7 +161,13 @@ def lean_graphs() -> Iterator[None]:
         yield
 
 def active_client() -> Any | None:
-    """The current ``distributed.Client`` if Dask is set to use one, else None."""
+    """The current ``distributed.Client`` if Dask is set to use one, else None.
+
+    A process that never imported ``distributed`` has no client, and importing
+    it only to ask costs a quarter of a second: then None without the import.
+    """
+    if "distributed" not in sys.modules:
+        return None
     try:
         from distributed import default_client
     except ImportError:  # pragma: no cover - distributed is a required dependency
@@ -220,6 +226,7 @@ def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[A
         dprogress(futures, multi=False)
         print(file=sys.stderr)
         return tuple(client.gather(futures))
+    kwargs = _without_distributed(collections, kwargs)
     with blas_single_thread():
         if show:
             from dask.diagnostics import ProgressBar
@@ -227,6 +234,48 @@ def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[A
             with ProgressBar(out=sys.stderr, minimum=1.0):
                 return dask.compute(*collections, **kwargs)
         return dask.compute(*collections, **kwargs)
+
+
+def _without_distributed(collections: tuple, kwargs: dict) -> dict:
+    """``kwargs`` with the scheduler that dask would choose, where dask would import
+    ``distributed`` only to find no client.
+
+    ``dask.compute`` imports ``distributed`` (a quarter of a second, once per
+    process) to look for a client, or to check one for a scheduler given by
+    name, before it takes the collections' own scheduler or the named one.  A
+    process that never imported ``distributed`` has no client, so the same
+    scheduler is passed as the function dask would pick.  Otherwise (or where
+    the choice is not plain) ``kwargs`` as they are: dask decides.
+    """
+    if "distributed" in sys.modules or dask.config.get("get", None) is not None:
+        return kwargs
+    from dask.base import named_schedulers
+
+    name = kwargs.get("scheduler", dask.config.get("scheduler", None))
+    if isinstance(name, str):
+        get = named_schedulers.get(name.lower())
+        return kwargs if get is None else {**kwargs, "scheduler": get}
+    if name is not None:
+        return kwargs  # a callable, an executor or a client: dask takes it as given
+    schedulers = {getattr(c, "__dask_scheduler__", None) for c in collections}
+    if len(schedulers) != 1 or None in schedulers \
+            or not all(dask.is_dask_collection(c) for c in collections):
+        return kwargs
+    return {**kwargs, "scheduler": schedulers.pop()}
+
+
+def rechunk(X: Any, chunks: Any) -> Any:
+    """``X.rechunk(chunks)``, by tasks where dask would import ``distributed`` only to choose so.
+
+    With no method configured (dask config ``array.rechunk.method``), dask's
+    ``rechunk`` asks ``distributed`` for a client, importing it (a quarter of
+    a second, once per process), and rechunks by tasks when there is none.
+    A process that never imported ``distributed`` has none: the same choice,
+    without the import.
+    """
+    if "distributed" in sys.modules or dask.config.get("array.rechunk.method", None) is not None:
+        return X.rechunk(chunks)
+    return X.rechunk(chunks, method="tasks")
 
 
 def compute_array(arr: Any, progress: bool | None = None) -> np.ndarray:

@@ -21,7 +21,7 @@ from dask.base import tokenize
 from distsketch.graph.arrays import as_dask
 from distsketch.graph.blocks import block_starts, dense_meta, whole_rows
 from distsketch.graph.budget import check_task_memory
-from distsketch.graph.runtime import active_client, pin_blas_for_tasks
+from distsketch.graph.runtime import active_client, pin_blas_for_tasks, rechunk
 
 __all__ = ["persist_rows", "row_matvec", "tile_matvec"]
 
@@ -51,7 +51,7 @@ def _matvec_operands(A: Any, B: Any, V: Any, what: str) -> tuple[da.Array, da.Ar
     if Vd.shape[0] != Bd.shape[0]:
         raise ValueError(f"{what}: V has {Vd.shape[0]} rows but B has {Bd.shape[0]}.")
     t = int(Vd.shape[1])
-    return Ad, Bd, Vd.rechunk((Bd.chunks[0], t)), t
+    return Ad, Bd, rechunk(Vd, (Bd.chunks[0], t)), t
 
 
 def tile_matvec(
@@ -224,7 +224,7 @@ def row_matvec(
     """
     Ad, Bd, Vd, t = _matvec_operands(A, B, V, "row_matvec")
     if len(Ad.chunks[0]) < int(min_tasks):
-        Ad = Ad.rechunk((_split_rows(Ad.chunks[0], int(min_tasks), split_align), Ad.shape[1]))
+        Ad = rechunk(Ad, (_split_rows(Ad.chunks[0], int(min_tasks), split_align), Ad.shape[1]))
     check_task_memory(name, max(Ad.chunks[0]), 8.0 * (Ad.shape[1] + t) + float(work_bytes_per_row),
                       8.0 * Bd.shape[0] * (Bd.shape[1] + t) + float(work_bytes))
     task = _RowTask(row_fn, dict(kwargs or {}))
