@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,8 @@ DASHBOARD_PREFIX = "Dask dashboard: "
 #: Dask config key holding a cluster spec's ``storage_options`` while connected
 STORAGE_OPTIONS_KEY = "distsketch.storage-options"
 _ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
+# a scheduler file is a small JSON object ({"address": ..., "id": ..., "workers": {...}})
+_SCHEDULER_FILE_BYTES = 1 << 20
 
 
 def _local_worker_memory(kwargs: dict) -> int:
@@ -140,6 +144,66 @@ def _connect_timeout(timeout: float | None) -> float:
 
     return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"),
                                  default="seconds"))
+
+
+def _scheduler_file_address(path: str, seconds: float) -> str:
+    """The address in a scheduler file, read as data, waiting up to ``seconds`` for it.
+
+    ``Client(scheduler_file=...)`` waits for the file without end (whatever its
+    timeout), blocks on a FIFO, reads ``/dev/zero`` until memory runs out and fails
+    with a ``TypeError`` on a JSON list: here the file must be a regular file of at
+    most 1 MiB holding a JSON object with an ``address``.  A file that is not yet
+    whole (the scheduler is still writing it) is read again until ``seconds`` pass.
+
+    Raises
+    ------
+    ConfigError
+        Not a regular file, too large, or JSON without a string ``address``.
+    ClusterError
+        The file did not appear, or was not whole, within ``seconds``.
+    """
+    import json
+
+    deadline = time.monotonic() + seconds
+    state = "does not exist"
+    while True:
+        try:
+            # O_NONBLOCK: opening a FIFO without a writer must not wait
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ClusterError(f"scheduler file {path} cannot be opened ({exc}); check the "
+                               "path.") from exc
+        else:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise ConfigError(f"scheduler file {path} is not a regular file (a FIFO, "
+                                  "device or folder); give the JSON file that "
+                                  "`dask scheduler --scheduler-file` writes.")
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(_SCHEDULER_FILE_BYTES + 1)
+            if len(data) > _SCHEDULER_FILE_BYTES:
+                raise ConfigError(f"scheduler file {path} is larger than "
+                                  f"{_SCHEDULER_FILE_BYTES} bytes, which no scheduler file "
+                                  "is; give the JSON file that `dask scheduler "
+                                  "--scheduler-file` writes.")
+            try:
+                info = json.loads(data)
+            except ValueError:  # UnicodeDecodeError included: maybe not written whole yet
+                state = "is not complete JSON"
+            else:
+                address = info.get("address") if isinstance(info, dict) else None
+                if isinstance(address, str) and address and "\n" not in address:
+                    return address
+                raise ConfigError(f"scheduler file {path} is not a scheduler file: it must "
+                                  "be a JSON object with an \"address\" string, as `dask "
+                                  "scheduler --scheduler-file` writes.")
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"scheduler file {path} {state} after {seconds:g} s; start the "
+                               f"scheduler with `dask scheduler --scheduler-file {path}` "
+                               "first, or give a longer timeout.")
+        time.sleep(0.05)
 
 
 def _dashboard_link(client: Any, on: bool = True) -> str:
@@ -299,9 +363,16 @@ def connect(spec: Any = None, *, timeout: float | None = None,
             seconds = float(cfg.get("timeout", _connect_timeout(timeout)))
             try:
                 if "scheduler_file" in cfg:
-                    client = Client(scheduler_file=cfg["scheduler_file"], timeout=seconds)
+                    address = _scheduler_file_address(cfg["scheduler_file"], seconds)
                 else:
-                    client = Client(cfg["address"], timeout=seconds)
+                    address = cfg["address"]
+                client = Client(address, timeout=seconds)
+            except (ConfigError, ClusterError):
+                raise
+            except (ValueError, TypeError) as exc:  # an address Dask cannot read
+                raise ClusterError(f"cannot connect to the Dask scheduler at {address!r} "
+                                   f"({type(exc).__name__}: {exc}); give an address such as "
+                                   "tcp://host:8786.") from exc
             except (OSError, TimeoutError) as exc:
                 target = cfg.get("address") or cfg.get("scheduler_file")
                 origin = (f" The address comes from {configured[1]}; pass a cluster explicitly "

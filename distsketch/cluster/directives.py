@@ -34,9 +34,11 @@ VALUE, SWITCH, OPTIONAL = "value", "switch", "optional"
 #: were a switch marked VALUE, the rest of its group would be read here as a value and
 #: there as options.
 SHORT_OPTIONS: dict[str, dict[str, str]] = {
-    "slurm": {**dict.fromkeys("AbBcCdGJLmMnNpqStwx", VALUE), **dict.fromkeys("HkOsQv", SWITCH)},
+    # no -Q (--quiet) in sbatch, no -z in qsub: both keep the job id from being printed, so
+    # dask-jobqueue could neither track nor cancel the job it submitted
+    "slurm": {**dict.fromkeys("AbBcCdGJLmMnNpqStwx", VALUE), **dict.fromkeys("HkOsv", SWITCH)},
     # PBS Pro and Torque: -l resources (no prologue/epilogue), -W only depend= / group_list=
-    "pbs": {**dict.fromkeys("AacjklmMNpPqrW", VALUE), **dict.fromkeys("hnz", SWITCH)},
+    "pbs": {**dict.fromkeys("AacjklmMNpPqrW", VALUE), **dict.fromkeys("hn", SWITCH)},
 }
 
 #: SLURM long options a spec may use, written in full (``--name=value`` or ``--name value``)
@@ -54,7 +56,7 @@ LONG_OPTIONS: dict[str, dict[str, str]] = {"slurm": {
         "thread-spec", "threads-per-core", "time", "time-min", "tmp", "tres-per-task",
         "wait-all-nodes", "wckey",
     ], VALUE),
-    **dict.fromkeys(["contiguous", "hold", "no-requeue", "overcommit", "oversubscribe", "quiet",
+    **dict.fromkeys(["contiguous", "hold", "no-requeue", "overcommit", "oversubscribe",
                      "requeue", "spread-job", "use-min-nodes", "verbose"], SWITCH),
     **dict.fromkeys(["exclusive", "nice", "no-kill"], OPTIONAL),
 }}
@@ -76,11 +78,19 @@ WORD_OPTIONS: dict[str, dict[str, int | str]] = {
 
 _PROGRAM = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub", "lsf": "bsub"}
 # characters the batch systems' directive readers treat differently from one another
-# (escapes, comments) or that end a line: refused rather than guessed at
-_UNREAD = re.compile(r"[\\#\x00-\x1f\x7f\x85\u2028\u2029]")
+# (escapes, comments, SGE's $HOME-style path variables) or that end a line, and shell
+# expansions, which no reader should see: refused rather than guessed at
+_UNREAD = re.compile(r"[\\#$`\x00-\x1f\x7f\x85\u2028\u2029]")
 _NEGATIVE = re.compile(r"-\d+", re.ASCII)  # a value such as a priority of -100
-# PBS resources that name a script to run (Torque's -l prologue=..., file staging)
-RESOURCE_CODE = re.compile(r"(prologue|epilogue|stagein|stageout|sandbox)\s*=", re.IGNORECASE)
+# PBS resources that name a script to run (Torque's -l prologue=..., file staging), also
+# under a suffixed name (epilogue.precancel=, prologue.parallel=)
+RESOURCE_CODE = re.compile(r"(prologue|epilogue|stagein|stageout|sandbox)[\w.]*\s*=",
+                           re.IGNORECASE)
+# options whose value sbatch reads as a file of host names when it holds a "/"
+_SLURM_HOST_FILES = {"-w", "-x", "--nodelist", "--exclude"}
+# SGE's -w: e(rror), w(arning), n(one); v(erify) and p(oke) submit nothing, so
+# dask-jobqueue would find no job id
+_SGE_VERIFY = {"e", "w", "n"}
 _PBS_ATTRIBUTE = re.compile(r"(depend|group_list)=[^=]*", re.ASCII)
 
 
@@ -99,6 +109,15 @@ def _value_problem(kind: str, option: str, value: str) -> str | None:
         return f"-l {value} names a script to run (prologue, epilogue, file staging)"
     if kind == "pbs" and option == "-W" and not _PBS_ATTRIBUTE.fullmatch(value):
         return f"-W {value}: only -W depend=... and -W group_list=... may be added"
+    if kind == "slurm" and option in _SLURM_HOST_FILES and "/" in value:
+        return (f"{option} {value}: sbatch reads a value with '/' as a file of host names on "
+                "the submitting machine; give the host names")
+    if kind == "lsf" and option == "-J" and "[" in value:
+        return (f"-J {value}: a job name with '[' makes a job array, one job per index; "
+                "give a plain name")
+    if kind == "sge" and option == "-w" and value not in _SGE_VERIFY:
+        return (f"-w {value}: only -w e, -w w or -w n may be added (v and p check the job "
+                "and submit nothing)")
     return None
 
 
@@ -140,6 +159,9 @@ def _getopt_problem(kind: str, words: list[str], lone: bool = False) -> str | No
                 if problem:
                     return problem
                 i += 1
+            problem = None if lone else _value_problem(kind, f"--{name}", value)
+            if problem:
+                return problem
             i += 1
             continue
         letters = word[1:]
@@ -177,7 +199,9 @@ def _word_problem(kind: str, words: list[str], lone: bool = False) -> str | None
         if n == "binding":  # -binding [set|env|pe] strategy
             n = 2 if i + 1 < len(words) and words[i + 1] in ("set", "env", "pe") else 1
         for _ in range(int(n)):
-            _, problem = _take_value(words, i, word, lone)
+            value, problem = _take_value(words, i, word, lone)
+            if not problem and not lone:
+                problem = _value_problem(kind, word, value)
             if problem:
                 return problem
             i += 1
@@ -208,12 +232,12 @@ def directive_problem(kind: str, directive: str) -> str | None:
     As their readers differ on quotes, a word that starts with ``-`` after splitting
     at every space (quotes ignored) must also be an allowed option, so that no
     quoting trick hides an option from this check that a batch system would see.
-    Backslashes, ``#`` and control characters are refused.
+    Backslashes, ``#``, ``$``, backticks and control characters are refused.
     """
     bad = _UNREAD.search(directive)
     if bad:
         return (f"it holds {bad.group()!r}; a directive is one line of options and values "
-                "without backslashes or '#'")
+                "without backslashes, '#', '$' or backticks")
     try:
         words = shlex.split(directive)
     except ValueError:

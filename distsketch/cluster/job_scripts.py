@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from distsketch.cluster.directives import DIRECTIVE_PREFIX
-from distsketch.cluster.safety import CONTROL, SHEBANG, WORKER_COMMAND, count, size
+from distsketch.cluster.safety import CONTROL, MAX_INT, SHEBANG, WORKER_COMMAND, count, size
 from distsketch.cluster.spec import (
     BATCH_KINDS,
     load_spec,
@@ -56,7 +56,9 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
     kwargs.update(cfg.get("extra", {}))
     for key in ("cores", "processes", "job_cpu", "ncpus", "mem"):
         if key in kwargs:
-            kwargs[key] = count(kwargs[key])
+            # mem is a number of bytes, the others counts (both checked by validate_spec)
+            kwargs[key] = count(kwargs[key], most=MAX_INT) if key == "mem" else \
+                count(kwargs[key])
         elif key in ("cores", "processes") and isinstance(site_config(kind, key), float):
             kwargs[key] = count(site_config(kind, key)) or site_config(kind, key)
     if "memory" in kwargs and not isinstance(kwargs["memory"], str):

@@ -62,14 +62,7 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
                                  scheduler_options=cfg.get("scheduler_options", {}),
                                  remote_python=cfg.get("remote_python"), **cfg.get("extra", {}))
         else:
-            from dask_kubernetes.operator import KubeCluster
-
-            kw = {"name": cfg.get("name", "distsketch"), "image": cfg["image"],
-                  "n_workers": cfg.get("n_workers", 2)}
-            for key in ("namespace", "resources", "env"):
-                if key in cfg:
-                    kw[key] = cfg[key]
-            cluster = KubeCluster(**kw, **cfg.get("extra", {}))
+            cluster = _kubernetes_cluster(cfg)
     except (ConfigError, ClusterError):
         raise
     except Exception as exc:
@@ -77,14 +70,46 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
                            "the spec and that the batch system / hosts / Kubernetes are reachable.") \
             from exc
     with cluster:
-        if "adapt" in cfg:
-            cluster.adapt(**cfg["adapt"])
-        elif kind in BATCH_KINDS:
-            cluster.scale(jobs=count(cfg.get("n_workers", 1)))
-        elif kind == "kubernetes" and "n_workers" in cfg:
-            cluster.scale(cfg["n_workers"])
+        try:
+            if "adapt" in cfg:
+                cluster.adapt(**cfg["adapt"])
+            elif kind in BATCH_KINDS:
+                cluster.scale(jobs=count(cfg.get("n_workers", 1)))
+            elif kind == "kubernetes" and "n_workers" in cfg:
+                cluster.scale(cfg["n_workers"])
+        except Exception as exc:  # the values were checked; the cluster refused them
+            raise ClusterError(f"the {kind} cluster started but could not be scaled "
+                               f"({type(exc).__name__}: {exc}); check n_workers and adapt "
+                               "in the spec.") from exc
         with Client(cluster, timeout=cfg.get("timeout", 60)) as client:
             yield client
+
+
+def _kubernetes_cluster(cfg: dict[str, Any]) -> Any:
+    """The operator's KubeCluster for a validated spec: always a new DaskCluster resource.
+
+    ``KubeCluster`` joins an existing cluster of the same name by default, whose
+    scheduler (anyone's who may create one in that namespace) would then be sent the
+    tasks and send back results that are unpickled; ``CREATE_ONLY`` refuses that.
+    """
+    import sys
+
+    from dask_kubernetes.operator import KubeCluster
+
+    # the module that defines KubeCluster is loaded by the import above
+    create_mode = getattr(sys.modules.get(KubeCluster.__module__), "CreateMode", None)
+    if create_mode is None:
+        raise ConfigError("kind 'kubernetes' needs a dask-kubernetes whose KubeCluster has "
+                          "create_mode (2022.10 or later), so that a new cluster is always "
+                          "created; pip install -U dask-kubernetes.")
+    kw = {"name": cfg.get("name", "distsketch"), "image": cfg["image"],
+          "n_workers": cfg.get("n_workers", 2), "create_mode": create_mode.CREATE_ONLY}
+    for key in ("namespace", "resources"):
+        if key in cfg:
+            kw[key] = cfg[key]
+    if "env" in cfg:  # Kubernetes takes strings only
+        kw["env"] = {k: str(v) for k, v in cfg["env"].items()}
+    return KubeCluster(**kw, **cfg.get("extra", {}))
 
 
 def _cuda_cluster(cfg: dict[str, Any]) -> Any:

@@ -24,10 +24,11 @@ from typing import Any
 from distsketch.cluster.directives import RESOURCE_CODE, directive_problem
 from distsketch.errors import ConfigError
 
-__all__ = ["CONTROL", "ENV_ALLOWED", "ENV_ALLOWED_PREFIXES", "SHEBANG", "WORKER_COMMAND",
-           "WORKER_FLAGS", "check_adapt", "check_cuda", "check_env", "check_job_values",
-           "check_kubernetes", "check_local", "check_python", "check_scheduler", "check_ssh",
-           "check_worker_args", "count", "size"]
+__all__ = ["CONTROL", "ENV_ALLOWED", "ENV_ALLOWED_PREFIXES", "MAX_COUNT", "MAX_INT", "SHEBANG",
+           "WORKER_COMMAND", "WORKER_FLAGS", "check_adapt", "check_cuda", "check_env",
+           "check_job_values", "check_kubernetes", "check_local", "check_numbers",
+           "check_python", "check_scheduler", "check_ssh", "check_timeout", "check_worker_args",
+           "count", "size"]
 
 #: the module every batch job runs (``python -m WORKER_COMMAND``), chosen by distsketch
 WORKER_COMMAND = "distributed.cli.dask_worker"
@@ -49,6 +50,11 @@ _WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}", _A)       # HH:MM:SS, MM:SS
 _MEMORY = re.compile(r"\d+(\.\d+)? ?([KMGTPE]i?)?B?", re.IGNORECASE | _A)  # parsed by Dask
 _MEMORY_WORD = re.compile(r"\d+(\.\d+)?([KMGTPE]i?)?B?", re.IGNORECASE | _A)  # written as is
 _PATH = re.compile(r"[A-Za-z0-9_./~+@%:,=][A-Za-z0-9_./~+@%:,=-]*", _A)
+# the folder of the job's output files, written into -o / -e directives: no "~" in front
+# (neither the batch system nor os.makedirs expands it, so a folder named "~" would be
+# made in the working directory) and no ":" (PBS and SGE read host:path and copy the
+# output to that host)
+_LOG_DIR = re.compile(r"[A-Za-z0-9_./+@%,=][A-Za-z0-9_./~+@%,=-]*", _A)
 _RESOURCES = re.compile(r"[A-Za-z0-9_.=:,+@][A-Za-z0-9_.=:,+@-]*", _A)  # select=1:ncpus=8
 _DURATION = re.compile(r"\d+(\.\d+)? ?[a-z]*", re.IGNORECASE | _A)  # 60, 1h, 5 m (or 4GB)
 _DURATION_WORD = re.compile(r"\d+(\.\d+)?[a-z]*", re.IGNORECASE | _A)  # written unquoted
@@ -68,12 +74,14 @@ _JOB_VALUES = {"name": (_NAME, _LETTERS), "job_name": (_NAME, _LETTERS),
                "account": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
                "project": (_QUEUE, "letters, digits, '_', '.', '-', '@', ','"),
                "interface": (_NAME, _LETTERS), "protocol": (_NAME, "a protocol such as tcp"),
-               "lsf_units": (_NAME, "a unit such as MB"),
+               "lsf_units": (re.compile(r"[KMGTPEZ]B?", re.IGNORECASE | _A),
+                             "a unit KB, MB, GB, TB, PB, EB or ZB"),
                "walltime": (_WALLTIME, "HH:MM:SS (or D-HH:MM:SS)"),
                "job_mem": (_MEMORY_WORD, "a SLURM size such as 32G (no space)"),
                "resource_spec": (_RESOURCES, "resources such as select=1:ncpus=8:mem=32GB"),
                "local_directory": (_PATH, "a path without spaces or shell characters"),
-               "log_directory": (_PATH, "a path without spaces or shell characters"),
+               "log_directory": (_LOG_DIR, "a path without spaces, shell characters, ':' or "
+                                           "a leading '~' (write the home folder out)"),
                "shared_temp_directory": (_PATH, "a path without spaces or shell characters")}
 _COUNTS = ("n_workers", "cores", "processes", "job_cpu", "ncpus")
 # options dask-jobqueue takes as lists of strings
@@ -83,6 +91,12 @@ _SIZES = ("memory",)
 _BYTES = ("mem",)  # LSF: an int number of bytes
 # a size given as a bare number is bytes; below this it is surely a unit left out
 _MIN_BYTES = 2**20
+#: the largest count (workers, jobs, cores, threads, processes) a spec may ask for: more is
+#: no deployment, and a loop that far (SpecCluster.scale, SSHCluster's workers) never ends
+MAX_COUNT = 100_000
+#: the largest whole number (and size in bytes) anywhere in a spec: what a C long holds.
+#: A bigger one cannot be formatted by Python past 4300 digits, nor parsed by a batch system
+MAX_INT = 2**63 - 1
 
 # `dask worker` flags a spec may pass: flag -> (value pattern, what) or None for a switch.
 # Everything else (--preload*, --scheduler-file, --worker-class, --pid-file, --tls-*,
@@ -100,7 +114,9 @@ WORKER_FLAGS: dict[str, tuple[re.Pattern[str], str] | None] = {
     "--death-timeout": (_DURATION, "a duration such as 60s"),
     "--interface": (_NAME, _LETTERS), "--protocol": (_NAME, "a protocol such as tcp"),
     "--host": (_ADDRESS, "a host name or address"),
-    "--listen-address": (_ADDRESS, "an address"), "--contact-address": (_ADDRESS, "an address"),
+    # no --contact-address: it makes the scheduler, the other workers and the client fetch
+    # this worker's results (unpickled) from whatever address it names
+    "--listen-address": (_ADDRESS, "an address"),
     "--dashboard-address": (_ADDRESS, "an address such as :8787"),
     "--dashboard-prefix": (re.compile(r"/?[A-Za-z0-9_./-]*", _A), "a URL path"),
     "--worker-port": (_PORTS, "a port or a range such as 9000:9100"),
@@ -175,8 +191,12 @@ _EXTRA_WHY = {
 _KUBERNETES_EXTRA = {"idle_timeout": int, "resource_timeout": int, "shutdown_on_close": bool,
                      "port_forward_cluster_ip": bool, "scheduler_forward_port": int,
                      "scheduler_service_type": str, "quiet": bool}
-_ADAPT_KEYS = {"minimum", "maximum", "minimum_jobs", "maximum_jobs", "minimum_memory",
-               "maximum_memory", "interval", "wait_count", "target_duration"}
+# adapt keys -> what each holds: a count of workers or jobs, a size, a duration, a count of
+# intervals; the Kubernetes operator's adapt() takes only minimum and maximum
+_ADAPT_KEYS = {"minimum": "count", "maximum": "count", "minimum_jobs": "count",
+               "maximum_jobs": "count", "minimum_memory": "size", "maximum_memory": "size",
+               "interval": "duration", "target_duration": "duration", "wait_count": "positive"}
+_KUBERNETES_ADAPT = {"minimum", "maximum"}
 # distributed.SSHCluster: options forwarded to asyncssh, the workers and the scheduler
 _SSH_CONNECT = {"known_hosts", "username", "port", "client_keys", "connect_timeout",
                 "login_timeout", "keepalive_interval"}
@@ -201,23 +221,77 @@ def _code(where: str, key: str, value: Any, why: str) -> ConfigError:
                        f"workers and nothing else ({_CODE_FIELD}).")
 
 
-def count(value: Any) -> int | None:
-    """``4`` or ``4.0`` -> 4; anything else (a fraction, a bool, a string, < 1) -> None."""
+def count(value: Any, least: int = 1, most: int = MAX_COUNT) -> int | None:
+    """``4`` or ``4.0`` -> 4; anything else (a fraction, a bool, a string, out of
+    ``[least, most]``) -> None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if isinstance(value, float) and not value.is_integer():
+    if isinstance(value, float) and not value.is_integer():  # nan and inf included
         return None
-    return int(value) if value >= 1 else None
+    return int(value) if least <= value <= most else None
+
+
+def _size_bytes(text: str) -> int | None:
+    """The bytes of a size written as text (``"32GB"``), or None when Dask cannot parse it
+    or it is beyond :data:`MAX_INT` (``"1e400GB"`` would overflow every reader)."""
+    from dask.utils import parse_bytes
+
+    if not _MEMORY.fullmatch(text):
+        return None
+    try:
+        n = parse_bytes(text)
+    except (ValueError, OverflowError):
+        return None
+    return n if 0 <= n <= MAX_INT else None
 
 
 def size(value: Any) -> str | None:
     """A size as dask-jobqueue takes it: ``"32GB"`` unchanged, a number of bytes as ``"<n>B"``."""
     if isinstance(value, str):
-        return value if _MEMORY.fullmatch(value) else None
+        return value if _size_bytes(value) is not None else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value < _MIN_BYTES:
+            not math.isfinite(value) or not _MIN_BYTES <= value <= MAX_INT:
         return None
     return f"{int(value)}B"
+
+
+def check_numbers(value: Any, where: str, key: str = "", depth: int = 0) -> None:
+    """Refuse a whole number beyond :data:`MAX_INT` anywhere in a spec.
+
+    YAML reads ``0x`` + a thousand digits, or sexagesimal ``1:2:3:...``, into an int of
+    any size; Python then refuses to format it past 4300 digits (``ValueError``) and no
+    batch system or library parses one beyond a C long.  The message names the field
+    and never formats the number.
+
+    Raises
+    ------
+    ConfigError
+        Naming the field and the number's size in bits.
+    """
+    if depth > 100:
+        raise ConfigError(f"{where}: {key or 'the spec'} is nested more than 100 levels deep.")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_INT.bit_length():
+            raise ConfigError(f"{where}: {key or 'a key'} is a whole number of "
+                              f"{value.bit_length()} bits; numbers in a cluster spec must be "
+                              f"at most {MAX_INT} (write a size with a unit, such as 32GB).")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_numbers(k, where, f"{key}.<key>" if key else "a key", depth + 1)
+            name = f"{key}.{k}" if key else str(k) if isinstance(k, str) else "a key"
+            check_numbers(v, where, name, depth + 1)
+    elif isinstance(value, (list, tuple, set)):
+        for v in value:
+            check_numbers(v, where, key, depth + 1)
+
+
+def check_timeout(value: Any, where: str, key: str = "timeout") -> None:
+    """A number of seconds to wait: positive and finite (nan, inf and negative numbers
+    crash or hang ``Client``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or not 0 < value <= MAX_INT:
+        raise ConfigError(f"{where}: {key} = {value!r} must be a positive, finite number of "
+                          "seconds, such as 60.")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -352,24 +426,98 @@ def check_python(value: Any, where: str, key: str = "python", local: bool = True
     if not _PYTHON_NAME.fullmatch(os.path.basename(real)) or not os.access(real, os.X_OK):
         raise _code(where, key, value, f"it resolves to {real!r}, which is not {what} that "
                                        "can be run")
-    for path in (real, os.path.dirname(real), value, os.path.dirname(value)):
-        if os.stat(path).st_mode & stat.S_IWOTH:
-            raise _code(where, key, value, f"{path} is writable by other users, who could "
-                                           "replace the interpreter")
+    for path in (real, value):
+        why = _replaceable(path)
+        if why:
+            raise _code(where, key, value, why)
     return value
 
 
-def check_adapt(adapt: Any, where: str) -> None:
-    """``adapt:`` is ``cluster.adapt(**adapt)``: known bounds with plain values only."""
+def _replaceable(path: str) -> str | None:
+    """Why another user could replace ``path`` (absolute), or None when nobody but its
+    owners can.
+
+    Every folder from ``/`` down and the file itself are looked at: one writable by
+    other users lets them rename what it holds, unless it is sticky (``/tmp``), where
+    only an entry's owner may; so an entry of a sticky, world-writable folder must
+    itself belong to root or to this user (an interpreter planted as
+    ``/tmp/x/bin/python3`` by someone else is theirs to change).
+    """
+    trusted = {0, getattr(os, "getuid", lambda: 0)()}
+    parts = path.split("/")[1:]
+    current, parent_shared = "/", False
+    for i, part in enumerate(["", *parts]):
+        current = os.path.join(current, part) if part else current
+        info = os.lstat(current) if i < len(parts) else os.stat(current)
+        if parent_shared and info.st_uid not in trusted:
+            return (f"{current} belongs to another user (uid {info.st_uid}) in the folder "
+                    f"{os.path.dirname(current)}, which every user may write to; that user "
+                    "could replace the interpreter")
+        writable = info.st_mode & stat.S_IWOTH and not stat.S_ISLNK(info.st_mode)
+        sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+        if writable and not sticky:
+            return f"{current} is writable by other users, who could replace the interpreter"
+        parent_shared = bool(writable and sticky)
+    return None
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration (``60``, ``"1s"``, ``"5 m"``) in seconds, or None when it is none."""
+    from dask.utils import parse_timedelta
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, str) and not _DURATION.fullmatch(value):
+        return None
+    try:
+        seconds = float(parse_timedelta(value, default="seconds"))
+    except (KeyError, ValueError, OverflowError, TypeError):
+        return None
+    return seconds if math.isfinite(seconds) else None
+
+
+def check_adapt(adapt: Any, where: str, keys: Any = None) -> None:
+    """``adapt:`` is ``cluster.adapt(**adapt)``: known bounds, each of its own kind.
+
+    Parameters
+    ----------
+    adapt : dict
+        The spec's ``adapt`` mapping.
+    where : str
+        Used in error messages.
+    keys : collection of str, optional
+        The keys the cluster's ``adapt`` takes (all of :data:`_ADAPT_KEYS` by default).
+
+    Raises
+    ------
+    ConfigError
+        An unknown key; a count (``minimum``, ``maximum``, ``*_jobs``) that is not a whole
+        number from 0 to :data:`MAX_COUNT`; a size that Dask cannot parse; an ``interval``
+        or ``target_duration`` that is not a positive, finite duration; a ``wait_count``
+        below 1; or a minimum above its maximum.  Each of these made ``adapt`` raise, or
+        loop without pause, once the cluster had started.
+    """
     if not isinstance(adapt, dict):
         raise ConfigError(f"{where}: adapt must be a mapping such as {{minimum: 1, maximum: 8}}.")
+    keys = set(_ADAPT_KEYS if keys is None else keys)
+    place = "the cluster's adaptive settings"
     for k, v in adapt.items():
-        if k not in _ADAPT_KEYS:
-            raise ConfigError(f"{where}: adapt.{k} is not accepted; use {sorted(_ADAPT_KEYS)}.")
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) or
-                                       (isinstance(v, str) and _DURATION.fullmatch(v))):
-            raise refuse(where, f"adapt.{k}", v, "a number, a size or a duration",
-                         "the cluster's adaptive settings")
+        if k not in keys:
+            raise ConfigError(f"{where}: adapt.{k} is not accepted; use {sorted(keys)}.")
+        how = _ADAPT_KEYS[k]
+        if how == "count" and count(v, least=0) is None:
+            raise refuse(where, f"adapt.{k}", v, f"a whole number from 0 to {MAX_COUNT}", place)
+        if how == "positive" and count(v) is None:
+            raise refuse(where, f"adapt.{k}", v, f"a whole number from 1 to {MAX_COUNT}", place)
+        if how == "size" and size(v) is None:
+            raise refuse(where, f"adapt.{k}", v, "a size such as 64GB, or a number of bytes",
+                         place)
+        if how == "duration" and not (_seconds(v) or 0) > 0:
+            raise refuse(where, f"adapt.{k}", v, "a positive duration such as 1s or 5 m", place)
+    for low, high in (("minimum", "maximum"), ("minimum_jobs", "maximum_jobs")):
+        if low in adapt and high in adapt and adapt[low] > adapt[high]:
+            raise ConfigError(f"{where}: adapt.{low} = {adapt[low]!r} is above adapt.{high} = "
+                              f"{adapt[high]!r}; give a minimum no larger than the maximum.")
 
 
 def _check_directives(kind: str, value: Any, where: str, key: str) -> None:
@@ -422,9 +570,10 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
                 raise _code(where, key, value, "a resource that names a script to run")
         elif key in _COUNTS:
             if count(value) is None:
-                raise refuse(where, key, value, "a positive whole number (4 or 4.0)")
+                raise refuse(where, key, value, f"a whole number from 1 to {MAX_COUNT} "
+                                                "(4 or 4.0)")
         elif key in _BYTES:
-            if count(value) is None or value < _MIN_BYTES:
+            if count(value, least=_MIN_BYTES, most=MAX_INT) is None:
                 raise refuse(where, key, value, f"a number of bytes (at least {_MIN_BYTES})")
         elif key in _SIZES:
             if size(value) is None:
@@ -444,6 +593,8 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
             check_env(value, where)
         elif key == "adapt":
             check_adapt(value, where)
+        elif key == "timeout":
+            check_timeout(value, where)
         elif key == "death_timeout":
             # written unquoted after --death-timeout: one word
             if isinstance(value, bool) or not (
@@ -461,7 +612,7 @@ def check_job_values(cfg: dict[str, Any], where: str, options: set[str]) -> None
             # shell code on purpose (the documented opt-in): only its shape is checked
             if not all(isinstance(line, str) for line in _as_list(value)):
                 raise ConfigError(f"{where}: job_script_prologue must be a list of shell lines.")
-        elif key not in ("timeout", "storage_options"):
+        elif key != "storage_options":
             raise ConfigError(f"{where}: {key} has no check; it is not accepted.")
 
 
@@ -502,6 +653,24 @@ def check_ssh(cfg: dict[str, Any], where: str) -> None:
         if key in cfg:
             _allowed_keys(cfg[key], allowed, where, key)
             _plain(cfg[key], where, key, place)
+    connect = cfg.get("connect_options") or {}
+    if "known_hosts" in connect:
+        # asyncssh reads None as "accept any host key": a man in the middle would then be
+        # given the scheduler and every worker; the default is ~/.ssh/known_hosts
+        files = connect["known_hosts"]
+        if not (isinstance(files, str) and files) and not (
+                isinstance(files, list) and files and
+                all(isinstance(f, str) and f for f in files)):
+            raise ConfigError(f"{where}: connect_options.known_hosts = {files!r} is refused: it "
+                              "must name known-hosts files (a path or a list of paths); null "
+                              "would turn off the check of the hosts' keys, so that a machine "
+                              "in the middle could pose as them. Leave it out to use "
+                              "~/.ssh/known_hosts.")
+    for key in ("n_workers", "nthreads"):
+        value = (cfg.get("worker_options") or {}).get(key)
+        if value is not None and count(value) is None:
+            raise refuse(where, f"worker_options.{key}", value,
+                         f"a whole number from 1 to {MAX_COUNT}", place)
     if cfg.get("extra"):
         raise ConfigError(f"{where}: extra.{next(iter(cfg['extra']))} is not accepted: kind 'ssh' "
                           "takes no extra options (SSHCluster's worker_class, worker_module and "
@@ -531,7 +700,7 @@ def check_kubernetes(cfg: dict[str, Any], where: str) -> None:
     if "env" in cfg:
         check_env(cfg["env"], where)
     if "adapt" in cfg:
-        check_adapt(cfg["adapt"], where)
+        check_adapt(cfg["adapt"], where, _KUBERNETES_ADAPT)
     extra = cfg.get("extra") or {}
     _allowed_keys(extra, set(_KUBERNETES_EXTRA), where, "extra")
     for k, v in extra.items():
@@ -539,13 +708,27 @@ def check_kubernetes(cfg: dict[str, Any], where: str) -> None:
         if not isinstance(v, kind) or (kind is int and isinstance(v, bool)) or \
                 (isinstance(v, str) and not _NAME.fullmatch(v)):
             raise refuse(where, f"extra.{k}", v, f"a {kind.__name__}", place)
+    service = extra.get("scheduler_service_type", "ClusterIP")
+    if service != "ClusterIP":
+        # NodePort and LoadBalancer put the scheduler, which runs whatever it is sent, on
+        # the nodes' or a public address; the client reaches ClusterIP by a port-forward
+        raise ConfigError(f"{where}: extra.scheduler_service_type = {service!r} is refused: "
+                          "it would expose the Dask scheduler, which takes tasks from anyone "
+                          "who reaches it, outside the Kubernetes cluster; only ClusterIP is "
+                          "accepted in a spec (a site that needs another sets "
+                          "kubernetes.scheduler-service-type in its Dask configuration).")
 
 
 def check_local(cfg: dict[str, Any], where: str) -> None:
     """``local``: the memory limit and the dashboard address are plain values."""
     limit = cfg.get("memory_limit")
-    if isinstance(limit, str) and not (limit == "auto" or _MEMORY.fullmatch(limit)):
+    if isinstance(limit, str) and not (limit == "auto" or _size_bytes(limit) is not None):
         raise refuse(where, "memory_limit", limit, "auto or a size such as 4GB", "a LocalCluster")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and \
+            not (math.isfinite(limit) and 0 <= limit <= MAX_INT):
+        raise refuse(where, "memory_limit", limit, "a finite number of bytes (or a fraction "
+                                                   "of the memory, or 0 for none)",
+                     "a LocalCluster")
     address = cfg.get("dashboard_address")
     if isinstance(address, str) and not _ADDRESS.fullmatch(address):
         raise refuse(where, "dashboard_address", address, "an address such as :8787",
@@ -560,8 +743,11 @@ def check_cuda(cfg: dict[str, Any], where: str) -> None:
     check_local(cfg, where)
     for key in ("device_memory_limit", "rmm_pool_size"):
         value = cfg.get(key)
-        if isinstance(value, str) and not (value == "auto" or _MEMORY.fullmatch(value)):
+        if isinstance(value, str) and not (value == "auto" or _size_bytes(value) is not None):
             raise refuse(where, key, value, "a size such as 40GB (or auto)", "a LocalCUDACluster")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                not (math.isfinite(value) and 0 <= value <= MAX_INT):
+            raise refuse(where, key, value, "a finite number of bytes", "a LocalCUDACluster")
     gpus = cfg.get("cuda_visible_devices")
     ids = gpus.split(",") if isinstance(gpus, str) else gpus
     # strip() drops spaces around an id, and would drop a line break too: refuse those first

@@ -34,12 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.cluster.safety import (
+    MAX_COUNT,
     check_cuda,
     check_job_values,
     check_kubernetes,
     check_local,
+    check_numbers,
     check_scheduler,
     check_ssh,
+    check_timeout,
     count,
 )
 from distsketch.errors import ConfigError
@@ -179,12 +182,16 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{where}: a cluster spec must be a YAML mapping with a 'kind' key, "
                           f"got {type(cfg).__name__}.")
+    # before any value is formatted into a message, a script or a command line
+    check_numbers(cfg, where)
     kind = cfg.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:  # a list or mapping is no kind
         raise ConfigError(f"{where}: unknown cluster kind {kind!r}; use one of {sorted(KINDS)}.")
     options = {k: v for k, v in cfg.items() if k != "kind"}
     check_section(options, KINDS[kind], where, owner=f"kind {kind!r}",
                   hint=" (docs/security.md lists the fields a spec may hold)")
+    if "timeout" in cfg:
+        check_timeout(cfg["timeout"], where)
     out = dict(cfg)
     if "storage_options" in cfg:
         out["storage_options"] = check_storage_options(cfg["storage_options"],
@@ -193,8 +200,8 @@ def validate_spec(cfg: Any, where: str = "cluster spec") -> dict[str, Any]:
         (check_local if kind == "local" else check_cuda)(cfg, where)
         for key in ("n_workers", "threads_per_worker"):
             if cfg.get(key) is not None and count(cfg[key]) is None:
-                raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a positive whole "
-                                  "number (2 or 2.0).")
+                raise ConfigError(f"{where}: {key} = {cfg[key]!r} must be a whole number "
+                                  f"from 1 to {MAX_COUNT} (2 or 2.0).")
             if cfg.get(key) is not None:
                 out[key] = count(cfg[key])
         if isinstance(cfg.get("memory_limit"), float):

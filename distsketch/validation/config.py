@@ -110,6 +110,9 @@ def loads_yaml(text: str, where: str = "YAML text") -> Any:
         raise ConfigError(f"{where} is refused: {exc}.") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
+    except ValueError as exc:  # a value PyYAML cannot construct: 2001-13-45, a 5000-digit int
+        raise ConfigError(f"{where} holds a value that cannot be read ({exc}); quote it to "
+                          "make it text, or write it as a shorter number.") from None
     except RecursionError:  # a limit above should come first; never a traceback
         raise ConfigError(f"{where} is refused: nested more than Python can read; flatten "
                           "it.") from None

@@ -264,3 +264,137 @@ def test_a_rendered_script_with_an_unexpected_line_is_refused(kind):
     with pytest.raises(ConfigError, match="first line must be"):
         check_rendered_script(script.replace("#!/usr/bin/env bash", "#!/bin/sh -x", 1), kind,
                               prologue, [])
+
+
+# --- an interpreter another user may replace --------------------------------------------------
+
+def test_python_planted_under_a_shared_sticky_folder_by_another_user_is_refused(tmp_path,
+                                                                                monkeypatch):
+    """``/tmp/x/bin/python3`` made by someone else: its folders are not world-writable,
+    but they are that user's, so the interpreter is theirs to change before the job runs."""
+    shared = tmp_path / "shared"           # like /tmp: world-writable and sticky
+    shared.mkdir()
+    shared.chmod(0o1777)
+    bin_dir = shared / "mallory" / "bin"
+    bin_dir.mkdir(parents=True)
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    if os.getuid() == 0:  # make "mallory" another user's, as that user would have made it
+        for path in (shared / "mallory", bin_dir, fake):
+            os.chown(path, 65534, 65534)
+    else:                 # or look at the same files as another user would
+        real_uid = os.getuid()
+        monkeypatch.setattr(os, "getuid", lambda: real_uid + 1)
+    exc = render_or_run(SLURM | {"python": str(fake)}, tmp_path)
+    assert f"python = {str(fake)!r}" in str(exc) and "belongs to another user" in str(exc)
+    assert "every user may write to" in str(exc)
+    assert not (tmp_path / "PWNED").exists()
+    monkeypatch.undo()
+    # this user's own interpreter in the same kind of folder is accepted
+    mine = shared / "me" / "bin"
+    mine.mkdir(parents=True)
+    (mine / "python3").symlink_to(sys.executable)
+    assert validate_spec(SLURM | {"python": str(mine / "python3")})["python"] == \
+        str(mine / "python3")
+
+
+# --- the Kubernetes operator joins an existing cluster of the same name --------------------------
+
+def test_kubernetes_always_creates_its_own_cluster(monkeypatch):
+    """``KubeCluster`` connects to an existing DaskCluster of that name by default: whoever
+    made it would run the scheduler that the tasks go to and the results come from."""
+    import enum
+    import types
+
+    from distsketch.cluster import start_cluster
+    from distsketch.errors import ClusterError
+
+    seen: dict = {}
+
+    class CreateMode(enum.Enum):
+        CREATE_ONLY = "CREATE_ONLY"
+        CREATE_OR_CONNECT = "CREATE_OR_CONNECT"
+
+    class KubeCluster:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+            raise RuntimeError("stand-in: no Kubernetes here")
+
+    operator = types.ModuleType("dask_kubernetes.operator")
+    operator.KubeCluster, operator.CreateMode = KubeCluster, CreateMode
+    KubeCluster.__module__ = operator.__name__
+    package = types.ModuleType("dask_kubernetes")
+    package.operator = operator
+    monkeypatch.setitem(sys.modules, "dask_kubernetes", package)
+    monkeypatch.setitem(sys.modules, "dask_kubernetes.operator", operator)
+    cfg = {"kind": "kubernetes", "image": "ghcr.io/o/ds:1", "name": "shared-name",
+           "env": {"OMP_NUM_THREADS": 1}}
+    with pytest.raises(ClusterError, match="stand-in: no Kubernetes here"), start_cluster(cfg):
+        pass
+    assert seen["create_mode"] is CreateMode.CREATE_ONLY
+    assert seen["name"] == "shared-name" and seen["env"] == {"OMP_NUM_THREADS": "1"}
+
+
+# --- scheduler files: read as data, within the timeout -------------------------------------------
+
+def connect_within(spec: dict, seconds: float = 30) -> BaseException | None:
+    """Run ``connect(spec)`` in a thread; fail if it has not returned after ``seconds``.
+
+    Returns the exception it raised, or None when it connected."""
+    from distsketch.cluster import connect
+
+    outcome: dict = {}
+
+    def attempt():
+        try:
+            with connect(spec):
+                outcome["connected"] = True
+        except BaseException as exc:  # the outcome is what the test looks at
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"connect({spec!r}) did not return within {seconds} s"
+    assert ("connected" in outcome) != ("error" in outcome)
+    return outcome.get("error")
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda p: os.mkfifo(p), "is not a regular file"),          # open() blocked for ever
+    (lambda p: p.write_text("[1, 2]"), "is not a scheduler file"),   # TypeError
+    (lambda p: p.write_text('{"address": 5}'), "is not a scheduler file"),
+    (lambda p: p.write_bytes(b" " * (2 << 20)), "larger than"),
+])
+def test_a_scheduler_file_that_is_not_one_is_a_config_error(tmp_path, make, named):
+    path = tmp_path / "scheduler.json"
+    make(path)
+    exc = connect_within({"kind": "scheduler", "scheduler_file": str(path), "timeout": 5})
+    assert isinstance(exc, ConfigError) and named in str(exc) and str(path) in str(exc)
+    assert path.exists()  # read, never replaced
+
+
+def test_a_device_as_scheduler_file_is_a_config_error():
+    # /dev/zero would be read until memory runs out; /dev/null is the same check, safely
+    exc = connect_within({"kind": "scheduler", "scheduler_file": "/dev/null", "timeout": 5})
+    assert isinstance(exc, ConfigError) and "is not a regular file" in str(exc)
+
+
+def test_a_missing_scheduler_file_is_waited_for_only_until_the_timeout(tmp_path):
+    from distsketch.errors import ClusterError
+
+    path = tmp_path / "scheduler.json"
+    exc = connect_within({"kind": "scheduler", "scheduler_file": str(path), "timeout": 0.3})
+    assert isinstance(exc, ClusterError) and "does not exist after 0.3 s" in str(exc)
+    assert not path.exists()
+    # the file as `dask scheduler --scheduler-file` writes it is read
+    import json
+
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        path.write_text(json.dumps({"type": "Scheduler", "address": cluster.scheduler_address,
+                                    "id": "Scheduler-x", "services": {}, "workers": {}}))
+        assert connect_within({"kind": "scheduler", "scheduler_file": str(path),
+                               "timeout": 20}) is None

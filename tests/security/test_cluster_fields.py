@@ -135,6 +135,9 @@ def test_harmless_worker_arguments_reach_the_worker_command(args):
     (["--name", "--preload"], "'--preload'"), (["--nthreads"], "'--nthreads'"),
     (["--nanny=x"], "'--nanny=x'"), (["--nthreads", "2;id"], "'2;id'"),
     (["--memory-limit", "$(id)"], "'$(id)'"), ([3], "3"),
+    # the scheduler, the other workers and the client would fetch results from that address
+    (["--contact-address", "tcp://203.0.113.5:9000"], "'--contact-address'"),
+    (["--contact-address=tcp://203.0.113.5:9000"], "'--contact-address=tcp://203.0.113.5:9000'"),
 ])
 def test_other_worker_arguments_are_refused(args, named):
     with pytest.raises(ConfigError) as exc:
@@ -231,7 +234,7 @@ def test_directives_that_set_environment_shell_files_or_commands_are_refused(kin
     ("slurm", "--gpus-per-node=4 --constraint=a100 --signal=B:USR1@60"),
     ("slurm", "--exclusive=user --nice=10 --requeue"), ("slurm", "-A proj -M cl1 -L lic:1"),
     ("pbs", "-l nodes=1:ppn=8"), ("pbs", "-W group_list=abc"), ("pbs", "-p -100 -r y"),
-    ("pbs", "-hz"), ("sge", "-binding linear:1"), ("sge", "-pe smp 4 -R y -now n"),
+    ("pbs", "-hn"), ("sge", "-binding linear:1"), ("sge", "-pe smp 4 -R y -now n"),
     ("lsf", '-R "rusage[mem=4000] span[hosts=1]"'), ("lsf", "-x -app big -sla gold"),
 ])
 def test_ordinary_directives_reach_the_script(kind, directive):
@@ -274,7 +277,7 @@ def test_the_prologue_is_the_one_field_written_as_code():
     ("slurm", "job_mem", "4\nGB", "job_mem = '4\\nGB'"),
     ("pbs", "memory", "4\nGB", "memory = '4\\nGB'"),
     ("slurm", "adapt", {"interval": "1\ns"}, "adapt.interval = '1\\ns'"),
-    ("kubernetes", "adapt", {"target_duration": "5\nm"}, "adapt.target_duration = '5\\nm'"),
+    ("kubernetes", "adapt", {"maximum": "5\nm"}, "adapt.maximum = '5\\nm'"),
     ("local", "memory_limit", "4\nGB", "memory_limit = '4\\nGB'"),
     ("cuda", "device_memory_limit", "4\nGB", "device_memory_limit = '4\\nGB'"),
     ("cuda", "cuda_visible_devices", "0\n,1", "cuda_visible_devices = '0\\n,1'"),
@@ -327,10 +330,10 @@ def test_allowed_environment_names_take_only_plain_values(key, value):
 
 @pytest.mark.parametrize("kind, directive, refused", [
     # getopt reads a group letter by letter: -Qo/x is -Q -o /x
-    ("slurm", "-Qo/home/u/.bashrc", "-o"), ("slurm", "-Oe/home/u/.bashrc", "-e"),
+    ("slurm", "-Ho/home/u/.bashrc", "-o"), ("slurm", "-Oe/home/u/.bashrc", "-e"),
     ("slurm", "-Hi/etc/passwd", "-i"), ("slurm", "-vD/tmp", "-D"),
     ("pbs", "-ho/home/u/.bashrc", "-o"), ("pbs", "-hvLD_PRELOAD=/tmp/x.so", "-v"),
-    ("pbs", "-zS/tmp/sh", "-S"),
+    ("pbs", "-nS/tmp/sh", "-S"),
     # an option after the first one on the line
     ("slurm", "-p gpu -o /home/u/.bashrc", "-o"), ("slurm", "--partition gpu --export=ALL", "--export"),
     ("pbs", "-q x -V", "-V"), ("sge", "-l h_vmem=1G -S /tmp/sh", "-S"),
@@ -414,3 +417,161 @@ def test_no_accepted_directive_sets_a_refused_option(kind):
         accepted += 1
         assert not getopt_reads(kind, line) & REFUSED_LETTERS[kind], line
     assert accepted > 100  # the allow-list still accepts ordinary groups such as -HJname
+
+
+# --- values that crashed, hung, or reached files and hosts past the worker ------------------------
+
+@pytest.mark.parametrize("cfg, named", [
+    # a kind that is not a string: a TypeError (unhashable) from the kind look-up
+    ({"kind": ["slurm"]}, "unknown cluster kind ['slurm']"),
+    ({"kind": {"slurm": 1}}, "unknown cluster kind {'slurm': 1}"),
+    # whole numbers Python will not format (past 4300 digits) or no batch system reads
+    ({"kind": "slurm", **BATCH, "cores": 16**2000}, "cores is a whole number of 8001 bits"),
+    ({"kind": "slurm", **BATCH, "env": {"OMP_NUM_THREADS": 10**5000}},
+     "env.OMP_NUM_THREADS is a whole number of"),
+    ({"kind": "lsf", **BATCH, "mem": 10**400}, "mem is a whole number of"),
+    ({"kind": 10**5000}, "kind is a whole number of"),
+    # sizes whose bytes overflow a float (OverflowError in dask-jobqueue / LocalCluster)
+    ({"kind": "slurm", "cores": 1, "memory": "1" + "0" * 400 + "GB"}, "memory = '1000"),
+    ({"kind": "pbs", "cores": 1, "memory": 1e300}, "memory = 1e+300"),
+    ({"kind": "local", "memory_limit": "9" * 400 + "TB"}, "memory_limit = '999"),
+    ({"kind": "local", "memory_limit": float("inf")}, "memory_limit = inf"),
+    ({"kind": "cuda", "rmm_pool_size": "9" * 400 + "GB"}, "rmm_pool_size = '999"),
+    ({"kind": "lsf", **BATCH, "mem": 1e300}, "mem = 1e+300"),
+    # a unit dask-jobqueue looks up in a table (KeyError)
+    ({"kind": "lsf", **BATCH, "lsf_units": "XB"}, "lsf_units = 'XB'"),
+    # timeouts Client cannot use (KeyError, ValueError) or waits on forever
+    ({"kind": "scheduler", "address": "tcp://127.0.0.1:1", "timeout": float("nan")}, "timeout = nan"),
+    ({"kind": "scheduler", "address": "tcp://127.0.0.1:1", "timeout": float("inf")}, "timeout = inf"),
+    ({"kind": "slurm", **BATCH, "timeout": -1}, "timeout = -1"),
+    ({"kind": "ssh", "hosts": ["a"], "timeout": 0}, "timeout = 0"),
+])
+def test_values_that_crashed_the_validator_or_the_cluster_are_refused(cfg, named):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec(cfg)
+    assert named in str(exc.value)
+
+
+@pytest.mark.parametrize("text, named", [
+    ("kind: slurm\ncores: 1\nmemory: 1GB\nn_workers: " + "9" * 5000, "cannot be read"),
+    ("kind: slurm\ncores: 1\nmemory: 1GB\nwalltime: 2001-13-45", "cannot be read"),
+    ("kind: slurm\ncores: 0x" + "f" * 3000 + "\nmemory: 1GB", "cores is a whole number of"),
+])
+def test_a_spec_file_with_an_unreadable_number_is_a_config_error(tmp_path, text, named):
+    from distsketch.cluster import load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_spec(path)
+    assert named in str(exc.value) and str(path) in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, field, value, named", [
+    # SpecCluster.scale and SSHCluster loop once per worker: 1e18 never ends
+    ("slurm", "n_workers", 1e18, "n_workers = 1e+18"),
+    ("pbs", "processes", 10**9, "processes = 1000000000"),
+    ("local", "n_workers", 1e9, "n_workers = 1000000000.0"),
+    ("kubernetes", "n_workers", 10**9, "n_workers = 1000000000"),
+    ("ssh", "worker_options", {"n_workers": 10**9}, "worker_options.n_workers = 1000000000"),
+])
+def test_counts_beyond_any_deployment_are_refused(kind, field, value, named):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BASE[kind], field: value})
+    assert named in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, adapt, named", [
+    ("slurm", {"interval": 0}, "adapt.interval = 0"),     # a callback every 0 ms
+    ("slurm", {"interval": -1}, "adapt.interval = -1"),
+    ("slurm", {"minimum": 5, "maximum": 1}, "adapt.minimum = 5 is above adapt.maximum = 1"),
+    ("sge", {"minimum": "5 m"}, "adapt.minimum = '5 m'"),
+    ("lsf", {"maximum": float("nan")}, "adapt.maximum = nan"),
+    ("slurm", {"wait_count": 0}, "adapt.wait_count = 0"),
+    ("slurm", {"target_duration": "5 fortnights"}, "adapt.target_duration = '5 fortnights'"),
+    # the operator's adapt() takes minimum and maximum only (a TypeError once started)
+    ("kubernetes", {"interval": "1s"}, "adapt.interval is not accepted"),
+])
+def test_adaptive_settings_that_fail_or_spin_once_started_are_refused(kind, adapt, named):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BASE[kind], "adapt": adapt})
+    assert named in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, directive, named, plain", [
+    # sbatch reads a host list holding "/" as a file on the submitting machine
+    ("slurm", "-w /etc/shadow", "sbatch reads a value with '/' as a file", "-w node[01-04]"),
+    ("slurm", "-w/etc/shadow", "sbatch reads a value with '/' as a file", "-wnode1"),
+    ("slurm", "-x /dev/zero", "sbatch reads a value with '/' as a file", "-x node07"),
+    ("slurm", "--exclude=/home/u/hosts", "sbatch reads a value with '/' as a file",
+     "--exclude=node07,node08"),
+    ("slurm", "--nodelist /home/u/hosts", "sbatch reads a value with '/' as a file",
+     "--nodelist node1"),
+    ("slurm", "-p gpu -Hw/etc/passwd", "sbatch reads a value with '/' as a file", "-p gpu -H"),
+    # a job name with [..] is an LSF job array: one job per index, per worker asked for
+    ("lsf", '-J "w[1-100000]"', "makes a job array", "-J dask-worker"),
+    ("lsf", "-n 1 -J w[1-9]%2", "makes a job array", "-n 1 -J w"),
+    # no job id printed: the job runs, and is never tracked nor cancelled
+    ("slurm", "--quiet", "--quiet is not among", "--verbose"),
+    ("slurm", "-Q", "-Q is not among", "-v"), ("slurm", "-HQ", "-Q (", "-Hv"),
+    ("pbs", "-z", "-z is not among", "-h"), ("pbs", "-hz", "-z (", "-hn"),
+    ("sge", "-w v", "only -w e, -w w or -w n", "-w e"),
+    ("sge", "-w p", "only -w e, -w w or -w n", "-w n"),
+    # Torque's suffixed prologue / epilogue resources
+    ("pbs", "-l epilogue.precancel=/tmp/x.sh", "names a script to run", "-l nodes=1:ppn=4"),
+    ("pbs", "-lprologue.parallel=/tmp/x.sh", "names a script to run", "-lwalltime=1:00:00"),
+    # shell expansions: bash never runs a directive line, but no reader should meet one
+    ("slurm", "--comment=$(touch PWNED)", "it holds '$'", "--comment=plain"),
+    ("lsf", "-J `touch PWNED`", "it holds '`'", "-J w"),
+    ("sge", "-N ${IFS}x", "it holds '$'", "-N x"),
+])
+def test_directives_that_read_files_make_arrays_or_hide_the_job_are_refused(kind, directive,
+                                                                            named, plain):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": kind, **BATCH, "job_extra_directives": [directive]})
+    message = str(exc.value)
+    assert f"job_extra_directives = {directive!r}" in message and named in message
+    # the same option with a plain value still reaches the script
+    script = render_job_script({"kind": kind, **BATCH, "job_extra_directives": [plain]})
+    assert any(ln.endswith(plain) for ln in script.splitlines())
+
+
+@pytest.mark.parametrize("kind", list(BATCH_KINDS))
+@pytest.mark.parametrize("log_directory, why", [
+    ("~/logs", "leading '~'"),            # neither makedirs nor the batch system expands it
+    ("evil.example.org:/tmp", "':'"),     # PBS / SGE copy the output to that host
+])
+def test_log_directories_that_are_not_local_paths_are_refused(kind, log_directory, why, tmp_path,
+                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as exc:
+        render_job_script({"kind": kind, **BATCH, "log_directory": log_directory})
+    assert f"log_directory = {log_directory!r}" in str(exc.value) and why in str(exc.value)
+    assert list(tmp_path.iterdir()) == []  # no folder "~" (or "evil.example.org:") made
+    # a path of this machine is still the folder of the output files
+    script = render_job_script({"kind": kind, **BATCH, "log_directory": str(tmp_path / "logs")})
+    assert f"{tmp_path / 'logs'}/" in script and (tmp_path / "logs").is_dir()
+
+
+@pytest.mark.parametrize("known_hosts", [None, [], "", False, [None]])
+def test_ssh_host_key_checking_cannot_be_turned_off(known_hosts):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": "ssh", "hosts": ["node0", "node1"],
+                       "connect_options": {"known_hosts": known_hosts}})
+    assert "connect_options.known_hosts" in str(exc.value)
+    # files of known hosts are what it may name
+    for files in ("/etc/ssh/ssh_known_hosts", ["/etc/ssh/ssh_known_hosts", "/home/u/kh"]):
+        cfg = {"kind": "ssh", "hosts": ["node0"], "connect_options": {"known_hosts": files}}
+        assert validate_spec(cfg)["connect_options"] == {"known_hosts": files}
+
+
+@pytest.mark.parametrize("service", ["LoadBalancer", "NodePort", "ExternalName"])
+def test_kubernetes_scheduler_is_not_exposed_outside_the_cluster(service):
+    with pytest.raises(ConfigError) as exc:
+        validate_spec({"kind": "kubernetes", **BASE["kubernetes"],
+                       "extra": {"scheduler_service_type": service}})
+    assert f"extra.scheduler_service_type = {service!r}" in str(exc.value)
+    assert "ClusterIP" in str(exc.value)
+    cfg = {"kind": "kubernetes", **BASE["kubernetes"],
+           "extra": {"scheduler_service_type": "ClusterIP"}, "adapt": {"minimum": 0, "maximum": 4}}
+    assert validate_spec(cfg)["extra"] == {"scheduler_service_type": "ClusterIP"}
