@@ -38,7 +38,7 @@ from scipy.linalg import blas, lapack
 from distsketch.errors import ConfigError
 from distsketch.ops.kernel_product import _augmented_rbf_rows
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
-from distsketch.ops.namespace import asarray, is_numpy, namespace, zeros
+from distsketch.ops.namespace import asarray, buffer, inplace, into, namespace, zeros
 
 __all__ = [
     "FACTOR_JITTER",
@@ -283,39 +283,6 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
     float64: the centres, V and Y move to its device once per call, and the
     results stay on it (the pass's tree reduce sums them there).
     """
-    if not is_numpy(namespace(block)):
-        return _gram_times_xp(block, centers, V, Y, kernel, params, tile_rows)
-    X = np.asarray(block, dtype=np.float64)
-    C = np.asarray(centers, dtype=np.float64)
-    M = C.shape[0]
-    out = None if V is None else np.zeros((M, V.shape[1]))
-    outy = None if Y is None else np.zeros((M, Y.shape[1]))
-    name = kernel if callable(kernel) else KERNEL_ALIASES.get(str(kernel), str(kernel))
-    tr = max(1, int(tile_rows))
-    if name == "rbf":
-        gamma = float(params["gamma"])
-        _, right = _augmented_rbf_rows(C, gamma)
-        buf = np.empty(min(tr, X.shape[0]) * M)
-    for r0 in range(0, X.shape[0], tr):
-        r1 = min(r0 + tr, X.shape[0])
-        if name == "rbf":
-            # the block's augmented rows by sub-tile: O(r d) memory, not a copy of the block
-            left, _ = _augmented_rbf_rows(X[r0:r1], gamma)
-            K = buf[: (r1 - r0) * M].reshape(r1 - r0, M)
-            np.matmul(left, right.T, out=K)
-            np.exp(K, out=K)
-        else:
-            K = pairwise_kernel(X[r0:r1], C, kernel, **params)
-        if out is not None:
-            out += K.T @ (K @ V)
-        if outy is not None and Y is not None:
-            outy += K.T @ np.asarray(Y[r0:r1], dtype=np.float64)
-    return out, outy
-
-
-def _gram_times_xp(block: Any, centers: Any, V: Any, Y: Any, kernel: Any, params: dict,
-                   tile_rows: int) -> tuple[Any, Any]:
-    """:func:`gram_times` in ``block``'s namespace (a new array per sub-tile: no ``out=``)."""
     xp = namespace(block)
     X = asarray(block, like=block, dtype=np.float64)
     C = asarray(centers, like=X, dtype=np.float64)
@@ -329,17 +296,22 @@ def _gram_times_xp(block: Any, centers: Any, V: Any, Y: Any, kernel: Any, params
     if name == "rbf":
         gamma = float(params["gamma"])
         right_t = xp.matrix_transpose(_augmented_rbf_rows(C, gamma)[1])
+        # one sub-tile buffer reused by every sub-tile on NumPy (None elsewhere)
+        buf = buffer(xp, min(tr, X.shape[0]) * M)
     for r0 in range(0, X.shape[0], tr):
         r1 = min(r0 + tr, X.shape[0])
         if name == "rbf":
-            K = xp.exp(_augmented_rbf_rows(X[r0:r1, ...], gamma)[0] @ right_t)
+            # the block's augmented rows by sub-tile: O(r d) memory, not a copy of the block
+            left, _ = _augmented_rbf_rows(X[r0:r1, ...], gamma)
+            K = into(xp, "matmul", left, right_t, out=buffer(xp, (r1 - r0, M), out=buf))
+            K = inplace(xp, "exp", K)
         else:
             K = pairwise_kernel(X[r0:r1, ...], C, kernel, **params)
         Kt = xp.matrix_transpose(K)
         if out is not None:
-            out = out + Kt @ (K @ Vd)
+            out = inplace(xp, "add", out, Kt @ (K @ Vd))
         if outy is not None and Yd is not None:
-            outy = outy + Kt @ Yd[r0:r1, ...]
+            outy = inplace(xp, "add", outy, Kt @ Yd[r0:r1, ...])
     return out, outy
 
 

@@ -35,11 +35,15 @@ from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import (
     as_block,
     asarray,
+    assign,
+    contiguous,
     float_dtype,
     host_dtype,
+    is_numpy,
     namespace,
     to_host,
     typed_scalar,
+    zeros,
 )
 from distsketch.ops.random import hash_sign, hash_uniform
 
@@ -76,35 +80,33 @@ def _sylvester(D: int, dtype: str) -> np.ndarray:
     return H
 
 
-def _fwht_rows(X: np.ndarray, row_offset: int) -> np.ndarray:
-    """X @ H_D for a C-contiguous (N, D) array; rows are global rows ``row_offset``…"""
+def _gemm(X: Any, H: Any, row_offset: int) -> Any:
+    """``X @ H`` for one FWHT factor: in row-stable tiles on NumPy (a row's bits do not
+    depend on the blocking); one product in other namespaces (a device runs one kernel
+    per factor, not one per 256-row tile)."""
+    if is_numpy(namespace(X)):
+        return row_stable_matmul(X, H, row_offset, tile=_GEMM_TILE)
+    return X @ H
+
+
+def _fwht_rows(X: Any, row_offset: int) -> Any:
+    """X @ H_D for a C-contiguous (N, D) array of any namespace; rows are global rows
+    ``row_offset``…"""
+    xp = namespace(X)
     N, D = X.shape
     if D <= _GEMM_MAX:
-        return row_stable_matmul(X, _sylvester(D, X.dtype.str), row_offset, tile=_GEMM_TILE)
+        return _gemm(X, asarray(_sylvester(D, host_dtype(X.dtype).str), like=X), row_offset)
     # H_D = H_a ⊗ H_rest (Sylvester order): transform the trailing factor of every row, then
     # the leading one after a transpose.  Small dense GEMMs run ~50x faster per element than
     # butterfly passes in NumPy; row_stable_matmul keeps each row's rounding independent of blocking.
     k = D.bit_length() - 1
     a = 1 << min(k - k // 2, 6)   # balanced factors, a <= 64
     rest = D // a
-    Y = _fwht_rows(X.reshape(N * a, rest), row_offset * a).reshape(N, a, rest)
-    Z = np.ascontiguousarray(Y.transpose(0, 2, 1)).reshape(N * rest, a)
-    Z = row_stable_matmul(Z, _sylvester(a, X.dtype.str), row_offset * rest, tile=_GEMM_TILE)
-    return np.ascontiguousarray(Z.reshape(N, rest, a).transpose(0, 2, 1)).reshape(N, D)
-
-
-def _fwht_rows_xp(xp: Any, X: Any) -> Any:
-    """:func:`_fwht_rows` for a block of another namespace (the same factorisation)."""
-    N, D = X.shape
-    if D <= _GEMM_MAX:
-        return X @ asarray(_sylvester(D, host_dtype(X.dtype).str), like=X)
-    k = D.bit_length() - 1
-    a = 1 << min(k - k // 2, 6)
-    rest = D // a
-    Y = xp.reshape(_fwht_rows_xp(xp, xp.reshape(X, (N * a, rest))), (N, a, rest))
-    Z = xp.reshape(xp.permute_dims(Y, (0, 2, 1)), (N * rest, a))
-    Z = Z @ asarray(_sylvester(a, host_dtype(X.dtype).str), like=X)
-    return xp.reshape(xp.permute_dims(xp.reshape(Z, (N, rest, a)), (0, 2, 1)), (N, D))
+    Y = xp.reshape(_fwht_rows(xp.reshape(X, (N * a, rest)), row_offset * a), (N, a, rest))
+    Z = xp.reshape(contiguous(xp, xp.permute_dims(Y, (0, 2, 1))), (N * rest, a))
+    Z = _gemm(Z, asarray(_sylvester(a, host_dtype(X.dtype).str), like=X), row_offset * rest)
+    return xp.reshape(contiguous(xp, xp.permute_dims(xp.reshape(Z, (N, rest, a)), (0, 2, 1))),
+                      (N, D))
 
 
 def fwht(X: np.ndarray, normalize: bool = False, row_offset: int = 0) -> np.ndarray:
@@ -138,7 +140,7 @@ def fwht(X: np.ndarray, normalize: bool = False, row_offset: int = 0) -> np.ndar
         raise ConfigError(f"fwht needs a 2-D array with a power-of-two length; got shape {X.shape}. "
                           "Pad with next_pow2 first.")
     xp = namespace(X)
-    X[...] = _fwht_rows(np.ascontiguousarray(X), row_offset) if xp is np else _fwht_rows_xp(xp, X)
+    X[...] = _fwht_rows(contiguous(xp, X), row_offset)
     if normalize:
         X *= typed_scalar(1.0 / np.sqrt(D), X.dtype)
     return X
@@ -195,16 +197,11 @@ def _srht_dense(X: np.ndarray, signs: np.ndarray, P: np.ndarray, D: int, scale: 
                 dt: np.dtype, row_offset: int) -> np.ndarray:
     """``scale · (pad_D(X · D_s) @ H)[:, P]`` by one FWHT of the zero-padded rows."""
     xp = namespace(X)
-    if xp is not np:
-        buf = xp.zeros((X.shape[0], D), dtype=dt, device=X.device)
-        buf[:, : X.shape[1]] = xp.astype(X, dt) * asarray(signs[: X.shape[1]], like=X, dtype=dt)
-        out = xp.take(_fwht_rows_xp(xp, buf), asarray(P, like=X), axis=1)
-        out *= scale
-        return out
-    buf = np.zeros((X.shape[0], D), dtype=dt)
-    np.multiply(X, signs[: X.shape[1]].astype(dt), out=buf[:, : X.shape[1]])
+    w = X.shape[1]
+    buf = zeros((X.shape[0], D), X, dtype=dt)
+    assign(xp, buf, (slice(None), slice(0, w)), "multiply", X, asarray(signs[:w], like=X, dtype=dt))
     # np.take gathers columns ~5x faster than fancy indexing (same values)
-    out = np.take(_fwht_rows(buf, row_offset), P, axis=1)
+    out = xp.take(_fwht_rows(buf, row_offset), asarray(P, like=X), axis=1)
     out *= scale
     return out
 
@@ -275,10 +272,8 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
         c = np.arange(t, min(w, t + _COL_TILE))
         # the explicit entries are a host operand (moved to X's device on other namespaces)
         Hc = (hadamard_entries(c + col_offset, P) * signs[c][:, None]).astype(host_dtype(dt))
-        if xp is np:
-            out += row_stable_matmul(np.ascontiguousarray(X[:, c], dtype=dt), Hc, row_offset)
-        else:
-            out += xp.astype(X[:, t:t + c.size], dt) @ asarray(Hc, like=X)
+        out += _gemm(asarray(contiguous(xp, X[:, t:t + c.size]), like=X, dtype=dt),
+                     asarray(Hc, like=X), row_offset)
     out *= sc
     return out
 

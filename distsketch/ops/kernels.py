@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.ops.namespace import as_block, host_dtype, inplace, namespace
+from distsketch.ops.namespace import as_block, asarray, host_dtype, inplace, namespace, row_dots
 
 __all__ = [
     "BOUNDED_KERNELS",
@@ -60,7 +60,7 @@ KernelFn = Callable[..., np.ndarray]
 
 def _row_sqnorms(xp: Any, X: Any) -> Any:
     """Squared row norms (NumPy's einsum on NumPy blocks, a sum of squares elsewhere)."""
-    return np.einsum("ij,ij->i", X, X) if xp is np else xp.sum(X * X, axis=1)
+    return row_dots(xp, X, X)
 
 
 def _sqdist(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -301,19 +301,18 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
     """
     sparse = hasattr(block, "tocsr")
     block = as_block(block)
-    if namespace(block) is not np:
-        return _first_oversized_row_xp(namespace(block), block)
-    data = block.tocsr().data if sparse else np.asarray(block)
-    if data.size == 0 or not np.issubdtype(data.dtype, np.floating):
+    xp = namespace(block)
+    data = block.tocsr().data if sparse else block
+    if data.size == 0 or not xp.isdtype(data.dtype, "real floating"):
         return None
-    limit = max_row_sqnorm(data.dtype)
-    flat = data.ravel(order="K")
+    limit = max_row_sqnorm(host_dtype(data.dtype))
     with np.errstate(all="ignore"):
-        # one BLAS pass: no row's squared norm exceeds the block's total (half the limit
-        # leaves room for the rounding of a float32 sum)
-        if float(np.vdot(flat, flat)) <= limit / 2:
+        # one BLAS pass on NumPy: no row's squared norm exceeds the block's total (half the
+        # limit leaves room for the rounding of a float32 sum); other namespaces have no
+        # vdot and go straight to the scaled norms, computed on the block's device
+        if xp is np and float(np.vdot(flat := data.ravel(order="K"), flat)) <= limit / 2:
             return None
-        amax = max(float(np.max(data)), -float(np.min(data)))
+        amax = max(float(xp.max(data)), -float(xp.min(data)))
     if not math.isfinite(amax) or amax == 0.0:
         return None
     # scaled by the largest magnitude, the squared norms are at most d: no overflow
@@ -322,32 +321,14 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
         csr.data = (csr.data / amax) ** 2
         scaled = np.asarray(csr.sum(axis=1)).ravel()
     else:
-        rows = np.asarray(block, dtype=np.float64) / amax
-        scaled = np.einsum("ij,ij->i", rows, rows)
+        rows = asarray(block, like=block, dtype=np.float64) / amax
+        scaled = _row_sqnorms(xp, rows)
     with np.errstate(divide="ignore"):
-        log_sq = np.log10(scaled) + 2.0 * math.log10(amax)
-    bad = np.flatnonzero(log_sq > math.log10(limit))
-    if not bad.size:
-        return None
-    return int(bad[0]), float(log_sq[bad[0]])
-
-
-def _first_oversized_row_xp(xp: Any, block: Any) -> tuple[int, float] | None:
-    """:func:`first_oversized_row` of a block of another namespace: the same scaled norms,
-    reduced on the block's device; only the verdict comes back to the host."""
-    if block.size == 0 or not xp.isdtype(block.dtype, "real floating"):
-        return None
-    limit = max_row_sqnorm(host_dtype(block.dtype))
-    absmax = xp.max(xp.abs(block))
-    amax = float(absmax)
-    if not math.isfinite(amax) or amax == 0.0:
-        return None
-    rows = xp.astype(block, xp.float64) / xp.astype(absmax, xp.float64)
-    # a zero row gets a tiny norm instead of log10(0) (far below the limit either way)
-    log_sq = xp.log10(xp.maximum(xp.sum(rows * rows, axis=1), 1e-300)) + 2.0 * math.log10(amax)
+        log_sq = xp.log10(scaled) + 2.0 * math.log10(amax)
     bad = xp.nonzero(log_sq > math.log10(limit))[0]
     if bad.shape[0] == 0:
         return None
+    # only the verdict comes back to the host
     row = int(bad[0])
     return row, float(log_sq[row])
 

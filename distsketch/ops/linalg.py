@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from distsketch.ops.namespace import asarray, namespace, zeros
+from distsketch.ops.namespace import asarray, copy_array, namespace, zeros
 
 __all__ = ["ROW_TILE", "fix_signs", "row_stable_matmul"]
 
@@ -38,23 +36,10 @@ def fix_signs(V: np.ndarray, axis: int = 0) -> np.ndarray:
     if axis not in (0, 1) or V.ndim != 2:
         raise ValueError(f"fix_signs: needs a 2-D array and axis 0 or 1; got shape {V.shape}, "
                          f"axis={axis}.")
-    if xp is not np:
-        return _fix_signs_xp(xp, V, axis)
-    if V.size == 0:
-        return V.copy()
-    lead = np.argmax(np.abs(V), axis=axis)
-    if axis == 0:
-        signs = np.sign(V[lead, np.arange(V.shape[1])])
-    else:
-        signs = np.sign(V[np.arange(V.shape[0]), lead])
-    signs[signs == 0] = 1
-    return V * (signs[None, :] if axis == 0 else signs[:, None])
-
-
-def _fix_signs_xp(xp: Any, V: Any, axis: int) -> Any:
-    # the same convention with array-API calls only (no fancy indexing)
     if V.shape[0] * V.shape[1] == 0:
-        return xp.asarray(V, copy=True)
+        return copy_array(V)
+    # the lead entry of each vector gathered along ``axis`` (array-API calls: no fancy
+    # indexing); multiplying by ±1 is exact, so every namespace gets the same bits
     lead = xp.expand_dims(xp.argmax(xp.abs(V), axis=axis), axis=axis)
     signs = xp.sign(xp.take_along_axis(V, lead, axis=axis))
     return V * xp.where(signs == 0, xp.ones_like(signs), signs)

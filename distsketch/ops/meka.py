@@ -151,33 +151,11 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     xp = namespace(X)
     X = asarray(X, like=X, dtype=xp.float64)
     labels, _ = nearest_centre(X, centres, row_offset)
-    if xp is not np:
-        return _basis_block_xp(xp, X, labels, landmarks, maps, counts, ranks,
-                               kernel_function(kernel, **params), width)
-    out = np.zeros((X.shape[0], width + 1))
-    out[:, width] = labels
     kfun = kernel_function(kernel, **params)
-    for s in np.unique(labels):
-        rows = np.flatnonzero(labels == s)
-        m_s, k_s = int(counts[s]), int(ranks[s])
-        if k_s == 0 or m_s == 0:
-            continue
-        L_s = np.asarray(landmarks[s, :m_s], dtype=np.float64)
-        M_s = np.asarray(maps[s, :m_s, :k_s], dtype=np.float64)
-        # rows are grouped by cluster, so GEMM shapes follow the block's content:
-        # the result is chunking-invariant up to rounding (labels exactly)
-        out[rows, :k_s] = np.asarray(kfun(X[rows], L_s), dtype=np.float64) @ M_s
-    return out
-
-
-def _basis_block_xp(xp: Any, X: Any, labels: Any, landmarks: Any, maps: Any, counts: Any,
-                    ranks: Any, kfun: Any, width: int) -> Any:
-    """:func:`basis_block` off NumPy: rows gathered by cluster, mapped, put back in order.
-
-    The array API has no scatter into rows, so the rows are sorted by cluster
-    (stable: by index within a cluster, the NumPy path's order), each contiguous
-    group is mapped, and the inverse permutation restores the block's order.
-    """
+    # The array API has no scatter into rows, so the rows are sorted by cluster (stable:
+    # by index within a cluster), each contiguous group is mapped, and the inverse
+    # permutation restores the block's order.  Every group meets the same GEMM as a
+    # scatter would give it, so the values are those of a per-cluster scatter.
     counts, ranks = np.asarray(to_host(counts)), np.asarray(to_host(ranks))
     b = X.shape[0]
     order = xp.argsort(labels, stable=True)
@@ -189,16 +167,19 @@ def _basis_block_xp(xp: Any, X: Any, labels: Any, landmarks: Any, maps: Any, cou
         if size == 0:
             continue
         m_s, k_s = int(counts[s]), int(ranks[s])
-        part = zeros((size, width), X)
+        part = zeros((size, width + 1), X)
+        part[:, width] = float(s)
         if k_s and m_s:
             rows = xp.take(X, order[start:start + size], axis=0)
+            # rows are grouped by cluster, so GEMM shapes follow the block's content:
+            # the result is chunking-invariant up to rounding (labels exactly)
             part[:, :k_s] = asarray(kfun(rows, L_all[s, :m_s, :]), like=X,
                                     dtype=xp.float64) @ M_all[s, :m_s, :k_s]
         parts.append(part)
         start += size
-    coords = xp.take(xp.concat(parts, axis=0), xp.argsort(order), axis=0) if b else \
-        zeros((0, width), X)
-    return xp.concat([coords, xp.astype(labels, xp.float64)[:, None]], axis=1)
+    if not parts:
+        return zeros((b, width + 1), X)
+    return xp.take(xp.concat(parts, axis=0), xp.argsort(order), axis=0)
 
 
 def scatter_basis(coords: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> np.ndarray:

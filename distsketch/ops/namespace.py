@@ -20,13 +20,14 @@ host with :func:`to_host` on purpose (saying so where they do).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_block", "asarray", "copy_array", "densify", "device_of", "float_dtype", "host_dtype",
-           "host_tree", "inplace", "is_numpy", "is_sparse", "namespace", "to_host", "typed_scalar",
-           "xp_dtype", "zeros"]
+__all__ = ["as_block", "asarray", "assign", "buffer", "contiguous", "copy_array", "densify", "device_of",
+           "float_dtype", "host_dtype", "host_tree", "inplace", "into", "is_numpy", "is_sparse",
+           "namespace", "row_dots", "to_host", "typed_scalar", "xp_dtype", "zeros"]
 
 _SCALARS = (int, float, complex, bool, np.generic)
 
@@ -203,6 +204,52 @@ def inplace(xp: Any, name: str, x: Any, *args: Any) -> Any:
     if xp is np:
         return getattr(np, name)(x, *args, out=x)
     return getattr(xp, name)(x, *args)
+
+
+def into(xp: Any, name: str, *args: Any, out: Any = None) -> Any:
+    """``xp.<name>(*args)``: written into ``out`` on NumPy when a buffer is given (reused
+    across tiles, so no temporary of the tile's size), a new array otherwise (the array
+    API has no ``out=``)."""
+    if xp is np and out is not None:
+        return getattr(np, name)(*args, out=out)
+    return getattr(xp, name)(*args)
+
+
+def assign(xp: Any, dest: Any, index: Any, name: str, *args: Any) -> None:
+    """``dest[index] = xp.<name>(*args)`` in ``dest``'s dtype: computed straight into the
+    slice on NumPy (``out=``, no temporary), assigned from a new array elsewhere."""
+    if xp is np:
+        getattr(np, name)(*args, out=dest[index])
+    else:
+        dest[index] = xp.astype(getattr(xp, name)(*args), dest.dtype)
+
+
+def buffer(xp: Any, shape: Any, dtype: Any = np.float64, out: Any = None) -> Any:
+    """Scratch of ``shape`` for :func:`into` / :func:`inplace` results.
+
+    On NumPy: the leading elements of the flat buffer ``out`` viewed as ``shape``
+    (one allocation reused by every tile of a loop), or a new ``numpy.empty`` when
+    ``out`` is None.  ``None`` in other namespaces, whose operations allocate their
+    results (:func:`into` then makes a new array).
+    """
+    if xp is not np:
+        return None
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+    return out[: math.prod(shape)].reshape(shape)
+
+
+def contiguous(xp: Any, x: Any) -> Any:
+    """``x`` in C order: ``numpy.ascontiguousarray`` on NumPy (whose BLAS calls and
+    reshapes need it), ``x`` itself in other namespaces (which manage their layout)."""
+    return np.ascontiguousarray(x) if xp is np else x
+
+
+def row_dots(xp: Any, A: Any, B: Any) -> Any:
+    """``sum(A * B, axis=1)`` (per-row dot products): one ``einsum`` pass on NumPy (no
+    product temporary; its rounding is the NumPy path's), the array-API expression elsewhere."""
+    return np.einsum("ij,ij->i", A, B) if xp is np else xp.sum(A * B, axis=1)
 
 
 def zeros(shape: Any, like: Any, *, dtype: Any = None) -> Any:

@@ -19,8 +19,6 @@ The SRHT along the feature axis lives with the Walsh–Hadamard transform in
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import scipy.linalg as sla
 
@@ -159,24 +157,19 @@ def summary_sse(state: dict, W: np.ndarray, c: np.ndarray) -> np.ndarray:
     ztz, zty = state["ztz"], state["zty"]
     zsum, ysum = state["sum"], state["ysum"]
     xp = namespace(ztz)
-    if xp is not np:
-        return _summary_sse_xp(xp, state, asarray(W, like=ztz), asarray(c, like=ztz))
-    yty = np.diag(np.atleast_2d(state["yty"]))
-    quad = np.einsum("pmt,mk,pkt->pt", W, ztz, W)
-    cross = np.einsum("pmt,mt->pt", W, zty)
-    zw = np.einsum("m,pmt->pt", zsum, W)
-    return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
-
-
-def _summary_sse_xp(xp: Any, state: dict, W: Any, c: Any) -> Any:
-    """:func:`summary_sse` with array-API calls (no ``einsum``)."""
-    n = float(state["n"])
-    ztz, zty, zsum, ysum = state["ztz"], state["zty"], state["sum"], state["ysum"]
-    yty = state["yty"]
+    W, c = asarray(W, like=ztz), asarray(c, like=ztz)
+    yty = asarray(state["yty"], like=ztz)
     yty = xp.linalg.diagonal(yty) if yty.ndim == 2 else xp.reshape(yty, (-1,))
-    quad = xp.sum(W * xp.matmul(ztz, W), axis=1)
-    cross = xp.sum(W * zty[None, :, :], axis=1)
-    zw = xp.sum(zsum[None, :, None] * W, axis=1)
+    # NumPy contracts with einsum (its summation order is the NumPy path's); the array
+    # API has no einsum, so other namespaces use products and sums
+    if xp is np:
+        quad = np.einsum("pmt,mk,pkt->pt", W, ztz, W)
+        cross = np.einsum("pmt,mt->pt", W, zty)
+        zw = np.einsum("m,pmt->pt", zsum, W)
+    else:
+        quad = xp.sum(W * xp.matmul(ztz, W), axis=1)
+        cross = xp.sum(W * zty[None, :, :], axis=1)
+        zw = xp.sum(zsum[None, :, None] * W, axis=1)
     return yty[None, :] - 2 * cross - 2 * c * ysum[None, :] + quad + 2 * c * zw + n * c ** 2
 
 

@@ -273,6 +273,19 @@ def test_cases_exercise_a_result() -> None:
     assert found is not None and found[0] == X.shape[0]
 
 
+def test_oversized_row_small_rows_beside_a_huge_one() -> None:
+    # scaled by a magnitude near float64's max, a normal row's squared norm underflows to 0:
+    # its log must stay -inf (not be floored to a value that flags it as too large)
+    block = np.vstack((X[:3], np.zeros((1, 10)), np.full((1, 10), 1e307)))
+    want = kernels.first_oversized_row(block)
+    got = kernels.first_oversized_row(_strict(block))
+    assert want is not None and want[0] == 4
+    assert got == want
+    with pytest.raises(InputError) as err:
+        kernels.check_row_magnitude(_strict(block), 50)
+    assert "row 54 is too large" in str(err.value)
+
+
 def test_check_row_magnitude_same_error() -> None:
     bad = X.copy()
     bad[11] = 1e300
