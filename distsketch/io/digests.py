@@ -30,8 +30,12 @@ before any computation uses them.
 
 A store whose manifest records no digest (written before them) is read as
 before.  One that records them must record them for every array (and, for a
-model, every group and array it holds) in full: removing one entry is
-refused.  There is no secret key: whoever can edit a store can recompute the
+model, every group and array it holds) in full, each fitting its array (a
+CRC for every chunk, none left out as ``null``): removing or cutting one
+entry is refused, and so is a chunk the record names but the store no
+longer holds (Zarr would read the fill value).  Consolidated metadata is
+not digested and never read: every group and array is read from its own
+``zarr.json``.  There is no secret key: whoever can edit a store can recompute the
 digests, or remove every one of them (the store then reads as one written
 before them).  The digests are against accidents and naive edits, not forgery.
 """
@@ -55,7 +59,7 @@ from distsketch.io.urls import Location
 
 __all__ = ["DIGEST_KEY", "MODEL_DIGESTS_KEY", "ArrayDigest", "DigestStore", "array_digest",
            "array_digests", "checked_array", "digest_of", "input_digest", "metadata_digest",
-           "model_digests", "verify_model_digests"]
+           "model_digests", "own_group", "verify_model_digests"]
 
 #: key of an array's digest in its manifest layout record
 DIGEST_KEY = "digest"
@@ -239,8 +243,21 @@ def _nodes(group: zarr.Group) -> dict[str, str]:
             for _, node in g.members():
                 out[node.path] = "array" if isinstance(node, zarr.Array) else "group"
                 if isinstance(node, zarr.Group):
-                    todo.append(node)
+                    todo.append(own_group(node))
     return out
+
+
+def own_group(group: zarr.Group) -> zarr.Group:
+    """``group`` opened again from its own ``zarr.json``, its consolidated metadata dropped.
+
+    Zarr lists and opens the members of a group that carries consolidated
+    metadata from that copy, not from the members' own ``zarr.json``.  The
+    copy is left out of :func:`metadata_digest` (it repeats the members'
+    metadata), so a copy edited into a group below a model's root (where
+    distsketch never writes one) would feed a reader metadata no digest
+    covers: every group is read from its own document instead.
+    """
+    return zarr.open_group(store=group.store, path=group.path, mode="r", use_consolidated=False)
 
 
 def model_digests(root: Location) -> dict[str, Any]:
@@ -449,28 +466,47 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
 
     name = str(getattr(arr, "path", "") or "")
     owner, manifest = loc, read_manifest(loc)
-    if manifest is None and not name and "/" in loc.path.rstrip("/"):
-        owner = loc.parent
+    if not name and "/" in loc.path.rstrip("/"):
+        # an array opened by its own folder: a store's member when the group's manifest
+        # records it (then a manifest planted in the folder does not replace that record)
         try:
-            manifest, name = read_manifest(owner), loc.name
+            outer = read_manifest(loc.parent)
         except StoreError:
-            manifest = None
+            outer = None
+        if manifest is None or _declares(outer or {}, loc.name):
+            owner, manifest, name = loc.parent, outer, loc.name
     layout = (manifest or {}).get("layout")
     if not isinstance(layout, dict):
         return None
-    declared = any(isinstance(r, dict) and DIGEST_KEY in r for r in layout.values())
-    ours = name in layout or name in ((manifest or {}).get("arrays") or ()) \
-        or name == (manifest or {}).get("array")
-    if not declared or not ours:
-        return None  # written before digests, or an array distsketch did not write
+    if not any(isinstance(r, dict) and DIGEST_KEY in r for r in layout.values()):
+        return None  # written before digests
+    # every array of a store that declares digests has one: an array without an entry was
+    # added, or its entry (with its name in "arrays") removed, after distsketch wrote it
     entry = _layout_entry(manifest or {}, name)
+    label = name or "the root array"
     if not _valid_entry(entry):
         raise _store_changed(where, f"the manifest of {owner.url} records digests for the arrays "
                                     f"of the store but {'an incomplete one' if entry else 'none'} "
-                                    f"for {name or 'the root array'} (an entry was removed or "
-                                    "edited)")
-    return ArrayDigest(where, entry["meta"], entry["crc32c"], owner.url, name,
-                       owner.worker_options)
+                                    f"for {label} (an entry was removed or edited, or the array "
+                                    "was added after distsketch wrote the store)")
+    crcs = entry["crc32c"]
+    count = 0 if arr.size == 0 else int(np.prod(_grid(arr)))
+    if crcs is None and _binds_chunks(arr):
+        raise _store_changed(where, f"the manifest of {owner.url} records no chunk digests "
+                                    f"(crc32c: null) for {label}, whose chunks each end with a "
+                                    "CRC-32C (the entry was edited)")
+    if crcs is not None and len(crcs) != count * _CRC_HEX:
+        raise _store_changed(where, f"the manifest of {owner.url} records {len(crcs) / _CRC_HEX:g} "
+                                    f"chunk digests for {label}, which has {count} chunks (the "
+                                    "entry or the array's shape was edited)")
+    return ArrayDigest(where, entry["meta"], crcs, owner.url, name, owner.worker_options)
+
+
+def _declares(manifest: dict, name: str) -> bool:
+    """Whether ``manifest``'s layout records a digest for the array ``name``."""
+    layout = manifest.get("layout")
+    rec = layout.get(name) if isinstance(layout, dict) else None
+    return isinstance(rec, dict) and DIGEST_KEY in rec
 
 
 class DigestStore(WrapperStore):
@@ -527,13 +563,16 @@ class DigestStore(WrapperStore):
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
         buf = await self._store.get(key, prototype, byte_range)
-        if buf is None or byte_range is not None:
+        if byte_range is not None:
             return buf
         if key == self.prefix + "zarr.json":
-            if self.metadata:
+            if self.metadata and buf is not None:
                 self._check_meta(buf.to_bytes())
         elif key.startswith(self.prefix) and self.digest.crcs is not None:
             idx = self._index(key[len(self.prefix):])
+            if idx is not None and buf is None:
+                # Zarr reads an absent chunk as the fill value; every recorded one was written
+                self._missing(idx)
             if idx is not None:
                 self._check_chunk(idx, bytes(buf.as_numpy_array()[-4:]))
         return buf
@@ -571,6 +610,21 @@ class DigestStore(WrapperStore):
                                                 "'classes' or 'feature_names') are not those "
                                                 "recorded in the store's manifest")
 
+    def _rows(self, idx: tuple[int, ...]) -> str:
+        if not self.grid:
+            return ""
+        start = idx[0] * self.chunk_rows
+        return f" (rows {start}..{min(self.rows, start + self.chunk_rows)})"
+
+    def _missing(self, idx: tuple[int, ...]) -> None:
+        raise StoreError(
+            f"cannot read chunk {idx}{self._rows(idx)} of Zarr array {self.digest.where}: it is "
+            "missing, though the store's manifest records its CRC-32C (Zarr would read the fill "
+            "value there instead of the data). The store lost the chunk after distsketch wrote "
+            "it (a deletion, an incomplete copy or sync); restore it from a copy, or re-create "
+            "it: re-ingest the source (`distsketch ingest SRC STORE --overwrite`), or rerun the "
+            "command that wrote this output.")
+
     def _check_chunk(self, idx: tuple[int, ...], tail: bytes) -> None:
         flat = int(np.ravel_multi_index(idx, self.grid)) if self.grid else 0
         crcs = self.digest.crcs or ""
@@ -582,12 +636,8 @@ class DigestStore(WrapperStore):
         if now is not None and have == tail.hex():
             self.digest = now  # the last chunk, rewritten by an append since
             return
-        rows = ""
-        if self.grid:
-            start = idx[0] * self.chunk_rows
-            rows = f" (rows {start}..{min(self.rows, start + self.chunk_rows)})"
         raise StoreError(
-            f"cannot read chunk {idx}{rows} of Zarr array {self.digest.where}: its CRC-32C "
+            f"cannot read chunk {idx}{self._rows(idx)} of Zarr array {self.digest.where}: its CRC-32C "
             f"{tail.hex()} is not the {want or '(none)'} that the store's manifest records for "
             "that position: the chunk was moved, copied over from another chunk or store, or is "
             "corrupt. The store changed or was damaged after distsketch wrote it; restore it "

@@ -48,7 +48,12 @@ import zarr
 from distsketch import registry
 from distsketch.errors import MemoryBudgetError, StoreError
 from distsketch.io.codecs import codecs
-from distsketch.io.digests import MODEL_DIGESTS_KEY, model_digests, verify_model_digests
+from distsketch.io.digests import (
+    MODEL_DIGESTS_KEY,
+    model_digests,
+    own_group,
+    verify_model_digests,
+)
 from distsketch.io.jsonable import from_tagged_json, to_tagged_json
 from distsketch.io.manifest import provenance, read_manifest, write_manifest
 from distsketch.io.model_checks import (
@@ -164,7 +169,10 @@ def _child(group: zarr.Group, name: Any, kind: type, where: str) -> Any:
         what = "array" if kind is zarr.Array else "group"
         raise StoreError(f"{where}: the model store has no {what} {name!r} where its attributes "
                          "say one is; the store is damaged. Re-save the model.")
-    return group[name]
+    node = group[name]
+    # a group is read from its own zarr.json: consolidated metadata edited into it (never
+    # written below the root, and not digested) would give its members other metadata
+    return own_group(node) if isinstance(node, zarr.Group) else node
 
 
 def _read_value(group: zarr.Group, desc: Any, where: str) -> Any:

@@ -75,7 +75,12 @@ class LocalLocation(Location):
         # written beside, then renamed: a reader never sees half a file
         final = Path(self.path) / name
         part = final.with_name(final.name + ".part")
-        part.write_bytes(data)
+        # a leftover .part (or one planted as a hard link to a file elsewhere) is unlinked, not
+        # written through: O_EXCL then creates a new file, never opening an existing one
+        part.unlink(missing_ok=True)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(part, final)
 
     def exists(self) -> bool:

@@ -54,9 +54,14 @@ class Targets:
         """
         try:
             values = np.asarray(self.array[start:stop])
+        except StoreError as exc:
+            # already names the array, the chunk and the fix (a digest or checksum mismatch)
+            raise StoreError(f"cannot read rows {start}..{stop} of the targets {self.where}: "
+                             f"{exc}") from exc
         except Exception as exc:
             raise StoreError(f"cannot read rows {start}..{stop} of the targets {self.where}: "
-                             f"{type(exc).__name__}: {exc}. Restore the chunk or re-ingest.") from exc
+                             f"{type(exc).__name__}: {str(exc).rstrip('.')}. Restore the chunk or "
+                             "re-ingest.") from exc
         classes = class_names(self.array, self.where)
         return values if classes is None else decode_classes(values, classes, self.where, start)
 

@@ -270,3 +270,117 @@ def test_swapped_chunks_on_s3_are_refused(s3):
     s3.fs.invalidate_cache()
     refused(open_array(url, storage_options=s3.storage_options).compute, url,
             "changed or was damaged")
+
+
+# --- second pass: entries edited, chunks lost, metadata no digest covers -----------------------
+
+def test_chunk_digests_set_to_null_are_refused(labelled):
+    # crc32c: null is what an array without chunk CRCs records; X's chunks each end with one
+    swap(chunk(labelled, "X", 1), chunk(labelled, "X", 2))
+    edit_json(labelled / MANIFEST_NAME, lambda m: m["layout"]["X"]["digest"].update(crc32c=None))
+    before = snapshot(labelled)
+    refused(lambda: RandomFourierFeatures(n_components=8, random_state=0).fit(str(labelled)),
+            f"{labelled}::X", "no chunk digests (crc32c: null) for X", "changed or was damaged",
+            "re-ingest")
+    assert snapshot(labelled) == before
+
+
+@pytest.mark.parametrize("chunks", [2, 5])
+def test_a_wrong_number_of_chunk_digests_is_refused_at_open(labelled, chunks):
+    # 2: the digests of chunks 2 and 3 cut off; 5: one more than X has
+    def resize(m):
+        crcs = m["layout"]["X"]["digest"]["crc32c"]
+        m["layout"]["X"]["digest"]["crc32c"] = (crcs * 2)[:8 * chunks]
+
+    edit_json(labelled / MANIFEST_NAME, resize)
+    refused(lambda: open_array(labelled), f"{labelled}::X",
+            f"records {chunks} chunk digests for X, which has 4 chunks", "changed or was damaged")
+
+
+def test_an_array_dropped_from_the_manifest_is_refused(labelled):
+    # its layout record and its name in "arrays" removed: still an array of a store that
+    # records digests for its arrays, so it needs one
+    swap(chunk(labelled, "X", 1), chunk(labelled, "X", 2))
+
+    def drop(m):
+        m["layout"].pop("X")
+        m["arrays"].remove("X")
+
+    edit_json(labelled / MANIFEST_NAME, drop)
+    refused(lambda: open_array(labelled), f"{labelled}::X", "records digests for the arrays",
+            "none for X", "changed or was damaged")
+
+
+def test_a_manifest_planted_in_an_array_folder_does_not_hide_its_record(labelled):
+    # the array opened by its own folder: the group's manifest records it, whatever the folder
+    # holds beside its chunks
+    swap(chunk(labelled, "X", 1), chunk(labelled, "X", 2))
+    (labelled / "X" / MANIFEST_NAME).write_text(json.dumps({"kind": "array"}))
+    msg = refused(open_array(str(labelled / "X")).compute, f"{labelled}/X",
+                  "changed or was damaged")
+    assert "chunk (1, 0) (rows 100..200)" in msg or "chunk (2, 0) (rows 200..300)" in msg
+
+
+def test_a_deleted_label_chunk_is_refused_not_read_as_the_fill_value(labelled):
+    # Zarr reads an absent chunk as the fill value: code 0, the class 'neg'
+    (labelled / "y" / "c" / "2").unlink()
+    before = snapshot(labelled)
+    for read in (lambda: open_targets(f"{labelled}::y", 400).rows(0, 400),
+                 open_array(f"{labelled}::y", targets=True).compute):
+        refused(read, f"{labelled}::y", "chunk (2,) (rows 200..300)", "missing",
+                "fill value", "re-ingest")
+    refused(lambda: SketchedKernelRidgeClassifier(random_state=0).fit(
+        str(labelled), f"{labelled}::y"), "chunk (2,) (rows 200..300)", "missing")
+    assert snapshot(labelled) == before
+
+
+def test_a_chunk_deleted_after_the_input_was_opened_is_refused(labelled):
+    A = open_array(labelled)  # every chunk present here
+    chunk(labelled, "X", 3).unlink()
+    refused(A.compute, f"{labelled}::X", "chunk (3, 0) (rows 300..400)", "missing",
+            "fill value")
+
+
+def test_a_chunk_deleted_on_s3_after_open_is_refused(s3):
+    url = s3.url() + "/Z.zarr"  # a fresh prefix: the bucket lives for the session
+    write_array(X, url, chunk_rows=100, compressor=None, storage_options=s3.storage_options)
+    A = open_array(url, storage_options=s3.storage_options)
+    s3.fs.rm_file(f"{url[len('s3://'):]}/X/c/2/0")
+    refused(A.compute, url, "chunk (2, 0) (rows 200..300)", "missing", "fill value")
+
+
+def test_the_targets_rows_message_reads_once(labelled):
+    swap(labelled / "y" / "c" / "0", labelled / "y" / "c" / "1")
+    msg = refused(lambda: open_targets(f"{labelled}::y", 400).rows(0, 400),
+                  f"cannot read rows 0..400 of the targets {labelled}::y: cannot read chunk")
+    assert ".." not in msg.replace("0..", "").replace("00..", "")  # row ranges only
+    assert "StoreError:" not in msg and msg.count("re-ingest") == 1
+
+
+def _big_endian_copy_in(group: Path) -> int:
+    """Consolidated metadata edited into ``group``: its arrays' metadata, big-endian."""
+    members = {}
+    for folder in sorted(p for p in group.iterdir() if (p / "zarr.json").is_file()):
+        meta = json.loads((folder / "zarr.json").read_text())
+        for codec in meta.get("codecs", ()):
+            if codec["name"] == "bytes":
+                codec["configuration"]["endian"] = "big"
+        members[folder.name] = meta
+    edit_json(group / "zarr.json", lambda m: m.update(consolidated_metadata={
+        "kind": "inline", "must_understand": False, "metadata": members}))
+    return sum(m["node_type"] == "array" for m in members.values())
+
+
+@pytest.mark.parametrize("group", ["state", "state/features_/state"])
+def test_consolidated_metadata_edited_into_a_model_group_is_not_read(tmp_path, group):
+    # the copy is not digested (it repeats the members' metadata); the loader reads every
+    # group from its own zarr.json, as the digests do, so the edit changes nothing read
+    clf = SketchedKernelRidgeClassifier(random_state=0).fit(X, LABELS)
+    path = clf.save(tmp_path / "m.zarr")
+    assert _big_endian_copy_in(path / group) >= 2
+    before = snapshot(path)
+    loaded = load(path)
+    np.testing.assert_array_equal(loaded.decision_function(X), clf.decision_function(X))
+    np.testing.assert_array_equal(loaded.features_.random_weights_, clf.features_.random_weights_)
+    assert snapshot(path) == before
+

@@ -279,3 +279,18 @@ def test_checksummed_model_round_trips_bitwise(tmp_path):
     back = load(model.save(tmp_path / "m.zarr"))
     np.testing.assert_array_equal(back.random_weights_, model.random_weights_)
     np.testing.assert_array_equal(back.transform(X), model.transform(X))
+
+
+def test_a_hard_linked_part_file_in_a_store_is_replaced_not_written_through(tmp_path):
+    # the manifest is written beside as NAME.part, then renamed; a .part planted as a hard link
+    # to a file outside the store would have that file overwritten by an append's manifest
+    np.save(tmp_path / "x.npy", X[:200])
+    store = ingest(tmp_path / "x.npy", tmp_path / "s.zarr", chunk_rows=100)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone else's file\n")
+    os.link(victim, store / "distsketch-manifest.json.part")
+    distsketch.io.append(store, X[200:])
+    assert victim.read_text() == "someone else's file\n"
+    assert read_manifest(store)["layout"]["X"]["shape"] == [300, 4]
+    assert not (store / "distsketch-manifest.json.part").exists()
+    np.testing.assert_array_equal(open_array(store).compute(), X.astype(np.float32))
