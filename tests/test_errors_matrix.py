@@ -169,6 +169,13 @@ def _load_spec(d: Path) -> Any:
     return load_workflow_spec(d / "wf.yaml")
 
 
+def _read_state(state_dir: Path) -> Any:
+    from distsketch.io.urls import resolve
+    from distsketch.workflow.state import StateStore
+
+    return StateStore(resolve(state_dir)).read()
+
+
 def _fit(src: str, **kw: Any) -> Any:
     params = _model_kwargs() | kw
     return StreamingKernelPCA(**params).fit(src)
@@ -260,8 +267,7 @@ CASES = [
     Case("yaml-deep-nesting", ConfigError, ["wf.yaml", "nested more than"],
          lambda d: _load_spec(d), ["run", "{d}/wf.yaml"]),
     Case("state-json-deep", StoreError, ["state.json", "nested more than", "--full"],
-         lambda d: __import__("distsketch.workflow.state", fromlist=["read_state"]).read_state(
-             d / "out" / "state"),
+         lambda d: _read_state(d / "out" / "state"),
          ["run", "{d}/wf.yaml"], []),
 ]
 # the constructor of an unknown parameter raises TypeError in Python; the table

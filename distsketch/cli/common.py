@@ -424,9 +424,3 @@ def median_gamma(X: Any, n_sample: int = 1000, random_state: int = 0) -> float:
     from distsketch.estimators.kernel_params import median_gamma as median
 
     return median(X, n_sample=n_sample, random_state=random_state)
-
-
-def print_json(obj: Any) -> None:
-    from distsketch.io.jsonable import json_default
-
-    emit(json.dumps(obj, indent=2, sort_keys=True, default=json_default))

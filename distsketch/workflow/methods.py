@@ -14,7 +14,8 @@ from distsketch.errors import ConfigError, WorkflowError
 from distsketch.validation import Interval, check_names, check_params
 
 __all__ = ["HOLDOUT", "MEDIAN", "MethodAdapter", "build_params", "check_method_params",
-           "data_driven", "held_out", "resolve_method", "takes_classes", "with_method_blocks"]
+           "data_driven", "held_out", "resolve_method", "takes_classes", "with_method_blocks",
+           "without_held_out"]
 
 #: the value of a kernel scale chosen by the median heuristic on a row sample of the input
 MEDIAN = "median"
@@ -38,6 +39,20 @@ def held_out(seed: int, start: int, stop: int, fraction: float | None) -> np.nda
     from distsketch.ops.random import hash_uniform
 
     return hash_uniform(seed, "workflow.holdout", np.arange(start, stop, dtype=np.int64)) < fraction
+
+
+def without_held_out(X: Any, y: Any, seed: int, start: int, stop: int,
+                     fraction: float | None) -> tuple[Any, Any]:
+    """Rows ``[start, stop)`` and their targets less the held-out ones (:func:`held_out`).
+
+    The one filter between a segment and the fit: ``X`` or ``y`` may be None
+    (only the other is filtered); both come back unchanged when no row is
+    held out.
+    """
+    keep = ~held_out(seed, start, stop, fraction)
+    if keep.all():
+        return X, y
+    return (None if X is None else X[keep]), (None if y is None else np.asarray(y)[keep])
 
 
 def resolve_method(name: str, where: str) -> type:
@@ -318,13 +333,11 @@ class MethodAdapter:
         With ``holdout``, the held-out rows (:func:`held_out`) are left out.
         """
         if self.holdout:
-            keep = ~held_out(self.seed, start, start + int(X.shape[0]), self.holdout)
-            if not keep.all():
-                X = X[keep]
-                y = None if y is None else np.asarray(y)[keep]
-            if not keep.any():
+            stop = start + int(X.shape[0])
+            X, y = self.fitted_rows(X, y, start, stop)
+            if int(X.shape[0]) == 0:
                 if self.state is None:
-                    raise WorkflowError(f"{self.name}: every row of {start}..{start + keep.size} is "
+                    raise WorkflowError(f"{self.name}: every row of {start}..{stop} is "
                                         "held out (method.holdout); there is nothing to fit. Use "
                                         "more rows or a smaller holdout.")
                 return
@@ -344,6 +357,11 @@ class MethodAdapter:
             self.state.partial_fit(X, y, classes=self.classes)
         else:
             self.state.partial_fit(X, y)
+
+    def fitted_rows(self, X: Any, y: Any, start: int, stop: int) -> tuple[Any, Any]:
+        """Global rows ``[start, stop)`` and their targets as the fit sees them
+        (less this method's held-out rows; see :func:`without_held_out`)."""
+        return without_held_out(X, y, self.seed, start, stop, self.holdout)
 
     def check_labels(self, y: np.ndarray, start: int) -> None:
         """Refuse labels outside the classes fixed for this state, naming the first one."""

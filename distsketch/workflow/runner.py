@@ -190,6 +190,59 @@ def run_workflow(
 
 
 @dataclasses.dataclass
+class _Found:
+    """What a locked run finds: the input, the method, the checkpoint and the committed
+    result's manifest (``same``: of this spec)."""
+
+    X: Any
+    method: MethodAdapter
+    state: dict | None
+    manifest: dict | None
+    same: bool
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def done(self) -> int:
+        return int(self.state["rows_done"]) if self.state else 0
+
+    def up_to_date(self) -> bool:
+        """Every row is in the checkpoint and in the committed result of this spec."""
+        return (self.state is not None and self.done == self.n and self.same
+                and self.manifest["rows"]["after"] == self.n)  # type: ignore[index]
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What a run folds: from ``done`` (0 and no state for a refit) into ``method``."""
+
+    method: MethodAdapter
+    state: dict | None
+    done: int
+    status: str
+    before: int
+
+
+@dataclasses.dataclass
+class _Fitted:
+    """The finalized model and how the fold went."""
+
+    model: Any
+    segments: int
+    in_flight: int
+
+
+@dataclasses.dataclass
+class _Written:
+    """What the outputs measured: kernel errors and the fit metric (None: unsupervised)."""
+
+    errors: dict
+    fit: dict | None
+
+
+@dataclasses.dataclass
 class _Run:
     """One run of a spec: its options, folders and the steps of :func:`run_workflow`."""
 
@@ -269,29 +322,56 @@ class _Run:
         return classes
 
     def _locked(self, t_run: float, peak: Any) -> RunResult:
-        """The run once the output folder is locked and recovered."""
+        """The run once the output folder is locked and recovered: one named step after another,
+        each handing the next what it needs."""
         from distsketch.cluster import connect
 
-        spec, timings = self.spec, self.timings
+        found = self._find()
+        if found.up_to_date():
+            msg = (f"nothing new: all {found.n} rows of {self.spec.input} were already consumed; "
+                   f"the result in {self.result_dir} is up to date.")
+            return RunResult("up-to-date", found.n, found.n, 0, self.result_dir, found.manifest, msg)
+        plan = self._plan(found)
+        with connect(self.spec.cluster if self.cluster is None else self.cluster,
+                     timeout=self.connect_timeout, log=self.say, dashboard=self.dashboard) as client, \
+                self._result_writer() as tmp, record_plans() as plans:
+            scaler, Xs = self._preprocess(plan, found.X)
+            perf_ctx, perf_file = performance_report(client, self.storage.scratch)
+            with perf_ctx:
+                fitted = self._fit(plan, found.X, Xs, scaler)
+                self.hooks.before_outputs(tmp.hook_arg)
+                written = self._write_outputs(tmp, Xs, fitted.model, scaler, found.n)
+            info = self._info(plan, found.X, fitted, written)
+            self._add_run_facts(info, plans, perf_file, tmp, t_run, peak)
+            self._finish(tmp, info, fitted.model, written.errors)
+        msg = (f"{plan.status}: consumed rows {plan.before}..{found.n} of {self.spec.input} "
+               f"({fitted.segments} new segment(s)); result committed to {self.result_dir}.")
+        return RunResult(plan.status, plan.before, found.n, fitted.segments, self.result_dir, info,
+                         msg)
+
+    def _find(self) -> _Found:
+        """Open the input, read and check the checkpoint, read the committed result's manifest."""
+        spec = self.spec
         t0 = time.perf_counter()
         X = self._open()
-        n, d = int(X.shape[0]), int(X.shape[1])
+        n = int(X.shape[0])
         if n == 0:
             raise WorkflowError(f"input {spec.input} has no rows; nothing to fit.")
         state = None if self.full else self.state.read()
         method = MethodAdapter(spec.method.name, spec.method.params, spec.seed)
         if state is not None:
             check_state(state, spec.input, self.key, X, spec.seed, self.state)
-        done = int(state["rows_done"]) if state else 0
         # --full rebuilds the result, so a damaged manifest of the old one is not read
         manifest = None if self.full else self.storage.read_result_manifest()
-        same = manifest is not None and manifest.get("spec_key") == self.key
-        timings["open"] = time.perf_counter() - t0
-        if state is not None and done == n and same and manifest["rows"]["after"] == n:  # type: ignore[index]
-            msg = (f"nothing new: all {n} rows of {spec.input} were already consumed; the result in "
-                   f"{self.result_dir} is up to date.")
-            return RunResult("up-to-date", n, n, 0, self.result_dir, manifest, msg)
-        before = int(manifest["rows"]["after"]) if same and state is not None else 0  # type: ignore[index]
+        self.timings["open"] = time.perf_counter() - t0
+        return _Found(X, method, state, manifest, manifest is not None
+                      and manifest.get("spec_key") == self.key)
+
+    def _plan(self, found: _Found) -> _Plan:
+        """What the run folds (from the checkpoint, or from row 0) and the status it reports;
+        the checkpoint and a classifier's labels are loaded into the method."""
+        state, done, method, n = found.state, found.done, found.method, found.n
+        before = int(found.manifest["rows"]["after"]) if found.same and state is not None else 0  # type: ignore[index]
         if state is not None and not method.incremental and done < n:
             why = ("has no partial_fit" if not hasattr(method.cls, "partial_fit")
                    else "cannot merge new rows into a result equal to a refit")
@@ -304,76 +384,77 @@ class _Run:
         if method.needs_classes:
             t0 = time.perf_counter()
             method.classes = self._classes(method, state, n)
-            timings["classes"] = time.perf_counter() - t0
-        with connect(spec.cluster if self.cluster is None else self.cluster,
-                     timeout=self.connect_timeout, log=self.say, dashboard=self.dashboard) as client, \
-                self._result_writer() as tmp, record_plans() as plans:
-            t0 = time.perf_counter()
-            if not spec.preprocessing.standardize:
-                scaler = None
-            elif state is None:
-                scaler = learn_scaler(X)
-            else:
-                scaler = state["scaler"]
-            timings["preprocess"] = time.perf_counter() - t0
-            Xs = apply_scaler(X, scaler)
-            if state is None:  # gamma: median, from a row sample of what the method sees
-                method.resolve_data_driven(Xs, spec.seed, self.say)
-            self.method, self.scaler = method, scaler  # the saved model and the report use them
-            meta = {
-                "version": STATE_VERSION, "spec_key": self.key, "input": spec.input, "n_features": d,
-                "dtype": str(X.dtype), "segment_rows": spec.segment_rows, "seed": spec.seed,
-                "scaler": scaler,
-            }
-            if method.classes is not None:
-                meta["classes"] = {"values": method.classes.tolist(),
-                                   "dtype": method.classes.dtype.str}
-            perf_ctx, perf_file = performance_report(client, self.storage.scratch)
-            with perf_ctx:
-                t0 = time.perf_counter()
-                in_flight = segments_in_flight(spec.segments_in_flight)
-                folder = SegmentFolder(method, spec, self.state, self.hooks, self.say,
-                                       in_flight=in_flight, check_lock=self.storage.check_held)
-                segments = folder.fold(X, Xs, done, meta)
-                timings["fit"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                model = method.model()
-                timings["finalize"] = time.perf_counter() - t0
-                self.hooks.before_outputs(tmp.hook_arg)
-                errors = self._write_outputs(tmp, Xs, model, n)
-            info = self._info(status, X, before, segments, errors, model)
-            info["segments_in_flight"] = in_flight
-            info["block_plans"] = plan_summary(plans)
-            for line in dict.fromkeys(str(p) for p in plans):
-                self.say(f"block plan {line}")
-            if perf_file is not None and perf_file.exists():
-                tmp.add(perf_file, "dask-performance.html")
-                info["performance_report"] = "dask-performance.html"
-            timings["total"] = time.perf_counter() - t_run
-            peak.sample_now()  # while the cluster is still connected
-            info["peak_memory_bytes"] = int(peak.peak_bytes)
-            info["workers_peak_memory_bytes"] = peak.workers_peak_bytes  # None without a cluster
-            self._finish(tmp, info, model, errors)
-        msg = (f"{status}: consumed rows {before}..{n} of {spec.input} ({segments} new segment(s)); "
-               f"result committed to {self.result_dir}.")
-        return RunResult(status, before, n, segments, self.result_dir, info, msg)
+            self.timings["classes"] = time.perf_counter() - t0
+        return _Plan(method, state, done, status, before)
 
-    def _info(self, status: str, X: Any, before: int, segments: int, errors: dict,
-              model: Any) -> dict:
+    def _preprocess(self, plan: _Plan, X: Any) -> tuple[dict | None, Any]:
+        """The scaler (learned, or kept from the state) and the input the method sees; a new
+        state's ``gamma: median`` is chosen from a row sample of it."""
+        t0 = time.perf_counter()
+        if not self.spec.preprocessing.standardize:
+            scaler = None
+        elif plan.state is None:
+            scaler = learn_scaler(X)
+        else:
+            scaler = plan.state["scaler"]
+        self.timings["preprocess"] = time.perf_counter() - t0
+        Xs = apply_scaler(X, scaler)
+        if plan.state is None:  # gamma: median, from a row sample of what the method sees
+            plan.method.resolve_data_driven(Xs, self.spec.seed, self.say)
+        return scaler, Xs
+
+    def _fit(self, plan: _Plan, X: Any, Xs: Any, scaler: dict | None) -> _Fitted:
+        """Fold the new segments into the state (a checkpoint each) and finalize the model."""
+        spec, method = self.spec, plan.method
+        meta = {
+            "version": STATE_VERSION, "spec_key": self.key, "input": spec.input,
+            "n_features": int(X.shape[1]), "dtype": str(X.dtype), "segment_rows": spec.segment_rows,
+            "seed": spec.seed, "scaler": scaler,
+        }
+        if method.classes is not None:
+            meta["classes"] = {"values": method.classes.tolist(), "dtype": method.classes.dtype.str}
+        t0 = time.perf_counter()
+        in_flight = segments_in_flight(spec.segments_in_flight)
+        folder = SegmentFolder(method, spec, self.state, self.hooks, self.say,
+                               in_flight=in_flight, check_lock=self.storage.check_held)
+        segments = folder.fold(X, Xs, plan.done, meta)
+        self.timings["fit"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model = method.model()
+        self.timings["finalize"] = time.perf_counter() - t0
+        return _Fitted(model, segments, in_flight)
+
+    def _info(self, plan: _Plan, X: Any, fitted: _Fitted, written: _Written) -> dict:
         """The manifest's content, less what is known only at the end."""
         from distsketch.io import fingerprint
 
         n, d = int(X.shape[0]), int(X.shape[1])
+        model = fitted.model
         return {
-            "kind": "workflow-run", "status": status, "spec": self.spec.as_dict(),
+            "kind": "workflow-run", "status": plan.status, "spec": self.spec.as_dict(),
             "spec_key": self.key, "seed": self.spec.seed,
             "input_fingerprint": fingerprint(X, path=self.spec.input), "input_shape": [n, d],
-            "rows": {"before": before, "after": n, "new": n - before}, "segments": segments,
-            "versions": versions(), "timings": self.timings, "kernel_errors": errors,
-            "performance_report": None,
+            "rows": {"before": plan.before, "after": n, "new": n - plan.before},
+            "segments": fitted.segments, "versions": versions(), "timings": self.timings,
+            "kernel_errors": written.errors, "performance_report": None,
             "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
-            "fit": self.fit, "resolved_params": self.method.resolved,
+            "fit": written.fit, "resolved_params": plan.method.resolved,
+            "segments_in_flight": fitted.in_flight,
         }
+
+    def _add_run_facts(self, info: dict, plans: list, perf_file: Path | None, tmp: Any,
+                       t_run: float, peak: Any) -> None:
+        """Block plans, the performance report, total time and peak memory, into ``info``."""
+        info["block_plans"] = plan_summary(plans)
+        for line in dict.fromkeys(str(p) for p in plans):
+            self.say(f"block plan {line}")
+        if perf_file is not None and perf_file.exists():
+            tmp.add(perf_file, "dask-performance.html")
+            info["performance_report"] = "dask-performance.html"
+        self.timings["total"] = time.perf_counter() - t_run
+        peak.sample_now()  # while the cluster is still connected
+        info["peak_memory_bytes"] = int(peak.peak_bytes)
+        info["workers_peak_memory_bytes"] = peak.workers_peak_bytes  # None without a cluster
 
     def _finish(self, tmp: Any, info: dict, model: Any, errors: dict) -> None:
         """Report, then the manifest last: it marks the result complete."""
@@ -393,8 +474,10 @@ class _Run:
         """The uncommitted result (atomic_dir locally, a temporary prefix on an object store)."""
         return self.storage.result_writer(self.inputs)
 
-    def _write_outputs(self, tmp: Any, Xs: Any, model: Any, n: int) -> dict:
-        """Model, features and kernel error estimate into the uncommitted result folder."""
+    def _write_outputs(self, tmp: Any, Xs: Any, model: Any, scaler: dict | None,
+                       n: int) -> _Written:
+        """Model, features, predictions and kernel error estimate into the uncommitted result
+        folder."""
         from distsketch.io import write_array
         from distsketch.io.model import save_model
         from distsketch.workflow.predictions import feature_output, write_predictions
@@ -405,7 +488,7 @@ class _Run:
             if out.model:
                 t0 = time.perf_counter()
                 path, so = tmp.target(out.model, small=True)
-                save_model(with_preprocessing(model, self.scaler, n), path,
+                save_model(with_preprocessing(model, scaler, n), path,
                            extra={"spec_key": self.key, "rows": n},
                            **({} if so is None else {"storage_options": so}))
                 timings["save_model"] = time.perf_counter() - t0
@@ -419,13 +502,13 @@ class _Run:
                             manifest={"rows": n, "spec_key": self.key}, progress=False,
                             **({} if so is None else {"storage_options": so}))
                 timings["features"] = time.perf_counter() - t0
-            self.fit = write_predictions(tmp, self.spec, model, Xs, n, timings, self.key)
+            fit = write_predictions(tmp, self.spec, model, Xs, n, timings, self.key)
         except OSError as exc:
             raise store_error(exc, f"the outputs under {self.out_dir}") from exc
         t0 = time.perf_counter()
         errors = kernel_errors(self.spec, Xs, model)
         timings["kernel_error"] = time.perf_counter() - t0
-        return errors
+        return _Written(errors, fit)
 
     def dry_run(self) -> RunResult:
         """What :meth:`execute` would do, computing and writing nothing."""

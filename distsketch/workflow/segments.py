@@ -16,10 +16,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from distsketch.workflow.hooks import Segment, WorkflowHooks
-from distsketch.workflow.methods import MethodAdapter, held_out
+from distsketch.workflow.methods import MethodAdapter
 from distsketch.workflow.spec import WorkflowSpec
 from distsketch.workflow.state import StateStore, prefix_fingerprint
 from distsketch.workflow.window import SummaryWindow, folds_ahead, summary_bytes
@@ -76,6 +74,25 @@ def plan_summary(plans: list[Any]) -> list[dict[str, Any]]:
 
 
 @dataclasses.dataclass
+class _Segments:
+    """The segments one fold covers: their bounds, rows and targets."""
+
+    X: Any
+    Xs: Any
+    bounds: list[tuple[int, int]]
+    targets: Any
+
+    def segment(self, index: int) -> Segment:
+        start, stop = self.bounds[index - 1]
+        return Segment(index=index, start=start, stop=stop, n_rows=int(self.X.shape[0]))
+
+    def rows(self, index: int) -> tuple[Any, Any]:
+        """Segment ``index``'s preprocessed rows and their targets (None without targets)."""
+        start, stop = self.bounds[index - 1]
+        return self.Xs[start:stop], None if self.targets is None else self.targets.rows(start, stop)
+
+
+@dataclasses.dataclass
 class SegmentFolder:
     """Folds segments into a method's state and checkpoints after each one.
 
@@ -128,6 +145,21 @@ class SegmentFolder:
         segments is bitwise that of a one-at-a-time fold (a run killed
         mid-window resumes after its last checkpoint).
         """
+        segments = self._segments(X, Xs, done)
+        count = len(segments.bounds)
+        if not self._folds_ahead():
+            self._fold_in_order(segments, meta, range(1, count + 1))
+            return count
+        first = 1
+        if self.method.state is None and count:
+            # the first segment fits the operators every summary ahead needs
+            self._fold_in_order(segments, meta, range(1, 2))
+            first = 2
+        if first <= count:
+            self._fold_ahead(segments, meta, first)
+        return count
+
+    def _segments(self, X: Any, Xs: Any, done: int) -> _Segments:
         n = int(X.shape[0])
         # an estimator without partial_fit is fitted in one segment holding every row
         seg = self.spec.segment_rows if self.method.incremental else n
@@ -137,63 +169,66 @@ class SegmentFolder:
 
             targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
                                    storage_options=self.spec.storage_options)
-        bounds = segment_bounds(done, n, seg)
-        # summaries ahead of the in-order fold: the estimator implements the mergeable protocol
-        ahead_ok = self.in_flight > 1 and self.method.incremental and folds_ahead(self.method.cls)
-        window: SummaryWindow | None = None
-        seed = self.spec.seed
+        return _Segments(X, Xs, segment_bounds(done, n, seg), targets)
 
-        def rows(index: int) -> tuple[Any, Any, int, int]:
-            start, stop = bounds[index - 1]
-            y = None if targets is None else targets.rows(start, stop)
-            return Xs[start:stop], y, start, stop
+    def _folds_ahead(self) -> bool:
+        """Whether summaries are computed ahead of the in-order fold (the estimator
+        implements the mergeable protocol and more than one segment is in flight)."""
+        return self.in_flight > 1 and self.method.incremental and folds_ahead(self.method.cls)
 
-        offset = 0  # rows the state will have seen before the next segment submitted
+    def _fold_in_order(self, segments: _Segments, meta: dict, indices: range) -> None:
+        """Fold segments ``indices`` one after another with the method's ``partial_fit``."""
+        for index in indices:
+            segment = segments.segment(index)
+            self.hooks.before_segment(segment)
+            X_seg, y = segments.rows(index)
+            self.method.update(X_seg, segment.start, y)
+            self._checkpoint(segment, prefix_fingerprint(segments.X, segment.stop, self.spec.seed),
+                             meta)
 
-        def ahead(operators: Any, index: int) -> Callable[[], tuple[Any, str]]:
+    def _fold_ahead(self, segments: _Segments, meta: dict, first: int) -> None:
+        """Fold segments ``first..`` in order, their summaries computed ahead in a window."""
+        count, seed = len(segments.bounds), self.spec.seed
+        # the operators are fitted (by the first segment or the checkpoint); the summaries
+        # read a private copy, never the state being merged into
+        operators = copy.deepcopy(self.method.state)
+        offset = int(operators.n_samples_seen_)  # rows seen before the next segment submitted
+
+        def summary(index: int) -> Callable[[], tuple[Any, str]]:
             nonlocal offset
-            X_seg, y, start, stop = rows(index)
+            X_seg, y = segments.rows(index)
+            start, stop = segments.bounds[index - 1]
             # partial_fit folds the rows the fit sees (all but method.holdout's), numbered after
             # those already seen
-            X_seg, y = self._fitted_rows(X_seg, y, start, stop)
-            first, offset = offset, offset + int(X_seg.shape[0])
+            X_seg, y = self.method.fitted_rows(X_seg, y, start, stop)
+            first_row, offset = offset, offset + int(X_seg.shape[0])
             # the prefix fingerprint is independent of the state: computed ahead too
-            return lambda: (operators.summarize(X_seg, y, row_offset=first)
-                            if X_seg.shape[0] else None, prefix_fingerprint(X, stop, seed))
+            return lambda: (operators.summarize(X_seg, y, row_offset=first_row)
+                            if X_seg.shape[0] else None, prefix_fingerprint(segments.X, stop, seed))
 
+        window = SummaryWindow(self.in_flight)
         try:
-            operators = None
-            for index, (start, stop) in enumerate(bounds, 1):
-                if window is None and ahead_ok and self.method.state is not None:
-                    # the operators are fitted (by the first segment or the checkpoint); the
-                    # summaries read a private copy, never the state being merged into
-                    operators = copy.deepcopy(self.method.state)
-                    offset = int(operators.n_samples_seen_)
-                    window = SummaryWindow(self.in_flight)
-                if window is not None:
-                    for later in range(index, min(index + window.size, len(bounds) + 1)):
-                        if later not in window:
-                            window.submit(later, ahead(operators, later))
-                segment = Segment(index=index, start=start, stop=stop, n_rows=n)
+            for index in range(first, count + 1):
+                for later in range(index, min(index + window.size, count + 1)):
+                    if later not in window:
+                        window.submit(later, summary(later))
+                segment = segments.segment(index)
                 self.hooks.before_segment(segment)
-                if window is not None:
-                    fingerprint = self._merge(window, segment, targets)
-                else:
-                    X_seg, y, _, _ = rows(index)
-                    self.method.update(X_seg, start, y)
-                    fingerprint = prefix_fingerprint(X, stop, seed)
-                meta.update(rows_done=stop, in_progress=stop < n, prefix_fingerprint=fingerprint)
-                if self.check_lock is not None:
-                    self.check_lock()
-                self.state.save(self.method, meta)
-                # keep the in-memory state identical to what a resumed run would load
-                self.state.reload(self.method)
-                self.say(f"segment rows {start}..{stop}: {stop}/{n} rows consumed, checkpointed")
-                self.hooks.after_segment(segment)
+                self._checkpoint(segment, self._merge(window, segment, segments.targets), meta)
         finally:
-            if window is not None:
-                window.close()
-        return len(bounds)
+            window.close()
+
+    def _checkpoint(self, segment: Segment, fingerprint: str, meta: dict) -> None:
+        """Commit the state after ``segment`` (``meta`` gains its progress)."""
+        stop, n = segment.stop, segment.n_rows
+        meta.update(rows_done=stop, in_progress=stop < n, prefix_fingerprint=fingerprint)
+        if self.check_lock is not None:
+            self.check_lock()
+        self.state.save(self.method, meta)
+        # keep the in-memory state identical to what a resumed run would load
+        self.state.reload(self.method)
+        self.say(f"segment rows {segment.start}..{stop}: {stop}/{n} rows consumed, checkpointed")
+        self.hooks.after_segment(segment)
 
     def _merge(self, window: SummaryWindow, segment: Segment, targets: Any) -> str:
         """Fold ``segment``'s summary into the state as ``partial_fit`` would; return the
@@ -202,8 +237,8 @@ class SegmentFolder:
 
         if self.method.needs_classes and targets is not None:
             # refused in segment order, as the one-at-a-time fold refuses it
-            _, y = self._fitted_rows(None, targets.rows(segment.start, segment.stop),
-                                     segment.start, segment.stop)
+            _, y = self.method.fitted_rows(None, targets.rows(segment.start, segment.stop),
+                                           segment.start, segment.stop)
             if len(y):
                 self.method.check_labels(y, segment.start)
         summary, fingerprint = window.take(segment.index)
@@ -213,11 +248,3 @@ class SegmentFolder:
         with blas_single_thread():  # partial_fit merges on one BLAS thread
             self.method.state.fold(summary)
         return fingerprint
-
-    def _fitted_rows(self, X: Any, y: Any, start: int, stop: int) -> tuple[Any, Any]:
-        """Rows ``[start, stop)`` and their targets less the held-out ones (``method.holdout``),
-        as :meth:`MethodAdapter.update` leaves them out."""
-        keep = ~held_out(self.method.seed, start, stop, self.method.holdout)
-        if keep.all():
-            return X, y
-        return (None if X is None else X[keep]), (None if y is None else np.asarray(y)[keep])

@@ -26,15 +26,11 @@ from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.fingerprints import fingerprint
 from distsketch.io.location import Location
 from distsketch.io.manifest import read_json_object
-from distsketch.io.urls import resolve
 from distsketch.workflow.methods import MethodAdapter
 
-__all__ = ["STATE_VERSION", "StateStore", "check_state", "load_checkpoint", "prefix_fingerprint",
-           "read_state", "save_state", "store_error"]
+__all__ = ["STATE_VERSION", "StateStore", "check_state", "prefix_fingerprint", "store_error"]
 
 STATE_VERSION = 1
-#: the summary file of the former built-in RNCA method, which is no longer read
-_OLD_RNCA_SUMMARY = "covariance.npz"
 
 
 def store_error(exc: OSError, what: str) -> StoreError:
@@ -48,24 +44,13 @@ def _damaged(where: Any, why: str) -> StoreError:
                       "it from the input (the input and the last result are not touched).")
 
 
-def read_state(state_dir: Path) -> dict | None:
-    """The committed ``state.json`` of the local ``state_dir``, or None (see :meth:`StateStore.read`)."""
-    return StateStore(resolve(state_dir)).read()
-
-
-def load_checkpoint(method: MethodAdapter, state_dir: Path) -> None:
-    """Load the checkpoint of the local ``state_dir`` into ``method`` (see :meth:`StateStore.load`)."""
-    StateStore(resolve(state_dir)).load(method)
-
-
-def save_state(state_dir: Path, method: MethodAdapter, meta: dict) -> None:
-    """Commit a checkpoint into the local ``state_dir`` (see :meth:`StateStore.save`)."""
-    StateStore(resolve(state_dir)).save(method, meta)
-
-
 def check_state(state: dict, input_path: str, key: str, X: Any, seed: int,
-                state_dir: Path | StateStore) -> None:
+                store: StateStore) -> None:
     """Refuse a checkpoint that does not belong to this spec and input.
+
+    A checkpoint of an older format or of a method this version no longer
+    has (the former built-in ``rnca``: its spec, method name ``rnca``, is
+    refused when loaded, so no spec keys its state) is one of another spec.
 
     Raises
     ------
@@ -73,13 +58,7 @@ def check_state(state: dict, input_path: str, key: str, X: Any, seed: int,
         Written in an older format, by another spec, or the consumed rows of
         the input changed (rows may only be appended).  The fix is ``--full``.
     """
-    store = state_dir if isinstance(state_dir, StateStore) else StateStore(resolve(state_dir))
     state_dir = store.where
-    if store.has_old_rnca():
-        raise WorkflowError(
-            f"the stored state in {state_dir} was written by the former built-in 'rnca' method "
-            f"({_OLD_RNCA_SUMMARY}), which this version no longer reads; rerun with --full to refit "
-            "with StreamingKernelPCA (method: rnca).")
     if state.get("version") != STATE_VERSION or state.get("spec_key") != key:
         raise WorkflowError(
             f"the stored state in {state_dir} was written by a different spec (input, method, params, "
@@ -132,16 +111,19 @@ class StateStore:
 
     Notes
     -----
-    Without rename, a checkpoint writes one model store (the summary) under a
-    fresh name and one small object; the summary it replaces is deleted
-    afterwards.  A run killed in between leaves an unreferenced summary,
-    removed by the next run (:meth:`clean`).
+    The commit strategy is chosen once, from ``loc.supports_rename``:
+    :class:`_FolderSwap` or :class:`_PointerObject`, which answer the same
+    methods.  Without rename, a checkpoint writes one model store (the
+    summary) under a fresh name and one small object; the summary it
+    replaces is deleted afterwards.  A run killed in between leaves an
+    unreferenced summary, removed by the next run (:meth:`clean`).
     """
 
     def __init__(self, loc: Location):
         self.loc = loc
         self.where: Any = loc.user_path()
-        self._swap = loc.supports_rename  # the commit: a folder swap, else a pointer object
+        self._commit: _FolderSwap | _PointerObject = (
+            _FolderSwap(self) if loc.supports_rename else _PointerObject(self))
 
     def _refuse_links(self) -> None:
         """Refuse a checkpoint folder holding a link (to another run's state, say)."""
@@ -163,16 +145,6 @@ class StateStore:
         self.loc.fs.invalidate_cache(self.loc.path)
         return read_json_object(self.loc.child("state.json").handle(), _damaged)
 
-    def _summary(self) -> Location:
-        """The committed summary: ``summary/`` (a folder swap), else the store
-        ``state.json`` names."""
-        if self._swap:
-            return self.loc.child("summary")
-        name = (self.read() or {}).get("summary")
-        if not isinstance(name, str) or not name.startswith(_SUMMARY_PREFIX) or "/" in name:
-            raise _damaged(self.loc.child("state.json").user_path(), f"summary is {name!r}")
-        return self.loc.child(name)
-
     def load(self, method: MethodAdapter) -> None:
         """Load the committed summary into ``method``, refusing a damaged one with the fix.
 
@@ -180,32 +152,44 @@ class StateStore:
         only registered classes, numeric arrays with every chunk present, nothing
         unpickled; no symbolic link in the checkpoint is followed.
         """
-        from distsketch.io.model import load
-
         self._refuse_links()
-        summary = self._summary()
+        summary = self._commit.summary()
         try:
-            if self._swap:
-                method.load(summary.handle())
-            else:
-                method.state = load(summary)
+            self._commit.load(summary, method)
         except StoreError as exc:
             raise _damaged(summary.user_path(), str(exc).rstrip(".")) from exc
 
     def save(self, method: MethodAdapter, meta: dict) -> None:
-        """Commit ``meta`` and the method's summary as the new checkpoint.
+        """Commit ``meta`` and the method's summary as the new checkpoint."""
+        self._commit.save(method, meta)
 
-        Without rename the summary is written locally, uploaded under a fresh
-        name and committed by ``state.json``; the in-memory state is then
-        reloaded from the local copy, whose bytes are those uploaded (what a
-        resumed run loads), so :meth:`reload` has nothing left to do.
-        """
-        if self._swap:
-            self._save_swap(method, meta)
-        else:
-            self._save_pointer(method, meta)
+    def reload(self, method: MethodAdapter) -> None:
+        """Load the checkpoint just saved (the in-memory state becomes what a resume loads)."""
+        self._commit.reload(method)
 
-    def _save_swap(self, method: MethodAdapter, meta: dict) -> None:
+    def check_foreign(self, inputs: list) -> None:
+        """Refuse a state location distsketch did not write (a run replaces it)."""
+        self._commit.check_foreign(inputs)
+
+    def clean(self) -> None:
+        """Remove what a killed run left beside the committed checkpoint (under the lock)."""
+        self._commit.clean()
+
+
+class _FolderSwap:
+    """Commit by one folder swap: ``state/`` holds ``state.json`` and ``summary/``."""
+
+    def __init__(self, store: StateStore):
+        self.store = store
+        self.loc = store.loc
+
+    def summary(self) -> Location:
+        return self.loc.child("summary")
+
+    def load(self, summary: Location, method: MethodAdapter) -> None:
+        method.load(summary.handle())
+
+    def save(self, method: MethodAdapter, meta: dict) -> None:
         try:
             with self.loc.atomic_output(overwrite=True) as tmp:
                 folder = tmp.child("summary").handle()
@@ -213,16 +197,54 @@ class StateStore:
                 method.save(folder)
                 tmp.write_bytes("state.json", json.dumps(meta, indent=2).encode())
         except OSError as exc:
-            raise store_error(exc, f"the checkpoint {self.where}") from exc
+            raise store_error(exc, f"the checkpoint {self.store.where}") from exc
 
-    def _save_pointer(self, method: MethodAdapter, meta: dict) -> None:
+    def reload(self, method: MethodAdapter) -> None:
+        method.load(self.summary().handle())
+
+    def check_foreign(self, inputs: list) -> None:
+        from distsketch.io.safety import check_replaceable
+
+        check_replaceable(self.loc, inputs=inputs)
+
+    def clean(self) -> None:
+        """Nothing: the location repairs an interrupted swap itself (``clean_leftovers``)."""
+
+
+class _PointerObject:
+    """Commit by rewriting the one object ``state.json``, which names the summary
+    (``summary-<rows>-<random>.zarr``, written under that fresh name first)."""
+
+    def __init__(self, store: StateStore):
+        self.store = store
+        self.loc = store.loc
+
+    def summary(self) -> Location:
+        """The store ``state.json`` names."""
+        name = (self.store.read() or {}).get("summary")
+        if not isinstance(name, str) or not name.startswith(_SUMMARY_PREFIX) or "/" in name:
+            raise _damaged(self.loc.child("state.json").user_path(), f"summary is {name!r}")
+        return self.loc.child(name)
+
+    def load(self, summary: Location, method: MethodAdapter) -> None:
+        from distsketch.io.model import load
+
+        method.state = load(summary)
+
+    def save(self, method: MethodAdapter, meta: dict) -> None:
+        """Write the summary locally, upload it under a fresh name, commit ``state.json``.
+
+        The in-memory state is then reloaded from the local copy, whose bytes
+        are those uploaded (what a resumed run loads), so :meth:`reload` has
+        nothing left to do.
+        """
         import tempfile
 
         from distsketch.io.model import load, save_model
 
         old = None
         with contextlib.suppress(StoreError):
-            old = (self.read() or {}).get("summary")
+            old = (self.store.read() or {}).get("summary")
         name = f"{_SUMMARY_PREFIX}{int(meta['rows_done']):012d}-{uuid.uuid4().hex[:8]}.zarr"
         with tempfile.TemporaryDirectory(prefix="distsketch-checkpoint-") as scratch:
             local = Path(scratch) / name
@@ -233,39 +255,25 @@ class StateStore:
                 body = json.dumps(meta | {"summary": name}, indent=2).encode()
                 self.loc.write_bytes("state.json", body)  # the commit
             except OSError as exc:
-                raise store_error(exc, f"the checkpoint {self.where}") from exc
+                raise store_error(exc, f"the checkpoint {self.store.where}") from exc
             method.state = load(local)
         if isinstance(old, str) and old.startswith(_SUMMARY_PREFIX) and old != name:
             self.loc.remove(old)
 
     def reload(self, method: MethodAdapter) -> None:
-        """Load the checkpoint just saved (the in-memory state becomes what a resume loads)."""
-        if self._swap:  # without rename, save() already reloaded the bytes it uploaded
-            method.load(self.loc.child("summary").handle())
-
-    def has_old_rnca(self) -> bool:
-        """Whether the checkpoint was written by the former built-in rnca method."""
-        return self._swap and self.loc.child("summary").isfile(_OLD_RNCA_SUMMARY)
+        """Nothing: :meth:`save` already reloaded the bytes it uploaded."""
 
     def check_foreign(self, inputs: list) -> None:
-        """Refuse a state location distsketch did not write (a run replaces it)."""
-        if self._swap:
-            from distsketch.io.safety import check_replaceable
-
-            check_replaceable(self.loc, inputs=inputs)
-            return
         foreign = [n for n in self.loc.list_names() if n != "state.json" and not n.startswith(
             (_SUMMARY_PREFIX, f".{_SUMMARY_PREFIX}"))]
         if foreign:
-            raise StoreError(f"{self.where} holds {foreign[:5]}, which are not part of a "
+            raise StoreError(f"{self.store.where} holds {foreign[:5]}, which are not part of a "
                              "distsketch checkpoint; choose another outputs.dir.")
 
     def clean(self) -> None:
-        """Remove the summaries a killed run left beside the committed one (under the lock)."""
-        if self._swap:
-            return
+        """Remove the summaries a killed run left beside the committed one."""
         try:
-            keep = self._summary().name
+            keep = self.summary().name
         except StoreError:
             keep = None
         for name in self.loc.list_names():
