@@ -24,14 +24,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.dot_product_passes import (
-    STAT_ROWS,
-    ColumnSum,
-    GaussianStats,
-    centered_sq_norms,
-    other_namespace,
-    row_sq_norms,
-)
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
 from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.graph import reduce_blocks
@@ -46,6 +38,14 @@ from distsketch.ops.taylor import (
     predicted_sketch_error,
     sample_tail_degrees,
     split_components_by_variance,
+)
+from distsketch.summaries.dot_product import (
+    STAT_ROWS,
+    ColumnSum,
+    GaussianStats,
+    centered_sq_norms,
+    other_namespace,
+    row_sq_norms,
 )
 from distsketch.validation import Interval, Options
 

@@ -40,13 +40,11 @@ from distsketch.ops.falkon import (
     falkon_apply,
     falkon_memory,
     falkon_preconditioner,
-    gram_times,
 )
 from distsketch.ops.kernel_product import kernel_times, kernel_times_memory
 from distsketch.ops.kernels import KERNEL_NAMES
-from distsketch.ops.namespace import as_block, asarray
-from distsketch.summaries.base import Summary
-from distsketch.summaries.sums import SumMerge
+from distsketch.ops.namespace import asarray
+from distsketch.summaries.falkon import FalkonPass
 from distsketch.validation import Interval, Options, check_targets
 from distsketch.validation.finite import check_finite_output, check_finite_targets
 
@@ -144,26 +142,7 @@ def select_centers(X: Any, landmarks: Any, n_centers: int, seed: int, est: Any =
     return C
 
 
-# ----------------------------------------------------------------------------- the pass
-
-class _FalkonPass(SumMerge, Summary):
-    """One block's ``K_bMᵀ (K_bM V)`` (operand V) or ``K_bMᵀ Y`` (Y: the last ``n_y`` columns)."""
-
-    def __init__(self, kernel: Any, params: dict, tile_rows: int, n_y: int = 0):
-        self.kernel = kernel
-        self.params = dict(params)
-        self.tile_rows = int(tile_rows)
-        self.n_y = int(n_y)
-
-    def chunk(self, block: Any, row_offset: int, centers: Any, V: Any = None) -> dict:
-        blk = as_block(block, dtype=np.float64)
-        if self.n_y:
-            _, b = gram_times(blk[:, : -self.n_y], centers, None, blk[:, -self.n_y:],
-                              self.kernel, self.params, self.tile_rows)
-            return {"b": b}
-        hv, _ = gram_times(blk, centers, V, None, self.kernel, self.params, self.tile_rows)
-        return {"hv": hv}
-
+# ----------------------------------------------------------------------------- prediction
 
 def _predict_block(block: Any, offset: int, centers: np.ndarray, coef: np.ndarray, *,
                    kernel: Any, params: dict) -> np.ndarray:
@@ -460,8 +439,8 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
     def _rhs(self, X: Any, Y: np.ndarray, centers: np.ndarray) -> np.ndarray:
         """``K_nMᵀ Y``: the first pass, over ``[X | Y]``."""
-        summary = _FalkonPass(self.kernel_name_, self.kernel_params_,
-                              self.memory_plan_["tile_rows"], n_y=Y.shape[1])
+        summary = FalkonPass(self.kernel_name_, self.kernel_params_,
+                             self.memory_plan_["tile_rows"], n_y=Y.shape[1])
         XY = stack_xy(X, asarray(Y, like=getattr(X, "_meta", X)))  # Y on X's blocks' device
         state = reduce_blocks(summary, XY, centers, name="falkon-rhs",
                               state_bytes=8.0 * centers.shape[0] * Y.shape[1], **self._pass_plan())
@@ -469,8 +448,8 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
     def _h_times(self, X: Any, centers: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``H P = K_nMᵀ (K_nM P) + λ n K_MM P``: one pass plus an M × M tiled product."""
-        summary = _FalkonPass(self.kernel_name_, self.kernel_params_,
-                              self.memory_plan_["tile_rows"])
+        summary = FalkonPass(self.kernel_name_, self.kernel_params_,
+                             self.memory_plan_["tile_rows"])
         state = reduce_blocks(summary, X, centers, P, name="falkon-pass",
                               state_bytes=8.0 * P.size, **self._pass_plan())
         reg = kernel_times(centers, [centers], [P], self.kernel_name_, self.kernel_params_)

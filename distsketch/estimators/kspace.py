@@ -34,16 +34,15 @@ from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFit
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
-from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import as_block, asarray, densify, host_dtype, namespace, to_host
+from distsketch.ops.namespace import as_block, asarray, host_dtype, namespace, to_host
 from distsketch.ops.random import hash_uint64
-from distsketch.summaries.base import Summary
 from distsketch.summaries.covariance import Covariance
-from distsketch.summaries.sums import SumMerge
+from distsketch.summaries.kspace import FactorCross, SketchGram
+from distsketch.summaries.ridge import dense_float64
 from distsketch.validation import Interval, check_targets, is_dask
 from distsketch.validation.finite import FiniteRows, check_finite_result
 
@@ -52,35 +51,6 @@ __all__ = ["KSpaceKernelPCA", "KernelPCR"]
 
 def _sub_seed(seed: int, purpose: str) -> int:
     return int(hash_uint64(seed, purpose, 0) >> np.uint64(1))
-
-
-def _dense(block: Any) -> np.ndarray:
-    return as_block(densify(block))  # NumPy as before; a block of another namespace is kept
-
-
-class _SketchGram(SumMerge, Summary):
-    """State {n, ss = ZsᵀZs, st = ZsᵀZt} of two sketches of the rows (float64, exact sums)."""
-
-    def __init__(self, S: TensorSketch, T: TensorSketch):
-        self.S = S
-        self.T = T
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        Zs = dense_float64(self.S._map_block(block, row_offset))
-        Zt = dense_float64(self.T._map_block(block, row_offset))
-        return {"n": Zs.shape[0], "ss": Zs.T @ Zs, "st": Zs.T @ Zt}
-
-
-class _FactorCross(SumMerge, Summary):
-    """State Vᵀ K(A, R) (k × l) for Theorem 7's factorisation."""
-
-    def __init__(self, model: KSpaceKernelPCA):
-        self.model = model
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> np.ndarray:
-        V = self.model._embed_block(block, row_offset)
-        K = self.model._kernel(_dense(block), self.model.landmarks_)
-        return V.T @ K
 
 
 def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -339,7 +309,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         # planner's working set would make it fall back to input-sized blocks.)
         per_row = 8.0 * (A.shape[1] + 4 * self.degree * (m + r))
         try:
-            return reduce_blocks(_SketchGram(self.sketch_S_, self.sketch_T_), A,
+            return reduce_blocks(SketchGram(self.sketch_S_._map_block, self.sketch_T_._map_block), A,
                                  split_every=self.split_every, name="kspace-gram",
                                  bytes_per_row=per_row, state_bytes=8.0 * m * (m + r))
         except MemoryBudgetError as exc:
@@ -361,7 +331,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
     def _fit_factorisation(self, A: Any, seed: int) -> None:
         _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
         self.landmarks_ = R
-        VtK = reduce_blocks(_FactorCross(self), A, split_every=self.split_every, name="kspace-factor")
+        VtK = reduce_blocks(FactorCross(self._embed_block, self._kernel, R), A,
+                            split_every=self.split_every, name="kspace-factor")
         Krr = self._kernel(R, R)
         self.factor_ = VtK @ np.linalg.pinv(Krr, rcond=1e-10, hermitian=True)
         C = self.factor_ @ Krr @ self.factor_.T

@@ -24,13 +24,11 @@ from distsketch.ops.meka import (
     basis_block,
     choose_ranks,
     expand_block,
-    project_block,
     scatter_basis,
 )
 from distsketch.ops.nystrom import inv_sqrt_map, link_matrix
-from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import ClusterLandmarks
-from distsketch.summaries.sums import SumMerge
+from distsketch.summaries.meka import Projection
 from distsketch.validation import Interval, Options, is_dask
 from distsketch.validation.finite import FiniteRows
 
@@ -45,20 +43,6 @@ def _source_path(X: Any) -> str | None:
     if isinstance(X, (str, os.PathLike)):
         return str(Path(os.fspath(X)).expanduser().absolute()) if "://" not in str(X) else str(X)
     return None
-
-
-class _Projection(SumMerge, Summary):
-    """Wᵀ V over row blocks of ``[basis coordinates | V]`` (merge by addition)."""
-
-    def __init__(self, width: int, offsets: np.ndarray, ranks: np.ndarray):
-        self.width = int(width)
-        self.offsets = np.asarray(offsets)
-        self.ranks = np.asarray(ranks)
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> np.ndarray:
-        block = np.asarray(block, dtype=np.float64)
-        return project_block(block[:, : self.width + 1], block[:, self.width + 1:],
-                             self.offsets, self.ranks)
 
 
 def _expand(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,
@@ -495,7 +479,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             B = self._training_basis()
             width = self.maps_.shape[2]
             BV = hstack_blocks(B.astype(np.float64), V2)
-            U = reduce_blocks(_Projection(width, self.offsets_, self.ranks_), BV,
+            U = reduce_blocks(Projection(width, self.offsets_, self.ranks_), BV,
                               bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
                               name="meka-project", state_bytes=8.0 * int(self.ranks_.sum()) * V2.shape[1])
             Y = map_blocks(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,

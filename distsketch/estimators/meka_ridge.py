@@ -16,7 +16,6 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, to_numpy
 from distsketch.estimators.solver import (
-    _CrossProduct,
     _hstack,
     _r2,
     _rows_times,
@@ -27,6 +26,7 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.ops.cg import pcg
 from distsketch.ops.meka import psd_core
+from distsketch.summaries.cross_product import CrossProduct
 from distsketch.validation import Interval, Options
 from distsketch.validation.finite import FiniteRows
 
@@ -184,7 +184,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         k = int(W.shape[1])
         # Wᵀ[W | Y] in one tree-reduced pass: the Gram that orthonormalises W, and Wᵀy
         stacked = _hstack(W, as_dask(Y, block_rows=int(W.chunks[0][0])), W_twice=True)
-        wt = reduce_blocks(_CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram",
+        wt = reduce_blocks(CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram",
                            state_bytes=8.0 * k * (k + Y.shape[1]))["atb"]
         B, e = psd_core(wt[:, :k], meka.link_)
         e_plus = np.clip(e, 0.0, None)
@@ -227,7 +227,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
         stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
-        wta = reduce_blocks(_CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta",
+        wta = reduce_blocks(CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta",
                             state_bytes=8.0 * W.shape[1] * alpha.shape[1])["atb"]
         self.coef_ = meka.link_ @ wta
         return alpha

@@ -42,18 +42,12 @@ from distsketch.estimators.ridge_defaults import (
     wants_median_gamma,
 )
 from distsketch.estimators.ridge_fold import RidgeFolding
-from distsketch.estimators.ridge_summary import (
-    RidgeSummary,
-    _add,
-    check_sample_weight,
-    float32_products,
-    stack_xy,
-    with_weights,
-)
+from distsketch.estimators.ridge_summary import check_sample_weight, stack_xy, with_weights
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.namespace import host_dtype, namespace, to_host
 from distsketch.ops.sketch_solve import summary_sse
+from distsketch.summaries.ridge import RidgeSummary, add_ridge_states, float32_products
 from distsketch.validation import Interval, StrOptions, check_targets, is_dask
 from distsketch.validation.finite import FiniteRows
 
@@ -452,7 +446,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             for f, s in enumerate(fold_states):
                 if s["n"] == 0:
                     continue
-                W, c = self._solve_path(_add(totals[g], s, -1.0), alphas)
+                W, c = self._solve_path(add_ridge_states(totals[g], s, -1.0), alphas)
                 yield g, f, s, W, c
 
     def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,

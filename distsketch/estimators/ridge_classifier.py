@@ -23,14 +23,10 @@ from distsketch.estimators.ridge_calibration import (
     loo_decision_values,
 )
 from distsketch.estimators.ridge_defaults import feature_block_functions
-from distsketch.estimators.ridge_summary import (
-    check_sample_weight,
-    check_weight_scale,
-    cv_folds,
-    map_features,
-)
+from distsketch.estimators.ridge_summary import check_sample_weight, check_weight_scale
 from distsketch.graph import reduce_blocks
 from distsketch.ops.namespace import asarray, densify, host_dtype
+from distsketch.summaries.ridge import cv_folds, map_features
 from distsketch.summaries.sums import SumSummary
 from distsketch.validation import StrOptions
 from distsketch.validation.finite import is_array_api

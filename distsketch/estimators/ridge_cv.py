@@ -21,8 +21,8 @@ from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
 from distsketch.estimators.ridge_defaults import _map_gamma, _map_kernel
-from distsketch.estimators.ridge_summary import _add, _ridge_memory, unpack_gram
 from distsketch.graph import task_memory_budget
+from distsketch.summaries.ridge import add_ridge_states, ridge_memory, unpack_gram
 
 logger = logging.getLogger("distsketch")
 
@@ -51,7 +51,7 @@ def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
         return []
     sizes = []
     for f in maps:
-        mem = _ridge_memory([f], n_features, n_targets, n_folds)
+        mem = ridge_memory([f], n_features, n_targets, n_folds)
         sizes.append(float(mem.get("state_bytes", 0.0)))
     if not all(sizes):
         return [list(range(len(maps)))]      # widths unknown: one pass, the planner checks it
@@ -111,7 +111,7 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
     for fold_states in folds:
         total = fold_states[0]
         for s in fold_states[1:]:
-            total = _add(total, s)
+            total = add_ridge_states(total, s)
         totals.append(total)
     scores = est._cv_scores(X, Y, maps, folds, totals, alphas)
     g_best, a_best = est._cv_best(scores)

@@ -14,7 +14,8 @@ from typing import Any
 
 from distsketch.errors import InputError
 from distsketch.estimators.base import MergeableEstimator
-from distsketch.estimators.ridge_summary import _STATE_KEYS, _add, check_sample_weight
+from distsketch.estimators.ridge_summary import check_sample_weight
+from distsketch.summaries.ridge import STATE_KEYS, add_ridge_states
 from distsketch.summaries.sums import sum_states
 
 __all__ = ["RidgeFolding"]
@@ -67,7 +68,7 @@ class RidgeFolding(MergeableEstimator):
 
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """The sum of ``summaries`` (associative up to float64 rounding)."""
-        state = sum_states([{k: s[k] for k in _STATE_KEYS} for s in summaries])
+        state = sum_states([{k: s[k] for k in STATE_KEYS} for s in summaries])
         samples = [s["sample"] for s in summaries if s.get("sample") is not None]
         return {**state, "rows": sum(int(s["rows"]) for s in summaries),
                 "sample": self._merge_samples(samples) if samples else None}
@@ -76,7 +77,7 @@ class RidgeFolding(MergeableEstimator):
         """Add ``summary`` to the fitted normal equations and solve again; returns self."""
         self._check_is_fitted("coef_")
         self._keep_sample(summary.get("sample"))
-        state = _add(self._state(), summary)
+        state = add_ridge_states(self._state(), summary)
         rows = self.n_samples_seen_ + int(summary["rows"])
         self._store_state(state, rows=rows)  # type: ignore[attr-defined]
         self._set_solution(state)  # type: ignore[attr-defined]

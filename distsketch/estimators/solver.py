@@ -15,7 +15,8 @@ choices of preconditioner:
   ``A = chol(ZᵀZ + λI)``; the same Woodbury application.
 
 ``MEKAKernelRidge`` (in :mod:`distsketch.estimators.meka_ridge`) shares the
-target checks and the tree-reduced cross products defined here.
+target checks defined here; its tree-reduced cross products are
+:class:`~distsketch.summaries.cross_product.CrossProduct`.
 """
 
 from __future__ import annotations
@@ -54,9 +55,7 @@ from distsketch.ops.sketch_solve import (
     woodbury_apply,
     woodbury_factor,
 )
-from distsketch.summaries.base import Summary
 from distsketch.summaries.landmarks import UniformLandmarks
-from distsketch.summaries.sums import SumMerge
 from distsketch.validation import Interval, Options, check_targets, is_dask
 from distsketch.validation.finite import check_finite_output, check_finite_targets
 
@@ -112,17 +111,6 @@ def _kernel_columns(block: np.ndarray, offset: int, landmarks: np.ndarray, *, ke
 
 def _rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
     return np.asarray(block, dtype=np.float64) @ B
-
-
-class _CrossProduct(SumMerge, Summary):
-    """``Aᵀ B`` for blocks holding ``[A | B]`` (B: the last ``n_right`` columns)."""
-
-    def __init__(self, n_right: int):
-        self.n_right = int(n_right)
-
-    def chunk(self, block: Any, row_offset: int) -> dict:
-        blk = np.asarray(block, dtype=np.float64)
-        return {"atb": blk[:, : -self.n_right].T @ blk[:, -self.n_right:]}
 
 
 def _r2(pred: np.ndarray, y: Any) -> float:

@@ -42,43 +42,12 @@ from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_num
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import KERNEL_TILE_ROWS, map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
-from distsketch.ops.sparsify import kernel_bound, kernel_tile, simplify_tile
-from distsketch.summaries.base import Summary
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal
+from distsketch.ops.sparsify import kernel_bound
+from distsketch.summaries.sparsified import StripSummary
 from distsketch.validation import Interval, Options
 
 __all__ = ["SparseTiles", "SparsifiedGram"]
-
-
-
-class _StripSummary(Summary):
-    """Kept entries of one lower-triangle row strip, tree-reduced over column blocks.
-
-    ``chunk`` evaluates the tile (strip rows × block rows) and keeps the
-    sampled entries on or below the diagonal; states are COO triplets (dicts) and
-    ``merge`` concatenates them, so the result does not depend on the order.
-    """
-
-    def __init__(self, kernel: Any, params: dict, seed: int, p: float, quantize: bool,
-                 bound: float | None, r0: int, n: int):
-        self.kernel = kernel
-        self.params = params
-        self.seed = seed
-        self.p = p
-        self.quantize = quantize
-        self.bound = bound
-        self.r0 = r0
-        self.n = n
-
-    def chunk(self, block: Any, row_offset: int, XS: np.ndarray) -> Any:
-        kfun = kernel_function(self.kernel, **self.params)
-        K = kernel_tile(kfun, XS, self.r0, np.asarray(block), row_offset)
-        rows, cols, vals = simplify_tile(K, self.r0, row_offset, self.seed, self.p, self.quantize,
-                                         self.bound, lower=True)
-        return {"rows": rows.astype(np.int32), "cols": cols, "vals": vals}
-
-    def merge(self, states: list[Any]) -> Any:
-        return {k: np.concatenate([s[k] for s in states]) for k in ("rows", "cols", "vals")}
 
 
 def _index_dtype(n: int) -> np.dtype:
@@ -371,7 +340,7 @@ class SparsifiedGram(DistsketchEstimator):
             kept: list[sp.csr_array] = []
             for s, (r0, r1) in enumerate(bounds):
                 XS = to_numpy(Xd[r0:r1]).astype(np.float64, copy=False)
-                summ = _StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
+                summ = StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
                                      int(r0), n)
                 st = reduce_blocks(summ, Xd[:r1], XS, bytes_per_row=bytes_per_row,
                                    fixed_bytes=fixed, name="sparsified-gram-strip")

@@ -21,36 +21,14 @@ from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.ops.fd import fd_covariance_bytes, fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import asarray, densify, float_dtype, host_dtype, namespace, to_host
+from distsketch.ops.namespace import asarray, float_dtype, host_dtype, namespace, to_host
 from distsketch.ops.rff import RFF_FORMS, rff_map
-from distsketch.summaries.covariance import Covariance, covariance_state
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
+from distsketch.summaries.rff_covariance import MAP_ROWS, BlockedCovariance, RFFRows
 from distsketch.validation import Interval, Options
 from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
 
 __all__ = ["StreamingKernelPCA"]
-
-# rows mapped at once: the summaries' float32 ZᵀZ of a 4096-row slice runs 6 % faster
-# than two of 2048 rows (the GEMM's m x m update amortised over more rows), measured
-# per 100 000-row block at m = 1024; the slice's features are 16 MiB in float32
-_MAP_ROWS = 4096
-
-
-class _RFFRows:
-    """Picklable row map z(x) for the summaries.
-
-    ``offset`` is the global index of the block's first row: ``partial_fit``
-    reduces new rows with ``row_start`` at the rows already seen, so every
-    row meets the same row-stable GEMM tiling as in ``fit`` on the
-    concatenation and gets bitwise the same features.
-    """
-
-    def __call__(self, block: Any, offset: int, W: np.ndarray, b: np.ndarray,
-                 out: np.ndarray | None = None) -> np.ndarray:
-        return rff_map(block, W, b, offset, out=out)
-
-    def __dask_tokenize__(self) -> Any:
-        return ("distsketch.skpca.rff-rows",)
 
 
 def _embed_rows_xp(block: Any, offset: int, W: np.ndarray, b: np.ndarray, V: np.ndarray) -> Any:
@@ -60,8 +38,8 @@ def _embed_rows_xp(block: Any, offset: int, W: np.ndarray, b: np.ndarray, V: np.
     dt = float_dtype(block)
     Vd = asarray(V, like=block, dtype=dt)
     n = block.shape[0]
-    parts = [row_stable_matmul(rff_map(block[a: min(a + _MAP_ROWS, n), :], W, b, offset + a), Vd,
-                               offset + a) for a in range(0, n, _MAP_ROWS)]
+    parts = [row_stable_matmul(rff_map(block[a: min(a + MAP_ROWS, n), :], W, b, offset + a), Vd,
+                               offset + a) for a in range(0, n, MAP_ROWS)]
     if not parts:
         return xp.zeros((0, V.shape[1]), dtype=dt, device=block.device)
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
@@ -70,22 +48,22 @@ def _embed_rows_xp(block: Any, offset: int, W: np.ndarray, b: np.ndarray, V: np.
 def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
                 V: np.ndarray) -> np.ndarray:
     # features then projection, both row-stable (a row's embedding is bitwise the
-    # same for every chunking), _MAP_ROWS rows at a time into a reused buffer so
+    # same for every chunking), MAP_ROWS rows at a time into a reused buffer so
     # the n × m features of a block never exist at once
     n = block.shape[0]
     if not isinstance(block, np.ndarray) and is_array_api(block):
         return _embed_rows_xp(block, offset, W, b, V)
     buf = None
     out = None
-    for a in range(0, n, _MAP_ROWS):
-        part = block[a: a + _MAP_ROWS, :]
+    for a in range(0, n, MAP_ROWS):
+        part = block[a: a + MAP_ROWS, :]
         rows = part.shape[0]
         if buf is None:
             dt = np.dtype(part.dtype) if np.dtype(part.dtype) in (np.float32, np.float64) \
                 else np.dtype(np.float64)
             # the paired form (empty b) has two features per frequency
             width = W.shape[1] if b.shape[0] else 2 * W.shape[1]
-            buf = np.empty((min(n, _MAP_ROWS), width), dtype=dt)
+            buf = np.empty((min(n, MAP_ROWS), width), dtype=dt)
             Vd = V.astype(dt, copy=False)
             out = np.empty((n, V.shape[1]), dtype=dt)
         Z = rff_map(part, W, b, offset + a, out=None if hasattr(part, "tocsr") else buf[:rows])
@@ -93,54 +71,6 @@ def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
     if out is None:
         out = np.empty((0, V.shape[1]), dtype=block.dtype)
     return out
-
-
-class _BlockedCovariance(Covariance):
-    """:class:`Covariance` of mapped rows, mapping ``_MAP_ROWS`` rows at a time so a
-    task never holds more than ``_MAP_ROWS × m`` features whatever its block size."""
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        # A running sum in place, slice after slice: the left fold of `merge` bit for
-        # bit, holding two m x m arrays instead of one per slice (16 x 8 MiB for a
-        # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
-        # fresh features, their float64 copy and the slice's Gram cost ~50 MiB of new
-        # pages per slice, and page faults do not scale with the cores busy.
-        if not isinstance(block, np.ndarray) and is_array_api(block):
-            # a block of another namespace: Covariance's own chunk, on the block's device
-            # (the reused host buffers below are a NumPy-only economy)
-            return super().chunk(block, row_offset, *operands)
-        # Float32 features are multiplied in float32 and summed into the float64 state
-        # (covariance_state's scheme); float64 features exactly as before.
-        n = block.shape[0]
-        state, gram, zbuf = None, None, None
-        for a in range(0, max(n, 1), _MAP_ROWS):
-            part = block[a: a + _MAP_ROWS, :]
-            rows = part.shape[0]
-            if hasattr(part, "tocsr") or not isinstance(self.transform, _RFFRows) or rows == 0:
-                Z = self.transform(part, row_offset + a, *operands)
-                Z = np.asarray(densify(Z), dtype=np.float64)
-            else:
-                if zbuf is None:
-                    zbuf = np.empty((min(n, _MAP_ROWS), self._width(operands)),
-                                    dtype=part.dtype if part.dtype == np.float32 else np.float64)
-                Z = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
-                                   out=zbuf[:rows])
-            if state is None:
-                state = covariance_state(Z)
-                gram = np.empty(state["ztz"].shape, dtype=Z.dtype)
-                continue
-            state["n"] += Z.shape[0]
-            state["sum"] += Z.sum(axis=0) if Z.dtype == np.float64 else \
-                Z.sum(axis=0, dtype=np.float64)
-            same = gram is not None and gram.dtype == Z.dtype
-            state["ztz"] += np.matmul(Z.T, Z, out=gram if same else None)
-        return state  # type: ignore[return-value]
-
-    @staticmethod
-    def _width(operands: tuple) -> int:
-        W, b = operands[0], operands[1]
-        # the paired form (empty b) has two features per frequency
-        return W.shape[1] if b.shape[0] else 2 * W.shape[1]
 
 
 @single_threaded_blas
@@ -308,9 +238,9 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     # --------------------------------------------------------------- summaries
     def _summary(self) -> Any:
         if self.method == "fd":
-            return FrequentDirectionsSummary(self.sketch_size, transform=_RFFRows(),
-                                             n_columns=self.n_random_features, map_rows=_MAP_ROWS)
-        return _BlockedCovariance(transform=_RFFRows())
+            return FrequentDirectionsSummary(self.sketch_size, transform=RFFRows(),
+                                             n_columns=self.n_random_features, map_rows=MAP_ROWS)
+        return BlockedCovariance(transform=RFFRows())
 
     def _state_bytes(self) -> int:
         m, l = int(self.n_random_features), int(self.sketch_size)
@@ -334,7 +264,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         itemsize = host_dtype(X.dtype).itemsize
         feat = itemsize if itemsize == 4 else 8
         state_bytes = self._state_bytes()
-        fixed = d * m * 8 + m * 8 + _MAP_ROWS * m * (feat + 8) + state_bytes
+        fixed = d * m * 8 + m * 8 + MAP_ROWS * m * (feat + 8) + state_bytes
         if self.method == "fd":  # a block folded through its covariance holds it (ops.fd)
             fixed += fd_covariance_bytes(m)
         return reduce_blocks(self._summary(), X, *self.features_._operands(),
@@ -450,7 +380,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
                           *self.features_._operands(), V, n_out=k, dtype=dt,
                           bytes_per_row=float(X.shape[1] * dt.itemsize + k * dt.itemsize),
                           fixed_bytes=float(X.shape[1] * m * 8 + m * k * 8
-                                            + 2 * _MAP_ROWS * m * dt.itemsize),
+                                            + 2 * MAP_ROWS * m * dt.itemsize),
                           name="skpca-transform")
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:

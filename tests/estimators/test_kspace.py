@@ -182,8 +182,8 @@ def test_sampled_fit_is_split_into_blocks_within_the_task_budget():
     import dask
 
     from distsketch.errors import MemoryBudgetError
-    from distsketch.estimators.kspace import _SketchGram
     from distsketch.graph import reduce_blocks
+    from distsketch.summaries.kspace import SketchGram
 
     with dask.config.set({"distsketch.task-memory": "1GiB"}):
         whole = KernelPCR(**PAPER_LIKE).fit(XS, YS)            # the sample is one block here
@@ -193,8 +193,8 @@ def test_sampled_fit_is_split_into_blocks_within_the_task_budget():
         assert 2000 * per_row > 8 * 2**20
         km = whole.kspace_
         with pytest.raises(MemoryBudgetError):
-            reduce_blocks(_SketchGram(km.sketch_S_, km.sketch_T_), XS[:2000], block_rows=2000,
-                          bytes_per_row=per_row)
+            reduce_blocks(SketchGram(km.sketch_S_._map_block, km.sketch_T_._map_block),
+                          XS[:2000], block_rows=2000, bytes_per_row=per_row)
         # ... but the fit plans blocks of the sample and of X that fit, with the same answer
         blocked = KernelPCR(**PAPER_LIKE).fit(XS, YS)
     assert blocked.kspace_.n_samples_seen_ == whole.kspace_.n_samples_seen_ == 2000

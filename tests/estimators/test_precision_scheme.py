@@ -29,9 +29,9 @@ import scipy.linalg as sla
 
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
 from distsketch.estimators.ridge_defaults import gcv_path, standardize_rows
-from distsketch.estimators.ridge_summary import _SLICE_ROWS, RidgeSummary, float32_products
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.covariance import covariance_state
+from distsketch.summaries.ridge import SLICE_ROWS, RidgeSummary, float32_products
 
 U32 = 2.0**-24
 
@@ -133,9 +133,9 @@ def test_ridge_at_gcv_alphas_multiplies_float32_rows_in_float32(n, m):
     absZ = np.abs(Z64)
     exact = Z64.T @ Z64
     dA = model.gram_ - exact
-    # the products ran in float32 (beyond float64 rounding), one per slice of _SLICE_ROWS
+    # the products ran in float32 (beyond float64 rounding), one per slice of SLICE_ROWS
     assert np.any(np.abs(dA) > 1e-12 * (absZ.T @ absZ))
-    E = _gamma(_SLICE_ROWS) * (absZ.T @ absZ)
+    E = _gamma(SLICE_ROWS) * (absZ.T @ absZ)
     assert np.all(np.abs(dA) <= E)
     # sums and Zᵀy in float64: the float64 path's to float64 rounding
     state64 = covariance_state(Z64, y[:, None])
@@ -146,7 +146,7 @@ def test_ridge_at_gcv_alphas_multiplies_float32_rows_in_float32(n, m):
     # eigenvalue of the centred A, whose trace moves by at most Σ E_ii = γ·tr(A)
     alphas, gcv = gcv_path(state64, True)
     trace_c = np.trace(centered_normal_equations(state64, True)[0])
-    rel = _gamma(_SLICE_ROWS) * np.trace(exact) / trace_c
+    rel = _gamma(SLICE_ROWS) * np.trace(exact) / trace_c
     np.testing.assert_allclose(model.alpha_, alphas[int(np.argmin(gcv))], rtol=rel)
     assert model.alpha_ >= 1e-3 * trace_c / m * (1 - rel)
     # within the perturbation bound of the float64 solution ...
@@ -229,10 +229,10 @@ def test_given_alpha_and_leave_one_out_alpha_multiply_in_float64():
 
 
 def test_ridge_summary_of_float32_slices_is_the_float64_product():
-    # float32 rows are summarised _SLICE_ROWS at a time in float64: the state is the
+    # float32 rows are summarised SLICE_ROWS at a time in float64: the state is the
     # float64 product of the float32 features, to float64 rounding of the whole block
     rng = np.random.default_rng(5)
-    n, d = 2 * _SLICE_ROWS + 123, 6
+    n, d = 2 * SLICE_ROWS + 123, 6
     X = rng.normal(size=(n, d)).astype(np.float32)
     y = rng.normal(size=n).astype(np.float32)
     feats = RandomFourierFeatures(n_components=48, random_state=0).fit(X)
@@ -257,7 +257,7 @@ def test_ridge_summary_of_float32_slices_is_the_float64_product():
     assert f32.memory([feats], XY)["fixed_bytes"] - summary.memory([feats], XY)["fixed_bytes"] \
         == 4.0 * m * m
     state32 = f32.chunk(XY, 0, *ops)["maps"][0]
-    assert np.all(np.abs(state32["ztz"] - ref["ztz"]) <= _gamma(_SLICE_ROWS) * (absZ.T @ absZ))
+    assert np.all(np.abs(state32["ztz"] - ref["ztz"]) <= _gamma(SLICE_ROWS) * (absZ.T @ absZ))
     assert np.any(state32["ztz"] != state["ztz"])
 
 

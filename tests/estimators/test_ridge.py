@@ -24,12 +24,12 @@ from distsketch import (
 )
 from distsketch.estimators.base import RowMapTransformer
 from distsketch.estimators.ridge import RidgeSummary
-from distsketch.estimators.ridge_summary import unpack_gram
 from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import statistical_dimension
 from distsketch.summaries.covariance import covariance_state
+from distsketch.summaries.ridge import unpack_gram
 
 
 class ExplicitPoly2(RowMapTransformer):
@@ -370,7 +370,7 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_cv_fold_of_a_row_is_independent_of_its_block():
-    from distsketch.estimators.ridge_summary import cv_folds
+    from distsketch.summaries.ridge import cv_folds
 
     whole = cv_folds(7, 0, 500, 4)
     parts = np.concatenate([cv_folds(7, a, b - a, 4) for a, b in [(0, 30), (30, 301), (301, 500)]])

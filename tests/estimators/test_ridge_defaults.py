@@ -376,7 +376,7 @@ def test_cv_over_gammas_plans_within_a_budget_that_held_one_map_at_a_time():
     assert 1 < len(groups) < 5 and sorted(i for g in groups for i in g) == list(range(5))
     assert map_groups(maps, 64, 10, 5, budget=2**30) == [list(range(5))]
     # packed fold states: the upper triangle of ZᵀZ, restored symmetric
-    from distsketch.estimators.ridge_summary import pack_gram, unpack_gram
+    from distsketch.summaries.ridge import pack_gram, unpack_gram
 
     G = np.random.default_rng(0).normal(size=(7, 7))
     G = G @ G.T

@@ -8,10 +8,10 @@ import pytest
 
 from distsketch import RandomFourierFeatures
 from distsketch.estimators.ridge_defaults import _Standardized
-from distsketch.estimators.ridge_summary import _SLICE_ROWS, _sliced_state
 from distsketch.summaries.base import takes_out
+from distsketch.summaries.ridge import SLICE_ROWS, _sliced_state
 
-N = 2 * _SLICE_ROWS + 333  # two full slices and a short one
+N = 2 * SLICE_ROWS + 333  # two full slices and a short one
 
 
 class _Recording:
@@ -52,7 +52,7 @@ def test_slices_reuse_the_first_slices_features(data, products):
     got = _sliced_state(rec, ops, X, y, 17, f32)
     ref = _sliced_state(plain, ops, X, y, 17, f32)
     assert rec.outs[0] is None and len(rec.outs) == 3
-    assert rec.outs[1].shape == (_SLICE_ROWS, 48) and rec.outs[2].shape == (333, 48)
+    assert rec.outs[1].shape == (SLICE_ROWS, 48) and rec.outs[2].shape == (333, 48)
     assert rec.outs[1].dtype == np.float32
     assert np.shares_memory(rec.outs[1], rec.outs[2])
     assert all(o is None for o in plain.outs)

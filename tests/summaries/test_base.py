@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from distsketch.estimators.streaming_kpca import _RFFRows
 from distsketch.summaries.base import takes_out
+from distsketch.summaries.rff_covariance import RFFRows
 
 
 class _Flagged:
@@ -20,7 +20,7 @@ def test_the_flag_decides_where_there_is_one():
 
 
 def test_otherwise_a_parameter_named_out():
-    assert takes_out(_RFFRows())
+    assert takes_out(RFFRows())
     assert takes_out(lambda block, offset, *, out=None: block)
     assert not takes_out(lambda block, offset, W, b: block)
     # a catch-all **out or *out is not a parameter named out

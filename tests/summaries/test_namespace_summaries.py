@@ -25,17 +25,26 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
+import distsketch
 import distsketch.summaries
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.nystrom import inv_sqrt_map
 from distsketch.ops.rpcholesky import residual_diagonal
 from distsketch.summaries import Covariance, Summary, SumSummary, UniformLandmarks
 from distsketch.summaries.covariance import covariance_state
+from distsketch.summaries.cross_product import CrossProduct
+from distsketch.summaries.dot_product import ColumnSum, GaussianStats, MaxRowNorm
+from distsketch.summaries.falkon import FalkonPass
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
+from distsketch.summaries.kspace import FactorCross, SketchGram
 from distsketch.summaries.landmarks import ClusterLandmarks
 from distsketch.summaries.leverage import WeightedLandmarks, ridge_leverage
+from distsketch.summaries.meka import Projection
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
+from distsketch.summaries.rff_covariance import BlockedCovariance
+from distsketch.summaries.ridge import RidgeSummary
+from distsketch.summaries.sparsified import StripSummary
 from distsketch.summaries.sums import sum_states
 from distsketch.testing import from_strict_device as on_device
 from distsketch.testing import to_strict_device as xs
@@ -193,6 +202,14 @@ def test_weighted_landmarks():
         assert_array_equal(on_device(got["rows"]), ref["rows"])
 
 
+def test_max_row_norm():
+    # the squared row norms are taken on the block's device; only the largest comes back
+    (_, ref, _), (states, got, _) = run(MaxRowNorm())
+    host_or_scalar(states[1])
+    assert got == pytest.approx(ref, rel=RTOL)
+    assert ref == pytest.approx(float(np.linalg.norm(X, axis=1).max()), rel=RTOL)
+
+
 COVERED = {
     Covariance: test_covariance,
     FrequentDirectionsSummary: test_frequent_directions,
@@ -203,7 +220,29 @@ COVERED = {
     ColumnMoments: test_column_moments_and_scale,
     MomentsAndSample: test_moments_and_sample,
     SumSummary: test_sum_summary_and_merge_with_a_host_identity,
+    MaxRowNorm: test_max_row_norm,
 }
+
+# The estimators' own passes: their namespace behaviour is tested through the estimator
+# that runs them (tests/estimators/test_array_namespace.py fits every public estimator on
+# strict arrays), each named here.
+THROUGH_ESTIMATOR = {
+    BlockedCovariance: "StreamingKernelPCA",
+    ColumnSum: "GaussianSketch",
+    CrossProduct: "MEKAKernelRidge",
+    FactorCross: "KSpaceKernelPCA",
+    FalkonPass: "NystromKernelRidge",
+    GaussianStats: "GaussianSketch",
+    Projection: "MEKA",
+    RidgeSummary: "SketchedKernelRidge",
+    SketchGram: "KSpaceKernelPCA",
+    StripSummary: "SparsifiedGram",
+}
+
+
+def test_summaries_tested_through_an_estimator_name_a_public_one():
+    assert set(THROUGH_ESTIMATOR.values()) <= set(distsketch.__all__)
+    assert not set(THROUGH_ESTIMATOR) & set(COVERED)
 
 
 def test_every_summary_of_the_package_is_covered():
@@ -214,5 +253,5 @@ def test_every_summary_of_the_package_is_covered():
                   if issubclass(c, Summary) and c is not Summary
                   and c.__module__.startswith("distsketch.summaries.")}
     assert {Covariance, ClusterLandmarks, KMeansStats} <= found  # discovery really walked
-    missing = sorted(c.__qualname__ for c in found - set(COVERED))
+    missing = sorted(c.__qualname__ for c in found - set(COVERED) - set(THROUGH_ESTIMATOR))
     assert not missing, f"summaries without a strict-namespace test: {missing}"

@@ -6,7 +6,8 @@ radius (:class:`MaxRowNorm`), the column sums that centre the Gaussian sketch
 of the Poisson term weights that split the components over the Taylor terms
 (:class:`GaussianStats`).  Blocks of another array namespace (CuPy,
 array-api-strict) are reduced on their device; only per-row squared norms or
-the d column sums come to the host.
+the d column sums come to the host.  Used by
+:mod:`distsketch.estimators.dot_product`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import scipy.sparse as sp
 
 from distsketch.ops.namespace import asarray, namespace, to_host
 from distsketch.ops.taylor import gaussian_term_weights
+from distsketch.summaries._namespace import is_array_api
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge, sum_states
-from distsketch.validation.finite import is_array_api
 
 __all__ = ["STAT_ROWS", "ColumnSum", "GaussianStats", "MaxRowNorm", "centered_sq_norms", "other_namespace",
            "row_sq_norms"]

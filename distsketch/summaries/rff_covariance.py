@@ -1,0 +1,95 @@
+"""The feature covariance of random Fourier features, mapped a bounded slice of rows at a time.
+
+:class:`BlockedCovariance` is the exact covariance summary of
+:class:`~distsketch.estimators.streaming_kpca.StreamingKernelPCA` (RNCA);
+:class:`RFFRows` is the picklable row map z(x) it (and the Frequent
+Directions summary) applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distsketch.ops.namespace import densify
+from distsketch.ops.rff import rff_map
+from distsketch.summaries._namespace import is_array_api
+from distsketch.summaries.covariance import Covariance, covariance_state
+
+__all__ = ["MAP_ROWS", "BlockedCovariance", "RFFRows"]
+
+#: Rows mapped at once: the summaries' float32 ZᵀZ of a 4096-row slice runs 6 % faster
+#: than two of 2048 rows (the GEMM's m x m update amortised over more rows), measured
+#: per 100 000-row block at m = 1024; the slice's features are 16 MiB in float32.
+MAP_ROWS = 4096
+
+
+class RFFRows:
+    """Picklable row map z(x) for the summaries.
+
+    ``offset`` is the global index of the block's first row: ``partial_fit``
+    reduces new rows with ``row_start`` at the rows already seen, so every
+    row meets the same row-stable GEMM tiling as in ``fit`` on the
+    concatenation and gets bitwise the same features.
+    """
+
+    def __call__(self, block: Any, offset: int, W: np.ndarray, b: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        return rff_map(block, W, b, offset, out=out)
+
+    def __dask_tokenize__(self) -> Any:
+        return ("distsketch.skpca.rff-rows",)
+
+
+class BlockedCovariance(Covariance):
+    """:class:`Covariance` of mapped rows, mapping ``MAP_ROWS`` rows at a time so a
+    task never holds more than ``MAP_ROWS × m`` features whatever its block size.
+
+    Parameters are those of :class:`Covariance`; with an :class:`RFFRows`
+    transform (operands ``W, b``) dense slices are mapped into one reused
+    buffer.  The state and its merge are :class:`Covariance`'s.
+    """
+
+    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
+        # A running sum in place, slice after slice: the left fold of `merge` bit for
+        # bit, holding two m x m arrays instead of one per slice (16 x 8 MiB for a
+        # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
+        # fresh features, their float64 copy and the slice's Gram cost ~50 MiB of new
+        # pages per slice, and page faults do not scale with the cores busy.
+        if not isinstance(block, np.ndarray) and is_array_api(block):
+            # a block of another namespace: Covariance's own chunk, on the block's device
+            # (the reused host buffers below are a NumPy-only economy)
+            return super().chunk(block, row_offset, *operands)
+        # Float32 features are multiplied in float32 and summed into the float64 state
+        # (covariance_state's scheme); float64 features exactly as before.
+        n = block.shape[0]
+        state, gram, zbuf = None, None, None
+        for a in range(0, max(n, 1), MAP_ROWS):
+            part = block[a: a + MAP_ROWS, :]
+            rows = part.shape[0]
+            if hasattr(part, "tocsr") or not isinstance(self.transform, RFFRows) or rows == 0:
+                Z = self.transform(part, row_offset + a, *operands)
+                Z = np.asarray(densify(Z), dtype=np.float64)
+            else:
+                if zbuf is None:
+                    zbuf = np.empty((min(n, MAP_ROWS), self._width(operands)),
+                                    dtype=part.dtype if part.dtype == np.float32 else np.float64)
+                Z = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
+                                   out=zbuf[:rows])
+            if state is None:
+                state = covariance_state(Z)
+                gram = np.empty(state["ztz"].shape, dtype=Z.dtype)
+                continue
+            state["n"] += Z.shape[0]
+            state["sum"] += Z.sum(axis=0) if Z.dtype == np.float64 else \
+                Z.sum(axis=0, dtype=np.float64)
+            same = gram is not None and gram.dtype == Z.dtype
+            state["ztz"] += np.matmul(Z.T, Z, out=gram if same else None)
+        return state  # type: ignore[return-value]
+
+    @staticmethod
+    def _width(operands: tuple) -> int:
+        W, b = operands[0], operands[1]
+        # the paired form (empty b) has two features per frequency
+        return W.shape[1] if b.shape[0] else 2 * W.shape[1]
