@@ -151,13 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(args, args._broken, 2)
     # results go to the real stdout; progress bars of libraries that print to
     # stdout (distributed's text bar) are sent to stderr so output stays parseable
-    from distsketch.cli.common import device_config, result_stream
+    from distsketch.cli.common import command_config, result_stream
 
     try:
         with result_stream(sys.stdout), command_output(args, sys.stdout) as mode, \
                 contextlib.redirect_stdout(sys.stderr), \
                 (result_stream(mode.capture) if mode.json else contextlib.nullcontext()), \
-                device_config(args):
+                command_config(args):
             return int(args.func(args) or 0)
     except DistsketchError as exc:
         return _error(args, _one_line(exc), 2)

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import re
 import sys
 import time
@@ -33,6 +32,7 @@ __all__ = [
     "check_before_cluster",
     "cluster",
     "cluster_log",
+    "command_config",
     "device_config",
     "emit",
     "fail",
@@ -141,11 +141,14 @@ def add_common_options(parser: argparse.ArgumentParser, *, cluster_used: bool = 
 
 
 def apply_progress(args: argparse.Namespace) -> bool:
-    """Make ``--progress`` visible to the graph layer (which reads the environment)."""
+    """Whether the command shows progress bars (``--progress`` / ``--no-progress``).
+
+    The graph layer sees the option through the dask config
+    ``distsketch.progress``, which :func:`command_config` sets while the
+    command runs; nothing is written to the environment.
+    """
     from distsketch.graph import progress_enabled
 
-    if args.progress is not None:
-        os.environ["DISTSKETCH_PROGRESS"] = "1" if args.progress else "0"
     return progress_enabled(args.progress)
 
 
@@ -361,6 +364,27 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
              "moves to the GPU in its read task; outputs are written as on the CPU). Default: "
              "the dask config distsketch.device, else cpu. 'cuda' needs pip install "
              "'distsketch[gpu]' (docs/gpu.md)")
+
+
+@contextlib.contextmanager
+def command_config(args: argparse.Namespace) -> Iterator[None]:
+    """The command's settings as dask config while it runs, and only then.
+
+    ``--device`` as ``distsketch.device`` (:func:`device_config`) and
+    ``--progress`` / ``--no-progress`` as ``distsketch.progress``: one route
+    from the command line to the graph layer, undone when the command ends.
+    """
+    progress = getattr(args, "progress", None)
+    if progress is None:
+        with device_config(args):
+            yield
+        return
+    import dask
+
+    from distsketch.graph import PROGRESS_KEY
+
+    with dask.config.set({PROGRESS_KEY: bool(progress)}), device_config(args):
+        yield
 
 
 @contextlib.contextmanager

@@ -3,7 +3,9 @@
 The budget is, in order of precedence:
 
 1. an override: dask config ``distsketch.task-memory`` (bytes or a string
-   such as ``"2GiB"``), else the environment variable ``DISTSKETCH_TASK_MEMORY``;
+   such as ``"2GiB"``; from the environment as ``DASK_DISTSKETCH__TASK_MEMORY``,
+   which dask reads into its config), else the deprecated alias
+   ``DISTSKETCH_TASK_MEMORY`` (still read, never set by distsketch);
 2. under ``distributed`` (a Client is attached): for the smallest worker,
    what its process leaves free below 80 % of its ``memory_limit`` (where
    distributed pauses it), at most ``distsketch.task-memory-fraction``
@@ -60,6 +62,9 @@ DEFAULT_TASK_MEMORY = 2 * 2**30
 MEMORY_FRACTION = 0.5
 PAUSE_FRACTION = 0.8  # distributed's default worker pause threshold
 MIN_FREE_FRACTION = 0.1
+#: deprecated alias of the dask config ``distsketch.task-memory``
+#: (``DASK_DISTSKETCH__TASK_MEMORY``), read where that is unset
+DEPRECATED_TASK_MEMORY_VARIABLE = "DISTSKETCH_TASK_MEMORY"
 
 
 @dataclass(frozen=True)
@@ -82,9 +87,10 @@ class Resources:
 
 
 def _override() -> int | None:
+    # one route: the dask config; the old variable is read only where the config is unset
     value = dask.config.get("distsketch.task-memory", None)
     if value is None:
-        value = os.environ.get("DISTSKETCH_TASK_MEMORY")
+        value = os.environ.get(DEPRECATED_TASK_MEMORY_VARIABLE)
     if value is None:
         return None
     try:
@@ -305,7 +311,7 @@ def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | Non
             f"{what} need {describe_bytes(n_bytes)}, more than the per-task budget of "
             f"{format_bytes(res.task_bytes)} ({res.source}); every task holds them. Fix: {fix}, "
             "or raise the budget with dask.config.set({'distsketch.task-memory': '...'}) / "
-            "DISTSKETCH_TASK_MEMORY if the workers have that much memory.")
+            "DASK_DISTSKETCH__TASK_MEMORY if the workers have that much memory.")
 
 
 #: above this, a size is only said to be "over" it (format_bytes's largest unit is PiB)
@@ -322,7 +328,7 @@ def describe_bytes(n_bytes: float) -> str:
 def fix_hint(fit_rows: int, bytes_per_row: float, fixed_bytes: float, budget: int) -> str:
     """The fix named in a budget error: smaller blocks, or a smaller operator."""
     raise_it = ("or raise the budget with dask.config.set({'distsketch.task-memory': '...'}) "
-                "/ DISTSKETCH_TASK_MEMORY (or give workers more memory per thread).")
+                "/ DASK_DISTSKETCH__TASK_MEMORY (or give workers more memory per thread).")
     if fit_rows > 0:
         return (f"use at most {fit_rows} rows per block (block_rows={fit_rows} in the API, "
                 f"--block-rows {fit_rows} on the command line, X.rechunk({{0: {fit_rows}}}) "

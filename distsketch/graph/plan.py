@@ -10,8 +10,9 @@ shorthands :func:`map_blocks` and :func:`reduce_blocks`):
   from the stage's per-row working memory, its fixed memory, the per-task
   budget of the cluster and its threads.  NumPy input is cut to the plan; a
   dask input whose blocks are larger than the plan is split (re-read at the
-  planned size when it came from a store that registered itself with
-  :func:`register_row_source`, sliced otherwise), smaller blocks are kept;
+  planned size when its reader attached a
+  :class:`~distsketch.graph.row_sources.RowSource` to it, sliced otherwise),
+  smaller blocks are kept;
   ``block_rows=`` overrides the plan;
 * **global row numbers**: each block learns the global index of its first
   row, counted from ``row_start`` (``partial_fit`` passes the rows it has
@@ -27,7 +28,6 @@ collected with :func:`~distsketch.graph.planner.record_plans`.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +49,7 @@ from distsketch.graph.planner import (
     input_block_bytes,
     log_plan,
 )
+from distsketch.graph.row_sources import RowSource, attach_row_source, row_source_of
 from distsketch.graph.runtime import active_client, compute, compute_array, rechunk
 from distsketch.ops.namespace import host_dtype, host_tree, to_host
 from distsketch.validation.finite import is_array_api
@@ -59,6 +60,8 @@ __all__ = [
     "WORKING_SET_BYTES",
     "BlockPlan",
     "RowBlocks",
+    "RowSource",
+    "attach_row_source",
     "choose_block_rows",
     "derive_row_source",
     "input_block_bytes",
@@ -67,25 +70,20 @@ __all__ = [
     "plan_rows",
     "reduce_blocks",
     "register_row_source",
+    "row_source_of",
     "to_numpy",
 ]
-
-# dask array name -> (reopen(block_rows) -> dask array, store chunk rows); bounded
-_ROW_SOURCES: OrderedDict[str, tuple[Callable[[int], da.Array], int]] = OrderedDict()
-_MAX_SOURCES = 256
-# dask array name -> the store it reads, for messages
-_SOURCE_NAMES: dict[str, str] = {}
-_SOURCE_ROW_BYTES: dict[str, int] = {}
-
 
 def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: int,
                         where: str = "") -> da.Array:
     """Tell the planner how to re-read ``X`` with other row blocks.
 
-    A reader (``distsketch.io.open_array``) registers its arrays so that a
-    stage needing smaller blocks re-reads them at the planned size (one read
-    task per block, reading only its rows) instead of slicing large blocks,
-    and so that blocks stay multiples of the store's chunk or shard rows.
+    Shorthand for ``attach_row_source(X, RowSource(reopen, unit, where,
+    input_bytes_per_row(X)))`` (:mod:`distsketch.graph.row_sources`).  A reader
+    (``distsketch.io.open_array``) gives its arrays a source so that a stage
+    needing smaller blocks re-reads them at the planned size (one read task per
+    block, reading only its rows) instead of slicing large blocks, and so that
+    blocks stay multiples of the store's chunk or shard rows.
 
     Parameters
     ----------
@@ -101,32 +99,9 @@ def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: in
     Returns
     -------
     dask.array.Array
-        ``X`` itself.
+        ``X`` itself, carrying the source.
     """
-    _ROW_SOURCES[X.name] = (reopen, max(1, int(unit)))
-    _ROW_SOURCES.move_to_end(X.name)
-    _SOURCE_NAMES[X.name] = where
-    # the chunk check sizes the store's rows in the store's dtype, not in that of an
-    # array derived from it (a float64 copy of a float32 store would count twice)
-    _SOURCE_ROW_BYTES[X.name] = input_bytes_per_row(X)
-    while len(_ROW_SOURCES) > _MAX_SOURCES:
-        gone = _ROW_SOURCES.popitem(last=False)[0]
-        _SOURCE_NAMES.pop(gone, None)
-        _SOURCE_ROW_BYTES.pop(gone, None)
-    return X
-
-
-def _row_source(X: da.Array) -> str | None:
-    # the registered store X was read from, also for arrays derived row by row from one
-    if X.name in _ROW_SOURCES:
-        return X.name
-    return next((layer for layer in X.dask.layers if layer in _ROW_SOURCES), None)
-
-
-def _row_unit(X: da.Array) -> int | None:
-    # the store's chunk rows
-    key = _row_source(X)
-    return None if key is None else _ROW_SOURCES[key][1]
+    return attach_row_source(X, RowSource(reopen, unit, where, input_bytes_per_row(X)))
 
 
 def input_bytes_per_row(X: Any) -> int:
@@ -160,7 +135,8 @@ def _check_store_chunk(chunk_rows: int, row_bytes: int, rule: BlockPlan, where: 
             f"({rule.source}), and every task decodes at least one whole chunk. Fix: re-ingest "
             f"the input with smaller chunks (distsketch ingest --chunk-rows "
             f"{max(1, limit // max(1, 4 * row_bytes))} or less), or give the workers more "
-            "memory per thread (or raise distsketch.task-memory / DISTSKETCH_TASK_MEMORY).")
+            "memory per thread (or raise the dask config distsketch.task-memory, e.g. "
+            "DASK_DISTSKETCH__TASK_MEMORY=4GiB).")
 
 
 def _cut(n_rows: int, block_rows: int) -> tuple[int, ...]:
@@ -193,22 +169,22 @@ def _split_chunks(chunks: tuple[int, ...], rows: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _split(X: da.Array, data: da.Array, rows: int, read_once: bool = False,
+def _split(data: da.Array, rows: int, source: RowSource | None, read_once: bool = False,
            exact: bool = False) -> da.Array:
-    source = _ROW_SOURCES.get(X.name)
-    if source is not None and rows < source[1] and read_once:
+    # `source` re-reads the array itself (not one it was derived from), else None: sliced
+    if source is not None and rows < source.unit and read_once:
         # blocks smaller than the store's chunk: each chunk is read (decoded) once and
         # cut in memory; a read of part of a compressed chunk decodes all of it
-        whole = whole_rows(source[0](source[1]))
-        if not exact and source[1] % (part := _part_rows(source[1], rows)) == 0:
+        whole = whole_rows(source.read(source.unit))
+        if not exact and source.unit % (part := _part_rows(source.unit, rows)) == 0:
             # equal parts of a chunk: one block size throughout, so an output written from
             # these blocks takes them as its chunks (no rechunk, no slivers across workers)
             return rechunk(whole, {0: part})
         return rechunk(whole, {0: _split_chunks(tuple(whole.chunks[0]), rows)})
     if source is not None:
-        if rows < source[1] and not exact:  # planned rows; a user's block_rows= are kept
-            rows = _part_rows(source[1], rows)
-        return whole_rows(source[0](rows))
+        if rows < source.unit and not exact:  # planned rows; a user's block_rows= are kept
+            rows = _part_rows(source.unit, rows)
+        return whole_rows(source.read(rows))
     old = tuple(int(c) for c in data.chunks[0])
     head = old[:-1] if len(old) > 1 else old
     if len(set(head)) == 1 and head[0] % -(-head[0] // rows) == 0 and old[-1] <= head[0]:
@@ -226,7 +202,7 @@ def _part_rows(unit: int, rows: int) -> int:
     return next((unit // k for k in range(k0, 2 * k0 + 1) if unit % k == 0), -(-unit // k0))
 
 
-def _read_once(key: str | None, n_rows: int, row_bytes: int, rule: BlockPlan) -> bool:
+def _read_once(source: RowSource | None, n_rows: int, rule: BlockPlan) -> bool:
     """Whether blocks smaller than the store's chunk come from one read of each chunk.
 
     The chunk, held while its blocks run, must fit the task beside one block.
@@ -237,10 +213,10 @@ def _read_once(key: str | None, n_rows: int, row_bytes: int, rule: BlockPlan) ->
     others), each block reads its own rows instead, decoding its chunk again,
     and the blocks are shared out one by one.
     """
-    if key is None or rule.budget is None:
+    if source is None or rule.budget is None:
         return False
-    unit = _ROW_SOURCES[key][1]
-    if unit * _SOURCE_ROW_BYTES.get(key, row_bytes) + rule.task_bytes > rule.budget:
+    unit = source.unit
+    if unit * source.row_bytes + rule.task_bytes > rule.budget:
         return False
     return rule.limit != "parallelism" or (-(-n_rows // unit)) % max(1, rule.threads or 1) == 0
 
@@ -250,7 +226,8 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     """Let the planner re-read ``Y = derive(X)`` through ``X``'s store.
 
     ``Y`` is made from ``X`` row block by row block (columns appended, a dtype
-    cast); when ``X`` was opened on a store (:func:`register_row_source`), a
+    cast); when ``X`` carries a :class:`~distsketch.graph.row_sources.RowSource`
+    (it was opened on a store), ``Y`` is given the derived source, so that a
     stage that needs blocks of ``Y`` smaller than the store's chunks re-reads
     ``X`` at that size and derives again, so that each block's read is part of
     the task that uses it, instead of cutting ``Y``'s blocks after they are made.
@@ -260,8 +237,8 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     Y : dask.array.Array of shape (n, k)
         The derived array, ``derive(X)``.
     X : dask.array.Array of shape (n, d)
-        The array ``Y`` was made from; nothing is registered unless ``X`` itself
-        was registered by its reader.
+        The array ``Y`` was made from; ``Y`` gets no source unless ``X`` itself
+        carries one (one derived from yet another array does not count).
     derive : callable
         ``derive(A)`` makes ``Y`` from ``A``, the same rows as ``X`` in other row
         blocks, block by block.
@@ -269,19 +246,17 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     Returns
     -------
     dask.array.Array
-        ``Y`` itself.
+        ``Y`` itself, carrying ``RowSource.derived(derive, ...)`` of ``X``'s source.
 
     Notes
     -----
-    Costs nothing until a plan re-reads: registration keeps only ``derive`` and
+    Costs nothing until a plan re-reads: the source keeps only ``derive`` and
     the reader of ``X``, on the client.  Used by ``estimators.ridge_summary.stack_xy``.
     """
-    src = _ROW_SOURCES.get(X.name)
-    if src is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:
+    source = row_source_of(X, derived=False)
+    if source is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:
         return Y
-    reopen, unit = src
-    return register_row_source(Y, lambda rows: derive(reopen(rows)), unit,
-                               where=_SOURCE_NAMES.get(X.name, ""))
+    return attach_row_source(Y, source.derived(derive, input_bytes_per_row(Y)))
 
 
 def _as_blocks(X: Any, rows: int) -> da.Array:
@@ -398,8 +373,8 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
         NumPy is cut to the plan; an in-memory array of another namespace
         (CuPy, array-api-strict) gets the same plan and runs in this process
         (:class:`~distsketch.graph.inprocess.InProcessBlocks`); a dask array's blocks larger than the plan
-        are split (re-read at the planned size when its reader registered
-        with :func:`register_row_source`), smaller ones kept.
+        are split (re-read at the planned size when its reader attached a
+        :class:`~distsketch.graph.row_sources.RowSource`), smaller ones kept.
     bytes_per_row : float, optional
         Working memory of the stage per row (input + output + temporaries).
     fixed_bytes : float, default 0
@@ -429,20 +404,22 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
                                         fixed_bytes), row_start, lazy, bytes_per_row, fixed_bytes)
     n = X.shape[0]
     if lazy:
-        unit = align or _row_unit(X)
+        # the store X was read from (also that of an array derived from one, for its
+        # chunk rows), and the source that re-reads X itself
+        store = row_source_of(X)
+        own = row_source_of(X, derived=False)
+        unit = align or (store.unit if store is not None else None)
         rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=unit)
-        key = _row_source(X)
-        if key is not None:
-            _check_store_chunk(_ROW_SOURCES[key][1], _SOURCE_ROW_BYTES.get(key, row_bytes), rule,
-                               _SOURCE_NAMES.get(key, ""))
+        if store is not None:
+            _check_store_chunk(store.unit, store.row_bytes, rule, store.where)
         data = whole_rows(X)
         if block_rows is not None:
-            data = (_split(X, data, int(block_rows), exact=True) if X.name in _ROW_SOURCES else
+            data = (_split(data, int(block_rows), own, exact=True) if own is not None else
                     rechunk(data, {0: int(block_rows)}))
             limit = "block_rows"
         elif max(data.chunks[0], default=0) > rule.block_rows:
-            once = _read_once(key, n, row_bytes, rule)
-            data, limit = _split(X, data, rule.block_rows, once), rule.limit
+            once = _read_once(store, n, rule)
+            data, limit = _split(data, rule.block_rows, own, once), rule.limit
         else:
             limit = "chunks"
         plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes,

@@ -34,9 +34,9 @@ import numpy as np
 
 from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
 
-__all__ = ["active_client", "blas_single_thread", "compute", "compute_array", "drop_aliases",
-           "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled", "rechunk",
-           "single_threaded_blas", "task_blas"]
+__all__ = ["PROGRESS_KEY", "active_client", "blas_single_thread", "compute", "compute_array",
+           "drop_aliases", "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled",
+           "rechunk", "single_threaded_blas", "task_blas"]
 
 
 def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
@@ -182,14 +182,34 @@ def active_client() -> Any | None:
     return client
 
 
+#: dask config key of the default of every ``progress=None`` (the CLI's --progress sets it)
+PROGRESS_KEY = "distsketch.progress"
+#: deprecated alias of the dask config ``distsketch.progress``, read where that is unset
+DEPRECATED_PROGRESS_VARIABLE = "DISTSKETCH_PROGRESS"
+
+
+def _is_on(value: Any) -> bool:
+    # a config value from YAML or DASK_DISTSKETCH__PROGRESS (bool, 0/1, or a word)
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
+
+
 def progress_enabled(progress: bool | None) -> bool:
-    """Resolve a ``progress`` argument: None means on when stderr is a terminal
-    or ``DISTSKETCH_PROGRESS=1``."""
+    """Resolve a ``progress`` argument.
+
+    None means: the dask config ``distsketch.progress`` where set (the CLI's
+    ``--progress`` / ``--no-progress`` set it while a command runs; from the
+    environment ``DASK_DISTSKETCH__PROGRESS=1``), else the deprecated
+    variable ``DISTSKETCH_PROGRESS``, else on when stderr is a terminal.
+    """
     if progress is not None:
         return bool(progress)
-    env = os.environ.get("DISTSKETCH_PROGRESS")
-    if env is not None:
-        return env not in ("", "0", "false", "no")
+    value = dask.config.get(PROGRESS_KEY, None)
+    if value is None:
+        value = os.environ.get(DEPRECATED_PROGRESS_VARIABLE)
+    if value is not None:
+        return _is_on(value)
     return sys.stderr.isatty()
 
 

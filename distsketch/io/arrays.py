@@ -25,7 +25,8 @@ from dask.base import tokenize
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_rows, to_dask
 from distsketch.graph.devices import blocks_on_device, current_device
-from distsketch.graph.plan import register_row_source
+from distsketch.graph.plan import input_bytes_per_row
+from distsketch.graph.row_sources import RowSource, attach_row_source
 from distsketch.io.safety import split_array_path
 from distsketch.io.small_chunks import warn_small_chunks
 from distsketch.io.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
@@ -247,9 +248,11 @@ def open_array(
     # the planner may re-read the store with smaller blocks (aligned to its chunks)
     again = source if loc is None else path
     # re-read at the shape read here: rows appended meanwhile are not part of this array
-    return register_row_source(out, functools.partial(_reopen, again, component, so,
-                                                      tuple(arr.shape), arr.dtype, device=device),
-                               unit, where=path + (f"::{component}" if component else ""))
+    reopen = functools.partial(_reopen, again, component, so, tuple(arr.shape), arr.dtype,
+                               device=device)
+    return attach_row_source(out, RowSource(
+        reopen, unit, where=path + (f"::{component}" if component else ""),
+        row_bytes=input_bytes_per_row(out)))
 
 
 def _written_by_distsketch(loc: Location, arr: zarr.Array) -> bool:
