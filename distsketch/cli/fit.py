@@ -134,21 +134,28 @@ def _as_gamma(value: Any, option: str) -> Any:
     return value
 
 
-def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
+def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace,
+                 n_rows: int | None = None
                  ) -> tuple[dict[str, Any], type | None, dict[str, Any]]:
     """The estimator's parameters and, for a model holding a feature map, the map's.
 
     Returns ``(params, feature_class, feature_params)``; ``feature_class`` is
     None for an estimator without a ``features`` parameter.  A model holding a
-    feature map gets one only when a feature option is given (default class
-    RandomFourierFeatures), else the model's own default map.  A ``gamma``
-    of ``"median"`` stays: the model's ``fit`` resolves it (on the rows its
+    feature map gets one only when a feature option is given, else the
+    model's own default map.  Without ``--features`` (or ``--param
+    features=NAME``) that map is the model's default one, RandomFourierFeatures
+    of the model's default width for ``n_rows`` rows (``default_n_features``)
+    unless a width is given.  ``--gamma`` with a number is the scale ``fit``
+    reports, on standardised columns: the model keeps standardising unless
+    ``--param standardize=false`` says otherwise.  A ``gamma`` of
+    ``"median"`` stays: the model's ``fit`` resolves it (on the rows its
     feature map sees), as in Python.
     """
     params = dict(preset)
     accepted = _params_of(cls)
     holds_map = "features" in accepted
     feature_cls: type | None = None
+    named = False  # the feature map's class chosen by --features or --param features=NAME
     fparams: dict[str, Any] = {}
     for name in _OPTION_PARAMS:
         value = getattr(args, name)
@@ -174,6 +181,7 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
                               "(no 'features' parameter); it applies to SketchedKernelRidge and "
                               "SketchedKernelRidgeClassifier.")
         feature_cls = resolve_feature_map(args.features, f"--features {args.features}")
+        named = True
     for name, value in parse_params(args.param).items():
         head, dot, sub = name.partition(".")
         if dot and head == "features" and holds_map:
@@ -184,6 +192,7 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
         elif name == "features" and holds_map:
             # a registry name only: the class is looked up, never imported by name
             feature_cls = resolve_feature_map(value, f"--param features={value}")
+            named = True
         elif name not in accepted:
             raise _no_param(f"--param {name}=...", cls, name)
         else:
@@ -197,6 +206,17 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace
         for name in fparams:
             if name not in _params_of(feature_cls):
                 raise _no_param(f"feature map parameter {name!r}", feature_cls, name)
+        if not named and "n_components" not in fparams and n_rows is not None:
+            # the model's default map with some of its parameters changed: its width stays the
+            # model's default, not the map class's own (100 random Fourier features)
+            from distsketch.estimators.ridge_defaults import default_n_features
+
+            fparams["n_components"] = default_n_features(n_rows)
+        if (isinstance(_as_gamma(args.gamma, "--gamma"), float)
+                and "standardize" in accepted and "standardize" not in params):
+            # --gamma is the scale fit reports, on standardised columns: "auto" would turn
+            # standardising off for a number and the same gamma would mean another kernel
+            params["standardize"] = True
     # without feature options the model's own default map (features=None) stands, so a
     # CLI fit is the Python one with the same arguments
     return params, feature_cls, fparams
@@ -220,8 +240,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Fit an estimator out of core on INPUT (a Zarr store, 'store.zarr::X' for an array "
             "in a group) and save it to MODEL (a Zarr group; load it with distsketch.load). "
             "Default: StreamingKernelPCA (random Fourier features + Frequent Directions). "
-            "Supervised estimators take their targets with --y; a kernel ridge model's feature "
-            "map is chosen with --features and --param features.KEY=VALUE."),
+            "Supervised estimators take their targets with --y, else the labels y stored with "
+            "INPUT by `distsketch ingest --label-column` (or --labels); a kernel ridge model's "
+            "feature map is chosen with --features and --param features.KEY=VALUE."),
     )
     p.add_argument("input", help="input Zarr store (rows are points)")
     p.add_argument("model", help="output model store (directory)")
@@ -233,14 +254,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "features.KEY=VALUE sets one of a kernel ridge model's feature map, "
                         "features=NAME chooses it by registered name")
     p.add_argument("--y", default=None, help="targets for supervised estimators, e.g. "
-                                             "data.zarr::y")
+                                             "data.zarr::y (default: the labels y stored "
+                                             "with INPUT by ingest, when it has them)")
     p.add_argument("--n-components", type=int, default=None,
                    help="output width: components, or features of a feature map")
     p.add_argument("--kernel", default=None, help="kernel name (e.g. rbf)")
     p.add_argument("--gamma", default=None,
                    help="kernel scale, or 'median' for 1/median squared distance of a sample; "
-                        "for a kernel ridge model, its feature map's (default: the model's own, "
-                        "1/n_features on standardised columns)")
+                        "for a kernel ridge model, its feature map's on standardised columns, "
+                        "as fit reports it: the model keeps standardising and its default "
+                        "width (default: chosen by leave-one-out; --param standardize=false "
+                        "for a gamma of the columns as they are)")
     p.add_argument("--n-random-features", type=int, default=None,
                    help="width m of an inner random feature map (StreamingKernelPCA)")
     p.add_argument("--sketch-size", type=int, default=None, help="Frequent Directions size l")
@@ -256,7 +280,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="width of a kernel ridge model's feature map (its n_components)")
     p.add_argument("--n-check", type=_non_negative, default=2000, metavar="ROWS",
                    help="training rows sampled to compare a supervised model with a constant "
-                        "predictor (default 2000; one more pass over INPUT; 0 skips the check)")
+                        "predictor, with a warning when it is no better or barely better "
+                        "(default 2000; one more pass over INPUT; 0 skips the check)")
     add_input_options(p)
     p.set_defaults(func=run)
     return p
@@ -277,10 +302,11 @@ def _needs_targets(cls: type) -> bool:
     return y is not None and y.default is inspect.Parameter.empty
 
 
-def _read_targets(spec: str, n: int, storage_options: dict | None = None) -> Any:
+def _read_targets(spec: str, n: int, storage_options: dict | None = None,
+                  where: str | None = None) -> Any:
     from distsketch.io.targets import open_targets
 
-    return open_targets(spec, n, where=f"--y {spec}",
+    return open_targets(spec, n, where=where or f"--y {spec}",
                         storage_options=storage_options).as_dask()
 
 
@@ -294,8 +320,57 @@ def _chosen(est: Any) -> dict[str, Any]:
     return out
 
 
+def _standardises(est: Any) -> bool | None:
+    """Whether the fitted model standardised its columns (None: it has no such step)."""
+    if not hasattr(est, "x_mean_"):
+        return None
+    return getattr(est, "x_mean_", None) is not None
+
+
+def _exact(value: float) -> str:
+    """``value`` short when that reads back as the same float, else every digit it needs."""
+    short = f"{value:.6g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def _chosen_text(chosen: dict[str, Any], standardised: bool | None) -> str:
+    """`` (alpha 0.1861, gamma 0.125 on standardised columns)``: what the model chose.
+
+    gamma is printed so that ``--gamma`` given it back is the same float,
+    with the columns it applies to when the model standardises them.
+    """
+    parts = []
+    for name, value in chosen.items():
+        if name == "gamma":
+            where = " on standardised columns" if standardised else ""
+            parts.append(f"gamma {_exact(value)}{where}")
+        else:
+            parts.append(f"{name} {value:.4g}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _labels_note(cls: type, spec: str, storage_options: dict | None) -> str:
+    """What a fit of an unsupervised ``cls`` on a store with labels ``spec`` tells the user."""
+    from distsketch.cli.labels import method_hint, supervised_methods, target_kind
+
+    classifiers, regressors = supervised_methods()
+    return (f"{spec} holds the labels stored by ingest, which {cls.__name__} does not use (it is "
+            f"unsupervised). To model them: {method_hint(target_kind(spec, storage_options))} "
+            "(fit then uses these labels without --y); the supervised methods are the "
+            f"classifiers {', '.join(classifiers)} and the regressors {', '.join(regressors)}.")
+
+
+def _no_targets(cls: type, source: str) -> ConfigError:
+    return ConfigError(
+        f"{cls.__name__} is supervised: pass its targets with --y (a Zarr array with one target "
+        f"per row of {source}, e.g. --y targets.zarr::y). {source} holds no labels of its own: "
+        "`distsketch ingest TABLE STORE --label-column NAME` (or --labels FILE for .npy and idx "
+        "labels) stores them as STORE::y, which fit then uses by itself.")
+
+
 def run(args: argparse.Namespace) -> int:
-    from distsketch.cli.score import training_check
+    from distsketch.cli.labels import integer_class_targets, store_labels
+    from distsketch.cli.score import is_classifier, training_check
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint
     from distsketch.io.model import save_model
@@ -306,20 +381,34 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.model, overwrite=args.overwrite, inputs=[args.input, args.y],
                  storage_options=so)
     cls, preset = resolve_estimator(args.method)
-    params, feature_cls, fparams = build_params(cls, preset, args)
+    X = open_command_input(args, so)
+    n, d = int(X.shape[0]), int(X.shape[1])
+    params, feature_cls, fparams = build_params(cls, preset, args, n_rows=n)
     if feature_cls is not None:
         params["features"] = feature_cls(**fparams)
     # gamma="median" (the model's or its feature map's) is resolved by the model's fit
     median = "median" in (params.get("gamma"), fparams.get("gamma"))
     est = cls(**params)
-    X = open_command_input(args, so)
-    y = _read_targets(args.y, X.shape[0], so) if args.y else None
-    n, d = int(X.shape[0]), int(X.shape[1])
     check_before_cluster(est, n, d)
-    if args.y is None and _needs_targets(cls):
-        raise ConfigError(f"{cls.__name__} is supervised: pass its targets with --y, e.g. "
-                          f"--y {args.input}::y (the labels ingest stores with --labels).")
+    targets, from_input, note = args.y, False, None
+    if targets is None:
+        # the labels ingest stored beside the rows (STORE::y), when the input has them
+        labels = store_labels(args.input, so)
+        if _needs_targets(cls):
+            if labels is None:
+                raise _no_targets(cls, args.input)
+            targets, from_input = labels, True
+        elif labels is not None:
+            note = _labels_note(cls, labels, so)
+    where = f"the labels {targets} stored with the input" if from_input else None
+    y = _read_targets(targets, n, so, where) if targets else None
     with PeakMemory() as pm, cluster(args, X):
+        if from_input:
+            stage(f"targets: the labels {targets} stored with {args.input} (--y chooses others)")
+        if y is not None and is_classifier(est):
+            # class numbers stored as float (a CSV's 1..7) stay integers in classes_ and
+            # predictions: 7, not 7.0
+            y = integer_class_targets(y)
         stage(f"fitting {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())}) "
               f"on {args.input}: {n} rows x {d} features")
         t0 = time.perf_counter()
@@ -337,23 +426,29 @@ def run(args: argparse.Namespace) -> int:
     # the seed actually used (the one drawn when random_state=null was asked for)
     seed = getattr(est, "seed_", params.get("random_state"))
     seed = int(seed) if seed is not None else None
-    if check is not None and check["no_better_than_constant"]:
+    if check is not None and (check["no_better_than_constant"]
+                              or check["barely_better_than_constant"]):
         warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
                       "fit_seconds": round(seconds, 3), "random_state": seed},
                storage_options=so)
+    standardised = _standardises(est)
     result: dict[str, Any] = {
         "command": "fit", "model": str(args.model), "model_class": cls.__name__,
-        "input": str(args.input), "targets": args.y, "rows": n, "n_features": d,
+        "input": str(args.input), "targets": targets, "targets_from_input": from_input,
+        "rows": n, "n_features": d,
         "params": {k: repr(v) for k, v in sorted(est.get_params(deep=False).items())},
         "gamma_median": gamma, "random_state": seed, "fit_seconds": round(seconds, 3),
-        # what the model chose by itself (alpha by GCV or CV, its kernel scale)
-        "chosen": _chosen(est),
+        # what the model chose by itself (alpha by GCV or CV, its kernel scale), and whether
+        # that gamma is of standardised columns (None: a model without that step)
+        "chosen": _chosen(est), "standardized": standardised, "labels_note": note,
         "peak_memory_bytes": pm.peak_bytes, "training_check": check}
-    chose = ", ".join(f"{k} {v:.4g}" for k, v in result["chosen"].items())
-    chose = f" ({chose})" if chose else ""
-    line = (f"fitted {cls.__name__} on {n} rows{chose} in {seconds:.1f} s "
-            f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}")
-    finish(result, line)
+    chose = _chosen_text(result["chosen"], standardised)
+    using = f" with the labels {targets} stored with the input" if from_input else ""
+    lines = [f"fitted {cls.__name__} on {n} rows{using}{chose} in {seconds:.1f} s "
+             f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}"]
+    if note is not None:
+        lines.append(f"note: {note}")
+    finish(result, lines)
     return 0

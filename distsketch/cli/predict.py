@@ -36,12 +36,24 @@ def _write_options(model: Any) -> dict[str, Any]:
             "attrs": predictions_attrs(model), "manifest": {"predictions": True}}
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_model(args: argparse.Namespace, model: Any) -> None:
+    """Refuse a model without predict; the hint fits the labels INPUT holds, if any."""
+    from distsketch.cli.common import storage_options_arg
+    from distsketch.cli.labels import store_labels
     from distsketch.cli.score import check_predictor
+
+    if callable(getattr(model, "predict", None)):
+        return
+    so = storage_options_arg(args)
+    check_predictor(model, args.model, targets=store_labels(args.input, so),
+                    input_path=args.input, storage_options=so)
+
+
+def run(args: argparse.Namespace) -> int:
     from distsketch.diagnostics import format_bytes
 
     done = apply_saved_model(args, method="predict", verb="predicting", what="predictions for",
-                             check_model=lambda model: check_predictor(model, args.model),
+                             check_model=lambda model: _check_model(args, model),
                              write_options=_write_options)
     model, P, seconds = done.model, done.out, done.seconds
     shape = [int(s) for s in P.shape]

@@ -19,17 +19,36 @@ from distsketch.cli.common import (
 from distsketch.cli.output import finish
 from distsketch.errors import ConfigError, InputError
 
-__all__ = ["add_parser", "check_predictor", "run", "score_predictions", "training_check"]
+__all__ = ["BARELY_BETTER", "add_parser", "check_predictor", "run", "score_predictions",
+           "training_check"]
+
+#: a fitted model that closes less than this share of the gap between a constant predictor
+#: and a perfect one on its training rows is "barely better than a constant" (warned about)
+BARELY_BETTER = 0.1
 
 
-def check_predictor(model: Any, path: str) -> None:
-    """Refuse a model that cannot predict, naming its class and what to do instead."""
-    if not callable(getattr(model, "predict", None)):
-        raise ConfigError(
-            f"model {path} is a {type(model).__name__}, which has no predict (it is not a "
-            "supervised model). Use `distsketch transform MODEL INPUT OUTPUT` for its features, "
-            "or fit a predictor, e.g. `distsketch fit X.zarr model.zarr --method "
-            "SketchedKernelRidgeClassifier --y X.zarr::y`.")
+def check_predictor(model: Any, path: str, targets: str | None = None,
+                    input_path: str | None = None, storage_options: dict | None = None) -> None:
+    """Refuse a model that cannot predict, naming its class and what to do instead.
+
+    The hint suggests a regressor for numeric ``targets`` and a classifier for
+    class labels (:func:`distsketch.cli.labels.target_kind`); without
+    ``targets`` it names both.
+    """
+    if callable(getattr(model, "predict", None)):
+        return
+    from distsketch.cli.labels import suggested_methods, target_kind
+
+    kind = target_kind(targets, storage_options) if targets else None
+    x = input_path or "X.zarr"
+    y = targets or f"{x}::y"
+    (first, when), *others = suggested_methods(kind)
+    more = "".join(f"; --method {name} {why}" for name, why in others)
+    raise ConfigError(
+        f"model {path} is a {type(model).__name__}, which has no predict (it is not a "
+        "supervised model). Use `distsketch transform MODEL INPUT OUTPUT` for its features, "
+        f"or fit a predictor: `distsketch fit {x} model.zarr --method {first} --y {y}` {when}"
+        f"{more}.")
 
 
 def is_classifier(model: Any) -> bool:
@@ -89,9 +108,13 @@ def training_check(model: Any, X: Any, y: Any, *, n_sample: int = 2000,
     Returns
     -------
     dict
-        ``metric``, ``value``, ``baseline`` (majority rate or 0), ``n_sample``,
-        ``estimated`` (a sample, not all rows), ``no_better_than_constant`` and
-        ``message``.
+        ``metric``, ``value``, ``baseline`` (majority rate or 0), ``skill``
+        (the share of the gap between the constant predictor and a perfect
+        one that the model closes: ``(value − baseline) / (1 − baseline)``,
+        R² itself for a regressor), ``n_sample``, ``estimated`` (a sample,
+        not all rows), ``no_better_than_constant`` (value ≤ baseline),
+        ``barely_better_than_constant`` (better, but ``skill`` below
+        :data:`BARELY_BETTER`) and ``message``.
 
     Notes
     -----
@@ -115,12 +138,24 @@ def training_check(model: Any, X: Any, y: Any, *, n_sample: int = 2000,
     estimated = idx.size < X.shape[0]
     rows = f"{idx.size} sampled training rows" if estimated else f"all {idx.size} training rows"
     bad = value <= baseline
-    message = (f"the fitted {type(model).__name__} is no better than a constant predictor on "
-               f"{rows} ({what}): check the kernel scale (--gamma median), the feature map's "
-               "width (--n-features) and alpha." if bad else
-               f"{metric} {value:.4f} on {rows} (constant predictor: {baseline:.4f})")
-    return {"metric": metric, "value": value, "baseline": baseline, "n_sample": int(idx.size),
-            "estimated": bool(estimated), "no_better_than_constant": bool(bad),
+    # a perfect score is 1 for both metrics; one class only (baseline 1) leaves no gap
+    skill = (value - baseline) / (1.0 - baseline) if baseline < 1.0 else 0.0
+    barely = not bad and skill < BARELY_BETTER
+    fix = ("check the kernel scale (--gamma median), the feature map's width (--n-features) and "
+           "alpha.")
+    if bad:
+        message = (f"the fitted {type(model).__name__} is no better than a constant predictor on "
+                   f"{rows} ({what}): {fix}")
+    elif barely:
+        name = {"accuracy": "accuracy", "r2": "R^2"}[metric]
+        message = (f"the fitted {type(model).__name__} is barely better than a constant predictor "
+                   f"on {rows} ({name} {value:.3f} against {baseline:.3f}: it closes {skill:.1%} "
+                   f"of the gap to a perfect fit, less than {BARELY_BETTER:.0%}): {fix}")
+    else:
+        message = f"{metric} {value:.4f} on {rows} (constant predictor: {baseline:.4f})"
+    return {"metric": metric, "value": value, "baseline": baseline, "skill": float(skill),
+            "n_sample": int(idx.size), "estimated": bool(estimated),
+            "no_better_than_constant": bool(bad), "barely_better_than_constant": bool(barely),
             "message": message}
 
 
@@ -149,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     apply_progress(args)
     so = storage_options_arg(args)
     model = load(args.model, storage_options=so)
-    check_predictor(model, args.model)
+    check_predictor(model, args.model, targets=args.y, input_path=args.input, storage_options=so)
     X = open_command_input(args, so)
     check_n_features(model, X, reset=False)
     y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}", storage_options=so).as_dask()

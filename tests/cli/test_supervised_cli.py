@@ -33,8 +33,8 @@ from distsketch import (
 )
 from distsketch.cli.common import median_gamma
 from distsketch.estimators.ridge_defaults import default_n_features
-from distsketch.estimators.ridge_summary import _SLICE_ROWS
 from distsketch.io import load, open_array, read_manifest, write_array
+from distsketch.summaries.ridge import SLICE_ROWS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -141,11 +141,11 @@ def test_same_features_give_scikit_learns_ridge_classifier(digits, fitted):
     assert model.alpha_ in model.cv_results_["alphas"]
     ref = RidgeClassifier(alpha=model.alpha_).fit(Z, ytr)
     # at GCV's alpha float32 rows give a Gram of float32 products, A + ΔA, within
-    # γ_b·|Z|ᵀ|Z| of A (b = _SLICE_ROWS); the solution w̃ of A + ΔA is then exactly
+    # γ_b·|Z|ᵀ|Z| of A (b = SLICE_ROWS); the solution w̃ of A + ΔA is then exactly
     # w − (A_c + αI)⁻¹ΔA·w̃ (A_c centred), which is what is checked against scikit-learn
     n = Z.shape[0]
     dA = model.gram_ - Z.T @ Z
-    b = _SLICE_ROWS * 2.0**-24
+    b = SLICE_ROWS * 2.0**-24
     assert np.all(np.abs(dA) <= b / (1 - b) * (np.abs(Z).T @ np.abs(Z)))
     zbar = model.zsum_ / n
     Ac = Z.T @ Z - n * np.outer(zbar, zbar) + model.alpha_ * np.eye(Z.shape[1])
@@ -224,10 +224,13 @@ def test_feature_map_by_registry_name_and_explicit_gamma(small, capsys):
     _fit(d, capsys, "g.zarr", "--method", "SketchedKernelRidge", "--y", f"{d}/t.zarr::y",
          "--gamma", "0.3", "--random-state", "2")
     model = load(d / "g.zarr")
-    # --gamma applies to the (default) feature map of a ridge model
+    # --gamma applies to the (default) feature map of a ridge model, on standardised columns
+    # as fit reports it: the model keeps standardising and its default width
     assert isinstance(model.features_, RandomFourierFeatures) and model.features_.gamma == 0.3
-    ref = SketchedKernelRidge(features=RandomFourierFeatures(gamma=0.3), random_state=2).fit(X, y)
-    np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
+    ref = SketchedKernelRidge(features=RandomFourierFeatures(
+        gamma=0.3, n_components=default_n_features(X.shape[0])), standardize=True,
+        random_state=2).fit(str(d / "x.zarr"), y)  # the same store: the same summation
+    np.testing.assert_array_equal(model.predict(X), ref.predict(X))
 
 
 @pytest.mark.parametrize("argv, match", [
