@@ -39,6 +39,19 @@ Optional hooks and attributes:
 :func:`raise_on_compute` makes any dask computation inside a ``with`` block
 raise, to prove that a method only builds a graph.
 
+Storage kinds have their own conformance base, :class:`LocationTests`: the
+contract every :class:`~distsketch.io.location.Location` subclass keeps
+(objects, paths, capabilities, commits, the one-writer lock).  Subclass it and
+define ``make_location(tmp_path)``, returning a fresh location that does not
+exist yet (its parent writable)::
+
+    from distsketch.io import resolve
+    from distsketch.testing import LocationTests
+
+    class TestMemoryLocation(LocationTests):
+        def make_location(self, tmp_path):
+            return resolve(f"memory://{tmp_path.name}/out")
+
 Requires the ``test`` extra (pytest, hypothesis).
 """
 
@@ -61,6 +74,7 @@ from distsketch.graph import from_source, tree_reduce
 
 __all__ = [
     "ComputeError",
+    "LocationTests",
     "MergeableSummaryTests",
     "assert_states_equal",
     "checkpoint_round_trip",
@@ -471,3 +485,188 @@ class MergeableEstimatorTests:
         X_all = np.concatenate([self._batches()[0][0], *(X for X, _ in batches)])
         for folded in folds:
             self._assert_close(folded, est, X_all)
+
+
+class LocationTests:
+    """Conformance tests every storage kind (:class:`~distsketch.io.location.Location`
+    subclass) should pass.
+
+    Hook: :meth:`make_location`.  A kind that needs a server takes it in an
+    autouse fixture of the subclass and keeps it on ``self``.
+
+    The contract: objects are written whole and read back byte for byte, a
+    missing one is a :class:`FileNotFoundError` (where the storage has folders,
+    ``write_bytes`` writes into existing ones: the tests make them first); a child lies inside its
+    parent and keeps its kind; an output is committed all at once by
+    :meth:`~distsketch.io.location.Location.atomic_output` (by a folder swap
+    where ``supports_rename``, else by its manifest, written last, so that an
+    output without one reads as uncommitted); ``supports_links`` says whether
+    stores are checked for links; :meth:`~distsketch.io.location.Location.writer_lock`
+    admits one writer at a time.
+    """
+
+    # ------------------------------------------------------------------ hooks
+    def make_location(self, tmp_path: Any) -> Any:
+        """A fresh :class:`~distsketch.io.location.Location` where nothing exists yet
+        (``tmp_path``: pytest's temporary folder of the test)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- helpers
+    @pytest.fixture
+    def loc(self, tmp_path: Any) -> Any:
+        return self.make_location(tmp_path)
+
+    @staticmethod
+    def _folders(loc: Any, *names: str) -> None:
+        """Make the folders ``write_bytes`` writes into: on a file system they must exist
+        (no call creates them behind a writer's back); on an object store this is a no-op."""
+        for name in ("", *names):
+            loc.fs.makedirs(loc.child(name).path if name else loc.path, exist_ok=True)
+
+    @staticmethod
+    def _commit(loc: Any, files: dict[str, bytes], *, overwrite: bool) -> None:
+        with loc.atomic_output(overwrite=overwrite) as tmp:
+            for name, data in files.items():
+                tmp.write_bytes(name, data)
+
+    @staticmethod
+    def _leftovers(loc: Any) -> list[str]:
+        # temporaries (.tmp-, .old-, .init-) and claims of writers of this output
+        return [n for n in loc.parent.list_names() if n.startswith(f".{loc.name}.")]
+
+    # ------------------------------------------------------------------ tests
+    def test_write_bytes_read_bytes_round_trip(self, loc: Any) -> None:
+        assert not loc.exists()
+        data = bytes(range(256))
+        self._folders(loc, "sub")
+        loc.write_bytes("a.bin", data)
+        loc.write_bytes("sub/b.bin", b"b")
+        assert loc.exists()
+        assert loc.read_bytes("a.bin") == data
+        assert loc.child("sub").read_bytes("b.bin") == b"b"
+        loc.write_bytes("a.bin", b"short")  # replaced whole, never appended to
+        assert loc.read_bytes("a.bin") == b"short"
+        assert loc.list_names() == ["a.bin", "sub"]
+
+    def test_isfile(self, loc: Any) -> None:
+        assert not loc.isfile("a.bin")
+        self._folders(loc, "sub")
+        loc.write_bytes("sub/a.bin", b"1")
+        assert loc.isfile("sub/a.bin") and loc.child("sub").isfile("a.bin")
+        assert not loc.isfile("sub")  # a folder (prefix) is not a file
+        assert not loc.isfile("a.bin")
+
+    def test_missing_object_is_file_not_found(self, loc: Any) -> None:
+        with pytest.raises(FileNotFoundError):
+            loc.read_bytes("nothing.bin")  # the location itself is missing too
+        self._folders(loc)
+        loc.write_bytes("a.bin", b"1")
+        with pytest.raises(FileNotFoundError):
+            loc.read_bytes("nothing.bin")
+        assert loc.child("missing").list_names() == []
+
+    def test_remove_deletes_the_name_and_what_is_under_it(self, loc: Any) -> None:
+        self._folders(loc, "sub", "sub/deeper")
+        loc.write_bytes("keep.bin", b"1")
+        loc.write_bytes("sub/a.bin", b"2")
+        loc.write_bytes("sub/deeper/b.bin", b"3")
+        loc.remove("sub")
+        loc.remove("never-was")  # quietly
+        assert loc.list_names() == ["keep.bin"]
+        assert loc.read_bytes("keep.bin") == b"1"
+
+    def test_children_stay_inside_and_keep_their_kind(self, loc: Any) -> None:
+        child = loc.child("a")
+        assert type(child) is type(loc) and type(loc.sibling("b")) is type(loc)
+        assert child.within(loc) and loc.child("a/b").within(loc) and loc.within(loc)
+        assert child.parent == loc and child.name == "a"
+        assert not loc.within(child)
+        # beside it, even with a name it begins with: not inside
+        assert not loc.sibling(f"{loc.name}x").within(loc)
+        assert not loc.sibling(f".{loc.name}.tmp-1").within(loc)
+        self._folders(loc, "a")
+        loc.child("a").write_bytes("f.bin", b"1")
+        assert loc.read_bytes("a/f.bin") == b"1"
+
+    def test_capabilities_are_declared_on_the_kind(self, loc: Any) -> None:
+        for flag in ("supports_rename", "supports_links", "is_local"):
+            assert isinstance(getattr(type(loc), flag), bool), flag
+        assert isinstance(loc.noun, str) and loc.noun
+
+    def test_links_are_refused_where_the_storage_has_them(self, loc: Any) -> None:
+        from distsketch.errors import StoreError
+
+        self._folders(loc)
+        loc.write_bytes("data.bin", b"1")
+        loc.refuse_links("test store")  # no link: read as it is
+        if not loc.supports_links:
+            return  # nothing can be linked: no check to make
+        elsewhere = loc.sibling(f"{loc.name}-elsewhere")
+        self._folders(elsewhere)
+        elsewhere.write_bytes("secret.bin", b"s")
+        loc.fs.symlink(elsewhere.child("secret.bin").path, loc.child("link.bin").path)
+        with pytest.raises(StoreError, match="link"):
+            loc.refuse_links("test store")
+        assert elsewhere.read_bytes("secret.bin") == b"s"
+
+    def test_commit_is_all_or_nothing(self, loc: Any) -> None:
+        from distsketch.errors import StoreError
+
+        with loc.atomic_output(overwrite=False) as tmp:
+            assert not tmp.within(loc)
+            tmp.write_bytes("a.bin", b"old")
+            tmp.write_bytes("old-only.bin", b"x")
+            assert not loc.isfile("a.bin")  # nothing shows before the block ends
+        assert loc.read_bytes("a.bin") == b"old" and loc.written_by_distsketch()
+        loc.check_committed()
+        # a failing replacement changes nothing and leaves no temporary behind
+        with pytest.raises(RuntimeError, match="stop"):
+            with loc.atomic_output(overwrite=True) as tmp:
+                tmp.write_bytes("a.bin", b"new")
+                tmp.write_bytes("b.bin", b"new")
+                raise RuntimeError("stop")
+        assert loc.read_bytes("a.bin") == b"old" and not loc.isfile("b.bin")
+        assert self._leftovers(loc) == []
+        # an output is replaced only when asked to
+        with pytest.raises(StoreError):
+            self._commit(loc, {"a.bin": b"new"}, overwrite=False)
+        assert loc.read_bytes("a.bin") == b"old"
+        # a replacement is whole: what the old output alone held is gone
+        self._commit(loc, {"a.bin": b"new", "b.bin": b"new"}, overwrite=True)
+        assert loc.read_bytes("a.bin") == b"new" and loc.read_bytes("b.bin") == b"new"
+        assert not loc.isfile("old-only.bin")
+        assert self._leftovers(loc) == []
+        loc.check_committed()
+
+    def test_output_without_manifest_is_uncommitted_where_nothing_renames(self, loc: Any
+                                                                          ) -> None:
+        from distsketch.errors import StoreError
+        from distsketch.io.manifest import MANIFEST_NAME
+
+        self._commit(loc, {"a.bin": b"1"}, overwrite=False)
+        if loc.supports_rename:
+            # committed by its rename: what is there is whole, whatever it holds
+            loc.remove(MANIFEST_NAME)
+            loc.check_committed()
+            return
+        # committed by its manifest, written last: without it, a write was interrupted
+        assert loc.isfile(MANIFEST_NAME)
+        loc.remove(MANIFEST_NAME)
+        with pytest.raises(StoreError, match="no manifest"):
+            loc.check_committed()
+        assert loc.read_bytes("a.bin") == b"1"  # refused, not deleted
+
+    def test_writer_lock_admits_one_writer(self, loc: Any) -> None:
+        from distsketch.errors import StoreError
+
+        self._folders(loc)
+        loc.write_bytes("data.bin", b"1")
+        with loc.writer_lock("writing") as held:
+            held.confirm()
+            with pytest.raises(StoreError, match="another"):
+                with loc.writer_lock("writing"):
+                    pass
+            held.confirm()  # the refused writer took nothing over
+        with loc.writer_lock("writing") as again:  # released on leaving the block
+            again.confirm()
+        assert loc.read_bytes("data.bin") == b"1"

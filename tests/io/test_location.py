@@ -18,7 +18,34 @@ from distsketch.io.location import Location
 from distsketch.io.manifest import MANIFEST_NAME
 from distsketch.io.publish import atomic_output
 from distsketch.io.storage_kinds import FsspecLocation, LocalLocation
+from distsketch.testing import LocationTests
+from distsketch.workflow.state import _FolderSwap
 from distsketch.workflow.storage import open_storage
+
+
+class TestLocalLocation(LocationTests):
+    """The local file system: folder swaps, links checked, ``flock`` on the store."""
+
+    def make_location(self, tmp_path):
+        return resolve(tmp_path / "out")
+
+
+class TestMemoryLocation(LocationTests):
+    """fsspec's in-memory filesystem: manifest-last commits, claim objects."""
+
+    def make_location(self, tmp_path):
+        return _memory("out")
+
+
+class TestS3Location(LocationTests):
+    """An S3 bucket (a moto server): what an object store really answers."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, s3):
+        self.s3 = s3
+
+    def make_location(self, tmp_path):
+        return resolve(self.s3.url(), self.s3.storage_options)
 
 
 def _memory(name: str) -> Location:
@@ -92,7 +119,7 @@ def test_leftovers_of_killed_writers_are_removed_and_nothing_else():
 def test_run_storage_commits_the_way_the_location_can(tmp_path, kind):
     where = str(tmp_path / "out") if kind == "local" else _memory("out").url
     storage = open_storage(where, None)
-    assert storage.state._swap is storage.loc.supports_rename
+    assert isinstance(storage.state._commit, _FolderSwap) is storage.loc.supports_rename
     assert storage.state.read() is None
     assert storage.read_result_manifest() is None
     with storage.locked(False, inputs=[]):
