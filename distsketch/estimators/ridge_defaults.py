@@ -30,13 +30,13 @@ import scipy.linalg as sla
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.ridge_summary import dense_float64
 from distsketch.graph import compute, reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
 from distsketch.summaries.base import takes_out
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
+from distsketch.summaries.ridge import dense_float64
 from distsketch.validation import is_dask
 from distsketch.validation.finite import check_finite_result, is_array_api
 
@@ -173,7 +173,7 @@ def feature_block_functions(maps: list[Any], scaler: tuple | None = None
 
     Returns the functions, the operands of every map in turn and each map's
     number of operands (the ``functions``, operands and ``n_operands`` of
-    :func:`~distsketch.estimators.ridge_summary.map_features`).
+    :func:`~distsketch.summaries.ridge.map_features`).
     """
     fns: list[Any] = []
     ops: list[Any] = []
