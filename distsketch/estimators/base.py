@@ -1,8 +1,9 @@
 """Shared machinery of distsketch estimators (scikit-learn conventions).
 
 * keyword-only ``__init__`` that only stores parameters;
-* ``_parameter_constraints`` checked before every ``fit``/``partial_fit`` by
-  the wrapper :meth:`DistsketchEstimator.__init_subclass__` puts around them;
+* ``_parameter_constraints`` checked once before every ``fit``/``partial_fit``
+  by the :func:`fit_context` decorator each of them carries (explicitly: a
+  method without it runs unchecked, and the tests refuse such an estimator);
 * randomness drawn once in ``fit`` into an integer ``seed_`` from which every
   operator is regenerated, on any worker (a ``Generator``/``RandomState`` given
   as ``random_state`` is drawn from once; ``save`` stores ``seed_`` in its place);
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,71 +55,107 @@ from distsketch.validation import (
 from distsketch.validation.finite import FiniteRows, is_array_api
 
 __all__ = ["DistsketchEstimator", "MergeableEstimator", "OperatorSize", "RowMapTransformer",
-           "TransformerMixin", "is_mergeable", "to_numpy"]
+           "TransformerMixin", "fit_context", "is_mergeable", "summary_context", "to_numpy"]
 
 #: One operator or state a fit holds in a task: (what it is, with the parameters that size it;
 #: its bytes; the fix), as :func:`distsketch.graph.check_operator_memory` takes them.
 OperatorSize = tuple[str, float, str]
 
-_SINGLE_THREADED = ("fit", "partial_fit", "merge", "merge_summaries", "fold")
-_VALIDATED = ("fit", "partial_fit")
-#: run in any thread (a workflow's segments at once), so BLAS is left to the tasks; its passes
-#: share one look-up of the cluster's resources all the same
-_SCOPED = ("summarize",)
+#: ids of the estimators whose parameters the running fit context has checked: a fit that
+#: calls its own ``partial_fit``/``fit`` (or ``super().fit``) checks them once, not per call.
+#: A new thread starts with none, so a call there checks them anew.
+_VALIDATED_IN: ContextVar[frozenset[int]] = ContextVar("distsketch_validated_in",
+                                                      default=frozenset())
+
+#: the marker :func:`fit_context` and :func:`summary_context` set on what they return:
+#: "fit" (validates), "merge" (does not) or "summary"
+FIT_CONTEXT_MARKER = "__fit_context__"
 
 
-def _validating(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Check the estimator's parameters before ``method`` runs (scikit-learn's ``_fit_context``)."""
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        self._validate_params()
-        if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):
-            from distsketch.io.targets import open_target_args  # y as "store.zarr::y"
+def fit_context(method: Callable[..., Any] | None = None, *,
+                validate: bool = True) -> Any:
+    """Run an estimator method in the fit context (scikit-learn's ``_fit_context``).
 
-            args, kwargs = open_target_args(args, kwargs)
-        return method(self, *args, **kwargs)
+    Put explicitly on every method that changes the fitted state: ``fit`` and
+    ``partial_fit`` (``@fit_context``), ``merge``, ``merge_summaries`` and
+    ``fold`` (``@fit_context(validate=False)``).  The call runs
 
-    wrapper._validates_params = True  # type: ignore[attr-defined]
-    return wrapper
+    * with BLAS on one thread (:func:`~distsketch.blas.blas_single_thread`):
+      LAPACK results change in the last bits with the thread count, and a
+      fitted model must be bitwise the same in any process;
+    * with the cluster resources looked up once
+      (:func:`~distsketch.graph.budget.resources_scope`), shared by its
+      stages and by the estimators it fits inside;
+    * with ``validate``: after :meth:`DistsketchEstimator._validate_params`
+      (once per outermost call on this estimator: a ``fit`` that calls its own
+      ``partial_fit`` or ``super().fit`` does not check again), and with ``y``
+      given as ``"store.zarr::y"`` opened.
 
+    Parameters
+    ----------
+    method : callable, optional
+        The method (``@fit_context``); omitted for ``@fit_context(validate=False)``.
+    validate : bool, default=True
+        Whether the call checks the parameters first.
 
-def _in_fit_context(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``method`` with BLAS on one thread and the cluster resources looked up once.
-
-    One :func:`~distsketch.blas.blas_single_thread` and one
-    :func:`~distsketch.graph.budget.resources_scope` for the whole call: its
-    stages, and the estimators it fits inside, share both instead of setting
-    the BLAS limit and querying the scheduler anew at each stage.
+    Returns
+    -------
+    callable
+        The wrapped method, marked ``__fit_context__`` ("fit" or "merge").
     """
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with blas_single_thread(), resources_scope():
-            return method(self, *args, **kwargs)
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with blas_single_thread(), resources_scope():
+                if not validate:
+                    return method(self, *args, **kwargs)
+                checked = _VALIDATED_IN.get()
+                token = None
+                if id(self) not in checked:
+                    self._validate_params()
+                    token = _VALIDATED_IN.set(checked | {id(self)})
+                try:
+                    if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):
+                        from distsketch.io.targets import open_target_args  # y: "store.zarr::y"
 
-    return wrapper
+                        args, kwargs = open_target_args(args, kwargs)
+                    return method(self, *args, **kwargs)
+                finally:
+                    if token is not None:
+                        _VALIDATED_IN.reset(token)
+
+        setattr(wrapper, FIT_CONTEXT_MARKER, "fit" if validate else "merge")
+        # read by tests of the parameter checks: this method checks them
+        wrapper._validates_params = validate  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate if method is None else decorate(method)
 
 
-def _in_resources_scope(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``method`` with the cluster resources looked up once (for ``summarize``)."""
+def summary_context(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``summarize`` with the cluster resources looked up once for its passes.
+
+    It runs in any thread (a workflow's segments at once), so BLAS is left to
+    the tasks (no :func:`~distsketch.blas.blas_single_thread`).
+    """
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with resources_scope():
             return method(self, *args, **kwargs)
 
-    wrapper._resources_scoped = True  # type: ignore[attr-defined]
+    setattr(wrapper, FIT_CONTEXT_MARKER, "summary")
     return wrapper
 
 
 class DistsketchEstimator(BaseEstimator):
     """Base class: parameter validation, input checks, fitted checks, save.
 
-    ``fit`` and ``partial_fit`` of every subclass check the parameters
-    against ``_parameter_constraints`` before they run.  ``fit``,
-    ``partial_fit`` and ``merge`` run with BLAS on one thread: LAPACK results
-    change in the last bits with the thread count, and a fitted model must be
-    bitwise the same in any process.  They, and ``summarize``, also look the
-    cluster's resources (per-task memory, task threads) up once for the call
-    (:func:`~distsketch.graph.budget.resources_scope`).
+    A subclass decorates its ``fit`` and ``partial_fit`` with
+    :func:`fit_context` (parameters checked against ``_parameter_constraints``
+    once, BLAS on one thread, cluster resources looked up once), its
+    ``merge``, ``merge_summaries`` and ``fold`` with
+    ``fit_context(validate=False)`` and its ``summarize`` with
+    :func:`summary_context`.  Nothing is wrapped implicitly.
     """
 
     _parameter_constraints: dict[str, list[Any]] = {}
@@ -128,22 +166,14 @@ class DistsketchEstimator(BaseEstimator):
     #: gives (for estimators with ``partial_fit``); a workflow folds segments only then
     partial_fit_equals_fit: ClassVar[bool] = True
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name in _SINGLE_THREADED:
-            method = cls.__dict__.get(name)
-            if not callable(method):
-                continue
-            if name in _VALIDATED and not getattr(method, "_validates_params", False):
-                method = _validating(method)
-            if not getattr(method, "_single_threaded", False):
-                method = _in_fit_context(method)
-                method._single_threaded = True  # type: ignore[attr-defined]
-            setattr(cls, name, method)
-        for name in _SCOPED:
-            method = cls.__dict__.get(name)
-            if callable(method) and not getattr(method, "_resources_scoped", False):
-                setattr(cls, name, _in_resources_scope(method))
+    def _reset_fitted(self) -> None:
+        """Forget everything a fit learned (every public attribute ending in ``_``).
+
+        The one way a ``fit`` that starts from nothing clears what an earlier
+        fit left, so no stale attribute survives a refit.
+        """
+        for attr in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
+            delattr(self, attr)
 
     def _validate_params(self) -> None:
         """Every check of the parameters that needs no data: the fit context's first step.
@@ -154,6 +184,15 @@ class DistsketchEstimator(BaseEstimator):
         """
         check_estimator_params(self)
         self._check_params()
+
+    def _check_params_once(self) -> None:
+        """:meth:`_check_params`, unless the running fit context has just run it on this estimator.
+
+        For a shape check that is also called on its own (it must then refuse
+        what ``_check_params`` refuses) without checking twice inside ``fit``.
+        """
+        if id(self) not in _VALIDATED_IN.get():
+            self._check_params()
 
     def check_params(self, n_samples: int | None = None, n_features: int | None = None) -> None:
         """Check the parameters as ``fit`` will, before any data is read.
@@ -302,7 +341,8 @@ class MergeableEstimator(DistsketchEstimator):
     they need ``_summary()`` (the summary object), ``_state()`` (the fitted
     state as a summary state) and ``_set_state(state)`` (store it and
     finish); others override both.  Like ``partial_fit``, both run with BLAS
-    on one thread.
+    on one thread (an override carries ``@fit_context(validate=False)``, and
+    a ``summarize`` ``@summary_context``).
     """
 
     n_samples_seen_: int
@@ -316,6 +356,7 @@ class MergeableEstimator(DistsketchEstimator):
     def _set_state(self, state: Any) -> None:
         raise NotImplementedError
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> Any:
         """The summary of rows ``X`` (and targets ``y``), global rows from ``row_offset``.
 
@@ -337,6 +378,7 @@ class MergeableEstimator(DistsketchEstimator):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement summarize")
 
+    @fit_context(validate=False)
     def merge_summaries(self, summaries: Sequence[Any]) -> Any:
         """One summary of the rows of ``summaries`` (associative, order of rows kept).
 
@@ -351,6 +393,7 @@ class MergeableEstimator(DistsketchEstimator):
         """
         return self._summary().merge(list(summaries))
 
+    @fit_context(validate=False)
     def fold(self, summary: Any) -> Any:
         """Merge ``summary`` into the fitted state and finish, as ``partial_fit`` does.
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.meka import _DENSE_MAX_ROWS
 from distsketch.estimators.nystrom import fit_kmeans
@@ -84,6 +84,7 @@ class BlockKernelApproximation(DistsketchEstimator):
         self.kmeans_full_iter = kmeans_full_iter
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> BlockKernelApproximation:
         """Partition the rows by k-means.
 

@@ -27,7 +27,7 @@ from dask.utils import format_bytes, parse_bytes
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
 from distsketch.estimators.ridge_summary import stack_xy
@@ -505,6 +505,7 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         return X
 
+    @fit_context
     def fit(self, X: Any, y: Any) -> NystromKernelRidge:
         """Pick the centres, then solve for ``coef_`` by CG with one pass over X per iteration.
 

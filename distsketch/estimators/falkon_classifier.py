@@ -8,6 +8,7 @@ from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
 from distsketch.estimators import labels
+from distsketch.estimators.base import fit_context
 from distsketch.estimators.falkon import NystromKernelRidge
 
 __all__ = ["NystromKernelRidgeClassifier"]
@@ -50,6 +51,7 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
     True
     """
 
+    @fit_context
     def fit(self, X: Any, y: Any) -> NystromKernelRidgeClassifier:
         """Fit on class labels y of shape (n_samples,); returns the fitted classifier."""
         X = self._start(X)

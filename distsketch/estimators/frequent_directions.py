@@ -7,7 +7,13 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, MergeableEstimator, OperatorSize
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    MergeableEstimator,
+    OperatorSize,
+    fit_context,
+    summary_context,
+)
 from distsketch.graph import reduce_blocks
 from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.namespace import host_dtype, to_host
@@ -116,6 +122,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                 "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> FrequentDirections:
         """Sketch the rows of X.
 
@@ -142,6 +149,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
                  f"({2 * l} x {d} float64) that", 16 * l * d,
                  "lower sketch_size (the rank kept) or reduce the input's width first")]
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any = None) -> FrequentDirections:
         """Fold more rows into the sketch (a merge of their sketch with the stored one).
 
@@ -158,6 +166,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
             return self.fit(X)
         return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
         """The FD sketch state of rows X (global rows from ``row_offset``); changes nothing.
 
@@ -167,6 +176,7 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         return self._sketch_state(X, row_start=row_offset)
 
+    @fit_context(validate=False)
     def merge(self, other: FrequentDirections) -> FrequentDirections:
         """A new sketch of the union of both estimators' rows.
 

@@ -31,7 +31,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, fit_context
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
@@ -254,6 +254,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
                                degree=self.degree)
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> KSpaceKernelPCA:
         """Run k-Space on X (or on a row sample of it).
 
@@ -485,6 +486,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.single_target_ = y.ndim == 1
         return y.reshape(n, -1)
 
+    @fit_context
     def fit(self, X: Any, y: Any) -> KernelPCR:
         """Fit k-Space on X, then least squares of y on the embedding.
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin
 
+from distsketch.estimators.base import fit_context
 from distsketch.estimators.kspace import KernelPCR
 from distsketch.estimators.labels import (
     accuracy,
@@ -74,6 +75,7 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
         # two classes: one column (+1 for classes_[1]), as scikit-learn's RidgeClassifier
         return Y[:, 1:] if self.classes_.size == 2 else Y
 
+    @fit_context
     def fit(self, X: Any, y: Any) -> KernelPCRClassifier:
         """Fit k-Space on X, then least squares of the ±1 class columns on the embedding.
 

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.estimators.autosize import AutoSized
-from distsketch.estimators.base import OperatorSize, RowMapTransformer
+from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context
 from distsketch.estimators.kernel_params import fit_gamma, fitted_kernel_params
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
@@ -51,6 +51,7 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
     #: plain inner product, no kernel parameters)
     _approximates: str | None = None
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> LinearStageSketch:
         """Fix the operator for X's number of features.
 

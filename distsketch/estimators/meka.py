@@ -15,7 +15,13 @@ import scipy.sparse.linalg
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    OperatorSize,
+    TransformerMixin,
+    fit_context,
+    to_numpy,
+)
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import as_lazy, hstack_blocks, map_blocks, reduce_blocks
@@ -203,6 +209,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> MEKA:
         """Cluster, build per-cluster Nyström bases and fit the link matrix.
 

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
 from distsketch.estimators.solver import (
     _hstack,
     _r2,
@@ -151,6 +151,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
             )
         return meka
 
+    @fit_context
     def fit(self, X: Any, y: Any) -> MEKAKernelRidge:
         """Fit (or reuse) MEKA on X and solve ``(G̃ + λI) α = y``.
 

@@ -16,6 +16,7 @@ from distsketch.estimators.base import (
     OperatorSize,
     RowMapTransformer,
     TransformerMixin,
+    fit_context,
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
@@ -201,6 +202,7 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
     def _precomputed(self) -> bool:
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Choose the landmarks and compute W_k^{+1/2}.
 
@@ -250,6 +252,7 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
             landmark_choice_sizes("NystromFeatures", self.landmarks, self._size_for_check(),
                                   int(n_features))
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any = None) -> NystromFeatures:
         """Fold appended rows into the uniform landmark sample and refresh the map.
 
@@ -410,6 +413,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         self.center = center
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
         """Sample landmarks, tree-reduce ZᵀZ, and keep its top eigenvectors.
 
@@ -444,7 +448,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
-        self._check_params()
+        self._check_params_once()
         if self.n_components > n_samples:
             raise InputError(
                 f"NystromKernelPCA: n_components={self.n_components} exceeds the {n_samples} rows "
@@ -456,6 +460,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         return _landmark_sizes("NystromKernelPCA", "n_landmarks", int(self.n_landmarks),
                                int(n_features))
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:
         """Fold new rows into the stored r × r Gram matrix and refresh the components.
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import MergeableEstimator
+from distsketch.estimators.base import MergeableEstimator, fit_context, summary_context
 from distsketch.graph import reduce_blocks
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.summaries.landmarks import UniformLandmarks
@@ -57,6 +57,7 @@ class GramFolding(MergeableEstimator):
     gram_: np.ndarray
     feature_sum_: np.ndarray
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
         """The sums ``{n, sum, ztz}`` of the features of rows X (global rows from
         ``row_offset``); changes nothing.  ``y`` is ignored."""
@@ -64,10 +65,12 @@ class GramFolding(MergeableEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         return self._gram_state(X, row_start=row_offset)  # type: ignore[attr-defined]
 
+    @fit_context(validate=False)
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """The sum of ``summaries`` (associative up to float64 rounding)."""
         return sum_states(list(summaries))
 
+    @fit_context(validate=False)
     def fold(self, summary: dict) -> Any:
         """Add ``summary`` to ``gram_``, ``feature_sum_`` and ``n_samples_seen_``, re-solve;
         returns self."""
@@ -100,6 +103,7 @@ class LandmarkFolding(MergeableEstimator):
         size: Any = getattr(self, "n_landmarks_", None)
         return int(self.n_landmarks if size is None else size)  # type: ignore[attr-defined]
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
         """The bottom-k landmark sample of rows X (global rows from ``row_offset``) and
         their count; changes nothing.  ``y`` is ignored."""
@@ -110,12 +114,14 @@ class LandmarkFolding(MergeableEstimator):
                                    row_start=row_offset)
         return {"sample": state, "rows": int(X.shape[0])}
 
+    @fit_context(validate=False)
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """One sample of the rows of ``summaries`` (exact: the bottom-k of their union)."""
         summaries = list(summaries)
         return {"sample": self._sampler().merge([s["sample"] for s in summaries]),
                 "rows": sum(int(s["rows"]) for s in summaries)}
 
+    @fit_context(validate=False)
     def fold(self, summary: dict) -> Any:
         """Merge ``summary``'s sample into the landmarks and refit the map; returns self."""
         self._check_is_fitted("normalization_")

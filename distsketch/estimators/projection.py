@@ -8,7 +8,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.autosize import AutoSized, is_auto
-from distsketch.estimators.base import OperatorSize, RowMapTransformer, to_numpy
+from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context, to_numpy
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.ops.projection import PROJECTABLE_KERNELS, jl_min_dim, project, projection_matrix
 from distsketch.validation import Interval, Options, check_input
@@ -103,6 +103,7 @@ class DatabaseFriendlyProjection(AutoSized, RowMapTransformer):
         self.target_error = target_error
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> DatabaseFriendlyProjection:
         """Draw R for X's number of features (reads only X's shape).
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.autosize import AutoSized, is_auto
-from distsketch.estimators.base import OperatorSize, RowMapTransformer
+from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.rff import RFF_FORMS, rff_map, rff_operator
@@ -129,6 +129,7 @@ class RandomFourierFeatures(AutoSized, RowMapTransformer):
 
     _accepts_sparse = True
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> RandomFourierFeatures:
         """Draw the operator for X's number of features.
 

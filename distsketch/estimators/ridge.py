@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
 from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma, strip_median_gamma
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
@@ -369,6 +369,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return tags
 
     # ---------------------------------------------------------------- fitting
+    @fit_context
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidge:
         """Standardise, fit the feature map (if unfitted), reduce ZᵀZ and Zᵀy in one pass, solve.
 
@@ -468,6 +469,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
         return int(g), int(a)
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> SketchedKernelRidge:
         """Merge the summary of new rows into the model and re-solve.
 

@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.base import fit_context, summary_context
 from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
@@ -204,6 +205,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         meta = getattr(X, "_meta", X)
         return asarray(Y, like=meta) if is_array_api(meta) else Y
 
+    @fit_context
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Fit on labels y of shape (n_samples,), rows weighted by ``sample_weight`` (optional)."""
         if np.ndim(self.alpha) > 0 and self.cv is None:
@@ -221,6 +223,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         Y, _ = super()._prepare_targets(y, n_rows)
         return Y, self.classes_.size == 2
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any, classes: Any = None,
                     sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Merge new labelled rows (weighted by ``sample_weight``); ``classes`` on the first call."""
@@ -245,6 +248,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
                               "the class counts of all rows, which partial_fit does not see; "
                               "pass a dict of weights, or fit on all rows.")
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int,
                   sample_weight: Any = None) -> dict:
         """The normal equations of rows X with labels y (global rows from ``row_offset``).

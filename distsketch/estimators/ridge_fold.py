@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distsketch.errors import InputError
-from distsketch.estimators.base import MergeableEstimator
+from distsketch.estimators.base import MergeableEstimator, fit_context, summary_context
 from distsketch.estimators.ridge_summary import check_sample_weight
 from distsketch.summaries.ridge import STATE_KEYS, add_ridge_states
 from distsketch.summaries.sums import sum_states
@@ -34,6 +34,7 @@ class RidgeFolding(MergeableEstimator):
         host-encoded ones to the device of X's blocks)."""
         return Y
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int,
                   sample_weight: Any = None) -> dict:
         """The normal equations of rows X, y (global rows from ``row_offset``); changes nothing.
@@ -66,6 +67,7 @@ class RidgeFolding(MergeableEstimator):
                                     row_start=row_offset, w=w, sample=True)
         return {**states[0], "rows": int(X.shape[0]), "sample": sample}
 
+    @fit_context(validate=False)
     def merge_summaries(self, summaries: Sequence[dict]) -> dict:
         """The sum of ``summaries`` (associative up to float64 rounding)."""
         state = sum_states([{k: s[k] for k in STATE_KEYS} for s in summaries])
@@ -73,6 +75,7 @@ class RidgeFolding(MergeableEstimator):
         return {**state, "rows": sum(int(s["rows"]) for s in summaries),
                 "sample": self._merge_samples(samples) if samples else None}
 
+    @fit_context(validate=False)
     def fold(self, summary: dict) -> Any:
         """Add ``summary`` to the fitted normal equations and solve again; returns self."""
         self._check_is_fitted("coef_")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
-from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
@@ -260,6 +260,7 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         self.random_state = random_state
         self.budget_scope = budget_scope
 
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, coef: Any = None,
             intercept: Any = 0.0) -> RoundedExpansion:
         """Round the coefficients of an expansion.

@@ -31,7 +31,7 @@ import scipy.linalg as sla
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import (
     KERNEL_TILE_ROWS,
@@ -486,6 +486,7 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         return np.asarray(to_numpy(fmap.transform(Xb)), dtype=np.float64)
 
     # ------------------------------------------------------------------ fit
+    @fit_context
     def fit(self, X: Any, y: Any) -> KernelSolver:
         """Solve ``(K + λI) α = y`` by CG.
 

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from distsketch.errors import InputError, StoreError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, to_numpy
+from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import KERNEL_TILE_ROWS, map_blocks, plan_rows, reduce_blocks
 from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
@@ -292,6 +292,7 @@ class SparsifiedGram(DistsketchEstimator):
         self.store = store
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, overwrite: bool = False) -> SparsifiedGram:
         """Build K̂ for the rows of X.
 

@@ -10,7 +10,13 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, to_numpy
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    OperatorSize,
+    TransformerMixin,
+    fit_context,
+    to_numpy,
+)
 from distsketch.estimators.kernel_params import fit_gamma
 from distsketch.estimators.sparsified import SparsifiedGram, strip_sizes
 from distsketch.graph import KERNEL_TILE_ROWS, map_blocks
@@ -155,6 +161,7 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         self.tol = tol
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> SparsifiedKernelPCA:
         """Build K̂ and its top eigenvectors.
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from distsketch.estimators.base import RowMapTransformer, to_numpy
+from distsketch.estimators.base import RowMapTransformer, fit_context, to_numpy
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge import feature_block_function
 from distsketch.estimators.ridge_defaults import FeatureBlock
@@ -99,6 +99,7 @@ class StatisticalDimensionSketch(RowMapTransformer):
         self.min_components = min_components
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> StatisticalDimensionSketch:
         """Fit the base sketch, estimate s_λ from a row sample and draw the SRHT."""
         X = self._check_input(X, reset=True)

@@ -14,6 +14,8 @@ from distsketch.estimators.base import (
     MergeableEstimator,
     OperatorSize,
     TransformerMixin,
+    fit_context,
+    summary_context,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.rff import RandomFourierFeatures
@@ -296,6 +298,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         return {"n": self.n_samples_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
 
     # --------------------------------------------------------------------- API
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> StreamingKernelPCA:
         """Learn the kernel principal components of X in one pass.
 
@@ -308,9 +311,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         -------
         self
         """
-        self._check_params()
-        for attr in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
-            delattr(self, attr)
+        self._reset_fitted()
         X = self._check_input(X, reset=True, allow_sparse=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
@@ -322,6 +323,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self._set_state(self._reduce(X))
         return self
 
+    @fit_context
     def partial_fit(self, X: Any, y: Any = None) -> StreamingKernelPCA:
         """Fold new rows into the stored summary.
 
@@ -343,9 +345,9 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         """
         if not hasattr(self, "features_"):
             return self.fit(X)
-        self._check_params()
         return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
 
+    @summary_context
     def summarize(self, X: Any, y: Any = None, *, row_offset: int) -> dict:
         """The FD sketch ("fd") or ZᵀZ ("rnca") state of rows X (global rows from ``row_offset``).
 

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import TransformerMixin
 
 from distsketch.errors import InputError
-from distsketch.estimators.base import DistsketchEstimator
+from distsketch.estimators.base import DistsketchEstimator, fit_context
 from distsketch.estimators.kernel_params import median_gamma
 from distsketch.graph import reduce_blocks
 from distsketch.summaries.moments import ColumnMoments, column_scale
@@ -91,6 +91,7 @@ class Standardizer(TransformerMixin, DistsketchEstimator):
         est.n_samples_seen_ = int(n_samples)
         return est
 
+    @fit_context
     def fit(self, X: Any, y: Any = None) -> Standardizer:
         """Learn column means and standard deviations of X (NumPy or dask, shape (n, d))."""
         X = self._check_input(X, reset=True)

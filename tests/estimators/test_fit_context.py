@@ -1,0 +1,114 @@
+"""The fit context is explicit: a decorator on each method, parameters checked once per fit."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+import numpy as np
+import pytest
+
+import distsketch.estimators
+from distsketch.estimators.base import (
+    FIT_CONTEXT_MARKER,
+    DistsketchEstimator,
+    RowMapTransformer,
+    fit_context,
+)
+from distsketch.estimators.frequent_directions import FrequentDirections
+from distsketch.estimators.nystrom import NystromKernelPCA
+from distsketch.estimators.ridge_classifier import SketchedKernelRidgeClassifier
+from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+
+#: the context each method that changes (or summarises for) the fitted state must carry
+EXPECTED = {"fit": "fit", "partial_fit": "fit", "merge": "merge", "merge_summaries": "merge",
+            "fold": "merge", "summarize": "summary"}
+
+
+def _estimator_classes() -> list[type]:
+    for info in pkgutil.iter_modules(distsketch.estimators.__path__):
+        importlib.import_module(f"distsketch.estimators.{info.name}")
+    importlib.import_module("distsketch.workflow.preprocess")
+    seen: list[type] = []
+    todo = [DistsketchEstimator]
+    while todo:
+        cls = todo.pop()
+        if cls not in seen and cls.__module__.startswith("distsketch."):
+            seen.append(cls)
+            todo.extend(cls.__subclasses__())
+    return sorted(seen, key=lambda c: (c.__module__, c.__qualname__))
+
+
+CLASSES = _estimator_classes()
+
+
+def test_estimator_classes_found() -> None:
+    names = {c.__name__ for c in CLASSES}
+    assert {"SketchedKernelRidge", "NystromFeatures", "FrequentDirections",
+            "Standardizer", "MergeableEstimator"} <= names
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__qualname__)
+def test_every_state_changing_method_carries_its_context(cls: type) -> None:
+    # a new estimator whose fit (or merge, fold, ...) lacks the decorator fails here
+    for name, kind in EXPECTED.items():
+        method = cls.__dict__.get(name)
+        if method is None:
+            continue
+        marker = getattr(method, FIT_CONTEXT_MARKER, None)
+        assert marker == kind, (
+            f"{cls.__module__}.{cls.__qualname__}.{name} carries fit context {marker!r}, "
+            f"expected {kind!r}: decorate it with fit_context / summary_context")
+
+
+def test_an_undecorated_method_is_not_wrapped_implicitly() -> None:
+    def fit(self: Any, X: Any, y: Any = None) -> Any:
+        self.n_output_features_ = 1
+        return self
+
+    Plain = type("Plain", (RowMapTransformer,), {"fit": fit, "__module__": __name__})
+    assert Plain.__dict__["fit"] is fit
+    assert getattr(Plain.fit, FIT_CONTEXT_MARKER, None) is None
+
+    Decorated = type("Decorated", (RowMapTransformer,),
+                     {"fit": fit_context(fit), "__module__": __name__})
+    assert Decorated.__dict__["fit"] is not fit
+    assert getattr(Decorated.fit, FIT_CONTEXT_MARKER) == "fit"
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4))
+    return X, (X[:, 0] > 0).astype(np.int64)
+
+
+CASES = [
+    ("fit", lambda: NystromKernelPCA(n_components=3, n_landmarks=10, random_state=0)),
+    ("fit", lambda: StreamingKernelPCA(n_components=3, random_state=0)),
+    ("partial_fit", lambda: StreamingKernelPCA(n_components=3, random_state=0)),
+    ("partial_fit", lambda: NystromKernelPCA(n_components=3, n_landmarks=10, random_state=0)),
+    ("partial_fit", lambda: FrequentDirections(sketch_size=4)),
+    ("fit", lambda: SketchedKernelRidgeClassifier(random_state=0)),
+]
+
+
+@pytest.mark.parametrize(("method", "make"), CASES,
+                         ids=[f"{m}-{i}" for i, (m, _) in enumerate(CASES)])
+def test_parameters_checked_once_per_fit(monkeypatch: pytest.MonkeyPatch, method: str,
+                                         make: Any) -> None:
+    est = make()
+    cls = type(est)
+    original = cls._check_params
+    calls: list[str] = []
+
+    def counting(self: Any) -> None:
+        if self is est:  # not an estimator given as a parameter (those are fitted too)
+            calls.append(type(self).__name__)
+        original(self)
+
+    monkeypatch.setattr(cls, "_check_params", counting)
+    X, y = _data()
+    getattr(est, method)(X, y)
+    assert calls == [cls.__name__], f"{cls.__name__}.{method} checked its parameters {len(calls)}×"
+    assert hasattr(est, "n_features_in_")
