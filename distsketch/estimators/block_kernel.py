@@ -9,7 +9,7 @@ import numpy as np
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.meka import _DENSE_MAX_ROWS
+from distsketch.estimators.meka import DENSE_MAX_ROWS
 from distsketch.estimators.nystrom import fit_kmeans
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
@@ -161,7 +161,7 @@ class BlockKernelApproximation(DistsketchEstimator):
     def to_dense(self) -> np.ndarray:
         """The n × n block-diagonal G̃ in the original row order (n ≤ 20000)."""
         self._check_is_fitted("centres_")
-        if self.n_samples_seen_ > _DENSE_MAX_ROWS:
+        if self.n_samples_seen_ > DENSE_MAX_ROWS:
             raise ConfigError(f"BlockKernelApproximation.to_dense: n={self.n_samples_seen_} is too "
                               "large; use matvec.")
         X = self._train_rows()

@@ -31,7 +31,7 @@ from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_co
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
 from distsketch.estimators.ridge_summary import stack_xy
-from distsketch.estimators.solver import _r2, record_cg
+from distsketch.estimators.solver import r_squared, record_cg
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.host_memory import host_memory_limit
 from distsketch.ops.cg import CGResult
@@ -545,4 +545,4 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of ``predict(X)`` (averaged over targets)."""
-        return _r2(np.asarray(to_numpy(self.predict(X))), y)
+        return r_squared(np.asarray(to_numpy(self.predict(X))), y)

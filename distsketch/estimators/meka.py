@@ -41,7 +41,7 @@ from distsketch.validation.finite import FiniteRows
 __all__ = ["MEKA"]
 
 # Dense forms (to_dense, in-memory caches) are refused above these sizes.
-_DENSE_MAX_ROWS = 20000
+DENSE_MAX_ROWS = 20000
 _CACHE_BYTES = 256 * 2**20
 
 
@@ -510,7 +510,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         """The n × n matrix G̃ (only for n ≤ 20000)."""
         self._check_is_fitted("link_")
         n = self.n_samples_seen_
-        if n > _DENSE_MAX_ROWS:
+        if n > DENSE_MAX_ROWS:
             raise ConfigError(
                 f"MEKA.to_dense: n={n} rows would need {8 * n * n / 2**30:.1f} GiB; use "
                 "matvec/matmat or kernel_approx on a sample instead."

@@ -16,11 +16,11 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
 from distsketch.estimators.solver import (
-    _hstack,
-    _r2,
-    _rows_times,
-    _targets,
+    r_squared,
     record_cg,
+    rows_times,
+    solver_targets,
+    stack_operands,
 )
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
@@ -166,7 +166,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         """
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)  # a meka= given here, before y is read
-        Y, one_d = _targets(self, y, X.shape[0])
+        Y, one_d = solver_targets(self, y, X.shape[0])
         seed = self._init_seed()
         meka = self._fitted_meka(X, seed)
         self.meka_ = meka
@@ -184,7 +184,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         W = as_dask(meka.transform(X))
         k = int(W.shape[1])
         # Wᵀ[W | Y] in one tree-reduced pass: the Gram that orthonormalises W, and Wᵀy
-        stacked = _hstack(W, as_dask(Y, block_rows=int(W.chunks[0][0])), W_twice=True)
+        stacked = stack_operands(W, as_dask(Y, block_rows=int(W.chunks[0][0])), W_twice=True)
         wt = reduce_blocks(CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram",
                            state_bytes=8.0 * k * (k + Y.shape[1]))["atb"]
         B, e = psd_core(wt[:, :k], meka.link_)
@@ -192,7 +192,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         c = B.T @ wt[:, k:]
         # α = W B ((E₊ + λ)⁻¹ − λ⁻¹) Bᵀ Wᵀ y + y / λ
         shrink = (1.0 / (e_plus + lam) - 1.0 / lam)[:, None] * c
-        Wa = map_blocks(W, _rows_times, B @ shrink, n_out=Y.shape[1], dtype=np.float64,
+        Wa = map_blocks(W, rows_times, B @ shrink, n_out=Y.shape[1], dtype=np.float64,
                         name="meka-krr-expand")
         alpha = np.asarray(to_numpy(Wa), dtype=np.float64) + Y / lam
         # Bᵀ Wᵀ α = c / (e₊ + λ) since Bᵀ WᵀW B = I, so L₊ Wᵀ α needs no further pass
@@ -227,7 +227,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         record_cg(self, res, "raise max_iter or alpha, or use solver='factored'.", stacklevel=4)
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
-        stacked = _hstack(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
+        stacked = stack_operands(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
         wta = reduce_blocks(CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta",
                             state_bytes=8.0 * W.shape[1] * alpha.shape[1])["atb"]
         self.coef_ = meka.link_ @ wta
@@ -247,10 +247,10 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
         W = self.meka_.transform(X)
-        out = map_blocks(W, FiniteRows(_rows_times, "MEKA ridge predict"), self.coef_,
+        out = map_blocks(W, FiniteRows(rows_times, "MEKA ridge predict"), self.coef_,
                          n_out=self.coef_.shape[1], dtype=np.float64, name="meka-krr-predict")
         return out[:, 0] if np.ndim(self.dual_coef_) == 1 else out
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of ``predict(X)``."""
-        return _r2(np.asarray(to_numpy(self.predict(X))), y)
+        return r_squared(np.asarray(to_numpy(self.predict(X))), y)

@@ -24,16 +24,16 @@ from distsketch.estimators.kernel_params import median_sampler, sample_median_ga
 from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.estimators.ridge_cv import fit_cv
 from distsketch.estimators.ridge_defaults import (
-    _is_fitted,
-    _map_kernel,
-    _PredictBlock,
+    PredictBlock,
     auto_alpha,
     default_n_features,
     feature_block_function,
     feature_block_functions,
+    features_fitted,
     fit_scaler,
     loo_default_kernel,
     loo_results,
+    map_kernel,
     positive_values,
     rows_at,
     solve_path,
@@ -259,7 +259,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         if base is None:
             base = RandomFourierFeatures(n_components=default_n_features(n_rows),
                                          random_state=self.seed_)
-        if gamma is None and _is_fitted(base):
+        if gamma is None and features_fitted(base):
             return base
         median = getattr(self, "_median_gamma", None) if gamma is None else None
         loo = getattr(self, "_loo", None)
@@ -411,7 +411,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             self.features_ = self._make_features(Xs, n_rows=X.shape[0])
             state = self._reduce(X, Y, [self.features_], 0, w=w, sample=True)[0]
             self.alpha_ = self._fixed_alpha()
-            self.gamma_, self.kernel_params_ = _map_kernel(self.features_)
+            self.gamma_, self.kernel_params_ = map_kernel(self.features_)
             self.cv_results_ = None
         else:
             state = self._fit_cv(X, Xs, Y)
@@ -500,7 +500,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self._check_params_for_shape(*X.shape)
         self.features_ = self._make_features(self._fit_scaler(X, Y))
         self.alpha_ = self._fixed_alpha()
-        self.gamma_, self.kernel_params_ = _map_kernel(self.features_)
+        self.gamma_, self.kernel_params_ = map_kernel(self.features_)
         self.cv_results_ = None
         w = None if sample_weight is None else check_sample_weight(
             sample_weight, X.shape[0], f"{type(self).__name__}.partial_fit")
@@ -529,7 +529,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         fn, ops = feature_block_function(self.features_, self._scaler())
         Wm, c = self._weights()
         m = Wm.shape[0]
-        return map_blocks(X, FiniteRows(_PredictBlock(fn, len(ops)), "ridge predict"),
+        return map_blocks(X, FiniteRows(PredictBlock(fn, len(ops)), "ridge predict"),
                           *ops, Wm, c, n_out=Wm.shape[1],
                           dtype=np.float64, bytes_per_row=8.0 * (X.shape[1] + 2 * m + Wm.shape[1]),
                           fixed_bytes=8.0 * Wm.size, name="ridge-predict")

@@ -20,7 +20,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
-from distsketch.estimators.ridge_defaults import _map_gamma, _map_kernel
+from distsketch.estimators.ridge_defaults import map_gamma, map_kernel
 from distsketch.graph import task_memory_budget
 from distsketch.summaries.ridge import add_ridge_states, ridge_memory, unpack_gram
 
@@ -117,8 +117,8 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
     g_best, a_best = est._cv_best(scores)
     est.features_ = maps[g_best]
     est.alpha_ = float(alphas[a_best])
-    est.gamma_ = _map_gamma(est.features_) if gammas is None else float(gammas[g_best])
-    est.kernel_params_ = _map_kernel(est.features_)[1]
+    est.gamma_ = map_gamma(est.features_) if gammas is None else float(gammas[g_best])
+    est.kernel_params_ = map_kernel(est.features_)[1]
     # plain lists so the model saves as JSON attributes
     est.cv_results_ = {"alphas": alphas.tolist(),
                        "gammas": None if gammas is None else gammas.tolist(),

@@ -49,16 +49,20 @@ __all__ = [
     "GCV_GRID",
     "MIN_DEFAULT_FEATURES",
     "FeatureBlock",
+    "PredictBlock",
     "auto_alpha",
     "choose_loo",
     "default_n_features",
     "feature_block_function",
     "feature_block_functions",
+    "features_fitted",
     "fit_scaler",
     "gcv_path",
     "loo_default_kernel",
     "loo_kernel_path",
     "loo_results",
+    "map_gamma",
+    "map_kernel",
     "positive_values",
     "rows_at",
     "solve_path",
@@ -186,7 +190,7 @@ def feature_block_functions(maps: list[Any], scaler: tuple | None = None
     return fns, ops, counts
 
 
-def _map_gamma(features: Any) -> float | None:
+def map_gamma(features: Any) -> float | None:
     """The kernel scale a fitted feature map used (None when it has none)."""
     g = getattr(features, "gamma_", None)
     if g is None:
@@ -194,16 +198,17 @@ def _map_gamma(features: Any) -> float | None:
     return float(g) if isinstance(g, (int, float)) and not isinstance(g, bool) else None
 
 
-def _map_kernel(features: Any) -> tuple[float | None, dict[str, Any]]:
+def map_kernel(features: Any) -> tuple[float | None, dict[str, Any]]:
     """The kernel scale and parameters a fitted feature map used (None and {} without a kernel)."""
-    g = _map_gamma(features)
+    g = map_gamma(features)
     params = getattr(features, "kernel_params_", None)
     if isinstance(params, dict):
         return g, dict(params)
     return g, {} if g is None else {"gamma": g}
 
 
-def _is_fitted(features: Any) -> bool:
+def features_fitted(features: Any) -> bool:
+    """Whether ``features`` (a feature map given as a parameter) was fitted before."""
     if hasattr(features, "n_output_features_"):
         return True
     return not isinstance(features, RowMapTransformer) and any(
@@ -225,7 +230,7 @@ class FeatureBlock:
         return dense_float64(self.fn(block, offset, *operands[: self.n_ops]))
 
 
-class _PredictBlock(FeatureBlock):
+class PredictBlock(FeatureBlock):
     """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
 
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
@@ -298,7 +303,7 @@ def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:
 
 def wants_median_gamma(features: Any) -> bool:
     """Whether an unfitted feature map will resolve ``gamma="median"`` on the rows it is fitted on."""
-    if features is None or _is_fitted(features) or not hasattr(features, "get_params"):
+    if features is None or features_fitted(features) or not hasattr(features, "get_params"):
         return False
     return features.get_params(deep=False).get("gamma") == "median"
 

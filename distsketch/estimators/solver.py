@@ -109,11 +109,13 @@ def _kernel_columns(block: np.ndarray, offset: int, landmarks: np.ndarray, *, ke
     return pairwise_kernel(block, landmarks, kernel, **params)
 
 
-def _rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
+def rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
+    """A block's rows times ``B`` in float64 (a ``map_blocks`` function; ``offset`` unused)."""
     return np.asarray(block, dtype=np.float64) @ B
 
 
-def _r2(pred: np.ndarray, y: Any) -> float:
+def r_squared(pred: np.ndarray, y: Any) -> float:
+    """The coefficient of determination of ``pred`` for ``y``, averaged over target columns."""
     Y = np.asarray(to_numpy(y), dtype=np.float64).reshape(pred.shape[0], -1)
     P = pred.reshape(Y.shape)
     ss_res = ((Y - P) ** 2).sum(axis=0)
@@ -121,7 +123,8 @@ def _r2(pred: np.ndarray, y: Any) -> float:
     return float(np.mean(1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0)))
 
 
-def _targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
+def solver_targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
+    """``y`` checked against ``n`` rows as a 2-D float64 host array, and whether it was 1-D."""
     y = check_targets(y, n, where=f"{type(est).__name__}: y")
     y = np.asarray(to_numpy(y))
     if not np.issubdtype(y.dtype, np.number):
@@ -503,7 +506,7 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         source = X
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)
-        Y, one_d = _targets(self, y, X.shape[0])
+        Y, one_d = solver_targets(self, y, X.shape[0])
         self._init_seed()
         self.kernel_name_, self.kernel_params_ = fit_kernel_params(self, X)
         self.X_path_ = str(source) if isinstance(source, str) or hasattr(source, "__fspath__") \
@@ -572,10 +575,10 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of ``predict(X)`` (averaged over targets)."""
-        return _r2(np.asarray(to_numpy(self.predict(X))), y)
+        return r_squared(np.asarray(to_numpy(self.predict(X))), y)
 
 
-def _hstack(A: Any, B: Any, W_twice: bool = False) -> Any:
+def stack_operands(A: Any, B: Any, W_twice: bool = False) -> Any:
     """``[A | B]`` (``[A | A | B]`` with ``W_twice``) with B on A's row blocks."""
     A = A.astype(np.float64)
     return hstack_blocks(A, A, B) if W_twice else hstack_blocks(A, B)

@@ -73,7 +73,7 @@ def _boxed(state: Any) -> np.ndarray:
     return out
 
 
-class _BlockTask:
+class BlockTask:
     """Callable run on one block: offset, finite check, BLAS pinning.
 
     The task of a map (``func`` returns the block's rows) and of a summary's
@@ -185,7 +185,7 @@ def map_rows(
     X = whole_rows(X)
     if bytes_per_row is not None:
         check_task_memory(name, max(X.chunks[0]), bytes_per_row, fixed_bytes)
-    task = _BlockTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
+    task = BlockTask(func, dict(kwargs or {}), check_finite, where, bytes_per_row, fixed_bytes)
     meta = dense_meta(X, 2, dtype)
     return da.blockwise(
         task, "iz", X, "ij", block_starts(X.chunks[0], row_start), "i",
@@ -316,7 +316,7 @@ def tree_reduce(
         check_task_memory(label, max(X.chunks[0]), bytes_per_row, fixed_bytes)
     token = tokenize(summary, X.name, operands, int(row_start))
     states = da.blockwise(
-        _BlockTask(summary.chunk, {}, check_finite, where, bytes_per_row, fixed_bytes, boxed=True),
+        BlockTask(summary.chunk, {}, check_finite, where, bytes_per_row, fixed_bytes, boxed=True),
         "i", X, "ij",
         block_starts(X.chunks[0], row_start), "i",
         *_operand_args(operands), dtype=object, concatenate=True, align_arrays=False,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distsketch.graph.blocks import _BlockTask
+from distsketch.graph.blocks import BlockTask
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import BlockPlan, choose_fan_in, log_plan
 from distsketch.graph.runtime import task_blas
@@ -61,7 +61,7 @@ class InProcessBlocks:
         self.plan = log_plan(self.plan, name)
         if self.bytes_per_row is not None:
             check_task_memory(name, self.plan.block_rows, self.bytes_per_row, self.fixed_bytes)
-        task = _BlockTask(func, dict(kwargs or {}), check_finite, where, self.bytes_per_row,
+        task = BlockTask(func, dict(kwargs or {}), check_finite, where, self.bytes_per_row,
                           self.fixed_bytes)
         outs = [task(block, start, *operands) for start, block in self._blocks()]
         return outs[0] if len(outs) == 1 else namespace(*outs).concat(outs, axis=0)
@@ -84,7 +84,7 @@ class InProcessBlocks:
             self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
             budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
             source=self.plan.source, fan_in=fan, depth=depth), label)
-        task = _BlockTask(summary.chunk, {}, check_finite, where, self.bytes_per_row,
+        task = BlockTask(summary.chunk, {}, check_finite, where, self.bytes_per_row,
                           self.fixed_bytes)
         states = [task(block, start, *operands) for start, block in self._blocks()]
         # the fan-in tree_reduce gives dask (without the budget), so the merges are the same

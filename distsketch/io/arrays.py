@@ -84,7 +84,7 @@ def check_grid(arr: zarr.Array, where: str) -> None:
                          "--chunk-rows).")
 
 
-def _missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
+def missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
     """Grid indices of the storage units (shards, else chunks) absent from the store.
 
     The keys are listed through the array's own store (local directory or
@@ -226,7 +226,7 @@ def open_array(
     if check_chunks:  # the first open only: a re-read by the planner (_reopen) says nothing
         warn_small_chunks(arr, path + (f"::{component}" if component else ""))
     if check_chunks and loc is not None:
-        missing = _missing_chunks(arr)
+        missing = missing_chunks(arr)
         if missing:
             ours = _written_by_distsketch(loc, arr)
             if ours or not allow_missing_chunks:

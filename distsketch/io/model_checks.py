@@ -103,9 +103,9 @@ def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
                          "writes on every array; the array was replaced or its metadata edited. "
                          "Restore the model store or re-save the model.")
     if arr.size and arr.nchunks_initialized < arr.nchunks:
-        from distsketch.io.arrays import _missing_chunks
+        from distsketch.io.arrays import missing_chunks
 
-        missing = _missing_chunks(arr)
+        missing = missing_chunks(arr)
         raise StoreError(
             f"{where}: model array is missing chunk(s) {missing or ''} (grid index); reading "
             "it would silently give zeros. The model store is damaged: restore it or re-save "

@@ -36,7 +36,7 @@ import scipy.linalg as sla
 from scipy.linalg import blas, lapack
 
 from distsketch.errors import ConfigError
-from distsketch.ops.kernel_product import _augmented_rbf_rows
+from distsketch.ops.kernel_product import augmented_rbf_rows
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
 from distsketch.ops.namespace import asarray, buffer, inplace, into, namespace, zeros
 
@@ -295,14 +295,14 @@ def gram_times(block: np.ndarray, centers: np.ndarray, V: np.ndarray | None,
     tr = max(1, int(tile_rows))
     if name == "rbf":
         gamma = float(params["gamma"])
-        right_t = xp.matrix_transpose(_augmented_rbf_rows(C, gamma)[1])
+        right_t = xp.matrix_transpose(augmented_rbf_rows(C, gamma)[1])
         # one sub-tile buffer reused by every sub-tile on NumPy (None elsewhere)
         buf = buffer(xp, min(tr, X.shape[0]) * M)
     for r0 in range(0, X.shape[0], tr):
         r1 = min(r0 + tr, X.shape[0])
         if name == "rbf":
             # the block's augmented rows by sub-tile: O(r d) memory, not a copy of the block
-            left, _ = _augmented_rbf_rows(X[r0:r1, ...], gamma)
+            left, _ = augmented_rbf_rows(X[r0:r1, ...], gamma)
             K = into(xp, "matmul", left, right_t, out=buffer(xp, (r1 - r0, M), out=buf))
             K = inplace(xp, "exp", K)
         else:

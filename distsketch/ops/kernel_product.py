@@ -74,7 +74,7 @@ def kernel_times_memory(n_features: int, max_block_b: int, kernel: str | Callabl
     return per_row, fixed
 
 
-def _augmented_rbf_rows(X: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+def augmented_rbf_rows(X: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """Left ``[2γx, −γ‖x‖², 1]`` and right ``[x, 1, −γ‖x‖²]`` augmented rows."""
     xp = namespace(X)
     if xp is not np:
@@ -144,14 +144,14 @@ def kernel_times(
     name = kernel if callable(kernel) else KERNEL_ALIASES.get(str(kernel), str(kernel))
     fused = name == "rbf"
     if fused:
-        left, _ = _augmented_rbf_rows(A, float(params["gamma"]))
+        left, _ = augmented_rbf_rows(A, float(params["gamma"]))
         # one sub-tile buffer reused in place on NumPy; other namespaces allocate per sub-tile
         buf = np.empty(tr * tc) if xp is np else None
     for Bj, Vj in zip(B_blocks, V_blocks, strict=True):
         Bj = as_block(Bj, dtype=np.float64)
         Vj = as_block(Vj, dtype=np.float64)
         if fused:
-            _, right = _augmented_rbf_rows(Bj, float(params["gamma"]))
+            _, right = augmented_rbf_rows(Bj, float(params["gamma"]))
         for c0 in range(0, Bj.shape[0], tc):
             c1 = min(c0 + tc, Bj.shape[0])
             for r0 in range(0, A.shape[0], tr):

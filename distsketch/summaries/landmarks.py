@@ -34,7 +34,8 @@ __all__ = ["ClusterLandmarks", "UniformLandmarks", "bottom_k"]
 _NO_INDEX = np.iinfo(np.int64).max
 
 
-def _rows(block: Any, idx: np.ndarray) -> np.ndarray:
+def reservoir_rows(block: Any, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of ``block`` as float64, in the block's own array namespace."""
     xp = namespace(block)
     if xp is not np:
         sub = xp.take(block, asarray(idx, like=block), axis=0)
@@ -56,7 +57,8 @@ def bottom_k(priority: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:
     return order[:k]
 
 
-def _empty_reservoir(k: int, d: int, shape: tuple[int, ...] = (), like: Any = None) -> dict:
+def empty_reservoir(k: int, d: int, shape: tuple[int, ...] = (), like: Any = None) -> dict:
+    """A reservoir of ``k`` empty slots for rows of width ``d`` (infinite priorities)."""
     # priorities and indices on the host; rows in ``like``'s namespace (NumPy by default)
     return {"priority": np.full((*shape, k), np.inf),
             "index": np.full((*shape, k), _NO_INDEX, dtype=np.int64),
@@ -73,9 +75,10 @@ def _conform(states: list[dict], key: str = "rows") -> list[np.ndarray]:
             zeros((*st[key].shape[:-1], d), like) for st in states]
 
 
-def _keep(priority: np.ndarray, index: np.ndarray, rows: np.ndarray, k: int) -> dict:
+def keep_bottom(priority: np.ndarray, index: np.ndarray, rows: np.ndarray, k: int) -> dict:
+    """The reservoir of the ``k`` rows of lowest priority (ties broken by index)."""
     sel = bottom_k(priority, index, k)
-    out = _empty_reservoir(k, rows.shape[1], like=rows)
+    out = empty_reservoir(k, rows.shape[1], like=rows)
     out["priority"][: len(sel)] = priority[sel]
     out["index"][: len(sel)] = index[sel]
     out["rows"][: len(sel), :] = _take(rows, sel)
@@ -122,27 +125,27 @@ class UniformLandmarks(Summary):
         index = np.arange(start, start + b, dtype=np.int64)
         priority = hash_uniform(self.seed, self.purpose, index)
         sel = bottom_k(priority, index, self.n_samples)
-        out = _empty_reservoir(self.n_samples, block.shape[1], like=block)
+        out = empty_reservoir(self.n_samples, block.shape[1], like=block)
         out["priority"][: len(sel)] = priority[sel]
         out["index"][: len(sel)] = index[sel]
-        out["rows"][: len(sel), :] = _rows(block, sel)
+        out["rows"][: len(sel), :] = reservoir_rows(block, sel)
         return out
 
     def merge(self, states: list[dict]) -> dict:
         rows = _conform(states)
-        return _keep(np.concatenate([s["priority"] for s in states]),
+        return keep_bottom(np.concatenate([s["priority"] for s in states]),
                      np.concatenate([s["index"] for s in states]),
                      namespace(*rows).concat(rows, axis=0), self.n_samples)
 
     def empty(self, n_features: int = 1) -> dict:
-        return _empty_reservoir(self.n_samples, n_features)
+        return empty_reservoir(self.n_samples, n_features)
 
     def state_of(self, index: np.ndarray, rows: np.ndarray) -> dict:
         """Rebuild the state of a finalized sample (priorities are recomputed)."""
         index = np.asarray(to_host(index), dtype=np.int64)
         xp = namespace(rows)
         rows = xp.reshape(asarray(rows, like=rows, dtype=xp.float64), (len(index), -1))
-        return _keep(hash_uniform(self.seed, self.purpose, index), index, rows, self.n_samples)
+        return keep_bottom(hash_uniform(self.seed, self.purpose, index), index, rows, self.n_samples)
 
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(index, rows)``: host global row indices, rows in the state's namespace."""
@@ -204,7 +207,7 @@ class ClusterLandmarks(Summary):
         starts = ends - counts
         for purpose, k in self.samples:
             priority = hash_uniform(self.seed, purpose, index)
-            res = _empty_reservoir(k, d, (c,), like=block)
+            res = empty_reservoir(k, d, (c,), like=block)
             for s in range(c):
                 members = by_label[starts[s]:ends[s]]
                 p_s = priority[members]
@@ -216,7 +219,7 @@ class ClusterLandmarks(Summary):
                 sel = members[np.argsort(p_s, kind="stable")[:k]]
                 res["priority"][s, : len(sel)] = priority[sel]
                 res["index"][s, : len(sel)] = index[sel]
-                res["rows"][s, : len(sel), :] = _rows(block, sel)
+                res["rows"][s, : len(sel), :] = reservoir_rows(block, sel)
             state[purpose] = res
         return state
 
@@ -227,9 +230,9 @@ class ClusterLandmarks(Summary):
             idx = np.concatenate([s[purpose]["index"] for s in states], axis=1)
             parts = _conform([s[purpose] for s in states])
             rows = namespace(*parts).concat(parts, axis=1)
-            res = _empty_reservoir(k, rows.shape[2], (self.n_clusters,), like=rows)
+            res = empty_reservoir(k, rows.shape[2], (self.n_clusters,), like=rows)
             for s in range(self.n_clusters):
-                kept = _keep(pri[s], idx[s], rows[s, ...], k)
+                kept = keep_bottom(pri[s], idx[s], rows[s, ...], k)
                 for key in res:
                     res[key][s, ...] = kept[key]
             out[purpose] = res
@@ -238,7 +241,7 @@ class ClusterLandmarks(Summary):
     def empty(self, n_features: int = 1) -> dict:
         out: dict[str, Any] = {"count": np.zeros(self.n_clusters, dtype=np.int64)}
         for purpose, k in self.samples:
-            out[purpose] = _empty_reservoir(k, n_features, (self.n_clusters,))
+            out[purpose] = empty_reservoir(k, n_features, (self.n_clusters,))
         return out
 
     def finalize(self, state: dict) -> dict:

@@ -37,10 +37,10 @@ from distsketch.ops.nystrom import row_stable_apply
 from distsketch.ops.random import hash_uniform
 from distsketch.summaries.landmarks import (
     UniformLandmarks,
-    _empty_reservoir,
-    _keep,
-    _rows,
     bottom_k,
+    empty_reservoir,
+    keep_bottom,
+    reservoir_rows,
 )
 
 __all__ = ["WeightedLandmarks", "race_keys", "ridge_from_spectrum", "ridge_leverage"]
@@ -89,10 +89,10 @@ class WeightedLandmarks(UniformLandmarks):
         key = race_keys(self.seed, self.purpose, index, w.reshape(-1))
         live = np.flatnonzero(np.isfinite(key))
         sel = live[bottom_k(key[live], index[live], self.n_samples)]
-        out = _empty_reservoir(self.n_samples, block.shape[1], like=block)
+        out = empty_reservoir(self.n_samples, block.shape[1], like=block)
         out["priority"][: len(sel)] = key[sel]
         out["index"][: len(sel)] = index[sel]
-        out["rows"][: len(sel), :] = _rows(block, sel)
+        out["rows"][: len(sel), :] = reservoir_rows(block, sel)
         return out
 
     def state_of(self, index: np.ndarray, rows: np.ndarray,  # type: ignore[override]
@@ -103,7 +103,7 @@ class WeightedLandmarks(UniformLandmarks):
         index = np.asarray(to_host(index), dtype=np.int64)
         xp = namespace(rows)
         rows = xp.reshape(asarray(rows, like=rows, dtype=xp.float64), (len(index), -1))
-        return _keep(race_keys(self.seed, self.purpose, index, weights), index, rows,
+        return keep_bottom(race_keys(self.seed, self.purpose, index, weights), index, rows,
                      self.n_samples)
 
 

@@ -58,7 +58,7 @@ def measured(monkeypatch):
         return measured_call
 
     # maps and summaries' chunks run as the same block task
-    monkeypatch.setattr(blocks._BlockTask, "__call__", wrap(blocks._BlockTask.__call__))
+    monkeypatch.setattr(blocks.BlockTask, "__call__", wrap(blocks.BlockTask.__call__))
     tracemalloc.start()
     try:
         with dask.config.set(scheduler="sync"):
