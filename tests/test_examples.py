@@ -3,7 +3,8 @@
 The digits pipeline is checked against scikit-learn's RBFSampler + RidgeClassifier
 at the same features, gamma and alpha; the nightly workflow's incremental result
 against one fit on all rows; the SLURM example is validated without a batch
-system (its specs load, its job script renders, its shell script parses).
+system (its specs load, its job script renders, its shell script parses); it
+runs under a real SLURM in tests/cluster/real/test_real_slurm.py.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ from distsketch.cluster.safety import count
 from distsketch.cluster.spec import BATCH_KINDS, LAUNCHED_KINDS, require_package, validate_spec
 from distsketch.errors import ClusterError, ConfigError
 
-__all__ = ["start_cluster"]
+__all__ = ["FIRST_WORKER_TIMEOUT", "start_cluster"]
+
+#: seconds a batch spec without ``timeout`` waits for its first worker job to start
+FIRST_WORKER_TIMEOUT = 600.0
+# the command a site admin lists a batch system's jobs with
+_QUEUE_COMMAND = {"slurm": "squeue", "pbs": "qstat", "sge": "qstat", "lsf": "bjobs"}
 
 
 @contextlib.contextmanager
@@ -32,14 +37,17 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     ------
     distributed.Client
         Connected; the cluster is shut down (jobs cancelled, pods deleted) on
-        exit.
+        exit.  A batch spec without ``adapt`` yields once its first worker job
+        has joined, waiting at most the spec's ``timeout`` (default
+        :data:`FIRST_WORKER_TIMEOUT`).
 
     Raises
     ------
     ConfigError
         Unknown kind, invalid options or the kind's package is missing.
     ClusterError
-        The cluster could not be started.
+        The cluster could not be started, or no worker job started in time (the
+        jobs are cancelled).
     """
     from distributed import Client
 
@@ -51,12 +59,13 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
     require_package(kind)
     try:
         if kind in BATCH_KINDS:
-            cluster = jobqueue_cluster(cfg)
+            cluster = _batch_cluster(cfg)
         elif kind == "cuda":
             cluster = _cuda_cluster(cfg)
         elif kind == "ssh":
             from distributed import SSHCluster
 
+            _check_ssh_hosts(cfg)
             cluster = SSHCluster(cfg["hosts"], connect_options=cfg.get("connect_options", {}),
                                  worker_options=cfg.get("worker_options", {}),
                                  scheduler_options=cfg.get("scheduler_options", {}),
@@ -82,7 +91,120 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
                                f"({type(exc).__name__}: {exc}); check n_workers and adapt "
                                "in the spec.") from exc
         with Client(cluster, timeout=cfg.get("timeout", 60)) as client:
-            yield client
+            seconds = float(cfg.get("timeout", FIRST_WORKER_TIMEOUT))
+            if kind in BATCH_KINDS and "adapt" not in cfg:
+                _wait_for_first_worker(client, cluster, kind, seconds)
+            try:
+                yield client
+            except Exception as exc:
+                if kind in BATCH_KINDS and type(exc).__name__ == "NoWorkerError":
+                    # distributed.scheduler.NoWorkerError, raised by _batch_cluster's timeout
+                    raise ClusterError(
+                        f"every worker job of the {kind} cluster ended (cancelled, past its "
+                        "walltime or its node lost) and none joined again within "
+                        f"{seconds:g} s; dask-jobqueue does not resubmit them, so the run "
+                        f"stopped here ({exc}). `{_QUEUE_COMMAND[kind]}` and the job logs say "
+                        "why they ended; rerun: a workflow resumes from its last "
+                        "checkpoint.") from exc
+                raise
+
+
+def _batch_cluster(cfg: dict[str, Any]) -> Any:
+    """The dask-jobqueue cluster of a validated batch spec, its scheduler in this process.
+
+    dask-jobqueue does not resubmit a worker job that ended (cancelled, past its
+    walltime, its node lost): with every job gone the scheduler would keep the
+    run's tasks waiting for a worker without end.  Unless the site's Dask
+    configuration sets ``distributed.scheduler.no-workers-timeout``, tasks fail
+    after the spec's ``timeout`` (default :data:`FIRST_WORKER_TIMEOUT`) without
+    any worker, so the run stops with an error and its next run resumes from
+    the last checkpoint.
+    """
+    import dask
+
+    key = "distributed.scheduler.no-workers-timeout"
+    if dask.config.get(key, None) is not None:
+        return jobqueue_cluster(cfg)
+    seconds = float(cfg.get("timeout", FIRST_WORKER_TIMEOUT))
+    # the scheduler reads its configuration when it is created, here
+    with dask.config.set({key: f"{seconds:g}s"}):
+        return jobqueue_cluster(cfg)
+
+
+def _check_ssh_hosts(cfg: dict[str, Any]) -> None:
+    """Log in to every host of an ssh spec once, before anything is started on any of them.
+
+    ``SSHCluster`` reports a host it cannot reach as ``ConnectionLost`` without
+    naming it, and by then the scheduler may run on the first host.  Here each
+    host is tried with the spec's ``connect_options`` (host keys checked), and
+    the first that fails is named with what to do.
+
+    Raises
+    ------
+    ClusterError
+        A host is unreachable, its host key is unknown or wrong, or it refused
+        the login.
+    """
+    import asyncio
+    import concurrent.futures
+
+    import asyncssh
+
+    options = dict(cfg.get("connect_options") or {})
+    seconds = float(options.get("connect_timeout") or cfg.get("timeout", 60))
+
+    async def login(host: str) -> None:
+        async with asyncssh.connect(host, **options) as conn:
+            await conn.run("true", check=True, timeout=seconds)
+
+    for host in dict.fromkeys(cfg["hosts"]):
+        port = options.get("port", 22)
+        try:
+            # a thread of its own: the caller may already run an event loop (Jupyter)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, asyncio.wait_for(login(host), seconds)).result()
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise ClusterError(
+                f"ssh host {host} (port {port}): its host key is not trusted ({exc}); nothing "
+                "was started. Check that it is the machine you mean, then add its key to the "
+                "known_hosts file (ssh to it once, or ssh-keyscan), or name the right file in "
+                "connect_options.known_hosts.") from exc
+        except asyncssh.PermissionDenied as exc:
+            raise ClusterError(
+                f"ssh host {host} (port {port}) refused the login ({exc}); nothing was "
+                "started. Check connect_options.username and client_keys, and that the key "
+                "is in the host's authorized_keys.") from exc
+        except (OSError, TimeoutError, asyncssh.Error) as exc:
+            raise ClusterError(
+                f"ssh host {host} (port {port}) cannot be reached ({type(exc).__name__}: "
+                f"{exc or 'no answer'} within {seconds:g} s); nothing was started. Check the "
+                "host name, the port and that sshd runs there.") from exc
+
+
+def _wait_for_first_worker(client: Any, cluster: Any, kind: str, seconds: float) -> None:
+    """Wait until one worker job has joined the scheduler.
+
+    A job that never starts (a partition that is down or has no nodes, a queue
+    that never reaches it) would otherwise leave every computation waiting for
+    workers without end.  On time-out the jobs are cancelled when the caller's
+    ``with cluster:`` closes it.
+
+    Raises
+    ------
+    ClusterError
+        No worker joined within ``seconds``, naming the submitted job ids.
+    """
+    try:
+        client.wait_for_workers(1, timeout=seconds)
+    except TimeoutError as exc:
+        jobs = [str(getattr(job, "job_id", None) or name)
+                for name, job in getattr(cluster, "workers", {}).items()]
+        listed = ", ".join(jobs) if jobs else "none"
+        raise ClusterError(
+            f"no worker job of the {kind} cluster started within {seconds:g} s (jobs {listed}; "
+            f"`{_QUEUE_COMMAND[kind]}` shows why they wait); they are cancelled. "
+            "Check the queue/partition and the resources the spec asks for, or raise the "
+            "spec's `timeout:` where jobs wait longer in the queue.") from exc
 
 
 def _kubernetes_cluster(cfg: dict[str, Any]) -> Any:

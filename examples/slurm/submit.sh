@@ -7,7 +7,8 @@
 # workflow in examples/slurm/skpca.yaml.  The Dask scheduler lives in this job;
 # the workers are the jobs of examples/slurm/cluster.yaml, submitted by this
 # job and cancelled when the run ends.  Rerunning after more rows were
-# appended folds only the new rows into the sketch.
+# appended folds only the new rows into the sketch.  Options on the sbatch
+# command line override the #SBATCH lines below (`sbatch --mem=8G ...`).
 #SBATCH --job-name=distsketch-driver
 #SBATCH --time=06:00:00
 #SBATCH --cpus-per-task=2
