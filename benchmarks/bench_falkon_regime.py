@@ -294,7 +294,7 @@ def bench_factors(M: int, d: int, lam: float) -> dict:
 
 
 def extrapolate(rates: dict, factor_seconds: dict, M_measured: int, cores: int) -> dict:
-    from distsketch.estimators.falkon import driver_memory_budget
+    from distsketch.estimators.solvers.falkon import driver_memory_budget
     from distsketch.ops.falkon import falkon_memory
 
     n, M, d = 10**7, 30000, 16

@@ -125,7 +125,7 @@ def accuracy_vs_time(n_train: int, n_test: int, gamma: float, lam: float) -> Non
         RandomFourierFeatures,
         SketchedKernelRidge,
     )
-    from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
+    from distsketch.estimators.ridge.statistical_dimension import StatisticalDimensionSketch
 
     X, y = _data(n_train + n_test)
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
@@ -278,7 +278,7 @@ def _nystrom_z(K: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 def _precond_row(name: str, X: np.ndarray, y: np.ndarray, gamma: float, lam: float) -> list:
     from distsketch import RandomFourierFeatures
-    from distsketch.estimators.solver import SDIM_SAMPLE, default_preconditioner_rank
+    from distsketch.estimators.solvers.solver import SDIM_SAMPLE, default_preconditioner_rank
     from distsketch.ops.cg import pcg
     from distsketch.ops.kernels import pairwise_kernel
     from distsketch.ops.sketch_solve import (

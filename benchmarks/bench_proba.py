@@ -53,7 +53,7 @@ def main() -> None:
     import distsketch as ds
     from distsketch.diagnostics import cpu_model
     from distsketch.estimators.labels import softmax_scores
-    from distsketch.estimators.ridge_defaults import standardize_rows
+    from distsketch.estimators.ridge.defaults import standardize_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)

@@ -409,8 +409,8 @@ def warm_up() -> None:
     import importlib
 
     for mod in ("scipy.linalg", "sklearn.cluster", "zarr", "numcodecs", "distsketch.io",
-                "distsketch.estimators.streaming_kpca", "distsketch.estimators.ridge",
-                "distsketch.estimators.nystrom", "distsketch.estimators.meka"):
+                "distsketch.estimators.decomposition.streaming_kpca", "distsketch.estimators.ridge.regressor",
+                "distsketch.estimators.nystrom.features", "distsketch.estimators.nystrom.meka"):
         importlib.import_module(mod)
 
 

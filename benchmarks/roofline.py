@@ -152,7 +152,7 @@ def hand_loop(loop: str, path: str, ypath: str, workers: int, work: Path,
     """rows/s of ``loop`` over the whole store on ``workers`` processes (1: this one)."""
     import zarr
 
-    from distsketch.io.codecs import codecs
+    from distsketch.io.storage.codecs import codecs
 
     X = _open(path)
     n, rc = X.shape[0], X.chunks[0]

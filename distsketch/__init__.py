@@ -19,7 +19,6 @@ from distsketch.errors import (
     DistsketchError,
     InputError,
     MemoryBudgetError,
-    NotFittedError,
     StoreError,
     WorkflowError,
 )
@@ -42,6 +41,12 @@ _SUBMODULES = ("datasets", "io", "metrics")
 
 
 def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        # made on first use: its scikit-learn base class costs a second to import
+        from distsketch.errors import NotFittedError
+
+        globals()[name] = NotFittedError
+        return NotFittedError
     if name in _SUBMODULES:
         submodule = importlib.import_module(f"distsketch.{name}")
         globals()[name] = submodule

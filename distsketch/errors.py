@@ -11,7 +11,8 @@ Dask worker raises them and the client re-raises them.
 
 from __future__ import annotations
 
-from sklearn.exceptions import NotFittedError as _SkNotFittedError
+import threading
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "ClusterError",
@@ -47,8 +48,11 @@ class MemoryBudgetError(DistsketchError, MemoryError):
     """A planned task would need more memory than the configured budget."""
 
 
-class NotFittedError(DistsketchError, _SkNotFittedError):
-    """An estimator was used before ``fit``."""
+if TYPE_CHECKING:  # the class made on first use (see the end of this module), for type checkers
+    from sklearn.exceptions import NotFittedError as _SkNotFittedError
+
+    class NotFittedError(DistsketchError, _SkNotFittedError):
+        """An estimator was used before ``fit``."""
 
 
 class ClusterError(DistsketchError):
@@ -66,3 +70,30 @@ class StoreVersionWarning(UserWarning):
 class PerformanceWarning(UserWarning):
     """The input is valid but laid out so that reading it is needlessly slow (e.g. a store
     in thousands of tiny chunks); the message names the fix."""
+
+
+def _not_fitted_error() -> type:
+    # scikit-learn's NotFittedError as a base: ``sklearn.utils.validation.check_is_fitted``
+    # callers catch ours.  Importing scikit-learn costs over a second (it pulls in SciPy),
+    # so the class is made on first use, not when ``distsketch.errors`` is imported (every
+    # command line, ``--help`` included, imports this module).
+    from sklearn.exceptions import NotFittedError as SkNotFittedError
+
+    class NotFittedError(DistsketchError, SkNotFittedError):
+        """An estimator was used before ``fit``."""
+
+    NotFittedError.__module__ = __name__
+    NotFittedError.__qualname__ = "NotFittedError"  # pickles by name, as a top-level class
+    return NotFittedError
+
+
+_MAKING = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        with _MAKING:  # one class object for every importer and thread (and for pickle)
+            if name not in globals():
+                globals()[name] = _not_fitted_error()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 
-__all__ = ["install"]
+__all__ = ["aliases", "install"]
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -63,3 +63,9 @@ def install(package: str, moved: Mapping[str, str]) -> None:
     aliases = {f"{package}.{old}": f"{package}.{new}" for old, new in moved.items()}
     if not any(isinstance(f, _AliasFinder) and f.aliases == aliases for f in sys.meta_path):
         sys.meta_path.append(_AliasFinder(aliases))
+
+
+def aliases() -> dict[str, str]:
+    """Every old module name installed so far -> the module path it imports as."""
+    return {old: new for f in sys.meta_path if isinstance(f, _AliasFinder)
+            for old, new in f.aliases.items()}

@@ -16,7 +16,7 @@ Examples
 >>> registry.resolve("streamingkernelpca").__name__
 'StreamingKernelPCA'
 >>> registry.qualified_name(registry.resolve("SRHT"))
-'distsketch.estimators.polynomial.SRHT'
+'distsketch.estimators.features.polynomial.SRHT'
 """
 
 from __future__ import annotations
@@ -40,44 +40,44 @@ __all__ = [
 #: public estimator class name -> module that defines it
 ESTIMATORS: Mapping[str, str] = MappingProxyType({
     # foundation / streaming kernel PCA
-    "RandomFourierFeatures": "distsketch.estimators.rff",
-    "FrequentDirections": "distsketch.estimators.frequent_directions",
-    "StreamingKernelPCA": "distsketch.estimators.streaming_kpca",
+    "RandomFourierFeatures": "distsketch.estimators.features.rff",
+    "FrequentDirections": "distsketch.estimators.decomposition.frequent_directions",
+    "StreamingKernelPCA": "distsketch.estimators.decomposition.streaming_kpca",
     # polynomial and dot-product kernel sketches
-    "CountSketch": "distsketch.estimators.polynomial",
-    "TensorSketch": "distsketch.estimators.polynomial",
-    "SRHT": "distsketch.estimators.polynomial",
-    "TensorSRHT": "distsketch.estimators.polynomial",
-    "PolySketch": "distsketch.estimators.polynomial",
-    "GaussianSketch": "distsketch.estimators.dot_product",
-    "DotProductKernelSketch": "distsketch.estimators.dot_product",
-    "KSpaceKernelPCA": "distsketch.estimators.kspace",
-    "KernelPCR": "distsketch.estimators.kspace",
-    "KernelPCRClassifier": "distsketch.estimators.kspace_classifier",
+    "CountSketch": "distsketch.estimators.features.polynomial",
+    "TensorSketch": "distsketch.estimators.features.polynomial",
+    "SRHT": "distsketch.estimators.features.polynomial",
+    "TensorSRHT": "distsketch.estimators.features.polynomial",
+    "PolySketch": "distsketch.estimators.features.polynomial",
+    "GaussianSketch": "distsketch.estimators.features.dot_product",
+    "DotProductKernelSketch": "distsketch.estimators.features.dot_product",
+    "KSpaceKernelPCA": "distsketch.estimators.decomposition.kspace",
+    "KernelPCR": "distsketch.estimators.decomposition.kspace",
+    "KernelPCRClassifier": "distsketch.estimators.decomposition.kspace_classifier",
     # Nystrom family and MEKA
-    "NystromFeatures": "distsketch.estimators.nystrom",
-    "NystromKernelPCA": "distsketch.estimators.nystrom",
-    "BlockKernelApproximation": "distsketch.estimators.block_kernel",
-    "MEKA": "distsketch.estimators.meka",
+    "NystromFeatures": "distsketch.estimators.nystrom.features",
+    "NystromKernelPCA": "distsketch.estimators.nystrom.features",
+    "BlockKernelApproximation": "distsketch.estimators.nystrom.block_kernel",
+    "MEKA": "distsketch.estimators.nystrom.meka",
     # kernel ridge regression and kernel systems
-    "SketchedKernelRidge": "distsketch.estimators.ridge",
-    "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge_classifier",
-    "KernelSolver": "distsketch.estimators.solver",
-    "MEKAKernelRidge": "distsketch.estimators.meka_ridge",
-    "NystromKernelRidge": "distsketch.estimators.falkon",
-    "NystromKernelRidgeClassifier": "distsketch.estimators.falkon_classifier",
+    "SketchedKernelRidge": "distsketch.estimators.ridge.regressor",
+    "SketchedKernelRidgeClassifier": "distsketch.estimators.ridge.classifier",
+    "KernelSolver": "distsketch.estimators.solvers.solver",
+    "MEKAKernelRidge": "distsketch.estimators.solvers.meka_ridge",
+    "NystromKernelRidge": "distsketch.estimators.solvers.falkon",
+    "NystromKernelRidgeClassifier": "distsketch.estimators.solvers.falkon_classifier",
     # sampling techniques
-    "SparsifiedGram": "distsketch.estimators.sparsified",
-    "SparsifiedKernelPCA": "distsketch.estimators.sparsified_kpca",
-    "RoundedExpansion": "distsketch.estimators.rounding",
-    "DatabaseFriendlyProjection": "distsketch.estimators.projection",
+    "SparsifiedGram": "distsketch.estimators.sampling.sparsified",
+    "SparsifiedKernelPCA": "distsketch.estimators.sampling.sparsified_kpca",
+    "RoundedExpansion": "distsketch.estimators.sampling.rounding",
+    "DatabaseFriendlyProjection": "distsketch.estimators.features.projection",
 })
 
 #: public function name -> module that defines it
 FUNCTIONS: Mapping[str, str] = MappingProxyType({
-    "load": "distsketch.io.model",
-    "open_array": "distsketch.io.arrays",
-    "write_array": "distsketch.io.arrays",
+    "load": "distsketch.io.model.store",
+    "open_array": "distsketch.io.arrays.access",
+    "write_array": "distsketch.io.arrays.access",
     "ingest": "distsketch.io.readers.ingest",
 })
 
@@ -85,10 +85,10 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
 # objects (``__distsketch_state__``/``__distsketch_restore__``) and feature maps
 # passed as ``SketchedKernelRidge(features=...)``.
 _STORED_OBJECTS: Mapping[str, str] = MappingProxyType({
-    "SparseTiles": "distsketch.estimators.sparsified",
-    "StatisticalDimensionSketch": "distsketch.estimators.statistical_dimension",
+    "SparseTiles": "distsketch.estimators.sampling.sparsified",
+    "StatisticalDimensionSketch": "distsketch.estimators.ridge.statistical_dimension",
     "Standardizer": "distsketch.workflow.preprocess",  # a workflow's scaler in a saved Pipeline
-    "FalkonCheckpoint": "distsketch.estimators.falkon",  # NystromKernelRidge(checkpoint=...)
+    "FalkonCheckpoint": "distsketch.estimators.solvers.falkon",  # NystromKernelRidge(checkpoint=...)
 })
 
 # scikit-learn transformers a model may hold as an estimator-valued parameter

@@ -170,7 +170,7 @@ def _load_spec(d: Path) -> Any:
 
 
 def _read_state(state_dir: Path) -> Any:
-    from distsketch.io.urls import resolve
+    from distsketch.io.storage.urls import resolve
     from distsketch.workflow.state import StateStore
 
     return StateStore(resolve(state_dir)).read()
@@ -283,8 +283,8 @@ FORKER = r"""
 import json, os, sys
 from distsketch.cli import main
 # imported once here rather than in every forked case
-import dask.array, zarr, distsketch.io.readers, distsketch.metrics, distsketch.io.model
-import distsketch.estimators.streaming_kpca, distsketch.cluster
+import dask.array, zarr, distsketch.io.readers, distsketch.metrics, distsketch.io.model.store
+import distsketch.estimators.decomposition.streaming_kpca, distsketch.cluster
 jobs = json.loads(sys.stdin.read())
 result = {}
 for key, (argv, folder) in jobs.items():

@@ -117,7 +117,7 @@ def sentinel(tmp_path, monkeypatch):
 HOSTILE = ["os.system", "subprocess.Popen", "builtins.eval", "ds_sentinel.Thing",
            # non-registered distsketch internals
            "distsketch.estimators.base.DistsketchEstimator", "distsketch.workflow.RNCAModel",
-           "distsketch.io.arrays.open_zarr", "distsketch.cli.main",
+           "distsketch.io.arrays.access.open_zarr", "distsketch.cli.main",
            # a registered name under a non-distsketch module
            "ds_sentinel.SRHT"]
 
@@ -150,12 +150,12 @@ def test_load_refuses_a_store_naming_a_foreign_class(tmp_path, sentinel, path):
 
 def test_moved_class_still_loads_by_its_registered_name():
     assert registry.stored_class("distsketch.estimators.old_place.SRHT") is distsketch.SRHT
-    assert registry.stored_class("distsketch.estimators.sparsified.SparseTiles").__name__ == \
+    assert registry.stored_class("distsketch.estimators.sampling.sparsified.SparseTiles").__name__ == \
         "SparseTiles"
 
 
 def test_saving_an_unregistered_class_is_refused(tmp_path):
-    from distsketch.estimators.rff import RandomFourierFeatures
+    from distsketch.estimators.features.rff import RandomFourierFeatures
 
     class Custom(RandomFourierFeatures):
         pass
@@ -204,7 +204,7 @@ def test_every_concrete_estimator_class_can_be_saved():
 
 
 def test_statistical_dimension_sketch_as_features_round_trips(tmp_path):
-    from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
+    from distsketch.estimators.ridge.statistical_dimension import StatisticalDimensionSketch
 
     feats = StatisticalDimensionSketch(base=distsketch.RandomFourierFeatures(n_components=32),
                                        alpha=0.1, random_state=0)

@@ -20,7 +20,7 @@ configuration (60 000 × 784, k = 500, m/k = 2, r/k = 4, ns = 5 000) is run
 on uniform data of that shape to show that it fits the default task budget
 (full mode only).
 
-Run:  python benchmarks/papers/kspace.py [--quick] [--out DIR]
+Run:  python benchmarks/papers/kspace.py [--quick] [--out DIR] [--write-doc]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, md_table, parse_args, timed
+from common import Report, md_table, parse_args, publish, timed
 
 # (original features, k-Space, sampled k-Space), percent
 PAPER_T1 = {"digits": ("USPS", 13.1, "7.0 ± 0.2", "7.5 ± 0.3"),
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
         rep.claim("the paper's MNIST configuration runs with the default task budget", not cfg["error"],
                   cfg["error"] or f"fit in {cfg['seconds']:.0f} s, peak RSS {cfg['peak GiB']:.2f} GiB")
     rep.seconds = time.perf_counter() - t0
-    rep.write(args.out)
+    publish(rep, args)
     return rep
 
 

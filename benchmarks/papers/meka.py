@@ -11,7 +11,7 @@ Every method gets about MEKA's memory: MEKA with rank k per cluster stores
 (the paper: "for a given k, every method has roughly the same amount of
 memory").  Errors are exact ‖G − G̃‖_F / ‖G‖_F on all rows (NumPy).
 
-Run:  python benchmarks/papers/meka.py [--quick] [--out DIR]
+Run:  python benchmarks/papers/meka.py [--quick] [--out DIR] [--write-doc]
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, md_table, parse_args, relative_frobenius, save_plot
+from common import (
+    DocCheck,
+    Report,
+    md_table,
+    parse_args,
+    publish,
+    relative_frobenius,
+    save_plot,
+    section_checks,
+)
 
 # Table 2, pendigit row (k = 128, γ = 2, c = 5), and Table 3 (mnist2m, wine rows)
 PAPER_T2 = {"Nys": 0.1325, "RNys": 0.1361, "KNys": 0.0828, "ENys": 0.2881, "RKS": 0.4404,
@@ -71,14 +80,18 @@ def methods_at_memory(gamma: float, r: int) -> dict:
     return out
 
 
-def table2(quick: bool) -> list[dict]:
+def table2(quick: bool, ranks: list[int] | None = None, sets: list[str] | None = None) -> list[dict]:
+    """Rows of Table 2; ``ranks`` and ``sets`` restrict the full run's (a subset for checks)."""
     from sklearn.metrics.pairwise import rbf_kernel
 
     from distsketch import MEKA
 
-    ranks = [16] if quick else [16, 32, 64, 128]
+    if ranks is None:
+        ranks = [16] if quick else [16, 32, 64, 128]
     rows = []
     for name, (X, gamma, c) in datasets(quick).items():
+        if sets is not None and name not in sets:
+            continue
         G = rbf_kernel(X, gamma=gamma)
         n = X.shape[0]
         for k in ranks:
@@ -97,6 +110,22 @@ def table2(quick: bool) -> list[dict]:
                              "MiB": 8 * n * est.n_output_features_ / 2**20,
                              "error": relative_frobenius(G, est.kernel_approx(X)), "fit s": sec})
     return rows
+
+
+def add_table2(rep: Report, rows: list[dict]) -> None:
+    """Table 2 as the full run prints it."""
+    hdr = ["data", "k (MEKA rank/cluster)", "r (others)", "method", "memory MiB", "‖G − G̃‖_F/‖G‖_F",
+           "paper (pendigit, k = 128)", "fit s"]
+    rep.add("Table 2: relative kernel error at equal memory", md_table(hdr, [
+        [r["data"], r["k"], r["r"], r["method"], r["MiB"], r["error"], PAPER_T2.get(r["method"]),
+         r["fit s"]] for r in rows]))
+
+
+def doc_check() -> list[DocCheck]:
+    """The full run's Table 2 rows of digits at k = 16 (seconds): same data, γ and seeds."""
+    rep = Report("meka", "check", "check")
+    add_table2(rep, table2(False, ranks=[16], sets=["digits"]))
+    return section_checks(rep, keys=["data", "k (MEKA rank/cluster)", "method"], timed=["fit s"])
 
 
 def _krr_rmse(est_factory, Xtr, ytr, Xte, yte) -> tuple[float | None, str]:
@@ -161,11 +190,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     rep = Report("meka", "MEKA (Si, Hsieh, Dhillon 2014): Tables 2 and 3",
                  "python benchmarks/papers/meka.py" + (" --quick" if args.quick else ""))
     rows = table2(args.quick)
-    hdr = ["data", "k (MEKA rank/cluster)", "r (others)", "method", "memory MiB", "‖G − G̃‖_F/‖G‖_F",
-           "paper (pendigit, k = 128)", "fit s"]
-    rep.add("Table 2: relative kernel error at equal memory", md_table(hdr, [
-        [r["data"], r["k"], r["r"], r["method"], r["MiB"], r["error"], PAPER_T2.get(r["method"]),
-         r["fit s"]] for r in rows]))
+    add_table2(rep, rows)
     for data in sorted({r["data"] for r in rows}):
         for k in sorted({r["k"] for r in rows}):
             errs = {r["method"]: r["error"] for r in rows if r["data"] == data and r["k"] == k}
@@ -226,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     if png:
         rep.files.append(png)
         rep.sections.append("![MEKA error against memory](img/meka.png)\n")
-    rep.write(args.out)
+    publish(rep, args)
     return rep
 
 

@@ -15,7 +15,7 @@ measured instead:
 Exact references: the Gram matrix by NumPy; CG residuals as the solver
 reports them (relative residual 1e-6).
 
-Run:  python benchmarks/papers/polynomial.py [--quick] [--out DIR]
+Run:  python benchmarks/papers/polynomial.py [--quick] [--out DIR] [--write-doc]
 """
 
 from __future__ import annotations
@@ -30,7 +30,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, md_table, parse_args, relative_frobenius, save_plot, timed
+from common import (
+    DocCheck,
+    Report,
+    md_table,
+    parse_args,
+    publish,
+    relative_frobenius,
+    save_plot,
+    section_checks,
+    timed,
+)
 
 
 def unit_digits(n: int) -> np.ndarray:
@@ -60,6 +70,25 @@ def degree_sweep(X: np.ndarray, degrees: list[int], sizes: list[int], seeds: lis
                 rows.append({"p": p, "m": m, "method": name, "error": float(np.median(errs)),
                              "max error": float(np.max(errs)), "s": float(np.median(secs))})
     return rows
+
+
+FULL_ROWS, FULL_SEEDS = 1000, [0, 1, 2]     # the full run's digits rows and sketch seeds
+
+
+def add_degree_table(rep: Report, rows: list[dict], n: int, seeds: list[int]) -> None:
+    """The degree sweep's table as the full run prints it."""
+    rep.add(f"Relative kernel error ‖G − ZZᵀ‖_F/‖G‖_F of ⟨x, y⟩^p, digits ({n} unit rows, "
+            f"median of {len(seeds)} seeds)",
+            md_table(["p", "m", "sketch", "median error", "max error", "transform s"],
+                     [[r["p"], r["m"], r["method"], r["error"], r["max error"], r["s"]] for r in rows]))
+
+
+def doc_check() -> list[DocCheck]:
+    """The full run's degree-sweep rows at p = 2, m = 1024 (seconds): same rows and seeds."""
+    rep = Report("polynomial", "check", "check")
+    rows = degree_sweep(unit_digits(FULL_ROWS), [2], [1024], FULL_SEEDS)
+    add_degree_table(rep, rows, FULL_ROWS, FULL_SEEDS)
+    return section_checks(rep, keys=["p", "m", "sketch"], timed=["transform s"])
 
 
 def cg_iterations(quick: bool) -> list[dict]:
@@ -105,12 +134,9 @@ def main(argv: Sequence[str] | None = None) -> Report:
     if args.quick:
         X, degrees, sizes, seeds = unit_digits(200), [2, 8], [256], [0]
     else:
-        X, degrees, sizes, seeds = unit_digits(1000), [2, 4, 8, 16], [1024, 4096], [0, 1, 2]
+        X, degrees, sizes, seeds = unit_digits(FULL_ROWS), [2, 4, 8, 16], [1024, 4096], FULL_SEEDS
     rows = degree_sweep(X, degrees, sizes, seeds)
-    rep.add(f"Relative kernel error ‖G − ZZᵀ‖_F/‖G‖_F of ⟨x, y⟩^p, digits ({X.shape[0]} unit rows, "
-            f"median of {len(seeds)} seeds)",
-            md_table(["p", "m", "sketch", "median error", "max error", "transform s"],
-                     [[r["p"], r["m"], r["method"], r["error"], r["max error"], r["s"]] for r in rows]))
+    add_degree_table(rep, rows, X.shape[0], seeds)
     pmax = max(degrees)
     for m in sizes:
         e = {r["method"]: r["error"] for r in rows if r["p"] == pmax and r["m"] == m}
@@ -161,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     if png:
         rep.files.append(png)
         rep.sections.append("![error against degree](img/polynomial.png)\n")
-    rep.write(args.out)
+    publish(rep, args)
     return rep
 
 

@@ -24,7 +24,7 @@ dimension must be large, on the streaming-KPCA paper's RandomNoisy data
 
 Exact references by NumPy (the full Gram matrix, ``eigh``).
 
-Run:  python benchmarks/papers/sampling.py [--quick] [--out DIR]
+Run:  python benchmarks/papers/sampling.py [--quick] [--out DIR] [--write-doc]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, md_table, parse_args, timed
+from common import DocCheck, Report, md_table, parse_args, publish, section_checks, timed
 
 GAMMA = 1.0 / 64
 N_COMPONENTS = 8
@@ -97,7 +97,7 @@ def gram_bounds(X: np.ndarray, ps: list[float], rep: Report) -> None:
     rep.add(f"Gram sparsification and quantization: error against the bound (digits n = {n})",
             md_table(["Ĝ", "density", "‖G − Ĝ‖₂", "2σ√n", "ratio", "fit s"], rows))
     rep.add(f"Kernel PCA on Ĝ (top {N_COMPONENTS}; λ₁ − λ₂ = {lam[0] - lam[1]:.2f})",
-            md_table(["Ĝ", "solver", "eigenvalues of Ĝ", "exact eigenvalues", "max |shift|", "‖G − Ĝ‖₂",
+            md_table(["Ĝ", "solver", "eigenvalues of Ĝ", "exact eigenvalues", "max \\|shift\\|", "‖G − Ĝ‖₂",
                       "sin θ (leading)", "Davis–Kahan bound", "fit s"], kp))
 
 
@@ -189,7 +189,20 @@ def projections(X: np.ndarray, eps_list: list[float], rep: Report) -> None:
             rep.claim(f"projection ε = {eps:g} ({density}): every squared distance within 1 ± ε",
                       worst <= eps, f"worst distortion {worst:.3f} with k = {P.n_components_}")
     rep.add("Database-friendly projections: pairwise squared-distance distortion",
-            md_table(["ε", "density", "k", "d", "max |ratio − 1|", "mean |ratio − 1|"], rows))
+            md_table(["ε", "density", "k", "d", "max \\|ratio − 1\\|", "mean \\|ratio − 1\\|"], rows))
+
+
+def doc_check() -> list[DocCheck]:
+    """The full run's rows at p = 0.05 (and the quantized Ĝ), and its projections at ε = 0.5
+    (seconds): same data and seeds."""
+    from sklearn.datasets import load_digits
+
+    from distsketch.datasets import random_noisy
+
+    rep = Report("sampling", "check", "check")
+    gram_bounds(load_digits().data / 16.0, [0.05], rep)
+    projections(np.asarray(random_noisy(500, 4000, random_state=0).compute(), dtype=np.float64), [0.5], rep)
+    return section_checks(rep, keys=["Ĝ", "solver", "ε", "density"], timed=["fit s"])
 
 
 def main(argv: Sequence[str] | None = None) -> Report:
@@ -211,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     R = np.asarray(random_noisy(200 if args.quick else 500, 4000, random_state=0).compute(), dtype=np.float64)
     projections(R, [0.5] if args.quick else [0.3, 0.5], rep)
     rep.seconds = time.perf_counter() - t0
-    rep.write(args.out)
+    publish(rep, args)
     return rep
 
 

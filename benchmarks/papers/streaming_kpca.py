@@ -25,11 +25,12 @@ Findings of the full run (docs/papers.md has the tables):
   RNCA (ZZᵀ) or SKPCA (ℓ directions) is compared with rank-k Nyström, from
   m = 1 024 at γ = 1/median d² and m = 2 048 at γ = 1/(4 median d²), never at
   γ ≥ 4/median d²; in spectral error never;
-* the paper's slow RNCA sums n rank-one updates (51 s at m = 1 024 on
-  20 000 × 1 000, extrapolated); distsketch's RNCA uses GEMMs (0.65 s), so
-  SKPCA (RFF map + FD shrinks) is faster than RNCA only from m ≈ 2 048.
+* the paper's slow RNCA sums n rank-one updates (tens of seconds at m = 1 024
+  on 20 000 × 1 000, extrapolated); distsketch's RNCA forms ZᵀZ with GEMMs
+  (about a second), so SKPCA (RFF map + FD) is faster than RNCA only from
+  m ≈ 2 048.
 
-Run:  python benchmarks/papers/streaming_kpca.py [--quick] [--out DIR]
+Run:  python benchmarks/papers/streaming_kpca.py [--quick] [--out DIR] [--write-doc]
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Report, md_table, parse_args, save_plot, timed
+from common import DocCheck, Report, md_table, parse_args, publish, save_plot, section_checks, timed
 
 K = 10          # rank of G′ in the "rank k" reading
 ELL = 50        # FD sketch rows (the paper's largest ℓ)
 GAMMA_FACTORS = [0.25, 1.0, 4.0, 16.0]
+ERROR_SHAPE = (3000, 1000)      # rows × columns of the full run's error sweep (exact G)
+ERROR_HEADER = ["γ·median d²", "m = c", "rank of G′", "method", "spectral ‖G − G′‖₂/n",
+                "Frobenius ‖G − G′‖_F/n²", "best rank-k Frobenius", "fit s"]
 
 
 def noisy(n: int, d: int, seed: int = 0) -> np.ndarray:
@@ -110,6 +114,28 @@ def error_sweep(X: np.ndarray, sizes: list[int], factors: list[float]) -> list[d
     return rows
 
 
+def add_error_table(rep: Report, rows: list[dict], n: int, d: int) -> None:
+    """The error table of the sweep, as the full run prints it."""
+    rep.add(f"Kernel errors on RandomNoisy {n} × {d} (exact G), against m = c",
+            md_table(ERROR_HEADER, [[r["g"], r["m"], r["rank"], r["method"], r["spectral"], r["frobenius"],
+                                     r["best rank-k frobenius"] if r["rank"] != "full" else None, r["fit s"]]
+                                    for r in rows]))
+
+
+def doc_check() -> list[DocCheck]:
+    """The full run's error rows at γ = 16/median d², m = c = 256 (seconds).
+
+    The same data (seed 0), width and estimators as the full run; at this m
+    every block of SKPCA's fit is folded through its covariance
+    (:func:`distsketch.ops.fd.fd_block_formulation`), the formulation whose
+    change moved the page's SKPCA rows.
+    """
+    n, d = ERROR_SHAPE
+    rep = Report("streaming_kpca", "check", "check")
+    add_error_table(rep, error_sweep(noisy(n, d), [256], [16.0]), n, d)
+    return section_checks(rep, keys=["γ·median d²", "m = c", "rank of G′", "method"], timed=["fit s"])
+
+
 def time_profile(n: int, d: int, sizes: list[int], gamma_factor: float = 1.0) -> list[dict]:
     """Fit times and their parts: the RFF map, FD's shrinks, the ZᵀZ GEMM."""
     from distsketch import FrequentDirections, RandomFourierFeatures
@@ -165,16 +191,11 @@ def main(argv: Sequence[str] | None = None) -> Report:
         n, d, sizes, factors = 500, 100, [32, 128], [1.0, 16.0]
         tn, tsizes = 2000, [128]
     else:
-        n, d, sizes, factors = 3000, 1000, [32, 64, 128, 256, 512, 1024, 2048], GAMMA_FACTORS
+        (n, d), sizes, factors = ERROR_SHAPE, [32, 64, 128, 256, 512, 1024, 2048], GAMMA_FACTORS
         tn, tsizes = 20000, [256, 1024, 2048]
     X = noisy(n, d)
     rows = error_sweep(X, sizes, factors)
-    hdr = ["γ·median d²", "m = c", "rank of G′", "method", "spectral ‖G − G′‖₂/n", "Frobenius ‖G − G′‖_F/n²",
-           "best rank-k Frobenius", "fit s"]
-    rep.add(f"Kernel errors on RandomNoisy {n} × {d} (exact G), against m = c",
-            md_table(hdr, [[r["g"], r["m"], r["rank"], r["method"], r["spectral"], r["frobenius"],
-                            r["best rank-k frobenius"] if r["rank"] != "full" else None, r["fit s"]]
-                           for r in rows]))
+    add_error_table(rep, rows, n, d)
     for g in factors:
         for rank in (f"k={K}", "full"):
             for method in ("RNCA", "SKPCA"):
@@ -224,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     if png:
         rep.files.append(png)
         rep.sections.append("![Frobenius error against m](img/streaming_kpca.png)\n")
-    rep.write(args.out)
+    publish(rep, args)
     return rep
 
 

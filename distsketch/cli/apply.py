@@ -46,8 +46,8 @@ def load_model_and_input(args: argparse.Namespace, check_model: Callable[[Any], 
     model is loaded and ``check_model(model)`` refuses what the command
     cannot use before the input is opened (once).
     """
-    from distsketch.io.model import load
-    from distsketch.io.safety import check_output
+    from distsketch.io.model.store import load
+    from distsketch.io.storage.safety import check_output
 
     so = storage_options_arg(args)
     if output is not None:
@@ -99,7 +99,7 @@ def apply_saved_model(args: argparse.Namespace, *, method: str, verb: str, what:
     """
     from distsketch.diagnostics import PeakMemory
     from distsketch.io import fingerprint, write_array
-    from distsketch.io.urls import resolve
+    from distsketch.io.storage.urls import resolve
     from distsketch.validation import check_n_features
 
     show = apply_progress(args)

@@ -435,7 +435,7 @@ def open_input(path: str, block_rows: int | None = None, *,
     known yet (:func:`distsketch.graph.store_block_rows`), since the
     command's estimator plans its own stages later; ``block_rows`` overrides.
     """
-    from distsketch.io.arrays import open_array
+    from distsketch.io.arrays.access import open_array
 
     if block_rows is not None and block_rows < 1:
         raise ConfigError(f"--block-rows must be >= 1; got {block_rows}.")

@@ -209,7 +209,7 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace,
         if not named and "n_components" not in fparams and n_rows is not None:
             # the model's default map with some of its parameters changed: its width stays the
             # model's default, not the map class's own (100 random Fourier features)
-            from distsketch.estimators.ridge_defaults import default_n_features
+            from distsketch.estimators.ridge.defaults import default_n_features
 
             fparams["n_components"] = default_n_features(n_rows)
         if (isinstance(_as_gamma(args.gamma, "--gamma"), float)
@@ -304,7 +304,7 @@ def _needs_targets(cls: type) -> bool:
 
 def _read_targets(spec: str, n: int, storage_options: dict | None = None,
                   where: str | None = None) -> Any:
-    from distsketch.io.targets import open_targets
+    from distsketch.io.arrays.targets import open_targets
 
     return open_targets(spec, n, where=where or f"--y {spec}",
                         storage_options=storage_options).as_dask()
@@ -371,10 +371,11 @@ def _no_targets(cls: type, source: str) -> ConfigError:
 def run(args: argparse.Namespace) -> int:
     from distsketch.cli.labels import integer_class_targets, store_labels
     from distsketch.cli.score import is_classifier, training_check
+    from distsketch.cli.tables import input_columns
     from distsketch.diagnostics import PeakMemory, format_bytes
     from distsketch.io import fingerprint
-    from distsketch.io.model import save_model
-    from distsketch.io.safety import check_output
+    from distsketch.io.model.store import save_model
+    from distsketch.io.storage.safety import check_output
 
     apply_progress(args)
     so = storage_options_arg(args)
@@ -431,7 +432,9 @@ def run(args: argparse.Namespace) -> int:
         warn(check["message"])
     save_model(est, args.model, overwrite=args.overwrite,
                extra={"input": str(args.input), "input_fingerprint": fingerprint(X, path=args.input),
-                      "fit_seconds": round(seconds, 3), "random_state": seed},
+                      "fit_seconds": round(seconds, 3), "random_state": seed,
+                      # the table's columns, so predict and score can read a CSV as ingest did
+                      "input_columns": input_columns(args.input, so)},
                storage_options=so)
     standardised = _standardises(est)
     result: dict[str, Any] = {
@@ -448,7 +451,14 @@ def run(args: argparse.Namespace) -> int:
     using = f" with the labels {targets} stored with the input" if from_input else ""
     lines = [f"fitted {cls.__name__} on {n} rows{using}{chose} in {seconds:.1f} s "
              f"(peak memory {format_bytes(pm.peak_bytes)}); model saved to {args.model}"]
-    if note is not None:
-        lines.append(f"note: {note}")
+    result["gamma_search_note"] = _gamma_search_note(est)
+    lines += [f"note: {text}" for text in (note, result["gamma_search_note"]) if text is not None]
     finish(result, lines)
     return 0
+
+
+def _gamma_search_note(est: Any) -> str | None:
+    """The model's sentence on a gamma found beyond the usual grid (said with the gamma, not
+    only in the log), or None."""
+    search = getattr(est, "gamma_search_", None)
+    return search.get("note") if isinstance(search, dict) else None

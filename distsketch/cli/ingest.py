@@ -68,6 +68,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        "column holds text); predictions are then the names")
     kinds.add_argument("--no-class-labels", dest="class_labels", action="store_const",
                        const=False, help="label column: numbers (regression targets)")
+    p.add_argument("--drop-column", dest="drop_columns", action="append", default=None,
+                   metavar="NAME|INDEX",
+                   help="CSV or Parquet: leave this column out of X (never parsed), by header "
+                        "name or index (0 is the first, -1 the last); repeatable, e.g. an ID "
+                        "column. A CSV whose header starts with an empty field (R's write.csv: "
+                        "that column holds row names) has that column dropped without it")
+    p.add_argument("--boolean-columns", choices=["yes-no"], default=None,
+                   help="CSV or Parquet: read feature columns of yes/no or true/false words "
+                        "(any case) as 1/0 (a CSV column is one when its first value is such a "
+                        "word; a Parquet column when it holds text); default: refused as not "
+                        "numbers")
     p.add_argument("--labels", default=None, help="idx or .npy labels file (numbers, or strings "
                                                   "stored as class names), stored as y")
     p.add_argument("--append", action="store_true",
@@ -97,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                   dtype=args.dtype, n_features=args.n_features, delimiter=delimiter,
                   skip_header=args.skip_header, header=args.header,
                   label_column=_column(args.label_column), class_labels=args.class_labels,
-                  labels=args.labels, zero_based=zero_based,
+                  drop_columns=[c for c in map(_column, args.drop_columns or []) if c is not None],
+                  boolean_columns=args.boolean_columns, labels=args.labels, zero_based=zero_based,
                   allow_nan=args.allow_nan,
                   compressor=None if args.compressor == "none" else args.compressor,
                   overwrite=args.overwrite, append=args.append, progress=show,
@@ -111,12 +123,31 @@ def run(args: argparse.Namespace) -> int:
               "seconds": round(seconds, 3)}
     if args.append:
         result["appended_rows"] = (info.get("appends") or [{}])[-1].get("rows")
+    result["dropped_columns"] = info.get("dropped_columns", [])
+    result["yes_no_columns"] = info.get("yes_no_columns", [])
     verb = "appended to" if args.append else "wrote"
     classes = f", {info['n_classes']} classes in y" if info.get("n_classes") else ""
-    finish(result, f"{verb} {path}: {info.get('rows')} rows x {info.get('n_features')} features "
-                   f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}{classes}) "
-                   f"in {seconds:.1f} s")
+    lines = [f"{verb} {path}: {info.get('rows')} rows x {info.get('n_features')} features "
+             f"({info.get('format')}, arrays {', '.join(info.get('arrays', []))}{classes}) "
+             f"in {seconds:.1f} s"]
+    lines += _column_notes(result["dropped_columns"], result["yes_no_columns"],
+                           args.drop_columns or [])
+    finish(result, lines)
     return 0
+
+
+def _column_notes(dropped: list, yes_no: list, asked: list[str]) -> list[str]:
+    """What ingest did to columns the user may not have named: dropped and yes/no columns."""
+    notes = []
+    if dropped:
+        unnamed = "" in dropped and "" not in asked
+        why = (" (the unnamed first column holds R's row names, dropped without --drop-column)"
+               if unnamed else "")
+        notes.append(f"note: dropped column(s) {', '.join(map(repr, dropped))}{why}")
+    if yes_no:
+        notes.append(f"note: yes/no (true/false) read as 1/0 in column(s) "
+                     f"{', '.join(map(repr, yes_no))}")
+    return notes
 
 
 def _column(text: str | None) -> int | str | None:

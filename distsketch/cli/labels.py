@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import DistsketchError
+from distsketch.io.arrays.targets import store_labels
 
 __all__ = ["CLASSIFIER", "REGRESSOR", "integer_class_targets", "method_hint", "store_labels",
            "suggested_methods", "supervised_methods", "target_kind"]
@@ -32,38 +33,6 @@ _MAX_NUMBERED_CLASSES = 100
 _EXACT_INTEGERS = 2.0**53
 
 
-def store_labels(spec: str, storage_options: dict | None = None) -> str | None:
-    """``"STORE::y"`` when ``spec`` names the rows ``X`` of a store that also holds labels ``y``.
-
-    A store written by ``distsketch ingest`` lists its arrays in its manifest;
-    only those are read (an ``X`` named explicitly, ``STORE::X``, counts too).
-    Any other input, or a store without a readable manifest, gives None:
-    labels are never guessed from an array's name alone.
-
-    Parameters
-    ----------
-    spec : str
-        The command's input (``store.zarr`` or ``store.zarr::X``).
-    storage_options : dict, optional
-        fsspec options for a URL store.
-    """
-    from distsketch.io import read_manifest
-    from distsketch.io.safety import split_array_path
-
-    path, component = split_array_path(str(spec))
-    if component not in (None, "X"):
-        return None
-    try:
-        info = read_manifest(path, storage_options=storage_options)
-    except DistsketchError:
-        # a damaged manifest is reported when the input itself is opened
-        return None
-    arrays = (info or {}).get("arrays") or []
-    if info is None or info.get("kind") != "ingest" or "X" not in arrays or "y" not in arrays:
-        return None
-    return f"{path}::y"
-
-
 def target_kind(spec: str, storage_options: dict | None = None) -> str | None:
     """What the targets at ``spec`` look like: ``"classes"``, ``"integers"`` or ``"numbers"``.
 
@@ -77,9 +46,9 @@ def target_kind(spec: str, storage_options: dict | None = None) -> str | None:
     -----
     Reads the array's metadata and at most its first 65 536 rows.
     """
-    from distsketch.io.arrays import open_zarr
-    from distsketch.io.class_codes import class_names
-    from distsketch.io.safety import split_array_path
+    from distsketch.io.arrays.access import open_zarr
+    from distsketch.io.arrays.class_codes import class_names
+    from distsketch.io.storage.safety import split_array_path
 
     try:
         path, component = split_array_path(str(spec))

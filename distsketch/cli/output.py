@@ -208,7 +208,7 @@ def warn(message: str) -> None:
 
 
 def _write_json(mode: OutputMode, result: dict[str, Any]) -> None:
-    from distsketch.io.jsonable import json_default
+    from distsketch.io.commit.jsonable import json_default
 
     body = {**result, "warnings": list(mode.warnings)}
     stream = mode.stdout if mode.stdout is not None else sys.stdout

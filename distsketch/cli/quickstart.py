@@ -70,8 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _data_is_complete(path: Path, rows: int, features: int, seed: int) -> bool:
-    from distsketch.io.arrays import open_zarr
-    from distsketch.io.manifest import read_manifest
+    from distsketch.io.arrays.access import open_zarr
+    from distsketch.io.commit.manifest import read_manifest
 
     info = read_manifest(path) if path.exists() else None
     if not info or info.get("generator") != "random_noisy":
@@ -122,7 +122,7 @@ def _check_out(out: Path, overwrite: bool = False) -> None:
     manifest) are replaced; with ``overwrite`` any store distsketch wrote is
     (never a folder distsketch did not write, whatever the flag).
     """
-    from distsketch.io.safety import check_replaceable
+    from distsketch.io.storage.safety import check_replaceable
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file; quickstart needs a folder.")
@@ -141,7 +141,7 @@ def _check_out(out: Path, overwrite: bool = False) -> None:
 
 def _is_ours(path: Path) -> bool:
     """Whether the store ``path`` is the one quickstart wrote there (its manifest's mark)."""
-    from distsketch.io.manifest import read_manifest
+    from distsketch.io.commit.manifest import read_manifest
 
     try:
         info = read_manifest(path) or {}
@@ -152,7 +152,7 @@ def _is_ours(path: Path) -> bool:
 
 def _mark(path: Path) -> None:
     """Mark the committed store ``path`` as quickstart's own (a key in its manifest)."""
-    from distsketch.io.manifest import read_manifest, write_manifest
+    from distsketch.io.commit.manifest import read_manifest, write_manifest
 
     info = read_manifest(path) or {}
     write_manifest(path, info | {_MARK: _OUTPUTS[path.name]})
@@ -169,7 +169,7 @@ def _is_our_report(path: Path) -> bool:
 
 
 def _model(args: argparse.Namespace, gamma: float | None) -> Any:
-    from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+    from distsketch.estimators.decomposition.streaming_kpca import StreamingKernelPCA
 
     return StreamingKernelPCA(n_components=args.n_components, gamma=gamma,
                               n_random_features=args.n_random_features,
@@ -194,22 +194,11 @@ def _cluster_used(spec: str | None, client: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from distsketch.datasets import make_random_noisy_zarr
     from distsketch.diagnostics import PeakMemory, format_bytes
-    from distsketch.io import fingerprint, open_array, write_array
-    from distsketch.io.model import save_model
+    from distsketch.io import open_array, write_array
     from distsketch.metrics import kernel_errors
 
-    _check_args(args)
-    # the model's own checks too, before data or a cluster exist (gamma is chosen later)
-    check_before_cluster(_model(args, gamma=None), args.rows, args.features)
-    show = apply_progress(args)
-    out = _out_folder(args.out)
-    _check_out(out, args.overwrite)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the folder --out {out}: {exc}.") from exc
+    out, show = _prepare(args)
     data, model_path, emb_path = out / "data.zarr", out / "model.zarr", out / "embeddings.zarr"
     times: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -221,34 +210,9 @@ def run(args: argparse.Namespace) -> int:
                        else 0)
             used = _cluster_used(args.cluster, client)
 
-            t0 = time.perf_counter()
-            reused = _data_is_complete(data, args.rows, args.features, args.seed)
-            if reused:
-                stage(f"[1/5] reusing RandomNoisy data at {data}")
-            else:
-                stage(f"[1/5] generating RandomNoisy {args.rows} x {args.features} float32 "
-                      f"({args.rows * args.features * 4 / 2**20:.0f} MiB) -> {data}")
-                make_random_noisy_zarr(data, args.rows, args.features,
-                                       chunk_rows=args.chunk_rows, overwrite=True,
-                                       progress=show, random_state=args.seed)
-                _mark(data)
-            times["generate data" if not reused else "reuse data"] = time.perf_counter() - t0
+            reused = _make_data(args, data, show, times)
             X = open_array(data, block_rows=args.chunk_rows)
-
-            t0 = time.perf_counter()
-            gamma = median_gamma(X, n_sample=1000, random_state=args.seed)
-            times["choose gamma"] = time.perf_counter() - t0
-            stage(f"[2/5] gamma = {gamma:.6g} (1 / median squared distance of 1000 rows)")
-
-            t0 = time.perf_counter()
-            stage(f"[3/5] fitting StreamingKernelPCA (m={args.n_random_features}, "
-                  f"l={args.sketch_size}, k={args.n_components}) out of core")
-            model = _model(args, gamma)
-            model.fit(X)
-            times["fit"] = time.perf_counter() - t0
-            save_model(model, model_path, overwrite=True,
-                       extra={"input": str(data), "input_fingerprint": fingerprint(X, path=data)})
-            _mark(model_path)
+            model, gamma = _fit_model(args, X, data, model_path, times)
 
             t0 = time.perf_counter()
             stage(f"[4/5] writing embeddings -> {emb_path}")
@@ -276,13 +240,79 @@ def run(args: argparse.Namespace) -> int:
         "peak_memory_bytes": pm.peak_bytes, "workers_peak_memory_bytes": pm.workers_peak_bytes,
         "kernel_errors": errs,
     }
-    _check_out(out, args.overwrite)  # again: the folder may have changed while this ran
-    tmp = out / f".report.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, out / "report.json")
+    _write_report(out, report, args.overwrite)
     finish({"command": "quickstart", "report": str(out / "report.json"), **report},
            _report_lines(report, pm.peak_bytes, format_bytes))
     return 0
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Path, Any]:
+    """Check the arguments and the model's parameters, then create --out.
+
+    Everything is checked before data or a cluster exist.  Returns the
+    folder and the progress setting (:func:`apply_progress`).
+    """
+    _check_args(args)
+    # the model's own checks too, before data or a cluster exist (gamma is chosen later)
+    check_before_cluster(_model(args, gamma=None), args.rows, args.features)
+    show = apply_progress(args)
+    out = _out_folder(args.out)
+    _check_out(out, args.overwrite)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder --out {out}: {exc}.") from exc
+    return out, show
+
+
+def _make_data(args: argparse.Namespace, data: Path, show: Any, times: dict[str, float]) -> bool:
+    """Stage 1: generate the RandomNoisy data at ``data``, or reuse it; whether it was reused."""
+    from distsketch.datasets import make_random_noisy_zarr
+
+    t0 = time.perf_counter()
+    reused = _data_is_complete(data, args.rows, args.features, args.seed)
+    if reused:
+        stage(f"[1/5] reusing RandomNoisy data at {data}")
+    else:
+        stage(f"[1/5] generating RandomNoisy {args.rows} x {args.features} float32 "
+              f"({args.rows * args.features * 4 / 2**20:.0f} MiB) -> {data}")
+        make_random_noisy_zarr(data, args.rows, args.features,
+                               chunk_rows=args.chunk_rows, overwrite=True,
+                               progress=show, random_state=args.seed)
+        _mark(data)
+    times["generate data" if not reused else "reuse data"] = time.perf_counter() - t0
+    return reused
+
+
+def _fit_model(args: argparse.Namespace, X: Any, data: Path, model_path: Path,
+               times: dict[str, float]) -> tuple[Any, float]:
+    """Stages 2 and 3: choose gamma, fit the model on ``X`` and save it; (model, gamma)."""
+    from distsketch.io import fingerprint
+    from distsketch.io.model.store import save_model
+
+    t0 = time.perf_counter()
+    gamma = median_gamma(X, n_sample=1000, random_state=args.seed)
+    times["choose gamma"] = time.perf_counter() - t0
+    stage(f"[2/5] gamma = {gamma:.6g} (1 / median squared distance of 1000 rows)")
+
+    t0 = time.perf_counter()
+    stage(f"[3/5] fitting StreamingKernelPCA (m={args.n_random_features}, "
+          f"l={args.sketch_size}, k={args.n_components}) out of core")
+    model = _model(args, gamma)
+    model.fit(X)
+    times["fit"] = time.perf_counter() - t0
+    save_model(model, model_path, overwrite=True,
+               extra={"input": str(data), "input_fingerprint": fingerprint(X, path=data)})
+    _mark(model_path)
+    return model, gamma
+
+
+def _write_report(out: Path, report: dict[str, Any], overwrite: bool) -> None:
+    """Write ``out/report.json`` atomically (a temporary file, then a rename)."""
+    _check_out(out, overwrite)  # again: the folder may have changed while this ran
+    tmp = out / f".report.json.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(report, indent=2))
+    os.replace(tmp, out / "report.json")
 
 
 def _report_lines(r: dict, peak: int, format_bytes: Any) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ from distsketch.cli.common import (
     apply_progress,
     cluster,
     open_command_input,
+    open_input,
     stage,
     storage_options_arg,
 )
@@ -165,29 +167,62 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Predict every row of INPUT with MODEL (blockwise) and compare with the targets "
             "given by --y: accuracy for a classifier, the coefficient of determination R^2 "
-            "(averaged over targets) for a regressor, on all rows."),
+            "(averaged over targets) for a regressor, on all rows. INPUT may be a CSV or "
+            "Parquet file, read as `predict` reads it; its targets are then the model's label "
+            "column (the one ingested with --label-column for the fit), unless --y is given."),
     )
     p.add_argument("model", help="saved model store with predict (e.g. a kernel ridge model)")
-    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group)")
-    p.add_argument("--y", required=True, help="targets of INPUT's rows, e.g. data.zarr::y")
+    p.add_argument("input", help="input Zarr store ('store.zarr::X' for an array in a group), "
+                                 "or a CSV or Parquet file")
+    p.add_argument("--y", default=None, help="targets of INPUT's rows, e.g. data.zarr::y "
+                                             "(default: the labels stored with INPUT, or a "
+                                             "table INPUT's label column)")
     add_input_options(p, overwrite=False)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from distsketch.graph import to_numpy
-    from distsketch.io.model import load
-    from distsketch.io.targets import open_targets
-    from distsketch.validation import check_n_features
+    from distsketch.cli.labels import store_labels
+    from distsketch.cli.tables import is_table_file, table_input
+    from distsketch.io.model.store import load
 
-    apply_progress(args)
+    show = apply_progress(args)
     so = storage_options_arg(args)
     model = load(args.model, storage_options=so)
     check_predictor(model, args.model, targets=args.y, input_path=args.input, storage_options=so)
-    X = open_command_input(args, so)
+    with contextlib.ExitStack() as stack:
+        targets, shown = args.y, args.y
+        if is_table_file(args.input):
+            # the table read as ingest reads it, with the model's label column as y
+            store, read = stack.enter_context(table_input(args.input, model, args.model, so,
+                                                          labels=args.y is None, progress=show))
+            X = open_input(store, args.block_rows)
+            if targets is None and read["label_column"] is not None:
+                targets = f"{store}::y"
+                shown = f"{args.input}, column {read['label_column']}"
+        else:
+            X = open_command_input(args, so)
+            if targets is None:
+                targets = shown = store_labels(args.input, so)
+        if targets is None:
+            raise ConfigError(f"score needs the targets of {args.input}'s rows: pass --y (e.g. "
+                              "--y data.zarr::y); a store ingested with --label-column, or a "
+                              "table holding the label column the model was fitted with, "
+                              "gives them itself.")
+        return _score(args, model, X, targets, shown, so)
+
+
+def _score(args: argparse.Namespace, model: Any, X: Any, targets: str, shown: str | None,
+           so: dict[str, Any] | None) -> int:
+    """Score ``model`` on ``X`` against ``targets`` and print the result."""
+    from distsketch.graph import to_numpy
+    from distsketch.io.arrays.targets import open_targets
+    from distsketch.validation import check_n_features
+
     check_n_features(model, X, reset=False)
-    y = open_targets(args.y, int(X.shape[0]), where=f"--y {args.y}", storage_options=so).as_dask()
+    where = f"--y {args.y}" if args.y is not None else f"the labels {shown}"
+    y = open_targets(targets, int(X.shape[0]), where=where, storage_options=so).as_dask()
     with cluster(args, X):
         stage(f"scoring {type(model).__name__} on {X.shape[0]} rows of {args.input}")
         t0 = time.perf_counter()
@@ -197,7 +232,9 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - t0
     name = {"accuracy": "accuracy", "r2": "R^2"}[metric]
     result = {"command": "score", "model": str(args.model), "model_class": type(model).__name__,
-              "input": str(args.input), "targets": args.y, "rows": int(X.shape[0]),
+              "input": str(args.input),
+              "targets": shown,
+              "rows": int(X.shape[0]),
               "metric": metric, "score": value, metric: value, "seconds": round(seconds, 3)}
     errors = ""
     if metric == "r2":

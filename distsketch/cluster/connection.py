@@ -281,6 +281,34 @@ def _storage_options(cfg: dict[str, Any], where: str) -> Iterator[None]:
         yield
 
 
+#: seconds a worker of the embedded LocalCluster may take to exit when a command ends.
+#: distributed's own close gives each worker process 4 s before killing it with a warning
+#: ("Worker process still alive after 4.0 seconds, killing"), which workers busy tearing
+#: down on a loaded machine (several per core) exceed.
+WORKER_EXIT_SECONDS = 30.0
+
+
+def close_local_workers(cluster: Any, timeout: float = WORKER_EXIT_SECONDS) -> None:
+    """Close the workers of a LocalCluster, giving each ``timeout`` seconds to exit.
+
+    Called after its client is closed and before the cluster itself, which
+    then finds no worker left to kill.  A worker that outlives ``timeout``
+    is killed as distributed would; a failure to close is logged only, since
+    the cluster's own close follows.
+    """
+    import asyncio
+
+    async def close_all() -> None:
+        workers = list(cluster.workers.values())
+        await asyncio.gather(*(w.close(timeout=timeout) for w in workers),
+                             return_exceptions=True)
+
+    try:
+        cluster.sync(close_all)
+    except Exception as exc:  # the cluster's close still runs and cleans up
+        logger.debug("closing the LocalCluster's workers: %s", exc)
+
+
 @contextlib.contextmanager
 def connect(spec: Any = None, *, timeout: float | None = None,
             log: Callable[[str], None] | None = None,
@@ -354,10 +382,13 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                     kwargs[key] = int(kwargs[key])
             if kwargs.get("memory_limit", "auto") == "auto":
                 kwargs["memory_limit"] = _local_worker_memory(kwargs)
-            with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
-                if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
-                    say(f"{DASHBOARD_PREFIX}{link}")
-                yield client
+            with LocalCluster(**kwargs) as cluster:
+                with Client(cluster) as client:
+                    if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):
+                        say(f"{DASHBOARD_PREFIX}{link}")
+                    yield client
+                # the client is closed; the workers exit before the cluster closes them
+                close_local_workers(cluster)
             return
         if kind == "scheduler":
             seconds = float(cfg.get("timeout", _connect_timeout(timeout)))

@@ -12,10 +12,14 @@
 * an estimator that learns from rows by merging summaries inherits
   :class:`MergeableEstimator` (``summarize`` / ``merge_summaries`` / ``fold``),
   the one protocol ``partial_fit``, the workflow's segment folding and the CLI use.
+
+Over 500 lines because it holds the whole estimator protocol (fit context, parameter
+checks, row maps, the mergeable protocol) that every family shares.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Sequence
@@ -36,6 +40,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, NotFittedError
+from distsketch.footprint import Footprint
 from distsketch.graph import (
     check_operator_memory,
     cluster_resources,
@@ -43,6 +48,7 @@ from distsketch.graph import (
     resources_scope,
     to_numpy,
 )
+from distsketch.graph.progress import fit_progress
 from distsketch.ops.namespace import host_dtype
 from distsketch.ops.random import resolve_seed
 from distsketch.validation import (
@@ -106,17 +112,20 @@ def fit_context(method: Callable[..., Any] | None = None, *,
     def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with blas_single_thread(), resources_scope():
+            # a fit reports every pass of its own while progress is on (not a merge: no pass)
+            report = fit_progress(type(self).__name__) if validate else contextlib.nullcontext()
+            with blas_single_thread(), resources_scope(), report:
                 if not validate:
                     return method(self, *args, **kwargs)
                 checked = _VALIDATED_IN.get()
                 token = None
                 if id(self) not in checked:
-                    self._validate_params()
+                    if not self._take_checked_params():
+                        self._validate_params()
                     token = _VALIDATED_IN.set(checked | {id(self)})
                 try:
                     if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):
-                        from distsketch.io.targets import open_target_args  # y: "store.zarr::y"
+                        from distsketch.io.arrays.targets import open_target_args  # y: "store.zarr::y"
 
                         args, kwargs = open_target_args(args, kwargs)
                     return method(self, *args, **kwargs)
@@ -201,7 +210,8 @@ class DistsketchEstimator(BaseEstimator):
         input's shape, also what the shape cannot give, among them every
         operator's and state's size against the per-task memory budget.  The
         CLI and the workflow call this before a cluster starts or a segment is
-        read, so a bad parameter fails in milliseconds; ``fit`` repeats it.
+        read, so a bad parameter fails in milliseconds; the next ``fit`` takes
+        this check instead of repeating it, unless a parameter changed since.
 
         Parameters
         ----------
@@ -216,6 +226,23 @@ class DistsketchEstimator(BaseEstimator):
         self._validate_params()
         if n_samples is not None and n_features is not None:
             self._check_params_for_shape(int(n_samples), int(n_features))
+        # the next fit takes this check instead of repeating it, if nothing changed since
+        self._checked_params = self._params_token()
+
+    def _params_token(self) -> tuple:
+        # what the parameter checks read: every (nested) parameter, by identity and value
+        return tuple((k, id(v), repr(v)) for k, v in sorted(self.get_params(deep=True).items()))
+
+    def _take_checked_params(self) -> bool:
+        """Whether :meth:`check_params` just checked these very parameters (used once).
+
+        The CLI and a workflow check an estimator before any data is read and
+        then fit it; the fit takes that check instead of repeating it, so one
+        command validates its parameters once.  Any parameter set in between
+        (``set_params``, a nested estimator replaced) makes the fit check again.
+        """
+        token = self.__dict__.pop("_checked_params", None)
+        return token is not None and token == self._params_token()
 
     def _check_params(self) -> None:
         """Override to refuse what the constraint table cannot express: relations between
@@ -302,7 +329,7 @@ class DistsketchEstimator(BaseEstimator):
         ``path`` may be a URL (``s3://bucket/model.zarr``) with fsspec
         ``storage_options``.  Load it with :func:`distsketch.load`.
         """
-        from distsketch.io.model import save_model
+        from distsketch.io.model.store import save_model
 
         self._check_is_fitted()
         return save_model(self, path, overwrite=overwrite, storage_options=storage_options)
@@ -496,7 +523,8 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
 
     Subclasses implement ``_map_block(block, offset, *operands) -> ndarray`` and
     ``_operands()`` (arrays shipped once to workers), ``n_output_features_`` and
-    optionally ``_bytes_per_row()``.
+    ``_map_footprint()``, the memory of one task of the map as its op declares
+    it (e.g. :func:`distsketch.ops.nystrom.nystrom_map_footprint`).
     """
 
     dtype: Any = None
@@ -504,8 +532,10 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
     def _operands(self) -> tuple:
         return ()
 
-    def _bytes_per_row(self) -> float | None:
-        return None
+    def _map_footprint(self) -> Footprint:
+        """The map's memory per task, as its op declares it; unknown by default (a
+        multiple of the input row)."""
+        return Footprint()
 
     def _output_dtype(self, X: Any) -> np.dtype:
         dtype = host_dtype(X.dtype)
@@ -528,7 +558,7 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         return map_blocks(X, FiniteRows(self._map_block, f"{type(self).__name__} transform"),
                           *self._operands(),
                           n_out=self.n_output_features_, dtype=self._output_dtype(X),
-                          bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
+                          footprint=self._map_footprint(), name=type(self).__name__.lower())
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         return self.fit(X, y, **fit_params).transform(X)

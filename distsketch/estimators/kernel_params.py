@@ -92,11 +92,9 @@ def median_gamma(X: Any, n_sample: int = MEDIAN_SAMPLE_ROWS, random_state: Any =
     0.25
     """
     sampler = UniformLandmarks(int(n_sample), resolve_seed(random_state), "metrics.sample")
-    d = int(X.shape[1])
-    state = reduce_blocks(sampler, X, bytes_per_row=8.0 * (d + 2),
-                          fixed_bytes=16.0 * n_sample * (d + 2), name="median-gamma-sample")
+    state = reduce_blocks(sampler, X, name="median-gamma-sample")
     _, S = sampler.finalize(state)
-    return sample_median_gamma(S, f"the {X.shape[0]} x {d} input")
+    return sample_median_gamma(S, f"the {X.shape[0]} x {int(X.shape[1])} input")
 
 
 def median_sampler() -> UniformLandmarks:

@@ -38,7 +38,9 @@ from distsketch.graph.devices import (
     current_device,
 )
 from distsketch.graph.plan import (
+    Footprint,
     RowBlocks,
+    declared_footprint,
     derive_row_source,
     map_blocks,
     plan_rows,
@@ -72,6 +74,7 @@ __all__ = [
     "PROGRESS_KEY",
     "UNKNOWN_STAGE_ROWS",
     "BlockPlan",
+    "Footprint",
     "Resources",
     "RowBlocks",
     "RowSource",
@@ -92,6 +95,7 @@ __all__ = [
     "compute",
     "compute_array",
     "current_device",
+    "declared_footprint",
     "derive_row_source",
     "from_source",
     "generate_rows",

@@ -15,6 +15,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.graph.blocks import whole_rows
 from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
 from distsketch.graph.planner import choose_block_rows
@@ -37,6 +38,7 @@ __all__ = [
     "store_block_rows",
     "store_graph",
     "to_dask",
+    "unknown_stage_footprint",
 ]
 
 DEFAULT_BLOCK_BYTES = INPUT_BLOCK_BYTES
@@ -53,6 +55,12 @@ LAZY_BLOCK_ROWS = 65536
 #: (a command opens its input before it knows which estimator reads it): a feature
 #: map about ten times as wide as the input, with the input and temporaries
 UNKNOWN_STAGE_ROWS = 16
+
+
+def unknown_stage_footprint(row_bytes: float) -> Footprint:
+    """The footprint assumed for a stage not known yet: :data:`UNKNOWN_STAGE_ROWS` input rows
+    of ``row_bytes`` per row, nothing fixed."""
+    return Footprint(per_row=UNKNOWN_STAGE_ROWS * row_bytes)
 
 
 def default_block_rows(n_rows: int, n_cols: int, itemsize: int,
@@ -84,7 +92,8 @@ def store_block_rows(n_rows: int, n_cols: int, itemsize: int, unit: int, *,
     rows = max(unit, (target // unit) * unit)
     if any_stage:
         row_bytes = max(1, n_cols * itemsize)
-        plan = choose_block_rows(n_rows, row_bytes, bytes_per_row=UNKNOWN_STAGE_ROWS * row_bytes,
+        stage = unknown_stage_footprint(row_bytes)
+        plan = choose_block_rows(n_rows, row_bytes, stage.per_row, stage.fixed,
                                  align=unit).block_rows
         # the first block of the default blocks: the plan applies when it is smaller
         if plan < min(rows, max(int(n_rows), 1)):

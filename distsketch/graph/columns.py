@@ -18,6 +18,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.graph.blocks import map_rows, row_offsets
 
 __all__ = ["column_offsets", "map_row_columns"]
@@ -62,8 +63,8 @@ def map_row_columns(
     n_linear: int,
     n_out: int,
     dtype: Any,
-    linear_bytes_per_row: float | None = None,
-    combine_bytes_per_row: float | None = None,
+    linear_footprint: Footprint | None = None,
+    combine_footprint: Footprint | None = None,
     name: str = "map-row-columns",
 ) -> da.Array:
     """``combine(Σ_j linear(X[:, block_j]))`` for every row block of X.
@@ -84,8 +85,9 @@ def map_row_columns(
         Widths of the linear stage and of the output.
     dtype : dtype
         Dtype of both stages.
-    linear_bytes_per_row, combine_bytes_per_row : float, optional
-        Per-task memory models of the two stages (checked against the budget).
+    linear_footprint, combine_footprint : Footprint, optional
+        Per-task memory of the two stages as their ops declare it (checked
+        against the budget); ``None``: unknown.
     name : str
         Task-name prefix.
 
@@ -101,13 +103,20 @@ def map_row_columns(
     elementwise sums of rows × n_linear arrays, and one combine task per row
     block.  With a single column block this is ``combine(linear(X))``.
     """
+    bytes_per_row, fixed_bytes = _task_bytes(linear_footprint)
     parts = []
     for off, width in zip(column_offsets(X.chunks[1]), X.chunks[1], strict=True):
         Xj = X[:, off:off + width]
         parts.append(map_rows(_ColumnBlockLinear(linear, off), Xj, *operands, n_out=n_linear,
-                              dtype=dtype, bytes_per_row=linear_bytes_per_row,
+                              dtype=dtype, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
                               name=f"{name}-linear"))
     summed = _tree_sum(parts)
+    bytes_per_row, fixed_bytes = _task_bytes(combine_footprint)
     return map_rows(combine, summed, *operands, n_out=n_out, dtype=dtype,
-                    bytes_per_row=combine_bytes_per_row, name=f"{name}-combine",
-                    check_finite=False)
+                    bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
+                    name=f"{name}-combine", check_finite=False)
+
+
+def _task_bytes(footprint: Footprint | None) -> tuple[float | None, float]:
+    # the declaration in map_rows' terms (unknown per-row memory stays None)
+    return (None, 0.0) if footprint is None else (footprint.per_row, footprint.fixed)

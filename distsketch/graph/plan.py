@@ -24,6 +24,9 @@ shorthands :func:`map_blocks` and :func:`reduce_blocks`):
 
 Each applied plan is logged at INFO on the ``"distsketch"`` logger and can be
 collected with :func:`~distsketch.graph.planner.record_plans`.
+
+Over 500 lines because it is the one entry from data to blocks: planning, splitting and
+running share its block plan.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
+from distsketch.footprint import Footprint
 from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
 from distsketch.graph.budget import memory_fraction
 from distsketch.graph.inprocess import InProcessBlocks
@@ -59,10 +63,12 @@ __all__ = [
     "MIN_PLANNED_ROWS",
     "WORKING_SET_BYTES",
     "BlockPlan",
+    "Footprint",
     "RowBlocks",
     "RowSource",
     "attach_row_source",
     "choose_block_rows",
+    "declared_footprint",
     "derive_row_source",
     "input_block_bytes",
     "input_bytes_per_row",
@@ -251,7 +257,7 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     Notes
     -----
     Costs nothing until a plan re-reads: the source keeps only ``derive`` and
-    the reader of ``X``, on the client.  Used by ``estimators.ridge_summary.stack_xy``.
+    the reader of ``X``, on the client.  Used by ``estimators.ridge.weights.stack_xy``.
     """
     source = row_source_of(X, derived=False)
     if source is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:
@@ -362,9 +368,8 @@ class RowBlocks:
         return host_tree(state) if is_array_api(getattr(self.data, "_meta", None)) else state
 
 
-def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
-              block_rows: int | None = None, row_start: int = 0,
-              align: int | None = None) -> RowBlocks | InProcessBlocks:
+def plan_rows(X: Any, *, footprint: Footprint | None = None, block_rows: int | None = None,
+              row_start: int = 0, align: int | None = None) -> RowBlocks | InProcessBlocks:
     """Plan the row blocks of ``X`` for one stage.
 
     Parameters
@@ -375,10 +380,10 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
         (:class:`~distsketch.graph.inprocess.InProcessBlocks`); a dask array's blocks larger than the plan
         are split (re-read at the planned size when its reader attached a
         :class:`~distsketch.graph.row_sources.RowSource`), smaller ones kept.
-    bytes_per_row : float, optional
-        Working memory of the stage per row (input + output + temporaries).
-    fixed_bytes : float, default 0
-        Memory of a task independent of its rows.
+    footprint : Footprint, optional
+        The stage's memory per task, as its op or summary declares it
+        (per row: input + output + temporaries; fixed).  ``None``: unknown,
+        a multiple of the input row is assumed.
     block_rows : int, optional
         Rows per block, overriding the plan.
     row_start : int, default 0
@@ -392,6 +397,8 @@ def plan_rows(X: Any, *, bytes_per_row: float | None = None, fixed_bytes: float 
     -------
     RowBlocks
     """
+    footprint = footprint or Footprint()
+    bytes_per_row, fixed_bytes = footprint.per_row, footprint.fixed
     lazy = isinstance(X, da.Array)
     if not lazy and is_array_api(X):
         return _in_process(X, bytes_per_row, fixed_bytes, block_rows, row_start, align)
@@ -447,34 +454,49 @@ def _in_process(X: Any, bytes_per_row: float | None, fixed_bytes: float,
 
 
 def map_blocks(X: Any, func: Callable[..., np.ndarray], *operands: Any, n_out: int, dtype: Any,
-               kwargs: dict | None = None, bytes_per_row: float | None = None,
-               fixed_bytes: float = 0.0, row_start: int = 0, block_rows: int | None = None,
+               kwargs: dict | None = None, footprint: Footprint | None = None,
+               row_start: int = 0, block_rows: int | None = None,
                name: str = "map-rows", progress: bool | None = None) -> Any:
     """Map ``func`` over the row blocks of ``X``; the result is the kind of ``X``.
 
     ``plan_rows(X, ...).map(func, ...)`` in one call: see :func:`plan_rows`
-    and :meth:`RowBlocks.map`.
+    and :meth:`RowBlocks.map`.  ``footprint`` is the map's own declaration
+    (its op's ``*_footprint`` function); ``None`` assumes a multiple of the
+    input row.
     """
-    blocks = plan_rows(X, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
-                       block_rows=block_rows, row_start=row_start)
+    blocks = plan_rows(X, footprint=footprint, block_rows=block_rows, row_start=row_start)
     return blocks.map(func, *operands, n_out=n_out, dtype=dtype, kwargs=kwargs, name=name,
                       progress=progress)
 
 
 def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
-                  bytes_per_row: float | None = None, fixed_bytes: float = 0.0,
-                  row_start: int = 0, block_rows: int | None = None,
-                  progress: bool | None = None, name: str | None = None,
-                  state_bytes: float | None = None, where: str = "input") -> Any:
+                  footprint: Footprint | None = None, row_start: int = 0,
+                  block_rows: int | None = None, progress: bool | None = None,
+                  name: str | None = None, where: str = "input") -> Any:
     """Tree-reduce ``summary`` over ``X`` (NumPy, sparse or dask) and return the state.
 
     ``plan_rows(X, ...).reduce(summary, ...)`` in one call: see
-    :func:`plan_rows` and :meth:`RowBlocks.reduce`.
+    :func:`plan_rows` and :meth:`RowBlocks.reduce`.  The memory of a chunk
+    task and of one state is the summary's own declaration,
+    ``summary.footprint(n_features, itemsize)``
+    (:meth:`~distsketch.summaries.base.Summary.footprint`), unless
+    ``footprint`` is given (a map fused into the chunk adds its own).
     """
-    blocks = plan_rows(X, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,
-                       block_rows=block_rows, row_start=row_start)
+    if footprint is None:
+        footprint = declared_footprint(summary, X)
+    blocks = plan_rows(X, footprint=footprint, block_rows=block_rows, row_start=row_start)
     return blocks.reduce(summary, *operands, split_every=split_every, name=name,
-                         progress=progress, state_bytes=state_bytes, where=where)
+                         progress=progress, state_bytes=footprint.state, where=where)
+
+
+def declared_footprint(summary: Any, X: Any) -> Footprint:
+    """The footprint ``summary`` declares for input ``X`` (unknown when it declares none)."""
+    declare = getattr(summary, "footprint", None)
+    if declare is None:
+        return Footprint()
+    d = int(X.shape[1]) if getattr(X, "ndim", 2) == 2 else 1
+    itemsize = int(getattr(getattr(X, "dtype", None), "itemsize", 8) or 8)
+    return declare(d, itemsize)
 
 
 def to_numpy(X: Any) -> np.ndarray:

@@ -9,7 +9,8 @@
   The pinning itself lives in :mod:`distsketch.blas` (re-exported here).
 * :func:`compute` runs collections on the active scheduler with a progress bar
   that works both locally (``dask.diagnostics.ProgressBar``) and under
-  ``distributed`` (``distributed.progress``).
+  ``distributed`` (``distributed.progress``); inside a fit, the fit's own
+  report (:mod:`distsketch.graph.progress`) shows every pass instead.
 * Lean graphs: dask's linear fusion renames a fused chain (read + map) and
   leaves the old output key as an alias task, one more task per block for the
   scheduler.  :func:`lean_graphs` (active inside :func:`compute`) gives the
@@ -23,7 +24,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -33,6 +33,10 @@ import dask
 import numpy as np
 
 from distsketch.blas import blas_single_thread, pin_blas_for_tasks, single_threaded_blas, task_blas
+from distsketch.graph.progress import (
+    PROGRESS_KEY,
+    progress_enabled,
+)
 
 __all__ = ["PROGRESS_KEY", "active_client", "blas_single_thread", "compute", "compute_array",
            "drop_aliases", "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled",
@@ -182,37 +186,6 @@ def active_client() -> Any | None:
     return client
 
 
-#: dask config key of the default of every ``progress=None`` (the CLI's --progress sets it)
-PROGRESS_KEY = "distsketch.progress"
-#: deprecated alias of the dask config ``distsketch.progress``, read where that is unset
-DEPRECATED_PROGRESS_VARIABLE = "DISTSKETCH_PROGRESS"
-
-
-def _is_on(value: Any) -> bool:
-    # a config value from YAML or DASK_DISTSKETCH__PROGRESS (bool, 0/1, or a word)
-    if isinstance(value, str):
-        return value.strip().lower() not in ("", "0", "false", "no", "off")
-    return bool(value)
-
-
-def progress_enabled(progress: bool | None) -> bool:
-    """Resolve a ``progress`` argument.
-
-    None means: the dask config ``distsketch.progress`` where set (the CLI's
-    ``--progress`` / ``--no-progress`` set it while a command runs; from the
-    environment ``DASK_DISTSKETCH__PROGRESS=1``), else the deprecated
-    variable ``DISTSKETCH_PROGRESS``, else on when stderr is a terminal.
-    """
-    if progress is not None:
-        return bool(progress)
-    value = dask.config.get(PROGRESS_KEY, None)
-    if value is None:
-        value = os.environ.get(DEPRECATED_PROGRESS_VARIABLE)
-    if value is not None:
-        return _is_on(value)
-    return sys.stderr.isatty()
-
-
 def compute(*collections: Any, progress: bool | None = None, **kwargs: Any) -> tuple[Any, ...]:
     """``dask.compute`` with a progress bar suited to the active scheduler.
 
@@ -235,9 +208,16 @@ def compute(*collections: Any, progress: bool | None = None, **kwargs: Any) -> t
 
 
 def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[Any, ...]:
-    show = progress_enabled(progress)
+    from distsketch.graph.progress import active_fit_progress
+
+    # inside a fit that reports its progress, the fit's report shows every pass: on a local
+    # scheduler through dask's callbacks, on a cluster from here
+    fit = active_fit_progress()
+    show = progress_enabled(progress) and fit is None
     client = active_client() if "scheduler" not in kwargs else None
     if client is not None:
+        if fit is not None:
+            return _reported_on_cluster(fit, client, collections)
         if not show:
             return tuple(client.compute(list(collections), sync=True))
         from distributed import progress as dprogress
@@ -254,6 +234,23 @@ def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[A
             with ProgressBar(out=sys.stderr, minimum=1.0):
                 return dask.compute(*collections, **kwargs)
         return dask.compute(*collections, **kwargs)
+
+
+def _reported_on_cluster(fit: Any, client: Any, collections: tuple) -> tuple[Any, ...]:
+    """Compute on ``client`` as one pass of ``fit``'s progress report."""
+    from distsketch.graph.progress import pass_label
+
+    keys = [k for c in collections if dask.is_dask_collection(c)
+            for k in dask.core.flatten(c.__dask_keys__())]
+    token = object()
+    fit.pass_started(id(token), pass_label(keys))
+    failed = True
+    try:
+        results = tuple(client.compute(list(collections), sync=True))
+        failed = False
+        return results
+    finally:
+        fit.pass_finished(id(token), failed=failed)
 
 
 def _without_distributed(collections: tuple, kwargs: dict) -> dict:

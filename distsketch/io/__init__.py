@@ -1,44 +1,37 @@
-"""Zarr and file I/O, one module per responsibility.
+"""Zarr and file I/O: the only package that opens paths.
 
-========================= ==================================================
-module                    holds
-========================= ==================================================
-``io.urls``               the one place paths and URLs are understood:
-                          ``resolve(path, storage_options)`` -> Location
-``io.location``           ``Location``: the storage protocol (base class)
-``io.storage_kinds``      its subclasses, one per storage kind
-``io.stores``             Zarr stores (local or fsspec) and opening arrays
-``io.arrays``             open a Zarr path/array as a validated dask array
-``io.writes``             create and write row-aligned arrays, committed
-``io.codecs``             chunk codecs by name
-``io.atomic``             temporary-sibling-then-rename outputs (local)
-``io.publish``            ``atomic_output``: committed outputs anywhere
-                          (rename locally, manifest last on object stores)
-``io.manifest``           the completion manifest
-``io.fingerprints``       the one input fingerprint (whole input or prefix)
-``io.model``              model save/load
-``io.appending``          rows appended to an ingested store, atomically
-``io.growing``            :func:`append`: rows from arrays or files (the
-                          ingest readers) into an ingested store
-``io.layout``             each array's recorded layout, checked on open
-``io.readers``            file formats behind one reader interface, a
-                          registry, one Zarr sink and :func:`ingest`
-========================= ==================================================
+=================== ==========================================================
+sub-package         holds
+=================== ==========================================================
+``io.storage``      where data lives: paths and URLs (``urls.resolve`` ->
+                    ``Location``), the storage kinds, Zarr stores, codecs,
+                    recorded layouts, writer locks and claims, link checks
+``io.commit``       how an output becomes visible: temporary sibling then
+                    rename (local), manifest last (object stores), chunk
+                    digests, JSON of manifests
+``io.arrays``       row-aligned arrays: open as validated dask arrays, write,
+                    append rows, targets and class codes, fingerprints
+``io.model``        model save/load and the checks of a loaded model
+``io.readers``      file formats behind one reader interface and ``ingest``
+=================== ==========================================================
 
-Only this package opens paths; array checks live in
-:mod:`distsketch.validation`, which imports nothing from here.
+Array checks live in :mod:`distsketch.validation`, which imports nothing from
+here.  The flat module paths of earlier releases (``distsketch.io.urls``, ...)
+still import, as aliases of the modules above.
 """
 
-from distsketch.io.arrays import create_array, open_array, write_array
-from distsketch.io.atomic import atomic_dir
-from distsketch.io.fingerprints import fingerprint
-from distsketch.io.growing import append
-from distsketch.io.manifest import read_manifest, write_manifest
-from distsketch.io.model import load, save_model
-from distsketch.io.publish import atomic_output
+
+from distsketch.io.arrays.access import create_array, open_array, write_array
+from distsketch.io.arrays.fingerprints import fingerprint
+from distsketch.io.commit.atomic import atomic_dir
+from distsketch.io.commit.kinds import FsspecLocation, LocalLocation  # registers the kinds
+from distsketch.io.commit.manifest import read_manifest, write_manifest
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.model.store import load, save_model
 from distsketch.io.readers import ingest
-from distsketch.io.storage_kinds import FsspecLocation, LocalLocation  # registers the kinds
-from distsketch.io.urls import is_url, resolve
+from distsketch.io.readers.growing import append
+from distsketch.io.storage.urls import is_url, resolve
+from distsketch.module_aliases import install
 
 __all__ = [
     "FsspecLocation",
@@ -59,3 +52,28 @@ __all__ = [
     "write_manifest",
 ]
 
+install("distsketch.io", {
+    "location": "storage.location",
+    "urls": "storage.urls",
+    "storage_kinds": "commit.kinds",
+    "stores": "arrays.stores",
+    "safety": "storage.safety",
+    "locks": "storage.locks",
+    "claims": "storage.claims",
+    "codecs": "storage.codecs",
+    "layout": "commit.layout",
+    "atomic": "commit.atomic",
+    "publish": "commit.publish",
+    "manifest": "commit.manifest",
+    "digests": "commit.digests",
+    "jsonable": "commit.jsonable",
+    "writes": "arrays.writes",
+    "small_chunks": "arrays.small_chunks",
+    "sparse_strips": "arrays.sparse_strips",
+    "targets": "arrays.targets",
+    "class_codes": "arrays.class_codes",
+    "appending": "arrays.appending",
+    "growing": "readers.growing",
+    "fingerprints": "arrays.fingerprints",
+    "model_checks": "model.checks",
+})

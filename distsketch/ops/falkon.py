@@ -36,6 +36,7 @@ import scipy.linalg as sla
 from scipy.linalg import blas, lapack
 
 from distsketch.errors import ConfigError
+from distsketch.footprint import Footprint
 from distsketch.ops.kernel_product import augmented_rbf_rows
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
 from distsketch.ops.namespace import asarray, buffer, inplace, into, namespace, zeros
@@ -49,6 +50,7 @@ __all__ = [
     "falkon_factors",
     "falkon_memory",
     "falkon_pass_flops",
+    "falkon_pass_footprint",
     "falkon_preconditioner",
     "gram_times",
     "kernel_matrix",
@@ -100,6 +102,29 @@ def falkon_memory(n_centers: int, n_features: int, n_targets: int, factor_itemsi
     return {"driver": driver, "factors": 2 * M * M * s,
             "task_fixed": 8 * M * (3 * d + 4) + 16 * M * t + 8 * r * M + 8 * r * (2 * d + 6 + t),
             "task_per_row": 8 * (3 * d + t), "tile_rows": r}
+
+
+def falkon_pass_footprint(memory: dict[str, int], n_centers: int, n_columns: int) -> Footprint:
+    """Memory of one task of a Falkon pass (:func:`gram_times` over a block) and of its state.
+
+    Parameters
+    ----------
+    memory : dict
+        The fit's :func:`falkon_memory` (its ``task_per_row`` and
+        ``task_fixed``, planned for the M centres asked for before they were
+        chosen).
+    n_centers : int
+        The centres chosen (at most that M: repeated rows are dropped).
+    n_columns : int
+        t, the columns of the pass's M × t state (``K_nMᵀ Y`` or ``H V``).
+
+    Returns
+    -------
+    Footprint
+        Per row and fixed from ``memory``; state: the M × t float64 product.
+    """
+    return Footprint(per_row=memory["task_per_row"], fixed=memory["task_fixed"],
+                     state=8.0 * n_centers * n_columns)
 
 
 def falkon_pass_flops(n_rows: int, n_centers: int, n_features: int, n_targets: int) -> dict:

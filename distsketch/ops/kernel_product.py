@@ -18,13 +18,16 @@ temporary of the tile's size is allocated.  Other kernels evaluate
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import KERNEL_ALIASES, pairwise_kernel
-from distsketch.ops.namespace import as_block, namespace
+from distsketch.ops.namespace import as_block, asarray, namespace
 
-__all__ = ["TILE_COLS", "TILE_ROWS", "kernel_times", "kernel_times_memory", "tile_buffer_bytes"]
+__all__ = ["TILE_COLS", "TILE_ROWS", "kernel_times", "kernel_times_memory", "kernel_times_rows",
+           "kernel_times_rows_footprint", "tile_buffer_bytes"]
 
 #: Sub-tile shape: 256 × 1024 float64 values (2 MiB) stay in a core's L2/L3 share
 #: while the GEMM output, the exp and the product with V pass over them.
@@ -166,3 +169,28 @@ def kernel_times(
                     T = pairwise_kernel(A[r0:r1, ...], Bj[c0:c1, ...], kernel, **params)
                 out[r0:r1, ...] += T @ Vj[c0:c1, ...]
     return out
+
+
+def kernel_times_rows(block: Any, row_offset: int, centers: np.ndarray, coef: np.ndarray, *,
+                      kernel: Any, params: dict) -> Any:
+    """``K(block, centers) · coef`` as a row map: a kernel model's predictions for a block.
+
+    Exists so that predicting from M centres is one map over row blocks
+    (:func:`kernel_times` with one block of centres); the host centres and
+    coefficients move to the block's device once per task.
+    """
+    return kernel_times(block, [asarray(centers, like=block, dtype=np.float64)],
+                        [asarray(coef, like=block, dtype=np.float64)], kernel, params)
+
+
+def kernel_times_rows_footprint(n_features: int, n_centers: int, n_targets: int,
+                                kernel: str | Callable = "rbf") -> Footprint:
+    """Memory of one :func:`kernel_times_rows` task.
+
+    :func:`kernel_times_memory` of one block of M centres, plus the row and
+    its t outputs per row, and the M × d centres and M × t coefficients
+    fixed (their float64 copies on the block's device).
+    """
+    per_row, fixed = kernel_times_memory(n_features, n_centers, kernel)
+    return Footprint(per_row=per_row + 8.0 * (n_features + n_targets),
+                     fixed=fixed + 8.0 * (n_centers * n_features + n_centers * n_targets))

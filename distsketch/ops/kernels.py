@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import as_block, asarray, host_dtype, inplace, namespace, row_dots
 
 __all__ = [
@@ -48,6 +49,8 @@ __all__ = [
     "SHIFT_INVARIANT_NAMES",
     "check_row_magnitude",
     "first_oversized_row",
+    "kernel_columns",
+    "kernel_columns_footprint",
     "kernel_diagonal",
     "kernel_function",
     "max_row_sqnorm",
@@ -242,6 +245,21 @@ def pairwise_kernel(
     ndarray of shape (n_a, n_b), float64
     """
     return kernel_function(kernel, **params)(X, X if Y is None else Y)
+
+
+def kernel_columns(block: Any, row_offset: int, landmarks: np.ndarray, *, kernel: Any,
+                   params: dict) -> np.ndarray:
+    """``K(block, landmarks)`` as a row map (``row_offset`` unused).
+
+    Exists so that the kernel columns ``K_nM`` of a Nyström preconditioner
+    are one map over row blocks; the host landmarks move to the block's device.
+    """
+    return pairwise_kernel(block, asarray(landmarks, like=block), kernel, **params)
+
+
+def kernel_columns_footprint(n_features: int, n_landmarks: int) -> Footprint:
+    """Memory of one :func:`kernel_columns` task: the row and two M-wide rows (kernel and output)."""
+    return Footprint(per_row=8.0 * (n_features + 2 * n_landmarks))
 
 
 def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any) -> np.ndarray:

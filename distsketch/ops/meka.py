@@ -9,10 +9,16 @@ This module holds what every block or the driver computes:
 * :func:`nearest_centre` — cluster labels, chunking-invariant;
 * :func:`choose_ranks` — the fixed rule k_s = k or the singular-value rule of
   section 4.2 (top-ck eigenvalues of the block-diagonal landmark matrix);
+* :func:`nearest_centre_column` — the labels of a row block as one column
+  (the row map of a block kernel approximation's ``predict``);
 * :func:`basis_block` — the basis coordinates and labels of a row block;
 * :func:`scatter_basis` — basis rows spread into the Σ k_s columns of W;
+  :func:`scattered_basis_block` — both in one row map (MEKA's ``transform``);
 * :func:`project_block` / :func:`expand_block` — the two halves of a blockwise
-  product W L Wᵀ V;
+  product W L Wᵀ V (:func:`expand_basis_rows`: the second as a row map);
+* :func:`rows_times` — rows of W times a small matrix (MEKA ridge);
+* :func:`basis_block_footprint` / :func:`scattered_basis_footprint` — the
+  memory of one task of those row maps, which the planner sizes blocks from;
 * :func:`psd_core` — the factored, PSD-clipped form of W L Wᵀ (from WᵀW and L)
   behind MEKA kernel ridge regression.
 
@@ -29,18 +35,25 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import row_stable_matmul
-from distsketch.ops.namespace import asarray, densify, namespace, to_host, zeros
+from distsketch.ops.namespace import as_block, asarray, densify, namespace, to_host, zeros
 
 __all__ = [
     "basis_block",
+    "basis_block_footprint",
     "choose_ranks",
+    "expand_basis_rows",
     "expand_block",
     "nearest_centre",
+    "nearest_centre_column",
     "project_block",
     "psd_core",
+    "rows_times",
     "scatter_basis",
+    "scattered_basis_block",
+    "scattered_basis_footprint",
 ]
 
 
@@ -79,6 +92,18 @@ def nearest_centre(X: Any, centres: np.ndarray, row_offset: int = 0) -> tuple[np
     d = np.einsum("ij,ij->i", X, X)[:, None] - 2.0 * cross + np.einsum("ij,ij->i", C, C)[None, :]
     labels = np.argmin(d, axis=1).astype(np.int64)
     return labels, np.maximum(d[np.arange(X.shape[0]), labels], 0.0)
+
+
+def nearest_centre_column(block: Any, row_offset: int, centres: np.ndarray) -> Any:
+    """The :func:`nearest_centre` labels of a row block as a (b, 1) int64 column.
+
+    Exists as the row map of a cluster assignment (a map's output is 2-D);
+    the column stays in the block's namespace.
+    """
+    labels = nearest_centre(block, centres, row_offset)[0]
+    if isinstance(labels, np.ndarray):
+        return labels.reshape(-1, 1)
+    return namespace(labels).reshape(labels, (-1, 1))  # on the block's device
 
 
 def choose_ranks(eigenvalues: list[np.ndarray], rank: int, rule: str | None) -> np.ndarray:
@@ -182,6 +207,51 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     return xp.take(xp.concat(parts, axis=0), xp.argsort(order), axis=0)
 
 
+def basis_block_footprint(n_features: int, n_clusters: int, n_landmarks: int,
+                          width: int) -> Footprint:
+    """Memory of one :func:`basis_block` task (float64).
+
+    Per row: the row, its c centre distances, a kernel row and a coordinate
+    row of the landmarks' tiles (2m), the grouped and restored outputs (2
+    width) and the label bookkeeping (4 values).  Centres, landmarks and maps
+    travel once per worker.
+
+    Parameters
+    ----------
+    n_features, n_clusters, n_landmarks, width : int
+        d, c, m (landmarks per cluster) and max k_s.
+
+    Returns
+    -------
+    Footprint
+    """
+    return Footprint(per_row=8.0 * (n_features + n_clusters + 2 * n_landmarks + 2 * width + 4))
+
+
+def scattered_basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.ndarray,
+                          maps: np.ndarray, counts: np.ndarray, ranks: np.ndarray,
+                          offsets: np.ndarray, *, kernel: Any, params: dict, width: int) -> Any:
+    """Rows of W for a row block: :func:`basis_block` spread by :func:`scatter_basis`.
+
+    Exists so that MEKA's ``transform`` is one row map (the b × (width + 1)
+    coordinates never leave the task).
+
+    Returns
+    -------
+    ndarray of shape (b, Σ k_s), float64
+    """
+    coords = basis_block(block, row_offset, centres, landmarks, maps, counts, ranks,
+                         kernel=kernel, params=params, width=width)
+    return scatter_basis(coords, offsets, ranks)
+
+
+def scattered_basis_footprint(n_features: int, n_clusters: int, n_landmarks: int, width: int,
+                              n_out: int) -> Footprint:
+    """Memory of one :func:`scattered_basis_block` task: the basis task and its Σ k_s-wide rows."""
+    return basis_block_footprint(n_features, n_clusters, n_landmarks, width).plus(
+        per_row=8.0 * n_out)
+
+
 def scatter_basis(coords: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Spread basis coordinates (b × (width + 1), labels last) into W's Σ k_s columns."""
     xp = namespace(coords)
@@ -216,6 +286,27 @@ def expand_block(coords: np.ndarray, U: np.ndarray, offsets: np.ndarray,
     """W U for one row block, with U of shape (Σ k_s) × p: (b × p)."""
     W = scatter_basis(coords, offsets, ranks)
     return W @ asarray(U, like=W, dtype=namespace(W).float64)
+
+
+def expand_basis_rows(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,
+                      ranks: np.ndarray) -> np.ndarray:
+    """:func:`expand_block` as a row map over blocks of basis coordinates (read as float64).
+
+    Exists because stored coordinates may be float32 (a basis written to a
+    store) while the product is formed in float64.
+    """
+    return expand_block(as_block(block, dtype=np.float64), U, offsets, ranks)
+
+
+def rows_times(block: Any, row_offset: int, B: np.ndarray) -> np.ndarray:
+    """A block's rows times ``B`` in float64 (``row_offset`` unused).
+
+    Exists as the row map of MEKA kernel ridge's expansion and prediction,
+    ``W (B c)`` over row blocks of the basis W; ``B`` moves to the block's
+    device.
+    """
+    rows = as_block(block, dtype=np.float64)
+    return rows @ asarray(B, like=rows)
 
 
 def psd_core(gram: np.ndarray, link: np.ndarray, rcond: float = 1e-12) -> tuple[np.ndarray,

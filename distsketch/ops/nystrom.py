@@ -15,7 +15,11 @@ Everything here is a per-block or small dense computation:
   with uniform weights (Kumar, Mohri, Talwalkar 2009);
 * :func:`row_stable_apply` / :func:`nystrom_map` — K(x, L) M evaluated in
   canonical tiles of global rows, so every row is bitwise independent of the
-  chunking of X;
+  chunking of X; :func:`centred_nystrom_map` — the same minus a fixed row
+  (kernel PCA's projection);
+* :func:`nystrom_map_footprint`, :func:`centred_nystrom_map_footprint`,
+  :func:`nystrom_gram_footprint` — the memory of one task of these maps (and
+  what the map adds to a Gram pass), which the planner sizes blocks from;
 * :func:`link_matrix` / :func:`link_matrix_closed_form` — MEKA's least-squares
   link matrix between two clusters.
 
@@ -39,6 +43,7 @@ import numpy as np
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import ROW_TILE, fix_signs
 from distsketch.ops.namespace import asarray, densify, namespace, xp_dtype, zeros
@@ -46,11 +51,15 @@ from distsketch.ops.random import random_rows
 
 __all__ = [
     "DEFAULT_RCOND",
+    "centred_nystrom_map",
+    "centred_nystrom_map_footprint",
     "ensemble_map",
     "inv_sqrt_map",
     "link_matrix",
     "link_matrix_closed_form",
+    "nystrom_gram_footprint",
     "nystrom_map",
+    "nystrom_map_footprint",
     "randomized_inv_sqrt_map",
     "row_stable_apply",
     "truncated_pinv",
@@ -303,6 +312,75 @@ def nystrom_map(block: Any, row_offset: int, landmarks: np.ndarray, M: np.ndarra
         def f(T: np.ndarray) -> np.ndarray:
             return asarray(kfun(T, L), like=X, dtype=xp.float64) @ M
     return row_stable_apply(f, X, M.shape[1], row_offset, dtype=dtype)
+
+
+def nystrom_map_footprint(n_features: int, n_landmarks: int, n_out: int) -> Footprint:
+    """Memory of one :func:`nystrom_map` task (float64 worst case).
+
+    Per row: the input row, its m kernel values and two r-wide rows (the
+    tile's product and the output).  The landmarks and the map travel once
+    per worker, not per task.
+
+    Parameters
+    ----------
+    n_features, n_landmarks, n_out : int
+        d, m and r.
+
+    Returns
+    -------
+    Footprint
+    """
+    return Footprint(per_row=8.0 * (n_features + n_landmarks + 2 * n_out))
+
+
+def centred_nystrom_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
+                        shift: np.ndarray, *, kernel: Any, params: dict) -> Any:
+    """``K(block, L) · P − shift``: Nyström features projected and centred (kernel PCA).
+
+    Exists so that a kernel PCA projection is one row map: the features of
+    :func:`nystrom_map` with the projection ``P`` (m × k) folded into the map,
+    and the projected mean ``shift`` (k,) subtracted in place on NumPy blocks
+    (no second b × k array).
+
+    Returns
+    -------
+    ndarray of shape (b, k)
+        In the block's namespace and dtype rule (:func:`nystrom_map`).
+    """
+    out = nystrom_map(block, row_offset, landmarks, P, kernel=kernel, params=params)
+    if not isinstance(out, np.ndarray):  # the host shift moves to the block's device
+        return out - asarray(shift, like=out, dtype=out.dtype)
+    out -= shift.astype(out.dtype)
+    return out
+
+
+def centred_nystrom_map_footprint(n_features: int, n_landmarks: int, n_out: int) -> Footprint:
+    """Memory of one :func:`centred_nystrom_map` task: the row, its m kernel values, k outputs."""
+    return Footprint(per_row=8.0 * (n_features + n_landmarks + n_out))
+
+
+def nystrom_gram_footprint(n_features: int, n_landmarks: int, rank: int) -> Footprint:
+    """Memory :func:`nystrom_map` adds to the task of a Gram pass (the map fused into ``ZᵀZ``).
+
+    A chunk task of such a pass maps its block to r features a row and
+    multiplies them into the r × r ``ZᵀZ`` of a
+    :class:`~distsketch.summaries.covariance.Covariance` state, which
+    declares the state itself.
+
+    Parameters
+    ----------
+    n_features, n_landmarks, rank : int
+        d, m (rows of the map) and r (its columns).
+
+    Returns
+    -------
+    Footprint
+        Per row: the row, two m-wide kernel rows and the r features; fixed:
+        two r × r products and the m × r map.
+    """
+    r = rank
+    return Footprint(per_row=8.0 * (n_features + 2 * n_landmarks + r),
+                     fixed=8.0 * (2 * r * r + n_landmarks * r))
 
 
 @single_threaded_blas

@@ -30,12 +30,14 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import PROJECTABLE_KERNELS
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import as_block, asarray, namespace
 from distsketch.ops.random import random_rows
 
-__all__ = ["PROJECTABLE_KERNELS", "jl_min_dim", "project", "projection_matrix"]
+__all__ = ["PROJECTABLE_KERNELS", "affine_map_footprint", "affine_rows", "jl_min_dim", "project",
+           "projection_block", "projection_map_footprint", "projection_matrix"]
 
 
 
@@ -107,6 +109,54 @@ def project(block: Any, R: np.ndarray, row_offset: int = 0) -> np.ndarray:
         return xp.astype(X, dt) @ asarray(R, like=X, dtype=dt)
     W = R.astype(X.dtype if X.dtype == np.float32 else np.float64, copy=False)
     return row_stable_matmul(X, W, row_offset)
+
+
+def projection_block(block: Any, row_offset: int, C: np.ndarray) -> np.ndarray:
+    """:func:`project` as a row map ``(block, row_offset, *operands)`` with ``C = Rᵀ`` (k × d).
+
+    The order :func:`distsketch.graph.map_blocks` calls a per-block function
+    in; ``C`` is the operator as an estimator stores it (``components_``).
+    """
+    return project(block, C.T, row_offset)
+
+
+def projection_map_footprint(n_features: int, n_components: int) -> Footprint:
+    """Memory of one :func:`projection_block` task: per row the input row and two k-wide rows
+    (the product and its cast), float64 worst case."""
+    return Footprint(per_row=8.0 * (n_features + 2 * n_components))
+
+
+def affine_rows(block: Any, row_offset: int, P: np.ndarray, b: np.ndarray) -> Any:
+    """``block @ P + b`` with rows bitwise independent of the blocking.
+
+    The row map of a learned linear embedding (k-Space's projection of its
+    sketched features): :func:`~distsketch.ops.linalg.row_stable_matmul`, so a
+    row's output does not depend on the row blocking.  The block is cast to
+    ``P``'s dtype; host operands move to the block's device once.
+
+    Parameters
+    ----------
+    block : ndarray or array of another namespace, shape (n, d)
+    row_offset : int
+        Global index of the block's first row.
+    P : ndarray of shape (d, k)
+    b : ndarray of shape (k,)
+
+    Returns
+    -------
+    array of shape (n, k), dtype of ``P``
+    """
+    block = as_block(block, dtype=P.dtype)
+    if not isinstance(block, np.ndarray):  # the host operands move to the block's device
+        P, b = asarray(P, like=block), asarray(b, like=block)
+    out = row_stable_matmul(block, P, row_offset)
+    out += b
+    return out
+
+
+def affine_map_footprint(n_features: int, n_out: int) -> Footprint:
+    """Memory of one :func:`affine_rows` task: per row the input row and its k outputs (float64)."""
+    return Footprint(per_row=8.0 * (n_features + n_out))
 
 
 def jl_min_dim(n_samples: int, eps: float, beta: float = 1.0) -> int:

@@ -12,7 +12,9 @@ Tropp, Webber); the draw itself is the weighted bottom-k race of
 
 * :func:`residual_diagonal` — d for one row block, in canonical tiles of
   global rows (each d_i independent of the chunking), pivots zeroed;
-* :func:`round_sizes` — how many pivots each round draws.
+* :func:`round_sizes` — how many pivots each round draws;
+* :func:`residual_diagonal_footprint` — the memory :func:`residual_diagonal`
+  adds to the task of the race that draws the pivots.
 
 References
 ----------
@@ -27,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_diagonal, kernel_function
 from distsketch.ops.namespace import asarray, densify, namespace, to_host
 from distsketch.ops.nystrom import row_stable_apply
 
-__all__ = ["residual_diagonal", "round_sizes"]
+__all__ = ["residual_diagonal", "residual_diagonal_footprint", "round_sizes"]
 
 
 def round_sizes(n_pivots: int, rounds: int) -> list[int]:
@@ -93,3 +96,24 @@ def residual_diagonal(block: Any, row_offset: int, landmarks: np.ndarray | None,
         rows = np.arange(row_offset, row_offset + X.shape[0], dtype=np.int64)
         d[np.isin(rows, np.asarray(pivots, dtype=np.int64))] = 0.0
     return d
+
+
+def residual_diagonal_footprint(n_features: int, n_pivots: int, rank: int) -> Footprint:
+    """Memory :func:`residual_diagonal` adds to a task (float64).
+
+    Per row: a kernel row against the t pivots and its r mapped values, each
+    with a product (``2 (t + r)``).  Fixed: the operands, t × d pivot rows,
+    the t × r map and t pivot indices.
+
+    Parameters
+    ----------
+    n_features, n_pivots, rank : int
+        d, t (pivots so far) and r (columns of their map).
+
+    Returns
+    -------
+    Footprint
+    """
+    t = n_pivots
+    return Footprint(per_row=8.0 * 2 * (t + rank),
+                     fixed=8.0 * (t * n_features + t * rank + t))

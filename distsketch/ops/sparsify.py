@@ -33,19 +33,21 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
-from distsketch.ops.kernels import BOUNDED_KERNELS
+from distsketch.ops.kernels import BOUNDED_KERNELS, kernel_diagonal
 from distsketch.ops.namespace import as_block, asarray, namespace, to_host
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [
     "BOUNDED_KERNELS",
     "CELL",
+    "diagonal_block",
     "entry_variance_bound",
     "furedi_komlos_bound",
     "kernel_bound",
@@ -72,6 +74,16 @@ def kernel_bound(kernel: str | Callable) -> float | None:
         ``max_i k(x_i, x_i)``, a bound for positive-definite kernels).
     """
     return 1.0 if isinstance(kernel, str) and kernel in BOUNDED_KERNELS else None
+
+
+def diagonal_block(block: Any, row_offset: int, kernel: str | Callable, params: dict) -> np.ndarray:
+    """The kernel diagonal K(x_i, x_i) of a row block as one column, shape (n, 1).
+
+    The row map a quantised Gram reads its bound b >= max |K_ij| from when the
+    kernel has no known bound (max over the diagonal, by Cauchy–Schwarz for a
+    positive semi-definite kernel).
+    """
+    return kernel_diagonal(block, kernel, **params)[:, None]
 
 
 def kernel_tile(kfun: Callable[[np.ndarray, np.ndarray], np.ndarray], A: np.ndarray, a0: int,

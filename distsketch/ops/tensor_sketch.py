@@ -21,15 +21,57 @@ import numpy as np
 import scipy.fft
 import scipy.sparse as sp
 
+from distsketch.footprint import Footprint
 from distsketch.ops.countsketch import countsketch, countsketch_transposed
 from distsketch.ops.namespace import as_block, asarray, float_dtype, namespace, typed_scalar
 
-__all__ = ["FFT_ROWS", "FUSED_ROWS", "tensor_sketch", "tensor_sketch_combine", "tensor_sketch_dense",
+__all__ = ["FFT_ROWS", "FUSED_ROWS", "sketch_combine_footprint", "sketch_linear_footprint",
+           "sketch_map_footprint", "tensor_sketch", "tensor_sketch_combine", "tensor_sketch_dense",
            "tensor_sketch_linear"]
 
 FFT_ROWS = 2048
 # rows per slice of the fused kernel: q·m-wide temporaries of this many rows stay in cache
 FUSED_ROWS = 128
+
+
+def sketch_linear_footprint(n_columns: int, n_linear: int) -> Footprint:
+    """Memory of one linear-stage task of a two-stage polynomial sketch on a column block.
+
+    Per row: the block's ``n_columns`` values and the ``n_linear``-wide
+    linear stage with its partial sum, float64 worst case.  Holds for every
+    sketch built as ``combine(linear(x))`` (TensorSketch, TensorSRHT,
+    PolySketch and the Taylor-series sketches over them).
+    """
+    return Footprint(per_row=8.0 * (n_columns + 2 * n_linear))
+
+
+def sketch_combine_footprint(n_features: int, padded_width: int, n_linear: int,
+                             n_out: int) -> Footprint:
+    """Per-row memory of a two-stage polynomial sketch: the input row, the padded
+    Hadamard buffer (``padded_width``; 0 without one), the linear stage and its sum, and
+    the output, float64 worst case."""
+    return Footprint(per_row=8.0 * (n_features + padded_width + 2 * n_linear + n_out))
+
+
+def sketch_map_footprint(n_features: int, padded_width: int, n_linear: int,
+                         n_out: int) -> Footprint:
+    """Memory of one task of a two-stage polynomial sketch applied to whole rows.
+
+    :func:`sketch_combine_footprint` per row, and fixed: two complex
+    (``FFT_ROWS`` × m/2 + 1) spectra per FFT product, the FFT temporaries
+    being bounded by ``FFT_ROWS`` rows whatever the block.
+
+    Parameters
+    ----------
+    n_features, padded_width, n_linear, n_out : int
+        d, the Hadamard width (0: none), the linear stage's width and m.
+
+    Returns
+    -------
+    Footprint
+    """
+    return (sketch_combine_footprint(n_features, padded_width, n_linear, n_out)
+            + Footprint(fixed=48.0 * FFT_ROWS * n_out))
 
 
 def tensor_sketch_linear(X: Any, seed: int, purpose: str, degree: int, m: int,

@@ -18,6 +18,8 @@ import inspect
 from abc import ABC, abstractmethod
 from typing import Any
 
+from distsketch.footprint import Footprint
+
 __all__ = ["Summary", "takes_out"]
 
 
@@ -73,6 +75,17 @@ class Summary(ABC):
     def empty(self) -> Any:
         """The identity state (merging it changes nothing), if the summary has one."""
         raise NotImplementedError
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Memory of one chunk task and of one state, for input rows of ``n_features`` values.
+
+        The planner sizes blocks and merge fan-ins from it
+        (:func:`~distsketch.graph.reduce_blocks`).  The default declares
+        nothing (a multiple of the input row, a negligible state); a summary
+        whose chunk allocates more than its input, or whose state is large,
+        states both here, next to the code that allocates them.
+        """
+        return Footprint()
 
     def __dask_tokenize__(self) -> Any:
         return (type(self).__qualname__, sorted(vars(self).items(), key=lambda kv: kv[0]))

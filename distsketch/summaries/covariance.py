@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import asarray, densify, float_dtype, namespace
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge
@@ -63,13 +64,32 @@ class Covariance(SumMerge, Summary):
     Float32 features are multiplied in float32 and summed in float64; any
     other features in float64.
 
-    State size: m² + m(t + 1) float64 values; merge is exact (sums), hence
-    associative and commutative up to floating-point rounding order.
+    State size: m² + m(t + 1) + t² + t float64 values; merge is exact
+    (sums), hence associative and commutative up to floating-point rounding
+    order.  ``n_columns`` (m, the width of the mapped rows) is needed only by
+    :meth:`footprint` when there is a transform.
     """
 
-    def __init__(self, transform: Any = None, n_targets: int = 0):
+    def __init__(self, transform: Any = None, n_targets: int = 0, n_columns: int | None = None):
         self.transform = transform
         self.n_targets = int(n_targets)
+        self.n_columns = None if n_columns is None else int(n_columns)
+
+    def _width(self, n_features: int) -> int | None:
+        """m: the mapped rows' width, or the input's less its target columns."""
+        return self.n_columns if self.transform is not None else int(n_features) - self.n_targets
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """One state: ``ZᵀZ``, the column sums, and with targets ``Zᵀy``, their sums and ``yᵀy``.
+
+        The chunk's features are the caller's map (it declares them); the
+        per-row memory is left unknown here.  Unknown altogether for a
+        transform whose width ``n_columns`` was not given.
+        """
+        m, t = self._width(n_features), self.n_targets
+        if m is None:
+            return Footprint()
+        return Footprint(state=8 * (m * m + m * (t + 1) + t * t + t))
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         if self.n_targets:

@@ -1,6 +1,6 @@
 """The cross product ``Aᵀ B`` of two column groups of the same rows, merged by addition.
 
-Used by :class:`~distsketch.estimators.meka_ridge.MEKAKernelRidge` (its Gram
+Used by :class:`~distsketch.estimators.solvers.meka_ridge.MEKAKernelRidge` (its Gram
 and its ``Wᵀ α`` passes).
 """
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge
 
@@ -32,6 +33,10 @@ class CrossProduct(SumMerge, Summary):
 
     def __init__(self, n_right: int):
         self.n_right = int(n_right)
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """One state, ``Aᵀ B`` in float64 for blocks of ``n_features`` columns (per row: unknown)."""
+        return Footprint(state=8.0 * (n_features - self.n_right) * self.n_right)
 
     def chunk(self, block: Any, row_offset: int) -> dict:
         blk = np.asarray(block, dtype=np.float64)

@@ -7,7 +7,7 @@ of the Poisson term weights that split the components over the Taylor terms
 (:class:`GaussianStats`).  Blocks of another array namespace (CuPy,
 array-api-strict) are reduced on their device; only per-row squared norms or
 the d column sums come to the host.  Used by
-:mod:`distsketch.estimators.dot_product`.
+:mod:`distsketch.estimators.features.dot_product`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import asarray, namespace, to_host
 from distsketch.ops.taylor import gaussian_term_weights
 from distsketch.summaries._namespace import is_array_api
@@ -93,6 +94,12 @@ class GaussianStats(Summary):
     def __init__(self, gamma: float, max_degree: int):
         self.gamma = gamma
         self.max_degree = max_degree
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Memory of one ``chunk`` task: per row the centred row and its norms (float64);
+        fixed: the weights of one ``STAT_ROWS`` sub-block, their squares and a temporary."""
+        return Footprint(per_row=8.0 * (n_features + 2),
+                         fixed=3 * 8.0 * STAT_ROWS * (self.max_degree + 1))
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         # the per-degree weights of the rows are a host computation (special functions): only

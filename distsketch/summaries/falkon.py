@@ -1,6 +1,6 @@
 """One pass of Falkon's conjugate gradient: ``K_nMᵀ (K_nM V)`` or ``K_nMᵀ Y`` over row blocks.
 
-Used by :class:`~distsketch.estimators.falkon.NystromKernelRidge`; the
+Used by :class:`~distsketch.estimators.solvers.falkon.NystromKernelRidge`; the
 per-block products are :func:`distsketch.ops.falkon.gram_times`.
 """
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
+from distsketch.footprint import Footprint
 from distsketch.ops.fd import (
     fd_block_formulation,
     fd_covariance_bytes,
@@ -169,12 +170,38 @@ class FrequentDirectionsSummary(Summary):
     def finalize(self, state: dict) -> dict:
         return state
 
-    def bytes_per_row(self, n_input_columns: int, itemsize: int = 8) -> float:
-        """Working memory of ``chunk`` per input row (the block itself)."""
-        return float(n_input_columns * itemsize)
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Memory of one ``chunk`` task and of one state (see the class notes).
 
-    def fixed_bytes(self, n_columns: int, itemsize: int = 8) -> float:
-        """Memory of ``chunk`` independent of the block size: mapped rows and buffers."""
+        Per row: the input row.  Fixed: ``map_rows`` mapped rows (float32 or
+        float64 features, and a float64 copy), the 2ℓ × m buffer, the merge
+        buffers (4ℓ·m and (2ℓ)² float64) and, where
+        :func:`~distsketch.ops.fd.fd_block_formulation` may choose it, the
+        covariance formulation's m × m arrays
+        (:func:`~distsketch.ops.fd.fd_covariance_bytes`).  State: the sketch
+        and its share of a merge's stacked buffer, 2ℓ·m float64.
+
+        Parameters
+        ----------
+        n_features : int
+            Values of one input row (m itself without a transform).
+        itemsize : int
+            Bytes of one input value.
+
+        Returns
+        -------
+        Footprint
+            Unknown (the default) for a transform whose width ``n_columns``
+            was not given.
+        """
+        if self.transform is None:
+            m, feature_bytes = int(n_features), int(itemsize)
+        elif self.n_columns is None:
+            return Footprint()
+        else:  # mapped rows are float32 for float32 input, else float64
+            m, feature_bytes = self.n_columns, 4 if itemsize == 4 else 8
         ell = self.sketch_size
-        return float(self.map_rows * n_columns * (itemsize + 8) + 4 * ell * n_columns * 8
-                     + 8 * (2 * ell) ** 2 + fd_covariance_bytes(n_columns))
+        return Footprint(per_row=n_features * itemsize,
+                         fixed=self.map_rows * m * (feature_bytes + 8) + 4 * ell * m * 8
+                         + 8 * (2 * ell) ** 2 + fd_covariance_bytes(m),
+                         state=8 * 2 * ell * m)

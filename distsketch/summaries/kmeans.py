@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import InputError
+from distsketch.footprint import Footprint
 from distsketch.ops.meka import nearest_centre
 from distsketch.ops.namespace import asarray, densify, device_of, namespace, to_host
 from distsketch.summaries.base import Summary
@@ -64,6 +65,17 @@ class KMeansStats(SumMerge, Summary):
         sums = np.asarray(onehot @ X)
         return {"sum": sums, "count": np.bincount(labels, minlength=self.n_clusters).astype(np.int64),
                 "inertia": float(dist.sum())}
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """One Lloyd step's task and state (float64 whatever the input's ``itemsize``).
+
+        Per row (measured): the float64 row, its c distances with two
+        temporaries, the label and the one-hot index (8 values).  Fixed: the
+        centres and the c × d sums.  State: sums, counts and inertia.
+        """
+        c, d = self.n_clusters, n_features
+        return Footprint(per_row=8.0 * (d + 3 * c + 8), fixed=8.0 * c * d * 2,
+                         state=8.0 * c * (d + 2))
 
     def merge(self, states: list[dict]) -> dict:
         # broadcasting lets the (c, 1) identity state meet any width d

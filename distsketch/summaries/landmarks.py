@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.meka import nearest_centre
 from distsketch.ops.namespace import asarray, densify, namespace, to_host, zeros
 from distsketch.ops.random import hash_uniform
@@ -131,6 +132,16 @@ class UniformLandmarks(Summary):
         out["rows"][: len(sel), :] = reservoir_rows(block, sel)
         return out
 
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """A sampling task and the state, float64 whatever the input's ``itemsize``.
+
+        Per row: the row, its global index, priority and sort position
+        (``d + 3``).  Fixed and state: the reservoir, k rows with their
+        priorities and indices (``k (d + 2)``).
+        """
+        state = 8.0 * self.n_samples * (n_features + 2)
+        return Footprint(per_row=8.0 * (n_features + 3), fixed=state, state=state)
+
     def merge(self, states: list[dict]) -> dict:
         rows = _conform(states)
         return keep_bottom(np.concatenate([s["priority"] for s in states]),
@@ -222,6 +233,19 @@ class ClusterLandmarks(Summary):
                 res["rows"][s, : len(sel), :] = reservoir_rows(block, sel)
             state[purpose] = res
         return state
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """A labelling-and-sampling task and the state (float64).
+
+        Per row: the row, its c centre distances and 4 values of bookkeeping
+        (label, index, priority, order).  State: c reservoirs of Σk rows with
+        their priorities and indices, ``c Σk (d + 2)``; a task holds the
+        state it builds and one cluster's candidate rows, twice that.
+        """
+        c, d = self.n_clusters, n_features
+        rows = sum(k for _, k in self.samples)
+        return Footprint(per_row=8.0 * (d + c + 4), fixed=16.0 * c * rows * (d + 2),
+                         state=8.0 * c * rows * (d + 2))
 
     def merge(self, states: list[dict]) -> dict:
         out: dict[str, Any] = {"count": np.sum([s["count"] for s in states], axis=0)}

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_diagonal, kernel_function
 from distsketch.ops.namespace import asarray, densify, namespace, to_host
 from distsketch.ops.nystrom import row_stable_apply
@@ -43,7 +44,8 @@ from distsketch.summaries.landmarks import (
     reservoir_rows,
 )
 
-__all__ = ["WeightedLandmarks", "race_keys", "ridge_from_spectrum", "ridge_leverage"]
+__all__ = ["WeightedLandmarks", "race_keys", "ridge_from_spectrum", "ridge_leverage",
+           "ridge_leverage_footprint"]
 
 
 def race_keys(seed: int, purpose: str, index: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -94,6 +96,17 @@ class WeightedLandmarks(UniformLandmarks):
         out["index"][: len(sel)] = index[sel]
         out["rows"][: len(sel), :] = reservoir_rows(block, sel)
         return out
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """A race task and the state, without the weight's own memory (float64).
+
+        Per row: the row, its index, weight, key and sort position
+        (``d + 4``).  Fixed and state: the reservoir, ``k (d + 2)``.  The
+        weight function adds its own (:func:`ridge_leverage_footprint`,
+        :func:`~distsketch.ops.rpcholesky.residual_diagonal_footprint`).
+        """
+        state = 8.0 * self.n_samples * (n_features + 2)
+        return Footprint(per_row=8.0 * (n_features + 4), fixed=state, state=state)
 
     def state_of(self, index: np.ndarray, rows: np.ndarray,  # type: ignore[override]
                  weights: np.ndarray | None = None) -> dict:
@@ -155,3 +168,23 @@ def ridge_leverage(block: Any, row_offset: int, landmarks: np.ndarray, M: np.nda
         return xp.reshape(xp.sum((Z @ Ax) * Z, axis=1) + inv_ridge * resid, (-1, 1))
 
     return np.asarray(to_host(row_stable_apply(f, X, 1, row_offset)), dtype=np.float64)[:, 0]
+
+
+def ridge_leverage_footprint(n_features: int, n_pilot: int, rank: int) -> Footprint:
+    """Memory :func:`ridge_leverage` adds to a task (float64).
+
+    Per row: a kernel row against the p pilot landmarks and the r pilot
+    features, each with a product (``2 (p + r)``).  Fixed: the operands,
+    p × d landmarks, the p × r map and the r × r matrix A.
+
+    Parameters
+    ----------
+    n_features, n_pilot, rank : int
+        d, p and r.
+
+    Returns
+    -------
+    Footprint
+    """
+    p, r = n_pilot, rank
+    return Footprint(per_row=8.0 * 2 * (p + r), fixed=8.0 * (p * n_features + p * r + r * r))

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import asarray, namespace, zeros
 from distsketch.summaries.base import Summary
 
@@ -26,6 +27,10 @@ class ColumnMoments(Summary):
         B = asarray(block, like=block, dtype=xp.float64)
         mean = xp.mean(B, axis=0) if B.shape[0] else zeros(B.shape[1], B)
         return {"n": B.shape[0], "mean": mean, "m2": xp.sum((B - mean) ** 2, axis=0)}
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Per row: the block in float64 and its deviations (``2 d``); fixed: three d-vectors."""
+        return Footprint(per_row=16.0 * n_features, fixed=24.0 * n_features)
 
     def merge(self, states: list[dict]) -> dict:
         out = states[0]
@@ -56,6 +61,11 @@ class MomentsAndSample(Summary):
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         return {"moments": self.moments.chunk(block, row_offset),
                 "sample": self.sampler.chunk(block, row_offset)}
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """The moments' and the sampler's, held by one task at once."""
+        return (self.moments.footprint(n_features, itemsize)
+                + self.sampler.footprint(n_features, itemsize))
 
     def merge(self, states: list[dict]) -> dict:
         return {"moments": self.moments.merge([s["moments"] for s in states]),

@@ -1,7 +1,7 @@
 """The feature covariance of random Fourier features, mapped a bounded slice of rows at a time.
 
 :class:`BlockedCovariance` is the exact covariance summary of
-:class:`~distsketch.estimators.streaming_kpca.StreamingKernelPCA` (RNCA);
+:class:`~distsketch.estimators.decomposition.streaming_kpca.StreamingKernelPCA` (RNCA);
 :class:`RFFRows` is the picklable row map z(x) it (and the Frequent
 Directions summary) applies.
 """
@@ -12,17 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import densify
-from distsketch.ops.rff import rff_map
+from distsketch.ops.rff import RFF_MAP_ROWS, rff_map
 from distsketch.summaries._namespace import is_array_api
 from distsketch.summaries.covariance import Covariance, covariance_state
 
 __all__ = ["MAP_ROWS", "BlockedCovariance", "RFFRows"]
 
-#: Rows mapped at once: the summaries' float32 ZᵀZ of a 4096-row slice runs 6 % faster
-#: than two of 2048 rows (the GEMM's m x m update amortised over more rows), measured
-#: per 100 000-row block at m = 1024; the slice's features are 16 MiB in float32.
-MAP_ROWS = 4096
+#: Rows mapped at once (:data:`~distsketch.ops.rff.RFF_MAP_ROWS`).
+MAP_ROWS = RFF_MAP_ROWS
 
 
 class RFFRows:
@@ -73,7 +72,7 @@ class BlockedCovariance(Covariance):
                 Z = np.asarray(densify(Z), dtype=np.float64)
             else:
                 if zbuf is None:
-                    zbuf = np.empty((min(n, MAP_ROWS), self._width(operands)),
+                    zbuf = np.empty((min(n, MAP_ROWS), self._operand_width(operands)),
                                     dtype=part.dtype if part.dtype == np.float32 else np.float64)
                 Z = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
                                    out=zbuf[:rows])
@@ -88,8 +87,25 @@ class BlockedCovariance(Covariance):
             state["ztz"] += np.matmul(Z.T, Z, out=gram if same else None)
         return state  # type: ignore[return-value]
 
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Memory of one ``chunk`` task and of one state.
+
+        Per row: the input row.  Fixed: a ``MAP_ROWS``-row slice of features
+        (float32 for float32 input, else float64) and its float64 copy, and
+        the two m × m arrays the running sum holds (the state's ``ZᵀZ`` and
+        the slice's Gram).  State: :class:`Covariance`'s.  Unknown without
+        ``n_columns``.
+        """
+        m = self.n_columns
+        if m is None:
+            return Footprint()
+        feature_bytes = 4 if itemsize == 4 else 8
+        return Footprint(per_row=n_features * itemsize,
+                         fixed=MAP_ROWS * m * (feature_bytes + 8) + 2 * m * m * 8,
+                         state=super().footprint(n_features, itemsize).state)
+
     @staticmethod
-    def _width(operands: tuple) -> int:
+    def _operand_width(operands: tuple) -> int:
         W, b = operands[0], operands[1]
         # the paired form (empty b) has two features per frequency
         return W.shape[1] if b.shape[0] else 2 * W.shape[1]

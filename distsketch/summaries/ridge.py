@@ -2,10 +2,10 @@
 
 :class:`RidgeSummary` and the helpers of its states (folds, packed Grams, the
 feature maps' float64 rows).  Used by
-:class:`~distsketch.estimators.ridge.SketchedKernelRidge` (and its classifier,
+:class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` (and its classifier,
 its cross-validation, and the workflow's segment merge); the estimator-level
 input preparation (row weights, ``[X | y]`` stacking) stays in
-:mod:`distsketch.estimators.ridge_summary`.
+:mod:`distsketch.estimators.ridge.weights`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.namespace import asarray, densify, host_dtype, namespace, to_host, xp_dtype
 from distsketch.ops.random import hash_bucket
 from distsketch.summaries._namespace import is_array_api
@@ -37,7 +38,7 @@ _PIECE_ROWS = 512
 
 
 def ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = False,
-                 products: str = "float64") -> dict:
+                 products: str = "float64") -> Footprint:
     """The memory model of a :class:`RidgeSummary` pass over rows of d inputs and t targets.
 
     Parameters
@@ -55,15 +56,15 @@ def ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = F
 
     Returns
     -------
-    dict
-        ``bytes_per_row``, ``fixed_bytes`` and ``state_bytes`` for the
-        planner; ``{}`` if a map's width is unknown.
+    Footprint
+        Per row, fixed and one state, for the planner; unknown (``Footprint()``)
+        if a map's width is unknown.
     """
     # per row: the float64 block and one map's features with a temporary;
-    # per state: RidgeSummary's size (see its docstring); {} if a width is unknown
+    # per state: RidgeSummary's size (see its docstring); unknown if a width is unknown
     widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
     if not all(widths):
-        return {}
+        return Footprint()
     # fold states keep the upper triangle of ZᵀZ only (pack_gram)
     state = 8.0 * max(n_folds, 1) * sum((m * (m + 1) // 2 if n_folds else m * m)
                                         + m * (t + 1) + t * t + t for m in widths)
@@ -73,10 +74,8 @@ def ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = F
         # buffer and the slice's Gram (and its float32 one with float32 products)
         m = max(widths)
         fixed = state + 12.0 * SLICE_ROWS * m + (12.0 if products == "float32" else 8.0) * m * m
-        return {"bytes_per_row": 8.0 * (d + t) + 4.0 * d + 8.0 * t, "fixed_bytes": fixed,
-                "state_bytes": state}
-    return {"bytes_per_row": 8.0 * (d + t + 2 * max(widths)), "fixed_bytes": state,
-            "state_bytes": state}
+        return Footprint(per_row=8.0 * (d + t) + 4.0 * d + 8.0 * t, fixed=fixed, state=state)
+    return Footprint(per_row=8.0 * (d + t + 2 * max(widths)), fixed=state, state=state)
 
 
 # --------------------------------------------------------------------------- the summary
@@ -131,7 +130,7 @@ class RidgeSummary(SumMerge, Summary):
         self.seed = int(seed)
         self.weighted = bool(weighted)
 
-    def memory(self, maps: list[Any], XY: Any) -> dict:
+    def memory(self, maps: list[Any], XY: Any) -> Footprint:
         """The stage's memory model for the blocks of ``XY``.
 
         Parameters
@@ -142,12 +141,17 @@ class RidgeSummary(SumMerge, Summary):
 
         Returns
         -------
-        dict
-            ``bytes_per_row``, ``fixed_bytes`` and ``state_bytes`` for the
-            planner; ``{}`` if a map's width is unknown.
+        Footprint
+            Per row, fixed and one state, for the planner (with the row
+            sample's reservoir, float64 rows with priority and index, when the
+            summary draws one); unknown if a map's width is unknown.
         """
-        return ridge_memory(maps, self.n_features, self.n_targets, self.n_folds,
-                             self.slices(XY), self.products)
+        own = ridge_memory(maps, self.n_features, self.n_targets, self.n_folds,
+                           self.slices(XY), self.products)
+        if self.sampler is None or own.state is None:
+            return own
+        reservoir = 16.0 * self.sampler.n_samples * (XY.shape[1] + 2)
+        return own + Footprint(fixed=reservoir, state=reservoir)
 
     def slices(self, XY: Any) -> bool:
         """Whether blocks of ``XY`` are summarised slice by slice (:func:`_sliced_state`):
@@ -179,7 +183,7 @@ class RidgeSummary(SumMerge, Summary):
             w = xp.astype(block[:, -1], xp.float64) if self.weighted else None
         if self.n_folds:
             fold = asarray(cv_folds(self.seed, row_offset, X.shape[0], self.n_folds), like=X)
-        # a device block at GCV's alphas: ZᵀZ of its float32 features in float32 (one
+        # a device block at alphas >= 1e-3 of the mean eigenvalue: ZᵀZ of its float32 features in float32 (one
         # product per block, summed in float64), as the sliced host path multiplies them
         f32 = (self.products == "float32" and not self.n_folds and w is None
                and not isinstance(X, np.ndarray))
@@ -293,21 +297,23 @@ def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset:
 def float32_products(x_dtype: Any, gcv_alpha: bool) -> str:
     """The precision ``"float32"`` or ``"float64"`` of a ridge summary's ZᵀZ of rows of ``x_dtype``.
 
-    Float32 for float32 rows whose solve is regularised by GCV's candidates
-    (``gcv_alpha``: ``alpha="auto"`` without the exact leave-one-out choice),
-    all at least 10⁻³ of the mean eigenvalue of the centred ZᵀZ
-    (:data:`~distsketch.estimators.ridge_defaults.GCV_FEATURE_GRID`): there
-    the float32 Gram moves the predictions by 10⁻⁴ to 10⁻² of the spread
-    between two draws of the random features.  A given ``alpha`` may be far
-    smaller, where the solve amplifies the Gram's rounding by
-    cond(ZᵀZ + αI): float64 products (docs/architecture.md, "Precision").
+    Float32 for float32 rows whose solve is regularised by λ of at least
+    10⁻³ of the mean eigenvalue of the centred ZᵀZ (``gcv_alpha``): GCV's
+    candidates (``alpha="auto"`` without the exact leave-one-out choice,
+    :data:`~distsketch.estimators.ridge.defaults.GCV_FEATURE_GRID`), or a
+    given ``alpha`` that large
+    (:func:`~distsketch.estimators.ridge.system.alpha_tolerates_float32`):
+    there the float32 Gram moves the predictions by 10⁻⁴ to 10⁻² of the
+    spread between two draws of the random features.  A smaller λ amplifies
+    the Gram's rounding by cond(ZᵀZ + αI): float64 products
+    (docs/architecture.md, "Precision").
 
     Parameters
     ----------
     x_dtype : dtype
         The rows' dtype (any namespace's dtype object).
     gcv_alpha : bool
-        Whether alpha is chosen by GCV over its candidates above.
+        Whether every λ of the solve is at least that floor.
 
     Returns
     -------
@@ -323,8 +329,8 @@ def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row
 
     Float64 whatever the input: a ridge solve amplifies the Gram's rounding
     by cond(ZᵀZ + αI), and float32 products are within its tolerance only at
-    GCV's alphas (docs/architecture.md, "Precision"); ``float64=False``, for
-    that case, keeps the map's own dtype.  ``operands`` holds the operands of
+    λ ≥ 10⁻³ of the mean eigenvalue (:func:`float32_products`);
+    ``float64=False``, for that case, keeps the map's own dtype.  ``operands`` holds the operands of
     every map in turn (``n_operands[g]`` for map ``g``); anything after them is
     left to the caller.
     """

@@ -1,6 +1,6 @@
 """The kept entries of one row strip of a sparsified Gram matrix, reduced over column blocks.
 
-Used by :class:`~distsketch.estimators.sparsified.SparsifiedGram`; the tile
+Used by :class:`~distsketch.estimators.sampling.sparsified.SparsifiedGram`; the tile
 and its sampling are :mod:`distsketch.ops.sparsify`.
 """
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.sparsify import kernel_tile, simplify_tile
 from distsketch.summaries.base import Summary
@@ -35,6 +36,9 @@ class StripSummary(Summary):
         Global index of the strip's first row.
     n : int
         Rows of the whole matrix.
+    strip_rows : int, optional
+        Rows of a strip as planned (the tile height); needed only by
+        :meth:`footprint`.
 
     Notes
     -----
@@ -42,7 +46,7 @@ class StripSummary(Summary):
     """
 
     def __init__(self, kernel: Any, params: dict, seed: int, p: float, quantize: bool,
-                 bound: float | None, r0: int, n: int):
+                 bound: float | None, r0: int, n: int, strip_rows: int | None = None):
         self.kernel = kernel
         self.params = params
         self.seed = seed
@@ -51,6 +55,19 @@ class StripSummary(Summary):
         self.bound = bound
         self.r0 = r0
         self.n = n
+        self.strip_rows = strip_rows
+
+    def footprint(self, n_features: int, itemsize: int) -> Footprint:
+        """Memory of one ``chunk`` task (unknown without ``strip_rows``).
+
+        Per block row: the kernel tile's column of ``strip_rows`` entries with
+        its broadcast indices, hash temporaries, keep mask and values (about
+        ten words an entry), and the row itself; fixed: the strip's rows.
+        """
+        if self.strip_rows is None:
+            return Footprint()
+        T = int(self.strip_rows)
+        return Footprint(per_row=80.0 * T + 8.0 * n_features, fixed=8.0 * T * n_features)
 
     def chunk(self, block: Any, row_offset: int, XS: np.ndarray) -> Any:
         kfun = kernel_function(self.kernel, **self.params)

@@ -101,23 +101,28 @@ def first_nonfinite_row(values: Any) -> int | None:
     -----
     One ``isfinite`` pass over the values (the stored values of a sparse
     matrix) and no copy when they are all finite; the row is located only
-    when one is not.
+    when one is not.  An array of another namespace (CuPy) is checked on its
+    device: one scalar comes to the host when all is finite, else only the
+    per-row flags.
     """
-    sparse = hasattr(values, "tocsr")
-    if not sparse and not isinstance(values, np.ndarray) and is_array_api(values):
-        return _first_nonfinite_row_xp(values)
-    data = values.data if sparse else np.asarray(values)
-    if not np.issubdtype(data.dtype, np.inexact):
-        return None
-    ok = np.isfinite(data)
-    if ok.all():
-        return None
-    if sparse:
+    if hasattr(values, "tocsr"):
+        if not np.issubdtype(values.data.dtype, np.inexact) or np.isfinite(values.data).all():
+            return None
         csr = values.tocsr()
         rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))[~np.isfinite(csr.data)]
         return int(rows.min())
-    per_row = ok.reshape(ok.shape[0], -1) if ok.ndim > 1 else ok.reshape(-1, 1)
-    return int(np.flatnonzero(~per_row.all(axis=1))[0])
+    xp = np if isinstance(values, np.ndarray) or not is_array_api(values) else namespace(values)
+    if xp is np:
+        values = np.asarray(values)
+    if not xp.isdtype(values.dtype, ("real floating", "complex floating")):
+        return None
+    ok = xp.isfinite(values)
+    if bool(xp.all(ok)):
+        return None
+    if values.ndim == 0:
+        return 0
+    per_row = xp.all(xp.reshape(ok, (ok.shape[0], -1)), axis=1)
+    return int(np.flatnonzero(~np.asarray(to_host(per_row)))[0])
 
 
 def is_array_api(values: Any) -> bool:
@@ -127,21 +132,6 @@ def is_array_api(values: Any) -> bool:
     import array_api_compat
 
     return bool(array_api_compat.is_array_api_obj(values)) and not is_numpy(namespace(values))
-
-
-def _first_nonfinite_row_xp(values: Any) -> int | None:
-    # the same check in the array's own namespace: only the per-row flags come to the host
-    xp = namespace(values)
-    if not xp.isdtype(values.dtype, ("real floating", "complex floating")):
-        return None
-    ok = xp.isfinite(values)
-    if bool(xp.all(ok)):  # one scalar back in the common case
-        return None
-    if values.ndim == 0:
-        return 0
-    per_row = xp.all(xp.reshape(ok, (ok.shape[0], -1)), axis=1)
-    bad = np.flatnonzero(~np.asarray(to_host(per_row)))
-    return int(bad[0]) if bad.size else None
 
 
 def check_finite_rows(block: Any, row_start: int = 0, where: str = "input") -> None:

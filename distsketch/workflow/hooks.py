@@ -50,7 +50,7 @@ class WorkflowHooks:
       folder, the manifest (which marks it complete) is not;
 
     (``result_tmp`` is a :class:`pathlib.Path` for a local ``outputs.dir``,
-    the temporary prefix's :class:`~distsketch.io.urls.Location` on an
+    the temporary prefix's :class:`~distsketch.io.storage.urls.Location` on an
     object store.)
     * :meth:`on_error` — the run raised; the exception propagates afterwards.
     """

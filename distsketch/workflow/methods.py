@@ -176,22 +176,22 @@ def _check_holdout(cls: type, value: Any, where: str) -> None:
                           f"{cls.__name__} has no predict.")
 
 
-def _check_features(block: Any, where: str) -> dict[str, Any]:
-    """A feature-map block as ``{"name": <registered name>, "params": {...}}``, checked."""
+def _check_features(section: Any, where: str) -> dict[str, Any]:
+    """A feature-map section as ``{"name": <registered name>, "params": {...}}``, checked."""
     where = f"{where}: method.features"
-    if isinstance(block, str):
-        block = {"name": block}
-    if "name" not in block or not isinstance(block["name"], str):
+    if isinstance(section, str):
+        section = {"name": section}
+    if "name" not in section or not isinstance(section["name"], str):
         raise ConfigError(f"{where} needs a 'name': a distsketch feature map such as "
                           "RandomFourierFeatures, NystromFeatures or PolySketch.")
-    nested = block.get("params")
-    flat = {k: v for k, v in block.items() if k not in ("name", "params")}
+    nested = section.get("params")
+    flat = {k: v for k, v in section.items() if k not in ("name", "params")}
     if nested is not None and (flat or not isinstance(nested, dict)):
         raise ConfigError(f"{where}: give the feature map's parameters either beside its name "
                           "({name: RandomFourierFeatures, n_components: 2048}) or as a 'params' "
                           "mapping, not both.")
     params = dict(nested) if nested is not None else flat
-    cls = registry.resolve(block["name"], kind="estimator", where=where)
+    cls = registry.resolve(section["name"], kind="estimator", where=where)
     if not hasattr(cls, "transform"):
         raise ConfigError(f"{where}: {cls.__name__} is not a feature map (it has no transform).")
     check_names(params, inspect.signature(cls).parameters, where, owner=cls.__name__)
@@ -199,11 +199,11 @@ def _check_features(block: Any, where: str) -> dict[str, Any]:
     return {"name": cls.__name__, "params": params}
 
 
-def _placeholder(block: dict[str, Any]) -> Any:
+def _placeholder(section: dict[str, Any]) -> Any:
     # an instance for the method's own checks, with a MEDIAN standing in as 1.0
-    cls = registry.resolve(block["name"], kind="estimator")
+    cls = registry.resolve(section["name"], kind="estimator")
     return cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
-                  for k, v in block["params"].items()})
+                  for k, v in section["params"].items()})
 
 
 def data_driven(params: dict[str, Any]) -> list[str]:
@@ -381,13 +381,13 @@ class MethodAdapter:
 
     def save(self, folder: Path) -> None:
         """Write the state into ``folder`` (inside an uncommitted checkpoint)."""
-        from distsketch.io.model import save_model
+        from distsketch.io.model.store import save_model
 
         save_model(self.state, folder / "model.zarr")
 
     def load(self, folder: Path) -> None:
         """Read the state written by :meth:`save`."""
-        from distsketch.io.model import load
+        from distsketch.io.model.store import load
 
         self.state = load(folder / "model.zarr")
         # a state created by an earlier run: the value it chose for gamma: median, for the report

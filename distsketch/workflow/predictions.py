@@ -112,7 +112,7 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
     if not is_supervised(spec, model):
         return None
     from distsketch.io import write_array
-    from distsketch.io.class_codes import predictions_attrs
+    from distsketch.io.arrays.class_codes import predictions_attrs
 
     name = predictions_output(spec, model)
     # the shape predict gives, as the CLI writes it: (n,) for labels or one target
@@ -120,7 +120,7 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
     source: Any = P
     so = getattr(spec, "storage_options", None)
     if name is not None:
-        from distsketch.io.arrays import open_zarr
+        from distsketch.io.arrays.access import open_zarr
 
         t0 = time.perf_counter()
         target = getattr(folder, "target", None)
@@ -172,7 +172,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     P : zarr array, dask array or ndarray of shape (n,) or (n, t)
         Predictions: labels or one target, or one column per target.
     targets_path : str
-        The spec's ``targets`` (read with :func:`distsketch.io.targets.open_targets`).
+        The spec's ``targets`` (read with :func:`distsketch.io.arrays.targets.open_targets`).
     n : int
         Rows fitted (targets may have more rows).
     classifier : bool
@@ -203,7 +203,7 @@ def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
     rows the model was fitted on, it overstates the fit on new data; held-out
     rows were never fitted.
     """
-    from distsketch.io.targets import open_targets
+    from distsketch.io.arrays.targets import open_targets
 
     opts: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
     targets = open_targets(targets_path, n, allow_extra_rows=True, **opts)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from distsketch.io.jsonable import json_default
+from distsketch.io.commit.jsonable import json_default
 from distsketch.workflow.report_data import fit_line, format_bytes, peak_rows, plan_table
 from distsketch.workflow.report_plot import spectrum_svg
 

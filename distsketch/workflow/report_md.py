@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from distsketch.io.jsonable import json_default
+from distsketch.io.commit.jsonable import json_default
 from distsketch.workflow.report_data import fit_line, format_bytes, peak_rows, plan_table
 
 __all__ = ["markdown_report", "md_text", "md_url"]
@@ -18,20 +18,49 @@ __all__ = ["markdown_report", "md_text", "md_url"]
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~#])")
 # what Markdown would read as HTML: a tag or comment ("<"), a character reference ("&amp;")
 _MD_HTML = re.compile(r"<|&(?=#?[0-9A-Za-z]+;)")
+# inside a line, what could make markup of text (CommonMark and GitHub's tables and
+# strikethrough): a backslash escape, code, "*" emphasis, strikethrough, a table cell's end,
+# HTML, and "_" emphasis (an underscore between two letters or digits cannot open or close it)
+_MD_ACTIVE = re.compile(r"[\\`*~|<]|&#?[0-9A-Za-z]+;|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# a link, an image or a reference: a closing bracket followed by "(", "[" or ":"
+_MD_LINK = re.compile(r"\][(\[:]")
+
+
+def _inert(text: str) -> bool:
+    """Whether ``text``, placed inside a line, reads as itself in Markdown.
+
+    Brackets make a link only when a closing one is followed by ``(``, ``[``
+    or ``:`` (a reference needs a definition at the start of a line); a
+    balanced pair such as ``[16000, 16]`` is plain text, also as a link's
+    text.  Braces, parentheses and ``#`` are markup only at the start of a
+    line, where no value is placed.
+    """
+    if _MD_ACTIVE.search(text) or _MD_LINK.search(text):
+        return False
+    depth = 0
+    for char in text:  # an unbalanced bracket could pair with the report's own
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def md_text(value: Any) -> str:
-    """``value`` as inert Markdown text, shown as written (quotes stay quotes).
+    """``value`` as inert Markdown text inside a line, shown as written (quotes stay quotes).
 
-    Markdown punctuation is backslashed, and only what Markdown would read as
-    HTML becomes an entity: ``<`` (a tag) and an ``&`` that starts a
-    character reference.  A name such as ``<script>``, ``a|b`` or
-    ``[x](javascript:...)`` from a spec is shown, not rendered as HTML, a link
-    or a table cell; newlines become spaces so that a value cannot start a
-    heading or a new table row.  (Backslashing ``<`` would not do: not every
-    Markdown renderer treats ``\\<`` as an escape.)
+    Plain text, such as a shape ``[16000, 16]``, a JSON object or a name with
+    parentheses, is kept as it is.  Text that could make markup (see
+    :func:`_inert`) has every Markdown punctuation character backslashed, and
+    only what Markdown would read as HTML becomes an entity: ``<`` (a tag) and
+    an ``&`` that starts a character reference.  A name such as ``<script>``,
+    ``a|b`` or ``[x](javascript:...)`` from a spec is shown, not rendered as
+    HTML, a link or a table cell; newlines become spaces so that a value
+    cannot start a heading or a new table row.  (Backslashing ``<`` would not
+    do: not every Markdown renderer treats ``\\<`` as an escape.)
     """
     text = " ".join(str(value).splitlines())
+    if _inert(text):
+        return text
     text = _MD_HTML.sub(lambda m: "&lt;" if m.group() == "<" else "&amp;", text)
     return _MD_SPECIAL.sub(r"\\\1", text)
 

@@ -11,6 +11,9 @@ Layout of ``outputs.dir``::
 ``outputs.dir`` and the input may be fsspec URLs (``s3://...``) with the
 spec's ``storage_options``; :mod:`~distsketch.workflow.storage` holds what
 differs there.
+
+Over 500 lines because the run's named steps share one lock, one checkpoint and one
+commit.
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ def run_workflow(
 
         check_dashboard(spec.cluster if cluster is None else cluster, dashboard)
     if storage_options:
-        from distsketch.io.urls import merge_options
+        from distsketch.io.storage.urls import merge_options
 
         spec = dataclasses.replace(
             spec, storage_options=merge_options(spec.storage_options, storage_options))
@@ -278,6 +281,9 @@ class _Run:
         from distsketch.diagnostics import PeakMemory
 
         t_run = time.perf_counter()
+        if self.spec.targets_from_input:
+            self.say(f"targets: the labels {self.spec.targets} stored with the input (targets: "
+                     "in the spec chooses others)")
         with self.storage.locked(self.wait, self.inputs, self.force_unlock), PeakMemory() as peak, \
                 dask.config.set({DEVICE_KEY: self.spec.device or current_device()}):
             return self._locked(t_run, peak)
@@ -309,10 +315,12 @@ class _Run:
             raise ConfigError(f"workflow spec: {method.name} is a classifier and needs targets: "
                               "add targets: (a Zarr array of labels, row-aligned with the input) "
                               "to the spec.")
-        from distsketch.io.targets import open_targets
+        from distsketch.io.arrays.targets import open_targets
+        from distsketch.workflow.spec_targets import IntegerLabels
 
-        targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
-                                   storage_options=self.spec.storage_options)
+        # class numbers stored as floats (a CSV's 1..7) are the integers 1..7
+        targets = IntegerLabels(open_targets(self.spec.targets, n, allow_extra_rows=True,
+                                             storage_options=self.spec.storage_options))
         classes = targets.distinct(n)
         if classes.size < 2:
             raise WorkflowError(f"targets {self.spec.targets} hold {classes.size} distinct label(s) "
@@ -479,7 +487,7 @@ class _Run:
         """Model, features, predictions and kernel error estimate into the uncommitted result
         folder."""
         from distsketch.io import write_array
-        from distsketch.io.model import save_model
+        from distsketch.io.model.store import save_model
         from distsketch.workflow.predictions import feature_output, write_predictions
         from distsketch.workflow.preprocess import with_preprocessing
 

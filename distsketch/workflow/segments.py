@@ -163,12 +163,17 @@ class SegmentFolder:
         n = int(X.shape[0])
         # an estimator without partial_fit is fitted in one segment holding every row
         seg = self.spec.segment_rows if self.method.incremental else n
-        targets = None
+        targets: Any = None
         if self.spec.targets is not None:
-            from distsketch.io.targets import open_targets
+            from distsketch.io.arrays.targets import open_targets
 
             targets = open_targets(self.spec.targets, n, allow_extra_rows=True,
                                    storage_options=self.spec.storage_options)
+            from distsketch.workflow.spec_targets import IntegerLabels, is_classifier_class
+
+            if is_classifier_class(self.method.cls):
+                # class numbers stored as floats (a CSV's 1..7) are fitted as the integers
+                targets = IntegerLabels(targets)
         return _Segments(X, Xs, segment_bounds(done, n, seg), targets)
 
     def _folds_ahead(self) -> bool:

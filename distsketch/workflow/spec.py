@@ -18,7 +18,9 @@ outputs, a cluster and a seed::
 ``device: cuda`` computes the blocks on a GPU (docs/gpu.md; default: the dask
 config ``distsketch.device``, else ``cpu``).  ``method.params`` are checked
 when the spec is loaded (names, with a close match suggested for a typo, and
-values).  A classifier (``partial_fit`` with
+values).  A supervised method given no ``targets:`` on a store
+ingested with labels (``distsketch ingest --label-column``) fits the store's
+``y`` (:mod:`~distsketch.workflow.spec_targets`).  A classifier (``partial_fit`` with
 ``classes``) reads ``targets:`` and takes its labels from ``params.classes``
 or, without it, from a pre-pass over the targets; either way they are kept in
 the workflow state, so incremental runs use the same classes.
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ConfigError
-from distsketch.io.jsonable import json_default
+from distsketch.io.commit.jsonable import json_default
 from distsketch.validation import Interval, Satisfies, StrOptions, check_section
 from distsketch.validation.config import load_yaml
 
@@ -151,6 +153,8 @@ class WorkflowSpec:
     method: MethodSpec
     outputs: OutputsSpec
     targets: str | None = None
+    #: ``targets`` are the labels of the input store (the spec gave none)
+    targets_from_input: bool = False
     seed: int = 0
     segment_rows: int = 65536
     block_rows: int | None = None
@@ -171,6 +175,8 @@ class WorkflowSpec:
         for key in ("name", "description", "segments_in_flight", "storage_options", "device"):
             if out[key] is None:
                 del out[key]
+        if not out["targets_from_input"]:
+            del out["targets_from_input"]
         if self.storage_options is not None:
             # credentials never reach a manifest or a report: the option names only
             out["storage_options"] = sorted(self.storage_options)
@@ -238,12 +244,25 @@ def load_workflow_spec(spec: Any, *, base: str | os.PathLike | None = None) -> W
     pre = _section(cfg.get("preprocessing"), _PREPROCESSING, f"{where}: preprocessing",
                    what={"standardize": _TRUE_OR_FALSE})
     standardize = pre.get("standardize", False)
+    method = _method(cfg["method"], where)
+    input_path = _resolve_path(cfg["input"], base_dir)
+    targets = None if cfg.get("targets") is None else _resolve_path(cfg["targets"], base_dir)
+    from_input = False
+    if targets is None:
+        # a supervised method on a store ingested with labels fits them, as the CLI's fit does
+        from distsketch.workflow.methods import resolve_method
+        from distsketch.workflow.spec_targets import store_targets
+
+        targets = store_targets(input_path, resolve_method(method.name, where),
+                                scalars.get("storage_options"))
+        from_input = targets is not None
     return WorkflowSpec(
-        input=_resolve_path(cfg["input"], base_dir),
-        targets=None if cfg.get("targets") is None else _resolve_path(cfg["targets"], base_dir),
+        input=input_path,
+        targets=targets,
+        targets_from_input=from_input,
         **scalars,
         preprocessing=Preprocessing(standardize=standardize),
-        method=_method(cfg["method"], where),
+        method=method,
         outputs=_outputs(cfg["outputs"], where, base_dir),
         report=_report(cfg.get("report"), where),
         cluster=_cluster(cfg.get("cluster"), where, base_dir),

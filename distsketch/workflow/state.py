@@ -5,7 +5,7 @@ dtype, scaler) and how far the run got (``rows_done``, ``in_progress``, a
 fingerprint of the consumed rows).
 
 One :class:`StateStore` serves every storage kind; its
-:class:`~distsketch.io.location.Location` decides how a checkpoint is
+:class:`~distsketch.io.storage.location.Location` decides how a checkpoint is
 committed: where a folder can be renamed atomically (``supports_rename``),
 ``state/`` is replaced by one folder swap (summary in ``state/summary/``);
 elsewhere (object stores) each summary is written under a fresh name and
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
-from distsketch.io.fingerprints import fingerprint
-from distsketch.io.location import Location
-from distsketch.io.manifest import read_json_object
+from distsketch.io.arrays.fingerprints import fingerprint
+from distsketch.io.commit.manifest import read_json_object
+from distsketch.io.storage.location import Location
 from distsketch.workflow.methods import MethodAdapter
 
 __all__ = ["STATE_VERSION", "StateStore", "check_state", "prefix_fingerprint", "store_error"]
@@ -148,7 +148,7 @@ class StateStore:
     def load(self, method: MethodAdapter) -> None:
         """Load the committed summary into ``method``, refusing a damaged one with the fix.
 
-        The summary is a model store read by :func:`distsketch.io.model.load`:
+        The summary is a model store read by :func:`distsketch.io.model.store.load`:
         only registered classes, numeric arrays with every chunk present, nothing
         unpickled; no symbolic link in the checkpoint is followed.
         """
@@ -203,7 +203,7 @@ class _FolderSwap:
         method.load(self.summary().handle())
 
     def check_foreign(self, inputs: list) -> None:
-        from distsketch.io.safety import check_replaceable
+        from distsketch.io.storage.safety import check_replaceable
 
         check_replaceable(self.loc, inputs=inputs)
 
@@ -227,7 +227,7 @@ class _PointerObject:
         return self.loc.child(name)
 
     def load(self, summary: Location, method: MethodAdapter) -> None:
-        from distsketch.io.model import load
+        from distsketch.io.model.store import load
 
         method.state = load(summary)
 
@@ -240,7 +240,7 @@ class _PointerObject:
         """
         import tempfile
 
-        from distsketch.io.model import load, save_model
+        from distsketch.io.model.store import load, save_model
 
         old = None
         with contextlib.suppress(StoreError):

@@ -1,10 +1,10 @@
 """Where a run keeps its lock, checkpoints and result: ``outputs.dir`` on any storage.
 
 Every layout holds ``.lock``, ``state/`` and ``result/`` under ``outputs.dir``.
-:class:`RunStorage` asks its :class:`~distsketch.io.location.Location` for
+:class:`RunStorage` asks its :class:`~distsketch.io.storage.location.Location` for
 each step, so one class serves every storage kind:
 
-* *lock* (:meth:`~distsketch.io.location.Location.run_lock`): an ``fcntl``
+* *lock* (:meth:`~distsketch.io.storage.location.Location.run_lock`): an ``fcntl``
   lock file on the local file system; on an object store (no OS lock) one
   object ``<dir>/.lock`` (owner, token, heartbeat), written only when absent
   or stale, read back to detect a lost race, refreshed every
@@ -15,7 +15,7 @@ each step, so one class serves every storage kind:
   swap where the storage can rename, else a summary under a fresh name
   committed by rewriting the one object ``state/state.json``);
 * *result*: built under a temporary name and committed by
-  :func:`distsketch.io.publish.atomic_output` (a folder swap, or the
+  :func:`distsketch.io.commit.publish.atomic_output` (a folder swap, or the
   manifest written last; a result without it reads as uncommitted).
 """
 
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
-from distsketch.io.location import Location
-from distsketch.io.locks import HEARTBEAT_SECONDS, LOCK_STALE_SECONDS, ObjectLock
+from distsketch.io.storage.location import Location
+from distsketch.io.storage.locks import HEARTBEAT_SECONDS, LOCK_STALE_SECONDS, ObjectLock
 from distsketch.workflow.state import StateStore, store_error
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_STALE_SECONDS", "ObjectLock", "ResultFolder", "RunStorage",
@@ -40,7 +40,7 @@ _PERF_PREFIX = ".dask-performance-"
 
 def open_storage(out_dir: str, storage_options: dict | None) -> RunStorage:
     """The storage of ``outputs.dir`` (a path, ``file://`` or fsspec URL)."""
-    from distsketch.io.urls import resolve
+    from distsketch.io.storage.urls import resolve
 
     return RunStorage(resolve(out_dir, storage_options))
 
@@ -103,7 +103,7 @@ class RunStorage:
     def check_foreign(self, inputs: list) -> None:
         """Refuse an outputs.dir that overlaps an input, or whose ``state/`` or ``result/``
         distsketch did not write: the run replaces both."""
-        from distsketch.io.safety import check_not_input, check_replaceable
+        from distsketch.io.storage.safety import check_not_input, check_replaceable
 
         check_not_input(self.loc, inputs)
         for name, check in (("state", self.state.check_foreign),
@@ -150,7 +150,7 @@ class RunStorage:
     @contextlib.contextmanager
     def result_writer(self, inputs: list) -> Iterator[ResultFolder]:
         """The result, committed when the block succeeds (OS errors become StoreError)."""
-        from distsketch.io.publish import atomic_output
+        from distsketch.io.commit.publish import atomic_output
 
         try:
             with atomic_output(self.loc.child("result"), overwrite=True, inputs=inputs) as tmp, \

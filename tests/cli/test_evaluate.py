@@ -127,7 +127,7 @@ def test_model_without_a_kernel_approximation_is_a_clear_error(tmp_path, capsys)
     from sklearn.pipeline import Pipeline
 
     from distsketch import FrequentDirections
-    from distsketch.io.model import save_model
+    from distsketch.io.model.store import save_model
     from distsketch.workflow.preprocess import Standardizer
 
     X = np.random.default_rng(1).normal(size=(200, 3))

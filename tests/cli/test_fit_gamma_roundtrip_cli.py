@@ -17,7 +17,7 @@ from sklearn.metrics import r2_score
 import distsketch.cli as cli
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, load
 from distsketch.cli.score import BARELY_BETTER, training_check
-from distsketch.estimators.ridge_defaults import default_n_features
+from distsketch.estimators.ridge.defaults import default_n_features
 from distsketch.io import write_array
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -8,7 +8,7 @@ import pytest
 import distsketch.cli as cli
 import distsketch.cluster
 from distsketch.io import write_array
-from distsketch.io.model import save_model
+from distsketch.io.model.store import save_model
 
 
 @pytest.fixture

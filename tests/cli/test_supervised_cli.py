@@ -32,7 +32,7 @@ from distsketch import (
     TensorSketch,
 )
 from distsketch.cli.common import median_gamma
-from distsketch.estimators.ridge_defaults import default_n_features
+from distsketch.estimators.ridge.defaults import default_n_features
 from distsketch.io import load, open_array, read_manifest, write_array
 from distsketch.summaries.ridge import SLICE_ROWS
 
@@ -238,7 +238,7 @@ def test_feature_map_by_registry_name_and_explicit_gamma(small, capsys):
      "StreamingKernelPCA is not a feature map"),
     (["--method", "SketchedKernelRidge", "--features", "os.system"],
      "unknown feature map 'os.system'"),
-    (["--method", "SketchedKernelRidge", "--param", "features=distsketch.io.model.load"],
+    (["--method", "SketchedKernelRidge", "--param", "features=distsketch.io.model.store.load"],
      "unknown feature map"),
     (["--method", "SketchedKernelRidge", "--param", "features=[1, 2]"],
      "expected a feature map name"),

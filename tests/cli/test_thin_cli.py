@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import distsketch.cli as cli
-import distsketch.io.arrays as io_arrays
+import distsketch.io.arrays.access as io_arrays
 from distsketch import RandomFourierFeatures
 from distsketch.estimators.kernel_params import median_gamma
 from distsketch.io import load, open_array, write_array
@@ -23,7 +23,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def opens(monkeypatch):
-    """Every path ``distsketch.io.arrays`` opens as a Zarr array, in order."""
+    """Every path ``distsketch.io.arrays.access`` opens as a Zarr array, in order."""
     seen: list[str] = []
     real = io_arrays.open_zarr
 

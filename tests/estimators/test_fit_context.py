@@ -16,10 +16,10 @@ from distsketch.estimators.base import (
     RowMapTransformer,
     fit_context,
 )
-from distsketch.estimators.frequent_directions import FrequentDirections
-from distsketch.estimators.nystrom import NystromKernelPCA
-from distsketch.estimators.ridge_classifier import SketchedKernelRidgeClassifier
-from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+from distsketch.estimators.decomposition.frequent_directions import FrequentDirections
+from distsketch.estimators.decomposition.streaming_kpca import StreamingKernelPCA
+from distsketch.estimators.nystrom.features import NystromKernelPCA
+from distsketch.estimators.ridge.classifier import SketchedKernelRidgeClassifier
 
 #: the context each method that changes (or summarises for) the fitted state must carry
 EXPECTED = {"fit": "fit", "partial_fit": "fit", "merge": "merge", "merge_summaries": "merge",
@@ -27,8 +27,8 @@ EXPECTED = {"fit": "fit", "partial_fit": "fit", "merge": "merge", "merge_summari
 
 
 def _estimator_classes() -> list[type]:
-    for info in pkgutil.iter_modules(distsketch.estimators.__path__):
-        importlib.import_module(f"distsketch.estimators.{info.name}")
+    for info in pkgutil.walk_packages(distsketch.estimators.__path__, "distsketch.estimators."):
+        importlib.import_module(info.name)
     importlib.import_module("distsketch.workflow.preprocess")
     seen: list[type] = []
     todo = [DistsketchEstimator]
@@ -46,7 +46,8 @@ CLASSES = _estimator_classes()
 def test_estimator_classes_found() -> None:
     names = {c.__name__ for c in CLASSES}
     assert {"SketchedKernelRidge", "NystromFeatures", "FrequentDirections",
-            "Standardizer", "MergeableEstimator"} <= names
+            "Standardizer", "MergeableEstimator", "RoundedExpansion", "KernelSolver",
+            "TensorSketch"} <= names
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__qualname__)
@@ -112,3 +113,64 @@ def test_parameters_checked_once_per_fit(monkeypatch: pytest.MonkeyPatch, method
     getattr(est, method)(X, y)
     assert calls == [cls.__name__], f"{cls.__name__}.{method} checked its parameters {len(calls)}×"
     assert hasattr(est, "n_features_in_")
+
+
+def _counting_table_checks(monkeypatch: pytest.MonkeyPatch, est: Any) -> list[int]:
+    import distsketch.estimators.base as base
+
+    calls: list[int] = []
+    original = base.check_estimator_params
+
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if obj is est:
+            calls.append(1)
+        return original(obj, *args, **kwargs)
+
+    monkeypatch.setattr(base, "check_estimator_params", counting)
+    return calls
+
+
+def test_fit_after_check_params_checks_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the CLI and a workflow check before reading data, then fit: one check in all
+    est = StreamingKernelPCA(n_components=2, n_random_features=16, random_state=0)
+    calls = _counting_table_checks(monkeypatch, est)
+    X, _ = _data()
+    est.check_params(*X.shape)
+    est.fit(X)
+    assert len(calls) == 1
+    est.fit(X)  # a second fit was not preceded by a check: it checks
+    assert len(calls) == 2
+
+
+def test_a_parameter_changed_after_check_params_is_checked_by_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    est = StreamingKernelPCA(n_components=2, n_random_features=16, random_state=0)
+    calls = _counting_table_checks(monkeypatch, est)
+    X, _ = _data()
+    est.check_params(*X.shape)
+    est.set_params(n_components=-1)
+    with pytest.raises(ValueError, match="n_components"):
+        est.fit(X)
+    assert len(calls) == 2
+
+
+def test_cli_fit_checks_the_parameters_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                            capsys: pytest.CaptureFixture) -> None:
+    import distsketch.cli as cli
+    import distsketch.estimators.base as base
+    from distsketch.io import write_array
+
+    calls: list[str] = []
+    original = base.check_estimator_params
+
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(type(obj).__name__)
+        return original(obj, *args, **kwargs)
+
+    monkeypatch.setattr(base, "check_estimator_params", counting)
+    X, _ = _data()
+    write_array(X.astype(np.float32), tmp_path / "x.zarr", chunk_rows=50)
+    code = cli.main(["fit", str(tmp_path / "x.zarr"), str(tmp_path / "m.zarr"), "--method",
+                     "StreamingKernelPCA", "--n-components", "2", "--cluster", "sync"])
+    assert code == 0, capsys.readouterr().err
+    assert calls.count("StreamingKernelPCA") == 1, calls

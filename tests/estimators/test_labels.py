@@ -152,7 +152,7 @@ def test_partial_fit_classes_keep_their_dtype():
 
 @pytest.mark.parametrize("name", list(CLASSIFIERS))
 def test_object_labels_survive_save_and_load(name, tmp_path):
-    from distsketch.io.model import load
+    from distsketch.io.model.store import load
 
     y = pd.Series(NAMES[CODES]).astype(str).to_numpy()
     clf = CLASSIFIERS[name]().fit(X, y)

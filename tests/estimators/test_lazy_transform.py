@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import distsketch as ds
-from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
+from distsketch.estimators.ridge.statistical_dimension import StatisticalDimensionSketch
 from distsketch.testing import ComputeError, raise_on_compute
 
 rng = np.random.default_rng(3)

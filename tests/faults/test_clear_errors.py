@@ -17,7 +17,7 @@ import distsketch.cli as cli
 from distsketch import RandomFourierFeatures
 from distsketch.errors import ConfigError, InputError, StoreError
 from distsketch.io import ingest, open_array, write_array
-from distsketch.io.arrays import split_array_path
+from distsketch.io.arrays.access import split_array_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -46,7 +46,7 @@ def _fill_disk(monkeypatch, where: str) -> None:
 
         monkeypatch.setattr(local, "_put", put)
     elif where == "manifest":
-        import distsketch.io.manifest as manifest
+        import distsketch.io.commit.manifest as manifest
 
         def write_text(self, *a, **k):
             raise OSError(errno.ENOSPC, "No space left on device")

@@ -4,7 +4,7 @@
   "already exists" check is repeated at commit time and the rename itself
   refuses a non-empty target);
 * a writer SIGKILLed at each step of the commit protocol
-  (``distsketch.io.atomic``): the next writer, or opening the store, finds the
+  (``distsketch.io.commit.atomic``): the next writer, or opening the store, finds the
   old or the new store, and dead ``.tmp-``/``.old-`` siblings are removed;
 * only siblings named exactly as distsketch names them, of dead writers, are
   cleaned up.

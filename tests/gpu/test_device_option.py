@@ -247,7 +247,7 @@ def test_a_cuda_workflow_without_cupy_fails_before_locking(no_cupy, tmp_path, st
 
 
 def test_a_cuda_workflow_opens_its_input_on_the_device(gpu, tmp_path, store, monkeypatch):
-    import distsketch.io.arrays as io_arrays
+    import distsketch.io.arrays.access as io_arrays
 
     seen = []
     real = io_arrays.open_array

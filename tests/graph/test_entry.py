@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-import distsketch.io.arrays as io_arrays
+import distsketch.io.arrays.access as io_arrays
 from distsketch.graph import (
     LAZY_BLOCK_ROWS,
     UNKNOWN_STAGE_ROWS,

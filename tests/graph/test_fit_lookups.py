@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from distsketch import NystromFeatures, RandomFourierFeatures, SketchedKernelRidge
 from distsketch.blas import blas_single_thread
-from distsketch.estimators.landmark_choice import rpcholesky_landmarks
+from distsketch.estimators.nystrom.landmark_choice import rpcholesky_landmarks
 from distsketch.graph import budget as budget_mod
 from distsketch.graph import cluster_resources, resources_scope
 

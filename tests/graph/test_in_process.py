@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from distsketch.errors import InputError
+from distsketch.footprint import Footprint
 from distsketch.graph import map_blocks, plan_rows, reduce_blocks
 from distsketch.graph.inprocess import InProcessBlocks
 from distsketch.ops.namespace import asarray, namespace
@@ -72,8 +73,8 @@ def test_map_numbers_rows_globally_and_stays_on_the_device():
 
 
 def test_the_planner_gives_the_numpy_plan():
-    assert plan_rows(to_strict_device(X), bytes_per_row=4096.0).plan.block_rows == \
-        plan_rows(X, bytes_per_row=4096.0).plan.block_rows
+    assert plan_rows(to_strict_device(X), footprint=Footprint(per_row=4096.0)).plan.block_rows == \
+        plan_rows(X, footprint=Footprint(per_row=4096.0)).plan.block_rows
 
 
 def test_a_nan_in_a_block_names_its_global_row():

@@ -16,7 +16,7 @@ import pytest
 
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.nystrom import NystromFeatures, NystromKernelPCA
+from distsketch.estimators.nystrom.features import NystromFeatures, NystromKernelPCA
 from distsketch.ops.random import hash_bucket
 
 N, HALF = 600, 300  # HALF is not a multiple of the 256-row GEMM tiles

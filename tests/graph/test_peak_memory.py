@@ -31,7 +31,7 @@ from distsketch import (
     StreamingKernelPCA,
     TensorSketch,
 )
-from distsketch.estimators.nystrom import NystromFeatures, NystromKernelPCA, fit_kmeans
+from distsketch.estimators.nystrom.features import NystromFeatures, NystromKernelPCA, fit_kmeans
 from distsketch.graph import blocks
 
 SLACK_RATIO = 1.05

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from distsketch.footprint import Footprint
 from distsketch.graph import (
     BlockPlan,
     choose_block_rows,
@@ -95,7 +96,7 @@ def test_plan_of_numpy_sparse_and_dask():
     assert sb.data.chunks[0] == (400, 400, 200) and sp.issparse(sb.data.blocks[0].compute())
     # a dask input keeps its (store's) chunks; column blocks are joined into whole rows
     Xd = da.zeros((1000, 4), chunks=(250, 2))
-    db = plan_rows(Xd, bytes_per_row=100.0, fixed_bytes=10.0)
+    db = plan_rows(Xd, footprint=Footprint(per_row=100.0, fixed=10.0))
     assert db.lazy and db.data.chunks == ((250,) * 4, (4,))
     assert db.plan == BlockPlan(block_rows=250, n_blocks=4, task_bytes=250 * 100 + 10)
     assert plan_rows(Xd, block_rows=400).data.chunks[0] == (400, 400, 200)

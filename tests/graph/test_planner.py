@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from distsketch.errors import MemoryBudgetError
+from distsketch.footprint import Footprint
 from distsketch.graph import (
     BlockPlan,
     check_task_memory,
@@ -148,7 +149,7 @@ def test_local_budget_is_memory_per_core_at_most_two_gib(monkeypatch):
 def test_numpy_input_is_split_to_fit_the_budget():
     X = np.random.default_rng(0).standard_normal((20_000, 50))
     with dask.config.set({"distsketch.task-memory": "1MiB"}), record_plans() as plans:
-        out = map_blocks(X, _double, n_out=50, dtype=np.float64, bytes_per_row=800.0,
+        out = map_blocks(X, _double, n_out=50, dtype=np.float64, footprint=Footprint(per_row=800.0),
                          name="double")
     np.testing.assert_array_equal(out, 2.0 * X)
     (plan,) = plans
@@ -160,15 +161,15 @@ def test_large_dask_blocks_are_split_evenly_small_ones_kept():
     X = np.arange(48_000.0).reshape(12_000, 4)
     Xd = da.from_array(X, chunks=(6_000, 4))
     with dask.config.set({"distsketch.task-memory": "64KiB"}):
-        blocks = plan_rows(Xd, bytes_per_row=32.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=32.0))
     assert blocks.data.chunks[0] == (2_000,) * 6 and blocks.plan.limit == "memory budget"
     # uneven blocks are split inside each block: no task reads two old blocks
     Xu = da.from_array(X, chunks=((5_000, 7_000), (4,)))
     with dask.config.set({"distsketch.task-memory": "64KiB"}):
-        uneven = plan_rows(Xu, bytes_per_row=32.0)
+        uneven = plan_rows(Xu, footprint=Footprint(per_row=32.0))
     assert uneven.data.chunks[0] == (1_667, 1_667, 1_666, 1_750, 1_750, 1_750, 1_750)
     np.testing.assert_array_equal(uneven.data.compute(scheduler="sync"), X)
-    kept = plan_rows(da.from_array(X, chunks=(500, 4)), bytes_per_row=32.0)
+    kept = plan_rows(da.from_array(X, chunks=(500, 4)), footprint=Footprint(per_row=32.0))
     assert kept.data.chunks[0] == (500,) * 24 and kept.plan.limit == "chunks"
 
 
@@ -184,7 +185,7 @@ def test_store_is_reread_at_the_planned_size_aligned_to_its_chunks(store):
     X, path = store
     Xd = open_array(path, block_rows=20_000)
     with dask.config.set({"distsketch.task-memory": "200KiB"}):
-        blocks = plan_rows(Xd, bytes_per_row=64.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=64.0))
     # 200 KiB / 64 B = 3200 rows, down to whole 1000-row store chunks
     assert blocks.data.chunks[0] == (3_000,) * 13 + (1_000,)
     # read at that size (one read task per block), not sliced out of 20 000-row reads
@@ -196,7 +197,7 @@ def test_store_is_reread_at_the_planned_size_aligned_to_its_chunks(store):
 def test_block_rows_override_wins(store):
     _, path = store
     with dask.config.set({"distsketch.task-memory": "200KiB"}):
-        blocks = plan_rows(open_array(path), bytes_per_row=64.0, block_rows=5_000)
+        blocks = plan_rows(open_array(path), footprint=Footprint(per_row=64.0), block_rows=5_000)
     assert blocks.data.chunks[0] == (5_000,) * 8 and blocks.plan.limit == "block_rows"
 
 
@@ -352,7 +353,7 @@ def test_chunks_spread_evenly_are_read_once_and_cut(tmp_path, n_chunks, threads)
     write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
     Xd = open_array(str(tmp_path / "x.zarr"))
     with dask.config.set(scheduler="threads", num_workers=threads):
-        blocks = plan_rows(Xd, bytes_per_row=4096.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=4096.0))
     assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
     assert set(blocks.data.chunks[0]) == {blocks.plan.block_rows}  # one size, dividing a chunk
     assert 10_000 % blocks.plan.block_rows == 0
@@ -371,7 +372,7 @@ def test_chunks_spread_unevenly_are_read_per_block(tmp_path, n_chunks, threads):
     write_array(X, tmp_path / "x.zarr", chunk_rows=rows)
     Xd = open_array(str(tmp_path / "x.zarr"))
     with dask.config.set(scheduler="threads", num_workers=threads):
-        blocks = plan_rows(Xd, bytes_per_row=65536.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=65536.0))
     assert blocks.plan.limit == "parallelism" and blocks.plan.n_blocks >= 4 * threads
     assert blocks.plan.block_rows < rows and rows % blocks.plan.block_rows == 0
     assert _inside_chunks(blocks.data.chunks[0], rows)
@@ -387,12 +388,12 @@ def test_blocks_split_by_memory_read_their_rows_in_equal_parts_of_a_chunk(tmp_pa
     write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
     Xd = open_array(str(tmp_path / "x.zarr"))
     with dask.config.set({"distsketch.task-memory": "1MiB"}):
-        small = plan_rows(Xd, bytes_per_row=512.0)
+        small = plan_rows(Xd, footprint=Footprint(per_row=512.0))
     assert small.plan.limit == "memory budget" and small.data.chunks[0] == (2000,) * 10
     assert not any("rechunk" in str(key) for key in dict(small.data.__dask_graph__()))
     np.testing.assert_array_equal(small.data.compute(scheduler="sync"), X)
     # rows the caller asked for are kept as asked
-    asked = plan_rows(Xd, bytes_per_row=512.0, block_rows=2048)
+    asked = plan_rows(Xd, footprint=Footprint(per_row=512.0), block_rows=2048)
     assert asked.plan.limit == "block_rows" and asked.data.chunks[0][:9] == (2048,) * 9
 
 
@@ -406,7 +407,7 @@ def test_a_chunk_read_once_is_cut_into_equal_blocks_that_a_write_keeps(tmp_path)
     write_array(X, tmp_path / "x.zarr", chunk_rows=10_000)
     Xd = open_array(str(tmp_path / "x.zarr"))
     with dask.config.set(scheduler="threads", num_workers=1):
-        blocks = plan_rows(Xd, bytes_per_row=65536.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=65536.0))
         assert blocks.plan.limit == "working set"
         assert blocks.data.chunks[0] == (2500,) * 12
         assert len(_reads(blocks)) == 3  # each chunk read once
@@ -414,9 +415,9 @@ def test_a_chunk_read_once_is_cut_into_equal_blocks_that_a_write_keeps(tmp_path)
         counting = _Counting()
         with dask.config.set(scheduler=counting):
             out = write_array(map_blocks(Xd, _double, n_out=16, dtype=np.float64,
-                                         bytes_per_row=65536.0), tmp_path / "y.zarr")
+                                         footprint=Footprint(per_row=65536.0)), tmp_path / "y.zarr")
     assert counting.tasks[0] <= 3 + 12 + 3  # reads, map+store per block, the sources
-    from distsketch.io.stores import open_zarr
+    from distsketch.io.arrays.stores import open_zarr
 
     assert open_zarr(str(out)).chunks == (2500, 16)
     got = open_array(str(out)).compute(scheduler="sync")
@@ -441,7 +442,7 @@ def test_a_derived_array_is_re_read_through_its_store(tmp_path, threads):
 
     Y = derive_row_source(stack(Xd), Xd, stack)
     with dask.config.set(scheduler="threads", num_workers=threads):
-        blocks = plan_rows(Y, bytes_per_row=65536.0)
+        blocks = plan_rows(Y, footprint=Footprint(per_row=65536.0))
     assert blocks.plan.limit == "parallelism" and blocks.plan.block_rows < 10_000
     assert _inside_chunks(blocks.data.chunks[0], 10_000)
     reads = {key[1] for key in _reads(blocks)}

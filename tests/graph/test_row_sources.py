@@ -13,6 +13,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
+from distsketch.footprint import Footprint
 from distsketch.graph import (
     PROGRESS_KEY,
     RowSource,
@@ -57,7 +58,7 @@ def test_a_store_is_still_re_read_after_many_other_arrays_got_sources(store):
         other = da.zeros((10, 2), chunks=5) + i
         register_row_source(other, lambda rows, o=other: o.rechunk({0: rows}), 5, where=f"#{i}")
     with dask.config.set({"distsketch.task-memory": "200KiB"}):
-        blocks = plan_rows(Xd, bytes_per_row=64.0)
+        blocks = plan_rows(Xd, footprint=Footprint(per_row=64.0))
     assert blocks.data.chunks[0] == (3_000,) * 13 + (1_000,)
     assert not any("rechunk" in str(key) for key in dict(blocks.data.__dask_graph__()))
     np.testing.assert_array_equal(blocks.data.compute(scheduler="sync"), X)

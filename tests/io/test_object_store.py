@@ -21,8 +21,8 @@ import distsketch
 from distsketch.errors import InputError, StoreError
 from distsketch.io import ingest, load, open_array, read_manifest, resolve, write_array
 from distsketch.io import publish as publish_mod
-from distsketch.io.manifest import MANIFEST_NAME
-from distsketch.io.stores import zarr_store
+from distsketch.io.arrays.stores import zarr_store
+from distsketch.io.commit.manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -391,7 +391,7 @@ def test_file_url_is_the_local_store(tmp_path):
 
 @pytest.mark.parametrize("store", ["memory"], indirect=True)  # the same code path as S3
 def test_check_replaceable_on_urls(store):
-    from distsketch.io.safety import check_replaceable
+    from distsketch.io.storage.safety import check_replaceable
 
     write_array(_data(), store.url("ours.zarr"), storage_options=store.options)
     assert check_replaceable(store.url("ours.zarr")).url.endswith("/ours.zarr")

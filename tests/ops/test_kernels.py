@@ -84,9 +84,9 @@ def test_kernel_name_sets():
 
 
 def test_estimators_accept_the_shared_kernel_names():
-    from distsketch.estimators.meka import MEKA
-    from distsketch.estimators.nystrom import NystromFeatures, NystromKernelPCA
-    from distsketch.estimators.rff import RandomFourierFeatures
+    from distsketch.estimators.features.rff import RandomFourierFeatures
+    from distsketch.estimators.nystrom.features import NystromFeatures, NystromKernelPCA
+    from distsketch.estimators.nystrom.meka import MEKA
     from distsketch.ops.kernels import KERNEL_NAMES, SHIFT_INVARIANT_NAMES
 
     for cls in (MEKA, NystromKernelPCA):

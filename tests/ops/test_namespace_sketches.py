@@ -25,6 +25,7 @@ import pytest
 from distsketch.errors import InputError
 from distsketch.ops import (
     countsketch,
+    expansion,
     hadamard,
     kernel_product,
     kernels,
@@ -40,7 +41,7 @@ from distsketch.ops import (
 from distsketch.ops.namespace import namespace, to_host
 
 MODULES = [rff, countsketch, tensor_sketch, poly_sketch, hadamard, taylor, random, projection,
-           rounding, sparsify, kernels, kernel_product]
+           rounding, sparsify, kernels, kernel_product, expansion]
 
 _rng = np.random.default_rng(0)
 X = _rng.standard_normal((37, 10))
@@ -66,6 +67,7 @@ def _cases() -> list[tuple[str, _Case]]:
     R_sparse = projection.projection_matrix(2, 10, 6, density="sparse")
     signs, index = hadamard.srht_operator(4, 10, 6)
     rbf = kernels.kernel_function("rbf", gamma=0.2)
+    params = {"gamma": 0.3, "coef0": 0.5, "degree": 3}
     gi = np.arange(5, 25, dtype=np.int64)[:, None]
     gj = np.arange(40, 64, dtype=np.int64)[None, :]
     big = X.copy()
@@ -144,6 +146,25 @@ def _cases() -> list[tuple[str, _Case]]:
                                         lambda w: rounding.threshold_for_total_budget(w(COEF), 6.0), _F64)),
         ("shared_rounded_counts", ("rounding.shared_rounded_counts",
                                    lambda w: rounding.shared_rounded_counts(w(COEF), 0.3), _F64)),
+        ("rff_block", ("rff.rff_block", lambda w: rff.rff_block(w(X), 5, W, b), _F64)),
+        ("rff_embed", ("rff.rff_embed", lambda w: rff.rff_embed(w(X), 3, W, b, U[:16, :4],
+                                                                 map_rows=10), _F64)),
+        ("rff_embed-paired-f32", ("rff.rff_embed", lambda w: rff.rff_embed(w(X32), 0, Wp, bp,
+                                                                            U[:16, :4]), _F32)),
+        ("projection_block", ("projection.projection_block",
+                              lambda w: projection.projection_block(w(X), 3, R_dense.T.copy()), _F64)),
+        ("affine_rows", ("projection.affine_rows",
+                         lambda w: projection.affine_rows(w(X), 2, R_dense, np.arange(6.0)), _F64)),
+        ("diagonal_block", ("sparsify.diagonal_block",
+                            lambda w: sparsify.diagonal_block(w(X), 0, "poly", params), _F64)),
+        ("expansion_rows", ("expansion.expansion_rows",
+                            lambda w: expansion.expansion_rows(
+                                w(X), 0, B2, V2, np.array([0.5, -1.0]), kernel="rbf",
+                                params={"gamma": 0.2}, rows=8), _F64)),
+        ("centred_expansion_rows", ("expansion.centred_expansion_rows",
+                                    lambda w: expansion.centred_expansion_rows(
+                                        w(X), 0, B2, V2, np.array([0.5, -1.0]), kernel="rbf",
+                                        params={"gamma": 0.2}, rows=8), _F64)),
         ("kernel_tile", ("sparsify.kernel_tile",
                          lambda w: sparsify.kernel_tile(rbf, w(X[:20]), 5, w(B2), 40, cell=16), _F64)),
         ("simplify_entries", ("sparsify.simplify_entries",
@@ -183,6 +204,13 @@ def _cases() -> list[tuple[str, _Case]]:
                                              lambda w, name=name: kernel_product.kernel_times(
                                                  w(X), [w(B1), w(B2)], [w(V1), w(V2)], name,
                                                  {"gamma": 0.3}, tile_rows=8, tile_cols=16), _F64)))
+    out += [  # row maps over host landmarks / centres, which move to the block's device
+        ("kernel_columns", ("kernels.kernel_columns", lambda w: kernels.kernel_columns(
+            w(X), 3, B1, kernel="laplacian", params={"gamma": 0.3}), _F64)),
+        ("kernel_times_rows", ("kernel_product.kernel_times_rows",
+                               lambda w: kernel_product.kernel_times_rows(
+                                   w(X), 3, B1, V1, kernel="rbf", params={"gamma": 0.3}), _F64)),
+    ]
     return out
 
 
@@ -223,6 +251,15 @@ HOST = {
     "taylor.split_components": "host integer split of sketch sizes",
     "taylor.split_components_by_variance": "host integer split of sketch sizes",
     "projection.projection_matrix": "host operator R",
+    "rff.rff_map_footprint": "memory declaration (bytes)",
+    "rff.rff_operands_footprint": "memory declaration (bytes)",
+    "rff.rff_embed_footprint": "memory declaration (bytes)",
+    "projection.projection_map_footprint": "memory declaration (bytes)",
+    "projection.affine_map_footprint": "memory declaration (bytes)",
+    "tensor_sketch.sketch_linear_footprint": "memory declaration (bytes)",
+    "tensor_sketch.sketch_combine_footprint": "memory declaration (bytes)",
+    "tensor_sketch.sketch_map_footprint": "memory declaration (bytes)",
+    "expansion.expansion_footprint": "memory declaration (bytes)",
     "projection.jl_min_dim": "scalar",
     "rounding.threshold_for_budget": "host finalisation (sort and scalar scan per column)",
     "sparsify.kernel_bound": "scalar",
@@ -232,6 +269,8 @@ HOST = {
     "kernels.resolve_kernel_params": "kernel name and parameters",
     "kernels.max_row_sqnorm": "scalar",
     "kernel_product.kernel_times_memory": "scalar (bytes)",
+    "kernel_product.kernel_times_rows_footprint": "memory declaration (bytes)",
+    "kernels.kernel_columns_footprint": "memory declaration (bytes)",
     "kernel_product.tile_buffer_bytes": "scalar (bytes)",
 }
 

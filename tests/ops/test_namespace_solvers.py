@@ -153,6 +153,35 @@ def test_basis_block_scatter_project_expand():
                     meka.expand_block(coords, U, OFFSETS, RANKS), rtol=RTOL_PRODUCT)
 
 
+def test_meka_row_maps():
+    kw = {"kernel": rbf, "params": {}, "width": 3}
+    coords = meka.basis_block(X40, 5, C3, LANDMARKS, MAPS, COUNTS, RANKS, **kw)
+    W = meka.scattered_basis_block(X40, 5, C3, LANDMARKS, MAPS, COUNTS, RANKS, OFFSETS, **kw)
+    assert_array_equal(W, meka.scatter_basis(coords, OFFSETS, RANKS))
+    Wx = meka.scattered_basis_block(xs(X40), 5, C3, LANDMARKS, MAPS, COUNTS, RANKS, OFFSETS, **kw)
+    assert_allclose(back(Wx), W, rtol=RTOL_PRODUCT, atol=1e-12)
+    labels = meka.nearest_centre(X40, C3, 5)[0]
+    assert_array_equal(meka.nearest_centre_column(X40, 5, C3), labels[:, None])
+    assert_array_equal(back(meka.nearest_centre_column(xs(X40), 5, C3)), labels[:, None])
+    U = RNG.standard_normal((5, 2))
+    c32 = coords.astype(np.float32)  # a basis read from a store: its product is float64
+    assert_array_equal(meka.expand_basis_rows(c32, 0, U, OFFSETS, RANKS),
+                       meka.expand_block(c32.astype(np.float64), U, OFFSETS, RANKS))
+    assert_allclose(back(meka.expand_basis_rows(xs(coords), 0, U, OFFSETS, RANKS)),
+                    meka.expand_block(coords, U, OFFSETS, RANKS), rtol=RTOL_PRODUCT)
+    B = RNG.standard_normal((W.shape[1], 2))
+    W32 = W.astype(np.float32)
+    assert_array_equal(meka.rows_times(W32, 0, B), W32.astype(np.float64) @ B)
+    assert_allclose(back(meka.rows_times(xs(W), 0, B)), W @ B, rtol=RTOL_PRODUCT, atol=1e-12)
+    # the declarations hold at least a float64 input row and the output row; the scattered
+    # map holds the basis task and its Σ k_s-wide rows
+    d, c, m, width = X40.shape[1], C3.shape[0], LANDMARKS.shape[1], MAPS.shape[2]
+    basis = meka.basis_block_footprint(d, c, m, width).per_row
+    assert basis >= 8 * (d + width + 1)
+    assert meka.scattered_basis_footprint(d, c, m, width, W.shape[1]).per_row >= \
+        basis + 8 * W.shape[1]
+
+
 def test_choose_ranks_and_psd_core_run_on_the_host():
     ev = [np.array([5.0, 2.0, 0.5]), np.array([4.0, 3.0]), np.array([1.0])]
     for rule in (None, "spectrum"):
@@ -199,6 +228,28 @@ def test_row_stable_apply_and_nystrom_map():
     K = RNG.standard_normal((30, 6))
     assert_allclose(back(nystrom.nystrom_map(xs(K), 0, None, M, kernel="precomputed")),
                     nystrom.nystrom_map(K, 0, None, M, kernel="precomputed"), rtol=RTOL_PRODUCT)
+
+
+def test_centred_nystrom_map_and_footprints():
+    X = RNG.standard_normal((300, 4))
+    L, M = RNG.standard_normal((6, 4)), RNG.standard_normal((6, 3))
+    shift = RNG.standard_normal(3)
+    ref = nystrom.nystrom_map(X, 100, L, M, kernel=rbf) - shift
+    assert_array_equal(nystrom.centred_nystrom_map(X, 100, L, M, shift, kernel=rbf, params={}), ref)
+    got = nystrom.centred_nystrom_map(xs(X), 100, L, M, shift, kernel=rbf, params={})
+    assert_allclose(back(got), ref, rtol=RTOL_PRODUCT, atol=1e-12)
+    X32 = X.astype(np.float32)
+    assert nystrom.centred_nystrom_map(xs(X32), 0, L, M, shift, kernel=rbf, params={}).dtype == \
+        xps.float32
+    # declarations: a float64 row, its m kernel values and its r outputs at least; in a Gram
+    # pass also the r x r product of the features and the m x r map
+    d, m, r = X.shape[1], L.shape[0], M.shape[1]
+    assert nystrom.nystrom_map_footprint(d, m, r).per_row >= 8 * (d + m + r)
+    assert nystrom.centred_nystrom_map_footprint(d, m, r).per_row >= 8 * (d + m + r)
+    gram = nystrom.nystrom_gram_footprint(d, m, r)
+    Z = nystrom.nystrom_map(X, 0, L, M, kernel=rbf, dtype=np.float64)
+    assert gram.per_row >= 8 * (d + m + r)
+    assert gram.fixed >= (Z.T @ Z).nbytes + M.nbytes
 
 
 def test_pinv_and_link_matrices():
@@ -299,7 +350,13 @@ COVERED = {
              "project_block": test_basis_block_scatter_project_expand,
              "expand_block": test_basis_block_scatter_project_expand,
              "choose_ranks": test_choose_ranks_and_psd_core_run_on_the_host,
-             "psd_core": test_choose_ranks_and_psd_core_run_on_the_host},
+             "psd_core": test_choose_ranks_and_psd_core_run_on_the_host,
+             "basis_block_footprint": test_meka_row_maps,
+             "expand_basis_rows": test_meka_row_maps,
+             "nearest_centre_column": test_meka_row_maps,
+             "rows_times": test_meka_row_maps,
+             "scattered_basis_block": test_meka_row_maps,
+             "scattered_basis_footprint": test_meka_row_maps},
     "nystrom": {"inv_sqrt_map": test_inv_sqrt_maps, "randomized_inv_sqrt_map": test_inv_sqrt_maps,
                 "ensemble_map": test_inv_sqrt_maps,
                 "row_stable_apply": test_row_stable_apply_and_nystrom_map,
@@ -307,6 +364,10 @@ COVERED = {
                 "truncated_pinv": test_pinv_and_link_matrices,
                 "link_matrix": test_pinv_and_link_matrices,
                 "link_matrix_closed_form": test_pinv_and_link_matrices,
+                "centred_nystrom_map": test_centred_nystrom_map_and_footprints,
+                "centred_nystrom_map_footprint": test_centred_nystrom_map_and_footprints,
+                "nystrom_gram_footprint": test_centred_nystrom_map_and_footprints,
+                "nystrom_map_footprint": test_centred_nystrom_map_and_footprints,
                 "DEFAULT_RCOND": None},  # a constant
     "cg": {"pcg": test_pcg, "cg_iteration_bound": test_pcg, "CGResult": test_pcg},
     "sketch_solve": {"centered_normal_equations": test_normal_equations_ridge_path_and_sse,

@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from distsketch.estimators.landmark_choice import rpcholesky_landmarks
+from distsketch.estimators.nystrom.landmark_choice import rpcholesky_landmarks
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.nystrom import inv_sqrt_map
 from distsketch.ops.rpcholesky import residual_diagonal, round_sizes

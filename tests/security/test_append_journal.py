@@ -1,7 +1,7 @@
 """The append journal is untrusted input: a planted or edited journal is refused, nothing changes.
 
 An append that is killed leaves ``.distsketch-append.json`` in the store, and
-the next append rolls it back (``distsketch.io.appending``).  Whoever can
+the next append rolls it back (``distsketch.io.arrays.appending``).  Whoever can
 write into the store can plant one; before it was checked, its chunk ``key``
 and ``backup`` names (``../outside/victim.txt``, an absolute path), its
 ``shapes`` (``../other.zarr/X``) and a backup that is a link made the next
@@ -31,13 +31,13 @@ import numpy as np
 import pytest
 
 import distsketch.cli as cli
-import distsketch.io.appending as append_mod
-import distsketch.io.locks as locks_mod
+import distsketch.io.arrays.appending as append_mod
+import distsketch.io.storage.locks as locks_mod
 from distsketch.errors import StoreError
 from distsketch.io import append, ingest, open_array, write_array
-from distsketch.io.layout import JOURNAL_NAME
-from distsketch.io.manifest import MANIFEST_NAME
-from distsketch.io.targets import open_targets
+from distsketch.io.arrays.targets import open_targets
+from distsketch.io.commit.layout import JOURNAL_NAME
+from distsketch.io.commit.manifest import MANIFEST_NAME
 
 X = np.random.default_rng(0).normal(size=(1000, 5)).astype(np.float32)
 REFUSED = "was not written by an append to this store"
@@ -372,7 +372,7 @@ import os, signal, sys
 from pathlib import Path
 import numpy as np
 from distsketch.io import append
-from distsketch.io.storage_kinds import LocalLocation
+from distsketch.io.commit.kinds import LocalLocation
 
 store, target = sys.argv[1], sys.argv[2]
 write = LocalLocation.write_bytes

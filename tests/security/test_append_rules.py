@@ -22,8 +22,8 @@ import zarr
 import distsketch.cli as cli
 from distsketch.errors import InputError, StoreError
 from distsketch.io import append, ingest, open_array
-from distsketch.io.class_codes import MAX_CLASS_NAME, class_names
-from distsketch.io.targets import open_targets
+from distsketch.io.arrays.class_codes import MAX_CLASS_NAME, class_names
+from distsketch.io.arrays.targets import open_targets
 
 BIG = 2**60  # float64 holds 2**60 exactly, but not 2**60 + 1 or 2**60 + 2
 

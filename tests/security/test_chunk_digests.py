@@ -3,7 +3,7 @@
 Every chunk distsketch writes carries a CRC-32C of its own bytes, so a flipped
 bit is caught; but two chunks swapped, one chunk copied over another, a model
 array replaced by another model's, reversed class names or a flipped byte order
-all decode cleanly.  The manifest's digests (distsketch.io.digests) bind each
+all decode cleanly.  The manifest's digests (distsketch.io.commit.digests) bind each
 chunk to its grid position and each array to its metadata: each case here is
 one StoreError naming the store, the array and the chunk (grid index, rows),
 saying that the store changed, and what to do.
@@ -21,8 +21,8 @@ import pytest
 from distsketch import RandomFourierFeatures, SketchedKernelRidgeClassifier
 from distsketch.errors import StoreError
 from distsketch.io import append, ingest, load, open_array, read_manifest, write_array
-from distsketch.io.manifest import MANIFEST_NAME
-from distsketch.io.targets import open_targets
+from distsketch.io.arrays.targets import open_targets
+from distsketch.io.commit.manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

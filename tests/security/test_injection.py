@@ -31,7 +31,7 @@ from distsketch.cluster import (
     validate_spec,
 )
 from distsketch.errors import ConfigError, WorkflowError
-from distsketch.io.locks import LOCK_NAME, folder_lock
+from distsketch.io.storage.locks import LOCK_NAME, folder_lock
 from distsketch.workflow import run_workflow
 
 SLURM = {"kind": "slurm", "cores": 4, "memory": "8GB", "walltime": "01:00:00", "queue": "normal"}

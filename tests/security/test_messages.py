@@ -24,10 +24,10 @@ import zarr
 import distsketch.cli as cli
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, SketchedKernelRidgeClassifier
 from distsketch.errors import ConfigError, InputError, PerformanceWarning, StoreError
-from distsketch.estimators.ridge_summary import MAX_WEIGHT_SUM
+from distsketch.estimators.ridge.weights import MAX_WEIGHT_SUM
 from distsketch.io import open_array, resolve, write_array
-from distsketch.io.claims import WriterClaim
 from distsketch.io.readers.ingest import MAX_SMALL_CHUNKS, MIN_CHUNK_BYTES
+from distsketch.io.storage.claims import WriterClaim
 
 N = 40
 

@@ -209,7 +209,7 @@ def test_finite_block_and_result_helpers():
 
 def test_fit_time_factorisation_input_is_checked(monkeypatch):
     # a NaN appearing mid-computation (here: in the summary) names the stage, not LinAlgError
-    import distsketch.estimators.streaming_kpca as skpca
+    import distsketch.estimators.decomposition.streaming_kpca as skpca
 
     real = skpca._eig_components
 

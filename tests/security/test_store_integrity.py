@@ -22,8 +22,8 @@ import distsketch
 from distsketch import RandomFourierFeatures, StreamingKernelPCA
 from distsketch.errors import StoreError
 from distsketch.io import ingest, load, open_array, read_manifest, write_array
-from distsketch.io.codecs import codecs, has_checksum
-from distsketch.io.model import FORMAT_VERSION
+from distsketch.io.model.store import FORMAT_VERSION
+from distsketch.io.storage.codecs import codecs, has_checksum
 from distsketch.workflow import run_workflow
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

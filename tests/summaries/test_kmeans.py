@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsketch.errors import InputError
-from distsketch.estimators.nystrom import fit_kmeans
+from distsketch.estimators.nystrom.features import fit_kmeans
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
 from distsketch.testing import MergeableSummaryTests
 

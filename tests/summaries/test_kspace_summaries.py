@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distsketch.estimators.kspace import KSpaceKernelPCA
-from distsketch.estimators.polynomial import TensorSketch
+from distsketch.estimators.decomposition.kspace import KSpaceKernelPCA
+from distsketch.estimators.features.polynomial import TensorSketch
 from distsketch.summaries.kspace import FactorCross, SketchGram
 from distsketch.testing import MergeableSummaryTests
 

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distsketch.estimators.landmark_choice import leverage_landmarks
+from distsketch.estimators.nystrom.landmark_choice import leverage_landmarks
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.nystrom import inv_sqrt_map
 from distsketch.ops.random import hash_uniform

@@ -172,7 +172,7 @@ def test_out_of_core_larger_than_worker_memory(tmp_path, process_cluster, monkey
     X = open_array(str(path), block_rows=rows)
     with process_cluster.client(2) as client:
         # workers import the package on their first task: do it before measuring
-        client.run(exec, "import distsketch.estimators.streaming_kpca")
+        client.run(exec, "import distsketch.estimators.decomposition.streaming_kpca")
         monitors = [PeakMemory(interval=0.05, pid=w.pid) for w in workers]
         with contextlib.ExitStack() as stack:
             for m in monitors:

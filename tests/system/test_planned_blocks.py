@@ -20,6 +20,7 @@ import pytest
 import zarr
 
 from distsketch import RandomFourierFeatures
+from distsketch.footprint import Footprint
 from distsketch.graph import record_plans, reduce_blocks
 from distsketch.io import open_array, write_array
 from distsketch.summaries.sums import SumSummary
@@ -93,7 +94,7 @@ def test_a_store_four_times_worker_memory_is_reduced_with_planned_blocks(workers
     assert Z.nbytes > 4 * LIMIT
     Zd = open_array(out)
     with record_plans() as plans:
-        state = reduce_blocks(SumSummary(_colsum), Zd, bytes_per_row=4.0 * M + 8.0 * M,
+        state = reduce_blocks(SumSummary(_colsum), Zd, footprint=Footprint(per_row=4.0 * M + 8.0 * M),
                               name="feature-sums")
     (plan,) = plans
     assert plan.task_bytes <= plan.budget <= 0.5 * LIMIT

@@ -12,7 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import distsketch
 from distsketch import RandomFourierFeatures, registry
 from distsketch.errors import InputError
-from distsketch.io.model import save_model
+from distsketch.io.model.store import save_model
 from distsketch.metrics import sample_rows
 from distsketch.workflow.preprocess import (
     Standardizer,

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import distsketch
 from distsketch.errors import ConfigError, StoreError, WorkflowError
-from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.estimators.streaming_kpca import StreamingKernelPCA
+from distsketch.estimators.decomposition.streaming_kpca import StreamingKernelPCA
+from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.io import read_manifest
 from distsketch.workflow import load_workflow_spec, run_workflow
 from distsketch.workflow.spec import MethodSpec

@@ -106,10 +106,8 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         summary = self._summary()
         itemsize = host_dtype(X.dtype).itemsize
         return reduce_blocks(summary, X, split_every=self.split_every,
-                             bytes_per_row=summary.bytes_per_row(X.shape[1], itemsize),
-                             fixed_bytes=summary.fixed_bytes(X.shape[1], itemsize),
-                             row_start=row_start, name="frequent-directions",
-                             state_bytes=8.0 * 2 * self.sketch_size * X.shape[1])
+                             footprint=summary.footprint(X.shape[1], itemsize),
+                             row_start=row_start, name="frequent-directions")
 
     def _set_state(self, state: dict) -> None:
         self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)

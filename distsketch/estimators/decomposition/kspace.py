@@ -18,6 +18,9 @@ a row sample (bottom-k hash priorities) and applies it to all rows.
 Theorem 7's factorisation φ(A) ≈ V·U·φ(R) is computed on ``n_landmarks``
 sampled rows R with U = Vᵀ K(A, R) K(R, R)⁺ (a second pass), which also
 gives ``kernel_approx``.
+
+Over 500 lines because k-Space kernel PCA and its PCR share one two-pass algorithm and
+its parameter reference.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, fit_context
+from distsketch.estimators.features.polynomial import TensorSketch
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
-from distsketch.estimators.polynomial import TensorSketch
 from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
 from distsketch.metrics import sample_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import as_block, asarray, host_dtype, namespace, to_host
+from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host
+from distsketch.ops.projection import affine_map_footprint, affine_rows
 from distsketch.ops.random import hash_uint64
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kspace import FactorCross, SketchGram
@@ -53,23 +57,14 @@ def _sub_seed(seed: int, purpose: str) -> int:
     return int(hash_uint64(seed, purpose, 0) >> np.uint64(1))
 
 
-def _affine(block: np.ndarray, row_offset: int, P: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # row_stable_matmul: a row's output does not depend on the row blocking
-    block = as_block(block, dtype=P.dtype)
-    if not isinstance(block, np.ndarray):  # the host operands move to the block's device
-        P, b = asarray(P, like=block), asarray(b, like=block)
-    out = row_stable_matmul(block, P, row_offset)
-    out += b
-    return out
-
-
 def _apply_affine(Z: Any, P: np.ndarray, b: np.ndarray | None = None) -> Any:
     dt = host_dtype(Z.dtype) if host_dtype(Z.dtype) in (np.float32, np.float64) else \
         np.dtype(np.float64)
     bias = np.zeros(P.shape[1]) if b is None else np.asarray(b)
-    return map_blocks(Z, FiniteRows(_affine, "k-space projection"),
+    return map_blocks(Z, FiniteRows(affine_rows, "k-space projection"),
                       P.astype(dt), bias.astype(dt), n_out=P.shape[1], dtype=dt,
-                      bytes_per_row=8.0 * (Z.shape[1] + P.shape[1]), name="kspace-project")
+                      footprint=affine_map_footprint(Z.shape[1], P.shape[1]),
+                      name="kspace-project")
 
 
 @single_threaded_blas
@@ -304,15 +299,13 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
 
     def _sketch_gram(self, A: Any, m: int, r: int) -> dict:
         # The rows (X, or the library's own sample of it) are cut into blocks planned
-        # from the per-row sketch memory, so a large sample runs as several tasks whose
-        # m × m and m × r states are tree-summed; only what no block size can fix raises.
-        # (The m × m + m × r state is not counted as fixed memory: a fixed part above the
-        # planner's working set would make it fall back to input-sized blocks.)
-        per_row = 8.0 * (A.shape[1] + 4 * self.degree * (m + r))
+        # from the per-row sketch memory (SketchGram.footprint), so a large sample runs
+        # as several tasks whose m × m and m × r states are tree-summed; only what no
+        # block size can fix raises.
+        gram = SketchGram(self.sketch_S_._map_block, self.sketch_T_._map_block, n_s=m, n_t=r,
+                          degree=self.degree)
         try:
-            return reduce_blocks(SketchGram(self.sketch_S_._map_block, self.sketch_T_._map_block), A,
-                                 split_every=self.split_every, name="kspace-gram",
-                                 bytes_per_row=per_row, state_bytes=8.0 * m * (m + r))
+            return reduce_blocks(gram, A, split_every=self.split_every, name="kspace-gram")
         except MemoryBudgetError as exc:
             raise MemoryBudgetError(
                 f"KSpaceKernelPCA: the sketch pass (sketch_dim m={m}, embed_size r={r}, degree "
@@ -378,7 +371,7 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)
     approximation of φ(A); the coefficients solve min_x ‖V x − b‖ (plus an
     optional ridge α‖x‖² and an intercept).  For classification use
-    :class:`~distsketch.estimators.kspace_classifier.KernelPCRClassifier`.
+    :class:`~distsketch.estimators.decomposition.kspace_classifier.KernelPCRClassifier`.
 
     Parameters
     ----------
@@ -516,9 +509,9 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
             VY = xp.concat([xp.astype(V, xp.float64), asarray(Y, like=V)], axis=1)
         else:
             VY = np.hstack([np.asarray(V, dtype=np.float64), Y])
-        w, t = VY.shape[1] - Y.shape[1], Y.shape[1]
+        t = Y.shape[1]
         st = reduce_blocks(Covariance(n_targets=t), VY, split_every=self.split_every,
-                           name="kernelpcr-normal", state_bytes=8.0 * (w * w + w * (t + 1) + t * t + t))
+                           name="kernelpcr-normal")
         n = st["n"]
         ztz, zty = st["ztz"], st["zty"]
         if self.fit_intercept:

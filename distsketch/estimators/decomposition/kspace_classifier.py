@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 
 from distsketch.estimators.base import fit_context
-from distsketch.estimators.kspace import KernelPCR
+from distsketch.estimators.decomposition.kspace import KernelPCR
 from distsketch.estimators.labels import (
     accuracy,
     decode_in_namespace,
@@ -59,7 +59,7 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     Examples
     --------
     >>> import numpy as np
-    >>> from distsketch.estimators.kspace_classifier import KernelPCRClassifier
+    >>> from distsketch.estimators.decomposition.kspace_classifier import KernelPCRClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
     >>> clf = KernelPCRClassifier(n_components=10, degree=2, random_state=0).fit(X, y)

@@ -17,62 +17,20 @@ from distsketch.estimators.base import (
     fit_context,
     summary_context,
 )
+from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.rff import RandomFourierFeatures
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.fd import fd_covariance_bytes, fd_sketch_components
+from distsketch.ops.fd import fd_sketch_components
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
-from distsketch.ops.linalg import fix_signs, row_stable_matmul
-from distsketch.ops.namespace import asarray, float_dtype, host_dtype, namespace, to_host
-from distsketch.ops.rff import RFF_FORMS, rff_map
+from distsketch.ops.linalg import fix_signs
+from distsketch.ops.namespace import host_dtype, to_host
+from distsketch.ops.rff import RFF_FORMS, rff_embed, rff_embed_footprint, rff_operands_footprint
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.summaries.rff_covariance import MAP_ROWS, BlockedCovariance, RFFRows
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
+from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["StreamingKernelPCA"]
-
-
-def _embed_rows_xp(block: Any, offset: int, W: np.ndarray, b: np.ndarray, V: np.ndarray) -> Any:
-    # a block of another namespace: the same row slices and row-stable products, in its
-    # namespace (no reused out= buffers there); V moves to the block's device once
-    xp = namespace(block)
-    dt = float_dtype(block)
-    Vd = asarray(V, like=block, dtype=dt)
-    n = block.shape[0]
-    parts = [row_stable_matmul(rff_map(block[a: min(a + MAP_ROWS, n), :], W, b, offset + a), Vd,
-                               offset + a) for a in range(0, n, MAP_ROWS)]
-    if not parts:
-        return xp.zeros((0, V.shape[1]), dtype=dt, device=block.device)
-    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
-
-
-def _embed_rows(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
-                V: np.ndarray) -> np.ndarray:
-    # features then projection, both row-stable (a row's embedding is bitwise the
-    # same for every chunking), MAP_ROWS rows at a time into a reused buffer so
-    # the n × m features of a block never exist at once
-    n = block.shape[0]
-    if not isinstance(block, np.ndarray) and is_array_api(block):
-        return _embed_rows_xp(block, offset, W, b, V)
-    buf = None
-    out = None
-    for a in range(0, n, MAP_ROWS):
-        part = block[a: a + MAP_ROWS, :]
-        rows = part.shape[0]
-        if buf is None:
-            dt = np.dtype(part.dtype) if np.dtype(part.dtype) in (np.float32, np.float64) \
-                else np.dtype(np.float64)
-            # the paired form (empty b) has two features per frequency
-            width = W.shape[1] if b.shape[0] else 2 * W.shape[1]
-            buf = np.empty((min(n, MAP_ROWS), width), dtype=dt)
-            Vd = V.astype(dt, copy=False)
-            out = np.empty((n, V.shape[1]), dtype=dt)
-        Z = rff_map(part, W, b, offset + a, out=None if hasattr(part, "tocsr") else buf[:rows])
-        row_stable_matmul(Z, Vd, offset + a, out=out[a: a + rows])  # type: ignore[index]
-    if out is None:
-        out = np.empty((0, V.shape[1]), dtype=block.dtype)
-    return out
 
 
 @single_threaded_blas
@@ -242,7 +200,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         if self.method == "fd":
             return FrequentDirectionsSummary(self.sketch_size, transform=RFFRows(),
                                              n_columns=self.n_random_features, map_rows=MAP_ROWS)
-        return BlockedCovariance(transform=RFFRows())
+        return BlockedCovariance(transform=RFFRows(), n_columns=self.n_random_features)
 
     def _state_bytes(self) -> int:
         m, l = int(self.n_random_features), int(self.sketch_size)
@@ -261,18 +219,14 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
                  (" or sketch_size" if self.method == "fd" else " or use method='fd'"))]
 
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
-        m = int(self.n_random_features)
         d = int(X.shape[1])
-        itemsize = host_dtype(X.dtype).itemsize
-        feat = itemsize if itemsize == 4 else 8
-        state_bytes = self._state_bytes()
-        fixed = d * m * 8 + m * 8 + MAP_ROWS * m * (feat + 8) + state_bytes
-        if self.method == "fd":  # a block folded through its covariance holds it (ops.fd)
-            fixed += fd_covariance_bytes(m)
-        return reduce_blocks(self._summary(), X, *self.features_._operands(),
-                             split_every=self.split_every, bytes_per_row=float(d * itemsize),
-                             fixed_bytes=float(fixed), row_start=row_start,
-                             name=f"skpca-{self.method}", state_bytes=float(state_bytes))
+        summary = self._summary()
+        # the summary's chunk maps the rows itself: it also holds the map's operator
+        footprint = (summary.footprint(d, host_dtype(X.dtype).itemsize)
+                     + rff_operands_footprint(d, int(self.n_random_features)))
+        return reduce_blocks(summary, X, *self.features_._operands(),
+                             split_every=self.split_every, footprint=footprint,
+                             row_start=row_start, name=f"skpca-{self.method}")
 
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
@@ -375,14 +329,12 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         X = self._check_input(X, reset=False, allow_sparse=True)
         dt = host_dtype(X.dtype) if host_dtype(X.dtype) in (np.float32, np.float64) else \
             np.dtype(np.float64)
-        m = int(self.n_random_features)
         k = int(self.components_.shape[0])
         V = np.ascontiguousarray(self.components_.T)
-        return map_blocks(X, FiniteRows(_embed_rows, "StreamingKernelPCA transform"),
+        return map_blocks(X, FiniteRows(rff_embed, "StreamingKernelPCA transform"),
                           *self.features_._operands(), V, n_out=k, dtype=dt,
-                          bytes_per_row=float(X.shape[1] * dt.itemsize + k * dt.itemsize),
-                          fixed_bytes=float(X.shape[1] * m * 8 + m * k * 8
-                                            + 2 * MAP_ROWS * m * dt.itemsize),
+                          footprint=rff_embed_footprint(X.shape[1], int(self.n_random_features),
+                                                        k, dt.itemsize),
                           name="skpca-transform")
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:

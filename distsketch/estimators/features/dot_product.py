@@ -13,6 +13,9 @@ variance grows like exp(O(j²/m_j)) (:func:`distsketch.ops.taylor.poly_sketch_lo
 Components are therefore split over the terms by that variance model, terms
 that would add more noise than weight are left out, and fit refuses (with
 the numbers) when the predicted error is too large to be useful.
+
+Over 500 lines because the Gaussian and dot-product sketches share the Taylor-term split
+and its variance model, which would trade private names if cut.
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
+from distsketch.estimators.features.linear_stage import LinearStageSketch
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
-from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import next_pow2
-from distsketch.ops.namespace import asarray, namespace, xp_dtype
+from distsketch.ops.namespace import asarray, namespace, typed_scalar, xp_dtype, zeros
 from distsketch.ops.poly_sketch import BASES, leaf_sketch, poly_sketch_combine
 from distsketch.ops.taylor import (
     DOT_PRODUCT_KERNELS,
@@ -40,11 +43,9 @@ from distsketch.ops.taylor import (
     split_components_by_variance,
 )
 from distsketch.summaries.dot_product import (
-    STAT_ROWS,
     ColumnSum,
     GaussianStats,
     centered_sq_norms,
-    other_namespace,
     row_sq_norms,
 )
 from distsketch.validation import Interval, Options
@@ -85,40 +86,28 @@ class _TermSketch(LinearStageSketch):
     def _padded_width(self, n_features: int) -> int:
         return next_pow2(n_features)
 
-    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> Any:
+        # in the block's namespace and on its device (the centre moves there once); a sparse
+        # block stays sparse: the leaf sketch is linear, T(x − c) = T x − T c
         dt = self._dtype_of(block)
         D = next_pow2(self.n_features_in_)
         c = self._center_slice(col_offset, block.shape[1])
         sparse = sp.issparse(block)
-        if other_namespace(block):
-            return self._linear_xp(block, row_offset, col_offset, c, dt, D)
+        xp = namespace(block)
+        if xp is not np:
+            block = xp.astype(block, xp_dtype(xp, dt))
         if c is not None and not sparse:
-            block = np.asarray(block, dtype=dt) - c.astype(dt)
+            block = asarray(block, like=block, dtype=dt) - asarray(c, like=block, dtype=dt)
         parts = []
         for t in self._leaf_terms():
             args = (self.seed_, f"{self._purpose}.term{t}", int(self.term_components_[t]), D, self.base,
                     col_offset, dt)
             P = leaf_sketch(block, *args, row_offset)
             if c is not None and sparse:
-                # the leaf sketch is linear: T(x − c) = T x − T c keeps the block sparse
                 P -= leaf_sketch(c[None, :], *args, 0)
             parts.append(P)
         sq = centered_sq_norms(block, c) if (c is not None and sparse) else row_sq_norms(block)
-        parts.append(sq.astype(dt)[:, None])
-        return np.concatenate(parts, axis=1)
-
-    def _linear_xp(self, block: Any, row_offset: int, col_offset: int, c: np.ndarray | None,
-                   dt: np.dtype, D: int) -> Any:
-        # _linear for a block of another namespace: the same leaf sketches and norms, on
-        # the block's device (the centre moves there once)
-        xp = namespace(block)
-        block = xp.astype(block, xp_dtype(xp, dt))
-        if c is not None:
-            block = block - asarray(c, like=block, dtype=dt)
-        parts = [leaf_sketch(block, self.seed_, f"{self._purpose}.term{t}",
-                             int(self.term_components_[t]), D, self.base, col_offset, dt, row_offset)
-                 for t in self._leaf_terms()]
-        parts.append(xp.astype(row_sq_norms(block), xp_dtype(xp, dt))[:, None])
+        parts.append(asarray(sq, like=block, dtype=dt)[:, None])
         return xp.concat(parts, axis=1)
 
     def _center_slice(self, col_offset: int, width: int) -> np.ndarray | None:
@@ -127,12 +116,14 @@ class _TermSketch(LinearStageSketch):
             return None
         return c[col_offset:col_offset + width]
 
-    def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
-        if other_namespace(L):
-            return self._combine_xp(L, row_offset)
-        sq = np.maximum(L[:, -1].astype(np.float64), 0.0)
-        scale = self._input_scale(sq)
-        out = np.empty((L.shape[0], self.n_output_features_), dtype=L.dtype)
+    def _combine(self, L: Any, row_offset: int) -> Any:
+        # in L's namespace and on its device, term by term
+        xp = namespace(L)
+        sq = asarray(L[:, -1], like=L, dtype=np.float64)
+        sq = np.maximum(sq, 0.0) if xp is np else xp.clip(sq, 0.0)
+        scale = asarray(self._input_scale(sq), like=L, dtype=L.dtype)[:, None]
+        shape = (L.shape[0], self.n_output_features_)
+        out = np.empty(shape, dtype=L.dtype) if xp is np else zeros(shape, L, dtype=L.dtype)
         pos_in = 0
         pos_out = 0
         for t, p in enumerate(self.term_degrees_):
@@ -141,38 +132,16 @@ class _TermSketch(LinearStageSketch):
             if m == 0:
                 continue
             if p == 0:
-                out[:, pos_out:pos_out + m] = w / np.sqrt(m)
-            else:
-                Y0 = L[:, pos_in:pos_in + m] * scale[:, None].astype(L.dtype)
-                pos_in += m
-                out[:, pos_out:pos_out + m] = poly_sketch_combine(
-                    Y0, int(p), self.seed_, f"{self._purpose}.term{t}", m, self.base, row_offset)
-                out[:, pos_out:pos_out + m] *= L.dtype.type(w)
-            pos_out += m
-        out *= self._row_factor(sq)[:, None].astype(L.dtype)
-        return out
-
-    def _combine_xp(self, L: Any, row_offset: int) -> Any:
-        # _combine in L's namespace and on its device, term by term as on NumPy
-        xp = namespace(L)
-        sq = xp.clip(xp.astype(L[:, -1], xp.float64), 0.0)
-        scale = xp.astype(self._input_scale(sq), L.dtype)[:, None]
-        parts = []
-        pos_in = 0
-        for t, p in enumerate(self.term_degrees_):
-            m = int(self.term_components_[t])
-            w = float(np.sqrt(self.term_weights_[t]))
-            if m == 0:
-                continue
-            if p == 0:
-                parts.append(xp.full((L.shape[0], m), w / np.sqrt(m), dtype=L.dtype,
-                                     device=L.device))
+                out[:, pos_out:pos_out + m] = float(w / np.sqrt(m))
             else:
                 Y0 = L[:, pos_in:pos_in + m] * scale
                 pos_in += m
-                parts.append(poly_sketch_combine(Y0, int(p), self.seed_, f"{self._purpose}.term{t}",
-                                                 m, self.base, row_offset) * w)
-        return xp.concat(parts, axis=1) * xp.astype(self._row_factor(sq), L.dtype)[:, None]
+                out[:, pos_out:pos_out + m] = poly_sketch_combine(
+                    Y0, int(p), self.seed_, f"{self._purpose}.term{t}", m, self.base, row_offset)
+                out[:, pos_out:pos_out + m] *= typed_scalar(w, L.dtype)
+            pos_out += m
+        out *= asarray(self._row_factor(sq), like=L, dtype=L.dtype)[:, None]
+        return out
 
 
 class GaussianSketch(_TermSketch):
@@ -321,8 +290,8 @@ class GaussianSketch(_TermSketch):
         else:
             self.center_ = np.zeros(d)
         J = int(self._max_degree if self.max_degree is None else max(self.max_degree, 1))
-        st = reduce_blocks(GaussianStats(float(self.gamma_), J), X, self.center_, name="gaussian-radius",
-                           bytes_per_row=8.0 * (d + 2), fixed_bytes=3 * 8.0 * STAT_ROWS * (J + 1))
+        st = reduce_blocks(GaussianStats(float(self.gamma_), J), X, self.center_,
+                           name="gaussian-radius")
         n = max(st["n"], 1)
         self.radius_ = float(np.sqrt(st["max_sq"]))
         self.max_degree_ = (gaussian_degree(self.gamma_, self.radius_, self.truncation_tol,

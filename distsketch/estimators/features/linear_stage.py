@@ -5,7 +5,7 @@ A :class:`LinearStageSketch` is ``combine(linear(x))``: a linear stage that can
 be applied to column blocks of a wide input and summed, followed by a row-wise
 nonlinear stage.  This module holds the fitting, the column-block transform
 and the operator sizes they share; the sketches themselves are in
-:mod:`distsketch.estimators.polynomial` and :mod:`distsketch.estimators.dot_product`.
+:mod:`distsketch.estimators.features.polynomial` and :mod:`distsketch.estimators.features.dot_product`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,15 @@ import scipy.sparse as sp
 from distsketch.estimators.autosize import AutoSized
 from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context
 from distsketch.estimators.kernel_params import fit_gamma, fitted_kernel_params
+from distsketch.footprint import Footprint
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
 from distsketch.ops.namespace import asarray, host_dtype, namespace
 from distsketch.ops.tensor_sketch import (
     FFT_ROWS,
+    sketch_combine_footprint,
+    sketch_linear_footprint,
+    sketch_map_footprint,
 )
 from distsketch.validation import is_dask
 from distsketch.validation.finite import FiniteRows
@@ -88,7 +92,7 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # The smallest transform task, one row: the input row, the padded transform buffer,
         # the linear stage (and its sum), the output and two complex FFT spectra per output
-        # column, as _bytes_per_row and _fixed_bytes count them for a block, in float64.
+        # column, as _map_footprint counts them for a block, in float64.
         # The operators themselves are regenerated per task from seed_ and are smaller.
         m, d = self._size_for_check(), int(n_features)
         n_linear = int(getattr(self, "degree", None) or 1) * m if self._linear_per_degree else m
@@ -162,15 +166,9 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
         dt = host_dtype(block.dtype)
         return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
 
-    def _bytes_per_row(self) -> float:
-        # block row + padded transform buffer + linear stage (and its sum) + output, float64 worst case;
-        # FFT temporaries are bounded by FFT_ROWS rows and counted in _fixed_bytes
-        width = getattr(self, "_padded_dim", 0)
-        return 8.0 * (self.n_features_in_ + width + 2 * self._n_linear() + self.n_output_features_)
-
-    def _fixed_bytes(self) -> float:
-        # two complex (FFT_ROWS × m/2+1) spectra per FFT product
-        return 48.0 * FFT_ROWS * self.n_output_features_
+    def _map_footprint(self) -> Footprint:
+        return sketch_map_footprint(self.n_features_in_, getattr(self, "_padded_dim", 0),
+                                    self._n_linear(), self.n_output_features_)
 
     def transform(self, X: Any) -> Any:
         """Sketch the rows of X.
@@ -192,10 +190,12 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
             return map_row_columns(
                 self._linear, self._combine_with_bias, X, n_linear=self._n_linear(),
                 n_out=self.n_output_features_, dtype=self._output_dtype(X),
-                linear_bytes_per_row=8.0 * (max(X.chunks[1]) + 2 * self._n_linear()),
-                combine_bytes_per_row=self._bytes_per_row(), name=type(self).__name__.lower())
+                linear_footprint=sketch_linear_footprint(max(X.chunks[1]), self._n_linear()),
+                combine_footprint=sketch_combine_footprint(
+                    self.n_features_in_, getattr(self, "_padded_dim", 0), self._n_linear(),
+                    self.n_output_features_),
+                name=type(self).__name__.lower())
         X = self._check_input(X, reset=False, allow_sparse=True)
         return map_blocks(X, FiniteRows(self._map_block, f"{type(self).__name__} transform"),
-                          n_out=self.n_output_features_,
-                          dtype=self._output_dtype(X), bytes_per_row=self._bytes_per_row(),
-                          fixed_bytes=self._fixed_bytes(), name=type(self).__name__.lower())
+                          n_out=self.n_output_features_, dtype=self._output_dtype(X),
+                          footprint=self._map_footprint(), name=type(self).__name__.lower())

@@ -11,6 +11,9 @@ so the features of a row do not depend on the row or column chunking.
 The polynomial kernel is k(x, y) = (γ⟨x, y⟩ + c)^q.  It is the degree-q
 tensor power of x' = (sqrt(γ)·x, sqrt(c)): the input is scaled by sqrt(γ) and
 an extra coordinate sqrt(c) is appended as global column d (``n_features_in_``).
+
+Over 500 lines because the five polynomial sketches share one two-stage construction,
+each class a short composition of it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import scipy.sparse as sp
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.autosize import is_auto
+from distsketch.estimators.features.linear_stage import LinearStageSketch
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT
-from distsketch.estimators.linear_stage import LinearStageSketch
 from distsketch.ops.countsketch import countsketch
 from distsketch.ops.hadamard import next_pow2, srht
 from distsketch.ops.namespace import typed_scalar

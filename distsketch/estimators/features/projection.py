@@ -9,8 +9,15 @@ import numpy as np
 from distsketch.errors import ConfigError
 from distsketch.estimators.autosize import AutoSized, is_auto
 from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context, to_numpy
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
-from distsketch.ops.projection import PROJECTABLE_KERNELS, jl_min_dim, project, projection_matrix
+from distsketch.ops.projection import (
+    PROJECTABLE_KERNELS,
+    jl_min_dim,
+    projection_block,
+    projection_map_footprint,
+    projection_matrix,
+)
 from distsketch.validation import Interval, Options, check_input
 
 __all__ = ["DatabaseFriendlyProjection"]
@@ -150,12 +157,10 @@ class DatabaseFriendlyProjection(AutoSized, RowMapTransformer):
     def _operands(self) -> tuple:
         return (self.components_,)
 
-    def _bytes_per_row(self) -> float:
-        return 8.0 * (self.n_features_in_ + 2 * self.n_components_)
+    def _map_footprint(self) -> Footprint:
+        return projection_map_footprint(self.n_features_in_, self.n_components_)
 
-    @staticmethod
-    def _map_block(block: Any, offset: int, C: np.ndarray) -> np.ndarray:
-        return project(block, C.T, offset)
+    _map_block = staticmethod(projection_block)
 
     def approximate_kernel(self, A: Any, B: Any = None, *, kernel: str = "rbf",
                            gamma: float | None = None, degree: int = 3, coef0: float = 1.0,

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from distsketch.errors import ConfigError
 from distsketch.estimators.autosize import AutoSized, is_auto
 from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_context
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
+from distsketch.footprint import Footprint
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
-from distsketch.ops.rff import RFF_FORMS, rff_map, rff_operator
+from distsketch.ops.rff import RFF_FORMS, rff_block, rff_map_footprint, rff_operator
 from distsketch.validation import Interval, Options
 
 __all__ = ["RandomFourierFeatures"]
@@ -168,11 +167,8 @@ class RandomFourierFeatures(AutoSized, RowMapTransformer):
     def _operands(self) -> tuple:
         return (self.random_weights_, self.random_offset_)
 
-    def _bytes_per_row(self) -> float:
-        return 8.0 * (self.n_features_in_ + 2 * self.n_components_)
+    def _map_footprint(self) -> Footprint:
+        return rff_map_footprint(self.n_features_in_, self.n_components_)
 
-    @staticmethod
-    def _map_block(block: Any, offset: int, W: np.ndarray, b: np.ndarray,
-                   out: np.ndarray | None = None) -> np.ndarray:
-        # out=: the ridge summary maps its slices into one reused buffer
-        return rff_map(block, W, b, offset, out=out)
+    # takes out=: the ridge summary maps its slices into one reused buffer
+    _map_block = staticmethod(rff_block)

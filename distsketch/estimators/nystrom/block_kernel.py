@@ -9,11 +9,11 @@ import numpy as np
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.meka import DENSE_MAX_ROWS
-from distsketch.estimators.nystrom import fit_kmeans
+from distsketch.estimators.nystrom.features import fit_kmeans
+from distsketch.estimators.nystrom.meka import DENSE_MAX_ROWS
 from distsketch.graph import map_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
-from distsketch.ops.meka import nearest_centre
+from distsketch.ops.meka import nearest_centre, nearest_centre_column
 from distsketch.ops.namespace import densify, namespace, to_host
 from distsketch.validation import Interval, Options, is_dask
 
@@ -131,7 +131,7 @@ class BlockKernelApproximation(DistsketchEstimator):
                  8 * (rows * (d + c) + c * d), "lower n_clusters or kmeans_sample")]
 
     def _labels(self, X: Any) -> np.ndarray:
-        lab = map_blocks(X, _label_block, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
+        lab = map_blocks(X, nearest_centre_column, self.centres_, n_out=1, dtype=np.int64, name="bka-labels")
         if not isinstance(lab, np.ndarray) and not is_dask(lab):
             return namespace(lab).reshape(lab, (-1,))  # an in-memory input's kind and device
         return np.asarray(to_numpy(lab)).ravel()
@@ -184,10 +184,3 @@ class BlockKernelApproximation(DistsketchEstimator):
                 rows = idx[a:a + 4096]
                 out[rows] = kfun(X[rows], X[idx]) @ v[idx]
         return out
-
-
-def _label_block(block: Any, row_offset: int, centres: np.ndarray) -> np.ndarray:
-    labels = nearest_centre(block, centres, row_offset)[0]
-    if isinstance(labels, np.ndarray):
-        return labels.reshape(-1, 1)
-    return namespace(labels).reshape(labels, (-1, 1))  # on the block's device

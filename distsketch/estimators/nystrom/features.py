@@ -1,4 +1,8 @@
-"""Nyström feature maps and streaming Nyström kernel PCA, blockwise and out of core."""
+"""Nyström feature maps and streaming Nyström kernel PCA, blockwise and out of core.
+
+Over 500 lines because Nystrom features and Nystrom kernel PCA share the landmark pass
+and its parameter reference.
+"""
 
 from __future__ import annotations
 
@@ -20,19 +24,29 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.landmark_choice import (
+from distsketch.estimators.nystrom.fold import GramFolding, LandmarkFolding
+from distsketch.estimators.nystrom.landmark_choice import (
     LANDMARK_CHOICES,
     choose_landmarks,
     fit_kmeans,
     landmark_choice_sizes,
     sample_landmarks,
 )
-from distsketch.estimators.nystrom_fold import GramFolding, LandmarkFolding
-from distsketch.graph import map_blocks, reduce_blocks
+from distsketch.footprint import Footprint
+from distsketch.graph import declared_footprint, map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, pairwise_kernel
 from distsketch.ops.linalg import fix_signs
-from distsketch.ops.namespace import asarray, densify, host_dtype
-from distsketch.ops.nystrom import ensemble_map, inv_sqrt_map, nystrom_map, randomized_inv_sqrt_map
+from distsketch.ops.namespace import densify, host_dtype
+from distsketch.ops.nystrom import (
+    centred_nystrom_map,
+    centred_nystrom_map_footprint,
+    ensemble_map,
+    inv_sqrt_map,
+    nystrom_gram_footprint,
+    nystrom_map,
+    nystrom_map_footprint,
+    randomized_inv_sqrt_map,
+)
 from distsketch.summaries.covariance import Covariance
 from distsketch.validation import Interval, Options
 from distsketch.validation.finite import FiniteRows, check_finite_result
@@ -77,7 +91,7 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
         rows drawn by approximate ridge leverage scores (three passes);
         "rpcholesky": block randomly pivoted Cholesky (six passes); or the
         landmarks themselves.  See
-        :func:`~distsketch.estimators.landmark_choice.choose_landmarks`.
+        :func:`~distsketch.estimators.nystrom.landmark_choice.choose_landmarks`.
     rank : int, optional
         Keep the top ``rank`` eigenpairs of W (per expert for "ensemble";
         required by "randomized", default ``n_landmarks // 2`` there).
@@ -306,9 +320,9 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
     def _operands(self) -> tuple:
         return (self.landmarks_, self.normalization_)
 
-    def _bytes_per_row(self) -> float:
-        m = self.normalization_.shape[0]
-        return 8.0 * (self.n_features_in_ + m + 2 * self.n_output_features_)
+    def _map_footprint(self) -> Footprint:
+        return nystrom_map_footprint(self.n_features_in_, self.normalization_.shape[0],
+                                     self.n_output_features_)
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """Approximate kernel block z(A) z(B)ᵀ (rows of kernel values if precomputed)."""
@@ -321,15 +335,6 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
         if n_rows is not None:
             return int(8 * n_rows * self.n_output_features_)
         return int(8 * (self.landmarks_.size + self.normalization_.size))
-
-
-def _kpca_map(block: Any, row_offset: int, landmarks: np.ndarray, P: np.ndarray,
-              shift: np.ndarray, *, kernel: Any, params: dict) -> np.ndarray:
-    out = nystrom_map(block, row_offset, landmarks, P, kernel=kernel, params=params)
-    if not isinstance(out, np.ndarray):  # the host shift moves to the block's device
-        return out - asarray(shift, like=out, dtype=out.dtype)
-    out -= shift.astype(out.dtype)
-    return out
 
 
 class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
@@ -489,11 +494,13 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
     def _gram_state(self, X: Any, row_start: int = 0) -> dict:
         r = self.normalization_.shape[1]
         summary = Covariance(transform=functools.partial(nystrom_map, kernel=self.kernel,
-                                                         params=self.kernel_params_, dtype=np.float64))
-        return reduce_blocks(summary, X, self.landmarks_, self.normalization_,
-                             bytes_per_row=8.0 * (X.shape[1] + 2 * self.landmarks_.shape[0] + r),
-                             fixed_bytes=8.0 * (2 * r * r + self.normalization_.size),
-                             row_start=row_start, name="nystrom-kpca", state_bytes=8.0 * (r * r + r))
+                                                         params=self.kernel_params_, dtype=np.float64),
+                             n_columns=r)
+        # the Gram state's own declaration and what the fused map adds to its task
+        footprint = declared_footprint(summary, X) + nystrom_gram_footprint(
+            X.shape[1], self.landmarks_.shape[0], r)
+        return reduce_blocks(summary, X, self.landmarks_, self.normalization_, footprint=footprint,
+                             row_start=row_start, name="nystrom-kpca")
 
     def _solve(self) -> None:
         r = self.normalization_.shape[1]
@@ -530,10 +537,11 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         X = self._check_input(X, reset=False, allow_sparse=True)
         P, shift = self._projection()
         dt = host_dtype(X.dtype) if host_dtype(X.dtype) in (np.float32, np.float64) else np.float64
-        return map_blocks(X, FiniteRows(_kpca_map, "NystromKernelPCA transform"),
+        return map_blocks(X, FiniteRows(centred_nystrom_map, "NystromKernelPCA transform"),
                           self.landmarks_, P, shift, n_out=P.shape[1], dtype=dt,
                           kwargs={"kernel": self.kernel, "params": self.kernel_params_},
-                          bytes_per_row=8.0 * (X.shape[1] + self.landmarks_.shape[0] + P.shape[1]),
+                          footprint=centred_nystrom_map_footprint(
+                              X.shape[1], self.landmarks_.shape[0], P.shape[1]),
                           name="nystrom-kpca-transform")
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:

@@ -44,10 +44,7 @@ def landmark_sample(X: Any, n_samples: int, seed: int, purpose: str = "landmarks
         The sample of X's rows as a state of ``summary``.
     """
     summary = UniformLandmarks(n_samples, seed, purpose)
-    d = X.shape[1]
-    state = reduce_blocks(summary, X, bytes_per_row=8.0 * (d + 3),
-                          fixed_bytes=8.0 * n_samples * (d + 2), row_start=row_start,
-                          progress=progress, name="landmarks", state_bytes=8.0 * n_samples * (d + 2))
+    state = reduce_blocks(summary, X, row_start=row_start, progress=progress, name="landmarks")
     return summary, state
 
 

@@ -33,15 +33,21 @@ import numpy as np
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import OperatorSize, to_numpy
-from distsketch.estimators.nystrom_fold import landmark_sample
-from distsketch.graph import reduce_blocks, resources_scope
+from distsketch.estimators.nystrom.fold import landmark_sample
+from distsketch.footprint import Footprint
+from distsketch.graph import declared_footprint, reduce_blocks, resources_scope
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.namespace import densify, to_host
-from distsketch.ops.nystrom import inv_sqrt_map, nystrom_map
-from distsketch.ops.rpcholesky import residual_diagonal, round_sizes
+from distsketch.ops.nystrom import inv_sqrt_map, nystrom_gram_footprint, nystrom_map
+from distsketch.ops.rpcholesky import residual_diagonal, residual_diagonal_footprint, round_sizes
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
-from distsketch.summaries.leverage import WeightedLandmarks, ridge_from_spectrum, ridge_leverage
+from distsketch.summaries.leverage import (
+    WeightedLandmarks,
+    ridge_from_spectrum,
+    ridge_leverage,
+    ridge_leverage_footprint,
+)
 from distsketch.validation import is_dask
 from distsketch.validation.finite import check_finite_result, is_array_api
 
@@ -103,10 +109,7 @@ def fit_kmeans(X: Any, n_clusters: int, seed: int, *, sample_size: int = 20000, 
         centres, inertia = kmeans_on_sample(sample, n_clusters, seed, max_iter=max_iter)
     stats = KMeansStats(n_clusters)
     for _ in range(int(full_iter)):
-        # float64 block, b × c distances with two temporaries, labels and one-hot index (measured)
-        state = reduce_blocks(stats, X, centres, bytes_per_row=8.0 * (X.shape[1] + 3 * n_clusters + 8),
-                              fixed_bytes=8.0 * n_clusters * X.shape[1] * 2, progress=progress,
-                              name="kmeans", state_bytes=8.0 * n_clusters * (X.shape[1] + 2))
+        state = reduce_blocks(stats, X, centres, progress=progress, name="kmeans")
         centres, inertia = lloyd_update(state, centres), float(state["inertia"])
     return centres, inertia
 
@@ -128,15 +131,12 @@ def read_landmarks(value: Any, n_features: int) -> np.ndarray:
     return arr
 
 
-def _weighted_sample(X: Any, summary: WeightedLandmarks, operands: tuple, m_ops: int,
+def _weighted_sample(X: Any, summary: WeightedLandmarks, operands: tuple, weight: Footprint,
                      progress: bool | None, name: str) -> tuple[np.ndarray, np.ndarray]:
-    k, d = summary.n_samples, X.shape[1]
-    state = reduce_blocks(summary, X, *operands,
-                          # block, its b × (m + r) kernel/feature tile pair, keys
-                          bytes_per_row=8.0 * (d + 2 * m_ops + 4),
-                          fixed_bytes=8.0 * (k * (d + 2) + sum(np.size(o) for o in operands
-                                                               if isinstance(o, np.ndarray))),
-                          progress=progress, name=name, state_bytes=8.0 * k * (d + 2))
+    # the race's own memory and that of its weight function, evaluated in the same task
+    footprint = declared_footprint(summary, X) + weight
+    state = reduce_blocks(summary, X, *operands, footprint=footprint, progress=progress,
+                          name=name)
     return summary.finalize(state)
 
 
@@ -173,10 +173,10 @@ def leverage_landmarks(X: Any, n_landmarks: int, seed: int, *, kernel: Any = "rb
     Mp = _pivot_map(pilot, kernel, params)
     r = Mp.shape[1]
     cov = Covariance(transform=functools.partial(nystrom_map, kernel=kernel, params=params,
-                                                 dtype=np.float64))
-    state = reduce_blocks(cov, X, pilot, Mp, bytes_per_row=8.0 * (X.shape[1] + 2 * pilot.shape[0] + r),
-                          fixed_bytes=8.0 * (2 * r * r + Mp.size), progress=progress,
-                          name="leverage-gram", state_bytes=8.0 * (r * r + r))
+                                                 dtype=np.float64), n_columns=r)
+    footprint = declared_footprint(cov, X) + nystrom_gram_footprint(X.shape[1], pilot.shape[0], r)
+    state = reduce_blocks(cov, X, pilot, Mp, footprint=footprint, progress=progress,
+                          name="leverage-gram")
     G = np.asarray(to_host(state["ztz"]), dtype=np.float64)
     check_finite_result(G, stage="leverage landmarks: pilot Gram matrix ZᵀZ")
     with blas_single_thread():
@@ -188,7 +188,8 @@ def leverage_landmarks(X: Any, n_landmarks: int, seed: int, *, kernel: Any = "rb
     A = (vecs / (vals + lam)) @ vecs.T
     summary = WeightedLandmarks(n_landmarks, seed, "leverage", functools.partial(
         ridge_leverage, kernel=kernel, params=params))
-    idx, rows = _weighted_sample(X, summary, (pilot, Mp, A, lam), pilot.shape[0] + r,
+    idx, rows = _weighted_sample(X, summary, (pilot, Mp, A, lam),
+                                 ridge_leverage_footprint(X.shape[1], pilot.shape[0], r),
                                  progress, "leverage-sample")
     return idx, rows, lam
 
@@ -224,8 +225,9 @@ def rpcholesky_landmarks(X: Any, n_landmarks: int, seed: int, *, kernel: Any = "
     with blas_single_thread(), resources_scope():
         for t, size in enumerate(round_sizes(min(n_landmarks, X.shape[0]), rounds)):
             summary = WeightedLandmarks(size, seed, f"rpcholesky.{t}", weight)
-            new_idx, new_rows = _weighted_sample(X, summary, (rows, M, index),
-                                                 len(index) + M.shape[1], progress, "rpcholesky")
+            new_idx, new_rows = _weighted_sample(
+                X, summary, (rows, M, index), residual_diagonal_footprint(d, len(index), M.shape[1]),
+                progress, "rpcholesky")
             if len(new_idx) == 0:
                 break
             order = np.argsort(np.concatenate([index, new_idx]), kind="stable")

@@ -1,5 +1,9 @@
 """Memory Efficient Kernel Approximation (MEKA); the block-diagonal BKA is in
-:mod:`distsketch.estimators.block_kernel`."""
+:mod:`distsketch.estimators.nystrom.block_kernel`.
+
+Over 500 lines because MEKA's clustering, per-cluster bases and link matrices are one
+fit whose stages share its state.
+"""
 
 from __future__ import annotations
 
@@ -23,14 +27,18 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.nystrom import fit_kmeans
+from distsketch.estimators.nystrom.features import fit_kmeans
+from distsketch.footprint import Footprint
 from distsketch.graph import as_lazy, hstack_blocks, map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.meka import (
     basis_block,
+    basis_block_footprint,
     choose_ranks,
-    expand_block,
+    expand_basis_rows,
     scatter_basis,
+    scattered_basis_block,
+    scattered_basis_footprint,
 )
 from distsketch.ops.nystrom import inv_sqrt_map, link_matrix
 from distsketch.summaries.landmarks import ClusterLandmarks
@@ -49,19 +57,6 @@ def _source_path(X: Any) -> str | None:
     if isinstance(X, (str, os.PathLike)):
         return str(Path(os.fspath(X)).expanduser().absolute()) if "://" not in str(X) else str(X)
     return None
-
-
-def _expand(block: Any, row_offset: int, U: np.ndarray, offsets: np.ndarray,
-            ranks: np.ndarray) -> np.ndarray:
-    return expand_block(np.asarray(block, dtype=np.float64), U, offsets, ranks)
-
-
-def _scattered(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.ndarray,
-               maps: np.ndarray, counts: np.ndarray, ranks: np.ndarray, offsets: np.ndarray, *,
-               kernel: Any, params: dict, width: int) -> np.ndarray:
-    coords = basis_block(block, row_offset, centres, landmarks, maps, counts, ranks,
-                         kernel=kernel, params=params, width=width)
-    return scatter_basis(coords, offsets, ranks)
 
 
 class MEKA(TransformerMixin, DistsketchEstimator):
@@ -236,9 +231,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             X, c, seed, sample_size=self.kmeans_sample, max_iter=self.kmeans_iter,
             full_iter=self.kmeans_full_iter)
         summary = ClusterLandmarks(c, [("meka.landmarks", m), ("meka.link", p)], seed)
-        state = reduce_blocks(summary, X, self.centres_, bytes_per_row=8.0 * (d + c + 4),
-                              fixed_bytes=16.0 * c * (m + p) * (d + 2), name="meka-samples",
-                              state_bytes=8.0 * c * (m + p) * (d + 2))
+        state = reduce_blocks(summary, X, self.centres_, name="meka-samples")
         res = summary.finalize(state)
         self.cluster_sizes_ = np.asarray(res["count"], dtype=np.int64)
         L_idx, L_rows, L_cnt = res["meka.landmarks"]
@@ -284,7 +277,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
 
             basis = map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=width + 1,
                                dtype=np.float32, kwargs=self._basis_kwargs(),
-                               bytes_per_row=self._bytes_per_row(), name="meka-basis")
+                               footprint=self._basis_footprint(), name="meka-basis")
             self.basis_path_ = str(write_array(basis, self.basis_path, overwrite=True,
                                                manifest={"what": "MEKA basis", "seed": seed}))
         return self
@@ -330,9 +323,9 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _basis_kwargs(self) -> dict:
         return {"kernel": self.kernel, "params": self.kernel_params_, "width": self.maps_.shape[2]}
 
-    def _bytes_per_row(self) -> float:
-        m = self.landmarks_.shape[1]
-        return 8.0 * (self.n_features_in_ + self.n_clusters + 2 * m + 2 * self.maps_.shape[2] + 4)
+    def _basis_footprint(self) -> Footprint:
+        return basis_block_footprint(self.n_features_in_, self.n_clusters,
+                                     self.landmarks_.shape[1], self.maps_.shape[2])
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
@@ -386,10 +379,13 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("link_")
         X = self._check_input(X, reset=False, allow_sparse=True)
-        return map_blocks(X, FiniteRows(_scattered, "MEKA transform"), *self._basis_operands(), self.offsets_,
-                          n_out=int(self.ranks_.sum()), dtype=np.float64,
+        n_out = int(self.ranks_.sum())
+        return map_blocks(X, FiniteRows(scattered_basis_block, "MEKA transform"),
+                          *self._basis_operands(), self.offsets_, n_out=n_out, dtype=np.float64,
                           kwargs=self._basis_kwargs(),
-                          bytes_per_row=self._bytes_per_row() + 8.0 * int(self.ranks_.sum()),
+                          footprint=scattered_basis_footprint(
+                              self.n_features_in_, self.n_clusters, self.landmarks_.shape[1],
+                              self.maps_.shape[2], n_out),
                           name="meka-transform")
 
     def kernel_approx(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
@@ -428,7 +424,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             )
         return map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
                           dtype=np.float64, kwargs=self._basis_kwargs(),
-                          bytes_per_row=self._bytes_per_row(), name="meka-basis")
+                          footprint=self._basis_footprint(), name="meka-basis")
 
     def _sparse_W(self) -> scipy.sparse.csr_matrix | None:
         cache = getattr(self, "_W_cache", None)
@@ -487,9 +483,8 @@ class MEKA(TransformerMixin, DistsketchEstimator):
             width = self.maps_.shape[2]
             BV = hstack_blocks(B.astype(np.float64), V2)
             U = reduce_blocks(Projection(width, self.offsets_, self.ranks_), BV,
-                              bytes_per_row=8.0 * (width + 1 + V2.shape[1] + self.ranks_.sum()),
-                              name="meka-project", state_bytes=8.0 * int(self.ranks_.sum()) * V2.shape[1])
-            Y = map_blocks(B, _expand, self.link_ @ U, self.offsets_, self.ranks_,
+                              name="meka-project")
+            Y = map_blocks(B, expand_basis_rows, self.link_ @ U, self.offsets_, self.ranks_,
                            n_out=V2.shape[1], dtype=np.float64, name="meka-expand")
             out = np.asarray(to_numpy(Y))
         return out.ravel() if vec else out

@@ -8,7 +8,8 @@ decision values of a bounded row sample:
 * the sample: the :data:`CALIBRATION_ROWS` rows of smallest priority
   ``hash(seed, "ridge.calibration", row)``, drawn inside the pass that
   reduces ``ZᵀZ`` (a bottom-k reservoir beside the summary, merged with it;
-  no further pass);
+  no further pass), of which a fit on n rows uses the
+  :func:`calibration_rows` of smallest priority (a bottom-k sample too);
 * leave-one-out values: exact for ridge regression from the summary,
   ``d₋ᵢ = (dᵢ − hᵢ yᵢ) / (1 − hᵢ)`` with the leverage
   ``hᵢ = wᵢ (1/Σw + z̃ᵢᵀ(Z̃ᵀWZ̃ + λI)⁻¹z̃ᵢ)`` (z̃ centred; no ``1/Σw`` without
@@ -24,31 +25,46 @@ cannot overfit a 2000-row sample.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 
 from distsketch.blas import single_threaded_blas
-from distsketch.ops.sketch_solve import centered_normal_equations
+from distsketch.estimators.ridge.system import RidgeSystem
 from distsketch.summaries.landmarks import UniformLandmarks
 
-__all__ = ["CALIBRATION_ROWS", "calibration_sampler", "fit_inverse_temperature",
-           "loo_decision_values"]
+__all__ = ["CALIBRATION_ROWS", "MIN_CALIBRATION_ROWS", "calibration_rows", "calibration_sampler",
+           "fit_inverse_temperature", "loo_decision_values"]
 
 #: rows of the calibration sample
 CALIBRATION_ROWS = 2000
+
+#: fewest sample rows a fit calibrates on (all the sample holds when it holds fewer)
+MIN_CALIBRATION_ROWS = 1000
 
 #: rows whose leverage is above this are left out (their leave-one-out value is unstable)
 MAX_LEVERAGE = 0.99
 
 
-def calibration_sampler(seed: int) -> UniformLandmarks:
-    """The bottom-k row sample that calibrates ``predict_proba``."""
-    return UniformLandmarks(CALIBRATION_ROWS, int(seed), "ridge.calibration")
+def calibration_sampler(seed: int, n_samples: int = CALIBRATION_ROWS) -> UniformLandmarks:
+    """The bottom-k row sample that calibrates ``predict_proba`` (its first ``n_samples``)."""
+    return UniformLandmarks(int(n_samples), int(seed), "ridge.calibration")
+
+
+def calibration_rows(n_rows: int) -> int:
+    """Sample rows that calibrate a fit on ``n_rows`` rows: n / 8 within [1000, 2000].
+
+    The leverages cost O(k · m²) against the pass's O(n · m²) for ``ZᵀZ``, so
+    an eighth of the rows keeps calibration under an eighth of that product;
+    one scalar is fitted, and its log-loss is flat near the optimum, so 1000
+    rows pin it well enough (``benchmarks/bench_small_fits.py`` prints the
+    held-out log-loss).
+    """
+    return int(min(CALIBRATION_ROWS, max(MIN_CALIBRATION_ROWS, int(n_rows) // 8)))
 
 
 @single_threaded_blas
 def loo_decision_values(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, state: dict,
                         alpha: float, fit_intercept: bool, W: np.ndarray,
-                        c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        c: np.ndarray, system: RidgeSystem | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Leave-one-out decision values of sample rows of a fitted ridge summary.
 
     Parameters
@@ -65,6 +81,10 @@ def loo_decision_values(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, state: dict
     fit_intercept : bool
     W : ndarray of shape (m, t)
     c : ndarray of shape (t,)
+    system : RidgeSystem, optional
+        The summary's system as the solve left it: its eigendecomposition
+        or Cholesky factor gives the leverages without a factorisation of
+        their own (made here when not given).
 
     Returns
     -------
@@ -72,16 +92,10 @@ def loo_decision_values(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, state: dict
         Leave-one-out values of the rows kept (leverage below :data:`MAX_LEVERAGE`).
     keep : ndarray of bool, shape (k,)
     """
-    A, _, zm, _ = centered_normal_equations(state, fit_intercept)
-    Zc = Z - zm[None, :] if fit_intercept else Z
-    G = A + alpha * np.eye(A.shape[0])
-    try:
-        S = sla.cho_solve(sla.cho_factor(G, lower=False), Zc.T)            # (m, k)
-        quad = np.einsum("km,mk->k", Zc, S)
-    except np.linalg.LinAlgError:
-        evals, evecs = np.linalg.eigh(A)
-        q = Zc @ evecs
-        quad = (q ** 2 / (np.clip(evals, 0.0, None) + alpha)[None, :]).sum(axis=1)
+    if system is None:
+        system = RidgeSystem(state, fit_intercept)
+    Zc = Z - system.zm[None, :] if fit_intercept else Z
+    quad = system.quadratic_forms(Zc, alpha)
     h = w * (quad + (1.0 / float(state["n"]) if fit_intercept else 0.0))
     keep = (h < MAX_LEVERAGE) & (w > 0)
     D = Z @ W + c[None, :]

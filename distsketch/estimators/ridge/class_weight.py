@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.ridge_summary import MAX_WEIGHT_SUM
+from distsketch.estimators.ridge.weights import MAX_WEIGHT_SUM
 
 __all__ = ["class_row_weights"]
 
@@ -37,7 +37,7 @@ def class_row_weights(class_weight: Any, classes: np.ndarray, codes: np.ndarray,
     ------
     ConfigError
         A dict key that is not a class, or a weight that is not a finite
-        non-negative number at most :data:`~distsketch.estimators.ridge_summary.MAX_WEIGHT_SUM`.
+        non-negative number at most :data:`~distsketch.estimators.ridge.weights.MAX_WEIGHT_SUM`.
     """
     codes = np.asarray(codes, dtype=np.int64)
     if isinstance(class_weight, str):

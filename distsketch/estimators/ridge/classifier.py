@@ -9,7 +9,6 @@ from sklearn.base import ClassifierMixin
 
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import fit_context, summary_context
-from distsketch.estimators.class_weight import class_row_weights
 from distsketch.estimators.labels import (
     accuracy,
     encode_labels,
@@ -17,14 +16,18 @@ from distsketch.estimators.labels import (
     one_vs_rest,
     softmax_scores,
 )
-from distsketch.estimators.ridge import SketchedKernelRidge, feature_block_function, stack_xy
-from distsketch.estimators.ridge_calibration import (
+from distsketch.estimators.ridge.calibration import (
+    calibration_rows,
     calibration_sampler,
     fit_inverse_temperature,
     loo_decision_values,
 )
-from distsketch.estimators.ridge_defaults import feature_block_functions
-from distsketch.estimators.ridge_summary import check_sample_weight, check_weight_scale
+from distsketch.estimators.ridge.class_weight import class_row_weights
+from distsketch.estimators.ridge.defaults import feature_block_functions
+from distsketch.estimators.ridge.regressor import SketchedKernelRidge, feature_block_function, stack_xy
+from distsketch.estimators.ridge.system import RidgeSystem
+from distsketch.estimators.ridge.weights import check_sample_weight, check_weight_scale
+from distsketch.footprint import Footprint
 from distsketch.graph import reduce_blocks
 from distsketch.ops.namespace import asarray, densify, host_dtype
 from distsketch.summaries.ridge import cv_folds, map_features
@@ -75,15 +78,16 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     ``predict_proba`` is calibrated by temperature scaling:
     ``softmax(a · scores)`` (scores ``(−d, d)`` for two classes) with one
     scalar ``a > 0`` that minimises the log-loss of the leave-one-out scores
-    of up to 2000 rows sampled (bottom-k by ``hash(seed, row)``) in the same
-    pass that reduces ``ZᵀZ``; the leave-one-out scores are exact for ridge,
-    from the summary (see :mod:`~distsketch.estimators.ridge_calibration`).
+    of n / 8 rows (at least 1000, at most 2000) sampled (bottom-k by
+    ``hash(seed, row)``) in the same pass that reduces ``ZᵀZ``; the
+    leave-one-out scores are exact for ridge, from the summary and the
+    factorisation of the solve (see :mod:`~distsketch.estimators.ridge.calibration`).
     One scalar keeps ``argmax predict_proba == predict``.  The sample lives
     only in the fitted object: ``partial_fit`` merges the samples of its
     calls and refits ``a``; after ``load`` a ``partial_fit`` calibrates on
     the rows it is given from then on (an incremental workflow segment keeps
-    the last ``a``).  Cost: O(2000 · m²) after the solve, 2000 × (d + t + 1)
-    floats per summary state.
+    the last ``a``).  Cost: O(k · m²) for those k rows after the solve (no
+    factorisation of its own), 2000 × (d + t + 1) floats per summary state.
 
     With ``cv``, candidates (``alphas`` × ``gammas``) are ranked by validation
     accuracy (ties by mean squared error of the ±1 scores): the folds'
@@ -137,22 +141,26 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         self._calibration_sample = sample["rows"] if old is None else \
             calibration_sampler(self.seed_).merge([old, sample["rows"]])
 
-    def _set_solution(self, state: dict, choose: bool = True) -> None:
-        super()._set_solution(state, choose)
+    def _calibrate(self, system: RidgeSystem) -> None:
+        # proba_scale_ from the sample's leave-one-out values; their leverages reuse the
+        # factorisation of the solve (system)
         sample = self.__dict__.get("_calibration_sample")
         if sample is None:
             if not hasattr(self, "proba_scale_"):
                 self.proba_scale_, self.calibration_rows_ = 1.0, 0
             return
-        _, rows = calibration_sampler(self.seed_).finalize(sample)
+        # the bottom-k of the sample sized to the rows seen (calibration_rows)
+        sampler = calibration_sampler(self.seed_, calibration_rows(self.n_samples_seen_))
+        _, rows = sampler.finalize(sampler.merge([sample]))
         d, t = int(self.n_features_in_), int(self.n_targets_)
         X = np.asarray(rows[:, :d], dtype=self._calibration_dtype)
         fn, ops = feature_block_function(self.features_, self._scaler())
         Z = fn(X, 0, *ops)
         Z = np.asarray(densify(Z), dtype=np.float64)
         c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
-        D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], state,
-                                      float(self.alpha_), self.fit_intercept, self._W[0], c)
+        D, keep = loo_decision_values(Z, rows[:, d:d + t], rows[:, -1], system.state,
+                                      float(self.alpha_), self.fit_intercept, self._W[0], c,
+                                      system=system)
         self.proba_scale_ = fit_inverse_temperature(D, rows[keep, d:d + t], rows[keep, -1])
         self.calibration_rows_ = int(keep.sum())
 
@@ -291,12 +299,9 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             weights[g][0][fold], weights[g][1][fold] = W, c
         fns, ops, counts = feature_block_functions(maps, self._scaler())
         chunk = _FoldAccuracy(fns, counts, int(X.shape[1]), host_dtype(X.dtype).str, k, self.seed_)
-        widths = [w[0].shape[2] for w in weights]
         st = reduce_blocks(SumSummary(chunk), stack_xy(X, Y), *ops,
                            *[a for w in weights for a in w], split_every=self.split_every,
-                           bytes_per_row=8.0 * (X.shape[1] + t + 2 * max(widths)
-                                                + 2 * len(alphas) * t),
-                           fixed_bytes=8.0 * sum(w[0].size + w[1].size for w in weights),
+                           footprint=chunk.footprint(t, len(alphas), weights),
                            name="ridge-cv-accuracy")
         scores["accuracy"] = st["correct"] / max(1, int(st["n"]))
         return scores
@@ -331,7 +336,7 @@ class _FoldAccuracy:
 
     The block holds the d input columns then the t ±1 target columns; a row
     of global index i belongs to fold hash(seed, "cv.fold", i) mod k, as in
-    :class:`~distsketch.estimators.ridge.RidgeSummary`, and is scored by the
+    :class:`~distsketch.estimators.ridge.regressor.RidgeSummary`, and is scored by the
     model trained without that fold.  Operands: every map's own operands,
     then per map the fold weights (k, n_alphas, m, t) and intercepts
     (k, n_alphas, t).
@@ -345,6 +350,14 @@ class _FoldAccuracy:
         self.x_dtype = str(x_dtype)
         self.n_folds = int(n_folds)
         self.seed = int(seed)
+
+    def footprint(self, n_targets: int, n_alphas: int, weights: list) -> Footprint:
+        """Per row: the input and target columns, one map's features twice and the scores of
+        every alpha; fixed: the fold weights and intercepts (``weights``, per map)."""
+        widest = max(w[0].shape[2] for w in weights)
+        return Footprint(
+            per_row=8.0 * (self.n_features + n_targets + 2 * widest + 2 * n_alphas * n_targets),
+            fixed=8.0 * sum(w[0].size + w[1].size for w in weights))
 
     def __call__(self, block: Any, row_offset: int, *operands: Any) -> dict:
         d = self.n_features

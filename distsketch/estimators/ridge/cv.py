@@ -20,7 +20,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
-from distsketch.estimators.ridge_defaults import map_gamma, map_kernel
+from distsketch.estimators.ridge.defaults import map_gamma, map_kernel
 from distsketch.graph import task_memory_budget
 from distsketch.summaries.ridge import add_ridge_states, ridge_memory, unpack_gram
 
@@ -51,8 +51,7 @@ def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
         return []
     sizes = []
     for f in maps:
-        mem = ridge_memory([f], n_features, n_targets, n_folds)
-        sizes.append(float(mem.get("state_bytes", 0.0)))
+        sizes.append(ridge_memory([f], n_features, n_targets, n_folds).state or 0.0)
     if not all(sizes):
         return [list(range(len(maps)))]      # widths unknown: one pass, the planner checks it
     budget = task_memory_budget() if budget is None else int(budget)

@@ -1,4 +1,4 @@
-"""What :class:`~distsketch.estimators.ridge.SketchedKernelRidge` chooses by itself.
+"""What :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` chooses by itself.
 
 * **Standardisation** (``standardize=True``): column means and standard
   deviations from one tree-reduced pass (:class:`~distsketch.summaries.moments.ColumnMoments`,
@@ -10,7 +10,9 @@
   :data:`DEFAULT_MAX_FEATURES` (:func:`default_n_features`).
 * **gamma** of the default map: the best of :data:`GAMMA_FACTORS` / d by exact
   leave-one-out of Gaussian kernel ridge on the (at most 1000) rows the
-  standardising pass samples anyway (:func:`loo_kernel_path`, no pass of its own).
+  standardising pass samples anyway (:func:`search_gamma`, no pass of its own),
+  scoring only the factors the choice needs and widening past an edge of
+  the grid (:func:`gamma_search_note` says so).
 * **alpha** (``alpha="auto"``): the leave-one-out choice at that gamma when the
   sample holds every row, else the minimiser of generalised cross-validation
   over a log grid, from the eigendecomposition of the centred ``ZᵀZ``.
@@ -25,20 +27,26 @@ import logging
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 
-from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError
 from distsketch.estimators.base import RowMapTransformer
+from distsketch.estimators.ridge.gamma_search import (
+    GAMMA_FACTORS,
+    GCV_GRID,
+    MAX_GAMMA_WIDENING,
+    loo_kernel_path,
+    search_gamma,
+)
+from distsketch.estimators.ridge.system import RidgeSystem
+from distsketch.footprint import Footprint
 from distsketch.graph import compute, reduce_blocks
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
-from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
 from distsketch.summaries.base import takes_out
 from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.summaries.ridge import dense_float64
 from distsketch.validation import is_dask
-from distsketch.validation.finite import check_finite_result, is_array_api
+from distsketch.validation.finite import is_array_api
 
 logger = logging.getLogger("distsketch")
 
@@ -47,6 +55,7 @@ __all__ = [
     "GAMMA_FACTORS",
     "GCV_FEATURE_GRID",
     "GCV_GRID",
+    "MAX_GAMMA_WIDENING",
     "MIN_DEFAULT_FEATURES",
     "FeatureBlock",
     "PredictBlock",
@@ -57,6 +66,7 @@ __all__ = [
     "feature_block_functions",
     "features_fitted",
     "fit_scaler",
+    "gamma_search_note",
     "gcv_path",
     "loo_default_kernel",
     "loo_kernel_path",
@@ -65,6 +75,7 @@ __all__ = [
     "map_kernel",
     "positive_values",
     "rows_at",
+    "search_gamma",
     "solve_path",
     "standardize_rows",
     "standardizes",
@@ -76,10 +87,6 @@ DEFAULT_MAX_FEATURES = 2048
 #: smallest width of the default random Fourier features (tables of up to 512 rows)
 MIN_DEFAULT_FEATURES = 1024
 
-#: alpha candidates of the exact leave-one-out path, relative to the mean eigenvalue of the
-#: centred kernel of the sample
-GCV_GRID = np.logspace(-8, 2, 41)
-
 #: alpha candidates of GCV on a feature summary, relative to the mean eigenvalue of the
 #: centred ZᵀZ.  The floor is 1e-3: with n ≫ m, GCV keeps falling towards λ → 0 (it sees
 #: only the training rows), while below about 1e-3 the training fit barely improves
@@ -89,8 +96,6 @@ GCV_GRID = np.logspace(-8, 2, 41)
 #: 1e-3 gives 0.989, train R² 0.9886 against 0.9910).
 GCV_FEATURE_GRID = np.logspace(-3, 2, 21)
 
-#: gamma candidates of the default map, times 1 / n_features of the standardised columns
-GAMMA_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0)
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
@@ -233,6 +238,13 @@ class FeatureBlock:
 class PredictBlock(FeatureBlock):
     """Rows of ``z(x)ᵀW + c`` for a block (the prediction task)."""
 
+    @staticmethod
+    def footprint(n_features: int, n_components: int, n_targets: int) -> Footprint:
+        """Per row: the input row, its features and their scaled copy, the predictions
+        (float64); fixed: ``W``."""
+        return Footprint(per_row=8.0 * (n_features + 2 * n_components + n_targets),
+                         fixed=8.0 * n_components * n_targets)
+
     def __call__(self, block: np.ndarray, offset: int, *operands: Any) -> np.ndarray:
         Z = self.features(block, offset, operands)
         W, c = operands[self.n_ops], operands[self.n_ops + 1]
@@ -266,15 +278,10 @@ def fit_scaler(X: Any, where: str, sampler: Any = None) -> tuple[np.ndarray, np.
     also draws its rows: the third item is ``(index, rows)`` of the sample
     (raw, not standardised), else None.
     """
-    d = int(X.shape[1])
     if sampler is None:
-        state = reduce_blocks(ColumnMoments(), X, bytes_per_row=16.0 * d, fixed_bytes=24.0 * d,
-                              name="ridge-standardize", where=where)
+        state = reduce_blocks(ColumnMoments(), X, name="ridge-standardize", where=where)
         return (*_host_scale(state), None)
-    k = int(sampler.n_samples)
-    state = reduce_blocks(MomentsAndSample(sampler), X, bytes_per_row=8.0 * (3 * d + 2),
-                          fixed_bytes=24.0 * d + 16.0 * k * (d + 2), name="ridge-standardize",
-                          where=where)
+    state = reduce_blocks(MomentsAndSample(sampler), X, name="ridge-standardize", where=where)
     return (*_host_scale(state["moments"]), sampler.finalize(state["sample"]))
 
 
@@ -310,33 +317,20 @@ def wants_median_gamma(features: Any) -> bool:
 
 # --------------------------------------------------------------------------- solve and alpha
 
-@single_threaded_blas
 def solve_path(state: dict, alphas: np.ndarray,
                fit_intercept: bool) -> tuple[np.ndarray, np.ndarray]:
     """Ridge weights ``W`` (p, m, t) and intercepts ``c`` (p, t) of a summary for each λ.
 
     One λ: a Cholesky solve (~10x cheaper than the eigendecomposition, which
-    serves a path, or a λ below the rounding of ``ZᵀZ``: the eigenpath clips it).
+    serves a path, or a λ below the rounding of ``ZᵀZ``: the eigenpath clips
+    it); see :class:`~distsketch.estimators.ridge.system.RidgeSystem`.
     """
-    A, b, zm, ym = centered_normal_equations(state, fit_intercept)
-    check_finite_result(A, b, stage="ridge normal equations")
-    W = None
-    if len(alphas) == 1:
-        try:
-            G = A + alphas[0] * np.eye(A.shape[0])
-            W = sla.cho_solve(sla.cho_factor(G, lower=False), b)[None]
-        except np.linalg.LinAlgError:
-            W = None
-    if W is None:
-        evals, evecs = np.linalg.eigh(A)
-        W = solve_path_from_eigh(evals, evecs, b, alphas)       # (p, m, t)
-    c = ym[None, :] - np.einsum("m,pmt->pt", zm, W)             # (p, t)
-    return W, c
+    return RidgeSystem(state, fit_intercept).solve(alphas)
 
 
-@single_threaded_blas
 def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GRID,
-             n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+             n_rows: int | None = None, system: RidgeSystem | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Generalised cross-validation of the ridge path of a summary.
 
     ``GCV(λ) = n · RSS(λ) / (n − df(λ))²`` with ``df(λ) = Σ eᵢ / (eᵢ + λ)``
@@ -353,6 +347,9 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GR
     n_rows : int, optional
         Number of rows n of the GCV formula when the state's ``n`` is a
         total of row weights (default: the state's ``n``).
+    system : RidgeSystem, optional
+        The summary's system, whose eigendecomposition is then reused (and
+        kept for the solve at the chosen λ).
 
     Returns
     -------
@@ -367,101 +364,8 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GR
     ``RSS(λ) = ‖y_c‖² − Σᵢ qᵢ² (eᵢ + 2λ) / (eᵢ + λ)²``, from the summary
     alone (no pass over X).
     """
-    A, b, _, ym = centered_normal_equations(state, fit_intercept)
-    n = float(state["n"])
-    evals, evecs = np.linalg.eigh(A)
-    evals = np.clip(evals, 0.0, None)
-    q2 = ((evecs.T @ b) ** 2).sum(axis=1)                       # (m,)
-    yty = np.diag(np.atleast_2d(np.asarray(to_host(state["yty"]), dtype=np.float64)))
-    yy = float(np.sum(yty - n * ym ** 2)) if fit_intercept else float(np.sum(yty))
-    scale = max(float(evals.sum()) / max(evals.size, 1), np.finfo(np.float64).tiny)
-    alphas = scale * np.asarray(grid, dtype=np.float64)
-    den = evals[None, :] + alphas[:, None]
-    rss = np.maximum(yy - (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2)
-                     .sum(axis=1), 0.0)
-    df = (evals[None, :] / den).sum(axis=1) + (1.0 if fit_intercept else 0.0)
-    if n_rows is not None:
-        n = float(n_rows)
-    resid_df = n - df
-    # fewer than one residual degree of freedom: the fit interpolates and GCV's 0/0 says
-    # nothing (it can favour λ → 0 on noisy data)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
-    return alphas, gcv
-
-
-# --------------------------------------------------------------------------- gamma by LOO
-
-@single_threaded_blas
-def loo_kernel_path(S: Any, Y: Any, gammas: Any, fit_intercept: bool,
-                    grid: np.ndarray = GCV_GRID) -> dict[str, np.ndarray]:
-    """Exact leave-one-out of Gaussian kernel ridge on rows S, for every gamma and alpha.
-
-    For each ``gamma`` the centred kernel ``K_c = C K C`` of the rows is
-    decomposed once, ``K_c = U diag(e) Uᵀ``; the hat matrix of ridge with an
-    unpenalised intercept is ``H(λ) = 11ᵀ/n + U diag(e / (e + λ)) Uᵀ``, and
-    the leave-one-out residuals are ``(yᵢ − ŷᵢ(λ)) / (1 − Hᵢᵢ(λ))`` for the whole
-    λ path from that one decomposition (no refit).
-
-    Parameters
-    ----------
-    S : ndarray of shape (n, d)
-        Rows (standardised).
-    Y : ndarray of shape (n, t)
-        Their targets (±1 columns for a classifier).
-    gammas : sequence of float
-        Kernel scales ``exp(−γ‖x − x'‖²)``.
-    fit_intercept : bool
-    grid : ndarray, default :data:`GCV_GRID`
-        λ candidates relative to the mean eigenvalue ``trace(K_c) / n``.
-
-    Returns
-    -------
-    dict
-        ``alphas`` (g, p) and ``mse`` (g, p): the mean over rows of the
-        squared leave-one-out residuals summed over targets (inf where a
-        leverage reaches 1).
-
-    Notes
-    -----
-    Per gamma: one O(n³) eigendecomposition and O(n² · p · t) for the path;
-    memory O(n² + n · p · t).  The rows come from the bottom-k sample of the
-    standardising pass, so the choice depends on the data and the seed
-    only, never on the chunking.
-
-    References
-    ----------
-    Golub, Heath, Wahba. Generalized cross-validation as a method for
-    choosing a good ridge parameter. Technometrics 21(2), 1979 (the
-    leave-one-out identity of linear smoothers).
-    """
-    S = np.asarray(S, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64).reshape(S.shape[0], -1)
-    n, t = Y.shape
-    sq = np.einsum("ij,ij->i", S, S)
-    D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (S @ S.T), 0.0)
-    Yc = Y - Y.mean(axis=0) if fit_intercept else Y
-    grid = np.asarray(grid, dtype=np.float64)
-    shape = (len(gammas), grid.size)
-    out = {"alphas": np.empty(shape), "mse": np.empty(shape)}
-    for g, gamma in enumerate(gammas):
-        K = np.exp(-float(gamma) * D2)
-        if fit_intercept:
-            r = K.mean(axis=0)
-            K = K - r[None, :] - r[:, None] + r.mean()
-        e, U = np.linalg.eigh(K)
-        e = np.clip(e, 0.0, None)
-        alphas = max(float(e.sum()) / n, np.finfo(np.float64).tiny) * grid
-        F = e[:, None] / (e[:, None] + alphas[None, :])                     # (n, p)
-        H = (U * U) @ F + (1.0 / n if fit_intercept else 0.0)                # leverages (n, p)
-        fit = (U @ (F[:, :, None] * (U.T @ Yc)[:, None, :]).reshape(n, -1)).reshape(n, -1, t)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            R = (Yc[:, None, :] - fit) / (1.0 - H)[:, :, None]              # (n, p, t)
-        mse = (R ** 2).sum(axis=(0, 2)) / n
-        ok = np.all(H < 1.0 - 1e-10, axis=0) & np.isfinite(mse)
-        out["alphas"][g] = alphas
-        out["mse"][g] = np.where(ok, mse, np.inf)
-    return out
+    system = RidgeSystem(state, fit_intercept) if system is None else system
+    return system.gcv(grid, n_rows)
 
 
 def choose_loo(path: dict[str, np.ndarray]) -> tuple[int, int]:
@@ -479,7 +383,7 @@ def choose_loo(path: dict[str, np.ndarray]) -> tuple[int, int]:
 
 def loo_default_kernel(S: np.ndarray, Y: np.ndarray, n_rows: int, fit_intercept: bool,
                        owner: str) -> dict[str, Any]:
-    """gamma of the default map (and its alpha) by :func:`loo_kernel_path` on sample rows.
+    """gamma of the default map (and its alpha) by leave-one-out on sample rows (:func:`search_gamma`).
 
     Parameters
     ----------
@@ -496,20 +400,43 @@ def loo_default_kernel(S: np.ndarray, Y: np.ndarray, n_rows: int, fit_intercept:
     Returns
     -------
     dict
-        ``gamma``, ``alpha``, ``every_row`` and the ``cv_results_`` entries
+        ``gamma``, ``alpha``, ``every_row``, ``search`` (what
+        :func:`gamma_search_note` reports) and the ``cv_results_`` entries
         ``gammas``, ``loo_alphas``, ``loo_mse`` and ``loo_rows``.
     """
-    gammas = np.asarray(GAMMA_FACTORS) / max(1, S.shape[1])
-    path = loo_kernel_path(S, Y, gammas, fit_intercept)
+    path = search_gamma(S, Y, fit_intercept, GCV_GRID)
+    gammas, factors = path["gammas"], path["factors"]
     g, a = choose_loo(path)
+    search = {"factors": [float(f) for f in factors], "chosen": float(factors[g]),
+              "widened": [float(f) for f in path["widened"]],
+              "at_limit": bool(path["at_limit"])}
+    search["note"] = gamma_search_note(search)
     logger.info("%s: gamma=%.3g (%.3g / n_features) of the default features chosen by "
                 "leave-one-out on %d sampled rows among %s / n_features", owner, gammas[g],
-                GAMMA_FACTORS[g], S.shape[0], ", ".join(f"{v:g}" for v in GAMMA_FACTORS))
+                factors[g], S.shape[0], ", ".join(f"{v:g}" for v in factors))
+    if search["note"] is not None:
+        (logger.warning if search["at_limit"] else logger.info)("%s: %s", owner, search["note"])
     return {"gamma": float(gammas[g]), "alpha": float(path["alphas"][g, a]),
             "every_row": S.shape[0] == n_rows, "gammas": gammas.tolist(),
             "loo_alphas": path["alphas"].tolist(),
             "loo_mse": [[float(v) if np.isfinite(v) else None for v in row]
-                        for row in path["mse"]], "loo_rows": int(S.shape[0])}
+                        for row in path["mse"]], "loo_rows": int(S.shape[0]), "search": search}
+
+
+def gamma_search_note(search: dict[str, Any]) -> str | None:
+    """A sentence on a gamma chosen beyond :data:`GAMMA_FACTORS` (None when it is inside)."""
+    lo, hi = GAMMA_FACTORS[0], GAMMA_FACTORS[-1]
+    chosen = search["chosen"]
+    if lo <= chosen <= hi:
+        return None
+    edge = hi if chosen > hi else lo
+    note = (f"gamma {chosen:g} / n_features: the best of the grid {lo:g} … {hi:g} / n_features "
+            f"was its edge {edge:g}, so the search went on "
+            f"{'up' if chosen > hi else 'down'} to {chosen:g}")
+    if search["at_limit"]:
+        note += (", the last step the widening allows, and is still best there: pass "
+                 "features=RandomFourierFeatures(gamma=...) with cv and gammas to search further")
+    return note + "."
 
 
 def loo_results(loo: dict[str, Any]) -> dict[str, Any]:
@@ -518,7 +445,7 @@ def loo_results(loo: dict[str, Any]) -> dict[str, Any]:
 
 
 def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
-               owner: str) -> tuple[float, dict[str, Any]]:
+               owner: str, system: RidgeSystem | None = None) -> tuple[float, dict[str, Any]]:
     """``(alpha_, cv_results_)`` of ``alpha="auto"``.
 
     The leave-one-out choice of :func:`loo_default_kernel` when its sample
@@ -526,6 +453,8 @@ def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
     the GCV minimum of :func:`gcv_path` over the summary.  ``cv_results_``
     holds ``alphas`` (the candidates of that choice), ``gcv`` (with GCV) and
     the leave-one-out entries of ``loo`` (the default map's gamma choice).
+    GCV decomposes ``system`` (the summary's :class:`RidgeSystem`, made here
+    when not given), whose eigenpairs then serve the solve at the choice.
     """
     m = int(state["ztz"].shape[0])
     results: dict[str, Any] = {"gammas": None}
@@ -536,7 +465,7 @@ def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
             logger.info("%s: alpha=%.3g chosen with gamma by leave-one-out on every row; %d "
                         "features", owner, loo["alpha"], m)
             return loo["alpha"], {**results, "alphas": results["loo_alphas"][g]}
-    alphas, gcv = gcv_path(state, fit_intercept, n_rows=n_rows)
+    alphas, gcv = gcv_path(state, fit_intercept, GCV_FEATURE_GRID, n_rows=n_rows, system=system)
     alpha = float(alphas[int(np.argmin(gcv))])
     # GCV is undefined (inf) where df = n: None
     results.update(alphas=alphas.tolist(),

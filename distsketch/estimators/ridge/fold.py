@@ -14,7 +14,7 @@ from typing import Any
 
 from distsketch.errors import InputError
 from distsketch.estimators.base import MergeableEstimator, fit_context, summary_context
-from distsketch.estimators.ridge_summary import check_sample_weight
+from distsketch.estimators.ridge.weights import check_sample_weight
 from distsketch.summaries.ridge import STATE_KEYS, add_ridge_states
 from distsketch.summaries.sums import sum_states
 

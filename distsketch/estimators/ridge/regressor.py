@@ -6,7 +6,10 @@ tree-reduces the m × m normal equations ``ZᵀZ`` and ``Zᵀy`` in one pass, an
 solves them exactly.  The kernel ridge problem ``(K + λI)α = y`` with
 ``K ≈ Z Zᵀ`` has the primal solution ``w = (ZᵀZ + λI)⁻¹ Zᵀy`` and predictions
 ``z(x)ᵀw``, so with exact features the model equals exact kernel ridge
-regression.  The classifier lives in :mod:`distsketch.estimators.ridge_classifier`.
+regression.  The classifier lives in :mod:`distsketch.estimators.ridge.classifier`.
+
+Over 500 lines because the class docstring is the reference of every parameter,
+attribute and cost the classifier shares.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
+from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma, strip_median_gamma
-from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.estimators.ridge_cv import fit_cv
-from distsketch.estimators.ridge_defaults import (
+from distsketch.estimators.ridge.cv import fit_cv
+from distsketch.estimators.ridge.defaults import (
     PredictBlock,
     auto_alpha,
     default_n_features,
@@ -41,8 +44,13 @@ from distsketch.estimators.ridge_defaults import (
     standardizes,
     wants_median_gamma,
 )
-from distsketch.estimators.ridge_fold import RidgeFolding
-from distsketch.estimators.ridge_summary import check_sample_weight, stack_xy, with_weights
+from distsketch.estimators.ridge.fold import RidgeFolding
+from distsketch.estimators.ridge.system import (
+    RidgeSystem,
+    alpha_tolerates_float32,
+    first_features,
+)
+from distsketch.estimators.ridge.weights import check_sample_weight, stack_xy, with_weights
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.metrics import REGRESSION_METRICS, regression_scores
 from distsketch.ops.namespace import host_dtype, namespace, to_host
@@ -76,14 +84,15 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         {1/8, 1/4, 1/2, 1, 2} / n_features by exact leave-one-out of kernel
         ridge on the ≤ 1000 rows the standardising pass samples (no pass of
         its own; 1 / n_features without ``standardize`` or with ``cv``, whose
-        ``gammas`` choose).  Nested parameters:
-        ``set_params(features__gamma="median")``.
+        ``gammas`` choose); where the best is an end of that grid the search
+        goes on past it, by at most 3 factor-2 steps (``gamma_search_``).
+        Nested parameters: ``set_params(features__gamma="median")``.
     alpha : "auto", float or array-like of floats > 0, default "auto"
         Regularisation λ.  "auto": with the default map on at most 1000
         unweighted rows, the leave-one-out choice made with gamma; else
         generalised cross-validation (GCV) over a 21-point log grid (10⁻³ … 10²
         times the mean eigenvalue) from the summary's eigendecomposition (see
-        :func:`~distsketch.estimators.ridge_defaults.auto_alpha`); the grid
+        :func:`~distsketch.estimators.ridge.defaults.auto_alpha`); the grid
         and scores are in ``cv_results_``.  An array gives the whole path:
         ``coef_`` then has a leading axis of length ``len(alpha)`` and
         ``predict`` returns one column per λ (one eigendecomposition serves
@@ -105,7 +114,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         k-fold cross-validation over ``alphas`` (and ``gammas``) from per-fold
         summaries computed in the same single pass (several passes, each
         with as many candidate maps as a merge task's budget holds, when
-        all of them do not fit; see :mod:`~distsketch.estimators.ridge_cv`).
+        all of them do not fit; see :mod:`~distsketch.estimators.ridge.cv`).
     alphas : array-like, default None
         λ grid for ``cv``; None uses ``alpha`` if it is an array, else
         ``logspace(-4, 3, 8)``.
@@ -142,6 +151,15 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         ``gammas`` and ``mse`` (nested lists, n_gammas × n_alphas: mean
         squared validation error per row and target); the classifier
         adds ``accuracy``, by which it chooses.
+    gamma_search_ : dict or None
+        The default map's gamma search (None for other maps): ``factors``
+        scored (× 1 / n_features), ``chosen``, ``widened`` (factors scored
+        outside {1/8 … 2}), ``at_limit`` (the choice is the widening's last
+        step) and ``note`` (a sentence when the choice is outside the grid,
+        else None; also logged).
+    gram_precision_ : {"float32", "float64"}
+        The precision of the products forming ``ZᵀZ`` in ``fit`` (or the first
+        ``partial_fit``; see Notes).
     gram_, zty_, zsum_, ysum_, yty_ : ndarray
         The merged summary (``ZᵀZ``, ``Zᵀy``, ``Σz``, ``Σy``, ``yᵀy``), kept for
         ``partial_fit``.
@@ -154,12 +172,25 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     -----
     One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
     for the column moments: a 2·d + 1 state per block, and the default map's
-    row sample: five O(k³) eigendecompositions of its k ≤ 1000 rows' kernel).
-    Per task: the block, its ``rows × m`` features and an m × m + m × t state
-    (× k folds × n_gammas with CV); merges hold ``split_every`` states, one
-    state per block is communicated.  The solve is one O(m³) eigendecomposition
-    for the λ path (and GCV), or a Cholesky at one λ; nothing depends on n.
+    row sample: one O(k³) eigendecomposition of its k ≤ 1000 rows' kernel per
+    gamma scored, 3 to 8).  Per task: the block, its ``rows × m`` features
+    and an m × m + m × t state (× k folds × n_gammas with CV); merges hold
+    ``split_every`` states, one state per block is communicated.  The solve
+    is one O(m³) eigendecomposition for the λ path (and GCV; it also gives
+    the solution at GCV's choice and the classifier's calibration leverages),
+    or a Cholesky at one λ; nothing depends on n.
     ``predict`` is a blockwise map (dask in -> dask out).
+
+    Precision: float32 rows (without ``sample_weight`` or ``cv``) form ``ZᵀZ``
+    from float32 products, summed in float64, when every λ of the solve is
+    at least 10⁻³ × the mean eigenvalue ``tr(Z_cᵀZ_c) / m``: GCV's candidates,
+    or a given ``alpha`` that large, judged before the pass from the
+    features of the first 512 rows (``n · mean ‖zᵢ − z̄‖² / m``).  The
+    float32 Gram's rounding, about ``u·‖Z‖²`` (u = 2⁻²⁴), moves the solution
+    by at most ``‖ΔA‖₂‖w‖ / (λ_min(ZᵀZ) + α)``; above that floor the
+    predictions move by under 5 % of the spread between two draws of the
+    random features (docs/architecture.md, "Precision").  A smaller α, the
+    exact leave-one-out alpha and float64 rows use float64 products.
 
     References
     ----------
@@ -294,28 +325,51 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
 
     def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
                 w: np.ndarray | None = None, sample: bool = False) -> list:
-        states, rows = self._pass(X, Y, maps, n_folds, row_start, w, sample)
+        products = self._products(X, maps, n_folds, w)
+        self.gram_precision_ = products
+        states, rows = self._pass(X, Y, maps, n_folds, row_start, w, sample, products)
         self._keep_sample(rows)
         return states
 
+    def _products(self, X: Any, maps: list[Any], n_folds: int, w: np.ndarray | None) -> str:
+        """The precision of the pass's ZᵀZ products (:func:`~distsketch.summaries.ridge.float32_products`).
+
+        Float32 for float32 rows, without folds or weights, when every λ of
+        the solve is at least 10⁻³ of the mean eigenvalue of the centred
+        ``ZᵀZ``: GCV's candidates (``alpha="auto"`` without the exact
+        leave-one-out choice), or a given alpha that the features of the
+        first rows show to be that large
+        (:func:`~distsketch.estimators.ridge.system.alpha_tolerates_float32`).
+        """
+        if n_folds or w is not None or len(maps) != 1 or host_dtype(X.dtype) != np.float32:
+            return "float64"
+        if self._auto_alpha():
+            loo = getattr(self, "_loo", None) or {}
+            return float32_products(X.dtype, not loo.get("every_row"))
+        return float32_products(X.dtype, self._given_alpha_tolerates_float32(X, maps[0]))
+
+    def _given_alpha_tolerates_float32(self, X: Any, features: Any) -> bool:
+        fn, ops = feature_block_function(features, self._scaler())
+        # a later partial_fit batch joins the rows already summed: the solve's spectrum
+        # (and the rounding of every batch's Gram) grows with all of them
+        n = int(X.shape[0]) + (int(self.n_samples_seen_) if "coef_" in self.__dict__ else 0)
+        return alpha_tolerates_float32(first_features(X, fn, ops), n, self.alpha,
+                                       self.fit_intercept)
+
     def _pass(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
-              w: np.ndarray | None = None, sample: bool = False) -> tuple[list, Any]:
+              w: np.ndarray | None = None, sample: bool = False,
+              products: str | None = None) -> tuple[list, Any]:
         # the maps' states and sampled rows (the classifier's calibration; None unless sample)
         fns, ops, counts = feature_block_functions(maps, self._scaler())
         sampler = self._row_sampler() if sample else None
-        # float32 products where alpha is GCV's: at least 1e-3 of the mean eigenvalue
-        gcv = self._auto_alpha() and not (getattr(self, "_loo", None) or {}).get("every_row")
+        if products is None:
+            products = self._products(X, maps, n_folds, w)
         summary = RidgeSummary(fns, counts, X.shape[1], Y.shape[1], host_dtype(X.dtype).str,
                                n_folds=n_folds, seed=self.seed_, weighted=w is not None,
-                               sampler=sampler, products=float32_products(X.dtype, gcv))
+                               sampler=sampler, products=products)
         XY = stack_xy(X, with_weights(Y, w))
-        mem = summary.memory(maps, XY)
-        if sampler is not None and mem:
-            extra = 16.0 * sampler.n_samples * (XY.shape[1] + 2)
-            mem = {**mem, "fixed_bytes": mem["fixed_bytes"] + extra,
-                   "state_bytes": mem["state_bytes"] + extra}
         out = reduce_blocks(summary, XY, *ops, split_every=self.split_every, row_start=row_start,
-                            name="ridge-summary", **mem,
+                            name="ridge-summary", footprint=summary.memory(maps, XY),
                             where=f"{type(self).__name__} input X and targets y"
                                   + (" (with the row weights as a last column)" if w is not None
                                      else ""))
@@ -340,19 +394,22 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return solve_path(state, alphas, self.fit_intercept)
 
-    def _choose_alpha(self, state: dict) -> None:
-        """``alpha_`` of ``alpha="auto"`` (:func:`~distsketch.estimators.ridge_defaults.auto_alpha`)."""
+    def _choose_alpha(self, state: dict, system: RidgeSystem | None = None) -> None:
+        """``alpha_`` of ``alpha="auto"`` (:func:`~distsketch.estimators.ridge.defaults.auto_alpha`)."""
         scaled = "standardised" if self._scaler() is not None else "not standardised"
         self.alpha_, results = auto_alpha(
             state, self.fit_intercept, self.n_samples_seen_, self.__dict__.pop("_loo", None),
-            f"{type(self).__name__}: gamma={getattr(self, 'gamma_', None)}, {scaled}")
+            f"{type(self).__name__}: gamma={getattr(self, 'gamma_', None)}, {scaled}", system)
         self.cv_results_: dict[str, Any] | None = results
 
     def _set_solution(self, state: dict, choose: bool = True) -> None:
+        # one RidgeSystem: GCV's eigendecomposition (or the Cholesky factor of a single λ)
+        # also gives the solution and the classifier's calibration leverages
+        system = RidgeSystem(state, self.fit_intercept)
         if choose and self._auto_alpha():
-            self._choose_alpha(state)
+            self._choose_alpha(state, system)
         alphas = np.atleast_1d(np.asarray(self.alpha_, dtype=np.float64))
-        W, c = self._solve_path(state, alphas)
+        W, c = system.solve(alphas)
         path = np.ndim(self.alpha_) > 0
         coef = np.transpose(W, (0, 2, 1))                            # (p, t, m)
         if self.single_output_:
@@ -362,6 +419,10 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self.coef_ = coef
         self.intercept_ = c if isinstance(c, np.ndarray) else float(c)
         self._W = W
+        self._calibrate(system)
+
+    def _calibrate(self, system: RidgeSystem) -> None:
+        """After a solve: nothing for the regressor (the classifier fits ``proba_scale_``)."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -405,6 +466,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         w = self._weights_of(sample_weight, X.shape[0])
         self._check_params_for_shape(*X.shape)  # sizes of the map before the scaling pass
         Xs = self._fit_scaler(X, Y)
+        self.gamma_search_ = None if self._loo is None else self._loo["search"]
         if w is not None and self._loo is not None:
             self._loo["every_row"] = False  # the leave-one-out is unweighted: alpha by GCV
         if self.cv is None:
@@ -499,6 +561,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self._init_seed()
         self._check_params_for_shape(*X.shape)
         self.features_ = self._make_features(self._fit_scaler(X, Y))
+        self.gamma_search_ = None if self._loo is None else self._loo["search"]
         self.alpha_ = self._fixed_alpha()
         self.gamma_, self.kernel_params_ = map_kernel(self.features_)
         self.cv_results_ = None
@@ -515,13 +578,24 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     # ---------------------------------------------------------------- prediction
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         if getattr(self, "_W", None) is None:
-            self._set_solution(self._state(), choose=False)
+            # a loaded model: the weights it was saved with (no new factorisation, and the
+            # same bits as before saving whichever factorisation solved them)
+            self._W = self._weights_of_coef()
         alphas = np.atleast_1d(np.asarray(self.alpha_, dtype=np.float64))
         W = self._W                                                      # (p, m, t)
         Wm = np.transpose(W, (1, 0, 2)).reshape(W.shape[1], -1)          # (m, p*t)
         c = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
         c = c.reshape(len(alphas), -1).reshape(-1)
         return Wm, c
+
+    def _weights_of_coef(self) -> np.ndarray:
+        """``coef_`` as the solve's ``W`` of shape (p, m, t) (see :meth:`_set_solution`)."""
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        if np.ndim(self.alpha_) == 0:
+            coef = coef[None]
+        if self.single_output_:
+            coef = coef[:, None, :]
+        return np.transpose(coef, (0, 2, 1))
 
     def _decision(self, X: Any) -> Any:
         self._check_is_fitted("coef_")
@@ -531,8 +605,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         m = Wm.shape[0]
         return map_blocks(X, FiniteRows(PredictBlock(fn, len(ops)), "ridge predict"),
                           *ops, Wm, c, n_out=Wm.shape[1],
-                          dtype=np.float64, bytes_per_row=8.0 * (X.shape[1] + 2 * m + Wm.shape[1]),
-                          fixed_bytes=8.0 * Wm.size, name="ridge-predict")
+                          dtype=np.float64,
+                          footprint=PredictBlock.footprint(X.shape[1], m, Wm.shape[1]),
+                          name="ridge-predict")
 
     def _shape_output(self, out: Any) -> Any:
         p = np.atleast_1d(self.alpha_).size

@@ -13,9 +13,10 @@ import numpy as np
 from sklearn.base import clone
 
 from distsketch.estimators.base import RowMapTransformer, fit_context, to_numpy
-from distsketch.estimators.rff import RandomFourierFeatures
-from distsketch.estimators.ridge import feature_block_function
-from distsketch.estimators.ridge_defaults import FeatureBlock
+from distsketch.estimators.features.rff import RandomFourierFeatures
+from distsketch.estimators.ridge.defaults import FeatureBlock
+from distsketch.estimators.ridge.regressor import feature_block_function
+from distsketch.footprint import Footprint
 from distsketch.graph import reduce_blocks
 from distsketch.ops.hadamard import srht_apply, srht_operator
 from distsketch.ops.sketch_solve import estimate_statistical_dimension
@@ -131,8 +132,9 @@ class StatisticalDimensionSketch(RowMapTransformer):
     def _output_dtype(self, X: Any) -> np.dtype:
         return np.dtype(np.float64)
 
-    def _bytes_per_row(self) -> float:
-        return 8.0 * (self.n_features_in_ + 3 * self.srht_signs_.shape[0])
+    def _map_footprint(self) -> Footprint:
+        # the input row, the base map's features and the SRHT's padded copy (float64)
+        return Footprint(per_row=8.0 * (self.n_features_in_ + 3 * self.srht_signs_.shape[0]))
 
     def _map_block(self, block: Any, offset: int, *operands: Any) -> np.ndarray:
         fn, ops = feature_block_function(self.base_)

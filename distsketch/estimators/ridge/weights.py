@@ -2,7 +2,7 @@
 
 The one-pass summary itself, :class:`~distsketch.summaries.ridge.RidgeSummary`,
 and the helpers of its states live in :mod:`distsketch.summaries.ridge`.  Used
-by :class:`~distsketch.estimators.ridge.SketchedKernelRidge` (and its
+by :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` (and its
 classifier, and the workflow's segment merge).
 """
 

@@ -10,8 +10,8 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, TransformerMixin, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, resolve_gamma
 from distsketch.graph import map_blocks
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function, resolve_kernel_params
-from distsketch.ops.namespace import asarray, namespace
+from distsketch.ops.expansion import expansion_footprint, expansion_rows
+from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, resolve_kernel_params
 from distsketch.ops.rounding import (
     expected_nonzeros,
     hoeffding_bound,
@@ -25,7 +25,7 @@ from distsketch.ops.rounding import (
 )
 from distsketch.ops.sparsify import kernel_bound
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows, is_array_api
+from distsketch.validation.finite import FiniteRows
 
 __all__ = ["RoundedExpansion", "expansion_from_model"]
 
@@ -87,32 +87,6 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
         "(kernel ridge) or eigenvectors_, eigenvalues_ and X_fit_ (kernel PCA). Pass the support "
         "points and coefficients explicitly: fit(support, coef)."
     )
-
-
-def _expansion_block(block: Any, offset: int, support: np.ndarray, coef: np.ndarray,
-                     intercept: np.ndarray, kernel: Any, params: dict, rows: int) -> np.ndarray:
-    kfun = kernel_function(kernel, **params)
-    if not isinstance(block, np.ndarray) and is_array_api(block):
-        return _expansion_block_xp(block, kfun, support, coef, intercept, rows)
-    B = np.asarray(block, dtype=np.float64)
-    out = np.empty((B.shape[0], coef.shape[1]))
-    for i in range(0, B.shape[0], rows):
-        out[i:i + rows] = kfun(B[i:i + rows], support) @ coef + intercept
-    return out
-
-
-def _expansion_block_xp(block: Any, kfun: Any, support: np.ndarray, coef: np.ndarray,
-                        intercept: np.ndarray, rows: int) -> Any:
-    # a block of another namespace: the same row tiles on its device (the support points and
-    # coefficients move there once per block)
-    xp = namespace(block)
-    B = xp.astype(block, xp.float64)
-    S, C, b = (asarray(a, like=B, dtype=np.float64) for a in (support, coef, intercept))
-    n = B.shape[0]
-    parts = [kfun(B[i:min(i + rows, n), :], S) @ C + b for i in range(0, n, rows)]
-    if not parts:
-        return xp.zeros((0, coef.shape[1]), dtype=xp.float64, device=B.device)
-    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
 class RoundedExpansion(TransformerMixin, DistsketchEstimator):
@@ -383,15 +357,13 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False)
-        rows = 256
         kernel = self.kernel_name_ if self.kernel_name_ != "callable" else self._kernel_obj
-        out = map_blocks(X, FiniteRows(_expansion_block, "kernel expansion predict"),
+        out = map_blocks(X, FiniteRows(expansion_rows, "kernel expansion predict"),
                          self.support_vectors_, self.coef_, self.intercept_,
                          n_out=self.n_outputs_, dtype=np.float64,
-                         kwargs={"kernel": kernel, "params": self.kernel_params_, "rows": rows},
-                         bytes_per_row=8.0 * (self.n_features_in_ + self.n_outputs_),
-                         fixed_bytes=8.0 * (2 * rows * self.n_evaluations_ +
-                                            self.support_vectors_.size + self.coef_.size),
+                         kwargs={"kernel": kernel, "params": self.kernel_params_},
+                         footprint=expansion_footprint(self.n_features_in_, self.n_outputs_,
+                                                       self.n_evaluations_),
                          name="rounded-expansion")
         if self.coef_ndim_ == 1:
             return out[:, 0]

@@ -2,7 +2,7 @@
 
 :class:`SparsifiedGram` builds the simplified Gram matrix K̂ of Achlioptas,
 McSherry and Schölkopf tile by tile (see :mod:`distsketch.ops.sparsify`) and
-keeps only the kept entries; :class:`~distsketch.estimators.sparsified_kpca.SparsifiedKernelPCA`
+keeps only the kept entries; :class:`~distsketch.estimators.sampling.sparsified_kpca.SparsifiedKernelPCA`
 finds its top eigenvectors through a blockwise ``LinearOperator``.
 
 Storage layout (in memory, and on disk when ``store`` is given)
@@ -41,9 +41,9 @@ from distsketch.errors import InputError, StoreError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import KERNEL_TILE_ROWS, map_blocks, plan_rows, reduce_blocks
-from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal
-from distsketch.ops.sparsify import kernel_bound
+from distsketch.io.arrays.sparse_strips import CSRStripReader, write_csr_strips
+from distsketch.ops.kernels import KERNEL_NAMES
+from distsketch.ops.sparsify import diagonal_block, kernel_bound
 from distsketch.summaries.sparsified import StripSummary
 from distsketch.validation import Interval, Options
 
@@ -181,10 +181,6 @@ class SparseTiles:
         return cls(state["n"], bounds, state["diagonal"], state["scale"], strips, state["path"])
 
 
-def _diag_block(block: Any, offset: int, kernel: Any, params: dict) -> np.ndarray:
-    return kernel_diagonal(np.asarray(block), kernel, **params)[:, None]
-
-
 class SparsifiedGram(DistsketchEstimator):
     """The sparsified and/or quantised Gram matrix K̂ with E[K̂] = K, built blockwise.
 
@@ -310,7 +306,7 @@ class SparsifiedGram(DistsketchEstimator):
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
-        n, d = X.shape
+        n = X.shape[0]
         name, params = fit_kernel_params(self, X)
         self.kernel_name_ = name if isinstance(name, str) else "callable"
         self.kernel_params_ = params
@@ -321,7 +317,7 @@ class SparsifiedGram(DistsketchEstimator):
         if self.quantize:
             bound = self.quantize_bound or kernel_bound(name)
             if bound is None:
-                diag = to_numpy(map_blocks(Xd, _diag_block, n_out=1, dtype=np.float64,
+                diag = to_numpy(map_blocks(Xd, diagonal_block, n_out=1, dtype=np.float64,
                                            kwargs={"kernel": name, "params": params},
                                            name="gram-diagonal"))
                 bound = float(np.abs(diag).max())
@@ -333,18 +329,14 @@ class SparsifiedGram(DistsketchEstimator):
         bounds = np.array([(r0, min(r0 + T, n)) for r0 in range(0, n, T)], dtype=np.int64)
         diagonal = np.zeros(n)
         idx_dtype = _index_dtype(n)
-        # kernel tile, broadcast indices, hash temporaries, keep mask, values: ~10 words per entry
-        bytes_per_row = 80.0 * T + 8.0 * d
-        fixed = 8.0 * T * d
 
         def build(write_strip: Any) -> list[sp.csr_array] | None:
             kept: list[sp.csr_array] = []
             for s, (r0, r1) in enumerate(bounds):
                 XS = to_numpy(Xd[r0:r1]).astype(np.float64, copy=False)
                 summ = StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
-                                     int(r0), n)
-                st = reduce_blocks(summ, Xd[:r1], XS, bytes_per_row=bytes_per_row,
-                                   fixed_bytes=fixed, name="sparsified-gram-strip")
+                                     int(r0), n, strip_rows=T)
+                st = reduce_blocks(summ, Xd[:r1], XS, name="sparsified-gram-strip")
                 rows, cols, vals = st["rows"], st["cols"], st["vals"]
                 if self.quantize:
                     vals = np.sign(vals).astype(np.int8)

@@ -18,9 +18,9 @@ from distsketch.estimators.base import (
     to_numpy,
 )
 from distsketch.estimators.kernel_params import fit_gamma
-from distsketch.estimators.sparsified import SparsifiedGram, strip_sizes
+from distsketch.estimators.sampling.sparsified import SparsifiedGram, strip_sizes
 from distsketch.graph import KERNEL_TILE_ROWS, map_blocks
-from distsketch.ops.kernels import kernel_function
+from distsketch.ops.expansion import centred_expansion_rows, expansion_footprint
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.random import random_rows
 from distsketch.ops.sparsify import orthogonal_iteration
@@ -28,19 +28,6 @@ from distsketch.validation import Interval, Options
 from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["SparsifiedKernelPCA"]
-
-
-def _kpca_block(block: Any, offset: int, X_fit: np.ndarray, coef: np.ndarray,
-                intercept: np.ndarray, kernel: Any, params: dict, rows: int) -> np.ndarray:
-    kfun = kernel_function(kernel, **params)
-    B = np.asarray(block, dtype=np.float64)
-    out = np.empty((B.shape[0], coef.shape[1]))
-    colsum = coef.sum(axis=0)
-    # sub-batches bound the (rows × n_fit) kernel block held at once
-    for i in range(0, B.shape[0], rows):
-        K = kfun(B[i:i + rows], X_fit)
-        out[i:i + rows] = K @ coef - K.mean(axis=1, keepdims=True) * colsum + intercept
-    return out
 
 
 class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
@@ -276,14 +263,12 @@ class SparsifiedKernelPCA(TransformerMixin, DistsketchEstimator):
         """
         self._check_is_fitted("dual_coef_")
         X = self._check_input(X, reset=False)
-        n_fit = self.X_fit_.shape[0]
-        rows = 256
-        return map_blocks(X, FiniteRows(_kpca_block, "SparsifiedKernelPCA transform"),
+        return map_blocks(X, FiniteRows(centred_expansion_rows, "SparsifiedKernelPCA transform"),
                           self.X_fit_, self.dual_coef_, self.intercept_,
                           n_out=self.n_output_features_, dtype=np.float64,
                           kwargs={"kernel": self.gram_.kernel_name_ if isinstance(self.kernel, str)
-                                  else self.kernel, "params": self.gram_.kernel_params_,
-                                  "rows": rows},
-                          bytes_per_row=8.0 * (self.n_features_in_ + self.n_output_features_),
-                          fixed_bytes=8.0 * (2 * rows * n_fit + self.X_fit_.size + self.dual_coef_.size),
+                                  else self.kernel, "params": self.gram_.kernel_params_},
+                          footprint=expansion_footprint(self.n_features_in_,
+                                                        self.n_output_features_,
+                                                        self.X_fit_.shape[0]),
                           name="sparsified-kpca-transform")

@@ -9,6 +9,9 @@ every CG iteration is one tree-reduced pass over the row blocks computing
 (:mod:`distsketch.ops.falkon`, which also says where float32 factors are
 enough) and O(M t) vectors; a task holds its block, the centres and one
 sub-tile.  The CG state can be checkpointed after every pass.
+
+Over 500 lines because the CG loop, its checkpoint and the preconditioner are one fit
+that shares its state.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
-from distsketch.estimators.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
-from distsketch.estimators.ridge_summary import stack_xy
-from distsketch.estimators.solver import r_squared, record_cg
+from distsketch.estimators.nystrom.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
+from distsketch.estimators.ridge.weights import stack_xy
+from distsketch.estimators.solvers.solver import r_squared, record_cg
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.host_memory import host_memory_limit
 from distsketch.ops.cg import CGResult
@@ -39,9 +42,10 @@ from distsketch.ops.falkon import (
     FalkonCG,
     falkon_apply,
     falkon_memory,
+    falkon_pass_footprint,
     falkon_preconditioner,
 )
-from distsketch.ops.kernel_product import kernel_times, kernel_times_memory
+from distsketch.ops.kernel_product import kernel_times, kernel_times_rows, kernel_times_rows_footprint
 from distsketch.ops.kernels import KERNEL_NAMES
 from distsketch.ops.namespace import asarray
 from distsketch.summaries.falkon import FalkonPass
@@ -142,15 +146,6 @@ def select_centers(X: Any, landmarks: Any, n_centers: int, seed: int, est: Any =
     return C
 
 
-# ----------------------------------------------------------------------------- prediction
-
-def _predict_block(block: Any, offset: int, centers: np.ndarray, coef: np.ndarray, *,
-                   kernel: Any, params: dict) -> np.ndarray:
-    # the host centres and coefficients move to the block's device (once per task)
-    return kernel_times(block, [asarray(centers, like=block, dtype=np.float64)],
-                        [asarray(coef, like=block, dtype=np.float64)], kernel, params)
-
-
 # ----------------------------------------------------------------------------- checkpoint
 
 class FalkonCheckpoint(BaseEstimator):
@@ -215,7 +210,7 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         centres of a ``kmeans_sample``-row sample, rows drawn by approximate
         ridge leverage scores (three passes) or by block randomly pivoted
         Cholesky (six passes) — see
-        :func:`~distsketch.estimators.landmark_choice.choose_landmarks` — or the
+        :func:`~distsketch.estimators.nystrom.landmark_choice.choose_landmarks` — or the
         centres themselves.
     kmeans_sample : int, default 20000
         Rows of the uniform sample k-means runs on (``landmarks="kmeans"``).
@@ -411,7 +406,7 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         if self.checkpoint is None:
             return None
         from distsketch.io import load
-        from distsketch.io.urls import resolve
+        from distsketch.io.storage.urls import resolve
 
         if not resolve(self.checkpoint).exists():
             return None
@@ -433,25 +428,21 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
             save_model(FalkonCheckpoint.of(key, centers, b, cg), self.checkpoint, overwrite=True)
 
-    def _pass_plan(self) -> dict:
-        return {"bytes_per_row": float(self.memory_plan_["task_per_row"]),
-                "fixed_bytes": float(self.memory_plan_["task_fixed"])}
-
     def _rhs(self, X: Any, Y: np.ndarray, centers: np.ndarray) -> np.ndarray:
         """``K_nMᵀ Y``: the first pass, over ``[X | Y]``."""
         summary = FalkonPass(self.kernel_name_, self.kernel_params_,
                              self.memory_plan_["tile_rows"], n_y=Y.shape[1])
         XY = stack_xy(X, asarray(Y, like=getattr(X, "_meta", X)))  # Y on X's blocks' device
-        state = reduce_blocks(summary, XY, centers, name="falkon-rhs",
-                              state_bytes=8.0 * centers.shape[0] * Y.shape[1], **self._pass_plan())
+        state = reduce_blocks(summary, XY, centers, name="falkon-rhs", footprint=falkon_pass_footprint(
+            self.memory_plan_, centers.shape[0], Y.shape[1]))
         return np.asarray(state["b"], dtype=np.float64)
 
     def _h_times(self, X: Any, centers: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``H P = K_nMᵀ (K_nM P) + λ n K_MM P``: one pass plus an M × M tiled product."""
         summary = FalkonPass(self.kernel_name_, self.kernel_params_,
                              self.memory_plan_["tile_rows"])
-        state = reduce_blocks(summary, X, centers, P, name="falkon-pass",
-                              state_bytes=8.0 * P.size, **self._pass_plan())
+        state = reduce_blocks(summary, X, centers, P, name="falkon-pass", footprint=falkon_pass_footprint(
+            self.memory_plan_, P.shape[0], P.shape[1]))
         reg = kernel_times(centers, [centers], [P], self.kernel_name_, self.kernel_params_)
         return np.asarray(state["hv"], dtype=np.float64) + float(self.alpha) * X.shape[0] * reg
 
@@ -526,11 +517,11 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         X = self._check_input(X, reset=False)
         C = np.asarray(self.centers_, dtype=np.float64)
         W = np.asarray(coef, dtype=np.float64).reshape(C.shape[0], -1)
-        per_row, fixed = kernel_times_memory(X.shape[1], C.shape[0], self.kernel_name_)
-        out = map_blocks(X, _predict_block, C, W, n_out=W.shape[1], dtype=np.float64,
+        out = map_blocks(X, kernel_times_rows, C, W, n_out=W.shape[1], dtype=np.float64,
                          kwargs={"kernel": self.kernel_name_, "params": self.kernel_params_},
-                         bytes_per_row=per_row + 8.0 * (X.shape[1] + W.shape[1]),
-                         fixed_bytes=fixed + 8.0 * (C.size + W.size), name="falkon-predict")
+                         footprint=kernel_times_rows_footprint(X.shape[1], C.shape[0], W.shape[1],
+                                                               self.kernel_name_),
+                         name="falkon-predict")
         return check_finite_output(out, stage=f"{type(self).__name__} predict")
 
     def predict(self, X: Any) -> Any:

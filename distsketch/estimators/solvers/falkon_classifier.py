@@ -9,7 +9,7 @@ from sklearn.base import ClassifierMixin
 from distsketch.errors import ConfigError
 from distsketch.estimators import labels
 from distsketch.estimators.base import fit_context
-from distsketch.estimators.falkon import NystromKernelRidge
+from distsketch.estimators.solvers.falkon import NystromKernelRidge
 
 __all__ = ["NystromKernelRidgeClassifier"]
 
@@ -20,7 +20,7 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
     Classes are encoded as ±1 targets (one column per class; one column for
     two classes, +1 for ``classes_[1]``), all solved in the same passes over
     X; the predicted class has the largest score.  Parameters as
-    :class:`~distsketch.estimators.falkon.NystromKernelRidge`.
+    :class:`~distsketch.estimators.solvers.falkon.NystromKernelRidge`.
 
     Attributes
     ----------
@@ -28,7 +28,7 @@ class NystromKernelRidgeClassifier(ClassifierMixin, NystromKernelRidge):
         Sorted labels, in their own dtype.
     coef_ : ndarray of shape (M, 1) for two classes, else (M, n_classes)
     centers_, n_iter_, residuals_, converged_, kernel_params_, factor_dtype_, memory_plan_
-        As :class:`~distsketch.estimators.falkon.NystromKernelRidge`.
+        As :class:`~distsketch.estimators.solvers.falkon.NystromKernelRidge`.
 
     Notes
     -----

@@ -15,17 +15,16 @@ from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
-from distsketch.estimators.solver import (
+from distsketch.estimators.solvers.solver import (
     r_squared,
     record_cg,
-    rows_times,
     solver_targets,
     stack_operands,
 )
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.arrays import as_dask
 from distsketch.ops.cg import pcg
-from distsketch.ops.meka import psd_core
+from distsketch.ops.meka import psd_core, rows_times
 from distsketch.summaries.cross_product import CrossProduct
 from distsketch.validation import Interval, Options
 from distsketch.validation.finite import FiniteRows
@@ -136,7 +135,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     def _fitted_meka(self, X: Any, seed: Any) -> Any:
         meka = self.meka
         if meka is None:
-            from distsketch.estimators.meka import MEKA
+            from distsketch.estimators.nystrom.meka import MEKA
 
             meka = MEKA(random_state=seed)
         if not hasattr(meka, "link_"):
@@ -185,8 +184,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         k = int(W.shape[1])
         # Wᵀ[W | Y] in one tree-reduced pass: the Gram that orthonormalises W, and Wᵀy
         stacked = stack_operands(W, as_dask(Y, block_rows=int(W.chunks[0][0])), W_twice=True)
-        wt = reduce_blocks(CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram",
-                           state_bytes=8.0 * k * (k + Y.shape[1]))["atb"]
+        wt = reduce_blocks(CrossProduct(k + Y.shape[1]), stacked, name="meka-krr-gram")["atb"]
         B, e = psd_core(wt[:, :k], meka.link_)
         e_plus = np.clip(e, 0.0, None)
         c = B.T @ wt[:, k:]
@@ -228,8 +226,7 @@ class MEKAKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         # Wᵀα in one tree-reduced pass over the training basis
         W = as_dask(meka.transform(X))
         stacked = stack_operands(W, as_dask(alpha, block_rows=int(W.chunks[0][0])))
-        wta = reduce_blocks(CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta",
-                            state_bytes=8.0 * W.shape[1] * alpha.shape[1])["atb"]
+        wta = reduce_blocks(CrossProduct(alpha.shape[1]), stacked, name="meka-krr-wta")["atb"]
         self.coef_ = meka.link_ @ wta
         return alpha
 

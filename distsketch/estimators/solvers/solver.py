@@ -14,9 +14,12 @@ choices of preconditioner:
   ``Z = K_nM T⁻¹`` (so ``Z Zᵀ`` is the Nyström approximation) and
   ``A = chol(ZᵀZ + λI)``; the same Woodbury application.
 
-``MEKAKernelRidge`` (in :mod:`distsketch.estimators.meka_ridge`) shares the
+``MEKAKernelRidge`` (in :mod:`distsketch.estimators.solvers.meka_ridge`) shares the
 target checks defined here; its tree-reduced cross products are
 :class:`~distsketch.summaries.cross_product.CrossProduct`.
+
+Over 500 lines because the solver's CG over kernel tiles, its preconditioners and its
+target checks form one estimator.
 """
 
 from __future__ import annotations
@@ -48,7 +51,12 @@ from distsketch.graph import (
 )
 from distsketch.ops.cg import pcg
 from distsketch.ops.kernel_product import TILE_ROWS, kernel_times, kernel_times_memory
-from distsketch.ops.kernels import SHIFT_INVARIANT, pairwise_kernel
+from distsketch.ops.kernels import (
+    SHIFT_INVARIANT,
+    kernel_columns,
+    kernel_columns_footprint,
+    pairwise_kernel,
+)
 from distsketch.ops.sketch_solve import (
     kernel_statistical_dimension,
     nystrom_factor,
@@ -102,16 +110,6 @@ class _KernelRows:
 
     def __dask_tokenize__(self) -> Any:
         return ("KernelRows", repr(self.kernel), sorted(self.params.items()))
-
-
-def _kernel_columns(block: np.ndarray, offset: int, landmarks: np.ndarray, *, kernel: Any,
-                    params: dict) -> np.ndarray:
-    return pairwise_kernel(block, landmarks, kernel, **params)
-
-
-def rows_times(block: np.ndarray, offset: int, B: np.ndarray) -> np.ndarray:
-    """A block's rows times ``B`` in float64 (a ``map_blocks`` function; ``offset`` unused)."""
-    return np.asarray(block, dtype=np.float64) @ B
 
 
 def r_squared(pred: np.ndarray, y: Any) -> float:
@@ -404,12 +402,12 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         name = self.kernel_name_
         m = int(self.preconditioner_size_)  # type: ignore[arg-type]
         if name in SHIFT_INVARIANT:
-            from distsketch.estimators.rff import RandomFourierFeatures
+            from distsketch.estimators.features.rff import RandomFourierFeatures
 
             return RandomFourierFeatures(kernel=name, gamma=self.kernel_params_["gamma"],
                                          n_components=m, random_state=self.seed_)
         if name == "polynomial":
-            from distsketch.estimators.polynomial import PolySketch
+            from distsketch.estimators.features.polynomial import PolySketch
 
             return PolySketch(degree=int(self.kernel_params_["degree"]),
                               gamma=float(self.kernel_params_["gamma"]),
@@ -474,9 +472,9 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
             self.landmark_index_ = np.sort(index)
             Kmm = pairwise_kernel(L, L, self.kernel_name_, **self.kernel_params_)
             T = nystrom_factor(Kmm)
-            C = map_blocks(Xb, _kernel_columns, L, n_out=M, dtype=np.float64,
+            C = map_blocks(Xb, kernel_columns, L, n_out=M, dtype=np.float64,
                            kwargs={"kernel": self.kernel_name_, "params": self.kernel_params_},
-                           bytes_per_row=8.0 * (Xb.shape[1] + 2 * M), name="solver-knm")
+                           footprint=kernel_columns_footprint(Xb.shape[1], M), name="solver-knm")
             C = np.asarray(to_numpy(C), dtype=np.float64)
             return sla.solve_triangular(T, C.T, trans="T", lower=False).T
         fmap = self._sketch_map()

@@ -3,10 +3,10 @@
 Reads go through :class:`ZarrRowReader`, which turns low-level failures
 (a corrupt chunk, a vanished file) into :class:`~distsketch.errors.StoreError`
 naming the store and the row range.  Paths are resolved on the client
-(:func:`distsketch.io.urls.resolve`): a relative path becomes absolute before
+(:func:`distsketch.io.storage.urls.resolve`): a relative path becomes absolute before
 the graph is built, a URL is read through Zarr's fsspec store with its
 ``storage_options``.  Writes (:func:`create_array`, :func:`write_array`) live
-in :mod:`distsketch.io.writes` and are re-exported here.
+in :mod:`distsketch.io.arrays.writes` and are re-exported here.
 
 This is the one place that opens a path as an array; the shape and dtype
 checks it applies come from :mod:`distsketch.validation`.
@@ -27,10 +27,10 @@ from distsketch.graph.arrays import as_dask, from_source, is_dask, store_block_r
 from distsketch.graph.devices import blocks_on_device, current_device
 from distsketch.graph.plan import input_bytes_per_row
 from distsketch.graph.row_sources import RowSource, attach_row_source
-from distsketch.io.safety import split_array_path
-from distsketch.io.small_chunks import warn_small_chunks
-from distsketch.io.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
-from distsketch.io.urls import Location, resolve
+from distsketch.io.arrays.small_chunks import warn_small_chunks
+from distsketch.io.arrays.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
+from distsketch.io.storage.safety import split_array_path
+from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.device import check_device, device_meta, require_cupy
 from distsketch.validation.arrays import check_input, check_shape_dtype
 
@@ -166,7 +166,7 @@ def open_array(
     targets : bool, default False
         Open targets instead of an input: a 1-D array of labels or values
         (or 2-D, one column per target), e.g. ``"store.zarr::y"``, chunked
-        like the store (:func:`distsketch.io.targets.open_targets`).  Numeric
+        like the store (:func:`distsketch.io.arrays.targets.open_targets`).  Numeric
         targets take the device of the inputs (the config ``distsketch.device``),
         so that ``fit("X.zarr", "X.zarr::y")`` reads both on the GPU.
     storage_options : dict, optional
@@ -236,7 +236,7 @@ def open_array(
         block_rows = store_block_rows(arr.shape[0], arr.shape[1], arr.dtype.itemsize, unit,
                                       any_stage=any_stage)
     so = loc.worker_options if loc is not None else None
-    from distsketch.io.digests import digest_of
+    from distsketch.io.commit.digests import digest_of
 
     reader = ZarrRowReader(path, component, arr.shape, arr.dtype, so, device=device,
                            digest=digest_of(arr))
@@ -278,7 +278,7 @@ def _open_targets(source: Any, component: str | None,
     if arr.ndim not in (1, 2) or arr.shape[0] < 1:
         raise InputError(f"targets {where} have shape {arr.shape}: expected a 1-D array of labels "
                          "or values (or 2-D, one column per target) with rows.")
-    from distsketch.io.class_codes import dask_targets
+    from distsketch.io.arrays.class_codes import dask_targets
 
     y = dask_targets(arr, where)  # class codes read as their names
     device = current_device()
@@ -309,7 +309,7 @@ def _reopen(source: Any, component: str | None, storage_options: dict | None,
     return X if X.shape[0] == shape[0] else X[: shape[0]]
 
 
-# writes live in their own module; re-exported so ``io.arrays`` stays the one entry
-from distsketch.io.writes import create_array, write_array  # noqa: E402
+# writes live in their own module; re-exported so ``io.arrays.access`` stays the one entry
+from distsketch.io.arrays.writes import create_array, write_array  # noqa: E402
 
 

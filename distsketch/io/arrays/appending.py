@@ -2,7 +2,7 @@
 
 A store written by :func:`distsketch.io.ingest` holds ``X`` and, when
 labelled, ``y``, and a manifest recording their rows and layout
-(:mod:`distsketch.io.layout`).  Readers refuse arrays whose shape differs
+(:mod:`distsketch.io.commit.layout`).  Readers refuse arrays whose shape differs
 from that record, so rows added by hand (``resize`` and a write, possibly
 through a stale consolidated view that leaves fill values) are never read as
 data; this module is the way to add rows.  The protocol::
@@ -48,6 +48,9 @@ a shape that may have been edited to 10**15 rows).  A
 journal that fails any check is a :class:`~distsketch.errors.StoreError` and
 nothing is changed.  A journal left behind by an append killed after its
 manifest was written (the append committed) is recognised and removed.
+
+Over 500 lines because the append, its journal and the journal's validation before any
+rollback are one atomic operation.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ import numpy as np
 import zarr
 
 from distsketch.errors import DistsketchError, InputError, StoreError
-from distsketch.io.class_codes import (
+from distsketch.io.arrays.class_codes import (
     MAX_CLASS_NAME,
     MAX_CLASSES,
     class_name_clash,
@@ -77,17 +80,17 @@ from distsketch.io.class_codes import (
     class_names,
     nfc,
 )
-from distsketch.io.layout import (
+from distsketch.io.arrays.stores import consolidate, open_zarr, zarr_store
+from distsketch.io.arrays.writes import layout_of
+from distsketch.io.commit.layout import (
     JOURNAL_NAME,
     LAYOUT_KEY,
     array_record,
     layout_differences,
     recorded_layout,
 )
-from distsketch.io.manifest import MANIFEST_NAME, provenance, read_manifest, write_manifest
-from distsketch.io.stores import consolidate, open_zarr, zarr_store
-from distsketch.io.urls import Location, resolve
-from distsketch.io.writes import layout_of
+from distsketch.io.commit.manifest import MANIFEST_NAME, provenance, read_manifest, write_manifest
+from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.namespace import densify
 from distsketch.validation.finite import cast_checked, check_exact_integers, check_finite_stored
 
@@ -97,7 +100,7 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
            source: str | None = None, storage_options: dict | None = None) -> Path | str:
     """Append in-memory rows ``X`` (and labels ``y``) to an ingested store, atomically.
 
-    The array case of :func:`distsketch.io.append` (:mod:`distsketch.io.growing`),
+    The array case of :func:`distsketch.io.append` (:mod:`distsketch.io.readers.growing`),
     which also reads files and documents the parameters, the errors and what
     readers see; the protocol is this module's.
 

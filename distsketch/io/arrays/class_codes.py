@@ -1,7 +1,7 @@
 """Class labels stored as codes: int32 codes in a targets array, the names in its attributes.
 
 ``distsketch ingest`` stores string labels this way (code ``i`` is
-``classes[i]``); every reader of targets (:mod:`distsketch.io.targets`,
+``classes[i]``); every reader of targets (:mod:`distsketch.io.arrays.targets`,
 ``open_array(..., targets=True)``) reads them back as the names, so a model
 fitted on them predicts the names.  A classifier's predictions hold the
 labels themselves, with the model's classes in the same attribute.

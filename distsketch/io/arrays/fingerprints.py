@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from distsketch.graph import is_dask
-from distsketch.io.arrays import open_array
+from distsketch.io.arrays.access import open_array
 from distsketch.ops.namespace import densify, to_host
 
 __all__ = ["fingerprint"]

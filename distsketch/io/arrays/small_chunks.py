@@ -1,7 +1,7 @@
 """Input stores laid out in more tiny chunks than ``ingest`` would write.
 
-``ingest`` refuses such chunkings (:data:`distsketch.io.readers.ingest.MAX_SMALL_CHUNKS`
-chunks under :data:`~distsketch.io.readers.ingest.MIN_CHUNK_BYTES`); a store another tool
+``ingest`` refuses such chunkings (:data:`MAX_SMALL_CHUNKS`
+chunks under :data:`MIN_CHUNK_BYTES`); a store another tool
 wrote may have them and is valid, so :func:`distsketch.io.open_array` reads it and warns
 (:func:`warn_small_chunks`), naming the rechunk to run.
 """
@@ -15,7 +15,25 @@ import zarr
 
 from distsketch.errors import PerformanceWarning
 
-__all__ = ["warn_small_chunks"]
+__all__ = ["MAX_SMALL_CHUNKS", "MIN_CHUNK_BYTES", "chunk_rows_for", "warn_small_chunks"]
+
+
+_CHUNK_BYTES = 8 * 2**20
+# a store may have at most this many chunks smaller than MIN_CHUNK_BYTES: each chunk is a
+# file and a task in every later pass, so a million one-row chunks take hours, not seconds
+MIN_CHUNK_BYTES = 64 * 2**10
+MAX_SMALL_CHUNKS = 1000
+
+
+def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
+                   n_rows: int | None = None) -> int:
+    """Rows per Zarr chunk: ``chunk_rows``, or about 8 MiB of rows (at most ``n_rows``)."""
+    if chunk_rows is not None:
+        return int(chunk_rows)
+    rows = max(1, _CHUNK_BYTES // max(1, n_cols * itemsize))
+    if n_rows is not None:
+        rows = min(rows, max(1, n_rows))
+    return int(rows)
 
 
 def warn_small_chunks(arr: zarr.Array, where: str) -> None:
@@ -43,7 +61,6 @@ def warn_small_chunks(arr: zarr.Array, where: str) -> None:
         with the rows per chunk ``ingest`` would choose (about 8 MiB).
     """
     # at call time: opening an array need not load every reader (csv, parquet, ...)
-    from distsketch.io.readers.ingest import MAX_SMALL_CHUNKS, MIN_CHUNK_BYTES, chunk_rows_for
 
     unit = tuple(int(c) for c in (arr.shards or arr.chunks))
     unit_bytes = math.prod(unit) * arr.dtype.itemsize

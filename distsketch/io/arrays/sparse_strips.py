@@ -25,11 +25,11 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from distsketch.io.codecs import codecs
-from distsketch.io.manifest import write_manifest
-from distsketch.io.publish import atomic_output
-from distsketch.io.stores import consolidate, zarr_store
-from distsketch.io.urls import resolve
+from distsketch.io.arrays.stores import consolidate, zarr_store
+from distsketch.io.commit.manifest import write_manifest
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.storage.codecs import codecs
+from distsketch.io.storage.urls import resolve
 
 __all__ = ["CSRStripReader", "CSRStripWriter", "write_csr_strips"]
 

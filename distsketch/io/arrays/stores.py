@@ -1,13 +1,13 @@
 """Zarr stores of local paths and URLs: the store object, opening, the row reader.
 
 :func:`zarr_store` is the one place a resolved location
-(:func:`distsketch.io.urls.resolve`) becomes a Zarr store: a
+(:func:`distsketch.io.storage.urls.resolve`) becomes a Zarr store: a
 ``LocalStore`` for a local path, Zarr's ``FsspecStore`` (with the
 ``storage_options``) for a URL.  :func:`open_zarr` opens an array with clear
 errors; :class:`ZarrRowReader` is what dask graphs hold to read it.
 
 A local store is read only from inside itself: :func:`refuse_links`, run by
-:func:`open_zarr` and by :func:`distsketch.io.model.load` (models and
+:func:`open_zarr` and by :func:`distsketch.io.model.store.load` (models and
 workflow checkpoints), refuses a store holding a symbolic link or a special
 file anywhere under its root.
 """
@@ -22,7 +22,8 @@ import numpy as np
 import zarr
 
 from distsketch.errors import MemoryBudgetError, StoreError
-from distsketch.io.urls import Location, resolve
+from distsketch.io.storage.safety import refuse_links
+from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.device import to_device
 
 __all__ = ["ZarrRowReader", "chunk_error_detail", "consolidate", "open_zarr", "refuse_links",
@@ -42,68 +43,9 @@ def zarr_store(path: str | os.PathLike | Location, *, read_only: bool = False,
     return resolve(path, storage_options).zarr_store(read_only=read_only)
 
 
-def refuse_links(root: str | os.PathLike, what: str) -> None:
-    """Refuse a local store that holds a symbolic link or a special file under ``root``.
-
-    A link inside a store (a chunk, an array folder, the metadata) would make
-    distsketch read data from outside it: another model's arrays, another
-    run's checkpoint, any file the user can read.  ``root`` itself may be a
-    link (the user named it); nothing below it may be.
-
-    Parameters
-    ----------
-    root : path-like
-        The store's root folder (a local path).
-    what : str
-        What the store is, for the message (``"model"``, ``"Zarr store"``).
-
-    Raises
-    ------
-    StoreError
-        Naming the first link (and its target) or special file found.
-
-    Notes
-    -----
-    One ``os.scandir`` per folder of the store; the file types come from the
-    directory listing itself, so no chunk is opened or stat-ed: 0.2-0.4 s for
-    2*10^5 chunks (cached listings), once per open on the client (graph
-    readers on the workers do not repeat it).
-    """
-    top = os.fspath(root)
-    if not os.path.isdir(top):
-        return  # a missing store or a single file: the caller's open reports it
-    pending = [top]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as entries:
-                found = list(entries)
-        except OSError as exc:
-            raise StoreError(f"cannot list {folder} in {what} {top}: {exc}; check the path and "
-                             "its permissions.") from exc
-        for entry in found:
-            if entry.is_symlink():
-                try:
-                    target = os.readlink(entry.path)
-                except OSError:
-                    target = "?"
-                raise StoreError(
-                    f"{what} {top} contains a symbolic link: {entry.path} -> {target}. distsketch "
-                    "reads a store only from inside itself and never follows a link in it. "
-                    "Replace the link by a copy of the data it points to (e.g. `cp -rL`), or "
-                    "re-create the store.")
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            elif not entry.is_file(follow_symlinks=False):
-                raise StoreError(
-                    f"{what} {top} contains {entry.path}, which is not a regular file or folder "
-                    "(a FIFO, socket or device); a store holds only files. Remove it, or "
-                    "re-create the store.")
-
-
 def chunk_error_detail(exc: BaseException) -> str:
     """What went wrong reading a chunk, for a message: a checksum mismatch said plainly."""
-    from distsketch.io.codecs import is_checksum_error
+    from distsketch.io.storage.codecs import is_checksum_error
 
     if is_checksum_error(exc):
         return ("its CRC-32C checksum does not match: the bytes changed after distsketch wrote "
@@ -116,9 +58,9 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
     """Open a Zarr array read-only, with a clear error if it is missing or broken.
 
     A local store that is missing because a writer was killed between the two
-    renames of its commit is first recovered (:func:`distsketch.io.atomic.recover`).
+    renames of its commit is first recovered (:func:`distsketch.io.commit.atomic.recover`).
     A URL store that distsketch began to write but did not commit (its marker
-    without its manifest) is refused (:func:`distsketch.io.publish.check_committed`).
+    without its manifest) is refused (:func:`distsketch.io.commit.publish.check_committed`).
     ``check=False`` skips these requests for a URL (a graph's reader, opening
     a store that was checked when the graph was built).
     """
@@ -163,13 +105,13 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
 def _checked(loc: Location, arr: zarr.Array, where: str, check: bool) -> zarr.Array:
     """``arr`` once its metadata agree with the store's manifest and consolidated view.
 
-    Where the manifest records the array's digest (:mod:`distsketch.io.digests`),
+    Where the manifest records the array's digest (:mod:`distsketch.io.commit.digests`),
     the array is returned opened through a store that checks its metadata now
     and each chunk's position as it is read.
     """
     if check:
-        from distsketch.io.digests import checked_array, input_digest
-        from distsketch.io.layout import check_array
+        from distsketch.io.commit.digests import checked_array, input_digest
+        from distsketch.io.commit.layout import check_array
 
         check_array(loc, arr, where)
         digest = input_digest(loc, arr, where)
@@ -214,7 +156,7 @@ class ZarrRowReader:
     def __init__(self, path: str, component: str | None, shape: tuple, dtype: np.dtype,
                  storage_options: dict | None = None, device: str = "cpu", digest: Any = None):
         self.path = path
-        # the array's digest from the manifest (distsketch.io.digests.ArrayDigest), checked on
+        # the array's digest from the manifest (distsketch.io.commit.digests.ArrayDigest), checked on
         # every chunk this reader fetches; None for a store that records none
         self.digest = digest
         self.device = device  # "cuda": each block read moves to the GPU in its read task
@@ -235,7 +177,7 @@ class ZarrRowReader:
                 arr = open_zarr(self.path, self.component,
                                 storage_options=self.storage_options, check=False)
                 if self.digest is not None:
-                    from distsketch.io.digests import checked_array
+                    from distsketch.io.commit.digests import checked_array
 
                     # an array that shrank since the graph was built is refused below, naming
                     # the rows that are gone: its metadata are not compared here

@@ -11,11 +11,19 @@ from typing import Any
 
 import numpy as np
 
-from distsketch.errors import InputError, StoreError
-from distsketch.io.class_codes import class_names, dask_targets, decode_classes
+from distsketch.errors import DistsketchError, InputError, StoreError
+from distsketch.io.arrays.class_codes import class_names, dask_targets, decode_classes
 
-__all__ = ["Targets", "class_names", "dask_targets", "decode_classes", "open_target_args",
-           "open_targets", "targets_argument"]
+__all__ = [
+    "Targets",
+    "class_names",
+    "dask_targets",
+    "decode_classes",
+    "open_target_args",
+    "open_targets",
+    "store_labels",
+    "targets_argument",
+]
 
 
 class Targets:
@@ -123,8 +131,8 @@ def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = No
     InputError
         Not 1-D or 2-D, or its row count does not match the input.
     """
-    from distsketch.io.arrays import open_zarr
-    from distsketch.io.safety import split_array_path
+    from distsketch.io.arrays.access import open_zarr
+    from distsketch.io.storage.safety import split_array_path
 
     spec = os.fspath(path)
     where = where or spec
@@ -144,12 +152,12 @@ def targets_argument(y: Any) -> Any:
     """``y`` as an estimator's ``fit`` takes it: a path (``"store.zarr::y"``) or Zarr array
     becomes a lazy dask array of shape (n,) or (n, t); anything else is returned as is.
 
-    The rule for ``::`` is that of the inputs (:func:`distsketch.io.safety.split_array_path`);
+    The rule for ``::`` is that of the inputs (:func:`distsketch.io.storage.safety.split_array_path`);
     the row alignment with X is the estimator's check.
     """
     import zarr
 
-    from distsketch.io.arrays import open_array
+    from distsketch.io.arrays.access import open_array
 
     if isinstance(y, (str, os.PathLike, zarr.Array)):
         return open_array(y, targets=True)
@@ -163,3 +171,35 @@ def open_target_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     if "y" in kwargs:
         kwargs = {**kwargs, "y": targets_argument(kwargs["y"])}
     return args, kwargs
+
+
+def store_labels(spec: str, storage_options: dict | None = None) -> str | None:
+    """``"STORE::y"`` when ``spec`` names the rows ``X`` of a store that also holds labels ``y``.
+
+    A store written by ``distsketch ingest`` lists its arrays in its manifest;
+    only those are read (an ``X`` named explicitly, ``STORE::X``, counts too).
+    Any other input, or a store without a readable manifest, gives None:
+    labels are never guessed from an array's name alone.
+
+    Parameters
+    ----------
+    spec : str
+        The command's input (``store.zarr`` or ``store.zarr::X``).
+    storage_options : dict, optional
+        fsspec options for a URL store.
+    """
+    from distsketch.io.commit.manifest import read_manifest
+    from distsketch.io.storage.safety import split_array_path
+
+    path, component = split_array_path(str(spec))
+    if component not in (None, "X"):
+        return None
+    try:
+        info = read_manifest(path, storage_options=storage_options)
+    except DistsketchError:
+        # a damaged manifest is reported when the input itself is opened
+        return None
+    arrays = (info or {}).get("arrays") or []
+    if info is None or info.get("kind") != "ingest" or "X" not in arrays or "y" not in arrays:
+        return None
+    return f"{path}::y"

@@ -3,7 +3,7 @@
 Writes create the target with row chunks that the dask blocks align to
 exactly (the ``to_zarr`` row-loss pitfall), store without a lock, then verify
 that every chunk arrived before committing through
-:func:`distsketch.io.publish.atomic_output` (a rename locally, the manifest
+:func:`distsketch.io.commit.publish.atomic_output` (a rename locally, the manifest
 written last on an object store).
 """
 
@@ -23,12 +23,12 @@ from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, is_dask, store_graph
 from distsketch.graph.devices import blocks_on_host
 from distsketch.graph.runtime import compute
-from distsketch.io.codecs import codecs
-from distsketch.io.layout import LAYOUT_KEY, array_record
-from distsketch.io.manifest import provenance, write_manifest
-from distsketch.io.publish import atomic_output
-from distsketch.io.stores import ZarrRowReader, consolidate, zarr_store
-from distsketch.io.urls import Location, resolve
+from distsketch.io.arrays.stores import ZarrRowReader, consolidate, zarr_store
+from distsketch.io.commit.layout import LAYOUT_KEY, array_record
+from distsketch.io.commit.manifest import provenance, write_manifest
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.storage.codecs import codecs
+from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.namespace import to_host
 from distsketch.validation.finite import first_nonfinite_row
 
@@ -238,7 +238,7 @@ def write_array(
     fused with the write (no extra read).  The manifest's entries are also
     stored as the Zarr attribute ``provenance`` of the array (and group).  On an object store the output is
     written under a temporary prefix and copied into place with its manifest
-    last (:mod:`distsketch.io.publish`): one more copy of every chunk, made
+    last (:mod:`distsketch.io.commit.publish`): one more copy of every chunk, made
     by the store itself where it can (S3 copies server-side).
     """
     t0 = time.perf_counter()
@@ -305,15 +305,15 @@ def layout_of(root: Location, names: Sequence[str | None]) -> dict[str, dict[str
     """The records of the arrays ``names`` of the store at ``root`` (``None``: the root array).
 
     Read from each array's own metadata (never the consolidated view).  Each
-    record carries the array's digest (:mod:`distsketch.io.digests`: its
+    record carries the array's digest (:mod:`distsketch.io.commit.digests`: its
     metadata digest and every chunk's CRC-32C at its position), which
     readers check.  Where ``root`` already has a manifest (an append, whose
     new manifest this builds), the CRCs it records for the full chunks below
     the old rows are kept: only the rewritten last chunk and the new ones are
     read, and a chunk moved before the append stays detected.
     """
-    from distsketch.io.digests import DIGEST_KEY, array_digests
-    from distsketch.io.manifest import read_manifest
+    from distsketch.io.commit.digests import DIGEST_KEY, array_digests
+    from distsketch.io.commit.manifest import read_manifest
 
     try:
         before = read_manifest(root)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import DistsketchError, StoreError
-from distsketch.io.safety import MARKER_NAME, check_output
+from distsketch.io.storage.safety import MARKER_NAME, check_output
 
 __all__ = ["atomic_dir", "check_writable", "recover"]
 
@@ -54,7 +54,7 @@ def _step(name: str, path: Path) -> None:
 
 def check_writable(path: str | os.PathLike, *, overwrite: bool,
                    inputs: Iterable[Any] = ()) -> Path:
-    """Check that ``path`` may be written (see :func:`distsketch.io.safety.check_output`)
+    """Check that ``path`` may be written (see :func:`distsketch.io.storage.safety.check_output`)
     and that its parent exists (created if missing) and is writable."""
     p = check_output(path, overwrite=overwrite, inputs=inputs)
     parent = p.parent
@@ -100,7 +100,7 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
         Final location (local file system).
     overwrite : bool
         Replace an existing output, which must be one distsketch wrote
-        (:func:`distsketch.io.safety.check_replaceable`); otherwise an
+        (:func:`distsketch.io.storage.safety.check_replaceable`); otherwise an
         existing ``path`` is an error.
     inputs : iterable of path-like, optional
         Inputs of the computation; ``path`` may not be, contain or lie in one.
@@ -223,7 +223,7 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
 def _no_appender(final: Path) -> Iterator[None]:
     """Hold the writer lock of the store ``final`` while it is moved aside.
 
-    An append (:mod:`distsketch.io.appending`) holds an ``flock`` on the store's
+    An append (:mod:`distsketch.io.arrays.appending`) holds an ``flock`` on the store's
     folder for its whole run and writes by path: moved aside under it, it would
     go on writing into the new store renamed into its place.
     """

@@ -1,7 +1,7 @@
 """Digests of what distsketch wrote: each chunk's checksum at its position, each array's metadata.
 
 The CRC-32C codec that ends every chunk distsketch writes
-(:mod:`distsketch.io.codecs`) proves that a chunk's bytes are the bytes some
+(:mod:`distsketch.io.storage.codecs`) proves that a chunk's bytes are the bytes some
 chunk had; it does not say which chunk.  Two same-size chunks swapped, one
 chunk copied over another, an array replaced by the same-shape array of
 another model all decode cleanly, and so do metadata edits that keep the
@@ -38,6 +38,9 @@ not digested and never read: every group and array is read from its own
 ``zarr.json``.  There is no secret key: whoever can edit a store can recompute the
 digests, or remove every one of them (the store then reads as one written
 before them).  The digests are against accidents and naive edits, not forgery.
+
+Over 500 lines because writing, recording and checking chunk digests is one contract,
+kept in one module.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.storage import WrapperStore
 
 from distsketch.errors import StoreError
-from distsketch.io.urls import Location
+from distsketch.io.storage.urls import Location
 
 __all__ = ["DIGEST_KEY", "MODEL_DIGESTS_KEY", "ArrayDigest", "DigestStore", "array_digest",
            "array_digests", "checked_array", "digest_of", "input_digest", "metadata_digest",
@@ -422,8 +425,8 @@ class ArrayDigest:
 
     def current(self) -> ArrayDigest | None:
         """The digest the store's manifest records now (it changes when rows are appended)."""
-        from distsketch.io.manifest import read_manifest
-        from distsketch.io.urls import resolve
+        from distsketch.io.commit.manifest import read_manifest
+        from distsketch.io.storage.urls import resolve
 
         try:
             manifest = read_manifest(resolve(self.owner, self.storage_options))
@@ -462,7 +465,7 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
         The manifest records digests for the store's arrays but not a complete
         one for this array (an entry was removed or edited).
     """
-    from distsketch.io.manifest import read_manifest
+    from distsketch.io.commit.manifest import read_manifest
 
     name = str(getattr(arr, "path", "") or "")
     owner, manifest = loc, read_manifest(loc)

@@ -7,15 +7,15 @@ capability / operation   :class:`LocalLocation`         :class:`FsspecLocation`
                          an atomic folder swap          their manifest, written last
 ``supports_links``       yes: stores are read only if   no (an object store has none)
                          they hold no symbolic link
-``atomic_output``        :func:`~distsketch.io.atomic.  :func:`~distsketch.io.publish.
+``atomic_output``        :func:`~distsketch.io.commit.atomic.  :func:`~distsketch.io.commit.publish.
                          atomic_dir`                    publish_prefix`
 ``run_lock``             ``fcntl`` lock file            lease object with heartbeat
 ``writer_lock``          ``flock`` on the folder        claim object beside it
 =======================  =============================  ===============================
 
-Both are registered with :func:`distsketch.io.urls.register_kind` when
+Both are registered with :func:`distsketch.io.storage.urls.register_kind` when
 :mod:`distsketch.io` is imported.  The operations shared by every fsspec
-filesystem are in the base class, :class:`~distsketch.io.location.Location`.
+filesystem are in the base class, :class:`~distsketch.io.storage.location.Location`.
 """
 
 from __future__ import annotations
@@ -31,19 +31,19 @@ from typing import Any, ClassVar
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.atomic import atomic_dir, recover
-from distsketch.io.claims import claimed
-from distsketch.io.location import Location
-from distsketch.io.locks import folder_lock, lease_lock, store_flock
-from distsketch.io.publish import check_committed, publish_prefix
-from distsketch.io.safety import (
+from distsketch.io.commit.atomic import atomic_dir, recover
+from distsketch.io.commit.publish import check_committed, publish_prefix
+from distsketch.io.storage.claims import claimed
+from distsketch.io.storage.location import Location
+from distsketch.io.storage.locks import folder_lock, lease_lock, store_flock
+from distsketch.io.storage.safety import (
     check_local_output,
     check_url_output,
+    refuse_links,
     url_written_by_distsketch,
     written_by_distsketch,
 )
-from distsketch.io.stores import refuse_links
-from distsketch.io.urls import register_kind, resolve
+from distsketch.io.storage.urls import register_kind, resolve
 
 __all__ = ["FsspecLocation", "LocalLocation"]
 
@@ -129,7 +129,7 @@ class LocalLocation(Location):
 
     def refuse_links(self, what: str) -> None:
         """Refuse a store holding a symbolic link or a special file (read only from inside
-        itself; :func:`distsketch.io.stores.refuse_links`)."""
+        itself; :func:`distsketch.io.arrays.stores.refuse_links`)."""
         refuse_links(self.path, what)
 
     def check_committed(self) -> None:
@@ -162,7 +162,7 @@ class LocalLocation(Location):
 
     def clean_leftovers(self) -> None:
         """Finish or undo a swap killed between its renames; remove dead temporaries
-        (:func:`distsketch.io.atomic.recover`)."""
+        (:func:`distsketch.io.commit.atomic.recover`)."""
         recover(self.path)
 
 
@@ -181,13 +181,13 @@ class FsspecLocation(Location):
         return url_written_by_distsketch(self)
 
     def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
-        """:func:`distsketch.io.safety.check_output` for this location."""
+        """:func:`distsketch.io.storage.safety.check_output` for this location."""
         return check_url_output(self, overwrite=overwrite, inputs=list(inputs))
 
     def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()
                       ) -> contextlib.AbstractContextManager[Location]:
         """A temporary location that becomes this one when the block succeeds
-        (:func:`distsketch.io.publish.atomic_output`)."""
+        (:func:`distsketch.io.commit.publish.atomic_output`)."""
         return publish_prefix(self, overwrite=overwrite, inputs=list(inputs))
 
     def run_lock(self, wait: bool | float, force: bool = False) -> Any:

@@ -2,7 +2,7 @@
 
 Every store distsketch writes records, in its manifest under ``"layout"``,
 the shape, dtype, chunk shape and codecs of each array
-(:func:`distsketch.io.writes.layout_of`).  :func:`check_array` compares an opened array with that
+(:func:`distsketch.io.arrays.writes.layout_of`).  :func:`check_array` compares an opened array with that
 record and with the group's consolidated metadata, so that metadata edited
 after the write (a dtype changed from float32 to int32 reinterprets every
 value; a shape cut from 1000 to 500 rows drops rows) or rows added outside
@@ -20,15 +20,15 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.manifest import read_manifest
-from distsketch.io.urls import Location
+from distsketch.io.commit.manifest import read_manifest
+from distsketch.io.storage.urls import Location
 
 __all__ = ["JOURNAL_NAME", "LAYOUT_KEY", "array_record", "check_array", "layout_differences",
            "recorded_layout"]
 
 #: manifest key of the per-array records
 LAYOUT_KEY = "layout"
-#: journal of an append in progress, at the root of a store (:mod:`distsketch.io.appending`)
+#: journal of an append in progress, at the root of a store (:mod:`distsketch.io.arrays.appending`)
 JOURNAL_NAME = ".distsketch-append.json"
 #: codec settings that change how stored bytes decode (others, e.g. a level, do not)
 _DECODING = ("endian", "order", "cname")

@@ -3,7 +3,7 @@
 A directory output without a manifest is uncommitted (object stores have no
 atomic rename, so the manifest is what marks completion).  Each function takes
 a local directory, a URL (with ``storage_options``) or a resolved
-:class:`~distsketch.io.urls.Location`; on an object store the manifest is one
+:class:`~distsketch.io.storage.urls.Location`; on an object store the manifest is one
 object written with a single PUT.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from distsketch._version import __version__
 from distsketch.errors import StoreError
-from distsketch.io.jsonable import json_default
-from distsketch.io.urls import Location, resolve
+from distsketch.io.commit.jsonable import json_default
+from distsketch.io.storage.urls import Location, resolve
 
 __all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "read_manifest",
            "write_manifest"]

@@ -1,6 +1,6 @@
 """Committed outputs on any storage: :func:`atomic_output`.
 
-A local output is built by :func:`distsketch.io.atomic.atomic_dir` (temporary
+A local output is built by :func:`distsketch.io.commit.atomic.atomic_dir` (temporary
 sibling, marker, rename).  Object stores have no atomic rename, so an output
 at a URL is committed by its manifest instead (docs/storage.md)::
 
@@ -27,7 +27,7 @@ One writer per destination: in step 1 a writer claims the destination with
 the object ``.<name>.writer`` beside it (a conditional put where the store
 has one, read back in any case), and before step 3 it checks the claim is
 still its own; a second writer gets a StoreError, never a silent replacement
-(:mod:`distsketch.io.claims`).
+(:mod:`distsketch.io.storage.claims`).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from distsketch.errors import DistsketchError, StoreError
-from distsketch.io.claims import WriterClaim
-from distsketch.io.manifest import MANIFEST_NAME, write_manifest
-from distsketch.io.safety import MARKER_NAME, check_output
-from distsketch.io.urls import Location, resolve
+from distsketch.io.commit.manifest import MANIFEST_NAME, write_manifest
+from distsketch.io.storage.claims import WriterClaim
+from distsketch.io.storage.safety import MARKER_NAME, check_output
+from distsketch.io.storage.urls import Location, resolve
 
 __all__ = ["atomic_output", "check_committed", "publish_prefix"]
 
@@ -80,7 +80,7 @@ def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False
     ------
     Location
         The temporary location to write into (a local directory or a prefix).
-        Write the manifest into it (:func:`~distsketch.io.manifest.write_manifest`);
+        Write the manifest into it (:func:`~distsketch.io.commit.manifest.write_manifest`);
         a URL output without one gets a minimal manifest at publication.
 
     Raises
@@ -177,7 +177,7 @@ def _publish(loc: Location, tmp: Location, marker: bytes, overwrite: bool, input
 
 def check_committed(loc: Location) -> None:
     """Refuse a store that distsketch began to write but did not commit (on storage
-    without rename; use :meth:`Location.check_committed <distsketch.io.location.Location.check_committed>`).
+    without rename; use :meth:`~distsketch.io.storage.location.Location.check_committed`).
 
     A prefix with the distsketch marker but no manifest is an interrupted
     write (see the module docstring); a store without either was not written

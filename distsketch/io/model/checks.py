@@ -2,7 +2,7 @@
 
 A model store is untrusted: its arrays may have lost chunks, have been
 replaced by arrays of another shape, or come from another installation.
-:func:`distsketch.io.model.load` runs these checks so that a damaged model is
+:func:`distsketch.io.model.store.load` runs these checks so that a damaged model is
 a :class:`~distsketch.errors.StoreError` naming the array, never all-zero
 features or an error deep inside a matrix product.
 """
@@ -19,7 +19,7 @@ import zarr
 
 from distsketch._version import __version__
 from distsketch.errors import MemoryBudgetError, StoreError, StoreVersionWarning
-from distsketch.io.stores import chunk_error_detail
+from distsketch.io.arrays.stores import chunk_error_detail
 
 __all__ = ["check_array", "check_consistency", "check_probe", "check_structure",
            "check_versions", "dtype_from_name", "library_versions"]
@@ -83,7 +83,7 @@ def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
         checksum codec, a missing chunk, or a chunk that cannot be decoded or
         whose checksum does not match (naming the chunk).
     """
-    from distsketch.io.codecs import has_checksum
+    from distsketch.io.storage.codecs import has_checksum
 
     dt = dtype_from_name(arr.dtype, where)
     shape = desc.get("shape")
@@ -103,7 +103,7 @@ def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
                          "writes on every array; the array was replaced or its metadata edited. "
                          "Restore the model store or re-save the model.")
     if arr.size and arr.nchunks_initialized < arr.nchunks:
-        from distsketch.io.arrays import missing_chunks
+        from distsketch.io.arrays.access import missing_chunks
 
         missing = missing_chunks(arr)
         raise StoreError(
@@ -172,7 +172,7 @@ def check_consistency(est: Any, path: Path | str) -> None:
     of width ``n_features_in_`` through ``transform`` (or ``predict``): a
     replaced array of the wrong shape fails there, and is reported with the
     shapes of the model's arrays.  :func:`check_structure` then
-    :func:`check_probe` (:func:`distsketch.io.model.load` checks the store's
+    :func:`check_probe` (:func:`distsketch.io.model.store.load` checks the store's
     digests between the two).
 
     Notes

@@ -21,13 +21,13 @@ A model store is untrusted input.  Every class it names is looked up in
 list of scikit-learn types) before anything is imported; values are plain
 JSON, numeric arrays, numeric NumPy dtypes or nested stored classes; nothing
 is ever unpickled.  A local store holding a symbolic link is refused before
-anything in it is read (:func:`distsketch.io.stores.refuse_links`).  Arrays
+anything in it is read (:func:`distsketch.io.arrays.stores.refuse_links`).  Arrays
 are checked against the shape and dtype recorded beside them, for missing
 chunks and for their checksum codec (every chunk is read through a CRC-32C
 check); the store is checked against the digests its manifest records
-(:mod:`distsketch.io.digests`: every group's attributes, every array's
+(:mod:`distsketch.io.commit.digests`: every group's attributes, every array's
 metadata, every chunk's CRC-32C at its position), and the loaded estimator is
-checked for consistency (:mod:`distsketch.io.model_checks`) before it is
+checked for consistency (:mod:`distsketch.io.model.checks`) before it is
 returned.
 
 Only the current format is read: every check above applies to every store,
@@ -47,16 +47,17 @@ import zarr
 
 from distsketch import registry
 from distsketch.errors import MemoryBudgetError, StoreError
-from distsketch.io.codecs import codecs
-from distsketch.io.digests import (
+from distsketch.io.arrays.stores import consolidate
+from distsketch.io.commit.digests import (
     MODEL_DIGESTS_KEY,
     model_digests,
     own_group,
     verify_model_digests,
 )
-from distsketch.io.jsonable import from_tagged_json, to_tagged_json
-from distsketch.io.manifest import provenance, read_manifest, write_manifest
-from distsketch.io.model_checks import (
+from distsketch.io.commit.jsonable import from_tagged_json, to_tagged_json
+from distsketch.io.commit.manifest import provenance, read_manifest, write_manifest
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.model.checks import (
     check_array,
     check_probe,
     check_structure,
@@ -64,9 +65,8 @@ from distsketch.io.model_checks import (
     dtype_from_name,
     library_versions,
 )
-from distsketch.io.publish import atomic_output
-from distsketch.io.stores import consolidate
-from distsketch.io.urls import Location, resolve
+from distsketch.io.storage.codecs import codecs
+from distsketch.io.storage.urls import Location, resolve
 
 __all__ = ["FORMAT_VERSION", "load", "save_model"]
 

@@ -56,6 +56,12 @@ class ReadOptions:
     header: bool | None = None
     label_column: int | str | None = None
     class_labels: bool | None = None
+    #: table columns left out (header names or indices; ``""`` names an unnamed column)
+    drop_columns: tuple[int | str, ...] = ()
+    #: ``"yes-no"``: feature columns of yes/no (or true/false) words are read as 1/0
+    boolean_columns: str | None = None
+    #: the header names read into X, in this order (every other column is left out)
+    select_columns: tuple[str, ...] | None = None
 
 
 @dataclass

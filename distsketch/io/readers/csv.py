@@ -9,23 +9,27 @@ Nothing is guessed silently: the first line is a header only by the rule of
 :func:`is_header` (or ``header=``), numbers are ASCII decimals
 (:func:`is_number`), and a label column (``label_column=``) holds numbers or
 class names by its first label (or ``class_labels=``).
+
+Over 500 lines because the delimited-text rules (header, quoting, labels, dropped and
+yes/no columns) are one reader's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from distsketch.errors import InputError
-from distsketch.io.class_codes import MAX_CLASSES, class_name_clash, class_name_problem, nfc
+from distsketch.io.arrays.class_codes import MAX_CLASSES, class_name_clash, class_name_problem, nfc
 from distsketch.io.readers.base import (
     Block,
     Header,
@@ -39,8 +43,18 @@ from distsketch.io.readers.base import (
 from distsketch.io.readers.lines import line_reader
 from distsketch.validation.finite import check_exact_integers
 
-__all__ = ["MAX_CLASSES", "CsvReader", "LabelColumn", "is_header", "is_number",
-           "label_column_index"]
+__all__ = ["BOOLEAN_WORDS", "COLUMN_OPTIONS_HINT", "MAX_CLASSES", "CsvReader", "LabelColumn",
+           "boolean_value", "dropped_column_indices", "is_header", "is_number",
+           "is_row_names_header", "label_column_index", "selected_column_indices"]
+
+#: the words a yes/no column holds (any case), read as 1 and 0 with boolean_columns="yes-no"
+BOOLEAN_WORDS = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0}
+
+#: what to do with a column that is not numbers (the end of every such message)
+COLUMN_OPTIONS_HINT = ("Leave the column out with drop_columns= (CLI: --drop-column NAME, "
+                       "repeatable), read yes/no and true/false columns as 1/0 with "
+                       "boolean_columns='yes-no' (CLI: --boolean-columns yes-no), or name the "
+                       "labels with label_column= (CLI: --label-column).")
 
 
 class CsvReader(Reader):
@@ -66,128 +80,243 @@ class CsvReader(Reader):
             # utf-8-sig: a byte-order mark at the start is dropped, not read as part of a number
             f = io.TextIOWrapper(fb, encoding="utf-8-sig", errors="strict", newline=None)
             readline = line_reader(f, source)  # a line longer than the budget allows is refused
-            lineno = 0
-            skip = options.skip_header
-            # skipped lines are not names; otherwise a header is declared or detected
-            header_rule = options.header if options.header is not None else \
-                (False if skip is not None else None)
-            skipped: list[str] = []
-            names: list[str] | None = None
-            first: str | None = None
-            first_lineno = 0
-            while True:
-                try:
-                    line = readline(lineno + 1)
-                except UnicodeDecodeError as exc:
-                    raise InputError(f"{source}: not UTF-8 text near line {lineno + 1} ({exc}); "
-                                     "is it a binary file? pass format=.") from exc
+            head = _read_head(readline, options, delimiter, source)
+            plan = _plan_columns(head, options, source)
+            labels = plan.labels
+            yield Stream(Header(len(plan.keep), None, None, size, labelled=labels is not None,
+                                info=_header_info(head, plan),
+                                label_dtype=None if labels is None else labels.dtype,
+                                classes=labels.classes if labels and labels.classes_mode
+                                else None),
+                         _Blocks(head, plan, readline, raw, source))
+
+
+@dataclasses.dataclass
+class _Head:
+    """A CSV's lines before its data, and its first data line."""
+
+    #: as given, or ``","`` when the first lines are comma-separated
+    delimiter: str | None
+    #: the skipped lines and the header line, as written (the header info's ``header``)
+    skipped: list[str]
+    #: the header's names (None without a header line)
+    names: list[str] | None
+    first: str
+    first_lineno: int
+    first_tokens: list[str]
+
+
+def _read_head(readline: Callable[[int], str], options: ReadOptions, delimiter: str | None,
+               source: Path) -> _Head:
+    """Read the skipped lines, the header line (declared or detected) and the first data line.
+
+    Raises
+    ------
+    InputError
+        The text is not UTF-8, there is no data line, or the header's names
+        do not match the first data line's fields.
+    """
+    lineno = 0
+    skip = options.skip_header
+    # skipped lines are not names; otherwise a header is declared or detected
+    header_rule = options.header if options.header is not None else \
+        (False if skip is not None else None)
+    skipped: list[str] = []
+    names: list[str] | None = None
+    first: str | None = None
+    first_lineno = 0
+    while True:
+        try:
+            line = readline(lineno + 1)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{source}: not UTF-8 text near line {lineno + 1} ({exc}); "
+                             "is it a binary file? pass format=.") from exc
+        if not line:
+            break
+        lineno += 1
+        if skip is not None and lineno <= skip:
+            skipped.append(line.rstrip("\r\n"))
+            continue
+        tokens = _split_tokens(line, delimiter)
+        if not tokens:
+            continue
+        if delimiter is None and "," in line and not all(map(is_number, tokens)):
+            delimiter = ","
+            tokens = _split_tokens(line, delimiter)
+        if names is None and (header_rule or (header_rule is None and (
+                is_header(tokens) or is_row_names_header(tokens)))):
+            names = tokens
+            skipped.append(line.rstrip("\r\n"))
+            continue
+        first, first_lineno = line, lineno
+        break
+    if first is None:
+        raise InputError(f"{source}: no data rows (only {lineno} header/blank/comment "
+                         "line(s)); nothing to ingest.")
+    first_tokens = _split_tokens(first, delimiter)
+    if names is not None and len(names) != len(first_tokens):
+        raise InputError(
+            f"{source}: the header has {len(names)} names but line {first_lineno} has "
+            f"{len(first_tokens)} fields. Fix the header, or pass header=False (CLI: --no-header) "
+            "if that line is data.")
+    return _Head(delimiter, skipped, names, first, first_lineno, first_tokens)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """Which of a CSV's columns are the label, dropped, kept (as X) and read as yes/no."""
+
+    n_cols: int
+    labels: LabelColumn | None
+    #: the file's columns that become X, in order (X's column c is file column keep[c])
+    keep: list[int]
+    dropped: list[int]
+    yes_no: list[int]
+    columns: _Columns
+
+
+def _plan_columns(head: _Head, options: ReadOptions, source: Path) -> _Plan:
+    """Plan the columns by the options, the header's names and the first data line.
+
+    Raises
+    ------
+    InputError
+        A label, dropped or selected column the file lacks, or no feature
+        column left.
+    """
+    names, first_tokens = head.names, head.first_tokens
+    n_cols = len(first_tokens)
+    label = label_column_index(options, names, n_cols, source)
+    dropped = dropped_column_indices(options, names, n_cols, source, label)
+    labels = None if label is None else LabelColumn(
+        label, first_tokens[label], options.class_labels, head.first_lineno)
+    keep = [j for j in range(n_cols) if j != label and j not in dropped]
+    if options.select_columns is not None:
+        keep = selected_column_indices(options.select_columns, names, source, label)
+        dropped = [j for j in range(n_cols) if j != label and j not in keep]
+    if not keep:
+        raise InputError(f"{source}: every column is dropped or is the label column, "
+                         "which leaves no features.")
+    # yes/no columns are told by their first value, as a label column's kind is
+    yes_no = [] if options.boolean_columns is None else \
+        [j for j in keep if first_tokens[j].strip().lower() in BOOLEAN_WORDS]
+    columns = _Columns(keep, dropped, yes_no, names, options.boolean_columns is not None)
+    return _Plan(n_cols, labels, keep, dropped, yes_no, columns)
+
+
+def _header_info(head: _Head, plan: _Plan) -> dict[str, Any]:
+    """The header's ``info``: delimiter, header lines, and the columns' names or indices."""
+    names = head.names
+    info: dict[str, Any] = {"delimiter": head.delimiter, "header": head.skipped}
+    if names is not None:
+        info["feature_names"] = [names[j] for j in plan.keep]
+    if plan.dropped:
+        info["dropped_columns"] = [names[j] if names is not None else j for j in plan.dropped]
+    if plan.yes_no:
+        info["yes_no_columns"] = [names[j] if names is not None else j for j in plan.yes_no]
+    if plan.labels is not None:
+        info["label_column"] = names[plan.labels.column] if names is not None else \
+            plan.labels.column
+        info["labels"] = "classes" if plan.labels.classes_mode else "numbers"
+    return info
+
+
+class _Blocks:
+    """A CSV's rows from its first data line on, as blocks: ``blocks(rows)`` (lazily)."""
+
+    def __init__(self, head: _Head, plan: _Plan, readline: Callable[[int], str],
+                 raw: IO[bytes], source: Path):
+        self.head, self.plan, self.readline, self.raw, self.source = \
+            head, plan, readline, raw, source
+        labels, names = plan.labels, head.names
+        self.label_name = None if labels is None else (
+            repr(names[labels.column]) if names is not None else str(labels.column))
+
+    def __call__(self, rows: int) -> Iterator[Block]:
+        """Blocks of ``rows`` lines (fewer rows where lines are blank or comments)."""
+        delimiter, keep = self.head.delimiter, self.plan.keep
+        pending = [self.head.first]
+        block_first_line = self.head.first_lineno
+        done = 0
+        while True:
+            self._read_lines(pending, rows, block_first_line)
+            if not pending:
+                break
+            block = self._parse(pending, block_first_line)
+            line_of = _line_numbers(pending, block_first_line, delimiter)
+            y = self._labels(block, pending, block_first_line, done, line_of)
+            if len(keep) != self.plan.n_cols:
+                block = block[:, keep]
+            yield Block(block, y, self.raw.tell(), line_of,
+                        _inexact(block, pending, block_first_line, delimiter, keep))
+            block_first_line += len(pending)
+            done += block.shape[0]
+            last = len(pending) < rows
+            pending = []
+            if last:
+                break
+
+    def _read_lines(self, pending: list[str], rows: int, block_first_line: int) -> None:
+        """Append the block's next lines to ``pending``, up to ``rows`` lines in all."""
+        try:
+            while len(pending) < rows:
+                line = self.readline(block_first_line + len(pending))
                 if not line:
                     break
-                lineno += 1
-                if skip is not None and lineno <= skip:
-                    skipped.append(line.rstrip("\r\n"))
-                    continue
-                tokens = _split_tokens(line, delimiter)
-                if not tokens:
-                    continue
-                if delimiter is None and "," in line and not all(map(is_number, tokens)):
-                    delimiter = ","
-                    tokens = _split_tokens(line, delimiter)
-                if names is None and (header_rule or (header_rule is None and is_header(tokens))):
-                    names = tokens
-                    skipped.append(line.rstrip("\r\n"))
-                    continue
-                first, first_lineno = line, lineno
-                break
-            if first is None:
-                raise InputError(f"{source}: no data rows (only {lineno} header/blank/comment "
-                                 "line(s)); nothing to ingest.")
-            first_tokens = _split_tokens(first, delimiter)
-            n_cols = len(first_tokens)
-            if names is not None and len(names) != n_cols:
-                raise InputError(
-                    f"{source}: the header has {len(names)} names but line {first_lineno} has "
-                    f"{n_cols} fields. Fix the header, or pass header=False (CLI: --no-header) "
-                    "if that line is data.")
-            label = label_column_index(options, names, n_cols, source)
-            labels = None if label is None else LabelColumn(
-                label, first_tokens[label], options.class_labels, first_lineno)
-            n_x = n_cols - (label is not None)
+                pending.append(line)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{self.source}: not UTF-8 text after line "
+                             f"{block_first_line} ({exc}); is it a binary file?") from exc
 
-            label_name = None if labels is None else (
-                repr(names[labels.column]) if names is not None else str(labels.column))
+    def _converters(self) -> dict[int | str, Callable[[str], Any]]:
+        """loadtxt's converters: class names to codes, yes/no to 1/0, dropped fields unread."""
+        labels = self.plan.labels
+        conv: dict[int | str, Callable[[str], Any]] = \
+            {} if labels is None or not labels.classes_mode else {labels.column: labels.code}
+        # a dropped column is never parsed: any text there is fine
+        conv.update(dict.fromkeys(self.plan.dropped, _ignored))
+        conv.update(dict.fromkeys(self.plan.yes_no, boolean_value))
+        return conv
 
-            def blocks(rows: int) -> Iterator[Block]:
-                pending = [first]
-                block_first_line = first_lineno
-                done = 0
-                while True:
-                    try:
-                        while len(pending) < rows:
-                            line = readline(block_first_line + len(pending))
-                            if not line:
-                                break
-                            pending.append(line)
-                    except UnicodeDecodeError as exc:
-                        raise InputError(f"{source}: not UTF-8 text after line "
-                                         f"{block_first_line} ({exc}); is it a binary file?") \
-                            from exc
-                    if not pending:
-                        break
-                    conv: dict[int | str, Callable[[str], Any]] = \
-                        {} if labels is None or not labels.classes_mode else \
-                        {labels.column: labels.code}
-                    try:
-                        # a block of only blank/comment lines is legitimately empty
-                        with np.errstate(all="ignore"), warnings.catch_warnings():
-                            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                            block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
-                                               comments="#", ndmin=2, quotechar='"',
-                                               converters=conv or None)
-                    except ValueError:
-                        raise _diagnose(pending, block_first_line, delimiter, n_cols,
-                                        source, labels) from None
-                    if block.size and block.shape[1] != n_cols:
-                        raise _diagnose(pending, block_first_line, delimiter, n_cols, source,
-                                        labels)
-                    if not block.shape[0]:
-                        block = np.empty((0, n_cols))
-                    y = None
-                    line_of = _line_numbers(pending, block_first_line, delimiter)
-                    if labels is not None:
-                        y = block[:, labels.column]
-                        if labels.classes_mode:
-                            y = y.astype(np.int32)
-                        else:
-                            y = y.copy()
-                            # numeric labels are float64: 2**60 + 1 and 2**60 + 2 must not
-                            # become one label
-                            check_exact_integers(
-                                y, np.float64, where=str(source), row_start=done,
-                                line_of=line_of, column=lambda _: f"label column {label_name}",
-                                inexact=_inexact(y[:, None], pending, block_first_line,
-                                                 delimiter, None, labels.column),
-                                hint=NUMERIC_LABELS_HINT)
-                        block = np.delete(block, labels.column, axis=1)
-                    yield Block(block, y, raw.tell(), line_of,
-                                _inexact(block, pending, block_first_line, delimiter,
-                                         None if labels is None else labels.column))
-                    block_first_line += len(pending)
-                    done += block.shape[0]
-                    last = len(pending) < rows
-                    pending = []
-                    if last:
-                        break
+    def _parse(self, pending: list[str], block_first_line: int) -> np.ndarray:
+        """The block's lines as float64, every column of the file (a bad line named)."""
+        delimiter, n_cols, plan = self.head.delimiter, self.plan.n_cols, self.plan
+        conv = self._converters()
+        try:
+            # a block of only blank/comment lines is legitimately empty
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "loadtxt: input contained no data")
+                block = np.loadtxt(pending, dtype=np.float64, delimiter=delimiter,
+                                   comments="#", ndmin=2, quotechar='"',
+                                   converters=conv or None)
+        except ValueError:
+            raise _diagnose(pending, block_first_line, delimiter, n_cols,
+                            self.source, plan.labels, plan.columns) from None
+        if block.size and block.shape[1] != n_cols:
+            raise _diagnose(pending, block_first_line, delimiter, n_cols, self.source,
+                            plan.labels, plan.columns)
+        if not block.shape[0]:
+            block = np.empty((0, n_cols))
+        return block
 
-            info: dict[str, Any] = {"delimiter": delimiter, "header": skipped}
-            if names is not None:
-                info["feature_names"] = [n for j, n in enumerate(names) if j != label]
-            if labels is not None:
-                info["label_column"] = names[labels.column] if names is not None else labels.column
-                info["labels"] = "classes" if labels.classes_mode else "numbers"
-            yield Stream(Header(n_x, None, None, size, labelled=labels is not None, info=info,
-                                label_dtype=None if labels is None else labels.dtype,
-                                classes=labels.classes if labels and labels.classes_mode else None), blocks)
+    def _labels(self, block: np.ndarray, pending: list[str], block_first_line: int, done: int,
+                line_of: Callable[[int], int]) -> np.ndarray | None:
+        """The block's labels: class codes as int32, numbers as float64 (checked exact)."""
+        labels = self.plan.labels
+        if labels is None:
+            return None
+        y = block[:, labels.column]
+        if labels.classes_mode:
+            return y.astype(np.int32)
+        y = y.copy()
+        # numeric labels are float64: 2**60 + 1 and 2**60 + 2 must not become one label
+        check_exact_integers(
+            y, np.float64, where=str(self.source), row_start=done,
+            line_of=line_of, column=lambda _: f"label column {self.label_name}",
+            inexact=_inexact(y[:, None], pending, block_first_line,
+                             self.head.delimiter, [labels.column]),
+            hint=NUMERIC_LABELS_HINT)
+        return y
 
 
 def is_number(token: str) -> bool:
@@ -207,6 +336,120 @@ def is_header(tokens: list[str]) -> bool:
 
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\Z",
                      re.IGNORECASE | re.ASCII)
+
+
+def is_row_names_header(tokens: list[str]) -> bool:
+    """A header whose first field is empty and the others names: R's ``write.csv`` writes one,
+    the empty-named first column holding row names (``"1"``, ``"2"``, ...), which is dropped."""
+    return len(tokens) > 1 and tokens[0] == "" and is_header(tokens[1:])
+
+
+def boolean_value(token: str) -> float:
+    """1.0 for yes/true, 0.0 for no/false (any case); ValueError for anything else."""
+    return BOOLEAN_WORDS[token.strip().lower()]
+
+
+def _ignored(token: str) -> float:
+    """The value of a dropped column's field: never used, so never parsed."""
+    return 0.0
+
+
+def dropped_column_indices(options: ReadOptions, names: list[str] | None, n_cols: int,
+                           source: Path, label: int | None = None) -> list[int]:
+    """The sorted indices of ``options.drop_columns`` (header names or indices), plus an
+    empty-named first column (:func:`is_row_names_header`).
+
+    Shared by the readers of tables (CSV, Parquet).
+
+    Raises
+    ------
+    InputError
+        A name the header lacks or holds twice, an index out of range, or the
+        label column.
+    """
+    out: set[int] = set()
+    for col in options.drop_columns:
+        if isinstance(col, str) and not (names is None and _is_index(col)):
+            if names is None:
+                raise InputError(f"{source}: drop column {col!r} is a name, but the file has no "
+                                 "header line of names; give the column's index (0 is the "
+                                 "first).")
+            where = [j for j, n in enumerate(names) if n == col]
+            if not where:
+                raise InputError(f"{source}: no column named {col!r} to drop; the header names "
+                                 f"{', '.join(map(repr, names[:20]))}"
+                                 f"{' ...' if len(names) > 20 else ''}.")
+            out.update(where)  # every column of that name: none of them is wanted
+            continue
+        j = int(col)
+        if not -n_cols <= j < n_cols:
+            raise InputError(f"{source}: drop column {j} is out of range: the rows have "
+                             f"{n_cols} fields (indices 0..{n_cols - 1}, or -1 for the last).")
+        out.add(j % n_cols)
+    if names is not None and names and names[0] == "":
+        out.add(0)  # R's row names: an unnamed first column is never a feature
+    if label is not None and label in out:
+        raise InputError(f"{source}: column {label} is both the label column and dropped; "
+                         "drop another column or name another label column.")
+    return sorted(out)
+
+
+def selected_column_indices(selected: tuple[str, ...], names: list[str] | None, source: Path,
+                            label: int | None = None) -> list[int]:
+    """The indices of the header names ``selected``, in that order (a table's columns read
+    by name, e.g. the columns a model was fitted on).
+
+    Raises
+    ------
+    InputError
+        The file has no header, or lacks a name, or holds one twice.
+    """
+    if names is None:
+        raise InputError(f"{source}: the columns are chosen by name ({', '.join(selected[:5])}"
+                         f"{' ...' if len(selected) > 5 else ''}), but the file has no header "
+                         "line of names; add one, or pass header=True (CLI: --header) if line 1 "
+                         "holds the names.")
+    missing = [c for c in selected if c not in names]
+    if missing:
+        raise InputError(f"{source}: no column named {', '.join(map(repr, missing[:10]))}"
+                         f"{' ...' if len(missing) > 10 else ''}; the columns needed are "
+                         f"{', '.join(map(repr, selected[:20]))}{' ...' if len(selected) > 20 else ''}"
+                         f" and the header names {', '.join(map(repr, names[:20]))}"
+                         f"{' ...' if len(names) > 20 else ''}.")
+    twice = [c for c in selected if names.count(c) > 1]
+    if twice:
+        raise InputError(f"{source}: the header names {twice[0]!r} more than once, so the column "
+                         "to read is ambiguous; rename the duplicate columns.")
+    keep = [names.index(c) for c in selected]
+    if label is not None and label in keep:
+        raise InputError(f"{source}: column {names[label]!r} is both the label column and a "
+                         "feature column.")
+    return keep
+
+
+def _is_index(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _Columns:
+    """How a CSV's columns are read, for messages: kept, dropped, yes/no, and their names."""
+
+    def __init__(self, keep: list[int], dropped: list[int], yes_no: list[int],
+                 names: list[str] | None, yes_no_option: bool):
+        self.keep = keep
+        self.yes_no_option = yes_no_option
+        self.dropped = set(dropped)
+        self.yes_no = set(yes_no)
+        self.names = names
+
+    def name(self, j: int) -> str:
+        """``column 3 ('age')``: the 1-based position and the header name, if any."""
+        named = f" ({self.names[j]!r})" if self.names is not None else ""
+        return f"column {j + 1}{named}"
 
 
 def label_column_index(options: ReadOptions, names: list[str] | None, n_cols: int,
@@ -307,11 +550,11 @@ NUMERIC_LABELS_HINT = ("Numeric labels are stored as float64, which holds intege
 
 
 def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | None,
-             label: int | None, only: int | None = None):
+             columns: list[int]):
     """The block's check for integers written in the file that a float dtype would round.
 
-    ``X`` is the block without the label column ``label``; with ``only``,
-    ``X`` is that one column of the file (the labels).
+    ``X`` holds the file's columns ``columns`` (its column ``c`` is the
+    file's ``columns[c]``).
     """
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
@@ -323,8 +566,7 @@ def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | 
         data = [ln for ln in lines if _split_tokens(ln, delimiter)]
         for r, c in zip(*np.nonzero(cand)):
             tokens = _split_tokens(data[r], delimiter)
-            text = tokens[only if only is not None else
-                          c + (label is not None and c >= label)].strip()
+            text = tokens[columns[c]].strip()
             # written as a float (1e30), rounding it is the cast's ordinary job
             if written_integer_rounds(text, dtype):
                 return int(r), int(c), text
@@ -386,7 +628,8 @@ def _split_tokens(line: str, delimiter: str | None) -> list[str]:
 
 
 def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
-              source: Path, labels: LabelColumn | None = None) -> InputError:
+              source: Path, labels: LabelColumn | None = None,
+              columns: _Columns | None = None) -> InputError:
     """Find the first bad line of a block that NumPy refused and describe it."""
     for i, line in enumerate(lines):
         tokens = _split_tokens(line, delimiter)
@@ -405,15 +648,36 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 if problem is not None:
                     return InputError(f"{source}, line {lineno}, column {j + 1}: {problem}")
                 continue
+            if columns is not None and j in columns.dropped:
+                continue
+            where = f"{source}, line {lineno}, {columns.name(j) if columns else f'column {j + 1}'}"
+            if columns is not None and j in columns.yes_no:
+                if t.strip().lower() in BOOLEAN_WORDS:
+                    continue
+                return InputError(
+                    f"{where}: {t!r} is not yes/no or true/false, but the column's first value "
+                    "is, so it is read as 1/0 (boolean_columns='yes-no'). Fix the value, or "
+                    "leave the column out with drop_columns= (CLI: --drop-column).")
             if not is_number(t):
                 quoted = f" (a quoted field holding the delimiter {delimiter!r} is one field)" \
                     if delimiter and delimiter in t else ""
+                if t.strip().lower() in BOOLEAN_WORDS:
+                    if columns is not None and columns.yes_no_option:
+                        return InputError(
+                            f"{where}: {t!r} is a yes/no value, but the column's first value is "
+                            "a number, so the column holds numbers. Fix the value, or leave the "
+                            "column out with drop_columns= (CLI: --drop-column).")
+                    return InputError(
+                        f"{where}: {t!r} is a yes/no (true/false) value, not a number. Pass "
+                        "boolean_columns='yes-no' (CLI: --boolean-columns yes-no) to read such "
+                        "columns as 1/0, or leave the column out with drop_columns= (CLI: "
+                        "--drop-column NAME, repeatable).")
                 return InputError(
-                    f"{source}, line {lineno}, column {j + 1}: {t!r} is not a number{quoted}. "
+                    f"{where}: {t!r} is not a number{quoted}. "
                     "Numbers are ASCII decimals such as -1.5e3 (no digit separators, no other "
                     "digits). Fix the value, or check the delimiter; a header line is a line "
-                    "of names only (else pass header=True, CLI: --header), and a label column "
-                    "is named with label_column= (CLI: --label-column)."
+                    "of names only (else pass header=True, CLI: --header). "
+                    + COLUMN_OPTIONS_HINT
                 )
         if n_cols is None:
             n_cols = len(tokens)

@@ -1,7 +1,7 @@
 """Rows added to an ingested store from arrays or files: the public :func:`append`.
 
-In-memory rows go through :class:`~distsketch.io.appending.StoreAppender`
-(:func:`distsketch.io.appending.append`); a file is streamed by the ingest
+In-memory rows go through :class:`~distsketch.io.arrays.appending.StoreAppender`
+(:func:`distsketch.io.arrays.appending.append`); a file is streamed by the ingest
 readers (``ingest(path, store, append=True)``, the CLI's ``ingest --append``),
 which drive the same appender.  This module sits above both, so the readers
 and the appender need not know each other's entry points.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import ConfigError
-from distsketch.io import appending
+from distsketch.io.arrays import appending
 from distsketch.io.readers.ingest import ingest
 
 __all__ = ["append"]

@@ -1,18 +1,27 @@
-""":func:`ingest`: any registered format into a row-chunked Zarr store, streamed."""
+""":func:`ingest`: any registered format into a row-chunked Zarr store, streamed.
+
+Over 500 lines because ingest's options, chunk sizing, label handling and commit are one
+streamed pass.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError, StoreError
-from distsketch.io.class_codes import class_name_clash, class_name_problem, nfc
-from distsketch.io.codecs import COMPRESSORS
+from distsketch.io.arrays.class_codes import class_name_clash, class_name_problem, nfc
+from distsketch.io.arrays.small_chunks import (
+    MAX_SMALL_CHUNKS,
+    MIN_CHUNK_BYTES,
+    chunk_rows_for,
+)
 from distsketch.io.readers.base import (
     Header,
     ReadOptions,
@@ -28,29 +37,14 @@ from distsketch.io.readers.idx import read_header as idx_header
 from distsketch.io.readers.progress import Progress
 from distsketch.io.readers.registry import find_reader
 from distsketch.io.readers.sink import RowWriter, ZarrSink
-from distsketch.io.urls import resolve
+from distsketch.io.storage.codecs import COMPRESSORS
+from distsketch.io.storage.urls import resolve
 from distsketch.validation.finite import check_finite_stored
 from distsketch.validation.params import Interval, StrOptions, validate_params
 
 __all__ = ["ingest"]
 
-_CHUNK_BYTES = 8 * 2**20
-# a store may have at most this many chunks smaller than MIN_CHUNK_BYTES: each chunk is a
-# file and a task in every later pass, so a million one-row chunks take hours, not seconds
-MIN_CHUNK_BYTES = 64 * 2**10
-MAX_SMALL_CHUNKS = 1000
 _PATH = [str, os.PathLike]
-
-
-def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
-                   n_rows: int | None = None) -> int:
-    """Rows per Zarr chunk: ``chunk_rows``, or about 8 MiB of rows (at most ``n_rows``)."""
-    if chunk_rows is not None:
-        return int(chunk_rows)
-    rows = max(1, _CHUNK_BYTES // max(1, n_cols * itemsize))
-    if n_rows is not None:
-        rows = min(rows, max(1, n_rows))
-    return int(rows)
 
 
 @validate_params({
@@ -64,6 +58,9 @@ def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
     "header": ["boolean", None],
     "label_column": [Interval(int, None, None), str, None],
     "class_labels": ["boolean", None],
+    "drop_columns": ["array-like", str, None],
+    "boolean_columns": [StrOptions({"yes-no"}), None],
+    "columns": ["array-like", None],
     "labels": [*_PATH, None],
     "zero_based": ["boolean", StrOptions({"auto"})],
     "allow_nan": ["boolean"],
@@ -86,6 +83,9 @@ def ingest(
     header: bool | None = None,
     label_column: int | str | None = None,
     class_labels: bool | None = None,
+    drop_columns: Sequence[int | str] | None = None,
+    boolean_columns: str | None = None,
+    columns: Sequence[str] | None = None,
     labels: str | os.PathLike | None = None,
     zero_based: bool | str = "auto",
     allow_nan: bool = False,
@@ -141,7 +141,7 @@ def ingest(
         the header holds twice is refused as ambiguous (give the index).
         Numeric labels are float64 (an integer beyond 2**53 is refused);
         class names are non-empty, at most
-        :data:`~distsketch.io.class_codes.MAX_CLASS_NAME` characters, and
+        :data:`~distsketch.io.arrays.class_codes.MAX_CLASS_NAME` characters, and
         never a spelling of NaN (a missing label, refused).
     class_labels : bool, optional
         Label column: True stores every label as a class name, False as a
@@ -150,6 +150,22 @@ def ingest(
         Class names are stored as int32 codes in ``y`` with the names in its
         ``classes`` attribute; ``fit``/``predict``/``score`` read them as the
         names (predictions are the names).
+    drop_columns : sequence of int or str, optional
+        CSV or Parquet: columns left out of ``X`` (never parsed), by header
+        name or index (0 is the first, -1 the last), e.g. an ID column.  A CSV
+        whose header's first field is empty (R's ``write.csv``: that column
+        holds row names) has that column dropped without being named; the
+        manifest lists the dropped columns (``dropped_columns``).
+    boolean_columns : {"yes-no"}, optional
+        CSV or Parquet: read feature columns of yes/no or true/false words
+        (any case) as 1/0.  A CSV column is one when its first value is such a
+        word; a Parquet column when it holds text.  The manifest lists them
+        (``yes_no_columns``).  Default: such words are refused as not numbers.
+    columns : sequence of str, optional
+        CSV or Parquet with column names: exactly these columns go to ``X``,
+        in this order (e.g. the columns a model was fitted on); every other
+        column but the label column is left out.  A name the table lacks, or
+        holds twice, is refused.
     labels : path-like, optional
         A 1-D idx (e.g. ``train-labels-idx1-ubyte.gz``) or ``.npy`` file of
         labels stored as ``y``; it must have as many records as ``source``.
@@ -215,17 +231,24 @@ def ingest(
         raise StoreError(f"{src} is a directory; ingest reads one file.")
     reader = find_reader(src, format)
     target_dtype(dtype, None)  # fail early on a bad dtype
-    from distsketch.graph.runtime import progress_enabled
+    from distsketch.graph.progress import progress_enabled
 
     show = progress_enabled(progress)
     options = ReadOptions(delimiter=delimiter, skip_header=skip_header, zero_based=zero_based,
                           n_features=n_features, header=header, label_column=label_column,
-                          class_labels=class_labels)
+                          class_labels=class_labels,
+                          drop_columns=_drop_columns(drop_columns),
+                          boolean_columns=boolean_columns,
+                          select_columns=None if columns is None else tuple(map(str, columns)))
     if header is not None and reader.name != "csv":
         raise ConfigError(f"{src}: header= applies to CSV files, not {reader.name}.")
     if (label_column is not None or class_labels is not None) and \
             not getattr(reader, "takes_label_column", False):
         raise ConfigError(f"{src}: label_column= and class_labels= apply to tables with "
+                          f"columns (CSV, Parquet), not {reader.name}.")
+    if (options.drop_columns or boolean_columns is not None or columns is not None) and \
+            not getattr(reader, "takes_label_column", False):
+        raise ConfigError(f"{src}: drop_columns=, boolean_columns= and columns= apply to tables with "
                           f"columns (CSV, Parquet), not {reader.name}.")
     out = resolve(dest, storage_options)
     if append:
@@ -257,10 +280,24 @@ def ingest(
     return out.user_path()
 
 
+def _drop_columns(columns: Sequence[int | str] | None) -> tuple[int | str, ...]:
+    """``drop_columns=`` as a tuple; a bare string is one column, not its characters."""
+    if columns is None:
+        return ()
+    if isinstance(columns, (str, int)):
+        return (columns,)
+    out = tuple(columns)
+    bad = [c for c in out if not isinstance(c, (str, int)) or isinstance(c, bool)]
+    if bad:
+        raise ConfigError(f"drop_columns= holds {bad[0]!r}; give header names (str) or column "
+                          "indices (int).")
+    return out
+
+
 def _append_file(src: Path, reader: Any, options: ReadOptions, out: Any,
                  labels: str | os.PathLike | None, allow_nan: bool, show: bool) -> Path | str:
     """``ingest(..., append=True)``: the rows of ``src`` appended to the store ``out``."""
-    from distsketch.io.appending import StoreAppender
+    from distsketch.io.arrays.appending import StoreAppender
 
     with StoreAppender.open(out) as app:
         if app.classes is not None and options.label_column is not None and \
@@ -317,7 +354,7 @@ def _column_order(src: Path, hdr: Header, manifest: dict, xa: Any, url: str) -> 
     """Columns of ``src`` in the store's feature order, or None to keep them as they are.
 
     The file's names (a CSV header, Parquet columns) are matched to the
-    store's feature names (:func:`distsketch.io.appending.match_columns`); a
+    store's feature names (:func:`distsketch.io.arrays.appending.match_columns`); a
     file or store without names is matched by position.
 
     Raises
@@ -325,7 +362,7 @@ def _column_order(src: Path, hdr: Header, manifest: dict, xa: Any, url: str) -> 
     InputError
         The file's columns (or label column) are not the store's, naming both.
     """
-    from distsketch.io.appending import match_columns
+    from distsketch.io.arrays.appending import match_columns
 
     given = hdr.info.get("feature_names")
     if not isinstance(given, list) or not all(isinstance(n, str) for n in given):

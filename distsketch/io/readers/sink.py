@@ -26,12 +26,12 @@ import numpy as np
 import zarr
 
 from distsketch.errors import StoreError
-from distsketch.io.layout import LAYOUT_KEY
-from distsketch.io.manifest import provenance, write_manifest
-from distsketch.io.publish import atomic_output
-from distsketch.io.stores import consolidate, zarr_store
-from distsketch.io.urls import Location
-from distsketch.io.writes import create_array, layout_of
+from distsketch.io.arrays.stores import consolidate, zarr_store
+from distsketch.io.arrays.writes import create_array, layout_of
+from distsketch.io.commit.layout import LAYOUT_KEY
+from distsketch.io.commit.manifest import provenance, write_manifest
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.storage.urls import Location
 
 __all__ = ["RowWriter", "ZarrSink"]
 
@@ -140,7 +140,7 @@ class ZarrSink:
             if self.attrs.get(name):
                 zarr.open_array(zarr_store(self.tmp.child(name)), mode="r+").attrs.update(
                     self.attrs[name])
-        # what readers check the arrays against (io.layout)
+        # what readers check the arrays against (io.commit.layout)
         manifest[LAYOUT_KEY] = layout_of(self.tmp, sorted(self.writers))
         root = zarr.open_group(store=zarr_store(self.tmp), mode="r+")
         root.attrs["ingest"] = {k: manifest[k] for k in ("source", "format", "rows", "n_features")}

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 
 from distsketch.errors import StoreError
-from distsketch.io.urls import Location
+from distsketch.io.storage.urls import Location
 
 __all__ = ["WriterClaim", "claimed", "read_lease_object"]
 

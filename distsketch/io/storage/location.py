@@ -1,18 +1,18 @@
 """One storage protocol: a :class:`Location` with capabilities, one subclass per storage kind.
 
-:func:`distsketch.io.urls.resolve` turns a path or URL into a
-:class:`~distsketch.io.storage_kinds.LocalLocation` (the local file system)
-or an :class:`~distsketch.io.storage_kinds.FsspecLocation` (any other fsspec
+:func:`distsketch.io.storage.urls.resolve` turns a path or URL into a
+:class:`~distsketch.io.commit.kinds.LocalLocation` (the local file system)
+or an :class:`~distsketch.io.commit.kinds.FsspecLocation` (any other fsspec
 filesystem: ``s3://``, ``gs://``, ``memory://`` ...).  Every writer, lock,
 claim and workflow state asks the location what it needs (open a Zarr store,
 commit an output, take a lock, list a prefix ...) instead of asking which kind
 it is.  This base class does what fsspec calls do alike everywhere and
 declares the rest; what differs between kinds (how an output is committed, how
 a folder is locked, whether links are checked) lives in
-:mod:`distsketch.io.storage_kinds`, once.
+:mod:`distsketch.io.commit.kinds`, once.
 
 A new storage kind is one more subclass, registered with
-:func:`distsketch.io.urls.register_kind` (see docs/architecture.md).  The
+:func:`distsketch.io.storage.urls.register_kind` (see docs/architecture.md).  The
 subclasses live above the modules they call (commits, safety rules, locks),
 which themselves only name this base class: ``io`` has no import circle.
 """
@@ -34,7 +34,7 @@ __all__ = ["Location"]
 
 @dataclasses.dataclass(frozen=True)
 class Location:
-    """A resolved storage location (made by :func:`~distsketch.io.urls.resolve`; see the
+    """A resolved storage location (made by :func:`~distsketch.io.storage.urls.resolve`; see the
     module docstring).
 
     Attributes
@@ -244,7 +244,7 @@ class Location:
         raise NotImplementedError
 
     def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
-        """:func:`distsketch.io.safety.check_output` for this location."""
+        """:func:`distsketch.io.storage.safety.check_output` for this location."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ commits and locks
@@ -252,7 +252,7 @@ class Location:
     def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()
                       ) -> contextlib.AbstractContextManager[Location]:
         """A temporary location that becomes this one when the block succeeds
-        (:func:`distsketch.io.publish.atomic_output`)."""
+        (:func:`distsketch.io.commit.publish.atomic_output`)."""
         raise NotImplementedError
 
     def run_lock(self, wait: bool | float, force: bool = False
@@ -272,7 +272,7 @@ class Location:
 
     def clean_leftovers(self) -> None:
         """Under a lock on the parent: remove the temporary ``.<name>.tmp-*`` prefixes that
-        killed writers of this output left (never read; :mod:`distsketch.io.publish`)."""
+        killed writers of this output left (never read; :mod:`distsketch.io.commit.publish`)."""
         parent = self.parent
         for name in parent.list_names():
             if name.startswith(f".{self.name}.tmp-"):

@@ -1,11 +1,11 @@
 """Output-folder locks, writer locks, and recovery of interrupted atomic swaps.
 
-One run at a time per folder (:meth:`distsketch.io.location.Location.run_lock`):
+One run at a time per folder (:meth:`distsketch.io.storage.location.Location.run_lock`):
 :func:`folder_lock` (an ``fcntl`` lock file) on the local file system,
 :func:`lease_lock` (a lease object with a heartbeat, :class:`ObjectLock`)
 elsewhere.  One writer at a time per local store: :func:`store_flock`.
 
-:func:`distsketch.io.atomic.atomic_dir` builds an output under
+:func:`distsketch.io.commit.atomic.atomic_dir` builds an output under
 ``.<name>.tmp-<id>`` and swaps it in with two renames (old output aside as
 ``.<name>.old-<id>``, new one in).  A process killed between the renames, or
 while writing, leaves these siblings behind; :func:`recover_swap` and
@@ -227,7 +227,7 @@ class ObjectLock:
         self._thread: threading.Thread | None = None
 
     def _read(self) -> dict | None:
-        from distsketch.io.claims import read_lease_object
+        from distsketch.io.storage.claims import read_lease_object
 
         # a body that is not a JSON object: treated as stale; an object that cannot be read
         # at all (access denied): a StoreError naming it

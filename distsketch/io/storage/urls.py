@@ -1,7 +1,7 @@
 """Storage locations: local paths and fsspec URLs, understood in one place.
 
 Every path distsketch reads or writes goes through :func:`resolve`, which
-turns it into a :class:`~distsketch.io.location.Location` (what each kind of
+turns it into a :class:`~distsketch.io.storage.location.Location` (what each kind of
 storage can do lives there):
 
 * a local path is made absolute *here, on the client* (``~`` expanded), so a
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distsketch.errors import ConfigError, StoreError
-from distsketch.io.location import Location
+from distsketch.io.storage.location import Location
 
 __all__ = ["CONFIG_KEY", "Location", "is_url", "merge_options", "register_kind", "resolve",
            "storage_options"]
@@ -102,7 +102,7 @@ def register_kind(cls: type[Location], protocol: str) -> None:
 
     ``"file"`` is the local file system, ``""`` every fsspec protocol that has
     no class of its own.  The built-in kinds are registered by
-    :mod:`distsketch.io.storage_kinds` (imported with :mod:`distsketch.io`).
+    :mod:`distsketch.io.commit.kinds` (imported with :mod:`distsketch.io`).
     """
     _KINDS[protocol] = cls
 

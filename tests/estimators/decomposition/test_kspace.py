@@ -10,8 +10,9 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import train_test_split
 
 from distsketch.errors import ConfigError, InputError, NotFittedError
-from distsketch.estimators.kspace import KernelPCR, KSpaceKernelPCA
-from distsketch.estimators.kspace_classifier import KernelPCRClassifier
+from distsketch.estimators.decomposition.kspace import KernelPCR, KSpaceKernelPCA
+from distsketch.estimators.decomposition.kspace_classifier import KernelPCRClassifier
+from distsketch.footprint import Footprint
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(size=(240, 4))
@@ -132,7 +133,7 @@ def test_pcr_regression_matches_least_squares_on_embedding():
 
 
 def test_save_load_roundtrip(tmp_path):
-    from distsketch.io.model import load
+    from distsketch.io.model.store import load
 
     est = _ks(n_components=K, sketch_dim=20, embed_size=40, n_landmarks=30,
                           random_state=0).fit(A)
@@ -194,7 +195,7 @@ def test_sampled_fit_is_split_into_blocks_within_the_task_budget():
         km = whole.kspace_
         with pytest.raises(MemoryBudgetError):
             reduce_blocks(SketchGram(km.sketch_S_._map_block, km.sketch_T_._map_block),
-                          XS[:2000], block_rows=2000, bytes_per_row=per_row)
+                          XS[:2000], block_rows=2000, footprint=Footprint(per_row=per_row))
         # ... but the fit plans blocks of the sample and of X that fit, with the same answer
         blocked = KernelPCR(**PAPER_LIKE).fit(XS, YS)
     assert blocked.kspace_.n_samples_seen_ == whole.kspace_.n_samples_seen_ == 2000

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.dot_product import DotProductKernelSketch, GaussianSketch
+from distsketch.estimators.features.dot_product import DotProductKernelSketch, GaussianSketch
 from distsketch.metrics import relative_kernel_error
 from distsketch.ops.kernels import pairwise_kernel
 
@@ -205,7 +205,7 @@ def test_gaussian_fit_and_transform_independent_of_row_chunking(rows, fit_rows):
                                   lambda: DotProductKernelSketch(n_components=128, random_state=1)])
 def test_in_task_row_slices_change_no_bit(make, monkeypatch):
     # tasks sketch their block in cache-sized row slices; 16-row slices must give the same bits
-    import distsketch.estimators.linear_stage as poly
+    import distsketch.estimators.features.linear_stage as poly
 
     est = make().fit(X)
     ref = est.transform(X)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sklearn.kernel_approximation import PolynomialCountSketch
 
 from distsketch.errors import ConfigError
-from distsketch.estimators.polynomial import SRHT, CountSketch, PolySketch, TensorSketch, TensorSRHT
+from distsketch.estimators.features.polynomial import SRHT, CountSketch, PolySketch, TensorSketch, TensorSRHT
 from distsketch.metrics import relative_kernel_error
 from distsketch.ops.countsketch import countsketch_hashes
 
@@ -145,7 +145,7 @@ def test_same_seed_same_operator_and_feature_names():
 
 
 def test_save_load_roundtrip(tmp_path):
-    from distsketch.io.model import load
+    from distsketch.io.model.store import load
 
     est = TensorSketch(degree=2, coef0=1.0, n_components=32, random_state=1).fit(X)
     est.save(tmp_path / "ts")
@@ -170,7 +170,7 @@ def test_wide_sparse_input_column_chunked(est, d):
 def test_in_task_row_slices_change_no_bit(name, monkeypatch):
     # a task sketches its block in cache-sized row slices; force 16-row slices and blocks
     # misaligned with them (50 rows) and compare with the unsliced result
-    import distsketch.estimators.linear_stage as poly
+    import distsketch.estimators.features.linear_stage as poly
 
     monkeypatch.setattr(poly, "_FUSED_BYTES", 0)
     est = _make(name).fit(X)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from distsketch import NystromFeatures
 from distsketch.errors import ConfigError
-from distsketch.estimators.landmark_choice import (
+from distsketch.estimators.nystrom.landmark_choice import (
     choose_landmarks,
     fit_kmeans,
     leverage_landmarks,

@@ -28,7 +28,7 @@ import pytest
 import scipy.linalg as sla
 
 from distsketch import RandomFourierFeatures, SketchedKernelRidge, StreamingKernelPCA
-from distsketch.estimators.ridge_defaults import gcv_path, standardize_rows
+from distsketch.estimators.ridge.defaults import gcv_path, standardize_rows
 from distsketch.ops.sketch_solve import centered_normal_equations
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.ridge import SLICE_ROWS, RidgeSummary, float32_products
@@ -254,7 +254,7 @@ def test_ridge_summary_of_float32_slices_is_the_float64_product():
     # the memory model counts the float32 Gram buffer of float32 products (m² float32)
     f32 = RidgeSummary([feats._map_block], [len(ops)], d, 1, "<f4", products="float32")
     m = feats.n_output_features_
-    assert f32.memory([feats], XY)["fixed_bytes"] - summary.memory([feats], XY)["fixed_bytes"] \
+    assert f32.memory([feats], XY).fixed - summary.memory([feats], XY).fixed \
         == 4.0 * m * m
     state32 = f32.chunk(XY, 0, *ops)["maps"][0]
     assert np.all(np.abs(state32["ztz"] - ref["ztz"]) <= _gamma(SLICE_ROWS) * (absZ.T @ absZ))

@@ -23,8 +23,8 @@ from distsketch import (
     load,
 )
 from distsketch.estimators.base import RowMapTransformer
-from distsketch.estimators.ridge import RidgeSummary
-from distsketch.estimators.statistical_dimension import StatisticalDimensionSketch
+from distsketch.estimators.ridge.regressor import RidgeSummary
+from distsketch.estimators.ridge.statistical_dimension import StatisticalDimensionSketch
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.random import hash_bucket
 from distsketch.ops.sketch_solve import statistical_dimension

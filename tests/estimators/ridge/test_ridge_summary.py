@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from distsketch import RandomFourierFeatures
-from distsketch.estimators.ridge_defaults import _Standardized
+from distsketch.estimators.ridge.defaults import _Standardized
+from distsketch.footprint import Footprint
 from distsketch.summaries.base import takes_out
 from distsketch.summaries.ridge import SLICE_ROWS, _sliced_state
 
@@ -83,7 +84,7 @@ def test_stacked_targets_keep_the_store_re_readable(tmp_path):
     import dask
     import dask.array as da
 
-    from distsketch.estimators.ridge_summary import stack_xy
+    from distsketch.estimators.ridge.weights import stack_xy
     from distsketch.graph import plan_rows
     from distsketch.io import open_array, write_array
 
@@ -93,7 +94,7 @@ def test_stacked_targets_keep_the_store_re_readable(tmp_path):
     XY = stack_xy(open_array(str(tmp_path / "x.zarr")), da.from_array(y, chunks=(10_000, 1)))
     assert XY.dtype == np.float64
     with dask.config.set(scheduler="threads", num_workers=2):
-        blocks = plan_rows(XY, bytes_per_row=65536.0)
+        blocks = plan_rows(XY, footprint=Footprint(per_row=65536.0))
     assert blocks.plan.limit == "parallelism" and blocks.plan.n_blocks >= 8
     graph = dict(blocks.data.__dask_graph__())
     reads = {k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("zarr-")}

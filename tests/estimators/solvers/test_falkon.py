@@ -224,7 +224,7 @@ def test_repeated_rows_give_one_centre_each_and_cg_converges():
 
 @pytest.mark.parametrize("how", ["leverage", "rpcholesky"])
 def test_leverage_and_rpcholesky_centres_are_rows_and_fit_the_exact_minimiser_on_them(how):
-    from distsketch.estimators.landmark_choice import choose_landmarks
+    from distsketch.estimators.nystrom.landmark_choice import choose_landmarks
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(300, 4))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from distsketch import ConfigError, InputError, KernelSolver, MEKAKernelRidge, load
 from distsketch.errors import MemoryBudgetError
-from distsketch.estimators.rff import RandomFourierFeatures
+from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.graph.tiles import row_matvec, tile_matvec
 from distsketch.ops.cg import cg_iteration_bound
 from distsketch.ops.kernel_product import kernel_times
@@ -235,7 +235,7 @@ def test_preconditioners_cut_iterations_on_an_ill_conditioned_gaussian_system():
 
 
 def test_meka_kernel_ridge_solves_the_meka_system():
-    from distsketch.estimators.meka import MEKA
+    from distsketch.estimators.nystrom.meka import MEKA
 
     X, y = _data(400, seed=3)
     lam = 0.1
@@ -274,7 +274,7 @@ def _clipped(G):
 @pytest.fixture(scope="module")
 def indefinite_meka():
     """The issue's MEKA(n_clusters=8, rank=64, gamma=0.5) on 1 200 rows, with dense references."""
-    from distsketch.estimators.meka import MEKA
+    from distsketch.estimators.nystrom.meka import MEKA
     from distsketch.ops.meka import scatter_basis
 
     n = 1200
@@ -325,7 +325,7 @@ def test_meka_kernel_ridge_fits_indefinite_meka_at_the_papers_regularisation(lam
 
 
 def test_meka_kernel_ridge_factored_equals_cg_on_a_psd_meka():
-    from distsketch.estimators.meka import MEKA
+    from distsketch.estimators.nystrom.meka import MEKA
 
     X, y = _data(400, seed=3)
     Y = np.column_stack([y, np.cos(X[:, 1])])
@@ -464,7 +464,7 @@ def test_default_sketch_is_dropped_when_it_cannot_reach_the_statistical_dimensio
 
 
 def test_default_preconditioner_rank_rule():
-    from distsketch.estimators.solver import default_preconditioner_rank as rank
+    from distsketch.estimators.solvers.solver import default_preconditioner_rank as rank
 
     # 2·d_λ landmarks, 8·d_λ features, at least 64
     assert rank(100.0, 10_000, "nystrom", 1024) == 200

@@ -11,10 +11,10 @@ import pytest
 import zarr
 
 import distsketch.cli as cli
-import distsketch.io.appending as append_mod
+import distsketch.io.arrays.appending as append_mod
 from distsketch.errors import InputError, StoreError
 from distsketch.io import append, ingest, open_array, read_manifest
-from distsketch.io.targets import open_targets
+from distsketch.io.arrays.targets import open_targets
 
 X = np.random.default_rng(0).normal(size=(1000, 5)).astype(np.float32)
 Y = np.arange(1000) % 4

@@ -62,7 +62,7 @@ def test_whole_input_same_for_path_and_array(tmp_path, A):
 
 
 def test_fit_from_store_fingerprints_once(tmp_path, A, monkeypatch):
-    import distsketch.io.fingerprints as fp
+    import distsketch.io.arrays.fingerprints as fp
 
     path = write_array(A, tmp_path / "a.zarr", chunk_rows=300)
     calls = []

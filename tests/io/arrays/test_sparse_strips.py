@@ -12,8 +12,8 @@ import zarr
 
 from distsketch.errors import StoreError
 from distsketch.io import read_manifest
-from distsketch.io.codecs import has_checksum
-from distsketch.io.sparse_strips import CSRStripReader, write_csr_strips
+from distsketch.io.arrays.sparse_strips import CSRStripReader, write_csr_strips
+from distsketch.io.storage.codecs import has_checksum
 
 
 def _strips(rng):

@@ -7,7 +7,7 @@ import pytest
 import zarr
 
 from distsketch.errors import InputError, StoreError
-from distsketch.io.targets import open_targets
+from distsketch.io.arrays.targets import open_targets
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_open_array_opens_1d_targets_in_a_group(tmp_path):
 def test_targets_use_the_input_path_rule(tmp_path):
     import zarr
 
-    from distsketch.io.targets import targets_argument
+    from distsketch.io.arrays.targets import targets_argument
 
     # a folder whose name holds '::' is a path as written (split_array_path's rule)
     y = np.linspace(0, 1, 12)

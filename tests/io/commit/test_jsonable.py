@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from distsketch.errors import StoreError
-from distsketch.io.jsonable import from_tagged_json, json_default, plain_scalar, to_tagged_json
+from distsketch.io.commit.jsonable import from_tagged_json, json_default, plain_scalar, to_tagged_json
 
 
 def test_default_hook_numbers_arrays_and_text():

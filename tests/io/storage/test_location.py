@@ -14,10 +14,10 @@ import uuid
 import pytest
 
 from distsketch.io import read_manifest, resolve, write_manifest
-from distsketch.io.location import Location
-from distsketch.io.manifest import MANIFEST_NAME
-from distsketch.io.publish import atomic_output
-from distsketch.io.storage_kinds import FsspecLocation, LocalLocation
+from distsketch.io.commit.kinds import FsspecLocation, LocalLocation
+from distsketch.io.commit.manifest import MANIFEST_NAME
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.storage.location import Location
 from distsketch.testing import LocationTests
 from distsketch.workflow.state import _FolderSwap
 from distsketch.workflow.storage import open_storage

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from distsketch.errors import WorkflowError
-from distsketch.io.locks import folder_lock, recover_swap, remove_tmp
+from distsketch.io.storage.locks import folder_lock, recover_swap, remove_tmp
 
 
 def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path):

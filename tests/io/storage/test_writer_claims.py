@@ -1,5 +1,5 @@
 """Two writers of one object-store destination: the second gets a StoreError, and one
-output is never silently replaced by the other (the claim object of io.claims)."""
+output is never silently replaced by the other (the claim object of io.storage.claims)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 
 from distsketch.errors import StoreError
 from distsketch.io import open_array, resolve, write_array
-from distsketch.io.claims import WriterClaim
-from distsketch.io.publish import atomic_output
+from distsketch.io.commit.publish import atomic_output
+from distsketch.io.storage.claims import WriterClaim
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

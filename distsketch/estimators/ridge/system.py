@@ -1,0 +1,195 @@
+"""The ridge solve of a summary: one factorisation shared by GCV, the solution and the leverages.
+
+:class:`RidgeSystem` holds the centred normal equations ``A = Z_cᵀZ_c``,
+``b = Z_cᵀy_c`` of a ridge summary and the factorisations made of them, so a
+default fit factors ``A`` once: the eigendecomposition that scores GCV's whole
+λ grid also gives the solution at the chosen λ and the calibration sample's
+leverages, and a single given λ takes one Cholesky factor that serves both.
+
+Also the rule deciding when a given α tolerates float32 products in ``ZᵀZ``
+(:func:`alpha_tolerates_float32`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+
+from distsketch.blas import single_threaded_blas
+from distsketch.graph import compute
+from distsketch.ops.namespace import to_host
+from distsketch.ops.sketch_solve import centered_normal_equations, solve_path_from_eigh
+from distsketch.summaries.ridge import dense_float64
+from distsketch.validation import is_dask
+from distsketch.validation.finite import check_finite_result
+
+__all__ = ["FLOAT32_ALPHA_FLOOR", "FLOAT32_PROBE_ROWS", "RidgeSystem",
+           "alpha_tolerates_float32", "first_features"]
+
+#: smallest α, relative to the mean eigenvalue tr(Z_cᵀZ_c) / m, solved from float32 products
+#: (the floor of GCV's candidates, ``defaults.GCV_FEATURE_GRID[0]``)
+FLOAT32_ALPHA_FLOOR = 1e-3
+
+#: first rows of the input whose features estimate the mean eigenvalue for that rule
+FLOAT32_PROBE_ROWS = 512
+
+
+class RidgeSystem:
+    """Centred normal equations of a ridge summary and the factorisations solved from them.
+
+    Parameters
+    ----------
+    state : dict
+        Ridge summary (``n``, ``sum``, ``ztz``, ``zty``, ``ysum``, ``yty``).
+    fit_intercept : bool
+
+    Notes
+    -----
+    At most one O(m³) factorisation per λ asked for, and none after
+    :meth:`eigh`: its eigenpairs serve every λ (:meth:`solve`,
+    :meth:`quadratic_forms`).  Without them one λ takes a Cholesky factor
+    (about 10x cheaper than the eigendecomposition), kept for that λ.
+    """
+
+    def __init__(self, state: dict, fit_intercept: bool):
+        A, b, zm, ym = centered_normal_equations(state, fit_intercept)
+        check_finite_result(A, b, stage="ridge normal equations")
+        self.A, self.b, self.zm, self.ym = A, b, zm, ym
+        self.state = state
+        self.fit_intercept = bool(fit_intercept)
+        self._eig: tuple[np.ndarray, np.ndarray] | None = None
+        self._chol: tuple[float, Any] | None = None
+
+    @single_threaded_blas
+    def eigh(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(e, V)`` with ``A = V diag(e) Vᵀ`` (computed once)."""
+        if self._eig is None:
+            self._eig = np.linalg.eigh(self.A)
+        return self._eig
+
+    def _cholesky(self, alpha: float) -> Any:
+        # the upper factor of A + αI for one α (None where A + αI is not numerically PD)
+        if self._chol is None or self._chol[0] != alpha:
+            try:
+                factor = sla.cho_factor(self.A + alpha * np.eye(self.A.shape[0]), lower=False)
+            except np.linalg.LinAlgError:
+                factor = None
+            self._chol = (alpha, factor)
+        return self._chol[1]
+
+    @single_threaded_blas
+    def solve(self, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Weights ``W`` (p, m, t) and intercepts ``c`` (p, t) for each λ.
+
+        From the eigenpairs when they exist (or for a path), else one
+        Cholesky solve; a λ below the rounding of ``A`` (Cholesky fails) takes
+        the eigenpath, which clips it.
+        """
+        alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+        W = None
+        if self._eig is None and alphas.size == 1:
+            factor = self._cholesky(float(alphas[0]))
+            if factor is not None:
+                W = sla.cho_solve(factor, self.b)[None]
+        if W is None:
+            evals, evecs = self.eigh()
+            W = solve_path_from_eigh(evals, evecs, self.b, alphas)   # (p, m, t)
+        c = self.ym[None, :] - np.einsum("m,pmt->pt", self.zm, W)    # (p, t)
+        return W, c
+
+    @single_threaded_blas
+    def quadratic_forms(self, Zc: np.ndarray, alpha: float) -> np.ndarray:
+        """``zᵢᵀ(A + αI)⁻¹zᵢ`` of the rows of ``Zc`` (k, m): the leverages' main term.
+
+        From the eigenpairs (one k × m × m product) when they exist, else
+        from the Cholesky factor U of that α: ``‖U⁻ᵀzᵢ‖²`` (one triangular
+        solve).
+        """
+        factor = None if self._eig is not None else self._cholesky(float(alpha))
+        if factor is not None:
+            S = sla.solve_triangular(factor[0], Zc.T, trans="T", lower=factor[1],
+                                     check_finite=False)
+            return np.einsum("mk,mk->k", S, S)
+        evals, evecs = self.eigh()
+        q = Zc @ evecs
+        return (q ** 2 / (np.clip(evals, 0.0, None) + alpha)[None, :]).sum(axis=1)
+
+    @single_threaded_blas
+    def gcv(self, grid: np.ndarray, n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(alphas, gcv)`` of generalised cross-validation over ``grid`` × the mean eigenvalue.
+
+        See :func:`~distsketch.estimators.ridge.defaults.gcv_path`.
+        """
+        evals, evecs = self.eigh()
+        evals = np.clip(evals, 0.0, None)
+        n = float(self.state["n"])
+        q2 = ((evecs.T @ self.b) ** 2).sum(axis=1)                      # (m,)
+        yty = np.diag(np.atleast_2d(np.asarray(to_host(self.state["yty"]), dtype=np.float64)))
+        yy = float(np.sum(yty - n * self.ym ** 2)) if self.fit_intercept else float(np.sum(yty))
+        scale = max(float(evals.sum()) / max(evals.size, 1), np.finfo(np.float64).tiny)
+        alphas = scale * np.asarray(grid, dtype=np.float64)
+        den = evals[None, :] + alphas[:, None]
+        rss = np.maximum(yy - (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2)
+                         .sum(axis=1), 0.0)
+        df = (evals[None, :] / den).sum(axis=1) + (1.0 if self.fit_intercept else 0.0)
+        if n_rows is not None:
+            n = float(n_rows)
+        resid_df = n - df
+        # fewer than one residual degree of freedom: the fit interpolates and GCV's 0/0 says
+        # nothing (it can favour λ → 0 on noisy data)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
+        return alphas, gcv
+
+
+def alpha_tolerates_float32(Z: np.ndarray, n_rows: int, alpha: Any, fit_intercept: bool) -> bool:
+    """Whether every λ in ``alpha`` is at least :data:`FLOAT32_ALPHA_FLOOR` × the mean eigenvalue.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (k, m)
+        Features of the first rows of the input (the probe of the first block).
+    n_rows : int
+        Rows of the whole input.
+    alpha : float or array-like
+        The given λ (a path: its smallest).
+    fit_intercept : bool
+        Whether the solve centres the features (the mean eigenvalue is then the centred one's).
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    The mean eigenvalue of the centred ``ZᵀZ`` over n rows is estimated as
+    ``n · mean ‖zᵢ − z̄‖² / m`` over the probe rows.  Float32 products
+    perturb ``ZᵀZ`` by ``ΔA`` (about 4·u·|Z|ᵀ|Z| entry by entry, u = 2⁻²⁴),
+    and the solution by ``‖Δw‖ ≤ ‖ΔA‖₂‖w‖ / (λ_min(A) + α)``; at
+    α ≥ 10⁻³ × the mean eigenvalue (GCV's smallest candidate) that moves
+    the predictions by under 5 % of the spread between two draws of the
+    random features (measured ≤ 7e-4 of it; docs/architecture.md,
+    "Precision"), so such an α takes float32 products and a smaller one
+    float64.
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    k, m = Z.shape
+    if k == 0 or m == 0:
+        return False
+    Zc = Z - Z.mean(axis=0) if fit_intercept and k > 1 else Z
+    mean_eig = float(n_rows) * float(np.einsum("km,km->", Zc, Zc)) / k / m
+    smallest = float(np.min(np.asarray(alpha, dtype=np.float64)))
+    return bool(mean_eig > 0 and smallest >= FLOAT32_ALPHA_FLOOR * mean_eig)
+
+
+def first_features(X: Any, fn: Any, ops: tuple) -> np.ndarray:
+    """Host float64 features ``fn(rows, 0, *ops)`` of the first :data:`FLOAT32_PROBE_ROWS` rows of X.
+
+    For dask input the first block's rows are computed (read once more).
+    """
+    head = X[: min(int(X.shape[0]), FLOAT32_PROBE_ROWS)]
+    if is_dask(head):
+        head = compute(head, progress=False)[0]
+    return np.asarray(to_host(dense_float64(fn(np.asarray(to_host(head)), 0, *ops))))
