@@ -31,6 +31,11 @@ One script, one run, within ``--budget-seconds`` (default 300, warm-up included)
      second term, so the share can pass 1 on a CPU;
    * ``skpca_rnca``, ``skpca_fd``: ``StreamingKernelPCA(n_random_features=m,
      sketch_size=ℓ, method=...)``;
+   * ``rnca_engine``: ``skpca_rnca`` on the device pass engine (dask config
+     ``distsketch.engine = "device"``, :mod:`distsketch.graph.engine`): the store
+     opened with host blocks, which the engine's readers stage into pinned
+     buffers and copy to the device on their own stream; the report prints
+     its rate against ``skpca_rnca``'s (one task per block on dask's threads);
    * ``rff_zarr``, ``nystrom_zarr``: ``transform(X)`` written to Zarr by
      ``write_array`` (rows/s and GB/s of that pass; the fit is timed apart);
    * ``falkon``: ``NystromKernelRidge(n_centers=M, max_iter=k)``, rows/s
@@ -91,7 +96,8 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
     ("krr_big", "gemm_share", 0.5),
     ("falkon", "cg_pass_gemm_share_min", 0.3),
 )
-PIPELINES = ("krr", "krr_big", "skpca_rnca", "skpca_fd", "rff_zarr", "nystrom_zarr", "falkon")
+PIPELINES = ("krr", "krr_big", "skpca_rnca", "rnca_engine", "skpca_fd", "rff_zarr",
+             "nystrom_zarr", "falkon")
 
 #: defaults of a GPU run and of ``--quick`` (a CPU run of a few seconds)
 FULL = {"device": "cuda", "cols": 100, "m": "1024", "m_big": 4096, "sketch_size": 64,
@@ -473,6 +479,20 @@ def build_pipelines(args: argparse.Namespace) -> list[Pipeline]:
                     "stored_bytes": tree_bytes(out / name)}
         return run
 
+    def on_engine(make: Callable[[], Any]) -> Callable[[str, str, Path], dict]:
+        def run(X: str, y: str, out: Path) -> dict[str, Any]:
+            import dask
+
+            from distsketch import open_array
+
+            t0 = time.perf_counter()
+            # host blocks: the engine moves them (pinned ring, copy stream) where the
+            # dask path's read tasks would each copy theirs on the default stream
+            with dask.config.set({"distsketch.engine": "device"}):
+                make().fit(open_array(X, device="cpu"))
+            return {"seconds": time.perf_counter() - t0}
+        return run
+
     def falkon(X: str, y: str, out: Path) -> dict[str, Any]:
         with pass_times() as passes, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a CG stopped at max_iter warns
@@ -499,6 +519,8 @@ def build_pipelines(args: argparse.Namespace) -> list[Pipeline]:
             flops_per_row=2.0 * d * args.m_big + 2.0 * args.m_big**2),
         "skpca_rnca": Pipeline("skpca_rnca", f"SKPCA rnca (m={m}, l={ell})",
                                fit_only(skpca("rnca"), False)),
+        "rnca_engine": Pipeline("rnca_engine", f"SKPCA rnca (m={m}, l={ell}), engine",
+                                on_engine(skpca("rnca"))),
         "skpca_fd": Pipeline("skpca_fd", f"SKPCA fd (m={m}, l={ell})",
                              fit_only(skpca("fd"), False)),
         "rff_zarr": Pipeline("rff_zarr", f"RFF -> Zarr (m={m})", to_zarr(rff(m), "rff.zarr"),
@@ -656,6 +678,10 @@ def report(out: dict[str, Any]) -> str:
             lines.append(f"{r['label']}: fit {min(r['fit_seconds']):.3f} s before the timed "
                          f"transform + write; {r['stored_bytes'] / r['bytes_written']:.2f} of "
                          "the bytes stored")
+    eng, ref = out["pipelines"].get("rnca_engine", {}), out["pipelines"].get("skpca_rnca", {})
+    if "rows_s" in eng and "rows_s" in ref:
+        lines.append(f"\npass engine / dask tasks (SKPCA rnca): {eng['rows_s'] / ref['rows_s']:.2f}x "
+                     f"({eng['rows_s']:,.0f} vs {ref['rows_s']:,.0f} rows/s)")
     cpu = out.get("cpu_column")
     if cpu:
         lines += ["", f"| pipeline | CPU ({cpu['cluster']}) rows/s | device / CPU |",

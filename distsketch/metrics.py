@@ -27,8 +27,8 @@ from distsketch.ops.random import resolve_seed
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.validation import check_input, is_dask
 
-__all__ = ["REGRESSION_METRICS", "kernel_errors", "model_kernel", "regression_scores",
-           "relative_kernel_error", "sample_rows", "split_pipeline"]
+__all__ = ["REGRESSION_METRICS", "kernel_errors", "model_kernel",
+           "regression_scores", "relative_kernel_error", "sample_rows", "split_pipeline"]
 
 #: what :func:`regression_scores` returns (and ``SketchedKernelRidge.score(metric=...)`` takes)
 REGRESSION_METRICS = ("r2", "rmse", "mae")
@@ -131,12 +131,14 @@ def split_pipeline(model: Any) -> tuple[Callable[[np.ndarray], np.ndarray] | Non
     return prep, approx
 
 
-def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np.ndarray, np.ndarray]:
+def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0, split_every: int = 8
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of X chosen uniformly without replacement (all rows if n is small).
 
     The choice keeps the ``n_sample`` rows of smallest priority
     ``hash(seed, row)`` (:class:`~distsketch.summaries.landmarks.UniformLandmarks`,
-    one pass over X): deterministic and independent of chunking.
+    one pass over X): deterministic and independent of chunking.  ``split_every``
+    is the merge fan-in of that pass (an estimator passes its own).
 
     Returns
     -------
@@ -149,7 +151,8 @@ def sample_rows(X: Any, n_sample: int | None, random_state: Any = 0) -> tuple[np
         if is_dask(X):
             from distsketch.graph import compute, tree_reduce
 
-            state = compute(tree_reduce(sampler, X, name="metrics-sample"), progress=False)[0]
+            state = compute(tree_reduce(sampler, X, split_every=split_every,
+                                        name="metrics-sample"), progress=False)[0]
         else:
             state = sampler.chunk(X, 0)
         return sampler.finalize(state)

@@ -41,7 +41,7 @@ raise, to prove that a method only builds a graph.
 
 Storage kinds have their own conformance base, :class:`LocationTests`: the
 contract every :class:`~distsketch.io.storage.location.Location` subclass keeps
-(objects, paths, capabilities, commits, the one-writer lock).  Subclass it and
+(objects, paths, capabilities, commits, checkpoints, the one-writer lock).  Subclass it and
 define ``make_location(tmp_path)``, returning a fresh location that does not
 exist yet (its parent writable)::
 
@@ -503,7 +503,9 @@ class LocationTests:
     parent and keeps its kind; an output is committed all at once by
     :meth:`~distsketch.io.storage.location.Location.atomic_output` (by a folder swap
     where ``supports_rename``, else by its manifest, written last, so that an
-    output without one reads as uncommitted); ``supports_links`` says whether
+    output without one reads as uncommitted); a
+    :meth:`~distsketch.io.storage.location.Location.checkpoint` replaces its object and
+    its store together; ``supports_links`` says whether
     stores are checked for links; :meth:`~distsketch.io.storage.location.Location.writer_lock`
     admits one writer at a time.
     """
@@ -658,6 +660,51 @@ class LocationTests:
         with pytest.raises(StoreError, match="no manifest"):
             loc.check_committed()
         assert loc.read_bytes("a.bin") == b"1"  # refused, not deleted
+
+    def test_checkpoint_object_and_store_are_replaced_together(self, loc: Any) -> None:
+        from pathlib import Path
+
+        from distsketch.errors import StoreError
+        from distsketch.io.storage.urls import resolve
+
+        def write(data: bytes) -> Any:
+            def into(path: Path) -> None:
+                Path(path).mkdir(parents=True)
+                (Path(path) / "data.bin").write_bytes(data)
+            return into
+
+        def stop(path: Path) -> None:
+            raise RuntimeError("stop")
+
+        seen: list[bytes] = []
+
+        def read(store: Any) -> None:  # a local path, or a location on an object store
+            seen.append(resolve(store).read_bytes("data.bin"))
+
+        ckpt = loc.checkpoint(lambda where, why: StoreError(f"damaged {where}: {why}"))
+        assert ckpt.read() is None
+        ckpt.save({"rows": 1}, write(b"one"), read)
+        assert seen == [b"one"]  # the caller is handed the bytes committed
+        assert ckpt.read()["rows"] == 1 and ckpt.store().read_bytes("data.bin") == b"one"
+        # a save that fails changes nothing and leaves no temporary behind
+        with pytest.raises(RuntimeError, match="stop"):
+            ckpt.save({"rows": 2}, stop, read)
+        assert ckpt.read()["rows"] == 1 and ckpt.store().read_bytes("data.bin") == b"one"
+        assert self._leftovers(loc) == []
+        ckpt.save({"rows": 3}, write(b"three"), read)
+        ckpt.clean()
+        assert ckpt.read()["rows"] == 3
+        ckpt.load(read)
+        assert seen == [b"one", b"three", b"three"]
+        # what the object replaced is gone: one store is left beside it
+        store = ckpt.store()
+        assert store.within(loc)
+        top = store.path[len(loc.path.rstrip("/")) + 1:].split("/")[0]
+        assert [n for n in loc.list_names() if not n.startswith(".")] == sorted(["state.json", top])
+        ckpt.check_foreign([])  # its own checkpoint is not foreign
+        loc.write_bytes("state.json", b"[1, 2]")
+        with pytest.raises(StoreError, match="damaged"):
+            ckpt.read()
 
     def test_writer_lock_admits_one_writer(self, loc: Any) -> None:
         from distsketch.errors import StoreError

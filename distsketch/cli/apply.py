@@ -1,9 +1,11 @@
 """What ``predict`` and ``transform`` share: a saved model applied to every row of a
-Zarr input, the result written to Zarr atomically."""
+Zarr input (or a CSV or Parquet table, read as ``ingest`` would), the result written
+atomically to Zarr (or to a CSV or Parquet table when the output's name asks for one)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from distsketch.cli.common import (
     apply_progress,
     cluster,
     open_command_input,
+    open_input,
     positive_int,
     stage,
     storage_options_arg,
@@ -67,13 +70,47 @@ class Applied:
     path: Any
     seconds: float
     peak_memory_bytes: int
+    #: ``"zarr"``, ``"csv"`` or ``"parquet"``: how the output was written
+    format: str = "zarr"
+    #: how a CSV/Parquet input was read (:func:`distsketch.cli.tables.table_input`), else None
+    input_columns: dict[str, Any] | None = None
+
+    def notes(self, input_path: str) -> list[str]:
+        """The lines that say which columns of a table input were left out (none for a store)."""
+        read = self.input_columns
+        left = [repr(c) for c in (read or {}).get("dropped_columns", [])]
+        if read is None or not left:
+            return []
+        return [f"note: read {len(read['columns'] or [])} columns of {input_path}; left out "
+                f"{', '.join(left)}"]
+
+
+def _check_output(args: argparse.Namespace, so: dict[str, Any] | None) -> tuple[str | None, Any]:
+    """``(format, path)`` of the output, checked before any work (a table or a Zarr store)."""
+    from distsketch.cli.tables import check_table_output, require_table_writer, table_output_format
+    from distsketch.io.storage.safety import check_output
+
+    inputs = [args.input, args.model]
+    fmt = table_output_format(args.output)
+    if fmt is None:
+        check_output(args.output, overwrite=args.overwrite, inputs=inputs, storage_options=so)
+        return None, args.output
+    require_table_writer(fmt)
+    return fmt, check_table_output(args.output, overwrite=args.overwrite, inputs=inputs)
 
 
 def apply_saved_model(args: argparse.Namespace, *, method: str, verb: str, what: str,
                       check_model: Callable[[Any], None],
-                      write_options: Callable[[Any], dict[str, Any]]) -> Applied:
+                      write_options: Callable[[Any], dict[str, Any]],
+                      header: Callable[[Any, Any], list[str]] | None = None) -> Applied:
     """Load ``args.model``, apply its ``method`` to every row of ``args.input``, write
     ``args.output``.
+
+    An INPUT that is a CSV or Parquet file is read as ``distsketch ingest``
+    would (:func:`distsketch.cli.tables.table_input`: the model's columns by
+    name, into a temporary store removed afterwards); an OUTPUT whose name
+    asks for a table is written as one (:func:`distsketch.cli.tables.write_table`),
+    else as a Zarr store.
 
     Parameters
     ----------
@@ -92,33 +129,72 @@ def apply_saved_model(args: argparse.Namespace, *, method: str, verb: str, what:
         ``write_options(model)``: more keyword arguments of
         :func:`distsketch.io.write_array`; its ``manifest`` entries are added
         to the command's own.
+    header : callable, optional
+        ``header(model, out)``: a table output's column names (default:
+        :func:`distsketch.cli.tables.column_names`).
 
     Returns
     -------
     Applied
     """
+    from distsketch.cli.tables import is_table_file, table_input
     from distsketch.diagnostics import PeakMemory
-    from distsketch.io import fingerprint, write_array
-    from distsketch.io.storage.urls import resolve
+    from distsketch.io.model.store import load
     from distsketch.validation import check_n_features
 
     show = apply_progress(args)
-    inputs = [args.input, args.model]
-    model, X, so = load_model_and_input(args, check_model, output=args.output)
-    # the feature count is checked before the cluster starts (the model checks it again)
-    check_n_features(model, X, reset=False)
-    with PeakMemory() as pm, cluster(args, X):
-        t0 = time.perf_counter()
-        out = getattr(model, method)(X)  # lazy for dask input
-        stage(f"{verb} {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
-        options = write_options(model)
-        manifest = {"model": resolve(args.model).url, "model_class": type(model).__name__,
-                    **options.pop("manifest", {}),
-                    "input_fingerprint": fingerprint(X, path=args.input)}
-        path = write_array(out, args.output, chunk_rows=args.chunk_rows,
-                           compressor=None if args.compressor == "none" else args.compressor,
-                           overwrite=args.overwrite, progress=show, inputs=inputs,
-                           storage_options=so, stage=f"{what} {args.input} by {args.model}",
-                           manifest=manifest, **options)
-        seconds = time.perf_counter() - t0
-    return Applied(model, out, path, seconds, pm.peak_bytes)
+    so = storage_options_arg(args)
+    fmt, path = _check_output(args, so)
+    model = load(args.model, storage_options=so)
+    check_model(model)
+    read: dict[str, Any] | None = None
+    with contextlib.ExitStack() as stack:
+        if is_table_file(args.input):
+            stage(f"reading {args.input} as `distsketch ingest` would")
+            store, read = stack.enter_context(table_input(args.input, model, args.model, so,
+                                                          progress=show))
+            X = open_input(store, args.block_rows)
+        else:
+            X = open_command_input(args, so)
+        # the feature count is checked before the cluster starts (the model checks it again)
+        check_n_features(model, X, reset=False)
+        with PeakMemory() as pm, cluster(args, X):
+            t0 = time.perf_counter()
+            out = getattr(model, method)(X)  # lazy for dask input
+            stage(f"{verb} {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
+            if fmt is not None:
+                _write_table(args, model, out, path, fmt, header)
+            else:
+                path = _write_zarr(args, model, X, out, f"{what} {args.input} by {args.model}",
+                                   write_options(model), table_input=read is not None,
+                                   progress=show, storage_options=so)
+            seconds = time.perf_counter() - t0
+    return Applied(model, out, path, seconds, pm.peak_bytes, fmt or "zarr", read)
+
+
+def _write_table(args: argparse.Namespace, model: Any, out: Any, path: Any, fmt: str,
+                 header: Callable[[Any, Any], list[str]] | None) -> None:
+    from distsketch.cli.tables import write_table
+
+    write_table(out, path, fmt, names=header(model, out) if header is not None else None,
+                metadata={"model": str(args.model), "model_class": type(model).__name__,
+                          "input": str(args.input)})
+
+
+def _write_zarr(args: argparse.Namespace, model: Any, X: Any, out: Any, stage_text: str,
+                options: dict[str, Any], *, table_input: bool, progress: bool | None,
+                storage_options: dict[str, Any] | None) -> Any:
+    """Write ``out`` to the Zarr store ``args.output``; its manifest names the model and input."""
+    from distsketch.io import fingerprint, write_array
+    from distsketch.io.storage.urls import resolve
+
+    manifest = {"model": resolve(args.model).url, "model_class": type(model).__name__,
+                **options.pop("manifest", {})}
+    if table_input:  # the store read is a temporary one: name the table the rows came from
+        manifest["input"] = str(args.input)
+    manifest["input_fingerprint"] = fingerprint(X, path=args.input)
+    return write_array(out, args.output, chunk_rows=args.chunk_rows,
+                       compressor=None if args.compressor == "none" else args.compressor,
+                       overwrite=args.overwrite, progress=progress,
+                       inputs=[args.input, args.model], storage_options=storage_options,
+                       stage=stage_text, manifest=manifest, **options)

@@ -10,12 +10,12 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
 import numpy as np
 
 from distsketch.cli.output import add_output_options  # shared with run.py
-from distsketch.errors import ConfigError, DistsketchError, InputError
+from distsketch.errors import ConfigError
 
 __all__ = [
     "add_allow_missing_chunks_option",
@@ -35,7 +35,6 @@ __all__ = [
     "command_config",
     "device_config",
     "emit",
-    "fail",
     "median_gamma",
     "open_command_input",
     "open_input",
@@ -69,11 +68,6 @@ def emit(text: str = "") -> None:
 def stage(message: str) -> None:
     """A progress message on stderr (INFO on the ``distsketch.cli`` logger: ``-q`` hides it)."""
     logging.getLogger("distsketch.cli").info(message)
-
-
-def fail(message: str, cls: type[DistsketchError] = InputError) -> NoReturn:
-    """Abort the command with a one-line user error (exit code 2)."""
-    raise cls(message)
 
 
 def add_cluster_option(parser: argparse.ArgumentParser, *, used: bool = True) -> None:

@@ -4,8 +4,6 @@ table, read as ``ingest`` would), written to Zarr (or to a CSV or Parquet table)
 from __future__ import annotations
 
 import argparse
-import contextlib
-import time
 from typing import Any
 
 from distsketch.cli.apply import add_apply_parser, apply_saved_model
@@ -63,11 +61,6 @@ def _check_model(args: argparse.Namespace, model: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from distsketch.cli.tables import is_table_file, table_output_format
-
-    fmt = table_output_format(args.output)
-    if fmt is not None or is_table_file(args.input):
-        return _run_table(args, fmt)
     from distsketch.diagnostics import format_bytes
 
     done = apply_saved_model(args, method="predict", verb="predicting", what="predictions for",
@@ -76,96 +69,14 @@ def run(args: argparse.Namespace) -> int:
     model, P, seconds = done.model, done.out, done.seconds
     shape = [int(s) for s in P.shape]
     what = "labels" if hasattr(model, "classes_") else "predictions"
+    table = done.format != "zarr"
     result = {"command": "predict", "output": str(done.path), "model": str(args.model),
               "model_class": type(model).__name__, "input": str(args.input), "shape": shape,
-              "dtype": str(P.dtype), "seconds": round(seconds, 3),
+              "dtype": str(P.dtype), "format": done.format, "seconds": round(seconds, 3),
               "peak_memory_bytes": done.peak_memory_bytes}
-    finish(result, f"wrote {done.path}: {what} of {' x '.join(map(str, shape))} ({P.dtype}) in "
-                   f"{seconds:.1f} s (peak memory {format_bytes(done.peak_memory_bytes)})")
-    return 0
-
-
-def _run_table(args: argparse.Namespace, fmt: str | None) -> int:
-    """``predict`` with a CSV/Parquet input, or to a CSV/Parquet output (``fmt``)."""
-    from distsketch.cli.common import (
-        apply_progress,
-        cluster,
-        open_command_input,
-        open_input,
-        stage,
-        storage_options_arg,
-    )
-    from distsketch.cli.tables import (
-        check_table_output,
-        is_table_file,
-        require_table_writer,
-        table_input,
-        write_table,
-    )
-    from distsketch.diagnostics import PeakMemory, format_bytes
-    from distsketch.io import fingerprint, write_array
-    from distsketch.io.model.store import load
-    from distsketch.io.storage.safety import check_output
-    from distsketch.io.storage.urls import resolve
-    from distsketch.validation import check_n_features
-
-    show = apply_progress(args)
-    so = storage_options_arg(args)
-    inputs = [args.input, args.model]
-    # the output is checked before any work, as for a store
-    if fmt is not None:
-        require_table_writer(fmt)
-        out = check_table_output(args.output, overwrite=args.overwrite, inputs=inputs)
-    else:
-        check_output(args.output, overwrite=args.overwrite, inputs=inputs, storage_options=so)
-    model = load(args.model, storage_options=so)
-    _check_model(args, model)
-    read: dict[str, Any] | None = None
-    with contextlib.ExitStack() as stack:
-        if is_table_file(args.input):
-            stage(f"reading {args.input} as `distsketch ingest` would")
-            store, read = stack.enter_context(table_input(args.input, model, args.model, so,
-                                                          progress=show))
-            X = open_input(store, args.block_rows)
-        else:
-            X = open_command_input(args, so)
-        check_n_features(model, X, reset=False)
-        with PeakMemory() as pm, cluster(args, X):
-            t0 = time.perf_counter()
-            P = model.predict(X)  # lazy for dask input
-            stage(f"predicting {X.shape[0]} rows with {type(model).__name__} -> {args.output}")
-            if fmt is not None:
-                write_table(P, out, fmt, metadata={"model": str(args.model),
-                                                   "model_class": type(model).__name__,
-                                                   "input": str(args.input)})
-                path: Any = out
-            else:
-                options = _write_options(model)
-                manifest = {"model": resolve(args.model).url,
-                            "model_class": type(model).__name__, **options.pop("manifest", {}),
-                            "input": str(args.input),
-                            "input_fingerprint": fingerprint(X, path=args.input)}
-                path = write_array(P, args.output, chunk_rows=args.chunk_rows,
-                                   compressor=None if args.compressor == "none"
-                                   else args.compressor, overwrite=args.overwrite,
-                                   progress=show, inputs=inputs, storage_options=so,
-                                   stage=f"predictions for {args.input} by {args.model}",
-                                   manifest=manifest, **options)
-            seconds = time.perf_counter() - t0
-    shape = [int(s) for s in P.shape]
-    what = "labels" if hasattr(model, "classes_") else "predictions"
-    result = {"command": "predict", "output": str(path), "model": str(args.model),
-              "model_class": type(model).__name__, "input": str(args.input), "shape": shape,
-              "dtype": str(P.dtype), "format": fmt or "zarr", "seconds": round(seconds, 3),
-              "peak_memory_bytes": pm.peak_bytes}
-    lines = [f"wrote {path}: {what} of {' x '.join(map(str, shape))} ({P.dtype}"
-             f"{', ' + fmt if fmt else ''}) in {seconds:.1f} s (peak memory "
-             f"{format_bytes(pm.peak_bytes)})"]
-    if read is not None:
-        result["input_columns"] = read
-        left = [repr(c) for c in read["dropped_columns"]]
-        if left:
-            lines.append(f"note: read {len(read['columns'] or [])} columns of {args.input}; left "
-                         f"out {', '.join(left)}")
-    finish(result, lines)
+    if done.input_columns is not None:
+        result["input_columns"] = done.input_columns
+    finish(result, [f"wrote {done.path}: {what} of {' x '.join(map(str, shape))} ({P.dtype}"
+                    f"{', ' + done.format if table else ''}) in {seconds:.1f} s (peak memory "
+                    f"{format_bytes(done.peak_memory_bytes)})", *done.notes(args.input)])
     return 0

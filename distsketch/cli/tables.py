@@ -1,4 +1,5 @@
-"""Tables where a user has tables: CSV or Parquet inputs and outputs of ``predict`` and ``score``.
+"""Tables where a user has tables: CSV or Parquet inputs of ``predict``, ``transform`` and
+``score``, and outputs of ``predict`` and ``transform``.
 
 An input named ``*.csv`` (``.tsv``, ``.txt``, ``.gz`` too) or ``*.parquet``
 (``.pq``) that is a file is read as ``distsketch ingest`` would read it,
@@ -12,7 +13,8 @@ other table is refused with the ``distsketch ingest`` command to run.
 
 An output named ``*.csv`` or ``*.parquet`` is written as a table with a
 header (``prediction``, or ``prediction_0`` ... for several targets; a
-classifier's labels as the user's labels), atomically: a temporary file
+classifier's labels as the user's labels; a transformer's feature names),
+atomically: a temporary file
 beside it, renamed when complete, removed on any error.
 """
 
@@ -31,8 +33,9 @@ import numpy as np
 
 from distsketch.errors import ConfigError, DistsketchError, InputError, StoreError
 
-__all__ = ["TABLE_SUFFIXES", "check_table_output", "input_columns", "is_table_file",
-           "model_columns", "table_input", "table_output_format", "write_table"]
+__all__ = ["TABLE_SUFFIXES", "check_table_output", "column_names", "feature_names",
+           "input_columns", "is_table_file", "model_columns", "require_table_writer",
+           "table_input", "table_output_format", "write_table"]
 
 #: file names read or written as tables, by format
 TABLE_SUFFIXES = {"csv": (".csv", ".tsv", ".txt"), "parquet": (".parquet", ".pq")}
@@ -267,14 +270,36 @@ def column_names(P: Any) -> list[str]:
     return [f"prediction_{j}" for j in range(int(np.prod(P.shape[1:])))]
 
 
-def write_table(P: Any, path: Path, fmt: str, *, metadata: dict[str, str] | None = None) -> int:
-    """Write predictions ``P`` (a dask or NumPy array) to the table ``path``, atomically.
+def feature_names(model: Any, Z: Any) -> list[str]:
+    """The header of a transform ``Z``: the model's ``get_feature_names_out()``
+    (``<classname>0`` ...: the names ``set_output(transform="pandas")`` gives), else
+    ``feature_<j>``."""
+    width = len(column_names(Z))
+    get = getattr(model, "get_feature_names_out", None)
+    if callable(get):
+        try:
+            names = [str(n) for n in get()]
+        except Exception:  # a model that cannot name its outputs gets numbered names
+            names = []
+        if len(names) == width:
+            return names
+    return [f"feature_{j}" for j in range(width)]
+
+
+def write_table(P: Any, path: Path, fmt: str, *, names: list[str] | None = None,
+                metadata: dict[str, str] | None = None) -> int:
+    """Write ``P`` (a dask or NumPy array of predictions or features) to the table ``path``,
+    atomically.
 
     The rows are computed a few blocks at a time (memory: those blocks), written
     to a temporary file beside ``path``, and renamed onto it when every row is
     written; on any error the temporary file is removed and ``path`` is left
     as it was.  Floats are written with the digits that read back the same
     value (9 significant digits for float32, 17 for float64).
+
+    ``names`` are the header (default :func:`column_names`: predictions);
+    a header of another width than ``P`` is a ConfigError, before any row
+    is computed.
 
     Returns
     -------
@@ -283,7 +308,11 @@ def write_table(P: Any, path: Path, fmt: str, *, metadata: dict[str, str] | None
     """
     from distsketch.graph import compute
 
-    names = column_names(P)
+    width = column_names(P)
+    if names is None:
+        names = width
+    elif len(names) != len(width):
+        raise ConfigError(f"table {path}: {len(names)} column names for {len(width)} columns.")
     # a new name beside the output (same file system: the rename is atomic); created by the
     # writer with the ordinary permissions of new files
     tmp = str(path.parent / f".{path.name}.{secrets.token_hex(8)}.partial")

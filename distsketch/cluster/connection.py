@@ -32,8 +32,8 @@ from distsketch.cluster.spec import check_storage_options, load_spec, validate_s
 from distsketch.errors import ClusterError, ConfigError
 
 __all__ = ["DASHBOARD_PREFIX", "DEFAULT_LOCAL", "STORAGE_OPTIONS_KEY",
-           "check_dashboard", "configured_scheduler_address", "connect", "require_dashboard",
-           "resolve_spec"]
+           "check_dashboard", "configured_scheduler_address", "connect", "local_worker_memory",
+           "require_dashboard", "resolve_spec"]
 
 logger = logging.getLogger("distsketch.cluster")  # the package's logger, one name for all
 
@@ -54,7 +54,7 @@ _ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
 _SCHEDULER_FILE_BYTES = 1 << 20
 
 
-def _local_worker_memory(kwargs: dict) -> int:
+def local_worker_memory(kwargs: dict) -> int:
     """Bytes per worker of an embedded LocalCluster with ``memory_limit: auto``.
 
     distributed's "auto" divides the memory it sees (host total, root cgroup)
@@ -381,7 +381,7 @@ def connect(spec: Any = None, *, timeout: float | None = None,
                 if isinstance(kwargs.get(key), float) and kwargs[key].is_integer():
                     kwargs[key] = int(kwargs[key])
             if kwargs.get("memory_limit", "auto") == "auto":
-                kwargs["memory_limit"] = _local_worker_memory(kwargs)
+                kwargs["memory_limit"] = local_worker_memory(kwargs)
             with LocalCluster(**kwargs) as cluster:
                 with Client(cluster) as client:
                     if link := _dashboard_link(client, on=cfg.get("dashboard_address") is not None):

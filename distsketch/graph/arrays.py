@@ -4,7 +4,7 @@
 The layers above graph (estimators, io, validation, the CLI) build no dask
 array themselves: what they need — an in-memory array made lazy, a store
 reader or Zarr array as blocks, columns appended on an array's row blocks, a
-store write, generated rows — is one of these functions.
+store write, generated rows, chosen rows gathered — is one of these functions.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 
 from distsketch.footprint import Footprint
 from distsketch.graph.blocks import whole_rows
 from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
 from distsketch.graph.planner import choose_block_rows
-from distsketch.graph.runtime import rechunk
+from distsketch.graph.row_sources import row_source_of
+from distsketch.graph.runtime import compute, rechunk
+from distsketch.ops.namespace import asarray, densify, namespace, to_host
 from distsketch.validation.finite import is_dask  # the one test, re-exported for io
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "as_lazy",
     "default_block_rows",
     "from_source",
+    "gather_rows",
     "generate_rows",
     "hstack_blocks",
     "is_dask",
@@ -172,3 +176,50 @@ def generate_rows(func: Callable[..., np.ndarray], n_rows: int, n_cols: int,
     dtype = np.dtype(dtype)
     return da.map_blocks(func, dtype=dtype, chunks=(rows, (int(n_cols),)),
                          meta=np.empty((0, 0), dtype=dtype), name=name)
+
+
+def _same(block: Any) -> Any:
+    return block
+
+
+def gather_rows(X: Any, index: np.ndarray, name: str = "sample-rows") -> np.ndarray:
+    """Rows ``X[index]`` as host float64, reading only the chunks that hold them.
+
+    The variant of :func:`distsketch.metrics.sample_rows` for a sample whose row indices were
+    chosen before anything is read (e.g. whole strips of rows,
+    :func:`~distsketch.estimators.kernel_params.strip_sample_index`): no pass
+    over X.  A dask array computes only its blocks that hold a chosen row; a
+    store opened by :func:`distsketch.io.open_array` is read again in its own
+    chunks (its row source) so that a chosen row costs its chunk, not a whole
+    planned block of several chunks.  Every row (``index`` of length n) is
+    one read of X.
+
+    Parameters
+    ----------
+    X : ndarray, sparse matrix, dask array or array of another namespace, shape (n, d)
+    index : ndarray of int
+        Sorted global row indices.
+    name : str
+        The read's name in the graph (the label of its progress line).
+
+    Returns
+    -------
+    ndarray of shape (len(index), d), float64
+    """
+    index = np.asarray(index, dtype=np.int64)
+    every = index.size == X.shape[0]
+    if is_dask(X):
+        source = row_source_of(X, derived=False)
+        if not every and source is not None and source.unit < max(X.chunks[0]):
+            X = source.read(source.unit)
+        part = X if every else X[index]
+        # named, so that its progress line says what is read
+        part = part.map_blocks(_same, dtype=part.dtype, name=f"{name}-{tokenize(part.name)}")
+        rows = compute(part, progress=False)[0]
+    elif every:
+        rows = X
+    elif isinstance(X, np.ndarray) or hasattr(X, "tocsr"):
+        rows = X[index]
+    else:  # another namespace (CuPy): gathered on its device, then moved
+        rows = namespace(X).take(X, asarray(index, like=X), axis=0)
+    return np.asarray(densify(to_host(rows)), dtype=np.float64).reshape(index.size, -1)

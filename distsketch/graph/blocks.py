@@ -29,10 +29,11 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayValuesDep
 
 from distsketch.graph.budget import check_task_memory
+from distsketch.graph.devices import operands_on_device
 from distsketch.graph.planner import choose_fan_in
 from distsketch.graph.runtime import lean_graphs, rechunk, task_blas
 from distsketch.ops.namespace import is_sparse, to_host
-from distsketch.validation.finite import check_finite_rows
+from distsketch.validation.finite import deferred_checks, is_array_api
 
 __all__ = ["as_operand", "block_starts", "map_rows", "merge_tree", "row_offsets", "tree_reduce",
            "whole_rows"]
@@ -96,10 +97,15 @@ class BlockTask:
 
     def __call__(self, block, offset, *operands):
         off = int(offset)
-        if self.check_finite:
-            check_finite_rows(block, off, self.where)
-        with task_blas():
-            out = self.func(block, off, *operands, **self.kwargs)
+        if is_array_api(block):
+            operands_on_device(operands, block)  # uploaded once per process, not per block
+        # device blocks: the checks' flags are read once, when the scope ends (the task's,
+        # or the whole pass's when it runs in this process); NumPy blocks are checked here
+        with deferred_checks() as checks:
+            if self.check_finite:
+                checks.input(block, off, self.where)
+            with task_blas():
+                out = self.func(block, off, *operands, **self.kwargs)
         return _boxed(out) if self.boxed else out
 
 

@@ -6,6 +6,9 @@
   blocks are planned.
 * :func:`blocks_on_device` and :func:`blocks_on_host` move the blocks of a
   dask array inside the tasks that produce them (a read, a write).
+* :func:`operands_on_device` copies a pass's host operands to the device of
+  its blocks once per process (the runner calls it; kernels then find the
+  copies through :func:`distsketch.ops.namespace.asarray`).
 * :func:`device_resources` is the per-task budget of a ``"cuda"`` run: each
   worker's device memory (``cupy.cuda.Device().mem_info`` on the worker, or
   the dask config ``distsketch.device-memory``) in place of its host memory.
@@ -21,11 +24,17 @@ import numpy as np
 from dask.utils import parse_bytes
 
 from distsketch.errors import ConfigError
-from distsketch.ops.device import check_device, device_memory, device_meta, to_device
+from distsketch.ops.device import (
+    cache_operand,
+    check_device,
+    device_memory,
+    device_meta,
+    to_device,
+)
 from distsketch.ops.namespace import to_host
 
 __all__ = ["DEVICE_KEY", "blocks_on_device", "blocks_on_host", "current_device",
-           "device_memory_override", "device_resources"]
+           "device_memory_override", "device_resources", "operands_on_device"]
 
 #: the dask config key of the default device
 DEVICE_KEY = "distsketch.device"
@@ -62,6 +71,20 @@ def blocks_on_host(X: da.Array) -> da.Array:
 
 def _on_host(block: Any) -> np.ndarray:
     return np.asarray(to_host(block))
+
+
+def operands_on_device(operands: tuple, block: Any) -> None:
+    """Make sure every host operand of a pass has a cached copy on ``block``'s device.
+
+    Nothing for NumPy (and sparse) blocks.  The operands themselves are not
+    replaced: kernels that keep an operand on the host on purpose still get
+    it there, and those that move it (:func:`distsketch.ops.namespace.asarray`)
+    find the one copy made per process instead of uploading it per block.
+    """
+    if isinstance(block, np.ndarray) or hasattr(block, "tocsr"):
+        return
+    for op in operands:
+        cache_operand(op, block)
 
 
 def device_memory_override() -> int | None:

@@ -8,8 +8,10 @@ blocks, each task's function called in row order with the global row of its
 first row, summary states merged by the same tree as
 :func:`~distsketch.graph.blocks.merge_tree` (the same fan-in, so the same
 results as dask's synchronous scheduler), map outputs concatenated in the
-input's namespace.  Operands stay host arrays: each task moves them to its
-block's device (:func:`distsketch.ops.namespace.asarray`).
+input's namespace.  Operands stay host arrays, copied to the blocks' device
+once per process (:func:`distsketch.graph.devices.operands_on_device`).  The
+blocks' finiteness and magnitude checks are read once per pass
+(:func:`distsketch.validation.finite.deferred_checks`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from distsketch.graph.budget import check_task_memory
 from distsketch.graph.planner import BlockPlan, choose_fan_in, log_plan
 from distsketch.graph.runtime import task_blas
 from distsketch.ops.namespace import host_tree, namespace
+from distsketch.validation.finite import deferred_checks
 
 __all__ = ["InProcessBlocks"]
 
@@ -63,7 +66,8 @@ class InProcessBlocks:
             check_task_memory(name, self.plan.block_rows, self.bytes_per_row, self.fixed_bytes)
         task = BlockTask(func, dict(kwargs or {}), check_finite, where, self.bytes_per_row,
                           self.fixed_bytes)
-        outs = [task(block, start, *operands) for start, block in self._blocks()]
+        with deferred_checks():  # every block's check flags read once, after the last block
+            outs = [task(block, start, *operands) for start, block in self._blocks()]
         return outs[0] if len(outs) == 1 else namespace(*outs).concat(outs, axis=0)
 
     def reduce(self, summary: Any, *operands: Any, split_every: int = 8, name: str | None = None,
@@ -86,7 +90,8 @@ class InProcessBlocks:
             source=self.plan.source, fan_in=fan, depth=depth), label)
         task = BlockTask(summary.chunk, {}, check_finite, where, self.bytes_per_row,
                           self.fixed_bytes)
-        states = [task(block, start, *operands) for start, block in self._blocks()]
+        with deferred_checks():  # every block's check flags read once, after the last block
+            states = [task(block, start, *operands) for start, block in self._blocks()]
         # the fan-in tree_reduce gives dask (without the budget), so the merges are the same
         fan, _ = choose_fan_in(len(states), split_every, state_bytes, what=label)
         while True:  # merge_tree's grouping: consecutive states; the root is always a merge

@@ -40,8 +40,9 @@ from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
 from distsketch.footprint import Footprint
-from distsketch.graph.blocks import map_rows, tree_reduce, whole_rows
+from distsketch.graph.blocks import map_rows, row_offsets, tree_reduce, whole_rows
 from distsketch.graph.budget import memory_fraction
+from distsketch.graph.engine import reduce_with_engine, wants_engine
 from distsketch.graph.inprocess import InProcessBlocks
 from distsketch.graph.planner import (
     INPUT_BLOCK_BYTES,
@@ -56,7 +57,13 @@ from distsketch.graph.planner import (
 from distsketch.graph.row_sources import RowSource, attach_row_source, row_source_of
 from distsketch.graph.runtime import active_client, compute, compute_array, rechunk
 from distsketch.ops.namespace import host_dtype, host_tree, to_host
-from distsketch.validation.finite import is_array_api
+from distsketch.validation.finite import (
+    FiniteRows,
+    FlaggedSummary,
+    check_finite_rows,
+    is_array_api,
+    mark_checked,
+)
 
 __all__ = [
     "INPUT_BLOCK_BYTES",
@@ -324,7 +331,9 @@ class RowBlocks:
                        check_finite=check_finite, name=name, where=where,
                        row_start=self.row_start)
         if self.lazy:
-            return out
+            # device blocks were checked on the device by FiniteRows: a writer need not again
+            return mark_checked(out) if isinstance(func, FiniteRows) and \
+                is_array_api(getattr(out, "_meta", None)) else out
         if self._in_driver():
             return compute(out, progress=False, scheduler="sync")[0]
         return compute_array(out, progress=progress)
@@ -353,19 +362,30 @@ class RowBlocks:
             self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
             budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
             source=self.plan.source, fan_in=fan, depth=depth, merge_bytes=merge), label)
-        red = tree_reduce(summary, self.data, *operands, split_every=split_every,
+        # device blocks: the input checks' flags ride with the states, read once at the root
+        flagged = (FlaggedSummary(summary, where) if check_finite and not lazy
+                   and is_array_api(getattr(self.data, "_meta", None)) else None)
+        red = tree_reduce(flagged or summary, self.data, *operands, split_every=split_every,
                           bytes_per_row=self.bytes_per_row, fixed_bytes=self.fixed_bytes,
-                          check_finite=check_finite, name=name, where=where,
-                          row_start=self.row_start, state_bytes=state_bytes)
+                          check_finite=check_finite and flagged is None, name=label,
+                          where=where, row_start=self.row_start, state_bytes=state_bytes)
         if lazy:
             return red
         if self._in_driver():
             state = compute(red, progress=False, scheduler="sync")[0]
         else:
             state = compute(red, progress=progress)[0]
+        if flagged is not None:
+            state = flagged.settle(state, lambda row: self._recheck(row, where))
         # blocks of another namespace (dask of CuPy) merged on their device: the small merged
         # state comes to the host, where fits finalise it and keep their learned attributes
         return host_tree(state) if is_array_api(getattr(self.data, "_meta", None)) else state
+
+    def _recheck(self, row: int, where: str) -> None:
+        # the block starting at global row `row` was flagged: its synchronous check names it
+        starts = [int(v) for v in row_offsets(self.data.chunks[0], self.row_start)]
+        block = compute(self.data.blocks[starts.index(int(row))], progress=False)[0]
+        check_finite_rows(block, int(row), where)
 
 
 def plan_rows(X: Any, *, footprint: Footprint | None = None, block_rows: int | None = None,
@@ -480,11 +500,15 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
     task and of one state is the summary's own declaration,
     ``summary.footprint(n_features, itemsize)``
     (:meth:`~distsketch.summaries.base.Summary.footprint`), unless
-    ``footprint`` is given (a map fused into the chunk adds its own).
+    ``footprint`` is given (a map fused into the chunk adds its own).  With the
+    dask config ``distsketch.engine`` it runs on the pass engine (:mod:`distsketch.graph.engine`).
     """
     if footprint is None:
         footprint = declared_footprint(summary, X)
     blocks = plan_rows(X, footprint=footprint, block_rows=block_rows, row_start=row_start)
+    if isinstance(blocks, RowBlocks) and wants_engine(blocks.data):  # config distsketch.engine
+        return reduce_with_engine(blocks, summary, *operands, split_every=split_every,
+                                  name=name, state_bytes=footprint.state, where=where)
     return blocks.reduce(summary, *operands, split_every=split_every, name=name,
                          progress=progress, state_bytes=footprint.state, where=where)
 

@@ -4,18 +4,27 @@ One vocabulary for every entry point (``open_array(device=...)``, the dask
 config key ``distsketch.device``, the CLI's ``--device``, a workflow spec's
 ``device:``).  CuPy is imported only here and only when ``"cuda"`` is asked
 for, so a CPU install never needs it and a CPU run never loads it.
+
+Operands (``W``, ``b``, ``mu``, ``sigma``, centres, hashes: host arrays every
+block of a pass needs) are copied to a device once per process
+(:func:`cache_operand`, called by the task runner) and found there by
+:func:`distsketch.ops.namespace.asarray` (:func:`cached_operand`) instead of
+being uploaded again for every block.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from distsketch.errors import ConfigError
 
-__all__ = ["DEVICES", "GPU_INSTALL", "check_device", "device_memory", "device_meta",
-           "require_cupy", "to_device"]
+__all__ = ["DEVICES", "GPU_INSTALL", "OPERAND_CACHE_BYTES", "OPERAND_CACHE_ENTRIES",
+           "cache_operand", "cached_operand", "check_device", "clear_operand_cache",
+           "device_memory", "device_meta", "require_cupy", "to_device"]
 
 #: the devices distsketch computes on
 DEVICES = ("cpu", "cuda")
@@ -96,3 +105,86 @@ def device_memory() -> int:
     """
     cupy = require_cupy()
     return int(cupy.cuda.Device().mem_info[1])
+
+
+#: at most this many operand copies are kept on devices per process (least recently used go)
+OPERAND_CACHE_ENTRIES = 32
+#: and at most this many bytes of them; a larger operand is uploaded per use, as before
+OPERAND_CACHE_BYTES = 1 << 30
+
+_OPERANDS: OrderedDict[tuple, tuple[np.ndarray, Any]] = OrderedDict()
+_OPERANDS_LOCK = threading.Lock()
+
+
+def _operand_key(host: np.ndarray, like: Any) -> tuple:
+    # the host array is held by its entry, so its id is not reused while the entry lives;
+    # the data pointer, shape and dtype tell a view or a re-allocated array apart
+    import array_api_compat
+
+    xp = array_api_compat.array_namespace(like)
+    return (id(host), host.__array_interface__["data"][0], host.shape, host.strides,
+            host.dtype.str, getattr(xp, "__name__", str(xp)), str(array_api_compat.device(like)))
+
+
+def cached_operand(host: Any, like: Any) -> Any | None:
+    """The device copy of host array ``host`` on ``like``'s device, if cached; else None.
+
+    Looks up only: per-block temporaries never enter the cache.
+    """
+    if not isinstance(host, np.ndarray) or isinstance(like, np.ndarray) or not _OPERANDS:
+        return None
+    key = _operand_key(host, like)
+    with _OPERANDS_LOCK:
+        hit = _OPERANDS.get(key)
+        if hit is None:
+            return None
+        _OPERANDS.move_to_end(key)
+        return hit[1]
+
+
+def cache_operand(host: Any, like: Any) -> Any:
+    """``host`` copied to ``like``'s device once per process, and that copy.
+
+    Parameters
+    ----------
+    host : ndarray
+        An operand of a pass (numeric or boolean); anything else is returned as is.
+    like : array of a non-NumPy namespace
+        A block on the device the operand is wanted on.
+
+    Returns
+    -------
+    array
+        The device copy (the same object for every block of every pass while
+        cached), or ``host`` itself when it is not a numeric host array or is
+        above :data:`OPERAND_CACHE_BYTES`.
+
+    Notes
+    -----
+    Operands are read-only for the passes that use them (learned attributes,
+    graph keys): an operand changed in place after it was cached keeps its
+    old device copy until :func:`clear_operand_cache`.
+    """
+    if (not isinstance(host, np.ndarray) or host.dtype.kind not in "biufc"
+            or isinstance(like, np.ndarray) or host.nbytes > OPERAND_CACHE_BYTES):
+        return host
+    found = cached_operand(host, like)
+    if found is not None:
+        return found
+    import array_api_compat
+
+    xp = array_api_compat.array_namespace(like)
+    dev = xp.asarray(host, device=array_api_compat.device(like))
+    with _OPERANDS_LOCK:
+        _OPERANDS[_operand_key(host, like)] = (host, dev)
+        total = sum(h.nbytes for h, _ in _OPERANDS.values())
+        while len(_OPERANDS) > OPERAND_CACHE_ENTRIES or total > OPERAND_CACHE_BYTES:
+            old, _ = _OPERANDS.popitem(last=False)[1]
+            total -= old.nbytes
+    return dev
+
+
+def clear_operand_cache() -> None:
+    """Drop every cached device copy of an operand (frees their device memory)."""
+    with _OPERANDS_LOCK:
+        _OPERANDS.clear()

@@ -42,12 +42,60 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import asarray, copy_array, densify, is_numpy, namespace, zeros
 
-__all__ = ["fd_block_formulation", "fd_covariance_bytes",
-           "fd_covariance_shrink", "fd_merge", "fd_shrink", "fd_sketch", "fd_sketch_components"]
+__all__ = ["FD_STATES", "fd_block_formulation", "fd_covariance_bytes", "fd_covariance_shrink",
+           "fd_covariance_state_bytes", "fd_merge", "fd_shrink", "fd_sketch",
+           "fd_sketch_components", "fd_state"]
 
 #: Widest m for which a block's m × m covariance is formed (12·m² bytes per task:
 #: the float64 sum and a float32 product, 50 MiB at 2048).
 COVARIANCE_MAX_COLUMNS = 2048
+
+
+#: What a Frequent Directions fit accumulates: ``"sketch"`` (the streaming ℓ × m sketch,
+#: shrunk as rows arrive), ``"covariance"`` (the exact m × m ZᵀZ, shrunk once at the
+#: end) or ``"auto"`` (:func:`fd_state` chooses).
+FD_STATES = ("auto", "sketch", "covariance")
+
+
+def fd_state(requested: str, m: int, *, on_device: bool) -> str:
+    """The state a Frequent Directions fit of width m accumulates.
+
+    Parameters
+    ----------
+    requested : {"auto", "sketch", "covariance"}
+        The caller's choice; ``"sketch"`` and ``"covariance"`` are returned
+        as they are.
+    m : int
+        Width of the sketched rows.
+    on_device : bool
+        Whether the rows are arrays of a non-NumPy namespace (CuPy on a GPU).
+
+    Returns
+    -------
+    str
+        ``"sketch"`` or ``"covariance"``.  ``"auto"`` gives ``"covariance"``
+        on a device when m ≤ :data:`COVARIANCE_MAX_COLUMNS` (a state of
+        8·m² bytes, 32 MiB at 2048: one GEMM per block, no eigendecomposition
+        until the root, where the streaming sketch needs a small ``eigh``
+        every ℓ rows, latency-bound on a GPU), and ``"sketch"`` otherwise:
+        NumPy keeps the streaming sketch and its results.
+
+    Raises
+    ------
+    distsketch.errors.ConfigError
+        For a value not in :data:`FD_STATES`.
+    """
+    if requested not in FD_STATES:
+        raise ConfigError(f"Frequent Directions state must be one of {', '.join(FD_STATES)}; "
+                          f"got {requested!r}.")
+    if requested != "auto":
+        return requested
+    return "covariance" if on_device and int(m) <= COVARIANCE_MAX_COLUMNS else "sketch"
+
+
+def fd_covariance_state_bytes(m: int) -> int:
+    """Bytes of one covariance state at width m: ZᵀZ in float64, 8·m²."""
+    return 8 * int(m) ** 2
 
 
 def _check_ell(ell: int) -> int:

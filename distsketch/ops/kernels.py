@@ -47,6 +47,7 @@ __all__ = [
     "PROJECTABLE_KERNELS",
     "SHIFT_INVARIANT",
     "SHIFT_INVARIANT_NAMES",
+    "bad_input_flag",
     "check_row_magnitude",
     "first_oversized_row",
     "kernel_columns",
@@ -54,6 +55,7 @@ __all__ = [
     "kernel_diagonal",
     "kernel_function",
     "max_row_sqnorm",
+    "oversized_flag",
     "pairwise_kernel",
     "resolve_kernel_params",
 ]
@@ -351,6 +353,37 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
     return row, float(log_sq[row])
 
 
+def oversized_flag(block: Any) -> Any:
+    """Whether some row of a device block is too large, as a 0-d bool array on its device.
+
+    The deferred form of :func:`first_oversized_row` for blocks of another
+    namespace (CuPy): the same scaled squared norms, with the verdict left on
+    the device so that a pass reads all its blocks' flags at once instead of
+    synchronising per block.  A non-finite block gives False here (the
+    finiteness flag reports it).
+
+    Parameters
+    ----------
+    block : array of a non-NumPy namespace, shape (k, d)
+
+    Returns
+    -------
+    0-d bool array on ``block``'s device
+    """
+    xp = namespace(block)
+    if block.size == 0 or not xp.isdtype(block.dtype, "real floating"):
+        return xp.asarray(False, device=block.device)
+    limit = max_row_sqnorm(host_dtype(block.dtype))
+    amax = xp.max(xp.abs(block))
+    usable = xp.isfinite(amax) & (amax > 0)
+    # an unusable scale (0, inf, NaN) is replaced by 1 and its verdict masked out below
+    scale = xp.astype(xp.where(usable, amax, xp.ones_like(amax)), xp.float64)
+    with np.errstate(all="ignore"):
+        rows = xp.astype(block, xp.float64) / scale
+        log_sq = xp.log10(_row_sqnorms(xp, rows)) + 2.0 * xp.log10(scale)
+    return usable & xp.any(log_sq > math.log10(limit))
+
+
 def check_row_magnitude(block: Any, offset: int, where: str = "input") -> None:
     """Raise :class:`InputError` naming the first row too large for kernel computations.
 
@@ -380,3 +413,17 @@ def check_row_magnitude(block: Any, offset: int, where: str = "input") -> None:
         f"values would overflow to inf/NaN. Scale the data (e.g. "
         f"sklearn.preprocessing.StandardScaler, or divide by a constant){hint} first."
     )
+
+
+def bad_input_flag(block: Any) -> Any:
+    """NaN/Inf or an oversized row in a device block, as a 0-d bool on its device.
+
+    The verdict of the synchronous input checks (finiteness, then
+    :func:`first_oversized_row`) without reading anything back; for blocks
+    of a non-NumPy namespace, whose checks a pass reads once at its end.
+    """
+    xp = namespace(block)
+    flag = oversized_flag(block)
+    if xp.isdtype(block.dtype, ("real floating", "complex floating")):
+        flag = flag | ~xp.all(xp.isfinite(block))
+    return flag

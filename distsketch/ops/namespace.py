@@ -92,6 +92,10 @@ def asarray(x: Any, like: Any, *, dtype: Any = None) -> Any:
         return np.asarray(x, dtype=dtype)
     if not isinstance(x, (np.ndarray, *_SCALARS, list, tuple)) and namespace(x) is xp:
         return x if dtype is None else xp.astype(x, xp_dtype(xp, dtype), copy=False)
+    from distsketch.ops.device import cached_operand
+
+    if (dev := cached_operand(x, like)) is not None:  # an operand already on the device
+        return dev if dtype is None else xp.astype(dev, xp_dtype(xp, dtype), copy=False)
     host = np.asarray(to_host(x)) if not isinstance(x, (list, tuple)) else np.asarray(x)
     if dtype is not None:
         host = host.astype(_numpy_dtype(dtype), copy=False)

@@ -10,7 +10,7 @@ from distsketch.footprint import Footprint
 from distsketch.ops.namespace import asarray, namespace, zeros
 from distsketch.summaries.base import Summary
 
-__all__ = ["ColumnMoments", "MomentsAndSample", "column_scale"]
+__all__ = ["ColumnMoments", "column_scale"]
 
 
 class ColumnMoments(Summary):
@@ -43,33 +43,6 @@ class ColumnMoments(Summary):
             m2 = out["m2"] + s["m2"] + delta**2 * (out["n"] * s["n"] / n)
             out = {"n": n, "mean": mean, "m2": m2}
         return out
-
-
-class MomentsAndSample(Summary):
-    """:class:`ColumnMoments` and a row sample (any bottom-k sampler) in one pass.
-
-    State: ``{"moments": ..., "sample": ...}``; the sample is the sampler's
-    own state (e.g. :class:`~distsketch.summaries.landmarks.UniformLandmarks`:
-    k rows whatever n), so a fit that reads every row for its column moments
-    also draws the rows a data-driven parameter needs, without another pass.
-    """
-
-    def __init__(self, sampler: Summary):
-        self.moments = ColumnMoments()
-        self.sampler = sampler
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        return {"moments": self.moments.chunk(block, row_offset),
-                "sample": self.sampler.chunk(block, row_offset)}
-
-    def footprint(self, n_features: int, itemsize: int) -> Footprint:
-        """The moments' and the sampler's, held by one task at once."""
-        return (self.moments.footprint(n_features, itemsize)
-                + self.sampler.footprint(n_features, itemsize))
-
-    def merge(self, states: list[dict]) -> dict:
-        return {"moments": self.moments.merge([s["moments"] for s in states]),
-                "sample": self.sampler.merge([s["sample"] for s in states])}
 
 
 def column_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -22,23 +22,44 @@ could arise:
 Every NaN/Inf message that names a row (input blocks :func:`check_finite_rows`,
 targets :func:`check_finite_targets`, stored rows :func:`check_finite_stored`,
 stage outputs) finds it with :func:`first_nonfinite_row`.
+
+Blocks of another namespace (CuPy) are not read on the host per block: each check leaves
+a 0-d flag on the device (:func:`~distsketch.ops.kernels.bad_input_flag`,
+:func:`output_flag`) and a pass reads its flags once. Maps run inside
+:func:`deferred_checks`, which folds the flags of every check made in it and reads them
+when it ends (the whole pass in this process; one dask task, whose output must be
+settled before an arbitrary consumer takes it); summaries carry the first flagged
+block's row in their states (:class:`FlaggedSummary`), read at the root of the tree.
+Only when a flag is set are the flagged blocks checked again, by the
+synchronous checks above, so the messages (first bad row, block) are the same.
+NumPy blocks keep the synchronous checks: they are cheap and read nothing back.
+
+Over 500 lines because the synchronous checks and their deferred device form share
+one set of messages and re-checks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from dask.base import tokenize
 
 from distsketch.errors import InputError
-from distsketch.ops.kernels import check_row_magnitude
+from distsketch.ops.kernels import bad_input_flag, check_row_magnitude
 from distsketch.ops.namespace import densify, is_numpy, namespace, to_host
 
 __all__ = [
+    "DeferredChecks",
     "FiniteRows",
+    "FlaggedState",
+    "FlaggedSummary",
     "cast_checked",
     "check_exact_integers",
     "check_finite_block",
@@ -48,12 +69,16 @@ __all__ = [
     "check_finite_stored",
     "check_finite_targets",
     "check_magnitude",
+    "deferred_checks",
     "first_inexact_integer",
     "first_nonfinite_row",
     "first_out_of_range",
     "is_array_api",
+    "is_checked",
     "is_dask",
+    "mark_checked",
     "narrows",
+    "output_flag",
 ]
 
 def is_dask(X: Any) -> bool:
@@ -208,7 +233,7 @@ def check_finite_stored(block: Any, row_start: int, where: Any, line_of: Any = N
                      "or pass allow_nan=True (CLI: --allow-nan) to store it as is.")
 
 
-def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
+def check_finite_block(block: Any, *, stage: str, row_start: int = 0, defer: bool = True) -> Any:
     """Return ``block`` if it is all finite, else raise naming the stage and first bad row.
 
     Parameters
@@ -219,6 +244,9 @@ def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
         The computation, e.g. ``"RandomFourierFeatures transform"``.
     row_start : int
         Global index of the block's first row.
+    defer : bool, default True
+        Inside :func:`deferred_checks`, leave a device flag instead of
+        checking now (False: check now, as the deferred re-check does).
 
     Raises
     ------
@@ -229,8 +257,13 @@ def check_finite_block(block: Any, *, stage: str, row_start: int = 0) -> Any:
     -----
     One pass over the block (``isfinite``); no copy when it is finite.  The
     row named is the first bad row of its block; when blocks run in
-    parallel, of the block that failed first.
+    parallel, of the block that failed first.  Inside :func:`deferred_checks`
+    a block of another namespace is only flagged on its device, and checked
+    (raising this same error) when the flags are read.
     """
+    checks = _active_checks() if defer else None
+    if checks is not None and checks.output(block, stage, row_start):
+        return block
     row = first_nonfinite_row(block)
     if row is None:
         return block
@@ -290,6 +323,201 @@ class FiniteRows:
 
     def __dask_tokenize__(self) -> Any:
         return ("FiniteRows", tokenize(self.func), self.stage)
+
+
+#: the row of a state whose blocks were all flagged clean (above any row number)
+NO_ROW = 2**62
+
+
+
+def output_flag(out: Any) -> Any | None:
+    """NaN/Inf in a device output, as a 0-d bool on its device (None for host outputs)."""
+    if not is_array_api(out):
+        return None
+    xp = namespace(out)
+    if not xp.isdtype(out.dtype, ("real floating", "complex floating")):
+        return xp.asarray(False, device=out.device)
+    return ~xp.all(xp.isfinite(out))
+
+
+class DeferredChecks:
+    """The device flags of the checks made in one :func:`deferred_checks` scope.
+
+    Each check keeps its flag and what it would re-check (the block, its
+    first row).  :meth:`settle` reads one number, the position of the first
+    set flag, and only then re-runs that one check synchronously, so it
+    raises exactly its synchronous error (the first failing check in the
+    order they were made) and a failure costs one block's re-check.
+    """
+
+    def __init__(self) -> None:
+        self._rechecks: list[Callable[[], Any]] = []
+        self._flags: list[Any] = []
+
+    def input(self, block: Any, row_start: int, where: str) -> None:
+        """Check input rows: flagged on a device, at once on the host."""
+        flag = bad_input_flag(block) if is_array_api(block) else None
+        if flag is None:
+            check_finite_rows(block, row_start, where)
+            return
+        self._add(flag, functools.partial(check_finite_rows, block, row_start, where))
+
+    def output(self, out: Any, stage: str, row_start: int) -> bool:
+        """Flag a device output of ``stage``; False (nothing flagged) for a host one."""
+        flag = output_flag(out)
+        if flag is None:
+            return False
+        self._add(flag, functools.partial(check_finite_block, out, stage=stage, row_start=row_start,
+                                            defer=False))
+        return True
+
+    def _add(self, flag: Any, recheck: Callable[[], Any]) -> None:
+        self._rechecks.append(recheck)
+        self._flags.append(flag)
+
+    def settle(self) -> None:
+        """Read the flags (one host read); re-check the first set one, which raises.
+
+        Raises
+        ------
+        InputError
+            The error the first failing check raises synchronously.
+        """
+        rechecks, flags = self._rechecks, self._flags
+        self._rechecks, self._flags = [], []
+        if not flags:
+            return
+        xp = namespace(*flags)
+        stacked = xp.astype(xp.stack(flags), xp.int8)
+        none = xp.asarray(-1, dtype=xp.int64, device=stacked.device)
+        first = int(xp.where(xp.any(stacked != 0), xp.astype(xp.argmax(stacked), xp.int64), none))
+        if first >= 0:
+            rechecks[first]()
+
+
+_LOCAL = threading.local()
+
+
+def _active_checks() -> DeferredChecks | None:
+    return getattr(_LOCAL, "checks", None)
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[DeferredChecks]:
+    """A scope whose device checks are read once, when it ends.
+
+    Nested scopes join the outermost one (a block task inside a pass run in
+    this process).  An exception inside the scope settles the flags first: a
+    failure caused by bad input is reported as the bad input.
+    """
+    outer = _active_checks()
+    if outer is not None:
+        yield outer
+        return
+    checks = DeferredChecks()
+    _LOCAL.checks = checks
+    try:
+        yield checks
+    except Exception:
+        _LOCAL.checks = None
+        checks.settle()
+        raise
+    finally:
+        _LOCAL.checks = None
+    checks.settle()
+
+
+class FlaggedState:
+    """A summary state and ``first``: the first row of its first flagged block (device 0-d)."""
+
+    __slots__ = ("first", "state")
+
+    def __init__(self, state: Any, first: Any):
+        self.state = state
+        self.first = first
+
+
+class FlaggedSummary:
+    """``summary`` whose states carry the input checks' flags, read once at the root.
+
+    For tree reductions over dask blocks of another namespace, whose states
+    travel between tasks: each chunk flags its block on the device
+    (:func:`~distsketch.ops.kernels.bad_input_flag`) and its state carries, as a
+    device integer, the block's first row if flagged; merges keep the minimum.  :meth:`settle`
+    reads that one integer and has the flagged block re-checked, which names
+    the same first bad row as the synchronous check.
+    """
+
+    def __init__(self, summary: Any, where: str):
+        self.summary = summary
+        self.where = where
+
+    def chunk(self, block: Any, row_start: int, *operands: Any) -> FlaggedState:
+        """The summary's chunk state and its block's flag."""
+        flag = bad_input_flag(block) if is_array_api(block) else None
+        if flag is None:
+            check_finite_rows(block, row_start, self.where)
+            return FlaggedState(self.summary.chunk(block, row_start, *operands), None)
+        try:
+            state = self.summary.chunk(block, row_start, *operands)
+        except Exception:
+            if bool(flag):  # the failure is the bad input's: name it
+                check_finite_rows(block, row_start, self.where)
+            raise
+        xp = namespace(flag)
+        first = xp.where(flag, xp.asarray(int(row_start), dtype=xp.int64, device=flag.device),
+                         xp.asarray(NO_ROW, dtype=xp.int64, device=flag.device))
+        return FlaggedState(state, first)
+
+    def merge(self, parts: list[FlaggedState]) -> FlaggedState:
+        """The merged state and the first flagged row of its parts."""
+        firsts = [p.first for p in parts if p.first is not None]
+        first = functools.reduce(namespace(*firsts).minimum, firsts) if firsts else None
+        try:
+            state = self.summary.merge([p.state for p in parts])
+        except Exception:
+            if first is not None and int(first) < NO_ROW:
+                return FlaggedState(None, first)  # the root names the bad input
+            raise
+        return FlaggedState(state, first)
+
+    def settle(self, root: FlaggedState, recheck: Callable[[int], None]) -> Any:
+        """The merged state, after ``recheck(row_start)`` of the first flagged block, if any."""
+        if root.first is not None and (row := int(root.first)) < NO_ROW:
+            recheck(row)
+        return root.state
+
+    def __dask_tokenize__(self) -> Any:
+        return ("FlaggedSummary", tokenize(self.summary), self.where)
+
+
+_CHECKED: OrderedDict[str, None] = OrderedDict()
+_CHECKED_MAX = 1024
+_CHECKED_LOCK = threading.Lock()
+
+
+def mark_checked(X: Any) -> Any:
+    """Record that the blocks of dask array ``X`` are checked finite where they are made.
+
+    A writer then skips its own host check of ``X`` (the device output was
+    checked on the device).  Keyed by the graph name, which names the
+    computation; the record is bounded (oldest names dropped).
+    """
+    name = getattr(X, "name", None)
+    if name is not None:
+        with _CHECKED_LOCK:
+            _CHECKED[name] = None
+            _CHECKED.move_to_end(name)
+            while len(_CHECKED) > _CHECKED_MAX:
+                _CHECKED.popitem(last=False)
+    return X
+
+
+def is_checked(X: Any) -> bool:
+    """Whether :func:`mark_checked` recorded ``X``."""
+    name = getattr(X, "name", None)
+    with _CHECKED_LOCK:
+        return name is not None and name in _CHECKED
 
 
 def narrows(src: Any, dst: Any) -> bool:

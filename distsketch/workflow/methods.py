@@ -132,9 +132,7 @@ def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
     the relations between parameters.
     """
     try:
-        est = cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
-                     for k, v in params.items()})
-        est.check_params()
+        cls(**_stand_in(params)).check_params()
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
@@ -199,11 +197,14 @@ def _check_features(section: Any, where: str) -> dict[str, Any]:
     return {"name": cls.__name__, "params": params}
 
 
+def _stand_in(params: dict[str, Any]) -> dict[str, Any]:
+    # a MEDIAN is chosen only when the run starts: 1.0 stands in for the checks before
+    return {k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v) for k, v in params.items()}
+
+
 def _placeholder(section: dict[str, Any]) -> Any:
-    # an instance for the method's own checks, with a MEDIAN standing in as 1.0
-    cls = registry.resolve(section["name"], kind="estimator")
-    return cls(**{k: (1.0 if k in _DATA_DRIVEN and v == MEDIAN else v)
-                  for k, v in section["params"].items()})
+    # an instance of the feature map for the method's own checks
+    return registry.resolve(section["name"], kind="estimator")(**_stand_in(section["params"]))
 
 
 def data_driven(params: dict[str, Any]) -> list[str]:
@@ -379,17 +380,17 @@ class MethodAdapter:
         raise WorkflowError(f"{self.name}: the targets of {rows} hold the label {new[0].item()!r}, "
                             f"which is not among {source} ({self.classes.tolist()}); {fix}.")
 
-    def save(self, folder: Path) -> None:
-        """Write the state into ``folder`` (inside an uncommitted checkpoint)."""
+    def save(self, path: Path) -> None:
+        """Write the state as the model store ``path`` (inside an uncommitted checkpoint)."""
         from distsketch.io.model.store import save_model
 
-        save_model(self.state, folder / "model.zarr")
+        save_model(self.state, path)
 
-    def load(self, folder: Path) -> None:
-        """Read the state written by :meth:`save`."""
+    def load(self, store: Any) -> None:
+        """Read the state :meth:`save` wrote (a local path, or a location on an object store)."""
         from distsketch.io.model.store import load
 
-        self.state = load(folder / "model.zarr")
+        self.state = load(store)
         # a state created by an earlier run: the value it chose for gamma: median, for the report
         for key in data_driven(self.params):
             owner = self.state
@@ -400,5 +401,5 @@ class MethodAdapter:
                 self.resolved[key] = float(value)
 
     def model(self) -> Any:
-        """The fitted estimator."""
+        """The fitted estimator: the folded state is already the model (nothing to finalize)."""
         return self.state

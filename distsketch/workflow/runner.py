@@ -342,7 +342,7 @@ class _Run:
         plan = self._plan(found)
         with connect(self.spec.cluster if self.cluster is None else self.cluster,
                      timeout=self.connect_timeout, log=self.say, dashboard=self.dashboard) as client, \
-                self._result_writer() as tmp, record_plans() as plans:
+                self.storage.result_writer(self.inputs) as tmp, record_plans() as plans:
             scaler, Xs = self._preprocess(plan, found.X)
             perf_ctx, perf_file = performance_report(client, self.storage.scratch)
             with perf_ctx:
@@ -477,10 +477,6 @@ class _Run:
             tmp.write_manifest(info | {"finished_at": time.time()})
         except OSError as exc:
             raise store_error(exc, f"the result {self.result_dir}") from exc
-
-    def _result_writer(self) -> Any:
-        """The uncommitted result (atomic_dir locally, a temporary prefix on an object store)."""
-        return self.storage.result_writer(self.inputs)
 
     def _write_outputs(self, tmp: Any, Xs: Any, model: Any, scaler: dict | None,
                        n: int) -> _Written:

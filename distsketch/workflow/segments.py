@@ -229,9 +229,8 @@ class SegmentFolder:
         meta.update(rows_done=stop, in_progress=stop < n, prefix_fingerprint=fingerprint)
         if self.check_lock is not None:
             self.check_lock()
+        # the method then holds the state as committed: what a resumed run loads
         self.state.save(self.method, meta)
-        # keep the in-memory state identical to what a resumed run would load
-        self.state.reload(self.method)
         self.say(f"segment rows {segment.start}..{stop}: {stop}/{n} rows consumed, checkpointed")
         self.hooks.after_segment(segment)
 

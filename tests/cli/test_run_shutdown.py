@@ -3,8 +3,11 @@
 distributed gives a worker process 4 s to exit when its cluster closes, then
 kills it with "Worker process still alive after 4.0 seconds, killing" on
 stderr; several workers per core on a busy machine take longer than that.
-Here a worker preload makes each worker's exit take longer than 4 s, so the
-run shows the message unless the command lets its workers exit.
+A worker process is killed exactly when it has not exited within the time its
+nanny gives it, and the nanny tells the worker that time: it is the ``timeout``
+of the ``Worker.close`` call the nanny's stop message makes.  A worker preload
+records that call (and that the worker's teardown then ran to its end), so the
+test checks what a slow exit would meet without waiting for one.
 """
 
 from __future__ import annotations
@@ -21,14 +24,36 @@ import zarr
 
 KILLED = "still alive after"
 
-# a worker whose teardown takes 4.5 s: longer than distributed's 4 s (0.8 of its 5 s close
-# timeout), as a worker busy exiting on a loaded machine
-SLOW_EXIT = """\
-import time
+#: a worker busy exiting on a loaded machine takes longer than distributed's 4 s (0.8 of its
+#: 5 s close timeout); the command must give it at least this long
+SLOW_EXIT_SECONDS = 4.5
+
+# records each Worker.close the worker process receives (its timeout: how long the nanny waits
+# for the process before killing it) and the end of the worker's teardown
+RECORD_CLOSE = """\
+import json
+import os
+
+LOG = os.environ["DISTSKETCH_TEST_CLOSE_LOG"]
+
+
+def _record(event):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(event) + "\\n")
+
+
+def dask_setup(worker):
+    close = worker.close
+
+    async def recorded_close(*args, **kwargs):
+        _record({"close_timeout": kwargs.get("timeout"), "reason": kwargs.get("reason")})
+        return await close(*args, **kwargs)
+
+    worker.close = recorded_close
 
 
 def dask_teardown(worker):
-    time.sleep(4.5)
+    _record({"teardown": "done"})
 """
 
 
@@ -45,9 +70,10 @@ def test_run_local_cluster_exits_without_killing_workers(tmp_path: Path) -> None
             "cluster": {"kind": "local", "n_workers": 1, "threads_per_worker": 1,
                         "dashboard_address": None}}
     (tmp_path / "w.yaml").write_text(yaml.safe_dump(spec))
-    (tmp_path / "slow_exit.py").write_text(SLOW_EXIT)
-    env = {**os.environ,
-           "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(tmp_path / "slow_exit.py")])}
+    (tmp_path / "record_close.py").write_text(RECORD_CLOSE)
+    log = tmp_path / "close.jsonl"
+    env = {**os.environ, "DISTSKETCH_TEST_CLOSE_LOG": str(log),
+           "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(tmp_path / "record_close.py")])}
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from distsketch.cli import main; "
                                "sys.exit(main(sys.argv[1:]))",
@@ -56,3 +82,11 @@ def test_run_local_cluster_exits_without_killing_workers(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert "result committed" in done.stdout
     assert KILLED not in done.stderr, done.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    closes = [e for e in events if "close_timeout" in e]
+    # the first close decides: the worker is given more than a slow exit takes, and its
+    # teardown ran to its end (it was not killed on the way)
+    assert closes, events
+    assert closes[0]["close_timeout"] is not None, events
+    assert closes[0]["close_timeout"] > SLOW_EXIT_SECONDS, events
+    assert {"teardown": "done"} in events

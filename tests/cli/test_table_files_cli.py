@@ -290,3 +290,90 @@ def test_ingest_an_r_csv_from_the_command_line(tmp_path, capsys):
     assert json.loads(out)["dropped_columns"] == ["id"]
     g = zarr.open_group(str(tmp_path / "i.zarr"), mode="r")
     np.testing.assert_array_equal(g["X"][...], [[1, 2], [3, 4]])
+
+
+# ------------------------------------------------------------------ transform
+
+
+@pytest.fixture(scope="module")
+def rff(fitted):
+    """A feature map fitted on the ingested training CSV (its label column left in the store)."""
+    import contextlib
+    import io
+
+    d = fitted[0]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["-q", "fit", str(d / "train.zarr"), str(d / "rff_m.zarr"), "--method",
+                         "RandomFourierFeatures", "--param", "n_components=16", "--param",
+                         "gamma=0.5", "--cluster", "sync"]) == 0
+    return d / "rff_m.zarr"
+
+
+def test_transform_reads_a_csv_input_by_the_models_column_names(fitted, rff, tmp_path, capsys):
+    d, Xt, _, _ = fitted
+    code, out, err = _main(capsys, "transform", rff, d / "test.csv", tmp_path / "z.zarr",
+                           "--cluster", "sync", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["input_columns"]["dropped_columns"] == ["klass", "id"]
+    assert res["format"] == "zarr" and res["shape"] == [120, 16]
+    Z = open_array(tmp_path / "z.zarr").compute()
+    # the rows as ingest stores them: float32, in the model's column order (a, b, c)
+    np.testing.assert_array_equal(Z, load(rff).transform(Xt.astype(np.float32)))
+    # the message names what was left out
+    out = _ok(capsys, "transform", rff, d / "test.csv", tmp_path / "y.zarr", "--cluster", "sync")
+    assert "left out 'klass', 'id'" in out
+
+
+def test_transform_writes_a_csv_output_with_the_feature_names(fitted, rff, tmp_path, capsys):
+    d, Xt, _, _ = fitted
+    model = load(rff)
+    out = _ok(capsys, "transform", rff, d / "test.csv", tmp_path / "f.csv", "--cluster", "sync")
+    assert "120 rows x 16 columns (csv)" in out
+    header, rows = _read_csv(tmp_path / "f.csv")
+    assert header == list(model.get_feature_names_out())
+    ref = np.asarray(model.transform(Xt.astype(np.float32)))
+    assert ref.dtype == np.float32
+    # every value reads back bit for bit (9 significant digits for float32)
+    np.testing.assert_array_equal(np.array(rows, dtype=np.float64).astype(np.float32), ref)
+    # a store input works too, and an existing file is replaced only with --overwrite
+    code, _, err = _main(capsys, "transform", rff, d / "train.zarr", tmp_path / "f.csv",
+                         "--cluster", "sync")
+    assert code != 0 and "already exists; pass --overwrite" in err
+    _ok(capsys, "transform", rff, d / "train.zarr", tmp_path / "f.csv", "--cluster", "sync",
+        "--overwrite")
+    _, rows = _read_csv(tmp_path / "f.csv")
+    X_train = open_array(d / "train.zarr").compute()
+    np.testing.assert_array_equal(np.array(rows, dtype=np.float64).astype(np.float32),
+                                  np.asarray(model.transform(X_train)))
+    assert sorted(os.listdir(tmp_path)) == ["f.csv"]
+
+
+def test_transform_refuses_a_table_it_cannot_place_and_leaves_nothing(fitted, rff, tmp_path,
+                                                                       capsys):
+    _, Xt, _, _ = fitted
+    _table(tmp_path / "short.csv", ["a", "c"], Xt[:, [0, 2]].tolist())  # no column b
+    for target in (tmp_path / "z.zarr", tmp_path / "f.csv"):
+        code, _, err = _main(capsys, "transform", rff, tmp_path / "short.csv", target,
+                             "--cluster", "sync")
+        assert code != 0
+        assert "'b'" in err and f"`distsketch ingest {tmp_path / 'short.csv'} short.zarr" in err
+        assert "metadata" not in err
+    assert sorted(os.listdir(tmp_path)) == ["short.csv"]
+
+
+def test_transform_reads_and_writes_parquet(fitted, rff, tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    _, Xt, kt, _ = fitted
+    # the columns in another order and an ID column, as in test.csv
+    pq.write_table(pa.table({"id": [f"row{i}" for i in range(len(kt))], "c": Xt[:, 2],
+                             "a": Xt[:, 0], "b": Xt[:, 1]}), tmp_path / "t.parquet")
+    model = load(rff)
+    _ok(capsys, "transform", rff, tmp_path / "t.parquet", tmp_path / "f.parquet",
+        "--cluster", "sync")
+    t = pq.read_table(tmp_path / "f.parquet")
+    assert t.column_names == list(model.get_feature_names_out())
+    assert all(f.type == pa.float32() for f in t.schema)
+    got = np.column_stack([t.column(n).to_numpy() for n in t.column_names])
+    np.testing.assert_array_equal(got, model.transform(Xt.astype(np.float32)))

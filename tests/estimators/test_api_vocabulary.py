@@ -316,6 +316,7 @@ sketch_size         ~ ℓ, rows of a Frequent Directions sketch ~ rows of the (F
 solver              ~ the algorithm that solves the fitted problem ~ \{"
 split_every         ~ fan-in of a tree reduction ~ [Ff]an-in
 standardize         ~ scale input columns before the feature map ~ [Cc]entre and scale
+state               ~ what a Frequent Directions fit accumulates ~ "sketch", "covariance"
 store               ~ a Zarr group holding the strips ~ Zarr group
 threshold           ~ the rounding level c ~ rounding level
 tile_rows           ~ rows per strip and tile side ~ [Rr]ows per strip

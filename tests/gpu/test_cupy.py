@@ -38,8 +38,14 @@ def _assert_learned_numpy(model) -> None:
 PIPELINES = [
     ("rff", lambda: ds.RandomFourierFeatures(n_components=64, gamma=0.1, random_state=0),
      "transform"),
+    # "auto" sums the exact covariance on a GPU: the NumPy reference asks for it by name
     ("skpca-fd", lambda: ds.StreamingKernelPCA(n_components=3, n_random_features=64,
-                                               sketch_size=16, gamma=0.1, random_state=0),
+                                               sketch_size=16, gamma=0.1, random_state=0,
+                                               state="covariance"),
+     "transform"),
+    ("skpca-fd-sketch", lambda: ds.StreamingKernelPCA(n_components=3, n_random_features=64,
+                                                      sketch_size=16, gamma=0.1,
+                                                      random_state=0, state="sketch"),
      "transform"),
     ("skpca-rnca", lambda: ds.StreamingKernelPCA(n_components=3, n_random_features=64,
                                                  method="rnca", gamma=0.1, random_state=0),

@@ -42,10 +42,10 @@ def fit_counting(progress: bool, capsys) -> tuple[int, list[str]]:
 def test_progress_reports_every_pass_of_a_fit(capsys) -> None:
     computes, err = fit_counting(True, capsys)
     passes = [m for line in err if (m := PASS_LINE.match(line))]
-    assert computes >= 3  # the targets' classes, the standardising pass, the ridge pass
+    assert computes >= 3  # the targets' classes, the standardisation's sample, the ridge pass
     assert [int(m.group(1)) for m in passes] == list(range(1, computes + 1)), err
     labels = [m.group(2) for m in passes]
-    assert "ridge-standardize" in labels and "ridge-summary" in labels
+    assert "ridge-sample" in labels and "ridge-summary" in labels
     summary = [line for line in err if "pass(es) over the data" in line]
     assert len(summary) == 1 and summary[0].startswith(f"{NAME}: fitted in ")
     assert f": {computes} pass(es) over the data" in summary[0]

@@ -66,12 +66,12 @@ def test_address_space_rlimit_bounds_the_host_limit(monkeypatch):
 
 
 def test_embedded_local_cluster_divides_the_cgroup_limit_among_its_workers(monkeypatch):
-    from distsketch.cluster.connection import _local_worker_memory
+    from distsketch.cluster.connection import local_worker_memory
 
     monkeypatch.setattr("distsketch.graph.host_memory.cgroup_memory_limit",
                         lambda *a, **k: 3 * GiB // 2)
-    assert _local_worker_memory({"n_workers": 3, "threads_per_worker": 1}) <= GiB // 2
+    assert local_worker_memory({"n_workers": 3, "threads_per_worker": 1}) <= GiB // 2
     from dask.system import CPU_COUNT
 
-    per = _local_worker_memory({"threads_per_worker": 1})  # one worker per core
+    per = local_worker_memory({"threads_per_worker": 1})  # one worker per core
     assert per <= 3 * GiB // 2 // CPU_COUNT

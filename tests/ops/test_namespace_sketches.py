@@ -72,6 +72,8 @@ def _cases() -> list[tuple[str, _Case]]:
     gj = np.arange(40, 64, dtype=np.int64)[None, :]
     big = X.copy()
     big[7, 3] = 1e300
+    X_nan = X.copy()
+    X_nan[11, 2] = np.nan
     out: list[tuple[str, _Case]] = [
         ("rff_map", ("rff.rff_map", lambda w: rff.rff_map(w(X), W, b, row_offset=5), _F64)),
         ("rff_map-f32", ("rff.rff_map", lambda w: rff.rff_map(w(X32), W, b), _F32)),
@@ -180,6 +182,16 @@ def _cases() -> list[tuple[str, _Case]]:
                                  lambda w: kernels.first_oversized_row(w(big)), _F64)),
         ("first_oversized_row-none", ("kernels.first_oversized_row",
                                       lambda w: kernels.first_oversized_row(w(X)), _F64)),
+        ("oversized_flag", ("kernels.oversized_flag",
+                            lambda w: bool(kernels.oversized_flag(w(big))), _F64)),
+        ("oversized_flag-none", ("kernels.oversized_flag",
+                                 lambda w: bool(kernels.oversized_flag(w(X))), _F64)),
+        ("bad_input_flag", ("kernels.bad_input_flag",
+                            lambda w: bool(kernels.bad_input_flag(w(big))), _F64)),
+        ("bad_input_flag-nan", ("kernels.bad_input_flag",
+                                lambda w: bool(kernels.bad_input_flag(w(X_nan))), _F64)),
+        ("bad_input_flag-none", ("kernels.bad_input_flag",
+                                 lambda w: bool(kernels.bad_input_flag(w(X))), _F64)),
         ("check_row_magnitude", ("kernels.check_row_magnitude",
                                  lambda w: kernels.check_row_magnitude(w(X), 0), _F64)),
     ]
@@ -225,6 +237,7 @@ CASES = _cases()
 #: which the kernels above move to a block's device.
 HOST = {
     "rff.rff_operator": "host operator W, b (seed-keyed)",
+    "rff.rff_fold_scaling": "host operator W', b' from the host column statistics",
     "countsketch.countsketch_hashes": "host operator (hashes of column indices)",
     "countsketch.countsketch_matrix": "host SciPy sparse operator",
     "hadamard.hadamard_entries": "host operator entries of integer indices",

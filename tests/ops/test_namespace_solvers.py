@@ -334,6 +334,18 @@ def test_statistical_dimensions():
         assert f(xs(arg), 1000, 0.5) == pytest.approx(f(arg, 1000, 0.5), rel=RTOL_FACTOR)
 
 
+def test_fd_state_is_chosen_on_the_host_from_the_width_and_the_namespace():
+    # a host decision from scalars: "auto" takes the m × m state only for device rows of a
+    # width whose state fits the declared bound
+    assert fd.fd_state("auto", 64, on_device=True) == "covariance"
+    assert fd.fd_state("auto", 64, on_device=False) == "sketch"
+    assert fd.fd_state("auto", fd.COVARIANCE_MAX_COLUMNS + 1, on_device=True) == "sketch"
+    assert {fd.fd_state(s, 10**6, on_device=False) for s in ("sketch", "covariance")} == \
+        {"sketch", "covariance"}
+    assert fd.fd_covariance_state_bytes(300) == np.zeros((300, 300)).nbytes
+    assert set(fd.FD_STATES) == {"auto", "sketch", "covariance"}
+
+
 # --- every public name of these modules is covered here --------------------------------------
 
 COVERED = {
@@ -341,7 +353,11 @@ COVERED = {
            "fd_covariance_bytes": test_fd_covariance_shrink,
            "fd_covariance_shrink": test_fd_covariance_shrink, "fd_shrink": test_fd_shrink,
            "fd_sketch": test_fd_sketch_and_merge,
-           "fd_merge": test_fd_sketch_and_merge, "fd_sketch_components": test_fd_sketch_components},
+           "fd_merge": test_fd_sketch_and_merge, "fd_sketch_components": test_fd_sketch_components,
+           "FD_STATES": None,
+           "fd_state": test_fd_state_is_chosen_on_the_host_from_the_width_and_the_namespace,
+           "fd_covariance_state_bytes":
+               test_fd_state_is_chosen_on_the_host_from_the_width_and_the_namespace},
     "linalg": {"fix_signs": test_fix_signs, "row_stable_matmul": test_row_stable_matmul,
                "ROW_TILE": None},  # a constant
     "meka": {"nearest_centre": test_nearest_centre,

@@ -41,7 +41,7 @@ from distsketch.summaries.kspace import FactorCross, SketchGram
 from distsketch.summaries.landmarks import ClusterLandmarks
 from distsketch.summaries.leverage import WeightedLandmarks, ridge_leverage
 from distsketch.summaries.meka import Projection
-from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
+from distsketch.summaries.moments import ColumnMoments, column_scale
 from distsketch.summaries.rff_covariance import BlockedCovariance
 from distsketch.summaries.ridge import RidgeSummary
 from distsketch.summaries.sparsified import StripSummary
@@ -163,13 +163,6 @@ def test_column_moments_and_scale():
     assert_array_equal(on_device(column_scale(const)[1]), [1.0, 1.0])
 
 
-def test_moments_and_sample():
-    ms = MomentsAndSample(UniformLandmarks(4, seed=2))
-    (_, ref, _), (_, got, _) = run(ms)
-    assert_allclose(on_device(got["moments"]["m2"]), ref["moments"]["m2"], rtol=RTOL)
-    assert_array_equal(on_device(got["sample"]["rows"]), ref["sample"]["rows"])
-
-
 def test_sum_summary_and_merge_with_a_host_identity():
     def chunk_fn(block, offset):
         xp = array_api_compat.array_namespace(block)
@@ -218,7 +211,6 @@ COVERED = {
     WeightedLandmarks: test_weighted_landmarks,
     ClusterLandmarks: test_cluster_landmarks,
     ColumnMoments: test_column_moments_and_scale,
-    MomentsAndSample: test_moments_and_sample,
     SumSummary: test_sum_summary_and_merge_with_a_host_identity,
     MaxRowNorm: test_max_row_norm,
 }

@@ -117,3 +117,18 @@ def test_lock_object_refuses_a_second_holder_and_is_released():
     finally:
         first.release()
     assert not FS.exists(loc.child(".lock").path)
+
+
+def test_a_rerun_reports_the_median_gamma_its_checkpoint_holds(where):
+    # the value gamma: median chose when the state was created is read back with the
+    # checkpoint on an object store as on a local folder (a refresh folds no segment)
+    median = {"method": {"name": "StreamingKernelPCA", "params": {
+        "method": "rnca", "gamma": "median", "n_random_features": 24, "n_components": 2}}}
+    out = f"{where}/run"
+    first = run_workflow(spec(f"{where}/X.zarr", out, **median), log=quiet)
+    gamma = first.manifest["resolved_params"]["gamma"]
+    FS.rm_file(f"{out}/result/distsketch-manifest.json"[9:])  # killed while publishing
+    res = run_workflow(spec(f"{where}/X.zarr", out, **median), log=quiet)
+    assert res.status == "refreshed" and res.segments == 0
+    assert res.manifest["resolved_params"] == {"gamma": gamma}
+    assert distsketch.load(f"{out}/result/model.zarr").gamma == gamma

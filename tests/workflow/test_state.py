@@ -56,12 +56,3 @@ def test_old_rnca_checkpoint_asks_for_full(tmp_path):
 ])
 def test_segment_bounds_follow_the_global_grid(done, n, seg, expected):
     assert segment_bounds(done, n, seg) == expected
-
-
-def test_both_commit_strategies_answer_the_same_methods():
-    # StateStore chooses one strategy from supports_rename and calls only these methods on it
-    from distsketch.workflow.state import _FolderSwap, _PointerObject
-
-    wanted = {"summary", "load", "save", "reload", "check_foreign", "clean"}
-    for strategy in (_FolderSwap, _PointerObject):
-        assert wanted <= {name for name in vars(strategy) if callable(getattr(strategy, name))}

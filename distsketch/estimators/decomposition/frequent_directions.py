@@ -15,10 +15,11 @@ from distsketch.estimators.base import (
     summary_context,
 )
 from distsketch.graph import reduce_blocks
-from distsketch.ops.fd import fd_sketch_components
+from distsketch.ops.fd import FD_STATES, fd_covariance_state_bytes, fd_sketch_components, fd_state
 from distsketch.ops.namespace import host_dtype, to_host
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
-from distsketch.validation import Interval
+from distsketch.validation import Interval, Options
+from distsketch.validation.finite import is_array_api
 
 __all__ = ["FrequentDirections"]
 
@@ -34,7 +35,17 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     sketch_size : int, default 64
         ℓ, rows of the sketch.
     split_every : int, default 8
-        Fan-in of the tree reduction of block sketches.
+        Merge fan-in of the fit's tree reductions: states are merged
+        ``split_every`` at a time, more where a tree would be over three merges
+        deep (more than ``split_every³`` blocks), fewer where a merge task
+        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
+    state : {"auto", "sketch", "covariance"}, default "auto"
+        What the blocks accumulate: "sketch", the streaming ℓ × d FD sketch
+        (shrunk as rows arrive, merged by stack and shrink); "covariance",
+        the exact d × d AᵀA (one product per 4096-row slice, merged by addition),
+        shrunk once at the end; "auto", "covariance" for input of another
+        array namespace (CuPy on a GPU) with d ≤ 2048, else "sketch" (NumPy
+        input keeps the streaming sketch).  See the Notes.
 
     Attributes
     ----------
@@ -52,18 +63,37 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     n_features_in_ : int
     fingerprint_ : dict
         Identity of the input when fitted from a Zarr path.
+    state_ : {"sketch", "covariance"}
+        The state ``state`` resolved to in ``fit`` (``partial_fit`` keeps it).
+    covariance_ : ndarray of shape (n_features_in_, n_features_in_)
+        AᵀA, summed exactly in float64 (``state_ == "covariance"`` only).
 
     Notes
     -----
-    Each block is sketched ℓ rows at a time in a 2ℓ × d buffer (≈ 12·ℓ·d
-    flops per row), or, for large blocks with d ≤ 2048, in one shrink of its
-    d × d covariance (2·d² flops per row and one top-ℓ eigendecomposition per
-    block), whichever :func:`~distsketch.ops.fd.fd_block_formulation` finds
-    cheaper from the shapes; sketches are merged ``split_every`` at a time.
-    Per-task memory: the block plus O(ℓ·d) (O(d²) for the covariance);
-    communication: one ℓ × d float64
-    sketch per block.  The sketch depends on the chunking and merge order; the
-    guarantee does not.
+    **Covariance state.**  The blocks' AᵀA are summed exactly (float64
+    accumulation; merge is associative and order-independent up to float
+    addition, so the state is the same for every chunking up to rounding) and
+    shrunk once: B = diag(√(λᵢ − λ_ℓ)) Vᵀ from the top ℓ eigenpairs of AᵀA,
+    Δ = λ_ℓ.  Then ``0 ⪯ AᵀA − BᵀB`` and ``‖AᵀA − BᵀB‖₂ = λ_ℓ(AᵀA) ≤
+    ‖A − A_k‖_F²/(ℓ − k)`` for every k < ℓ, up to the rounding of AᵀA and
+    of one eigendecomposition: the least spectral error of any rank-(ℓ − 1)
+    B, never more than the streaming sketch's.  The sketch is not the
+    streaming one (B's last row is zero, its others are the exact top
+    directions of AᵀA), and it does not depend on the chunking.  Cost: 2·d²
+    flops per row (one GEMM per 4096-row slice on a GPU, no eigendecomposition
+    per block or merge, no read back to the host before the root), a d × d
+    state per block (8·d² bytes), one top-ℓ eigendecomposition on the host
+    at the end.
+
+    **Sketch state.**  Each block is sketched ℓ rows at a time in a 2ℓ × d
+    buffer (≈ 12·ℓ·d flops per row), or, for large blocks with d ≤ 2048, in
+    one shrink of its d × d covariance (2·d² flops per row and one top-ℓ
+    eigendecomposition per block), whichever
+    :func:`~distsketch.ops.fd.fd_block_formulation` finds cheaper from the
+    shapes; sketches are merged ``split_every`` at a time.  Per-task memory:
+    the block plus O(ℓ·d) (O(d²) for the covariance); communication: one
+    ℓ × d float64 sketch per block.  The sketch depends on the chunking and
+    merge order; the guarantee does not.
 
     References
     ----------
@@ -82,7 +112,11 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     >>> fd.sketch_.shape
     (8, 20)
     >>> err = np.linalg.norm(A.T @ A - fd.sketch_.T @ fd.sketch_, 2)
-    >>> bool(err <= fd.covariance_error_bound(0))
+    >>> bool(err <= fd.covariance_error_bound(0) * (1 + 1e-12))  # up to rounding
+    True
+    >>> exact = FrequentDirections(sketch_size=8, state="covariance").fit(A)
+    >>> lam = np.linalg.eigvalsh(A.T @ A)[::-1]
+    >>> bool(np.isclose(exact.shrinkage_, lam[7]))  # the error is the ℓ-th eigenvalue
     True
     """
 
@@ -93,14 +127,18 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     _parameter_constraints = {
         "sketch_size": [Interval(int, 1, None)],
         "split_every": [Interval(int, 2, None)],
+        "state": [Options(set(FD_STATES))],
     }
 
-    def __init__(self, *, sketch_size: int = 64, split_every: int = 8):
+    def __init__(self, *, sketch_size: int = 64, split_every: int = 8, state: str = "auto"):
         self.sketch_size = sketch_size
         self.split_every = split_every
+        self.state = state
 
     def _summary(self) -> FrequentDirectionsSummary:
-        return FrequentDirectionsSummary(self.sketch_size, n_columns=self.n_features_in_)
+        # a model saved before ``state_`` existed holds a streaming sketch
+        return FrequentDirectionsSummary(self.sketch_size, n_columns=self.n_features_in_,
+                                         state=getattr(self, "state_", "sketch"))
 
     def _sketch_state(self, X: Any, row_start: int = 0) -> dict:
         summary = self._summary()
@@ -110,6 +148,15 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
                              row_start=row_start, name="frequent-directions")
 
     def _set_state(self, state: dict) -> None:
+        if "ztz" in state:
+            # the exact covariance is kept (later rows add to it); its one shrink runs on
+            # the host, so every device finalises the same matrix the same way
+            self.state_ = "covariance"
+            self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
+            state = self._summary().finalize({"ztz": self.covariance_, "n": int(state["n"])})
+        else:
+            self.__dict__.pop("covariance_", None)
+            self.state_ = "sketch"
         self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
         self.shrinkage_ = float(state["shrinkage"])
         self.sq_frobenius_ = float(state["sq_frobenius"])
@@ -117,6 +164,8 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         self.components_, self.singular_values_ = fd_sketch_components(self.sketch_)
 
     def _state(self) -> dict:
+        if hasattr(self, "covariance_"):
+            return {"ztz": self.covariance_, "n": self.n_samples_seen_}
         return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                 "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
 
@@ -133,9 +182,11 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         -------
         self
         """
-        for attr in ("sketch_", "fingerprint_"):
+        for attr in ("sketch_", "fingerprint_", "covariance_", "state_"):
             self.__dict__.pop(attr, None)
         X = self._check_input(X, reset=True, allow_sparse=True)
+        self.state_ = fd_state(self.state, X.shape[1],
+                               on_device=is_array_api(getattr(X, "_meta", X)))
         self._check_params_for_shape(*X.shape)
         self._set_state(self._sketch_state(X))
         return self
@@ -143,6 +194,12 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # the summary's working buffer: 2 x sketch_size rows of the input's width
         l, d = int(self.sketch_size), int(n_features)
+        if getattr(self, "state_", self.state) == "covariance":
+            return [(f"FrequentDirections(state='covariance') on {d} input features: the "
+                     f"covariance state ({d} x {d} float64) and its merge buffer that",
+                     2 * fd_covariance_state_bytes(d),
+                     "use state='sketch' (an O(sketch_size x d) state) or reduce the input's "
+                     "width first")]
         return [(f"FrequentDirections: sketch_size={l} on {d} input features: the sketch state "
                  f"({2 * l} x {d} float64) that", 16 * l * d,
                  "lower sketch_size (the rank kept) or reduce the input's width first")]
@@ -196,8 +253,10 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
             raise InputError(
                 f"cannot merge sketches of {self.n_features_in_} and {other.n_features_in_} "
                 "features; both must be fitted on data with the same columns.")
-        out = FrequentDirections(sketch_size=self.sketch_size, split_every=self.split_every)
+        out = FrequentDirections(sketch_size=self.sketch_size, split_every=self.split_every,
+                                 state=self.state)
         out.n_features_in_ = self.n_features_in_
+        # two covariances add up exactly; with a streaming sketch the covariance is shrunk
         out._set_state(out._summary().merge([self._state(), other._state()]))
         return out
 

@@ -152,7 +152,10 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         Rows R of Theorem 7's factorisation V·U·φ(R) (a second pass); needed
         for ``kernel_approx``.  None skips it.
     split_every : int, default 8
-        Fan-in of the tree reduction.
+        Merge fan-in of the fit's tree reductions: states are merged
+        ``split_every`` at a time, more where a tree would be over three merges
+        deep (more than ``split_every³`` blocks), fewer where a merge task
+        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
     random_state : int, Generator or None
 
     Attributes
@@ -270,7 +273,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         r = int(self.embed_size or 4 * k)
         A = X
         if self.sample is not None and self.sample < X.shape[0]:
-            _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"))
+            _, A = sample_rows(X, self.sample, _sub_seed(seed, "kspace.sample"), self.split_every)
         common: dict[str, Any] = {"degree": self.degree, "gamma": fit_gamma(self, X),
                                   "coef0": self.coef0}
         self.sketch_S_ = TensorSketch(n_components=m, random_state=_sub_seed(seed, "kspace.S"),
@@ -323,7 +326,8 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         return np.ascontiguousarray(self.components_.T)
 
     def _fit_factorisation(self, A: Any, seed: int) -> None:
-        _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"))
+        _, R = sample_rows(A, self.n_landmarks, _sub_seed(seed, "kspace.landmarks"),
+                           self.split_every)
         self.landmarks_ = R
         VtK = reduce_blocks(FactorCross(self._embed_block, self._kernel, R), A,
                             split_every=self.split_every, name="kspace-factor")
@@ -387,7 +391,10 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
     split_every : int, default 8
-        Fan-in of the tree reductions.
+        Merge fan-in of the fit's tree reductions: states are merged
+        ``split_every`` at a time, more where a tree would be over three merges
+        deep (more than ``split_every³`` blocks), fewer where a merge task
+        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
     random_state : int, Generator or None
 
     Attributes

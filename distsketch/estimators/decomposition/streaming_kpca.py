@@ -20,7 +20,7 @@ from distsketch.estimators.base import (
 from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.fd import fd_sketch_components
+from distsketch.ops.fd import FD_STATES, fd_covariance_state_bytes, fd_sketch_components, fd_state
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import host_dtype, to_host
@@ -28,7 +28,7 @@ from distsketch.ops.rff import RFF_FORMS, rff_embed, rff_embed_footprint, rff_op
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.summaries.rff_covariance import MAP_ROWS, BlockedCovariance, RFFRows
 from distsketch.validation import Interval, Options
-from distsketch.validation.finite import FiniteRows, check_finite_result
+from distsketch.validation.finite import FiniteRows, check_finite_result, is_array_api
 
 __all__ = ["StreamingKernelPCA"]
 
@@ -76,9 +76,19 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         "paired" (cos, sin per frequency, lower variance at equal width)
         needs an even ``n_random_features``.
     split_every : int, default 8
-        Fan-in of the tree reduction.
+        Merge fan-in of the fit's tree reductions: states are merged
+        ``split_every`` at a time, more where a tree would be over three merges
+        deep (more than ``split_every³`` blocks), fewer where a merge task
+        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
     random_state : int, Generator or None
         Seed of the random features.
+    state : {"auto", "sketch", "covariance"}, default "auto"
+        What ``method="fd"`` accumulates: "sketch", the streaming FD sketch;
+        "covariance", the exact ZᵀZ summed over blocks and shrunk once at the
+        end (the guarantee of :class:`~distsketch.FrequentDirections`' Notes);
+        "auto", "covariance" for input of another array namespace (CuPy on a
+        GPU) with ``n_random_features`` ≤ 2048, else "sketch".  Unused by
+        "rnca".
 
     Attributes
     ----------
@@ -100,8 +110,10 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         The Frequent Directions sketch ("fd" only).
     shrinkage_ : float
         Δ ≥ ‖ZᵀZ − BᵀB‖₂ ("fd" only).
+    state_ : {"sketch", "covariance"}
+        The state ``state`` resolved to in ``fit`` ("fd" only).
     covariance_ : ndarray of shape (n_random_features, n_random_features)
-        ZᵀZ ("rnca" only).
+        ZᵀZ ("rnca", and "fd" with ``state_ == "covariance"``).
     feature_sum_ : ndarray of shape (n_random_features,)
         Column sums of Z ("rnca" only).
     sq_frobenius_ : float
@@ -124,6 +136,12 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     while a block is folded through its covariance) or O(m²) (RNCA) state,
     independent of n.  Communication: the d × m operator once per worker and
     one state per block (ℓ·m or m² float64), merged ``split_every`` at a time.
+
+    With ``state_ == "covariance"`` FD sums ZᵀZ exactly (2·m² flops per
+    row, one GEMM per block on a GPU, an m × m state, no eigendecomposition
+    per block or merge) and shrinks it once: the sketch's top ℓ − 1
+    directions are then RNCA's, its error ‖ZᵀZ − BᵀB‖₂ = λ_ℓ(ZᵀZ), at most
+    the streaming sketch's, and it does not depend on the chunking.
 
     Centring is not applied: as in the paper, G̃ approximates the kernel matrix
     itself.  The FD sketch depends on the chunking and merge order; the FD
@@ -163,12 +181,13 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         "rff_form": [Options(RFF_FORMS)],
         "split_every": [Interval(int, 2, None)],
         "random_state": ["random_state"],
+        "state": [Options(set(FD_STATES))],
     }
 
     def __init__(self, *, n_components: int = 10, kernel: str = "rbf", gamma: float | str | None = None,
                  n_random_features: int = 1024, sketch_size: int = 64, method: str = "fd",
                  orthogonal: bool = False, split_every: int = 8, random_state: Any = None,
-                 rff_form: str = "offset"):
+                 rff_form: str = "offset", state: str = "auto"):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -179,6 +198,7 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self.split_every = split_every
         self.random_state = random_state
         self.rff_form = rff_form
+        self.state = state
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -198,25 +218,35 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     # --------------------------------------------------------------- summaries
     def _summary(self) -> Any:
         if self.method == "fd":
+            # a model saved before ``state_`` existed holds a streaming sketch
             return FrequentDirectionsSummary(self.sketch_size, transform=RFFRows(),
-                                             n_columns=self.n_random_features, map_rows=MAP_ROWS)
+                                             n_columns=self.n_random_features, map_rows=MAP_ROWS,
+                                             state=getattr(self, "state_", "sketch"))
         return BlockedCovariance(transform=RFFRows(), n_columns=self.n_random_features)
+
+    def _fd_covariance(self) -> bool:
+        """Whether "fd" sums the covariance (resolved in ``fit``; as asked before it)."""
+        return self.method == "fd" and getattr(self, "state_", self.state) == "covariance"
 
     def _state_bytes(self) -> int:
         m, l = int(self.n_random_features), int(self.sketch_size)
-        return 4 * l * m * 8 + 8 * (2 * l) ** 2 if self.method == "fd" else 2 * m * m * 8
+        if self.method == "fd" and not self._fd_covariance():
+            return 4 * l * m * 8 + 8 * (2 * l) ** 2
+        return 2 * fd_covariance_state_bytes(m)
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # the feature map's weights (said as RandomFourierFeatures says them), then the summary
         weights = RandomFourierFeatures(n_components=self.n_random_features)
         shape = (f"sketch_size={self.sketch_size}, n_random_features={self.n_random_features}: "
-                 "the FD sketch and its merge buffers" if self.method == "fd" else
+                 "the FD sketch and its merge buffers"
+                 if self.method == "fd" and not self._fd_covariance() else
                  f"n_random_features={self.n_random_features}: the covariance ZᵀZ and its "
                  "merge buffer")
         return [*weights._operator_sizes(n_samples, n_features),
                 (f"StreamingKernelPCA(method={self.method!r}) with {shape} (float64) that",
                  self._state_bytes(), "lower n_random_features" +
-                 (" or sketch_size" if self.method == "fd" else " or use method='fd'"))]
+                 (" or sketch_size" if self.method == "fd" and not self._fd_covariance() else
+                  " or use state='sketch'" if self.method == "fd" else " or use method='fd'"))]
 
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
         d = int(X.shape[1])
@@ -231,6 +261,14 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
         self.n_samples_seen_ = int(state["n"])
+        if self.method == "fd" and "ztz" in state:
+            # the exact ZᵀZ is kept (partial_fit adds to it); shrunk once, on the host
+            self.state_ = "covariance"
+            self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
+            state = self._summary().finalize({"ztz": self.covariance_, "n": int(state["n"])})
+        elif self.method == "fd":  # a streaming sketch (a covariance merged with one is too)
+            self.state_ = "sketch"
+            self.__dict__.pop("covariance_", None)
         if self.method == "fd":
             self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
             self.shrinkage_ = float(state["shrinkage"])
@@ -246,6 +284,8 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self.explained_variance_ = s[:k] ** 2 / max(1, self.n_samples_seen_)
 
     def _state(self) -> dict:
+        if self.method == "fd" and hasattr(self, "covariance_"):
+            return {"ztz": self.covariance_, "n": self.n_samples_seen_}
         if self.method == "fd":
             return {"sketch": self.sketch_, "n": self.n_samples_seen_,
                     "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
@@ -267,6 +307,9 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         """
         self._reset_fitted()
         X = self._check_input(X, reset=True, allow_sparse=True)
+        if self.method == "fd":
+            self.state_ = fd_state(self.state, int(self.n_random_features),
+                                   on_device=is_array_api(getattr(X, "_meta", X)))
         self._check_params_for_shape(*X.shape)
         seed = self._init_seed()
         _, params = fit_kernel_params(self, X)

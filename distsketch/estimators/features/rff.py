@@ -10,7 +10,7 @@ from distsketch.estimators.base import OperatorSize, RowMapTransformer, fit_cont
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.footprint import Footprint
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
-from distsketch.ops.rff import RFF_FORMS, rff_block, rff_map_footprint, rff_operator
+from distsketch.ops.rff import RFF_FORMS, rff_block, rff_fold_scaling, rff_map_footprint, rff_operator
 from distsketch.validation import Interval, Options
 
 __all__ = ["RandomFourierFeatures"]
@@ -166,6 +166,16 @@ class RandomFourierFeatures(AutoSized, RowMapTransformer):
 
     def _operands(self) -> tuple:
         return (self.random_weights_, self.random_offset_)
+
+    def scaled_operands(self, mean: Any, scale: Any) -> tuple | None:
+        """Operands of this map applied to ``(x − mean) / scale``, taking raw rows.
+
+        ``(W', b')`` of :func:`~distsketch.ops.rff.rff_fold_scaling` for the
+        per-block function (``_map_block``): the standardisation rides in the
+        operator, so a pass never forms the standardised block.  None where
+        it does not fold (the paired form, or a large ``|mean| / scale``).
+        """
+        return rff_fold_scaling(self.random_weights_, self.random_offset_, mean, scale)
 
     def _map_footprint(self) -> Footprint:
         return rff_map_footprint(self.n_features_in_, self.n_components_)

@@ -1,16 +1,15 @@
 """What :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` chooses by itself.
 
-* **Standardisation** (``standardize=True``): column means and standard
-  deviations from one tree-reduced pass (:class:`~distsketch.summaries.moments.ColumnMoments`,
-  a 2·d + 1 state per block), applied to every block before the feature map.
-  A feature map such as random Fourier features needs standardised rows
-  *before* it maps them, so the moments cannot come from the same pass as
-  ``ZᵀZ``; the extra pass reads X once and does no other work.
+* **Standardisation** (``standardize=True``): needed *before* the pass over
+  ``ZᵀZ``, the column means and scales are estimates from a row sample read
+  first (:mod:`~distsketch.estimators.ridge.scaling`; exact on a small input),
+  folded into a random Fourier operator (:func:`feature_block_function`): one
+  read of each row.
 * **Feature count** of the default random Fourier features:
   :data:`DEFAULT_MAX_FEATURES` (:func:`default_n_features`).
 * **gamma** of the default map: the best of :data:`GAMMA_FACTORS` / d by exact
-  leave-one-out of Gaussian kernel ridge on the (at most 1000) rows the
-  standardising pass samples anyway (:func:`search_gamma`, no pass of its own),
+  leave-one-out of Gaussian kernel ridge on (at most 1000) rows of that
+  sample (:func:`search_gamma`, no pass of its own),
   scoring only the factors the choice needs and widening past an edge of
   the grid (:func:`gamma_search_note` says so).
 * **alpha** (``alpha="auto"``): the leave-one-out choice at that gamma when the
@@ -39,11 +38,10 @@ from distsketch.estimators.ridge.gamma_search import (
 )
 from distsketch.estimators.ridge.system import RidgeSystem
 from distsketch.footprint import Footprint
-from distsketch.graph import compute, reduce_blocks
+from distsketch.graph import compute
 from distsketch.ops.linalg import row_stable_matmul
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.summaries.base import takes_out
-from distsketch.summaries.moments import ColumnMoments, MomentsAndSample, column_scale
 from distsketch.summaries.ridge import dense_float64
 from distsketch.validation import is_dask
 from distsketch.validation.finite import is_array_api
@@ -65,7 +63,6 @@ __all__ = [
     "feature_block_function",
     "feature_block_functions",
     "features_fitted",
-    "fit_scaler",
     "gamma_search_note",
     "gcv_path",
     "loo_default_kernel",
@@ -160,7 +157,9 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
     Distsketch row maps ship their operators once as graph operands; any other
     fitted transformer (with ``transform``) is called per block.  With
     ``scaler = (mean, scale)`` rows are standardised first (the two vectors
-    travel as operands too).
+    travel as operands too), except by a map with ``scaled_operands``
+    (random Fourier features, offset form), which takes the scaling into its
+    operator and maps raw rows.
     """
     if isinstance(features, RowMapTransformer):
         fn, ops = features._map_block, tuple(features._operands())
@@ -173,6 +172,10 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
         )
     if scaler is None:
         return fn, ops
+    folds = getattr(features, "scaled_operands", None)
+    folded = None if folds is None else folds(scaler[0], scaler[1])
+    if folded is not None:
+        return fn, tuple(folded)
     return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
 
 
@@ -268,27 +271,6 @@ def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
         xdt = xp_dtype(xp, host_dtype(dt))
         return (xp.astype(X, xdt) - asarray(mu, like=X)) / asarray(sd, like=X)
     return ((np.asarray(X, dtype=dt) - mu) / sd).astype(dt, copy=False)
-
-
-def fit_scaler(X: Any, where: str, sampler: Any = None) -> tuple[np.ndarray, np.ndarray, Any]:
-    """Column ``(mean, scale)`` of X in one tree-reduced pass (constant columns: scale 1).
-
-    With a ``sampler`` (a bottom-k row sample such as
-    :func:`~distsketch.estimators.kernel_params.median_sampler`) the same pass
-    also draws its rows: the third item is ``(index, rows)`` of the sample
-    (raw, not standardised), else None.
-    """
-    if sampler is None:
-        state = reduce_blocks(ColumnMoments(), X, name="ridge-standardize", where=where)
-        return (*_host_scale(state), None)
-    state = reduce_blocks(MomentsAndSample(sampler), X, name="ridge-standardize", where=where)
-    return (*_host_scale(state["moments"]), sampler.finalize(state["sample"]))
-
-
-def _host_scale(state: dict) -> tuple[np.ndarray, np.ndarray]:
-    # the d column statistics are learned attributes: host NumPy whatever the input's namespace
-    mean, scale = column_scale(state)
-    return to_host(mean), to_host(scale)
 
 
 def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:

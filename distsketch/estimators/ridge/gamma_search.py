@@ -2,8 +2,10 @@
 
 :func:`loo_kernel_path` scores Gaussian kernel ridge on sample rows for
 given gammas and the whole λ grid (one eigendecomposition per gamma);
-:func:`search_gamma` evaluates only the gammas the choice needs: the middle
-of :data:`GAMMA_FACTORS` first, then one step outward while the best sits on
+:func:`search_gamma` evaluates only the gammas the choice needs: three
+neighbouring factors first (the middle of :data:`GAMMA_FACTORS`, or on a
+sample of more than :data:`PILOT_ABOVE` rows the best factor of a
+:data:`PILOT_ROWS`-row pilot), then one step outward while the best sits on
 the edge of what was evaluated, past :data:`GAMMA_FACTORS` itself by at most
 :data:`MAX_GAMMA_WIDENING` steps each way.
 """
@@ -11,6 +13,7 @@ the edge of what was evaluated, past :data:`GAMMA_FACTORS` itself by at most
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,12 @@ GAMMA_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0)
 #: factor-of-2 steps the search may take beyond either end of :data:`GAMMA_FACTORS`
 #: (1/64 … 16 in all)
 MAX_GAMMA_WIDENING = 3
+
+#: sample rows above which the search starts from a pilot's choice (:func:`search_gamma`)
+PILOT_ABOVE = 400
+
+#: rows of that pilot: evenly spaced rows of the sample
+PILOT_ROWS = 200
 
 
 def _sq_distances(S: np.ndarray) -> np.ndarray:
@@ -99,9 +108,10 @@ def loo_kernel_path(S: Any, Y: Any, gammas: Any, fit_intercept: bool,
     Notes
     -----
     Per gamma: one O(n³) eigendecomposition and O(n² · p · t) for the path;
-    memory O(n² + n · p · t).  The rows come from the bottom-k sample of the
-    standardising pass, so the choice depends on the data and the seed
-    only, never on the chunking.
+    memory O(n² + n · p · t).  The rows come from the row sample read before
+    the ridge pass (:mod:`~distsketch.estimators.ridge.scaling`), chosen from
+    n alone, so the choice depends on the data and the seed only, never on
+    the chunking.
 
     References
     ----------
@@ -123,14 +133,17 @@ def search_gamma(S: Any, Y: Any, fit_intercept: bool,
                  grid: np.ndarray = GCV_GRID) -> dict[str, Any]:
     """The leave-one-out path at the gammas the choice needs, widened past an edge.
 
-    Gammas are ``factor / d`` (d: columns of S).  The three middle factors of
-    :data:`GAMMA_FACTORS` are scored first; while the lowest error (over the
-    λ grid) is at the smallest or largest factor scored, the next factor
-    that way (× 2 or ÷ 2) is scored too.  For an error that is unimodal in
-    log gamma this picks what scoring all of :data:`GAMMA_FACTORS` would,
-    with 3–4 eigendecompositions instead of 5; where the best is an end of
-    :data:`GAMMA_FACTORS`, the search goes on past it, at most
-    :data:`MAX_GAMMA_WIDENING` steps.
+    Gammas are ``factor / d`` (d: columns of S).  Three neighbouring factors
+    are scored first: the middle ones of :data:`GAMMA_FACTORS` or, on more
+    than :data:`PILOT_ABOVE` rows, the best of a pilot and its neighbours
+    (:func:`_pilot_factor`); while the lowest error (over the λ grid) is at
+    the smallest or largest factor scored, the next factor that way (× 2 or
+    ÷ 2) is scored too, at most :data:`MAX_GAMMA_WIDENING` steps past either
+    end of :data:`GAMMA_FACTORS`.  For an error that is unimodal in log gamma
+    near its minimum this picks what scoring every factor would; the pilot
+    saves the k-row eigendecompositions of the steps from the middle of the
+    grid to the choice (1000 rows, 28 tables: 3.6 on average instead of
+    5.7, the same choice on each; ``benchmarks/RESULTS.md``).
 
     Parameters
     ----------
@@ -154,23 +167,64 @@ def search_gamma(S: Any, Y: Any, fit_intercept: bool,
     grid = np.asarray(grid, dtype=np.float64)
     lo = GAMMA_FACTORS[0] / 2.0 ** MAX_GAMMA_WIDENING
     hi = GAMMA_FACTORS[-1] * 2.0 ** MAX_GAMMA_WIDENING
-    scored: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-    mid = len(GAMMA_FACTORS) // 2
-    for f in GAMMA_FACTORS[mid - 1: mid + 2]:
-        scored[f] = _loo_at(D2, Yc, f / d, fit_intercept, grid)
+    centre = _pilot_factor(D2, Yc, d, fit_intercept, grid, lo, hi)
+    scored = _walk(lambda f: _loo_at(D2, Yc, f / d, fit_intercept, grid), centre, lo, hi)
+    factors = sorted(scored)
+    best = _best(scored)
+    widened = [f for f in factors if f not in GAMMA_FACTORS]
+    return {"factors": factors, "gammas": np.asarray(factors) / d,
+            "alphas": np.stack([scored[f][0] for f in factors]),
+            "mse": np.stack([scored[f][1] for f in factors]),
+            "widened": widened, "at_limit": best in (lo, hi)}
+
+
+def _best(scored: dict[float, tuple[np.ndarray, np.ndarray]]) -> float:
+    # the factor of the lowest error; ties go to the smaller gamma
+    return min(sorted(scored), key=lambda f: float(np.min(scored[f][1])))
+
+
+def _walk(score: Callable[[float], tuple[np.ndarray, np.ndarray]], centre: float,
+          lo: float, hi: float) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """Score ``centre`` and its two factor-2 neighbours, then step outward while the best
+    is the smallest or largest factor scored, never past ``lo`` or ``hi``."""
+    scored = {f: score(f) for f in (centre / 2.0, centre, centre * 2.0)}
     while True:
         factors = sorted(scored)
-        best = min(factors, key=lambda f: float(np.min(scored[f][1])))  # ties: smaller gamma
+        best = _best(scored)
         if not np.isfinite(np.min(scored[best][1])):
             break  # no finite score: nothing to follow
         step = 0.5 if best == factors[0] else 2.0 if best == factors[-1] else None
         nxt = None if step is None else best * step
         if nxt is None or not lo <= nxt <= hi:
             break
-        scored[nxt] = _loo_at(D2, Yc, nxt / d, fit_intercept, grid)
-    factors = sorted(scored)
-    widened = [f for f in factors if f not in GAMMA_FACTORS]
-    return {"factors": factors, "gammas": np.asarray(factors) / d,
-            "alphas": np.stack([scored[f][0] for f in factors]),
-            "mse": np.stack([scored[f][1] for f in factors]),
-            "widened": widened, "at_limit": best in (lo, hi)}
+        scored[nxt] = score(nxt)
+    return scored
+
+
+def _pilot_factor(D2: np.ndarray, Yc: np.ndarray, d: int, fit_intercept: bool,
+                  grid: np.ndarray, lo: float, hi: float) -> float:
+    """Where the search of k sample rows starts: the middle of :data:`GAMMA_FACTORS`, or,
+    above :data:`PILOT_ABOVE` rows, the best factor of ``lo`` … ``hi`` (every one)
+    by the leave-one-out of :data:`PILOT_ROWS` evenly spaced of them, kept one
+    step inside ``lo`` … ``hi``.
+
+    A pilot decomposition costs (k / PILOT_ROWS)³ less than a k-row one, so
+    starting at the pilot's choice saves the k-row decompositions of every
+    step the search would walk from the middle of the grid; the k-row search
+    still scores the start's neighbours and walks on while the best is an
+    edge.  The pilot scores every factor, not a walk of its own: its error
+    need not be unimodal in gamma (a target that a narrow kernel fits and a
+    wide one smooths to a constant has a second, shallow minimum among the
+    smallest gammas).
+    """
+    mid = GAMMA_FACTORS[len(GAMMA_FACTORS) // 2]
+    n = Yc.shape[0]
+    if n <= PILOT_ABOVE:
+        return mid
+    idx = np.unique(np.linspace(0, n - 1, PILOT_ROWS).round().astype(np.int64))
+    D2p, Yp = D2[np.ix_(idx, idx)], Yc[idx]
+    if fit_intercept:
+        Yp = Yp - Yp.mean(axis=0)
+    ladder = lo * 2.0 ** np.arange(round(np.log2(hi / lo)) + 1)
+    scored = {float(f): _loo_at(D2p, Yp, f / d, fit_intercept, grid) for f in ladder}
+    return float(min(max(_best(scored), 2.0 * lo), hi / 2.0))

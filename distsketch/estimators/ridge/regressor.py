@@ -24,7 +24,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, fit_context, to_numpy
 from distsketch.estimators.features.rff import RandomFourierFeatures
-from distsketch.estimators.kernel_params import median_sampler, sample_median_gamma, strip_median_gamma
+from distsketch.estimators.kernel_params import sample_median_gamma, strip_median_gamma
 from distsketch.estimators.ridge.cv import fit_cv
 from distsketch.estimators.ridge.defaults import (
     PredictBlock,
@@ -33,7 +33,6 @@ from distsketch.estimators.ridge.defaults import (
     feature_block_function,
     feature_block_functions,
     features_fitted,
-    fit_scaler,
     loo_default_kernel,
     loo_results,
     map_kernel,
@@ -45,6 +44,7 @@ from distsketch.estimators.ridge.defaults import (
     wants_median_gamma,
 )
 from distsketch.estimators.ridge.fold import RidgeFolding
+from distsketch.estimators.ridge.scaling import default_sample, loo_sample, sample_scale
 from distsketch.estimators.ridge.system import (
     RidgeSystem,
     alpha_tolerates_float32,
@@ -82,7 +82,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         seeded from ``random_state`` with ``min(2048, max(1024, 2 n_samples))``
         features (2048 in ``partial_fit``) and gamma chosen among
         {1/8, 1/4, 1/2, 1, 2} / n_features by exact leave-one-out of kernel
-        ridge on the ≤ 1000 rows the standardising pass samples (no pass of
+        ridge on ≤ 1000 rows of the standardisation's sample (no pass of
         its own; 1 / n_features without ``standardize`` or with ``cv``, whose
         ``gammas`` choose); where the best is an end of that grid the search
         goes on past it, by at most 3 factor-2 steps (``gamma_search_``).
@@ -103,8 +103,12 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     standardize : "auto" or bool, default "auto"
         Centre and scale every input column to unit variance before the
         feature map (``x_mean_``, ``x_scale_``; constant columns are centred
-        only).  Costs one extra pass over X that keeps 2·d + 1 numbers per
-        block; ``partial_fit`` takes the moments of its first batch.  "auto"
+        only).  The means and scales are estimated on a row sample read
+        before the only pass (a few per cent of the rows in whole strips,
+        every row of an input of at most 8192 rows;
+        :mod:`~distsketch.estimators.ridge.scaling`); random Fourier features
+        fold them into their operator, other maps standardise each block.
+        ``partial_fit`` takes them from its first batch.  "auto"
         standardises unless the caller fixed the kernel's scale: for the
         default map (``features=None``) and for a map whose ``gamma`` is
         chosen from the data (None or "median"), not for a map given a number
@@ -122,7 +126,10 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         Kernel-scale grid for ``cv`` (the feature map must have a ``gamma``
         parameter); every candidate map is evaluated in the same pass.
     split_every : int, default 8
-        Fan-in of the tree reduction.
+        Merge fan-in of the fit's tree reductions: states are merged
+        ``split_every`` at a time, more where a tree would be over three merges
+        deep (more than ``split_every³`` blocks), fewer where a merge task
+        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
     random_state : int, Generator or None
         Seed of the default feature map and of the fold assignment.
 
@@ -136,7 +143,9 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     alpha_ : float or ndarray
         The λ used (chosen by CV when ``cv`` is set, else as "auto" says).
     x_mean_, x_scale_ : ndarray of shape (n_features,) or None
-        The standardisation (None when ``standardize=False``).
+        The standardisation (None when ``standardize=False``): sample
+        estimates of the column means and standard deviations (exact when
+        the sample is every row, as on at most 8192 rows).
     gamma_ : float or None
         The kernel scale: chosen by CV among ``gammas``, else the one the feature map
         used (its ``gamma_``; the leave-one-out choice for the default map); None without one.
@@ -170,10 +179,10 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
 
     Notes
     -----
-    One pass over X for ``ZᵀZ`` (plus, with ``standardize``, a first pass
-    for the column moments: a 2·d + 1 state per block, and the default map's
-    row sample: one O(k³) eigendecomposition of its k ≤ 1000 rows' kernel per
-    gamma scored, 3 to 8).  Per task: the block, its ``rows × m`` features
+    One pass over X for ``ZᵀZ``.  With ``standardize``, the chunks of the
+    row sample are read first (the statistics, and for the default map one
+    O(k³) eigendecomposition of the kernel of k ≤ 1000 of its rows per gamma
+    scored, 3 to 8).  Per task: the block, its ``rows × m`` features
     and an m × m + m × t state (× k folds × n_gammas with CV); merges hold
     ``split_every`` states, one state per block is communicated.  The solve
     is one O(m³) eigendecomposition for the λ path (and GCV; it also gives
@@ -254,8 +263,12 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     def _fit_scaler(self, X: Any, Y: Any = None) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it.
 
-        The default map's gamma (``features=None``, given targets Y) and a
-        map's ``gamma="median"`` are chosen on the row sample this pass draws.
+        A standardising model estimates it on the rows of :func:`default_sample`,
+        read before the ridge pass, which then reads each row once
+        (``x_mean_`` and ``x_scale_`` are the sample's estimates, exact where
+        the sample is every row).  The default map's gamma (given targets Y)
+        and a map's ``gamma="median"`` are chosen on :func:`loo_sample` rows
+        of it.
         """
         self.x_mean_ = self.x_scale_ = None
         self._median_gamma = self._loo = None
@@ -265,19 +278,19 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
                 self._median_gamma = strip_median_gamma(
                     X, where=f"the {X.shape[0]} x {X.shape[1]} input of {type(self).__name__}")
             return X
+        index, rows = default_sample(X)
+        self.x_mean_, self.x_scale_ = sample_scale(rows)
         loo = self.features is None and Y is not None and self.cv is None
-        # the row sample rides on the moments' pass (no extra pass over X)
-        sampler = median_sampler() if loo or wants_median_gamma(self.features) else None
-        self.x_mean_, self.x_scale_, sample = fit_scaler(X, f"{type(self).__name__} input X",
-                                                         sampler)
-        if sample is not None:
-            S = standardize_rows(np.asarray(to_host(sample[1])), self.x_mean_, self.x_scale_)
+        if loo or wants_median_gamma(self.features):
+            at, loo_rows = loo_sample(index, rows)
+            S = standardize_rows(loo_rows, self.x_mean_, self.x_scale_)
             if loo:
-                self._loo = loo_default_kernel(S, rows_at(Y, sample[0]), int(X.shape[0]),
+                self._loo = loo_default_kernel(S, rows_at(Y, at), int(X.shape[0]),
                                                self.fit_intercept, type(self).__name__)
             else:
                 self._median_gamma = sample_median_gamma(
                     S, f"the standardised {X.shape[0]} x {X.shape[1]} input")
+        # lazy: a map fitted on it reads what it needs, and the pass maps the raw rows
         return standardize_rows(X, self.x_mean_, self.x_scale_)
 
     def _scaler(self) -> tuple | None:

@@ -30,7 +30,7 @@ from distsketch.io.commit.publish import atomic_output
 from distsketch.io.storage.codecs import codecs
 from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.namespace import to_host
-from distsketch.validation.finite import first_nonfinite_row
+from distsketch.validation.finite import first_nonfinite_row, is_checked
 
 __all__ = ["create_array", "layout_of", "write_array"]
 
@@ -235,13 +235,17 @@ def write_array(
     Notes
     -----
     The finiteness check is one ``isfinite`` pass over each block in memory,
-    fused with the write (no extra read).  The manifest's entries are also
+    fused with the write (no extra read); a dask array of device blocks already
+    checked where they were made (a ``transform`` on ``device="cuda"``,
+    :func:`distsketch.validation.finite.mark_checked`) is not checked again.  The manifest's entries are also
     stored as the Zarr attribute ``provenance`` of the array (and group).  On an object store the output is
     written under a temporary prefix and copied into place with its manifest
     last (:mod:`distsketch.io.commit.publish`): one more copy of every chunk, made
     by the store itself where it can (S3 copies server-side).
     """
     t0 = time.perf_counter()
+    # device blocks that FiniteRows checked on the device are not checked again on the host
+    checked = is_dask(X) and is_checked(X)
     # GPU blocks (device="cuda") move to the host in the task that writes them
     Xd = blocks_on_host(X) if is_dask(X) else as_dask(np.asarray(to_host(X)))
     if Xd.ndim not in (1, 2):  # 1-D: predictions, labels
@@ -253,7 +257,7 @@ def write_array(
                          f"{chunk_rows!r} for {path}.")
     chunk_rows = int(chunk_rows)
     Xd = Xd.rechunk({0: chunk_rows, **({1: Xd.shape[1]} if Xd.ndim == 2 else {})})
-    if not allow_nonfinite and np.issubdtype(Xd.dtype, np.inexact):
+    if not allow_nonfinite and not checked and np.issubdtype(Xd.dtype, np.inexact):
         Xd = Xd.map_blocks(_FiniteCheck(stage or f"writing {path}"), dtype=Xd.dtype,
                            name="finite-" + tokenize(Xd.name))
     inputs = [*inputs, *_graph_inputs(Xd)]

@@ -9,12 +9,16 @@ capability / operation   :class:`LocalLocation`         :class:`FsspecLocation`
                          they hold no symbolic link
 ``atomic_output``        :func:`~distsketch.io.commit.atomic.  :func:`~distsketch.io.commit.publish.
                          atomic_dir`                    publish_prefix`
+``checkpoint``           ``FolderSwap``: one folder     ``PointerObject``: the store
+                         swap                           under a fresh name, then the
+                                                        one object naming it
 ``run_lock``             ``fcntl`` lock file            lease object with heartbeat
 ``writer_lock``          ``flock`` on the folder        claim object beside it
 =======================  =============================  ===============================
 
-Both are registered with :func:`distsketch.io.storage.urls.register_kind` when
-:mod:`distsketch.io` is imported.  The operations shared by every fsspec
+Checkpoints are in :mod:`distsketch.io.commit.checkpoint`.  Both kinds are registered
+with :func:`distsketch.io.storage.urls.register_kind` when :mod:`distsketch.io` is
+imported.  The operations shared by every fsspec
 filesystem are in the base class, :class:`~distsketch.io.storage.location.Location`.
 """
 
@@ -32,6 +36,7 @@ import zarr
 
 from distsketch.errors import StoreError
 from distsketch.io.commit.atomic import atomic_dir, recover
+from distsketch.io.commit.checkpoint import FolderSwap, PointerObject
 from distsketch.io.commit.publish import check_committed, publish_prefix
 from distsketch.io.storage.claims import claimed
 from distsketch.io.storage.location import Location
@@ -146,6 +151,9 @@ class LocalLocation(Location):
         with atomic_dir(self.path, overwrite=overwrite, inputs=inputs) as tmp_dir:
             yield resolve(tmp_dir)
 
+    def checkpoint(self, damaged: Any) -> FolderSwap:
+        return FolderSwap(self, damaged)
+
     def run_lock(self, wait: bool | float, force: bool = False) -> Any:
         # an OS lock dies with its process: nothing to force
         if os.path.exists(self.path) and not os.path.isdir(self.path):
@@ -189,6 +197,10 @@ class FsspecLocation(Location):
         """A temporary location that becomes this one when the block succeeds
         (:func:`distsketch.io.commit.publish.atomic_output`)."""
         return publish_prefix(self, overwrite=overwrite, inputs=list(inputs))
+
+    def checkpoint(self, damaged: Any) -> PointerObject:
+        """A checkpoint committed by rewriting the one object that names its store."""
+        return PointerObject(self, damaged)
 
     def run_lock(self, wait: bool | float, force: bool = False) -> Any:
         """One run at a time in this folder: a context manager whose value has ``check()``

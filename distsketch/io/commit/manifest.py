@@ -20,8 +20,7 @@ from distsketch.errors import StoreError
 from distsketch.io.commit.jsonable import json_default
 from distsketch.io.storage.urls import Location, resolve
 
-__all__ = ["MANIFEST_NAME", "has_manifest", "provenance", "read_json_object", "read_manifest",
-           "write_manifest"]
+__all__ = ["MANIFEST_NAME", "provenance", "read_json_object", "read_manifest", "write_manifest"]
 
 MANIFEST_NAME = "distsketch-manifest.json"
 #: deepest nesting of lists and objects a manifest or state file may have
@@ -51,11 +50,6 @@ def write_manifest(directory: str | os.PathLike | Location, info: dict, *,
     text = json.dumps(body, indent=2, default=json_default)
     # replaced atomically: a rename locally, one PUT on an object store
     resolve(directory, storage_options).write_bytes(MANIFEST_NAME, text.encode())
-
-
-def has_manifest(directory: str | os.PathLike | Location, *, storage_options: Any = None) -> bool:
-    """Whether ``directory`` holds a manifest file (readable or not): distsketch wrote it."""
-    return resolve(directory, storage_options).isfile(MANIFEST_NAME)
 
 
 def read_manifest(directory: str | os.PathLike | Location, *,

@@ -255,6 +255,12 @@ class Location:
         (:func:`distsketch.io.commit.publish.atomic_output`)."""
         raise NotImplementedError
 
+    def checkpoint(self, damaged: Any) -> Any:
+        """The :class:`~distsketch.io.commit.checkpoint.Checkpoint` in this folder, committed
+        the way this kind can (``damaged``: ``(where, why) -> exception`` for one that cannot
+        be read)."""
+        raise NotImplementedError
+
     def run_lock(self, wait: bool | float, force: bool = False
                  ) -> contextlib.AbstractContextManager[Any]:
         """One run at a time in this folder: a context manager whose value has ``check()``

@@ -160,8 +160,8 @@ def test_default_gamma_and_alpha_are_the_leave_one_out_choice(caplog):
     # fit's log says what was chosen
     assert f"gamma={model.gamma_:.3g}" in caplog.text and "leave-one-out on 80" in caplog.text
     assert f"alpha={model.alpha_:.3g} chosen with gamma by leave-one-out" in caplog.text
-    # no pass of its own: the sample rides on the standardising pass
-    assert [p.name for p in plans] == ["ridge-standardize", "ridge-summary"]
+    # no pass of its own: the sample (every row here) is read before the only pass
+    assert [p.name for p in plans] == ["ridge-summary"]
     res = model.cv_results_
     mse = np.asarray(res["loo_mse"], dtype=float)
     g, a = np.unravel_index(int(np.argmin(mse)), mse.shape)
@@ -410,7 +410,7 @@ def test_cv_map_that_alone_exceeds_the_budget_is_a_memory_budget_error():
 
 # ----------------------------------------------------------------------------- gamma="median"
 
-def test_median_gamma_rides_on_the_standardising_pass():
+def test_median_gamma_comes_from_the_standardising_sample():
     import dask.array as da
 
     from distsketch.estimators.kernel_params import median_gamma
@@ -422,8 +422,8 @@ def test_median_gamma_rides_on_the_standardising_pass():
     with record_plans() as plans:
         model = SketchedKernelRidge(features=median, alpha=0.1).fit(Xd, y)
     names = [p.name for p in plans]
-    # two passes, as with a numeric gamma: the moments (with the sample), then ZᵀZ
-    assert names == ["ridge-standardize", "ridge-summary"], names
+    # one pass, as with a numeric gamma: the sample (every row here) is read before it
+    assert names == ["ridge-summary"], names
     Xs = (X - X.mean(axis=0)) / X.std(axis=0)
     assert model.gamma_ == pytest.approx(median_gamma(Xs), rel=1e-12)
     fixed = SketchedKernelRidge(features=RandomFourierFeatures(

@@ -6,7 +6,9 @@ alpha (more rows than the leave-one-out sample), one eigendecomposition of
 the centred ZᵀZ scores every alpha candidate, gives the solution at the
 chosen one and, for the classifier, the calibration sample's leverages; the
 gamma choice takes one eigendecomposition of the sample's kernel per gamma
-it scores.  Neither bound depends on the number of alpha candidates.
+it scores (and, on a sample of more than PILOT_ABOVE rows, one of a
+PILOT_ROWS-row pilot's kernel per factor of the ladder).  Neither bound
+depends on the number of alpha candidates.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from sklearn.datasets import make_classification, make_regression
 
 import distsketch.estimators.ridge.defaults as defaults
 from distsketch import SketchedKernelRidge, SketchedKernelRidgeClassifier
-from distsketch.estimators.ridge.gamma_search import GAMMA_FACTORS, MAX_GAMMA_WIDENING
+from distsketch.estimators.ridge.gamma_search import (
+    GAMMA_FACTORS,
+    MAX_GAMMA_WIDENING,
+    PILOT_ABOVE,
+    PILOT_ROWS,
+)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> Counter:
@@ -72,7 +79,10 @@ def test_default_fit_factors_the_normal_equations_once(estimator, n_alphas, monk
     # one factorisation of the m × m normal equations: GCV, solve (and calibration)
     assert sizes[m] == 1
     # one of the sample's k × k kernel per gamma scored (the search moves one way: at
-    # most the grid and its widening), and no other
+    # most the grid and its widening), one of the pilot's kernel (PILOT_ROWS rows, where the
+    # sample has more than PILOT_ABOVE) per factor of the ladder, and no other
     n_gammas = len(model.cv_results_["gammas"])
     assert sizes[k] == n_gammas <= len(GAMMA_FACTORS) + MAX_GAMMA_WIDENING
-    assert set(sizes) <= {m, k}
+    ladder = len(GAMMA_FACTORS) + 2 * MAX_GAMMA_WIDENING
+    assert sizes[PILOT_ROWS] == (ladder if k > PILOT_ABOVE else 0)
+    assert set(sizes) <= {m, k, PILOT_ROWS}

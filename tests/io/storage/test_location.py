@@ -14,12 +14,12 @@ import uuid
 import pytest
 
 from distsketch.io import read_manifest, resolve, write_manifest
+from distsketch.io.commit.checkpoint import FolderSwap
 from distsketch.io.commit.kinds import FsspecLocation, LocalLocation
 from distsketch.io.commit.manifest import MANIFEST_NAME
 from distsketch.io.commit.publish import atomic_output
 from distsketch.io.storage.location import Location
 from distsketch.testing import LocationTests
-from distsketch.workflow.state import _FolderSwap
 from distsketch.workflow.storage import open_storage
 
 
@@ -119,7 +119,7 @@ def test_leftovers_of_killed_writers_are_removed_and_nothing_else():
 def test_run_storage_commits_the_way_the_location_can(tmp_path, kind):
     where = str(tmp_path / "out") if kind == "local" else _memory("out").url
     storage = open_storage(where, None)
-    assert isinstance(storage.state._commit, _FolderSwap) is storage.loc.supports_rename
+    assert isinstance(storage.state.commit, FolderSwap) is storage.loc.supports_rename
     assert storage.state.read() is None
     assert storage.read_result_manifest() is None
     with storage.locked(False, inputs=[]):
