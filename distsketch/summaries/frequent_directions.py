@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -163,18 +164,11 @@ class FrequentDirectionsSummary(Summary):
         cov: Any = None
         gram: Any = None
         formulation = ""
-        zbuf: np.ndarray | None = None
-        into = self.transform is not None and takes_out(self.transform)
-        for start in range(0, max(n, 1), self.map_rows):
-            stop = min(n, start + self.map_rows)
-            part = block[start:stop, :]
-            if self.transform is None:
-                Z = part
-            elif zbuf is not None:
-                Z = self.transform(part, row_offset + start, *operands, out=zbuf[:stop - start])
-            else:
-                Z = self.transform(part, row_offset + start, *operands)
-            Z = densify(Z)
+
+        def covariance_formulation(Z: Any) -> bool:
+            return fd_block_formulation(n, Z.shape[1], ell) == "covariance"
+
+        for Z in self._feature_slices(block, row_offset, operands, covariance_formulation):
             xp = namespace(Z)
             Z = asarray(Z, like=Z)
             # squared norm accumulated in float64 (features may be float32)
@@ -191,13 +185,6 @@ class FrequentDirectionsSummary(Summary):
                 sq_device = part_sq if sq_device is None else sq_device + part_sq
             if not formulation:
                 formulation = fd_block_formulation(n, Z.shape[1], ell)
-            if (into and formulation == "covariance" and zbuf is None
-                    and isinstance(Z, np.ndarray) and isinstance(part, np.ndarray)
-                    and Z.flags.c_contiguous):
-                # the first slice's features become the buffer of the next ones (fresh
-                # pages per slice cost page faults, which do not scale with busy cores);
-                # only here, where each slice's features are consumed before the next
-                zbuf = Z
             if formulation == "covariance":
                 cov, gram = _add_gram(xp, feature_rows(Z), cov, gram)
             else:
@@ -211,9 +198,22 @@ class FrequentDirectionsSummary(Summary):
     def _chunk_covariance(self, block: Any, row_offset: int, *operands: Any) -> dict:
         """``{"ztz": ZᵀZ, "n"}`` of the mapped block: one product per ``map_rows`` slice,
         summed in float64 on the block's device; no eigendecomposition, no host read."""
-        n = block.shape[0]
         cov: Any = None
         gram: Any = None
+        for Z in self._feature_slices(block, row_offset, operands, lambda Z: True):
+            cov, gram = _add_gram(namespace(Z), feature_rows(Z), cov, gram)
+        return {"ztz": cov, "n": int(block.shape[0])}
+
+    def _feature_slices(self, block: Any, row_offset: int, operands: tuple,
+                        reuse: Callable[[Any], bool]) -> Iterator[Any]:
+        """The mapped features of each ``map_rows`` slice of ``block``, dense.
+
+        Where the map writes into a given buffer and ``reuse`` accepts the
+        first slice's features, later slices are mapped into that buffer:
+        fresh pages per slice cost page faults, which do not scale with busy
+        cores; the caller consumes each slice before asking for the next.
+        """
+        n = block.shape[0]
         zbuf: np.ndarray | None = None
         into = self.transform is not None and takes_out(self.transform)
         for start in range(0, max(n, 1), self.map_rows):
@@ -227,11 +227,9 @@ class FrequentDirectionsSummary(Summary):
                 Z = self.transform(part, row_offset + start, *operands)
             Z = densify(Z)
             if (into and zbuf is None and isinstance(Z, np.ndarray)
-                    and isinstance(part, np.ndarray) and Z.flags.c_contiguous):
-                # each slice's features are consumed before the next: one buffer for all
+                    and isinstance(part, np.ndarray) and Z.flags.c_contiguous and reuse(Z)):
                 zbuf = Z
-            cov, gram = _add_gram(namespace(Z), feature_rows(Z), cov, gram)
-        return {"ztz": cov, "n": int(n)}
+            yield Z
 
     def merge(self, states: list[dict]) -> dict:
         if all("ztz" in s for s in states):

@@ -26,7 +26,7 @@ from distsketch.summaries.sums import SumMerge
 
 __all__ = ["SLICE_ROWS", "STATE_KEYS", "RidgeSummary", "add_ridge_states", "cv_folds",
            "dense_float64", "float32_products", "map_features", "pack_gram", "ridge_memory",
-           "unpack_gram"]
+           "sliced_state", "unpack_gram"]
 
 #: The keys of one feature map's state (per fold with ``n_folds``).
 STATE_KEYS = ("n", "sum", "ztz", "zty", "ysum", "yty")
@@ -154,7 +154,7 @@ class RidgeSummary(SumMerge, Summary):
         return own + Footprint(fixed=reservoir, state=reservoir)
 
     def slices(self, XY: Any) -> bool:
-        """Whether blocks of ``XY`` are summarised slice by slice (:func:`_sliced_state`):
+        """Whether blocks of ``XY`` are summarised slice by slice (:func:`sliced_state`):
         float32 NumPy rows without weights or folds."""
         meta = getattr(XY, "_meta", XY)
         on_host = isinstance(meta, np.ndarray) or not is_array_api(meta)
@@ -167,7 +167,7 @@ class RidgeSummary(SumMerge, Summary):
             X = block[:, :d]
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
             f32 = self.products == "float32"
-            states = [_sliced_state(fn, ops, X, y, row_offset, f32)
+            states = [sliced_state(fn, ops, X, y, row_offset, f32)
                       for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
             if self.sampler is None:
                 return {"maps": states}
@@ -226,7 +226,7 @@ def _map_operands(functions: list[Any], n_operands: list[int],
         pos += k
 
 
-def _sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int,
+def sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: int,
                   float32_products: bool = False) -> dict:
     """The covariance state of the features of float32 rows X, ``SLICE_ROWS`` rows at a time.
 

@@ -57,6 +57,7 @@ __all__ = [
     "MIN_DEFAULT_FEATURES",
     "FeatureBlock",
     "PredictBlock",
+    "StandardizedMap",
     "auto_alpha",
     "choose_loo",
     "default_n_features",
@@ -133,7 +134,7 @@ class _TransformCall:
         return np.asarray(self.features.transform(block))
 
 
-class _Standardized:
+class StandardizedMap:
     """``fn((block − mean) / scale, offset, *operands)``; mean and scale are the last two operands."""
 
     def __init__(self, fn: Any, n_ops: int):
@@ -176,7 +177,7 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
     folded = None if folds is None else folds(scaler[0], scaler[1])
     if folded is not None:
         return fn, tuple(folded)
-    return _Standardized(fn, len(ops)), (*ops, scaler[0], scaler[1])
+    return StandardizedMap(fn, len(ops)), (*ops, scaler[0], scaler[1])
 
 
 def feature_block_functions(maps: list[Any], scaler: tuple | None = None

@@ -22,8 +22,8 @@ from distsketch.blas import single_threaded_blas
 
 logger = logging.getLogger("distsketch")
 
-__all__ = ["GAMMA_FACTORS", "GCV_GRID", "MAX_GAMMA_WIDENING", "loo_kernel_path",
-           "search_gamma"]
+__all__ = ["GAMMA_FACTORS", "GAMMA_LADDER", "GCV_GRID", "MAX_GAMMA_WIDENING", "PILOT_ABOVE",
+           "PILOT_ROWS", "loo_kernel_path", "search_gamma"]
 
 #: alpha candidates of the exact leave-one-out path, relative to the mean eigenvalue of the
 #: centred kernel of the sample
@@ -35,6 +35,11 @@ GAMMA_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0)
 #: factor-of-2 steps the search may take beyond either end of :data:`GAMMA_FACTORS`
 #: (1/64 … 16 in all)
 MAX_GAMMA_WIDENING = 3
+
+#: every factor the search may score, ascending: :data:`GAMMA_FACTORS` and the widening
+#: steps on either side (exact powers of two)
+GAMMA_LADDER = tuple(GAMMA_FACTORS[0] * 2.0 ** i
+                     for i in range(-MAX_GAMMA_WIDENING, len(GAMMA_FACTORS) + MAX_GAMMA_WIDENING))
 
 #: sample rows above which the search starts from a pilot's choice (:func:`search_gamma`)
 PILOT_ABOVE = 400
@@ -165,8 +170,7 @@ def search_gamma(S: Any, Y: Any, fit_intercept: bool,
     D2, Yc = _prepare(S, Y, fit_intercept)
     d = max(1, int(np.shape(S)[1]))
     grid = np.asarray(grid, dtype=np.float64)
-    lo = GAMMA_FACTORS[0] / 2.0 ** MAX_GAMMA_WIDENING
-    hi = GAMMA_FACTORS[-1] * 2.0 ** MAX_GAMMA_WIDENING
+    lo, hi = GAMMA_LADDER[0], GAMMA_LADDER[-1]
     centre = _pilot_factor(D2, Yc, d, fit_intercept, grid, lo, hi)
     scored = _walk(lambda f: _loo_at(D2, Yc, f / d, fit_intercept, grid), centre, lo, hi)
     factors = sorted(scored)
@@ -225,6 +229,5 @@ def _pilot_factor(D2: np.ndarray, Yc: np.ndarray, d: int, fit_intercept: bool,
     D2p, Yp = D2[np.ix_(idx, idx)], Yc[idx]
     if fit_intercept:
         Yp = Yp - Yp.mean(axis=0)
-    ladder = lo * 2.0 ** np.arange(round(np.log2(hi / lo)) + 1)
-    scored = {float(f): _loo_at(D2p, Yp, f / d, fit_intercept, grid) for f in ladder}
+    scored = {f: _loo_at(D2p, Yp, f / d, fit_intercept, grid) for f in GAMMA_LADDER}
     return float(min(max(_best(scored), 2.0 * lo), hi / 2.0))

@@ -13,16 +13,13 @@ import pytest
 from sklearn.datasets import make_friedman2
 
 from distsketch.estimators.ridge.gamma_search import (
-    GAMMA_FACTORS,
-    MAX_GAMMA_WIDENING,
+    GAMMA_LADDER,
     PILOT_ABOVE,
     loo_kernel_path,
     search_gamma,
 )
 
-#: every factor the search may score: GAMMA_FACTORS and the widening steps on both sides
-LADDER = [GAMMA_FACTORS[0] * 2.0 ** i
-          for i in range(-MAX_GAMMA_WIDENING, len(GAMMA_FACTORS) + MAX_GAMMA_WIDENING)]
+LADDER = list(GAMMA_LADDER)
 
 ROWS = 600
 

@@ -18,14 +18,12 @@ from sklearn.model_selection import GridSearchCV
 from distsketch import RandomFourierFeatures, SketchedKernelRidge
 from distsketch.estimators.ridge.gamma_search import (
     GAMMA_FACTORS,
-    MAX_GAMMA_WIDENING,
+    GAMMA_LADDER,
     loo_kernel_path,
     search_gamma,
 )
 
-#: every factor the search may score: GAMMA_FACTORS and the widening steps on both sides
-LADDER = [GAMMA_FACTORS[0] * 2.0 ** i
-          for i in range(-MAX_GAMMA_WIDENING, len(GAMMA_FACTORS) + MAX_GAMMA_WIDENING)]
+LADDER = list(GAMMA_LADDER)
 
 
 def _wiggly(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from distsketch import RandomFourierFeatures
-from distsketch.estimators.ridge.defaults import _Standardized
+from distsketch.estimators.ridge.defaults import StandardizedMap
 from distsketch.footprint import Footprint
 from distsketch.summaries.base import takes_out
-from distsketch.summaries.ridge import SLICE_ROWS, _sliced_state
+from distsketch.summaries.ridge import SLICE_ROWS, sliced_state
 
 N = 2 * SLICE_ROWS + 333  # two full slices and a short one
 
@@ -41,8 +41,8 @@ def test_maps_that_take_out(data):
     _, _, fn, _ = data
     assert takes_out(fn)
     # the standardising wrapper takes out= where the map it wraps does
-    assert takes_out(_Standardized(fn, 2))
-    assert not takes_out(_Standardized(lambda block, offset: block, 0))
+    assert takes_out(StandardizedMap(fn, 2))
+    assert not takes_out(StandardizedMap(lambda block, offset: block, 0))
 
 
 @pytest.mark.parametrize("products", ["float32", "float64"])
@@ -50,8 +50,8 @@ def test_slices_reuse_the_first_slices_features(data, products):
     X, y, fn, ops = data
     rec, plain = _Recording(fn), _Recording(fn, accepts_out=False)
     f32 = products == "float32"
-    got = _sliced_state(rec, ops, X, y, 17, f32)
-    ref = _sliced_state(plain, ops, X, y, 17, f32)
+    got = sliced_state(rec, ops, X, y, 17, f32)
+    ref = sliced_state(plain, ops, X, y, 17, f32)
     assert rec.outs[0] is None and len(rec.outs) == 3
     assert rec.outs[1].shape == (SLICE_ROWS, 48) and rec.outs[2].shape == (333, 48)
     assert rec.outs[1].dtype == np.float32
@@ -71,7 +71,7 @@ def test_slices_reuse_the_first_slices_features(data, products):
 def test_standardized_map_passes_out_through(data):
     X, _, fn, ops = data
     mean, scale = X.mean(axis=0), X.std(axis=0)
-    wrapped = _Standardized(fn, len(ops))
+    wrapped = StandardizedMap(fn, len(ops))
     buf = np.empty((100, 48), dtype=np.float32)
     Z = wrapped(X[:100], 5, *ops, mean, scale, out=buf)
     assert Z is buf
