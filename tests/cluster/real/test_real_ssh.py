@@ -68,9 +68,9 @@ def no_sessions_left(sshd_pid: int, seconds: float = 30) -> list[str]:
     The sshd's own child for a connection just closed takes a moment to exit: a login
     that started nothing is gone within ``seconds``, a worker it started is not.
     """
-    deadline = time.monotonic() + seconds
-    while (left := sessions(sshd_pid)) and time.monotonic() < deadline:
-        time.sleep(0.2)  # polling the process table, bounded by the deadline
+    # psutil waits for each of them to exit, at most ``seconds`` in all
+    psutil.wait_procs(sessions(sshd_pid), timeout=seconds)
+    left = sessions(sshd_pid)
     out = []
     for p in left:
         try:
