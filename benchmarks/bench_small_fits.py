@@ -26,8 +26,8 @@ less.  ``--precision`` adds fits of 40 000 float32 rows at a given alpha
 products each fit used (``gram_precision_``) and its fit seconds.
 ``--breakdown`` profiles one more default fit per table and splits its
 seconds into the gamma search (with its k-row eigendecompositions), the
-passes over the rows, GCV's eigendecomposition, the solve, the classifier's
-calibration and the rest.  ``--rpcholesky`` times issue 37's 150-row
+passes over the rows, GCV's factorisation (a tridiagonal reduction), the
+solve, the classifier's calibration and the rest.  ``--rpcholesky`` times issue 37's 150-row
 randomly pivoted Cholesky (33 pivots one per round, as
 tests/ops/test_rpcholesky.py) and a ``NystromFeatures(landmarks="rpcholesky")``
 fit on the same rows (target: under 1 s).  ``--search`` runs the default
@@ -122,7 +122,7 @@ def run_table(name: str, repeats: int, clock: str = "wall") -> dict:
 BREAKDOWN = (
     ("ridge/gamma_search.py", "search_gamma", "gamma search"),
     ("graph/runtime.py", "compute", "passes"),
-    ("ridge/system.py", "gcv", "GCV eigh"),
+    ("ridge/system.py", "gcv", "GCV"),
     ("ridge/system.py", "solve", "solve"),
     ("ridge/calibration.py", "loo_decision_values", "calibration"),
 )

@@ -1,29 +1,15 @@
 """BLAS thread control: one thread for tasks and for every factorisation that
 becomes model state.
 
-Two reasons.  Multi-threaded OpenBLAS inside Dask's own threads is slow and
-oversubscribes the cores.  And LAPACK results (``eigh``, ``svd``, ``qr``,
-Cholesky) change in the last bits with the number of BLAS threads, so a model
-fitted in a process whose BLAS runs several threads would differ from one
-fitted where BLAS is pinned; determinism requires one thread everywhere.
-
-BLAS limits are process-global (threadpoolctl): :func:`blas_single_thread`
-holds the limit for a block of the main thread and is free when the limit is
-already in force; :func:`pin_blas_for_tasks` sets it for pool threads without
-restoring it (a restore would race with the other pool threads), and
-:func:`task_blas` chooses between the two for one Dask task.  Whether the
-limit is in force is read from the libraries themselves (a few microseconds),
-never remembered in a flag: a main-thread block that ends restores the limit
-it found, which would make such a flag stale.
-
-Finding the libraries (reading ``/proc/self/maps``, a few milliseconds) is
-done once: one ``ThreadpoolController`` serves every check, set and restore,
-and scans again only after an import (``len(sys.modules)`` changed), which is
-how a new BLAS enters the process.  ``threadpool_limits(...)`` would scan on
-every call: a small fit sets and restores the limit dozens of times.  This is the only
-place that sets BLAS limits; it depends on threadpoolctl only, so
-``distsketch.ops`` can use it without importing Dask (``distsketch.graph``
-re-exports it).
+Multi-threaded BLAS inside Dask's threads is slow and oversubscribes the cores,
+and LAPACK results change in the last bits with the number of BLAS threads, so
+determinism requires one thread everywhere.  Limits are process-global:
+:func:`blas_single_thread` holds the limit for a block of the main thread,
+:func:`pin_blas_for_tasks` sets it for pool threads without restoring it (a
+restore would race), :func:`task_blas` chooses for one Dask task.  One
+``ThreadpoolController`` serves every check and set, and rescans the libraries
+only after an import.  This is the only place that sets BLAS limits; it needs
+threadpoolctl only, so ``distsketch.ops`` can use it without Dask.
 """
 
 from __future__ import annotations

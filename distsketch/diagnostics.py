@@ -1,12 +1,6 @@
 """Measuring memory: the process tree (client, local cluster workers, nanny) and
-the workers of a distributed cluster wherever they run.
-
-:class:`PeakMemory` samples the resident set size (RSS) of the current process
-plus all of its descendants in a background thread, so it sees the memory of
-the workers of an embedded ``LocalCluster`` too; when a ``distributed`` client
-is attached it also records the workers' memory as their scheduler sees it
-(:class:`WorkerMemory`), which covers workers on other machines.  Benchmarks,
-the quickstart report and the workflow runner use it.
+the workers of a distributed cluster wherever they run (:class:`PeakMemory`,
+:class:`WorkerMemory`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,9 @@
 for large n, computed blockwise.
 
 Both functions take an *approximation*: any object with
-``kernel_approx(A, B=None) -> ndarray`` returning the approximate kernel
-block G̃(A, B) for small in-memory row sets (every distsketch feature map,
-kernel PCA, ridge and MEKA model has it), or a scikit-learn ``Pipeline``
-whose last step has it (a workflow's model with its preprocessing): the
-earlier steps then map the sampled rows first, and the kernel is that of
-the mapped rows.
+``kernel_approx(A, B=None)`` returning the approximate kernel block G̃(A, B),
+or a scikit-learn ``Pipeline`` whose last step has it (the earlier steps then
+map the sampled rows first).
 """
 
 from __future__ import annotations
@@ -200,6 +197,18 @@ class _Sums:
         return self.off * (n * (n - 1)) / (s * (s - 1)) + self.diag * n / s
 
 
+def _tile_sums(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[_Sums, _Sums]:
+    # squared entries of the error and of the Gram matrix of the sample, tile by tile
+    err, gram = _Sums(), _Sums()
+    for a0, a1 in _tiles(S.shape[0], tile):
+        for b0, b1 in _tiles(S.shape[0], tile):
+            G = kfun(S[a0:a1], S[b0:b1])
+            E = G - np.asarray(approx.kernel_approx(S[a0:a1], S[b0:b1]), dtype=np.float64)
+            err.add(E, a0 == b0)
+            gram.add(G, a0 == b0)
+    return err, gram
+
+
 @single_threaded_blas
 def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[float, _Sums, _Sums]:
     n = S.shape[0]
@@ -212,12 +221,7 @@ def _errors(S: np.ndarray, kfun: Callable, approx: Any, tile: int) -> tuple[floa
         E = 0.5 * (E + E.T)
         spec = float(np.max(np.abs(scipy.linalg.eigvalsh(E))))
         return spec, err, gram
-    for a0, a1 in _tiles(n, tile):
-        for b0, b1 in _tiles(n, tile):
-            G = kfun(S[a0:a1], S[b0:b1])
-            E = G - np.asarray(approx.kernel_approx(S[a0:a1], S[b0:b1]), dtype=np.float64)
-            err.add(E, a0 == b0)
-            gram.add(G, a0 == b0)
+    err, gram = _tile_sums(S, kfun, approx, tile)
 
     def matvec(v: np.ndarray) -> np.ndarray:
         out = np.zeros(n)
@@ -342,6 +346,24 @@ def _check_finite_params(where: str, **values: Any) -> None:
             raise ConfigError(f"{where}: {k} must be finite; got {v!r}.")
 
 
+def _sample(X: Any, approx: Any, kernel: Any, gamma: float | None, degree: int | None,
+            coef0: float | None, n_sample: int | None, random_state: Any, where: str,
+            check_finite: bool = False) -> tuple[int, np.ndarray, Any, Any, dict[str, Any]]:
+    # the rows, model and kernel both metrics compare: (n, sampled rows, approx, kernel)
+    if n_sample is not None and n_sample < 2:
+        raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
+    if check_finite:
+        _check_finite_params(where, gamma=gamma, coef0=coef0)
+    X = check_input(X, where=f"{where} X", allow_sparse=True)
+    prep, approx = split_pipeline(approx)
+    d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
+    name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0, where)
+    _, S = sample_rows(X, n_sample, random_state)
+    if prep is not None:
+        S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
+    return int(X.shape[0]), S, approx, name, params
+
+
 def kernel_errors(
     X: Any,
     approx: Any,
@@ -412,19 +434,10 @@ def kernel_errors(
     Ghashami, Perry, Phillips. Streaming kernel principal component analysis.
     AISTATS 2016, section 4 (error measures).
     """
-    if n_sample is not None and n_sample < 2:
-        raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
-    _check_finite_params("kernel_errors", gamma=gamma, coef0=coef0)
-    X = check_input(X, where="kernel_errors X", allow_sparse=True)
-    prep, approx = split_pipeline(approx)
-    d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
-    name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
-                                   "kernel_errors")
-    _, S = sample_rows(X, n_sample, random_state)
-    if prep is not None:
-        S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
+    n, S, approx, name, params = _sample(X, approx, kernel, gamma, degree, coef0, n_sample,
+                                         random_state, "kernel_errors", check_finite=True)
     spec, err, gram = _errors(S, _kernel_fn(name, params, approx), approx, tile)
-    n, s = int(X.shape[0]), int(S.shape[0])
+    s = int(S.shape[0])
     e2, g2 = err.full_sq(n, s), gram.full_sq(n, s)
     return {"spectral": spec / s, "frobenius": float(np.sqrt(e2)) / n**2,
             "relative_frobenius": float(np.sqrt(e2 / g2)) if g2 > 0 else 0.0,
@@ -444,25 +457,9 @@ def relative_kernel_error(X: Any, approx: Any, kernel: Any = None, *,
     estimator as in :func:`kernel_errors`; computed tile by tile with
     O(tile²) memory.
     """
-    if n_sample is not None and n_sample < 2:
-        raise ConfigError(f"n_sample must be >= 2 or None; got {n_sample}.")
-    X = check_input(X, where="relative_kernel_error X", allow_sparse=True)
-    prep, approx = split_pipeline(approx)
-    d = X.shape[1] if prep is None else int(getattr(approx, "n_features_in_", X.shape[1]))
-    name, params = _resolve_kernel(approx, d, kernel, gamma, degree, coef0,
-                                   "relative_kernel_error")
-    kfun = _kernel_fn(name, params, approx)
-    _, S = sample_rows(X, n_sample, random_state)
-    if prep is not None:
-        S = prep(S)  # only the sampled rows go through the pipeline's earlier steps
+    n, S, approx, name, params = _sample(X, approx, kernel, gamma, degree, coef0, n_sample,
+                                         random_state, "relative_kernel_error")
     s = S.shape[0]
-    err, gram = _Sums(), _Sums()
-    for a0, a1 in _tiles(s, tile):
-        for b0, b1 in _tiles(s, tile):
-            G = kfun(S[a0:a1], S[b0:b1])
-            E = G - np.asarray(approx.kernel_approx(S[a0:a1], S[b0:b1]), dtype=np.float64)
-            err.add(E, a0 == b0)
-            gram.add(G, a0 == b0)
-    n = int(X.shape[0])
+    err, gram = _tile_sums(S, _kernel_fn(name, params, approx), approx, tile)
     den = gram.full_sq(n, s)
     return float(np.sqrt(err.full_sq(n, s) / den)) if den > 0 else 0.0

@@ -1,12 +1,8 @@
 """Old import paths of modules that moved into sub-packages.
 
-``distsketch.estimators`` and ``distsketch.io`` were flat packages; their
-modules now live in sub-packages by concept (``estimators.features.rff``,
-``io.storage.urls``, ...).  A user's ``import distsketch.estimators.rff`` keeps
-working: each package installs a finder for its own table of old names, which
-hands back the module at its new path (the same module object, so patches and
-``isinstance`` checks see one class).  Only the names in the tables are
-aliased; nothing named elsewhere is imported.
+Each package installs a finder for its own table of old names
+(``distsketch.estimators.rff``), which hands back the module at its new path: the
+same module object, so patches and ``isinstance`` checks see one class.
 """
 
 from __future__ import annotations

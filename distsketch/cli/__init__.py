@@ -104,11 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named in ``argv`` (None if there is none or it is unknown).
-
-    Before the command name come only flags (``-v``, ``-q``, ``--json``), so
-    the first word that is not an option names it.
-    """
+    """The subcommand named in ``argv``: its first word that is not a flag (None if unknown)."""
     first = next((a for a in argv if not a.startswith("-")), None)
     return first if first in SUBCOMMANDS else None
 

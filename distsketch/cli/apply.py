@@ -41,21 +41,12 @@ def add_apply_parser(subparsers: argparse._SubParsersAction, command: str, *, he
     return p
 
 
-def load_model_and_input(args: argparse.Namespace, check_model: Callable[[Any], None], *,
-                         output: str | None = None) -> tuple[Any, Any, dict[str, Any] | None]:
-    """``(model, X, storage_options)`` of a command on a saved model and a Zarr input.
-
-    The output (when the command writes one) is checked first, then the
-    model is loaded and ``check_model(model)`` refuses what the command
-    cannot use before the input is opened (once).
-    """
+def load_model_and_input(args: argparse.Namespace, check_model: Callable[[Any], None]
+                         ) -> tuple[Any, Any, dict[str, Any] | None]:
+    """``(model, X, storage_options)``; ``check_model(model)`` runs before the input opens."""
     from distsketch.io.model.store import load
-    from distsketch.io.storage.safety import check_output
 
     so = storage_options_arg(args)
-    if output is not None:
-        check_output(output, overwrite=args.overwrite, inputs=[args.input, args.model],
-                     storage_options=so)
     model = load(args.model, storage_options=so)
     check_model(model)
     return model, open_command_input(args, so), so
@@ -84,6 +75,17 @@ class Applied:
         return [f"note: read {len(read['columns'] or [])} columns of {input_path}; left out "
                 f"{', '.join(left)}"]
 
+    def result(self, command: str, args: argparse.Namespace) -> dict[str, Any]:
+        """The command's ``--json`` result."""
+        result = {"command": command, "output": str(self.path), "model": str(args.model),
+                  "model_class": type(self.model).__name__, "input": str(args.input),
+                  "shape": [int(s) for s in self.out.shape], "dtype": str(self.out.dtype),
+                  "format": self.format, "seconds": round(self.seconds, 3),
+                  "peak_memory_bytes": self.peak_memory_bytes}
+        if self.input_columns is not None:
+            result["input_columns"] = self.input_columns
+        return result
+
 
 def _check_output(args: argparse.Namespace, so: dict[str, Any] | None) -> tuple[str | None, Any]:
     """``(format, path)`` of the output, checked before any work (a table or a Zarr store)."""
@@ -103,39 +105,13 @@ def apply_saved_model(args: argparse.Namespace, *, method: str, verb: str, what:
                       check_model: Callable[[Any], None],
                       write_options: Callable[[Any], dict[str, Any]],
                       header: Callable[[Any, Any], list[str]] | None = None) -> Applied:
-    """Load ``args.model``, apply its ``method`` to every row of ``args.input``, write
-    ``args.output``.
+    """Load ``args.model``, apply its ``method`` to every row of ``args.input`` (a table read as
+    ``ingest`` would), write ``args.output`` (a table when its name asks for one, else Zarr).
 
-    An INPUT that is a CSV or Parquet file is read as ``distsketch ingest``
-    would (:func:`distsketch.cli.tables.table_input`: the model's columns by
-    name, into a temporary store removed afterwards); an OUTPUT whose name
-    asks for a table is written as one (:func:`distsketch.cli.tables.write_table`),
-    else as a Zarr store.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The command's arguments (:func:`add_apply_parser`).
-    method : str
-        The model's method applied (``"predict"``, ``"transform"``).
-    verb : str
-        The progress message's verb (``"predicting"``).
-    what : str
-        What the output is, named before the input in the write's stage
-        (``"predictions for"``: "predictions for INPUT by MODEL").
-    check_model : callable
-        Refuses a model without ``method`` (before the input is opened).
-    write_options : callable
-        ``write_options(model)``: more keyword arguments of
-        :func:`distsketch.io.write_array`; its ``manifest`` entries are added
-        to the command's own.
-    header : callable, optional
-        ``header(model, out)``: a table output's column names (default:
-        :func:`distsketch.cli.tables.column_names`).
-
-    Returns
-    -------
-    Applied
+    ``verb`` and ``what`` word the progress messages (``"predicting"``, ``"predictions
+    for"``); ``check_model`` refuses a model before the input opens; ``write_options(model)``
+    adds keyword arguments of :func:`distsketch.io.write_array`; ``header(model, out)``
+    names a table output's columns.
     """
     from distsketch.cli.tables import is_table_file, table_input
     from distsketch.diagnostics import PeakMemory

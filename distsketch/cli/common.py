@@ -135,38 +135,21 @@ def add_common_options(parser: argparse.ArgumentParser, *, cluster_used: bool = 
 
 
 def apply_progress(args: argparse.Namespace) -> bool:
-    """Whether the command shows progress bars (``--progress`` / ``--no-progress``).
-
-    The graph layer sees the option through the dask config
-    ``distsketch.progress``, which :func:`command_config` sets while the
-    command runs; nothing is written to the environment.
-    """
+    """Whether the command shows progress bars (``--progress`` / ``--no-progress``)."""
     from distsketch.graph import progress_enabled
 
     return progress_enabled(args.progress)
 
 
 def check_before_cluster(estimator: Any, n_samples: int, n_features: int) -> None:
-    """Every check of ``estimator``'s parameters that needs no data, before a cluster starts.
-
-    The estimator's public :meth:`~distsketch.estimators.base.DistsketchEstimator.check_params`
-    with the input's shape (the constraint table, relations between parameters,
-    operator and state sizes against the per-task budget).  A fit repeats them
-    all; this only makes a bad parameter fail in milliseconds instead of after
-    the cluster's start-up.
-
-    Raises
-    ------
-    ConfigError, InputError, MemoryBudgetError
-        What the estimator's ``fit`` would raise for these parameters.
-    """
+    """Every parameter check that needs no data (``check_params``), so that a bad parameter
+    fails in milliseconds instead of after the cluster's start-up."""
     estimator.check_params(n_samples, n_features)
 
 
 #: Inputs up to this size run on threads in the CLI's own process unless a cluster is
 #: named or configured: a LocalCluster's start (5-10 s) would cost more than the work.
-#: Dask config ``distsketch.cli.threads-below`` (bytes or "256MiB") changes it; 0 always
-#: starts the LocalCluster.
+#: Dask config ``distsketch.cli.threads-below`` changes it (0: always the LocalCluster).
 SMALL_INPUT_BYTES = 256 * 2**20
 
 
@@ -185,23 +168,8 @@ def _small_input_limit() -> int:
 
 
 def default_cluster(data: Any = None) -> str | None:
-    """The cluster a command uses when ``--cluster`` is not given.
-
-    The scheduler Dask's configuration names (``DASK_SCHEDULER_ADDRESS``)
-    first; else ``"threads"`` (no cluster) when ``data`` holds at most
-    ``distsketch.cli.threads-below`` bytes (default 256 MiB); else None, the
-    embedded LocalCluster.
-
-    Parameters
-    ----------
-    data : array-like, optional
-        The command's input (its ``shape`` and ``dtype`` are read, nothing
-        else); None for a command whose work is not its input's size.
-
-    Returns
-    -------
-    str or None
-    """
+    """The cluster without ``--cluster``: ``"threads"`` for a small ``data`` when no scheduler
+    is configured, else None (the configured scheduler or the embedded LocalCluster)."""
     from distsketch.cluster import configured_scheduler_address
 
     if data is None or configured_scheduler_address() is not None:
@@ -212,12 +180,7 @@ def default_cluster(data: Any = None) -> str | None:
 
 @contextlib.contextmanager
 def cluster(args: argparse.Namespace, data: Any = None) -> Iterator[Any]:
-    """Connect to the cluster named by ``--cluster`` for the duration of a command.
-
-    Without ``--cluster``: the configured scheduler, else threads in this
-    process for a small ``data`` (:func:`default_cluster`), else an embedded
-    LocalCluster; the choice is logged.
-    """
+    """Connect to ``--cluster`` (else :func:`default_cluster`'s choice) while a command runs."""
     from dask.utils import format_bytes
 
     from distsketch.cluster import connect
@@ -297,17 +260,8 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_storage_options(items: list[str] | None) -> dict[str, Any] | None:
-    """``["anon=true", "client_kwargs.endpoint_url=http://h:9000"]`` -> nested options.
-
-    Values are JSON when they parse (``true``, ``3``, ``{"a": 1}``), otherwise
-    the plain string; a dotted key sets a nested mapping.  None when empty.
-
-    Raises
-    ------
-    ConfigError
-        An item without ``=`` or with an empty key part, or a key that is
-        both a value and a mapping.
-    """
+    """``["anon=true", "client_kwargs.endpoint_url=http://h:9000"]`` -> nested options
+    (JSON values where they parse, else strings; None when empty)."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, text = item.partition("=")
@@ -362,12 +316,7 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def command_config(args: argparse.Namespace) -> Iterator[None]:
-    """The command's settings as dask config while it runs, and only then.
-
-    ``--device`` as ``distsketch.device`` (:func:`device_config`) and
-    ``--progress`` / ``--no-progress`` as ``distsketch.progress``: one route
-    from the command line to the graph layer, undone when the command ends.
-    """
+    """``--device`` and ``--progress`` as dask config while the command runs, and only then."""
     progress = getattr(args, "progress", None)
     if progress is None:
         with device_config(args):
@@ -383,11 +332,7 @@ def command_config(args: argparse.Namespace) -> Iterator[None]:
 
 @contextlib.contextmanager
 def device_config(args: argparse.Namespace) -> Iterator[None]:
-    """The command's ``--device`` as the dask config ``distsketch.device`` while it runs.
-
-    Checked first: ``cuda`` without CuPy or without a visible GPU fails here,
-    before an input is opened or a cluster started.
-    """
+    """``--device`` as ``distsketch.device``, checked before an input or a cluster opens."""
     device = getattr(args, "device", None)
     if device is None:
         yield
@@ -404,9 +349,7 @@ def device_config(args: argparse.Namespace) -> Iterator[None]:
 
 
 def add_input_options(parser: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
-    """The options of a command reading a Zarr input: --block-rows, --allow-missing-chunks,
-    --device, --cluster, --progress/--no-progress, (optionally) --overwrite and
-    --storage-option."""
+    """The options of a command reading a Zarr input."""
     add_block_rows_option(parser)
     add_device_option(parser)
     add_allow_missing_chunks_option(parser)
@@ -415,20 +358,15 @@ def add_input_options(parser: argparse.ArgumentParser, *, overwrite: bool = True
 
 
 def open_command_input(args: argparse.Namespace, storage_options: dict | None) -> Any:
-    """:func:`open_input` of a command's ``input`` with its --block-rows and
-    --allow-missing-chunks (:func:`add_input_options`)."""
+    """:func:`open_input` of a command's input with its :func:`add_input_options`."""
     return open_input(args.input, args.block_rows, allow_missing_chunks=args.allow_missing_chunks,
                       storage_options=storage_options)
 
 
 def open_input(path: str, block_rows: int | None = None, *,
                allow_missing_chunks: bool = False, storage_options: dict | None = None) -> Any:
-    """Open a Zarr input once, as a dask array whose row blocks the graph's rule chose.
-
-    The blocks are whole store chunks (or shards), planned for a stage not
-    known yet (:func:`distsketch.graph.store_block_rows`), since the
-    command's estimator plans its own stages later; ``block_rows`` overrides.
-    """
+    """Open a Zarr input once, in whole chunks planned for any stage (the estimator plans its
+    own stages later); ``block_rows`` overrides."""
     from distsketch.io.arrays.access import open_array
 
     if block_rows is not None and block_rows < 1:

@@ -87,17 +87,8 @@ def feature_map_names() -> list[str]:
 
 
 def resolve_feature_map(name: Any, where: str) -> type:
-    """The feature-map class named ``name``: rff, nystrom or a registry name (any case).
-
-    The name is looked up in :mod:`distsketch.registry`; nothing named by the
-    user is imported.
-
-    Raises
-    ------
-    ConfigError
-        ``name`` is not a string, not a registered name, or names an estimator
-        that is not a feature map (the message lists the feature maps).
-    """
+    """The feature-map class named ``name``: rff, nystrom or a registry name (any case), looked
+    up in :mod:`distsketch.registry` (nothing named by the user is imported)."""
     from distsketch import registry
 
     if not isinstance(name, str) or not name.strip():
@@ -137,20 +128,9 @@ def _as_gamma(value: Any, option: str) -> Any:
 def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace,
                  n_rows: int | None = None
                  ) -> tuple[dict[str, Any], type | None, dict[str, Any]]:
-    """The estimator's parameters and, for a model holding a feature map, the map's.
-
-    Returns ``(params, feature_class, feature_params)``; ``feature_class`` is
-    None for an estimator without a ``features`` parameter.  A model holding a
-    feature map gets one only when a feature option is given, else the
-    model's own default map.  Without ``--features`` (or ``--param
-    features=NAME``) that map is the model's default one, RandomFourierFeatures
-    of the model's default width for ``n_rows`` rows (``default_n_features``)
-    unless a width is given.  ``--gamma`` with a number is the scale ``fit``
-    reports, on standardised columns: the model keeps standardising unless
-    ``--param standardize=false`` says otherwise.  A ``gamma`` of
-    ``"median"`` stays: the model's ``fit`` resolves it (on the rows its
-    feature map sees), as in Python.
-    """
+    """``(params, feature_class, feature_params)`` of the estimator and of the feature map it
+    holds, which is built only when a feature option is given (``feature_class`` None
+    otherwise: the model's own default map stands, as in Python)."""
     params = dict(preset)
     accepted = _params_of(cls)
     holds_map = "features" in accepted
@@ -226,11 +206,6 @@ def _default_features() -> type:
     from distsketch import registry
 
     return registry.resolve(_DEFAULT_FEATURES)
-
-
-def _default(cls: type, name: str) -> Any:
-    p = inspect.signature(cls).parameters.get(name)
-    return None if p is None else p.default
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -334,11 +309,7 @@ def _exact(value: float) -> str:
 
 
 def _chosen_text(chosen: dict[str, Any], standardised: bool | None) -> str:
-    """`` (alpha 0.1861, gamma 0.125 on standardised columns)``: what the model chose.
-
-    gamma is printed so that ``--gamma`` given it back is the same float,
-    with the columns it applies to when the model standardises them.
-    """
+    """`` (alpha 0.1861, gamma 0.125 on standardised columns)``: gamma exact, for ``--gamma``."""
     parts = []
     for name, value in chosen.items():
         if name == "gamma":

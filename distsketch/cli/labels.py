@@ -1,12 +1,5 @@
-"""The labels a store holds beside its rows, as the commands find, describe and read them.
-
-``distsketch ingest --label-column`` (or ``--labels``) stores a table's
-targets as the array ``y`` of the same group as its rows ``X``.  ``fit``
-then takes them when a supervised method is given no ``--y``, names the
-supervised methods when an unsupervised one is fitted on a labelled store,
-and the hints of ``fit``, ``predict`` and ``score`` suggest a classifier for
-class labels and a regressor for numeric targets.
-"""
+"""The labels a store holds beside its rows (``STORE::y``, written by ``ingest``), as the
+commands find, describe and read them, and the supervised methods their hints suggest."""
 
 from __future__ import annotations
 
@@ -34,16 +27,9 @@ _EXACT_INTEGERS = 2.0**53
 
 
 def target_kind(spec: str, storage_options: dict | None = None) -> str | None:
-    """What the targets at ``spec`` look like: ``"classes"``, ``"integers"`` or ``"numbers"``.
+    """What the targets at ``spec`` look like: ``"classes"`` (names or text), ``"integers"``
+    (whole numbers, possibly class numbers), ``"numbers"``, or None when unreadable.
 
-    ``"classes"``: class names (a store's ``classes`` attribute) or text;
-    ``"integers"``: whole numbers, or at most 100 distinct whole values among
-    the first 65 536 rows (class numbers such as 1..7, or counts);
-    ``"numbers"``: anything else, and several target columns.  None when the
-    array cannot be read (its own error comes where it is used).
-
-    Notes
-    -----
     Reads the array's metadata and at most its first 65 536 rows.
     """
     from distsketch.io.arrays.access import open_zarr
@@ -69,12 +55,8 @@ def target_kind(spec: str, storage_options: dict | None = None) -> str | None:
 
 
 def suggested_methods(kind: str | None) -> list[tuple[str, str]]:
-    """``(method, when)`` pairs of the supervised methods that suit targets of ``kind``.
-
-    Class labels suggest the classifier, numbers the regressor; whole numbers
-    (:func:`target_kind`'s ``"integers"``) and unknown targets both, the
-    likelier first.
-    """
+    """``(method, when)`` pairs of the supervised methods that suit targets of ``kind``, the
+    likelier first."""
     classes = (CLASSIFIER, "for class labels")
     numbers = (REGRESSOR, "for numeric targets (a regression)")
     if kind == "classes":
@@ -115,18 +97,8 @@ def supervised_methods() -> tuple[list[str], list[str]]:
 
 
 def integer_class_targets(y: Any) -> Any:
-    """Float class labels that are all whole numbers, as int64 (one pass over ``y``).
-
-    A label column of numbers is stored as float64 (``1, 2, ... 7`` read as
-    ``1.0 ... 7.0``); a classifier fitted on those would predict ``7.0``.
-    Converted, its classes and predictions are the integers of the table.
-    Anything else (text, integers, a fractional or non-finite value, a
-    magnitude beyond 2**53) is returned unchanged.
-
-    Parameters
-    ----------
-    y : dask array of shape (n,) or (n, 1)
-    """
+    """Float class labels (dask, shape (n,) or (n, 1)) that are all whole numbers, as int64,
+    so that a classifier predicts ``7``, not ``7.0``; anything else unchanged (one pass)."""
     from distsketch.graph import compute
 
     if np.dtype(y.dtype).kind != "f":

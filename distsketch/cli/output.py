@@ -43,17 +43,8 @@ _GLOBAL = {"verbose": "_global_verbose", "quiet": "_global_quiet", "json": "_glo
 
 def add_output_options(parser: argparse.ArgumentParser, *, top_level: bool = False,
                        skip: Sequence[str] = ()) -> None:
-    """Add ``-v/--verbose``, ``-q/--quiet`` and ``--json`` to ``parser``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The top-level parser or a subcommand's.
-    top_level : bool, default False
-        The options before the command name (stored under names of their own).
-    skip : sequence of str
-        Options the command already defines itself.
-    """
+    """Add ``-v/--verbose``, ``-q/--quiet`` and ``--json`` to ``parser``, except those in ``skip``
+    (the command's own); ``top_level``: the options before the command name."""
     group = parser.add_argument_group("output")
     kw: dict[str, Any] = {"action": "store_true"}
     if not top_level:
@@ -145,19 +136,9 @@ class _WarningCollector(logging.Handler):
 
 @contextlib.contextmanager
 def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[OutputMode]:
-    """Set up logging for one command from its ``-v``/``-q``/``--json`` flags.
-
-    Default: the commands' progress messages (INFO on ``distsketch.cli``) and
-    warnings of every ``distsketch`` module; ``-v`` adds every INFO message
-    (block plans, solver iterations) and DEBUG details of the commands; ``-q``
-    leaves warnings and errors.  Warnings are also collected for ``--json``.
-    Handlers and levels are restored afterwards.
-
-    ``stdout`` is where results go (default ``sys.stdout``).  With ``--json``
-    the caller sends a command's plain text results to ``mode.capture``; a
-    command that does not call :func:`finish` then gets them as ``output``
-    in the JSON object.
-    """
+    """Logging for one command from its ``-v``/``-q``/``--json`` flags, restored afterwards;
+    warnings are collected for ``--json``, which also gets the text results of a command
+    that does not call :func:`finish` (sent to ``mode.capture``) as ``output``."""
     mode = OutputMode(_flag(args, "verbose"), _flag(args, "quiet"), _flag(args, "json"))
     mode.command = getattr(args, "command", None)
     mode.stdout = stdout if stdout is not None else sys.stdout
@@ -217,11 +198,7 @@ def _write_json(mode: OutputMode, result: dict[str, Any]) -> None:
 
 
 def finish(result: dict[str, Any], lines: Sequence[str] | str) -> None:
-    """Print the command's results: ``lines`` as text, or ``result`` with ``--json``.
-
-    With ``--json`` stdout holds exactly one JSON object: ``result`` plus
-    ``warnings`` (every warning logged during the command).
-    """
+    """Print ``lines``, or with ``--json`` the one JSON object ``result`` plus ``warnings``."""
     mode = output_mode()
     if mode.json:
         _write_json(mode, result)

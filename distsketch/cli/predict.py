@@ -70,13 +70,8 @@ def run(args: argparse.Namespace) -> int:
     shape = [int(s) for s in P.shape]
     what = "labels" if hasattr(model, "classes_") else "predictions"
     table = done.format != "zarr"
-    result = {"command": "predict", "output": str(done.path), "model": str(args.model),
-              "model_class": type(model).__name__, "input": str(args.input), "shape": shape,
-              "dtype": str(P.dtype), "format": done.format, "seconds": round(seconds, 3),
-              "peak_memory_bytes": done.peak_memory_bytes}
-    if done.input_columns is not None:
-        result["input_columns"] = done.input_columns
-    finish(result, [f"wrote {done.path}: {what} of {' x '.join(map(str, shape))} ({P.dtype}"
-                    f"{', ' + done.format if table else ''}) in {seconds:.1f} s (peak memory "
-                    f"{format_bytes(done.peak_memory_bytes)})", *done.notes(args.input)])
+    finish(done.result("predict", args), [
+        f"wrote {done.path}: {what} of {' x '.join(map(str, shape))} ({P.dtype}"
+        f"{', ' + done.format if table else ''}) in {seconds:.1f} s (peak memory "
+        f"{format_bytes(done.peak_memory_bytes)})", *done.notes(args.input)])
     return 0

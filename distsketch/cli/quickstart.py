@@ -116,12 +116,8 @@ def _out_folder(text: str) -> Path:
 
 
 def _check_out(out: Path, overwrite: bool = False) -> None:
-    """Refuse, before anything is written, an --out whose outputs quickstart did not write.
-
-    Only outputs carrying quickstart's own mark (``"quickstart"`` in their
-    manifest) are replaced; with ``overwrite`` any store distsketch wrote is
-    (never a folder distsketch did not write, whatever the flag).
-    """
+    """Refuse, before anything is written, an --out whose outputs quickstart did not write
+    (with ``overwrite``: that distsketch did not write)."""
     from distsketch.io.storage.safety import check_replaceable
 
     if out.exists() and not out.is_dir():
@@ -177,11 +173,7 @@ def _model(args: argparse.Namespace, gamma: float | None) -> Any:
 
 
 def _cluster_used(spec: str | None, client: Any) -> str:
-    """What ran the job: the --cluster given, else the configured scheduler's address or local.
-
-    Without --cluster, ``DASK_SCHEDULER_ADDRESS`` (or Dask's ``scheduler-address``)
-    names the scheduler when set, otherwise the embedded LocalCluster starts.
-    """
+    """What ran the job: the --cluster given, else the configured scheduler's address or local."""
     if spec is not None:
         return str(spec)
     from distsketch.cluster import configured_scheduler_address
@@ -247,11 +239,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Path, Any]:
-    """Check the arguments and the model's parameters, then create --out.
-
-    Everything is checked before data or a cluster exist.  Returns the
-    folder and the progress setting (:func:`apply_progress`).
-    """
+    """Check everything before data or a cluster exist, create --out; ``(out, progress)``."""
     _check_args(args)
     # the model's own checks too, before data or a cluster exist (gamma is chosen later)
     check_before_cluster(_model(args, gamma=None), args.rows, args.features)

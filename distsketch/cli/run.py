@@ -95,12 +95,8 @@ def _score_text(score: dict[str, Any]) -> str:
 
 
 def run_summary(result: Any) -> dict[str, Any]:
-    """What ``run --json`` prints: a :class:`~distsketch.workflow.RunResult` and its manifest.
-
-    Nothing is recomputed: the paths, stage times, score, seed and peak memory
-    are those of the committed manifest (of the previous run when nothing was
-    new; none for a dry run).
-    """
+    """What ``run --json`` prints: a :class:`~distsketch.workflow.RunResult` and its committed
+    manifest (nothing is recomputed)."""
     folder = result.result_dir
     out: dict[str, Any] = {
         "command": "run", "status": result.status,
@@ -135,11 +131,7 @@ def run_summary(result: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``distsketch run`` with parsed arguments; return the exit code.
-
-    Distsketch errors propagate to the CLI's main, which prints them as one
-    line and exits with code 2.
-    """
+    """Execute ``distsketch run`` with parsed arguments; return the exit code."""
     from distsketch.cli.common import apply_progress, cluster_log, storage_options_arg
     from distsketch.cli.output import finish
     from distsketch.workflow import run_workflow
@@ -162,10 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m distsketch.cli.run spec.yaml ...``.
-
-    The same as ``distsketch run ...`` (output flags and exit codes included).
-    """
+    """Stand-alone entry point: ``python -m distsketch.cli.run spec.yaml ...``."""
     from distsketch.cli import main as cli_main
 
     return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])

@@ -31,12 +31,7 @@ BARELY_BETTER = 0.1
 
 def check_predictor(model: Any, path: str, targets: str | None = None,
                     input_path: str | None = None, storage_options: dict | None = None) -> None:
-    """Refuse a model that cannot predict, naming its class and what to do instead.
-
-    The hint suggests a regressor for numeric ``targets`` and a classifier for
-    class labels (:func:`distsketch.cli.labels.target_kind`); without
-    ``targets`` it names both.
-    """
+    """Refuse a model that cannot predict, with a hint that fits ``targets``' kind."""
     if callable(getattr(model, "predict", None)):
         return
     from distsketch.cli.labels import suggested_methods, target_kind
@@ -61,11 +56,7 @@ def is_classifier(model: Any) -> bool:
 
 
 def score_predictions(model: Any, y_true: np.ndarray, y_pred: np.ndarray) -> tuple[str, float]:
-    """``("accuracy", value)`` for a classifier, ``("r2", value)`` for a regressor.
-
-    R² is averaged over targets with equal weights, as scikit-learn's
-    ``r2_score`` (and ``SketchedKernelRidge.score``) do.
-    """
+    """``("accuracy", value)`` for a classifier, ``("r2", value)`` (targets weighted equally)."""
     from sklearn.metrics import accuracy_score, r2_score
 
     y_true = np.asarray(y_true)
@@ -91,37 +82,12 @@ def score_predictions(model: Any, y_true: np.ndarray, y_pred: np.ndarray) -> tup
 
 def training_check(model: Any, X: Any, y: Any, *, n_sample: int = 2000,
                    random_state: int = 0) -> dict[str, Any]:
-    """Compare a fitted predictor with a constant predictor on a sample of its training rows.
+    """Compare a fitted predictor with a constant one (the majority class, or the mean: R² 0)
+    on ``n_sample`` of its training rows (one pass over ``X``, memory O(n_sample × d)).
 
-    A classifier is no better than constant when its accuracy is at most the
-    majority-class rate of the sampled labels; a regressor when its R² (which
-    is 0 for the constant mean prediction) is at most 0.
-
-    Parameters
-    ----------
-    model : fitted estimator with ``predict``
-    X : array of shape (n, d)
-        Its training rows (dask or NumPy).
-    y : array of shape (n,) or (n, t)
-        Its targets.
-    n_sample : int, default 2000
-        Rows sampled uniformly (by hashed priorities; all rows when n is smaller).
-
-    Returns
-    -------
-    dict
-        ``metric``, ``value``, ``baseline`` (majority rate or 0), ``skill``
-        (the share of the gap between the constant predictor and a perfect
-        one that the model closes: ``(value − baseline) / (1 − baseline)``,
-        R² itself for a regressor), ``n_sample``, ``estimated`` (a sample,
-        not all rows), ``no_better_than_constant`` (value ≤ baseline),
-        ``barely_better_than_constant`` (better, but ``skill`` below
-        :data:`BARELY_BETTER`) and ``message``.
-
-    Notes
-    -----
-    One pass over X to draw the sample (memory O(n_sample × d)); the sample's
-    targets are read by index and predicted in memory.
+    Returns ``metric``, ``value``, ``baseline``, ``skill`` (the share of the gap to a perfect
+    score closed), ``n_sample``, ``estimated``, ``no_better_than_constant``,
+    ``barely_better_than_constant`` (``skill`` below :data:`BARELY_BETTER`) and ``message``.
     """
     from distsketch.graph import to_numpy
     from distsketch.metrics import sample_rows

@@ -1,21 +1,8 @@
 """Tables where a user has tables: CSV or Parquet inputs of ``predict``, ``transform`` and
 ``score``, and outputs of ``predict`` and ``transform``.
 
-An input named ``*.csv`` (``.tsv``, ``.txt``, ``.gz`` too) or ``*.parquet``
-(``.pq``) that is a file is read as ``distsketch ingest`` would read it,
-into a temporary store that is removed afterwards: the columns are those
-the model was fitted on, chosen by name (recorded by ``distsketch fit`` from
-the ingested store's header, or the model's ``feature_names_in_``), in
-their order; every other column (the label column, an ID) is left out; the
-dtype and the yes/no rule are those of the training store.  A model that
-records no names reads a table of exactly its width, as ingest would; any
-other table is refused with the ``distsketch ingest`` command to run.
-
-An output named ``*.csv`` or ``*.parquet`` is written as a table with a
-header (``prediction``, or ``prediction_0`` ... for several targets; a
-classifier's labels as the user's labels; a transformer's feature names),
-atomically: a temporary file
-beside it, renamed when complete, removed on any error.
+A table input is read as ``distsketch ingest`` would, with the columns the model was
+fitted on (by name), into a temporary store; a table output is written atomically.
 """
 
 from __future__ import annotations
@@ -61,13 +48,7 @@ def is_table_file(spec: str) -> bool:
 
 
 def table_output_format(spec: str) -> str | None:
-    """``"csv"`` or ``"parquet"`` when an output's name asks for a table, else None (Zarr).
-
-    Raises
-    ------
-    ConfigError
-        A compressed (``.gz``) table name, or a table on an object store.
-    """
+    """``"csv"`` or ``"parquet"`` when an output's name asks for a table, else None (Zarr)."""
     text = str(spec)
     fmt = _table_format(Path(text.rstrip("/")).name)
     if fmt is None:
@@ -82,12 +63,8 @@ def table_output_format(spec: str) -> str | None:
 
 
 def input_columns(spec: str, storage_options: dict | None = None) -> dict[str, Any] | None:
-    """How the table behind an ingested store was read: what a model fitted on it records.
-
-    ``{"feature_names": [...], "label_column": ..., "yes_no_columns": [...],
-    "dtype": ...}`` from the manifest of a store written by ``distsketch
-    ingest`` from a table with column names; None for any other input.
-    """
+    """How the table behind an ingested store was read (its manifest's ``feature_names``,
+    ``label_column``, ``yes_no_columns``, ``dtype``): what a model fitted on it records."""
     from distsketch.io import read_manifest
     from distsketch.io.storage.safety import split_array_path
 
@@ -108,11 +85,8 @@ def input_columns(spec: str, storage_options: dict | None = None) -> dict[str, A
 
 def model_columns(model: Any, path: str, storage_options: dict | None = None
                   ) -> dict[str, Any] | None:
-    """The columns a saved model was fitted on (:func:`input_columns`), or None.
-
-    From the model store's ``input_columns`` (written by ``distsketch fit``),
-    else the model's ``feature_names_in_`` (a fit on a DataFrame).
-    """
+    """The columns a saved model was fitted on: the store's ``input_columns``, else the
+    model's ``feature_names_in_``, else None."""
     import zarr
 
     from distsketch.io.storage.urls import resolve
@@ -145,20 +119,8 @@ def _ingest_hint(src: str, cols: dict[str, Any] | None) -> str:
 def table_input(src: str, model: Any, model_path: str,
                 storage_options: dict | None = None, *, labels: bool = False,
                 progress: bool | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """A CSV or Parquet input ingested as ``distsketch ingest`` would, into a temporary store.
-
-    Yields ``(store, info)``: the temporary store (``X``, and ``y`` with
-    ``labels`` when the table holds the model's label column) and what was
-    done (``columns``, ``dropped_columns``, ``label_column``).  The store
-    is removed on exit, on any error too.
-
-    Raises
-    ------
-    InputError
-        The table lacks a column the model was fitted on, or (a model that
-        records no names) has another width than the model; the message
-        gives the ``distsketch ingest`` command.
-    """
+    """A CSV or Parquet input ingested as ``distsketch ingest`` would: yields ``(store, info)``
+    of a temporary store (with ``y`` when ``labels`` and the table holds the label column)."""
     from distsketch.io.readers import ingest
     from distsketch.io.readers.registry import find_reader
 
@@ -218,16 +180,7 @@ def _table_names(src: Path, fmt: str) -> list[str]:
 
 
 def check_table_output(path: str, *, overwrite: bool, inputs: list[str]) -> Path:
-    """Check that a table output may be written, before any work (the rules of stores).
-
-    An existing file is replaced only with ``overwrite``; a directory, a
-    link or an input is never replaced.
-
-    Returns
-    -------
-    pathlib.Path
-        The absolute path.
-    """
+    """The absolute path of a table output, checked before any work as stores are."""
     out = Path(path).expanduser().absolute()
     for other in inputs:
         if other and "://" not in str(other) and \
@@ -288,24 +241,8 @@ def feature_names(model: Any, Z: Any) -> list[str]:
 
 def write_table(P: Any, path: Path, fmt: str, *, names: list[str] | None = None,
                 metadata: dict[str, str] | None = None) -> int:
-    """Write ``P`` (a dask or NumPy array of predictions or features) to the table ``path``,
-    atomically.
-
-    The rows are computed a few blocks at a time (memory: those blocks), written
-    to a temporary file beside ``path``, and renamed onto it when every row is
-    written; on any error the temporary file is removed and ``path`` is left
-    as it was.  Floats are written with the digits that read back the same
-    value (9 significant digits for float32, 17 for float64).
-
-    ``names`` are the header (default :func:`column_names`: predictions);
-    a header of another width than ``P`` is a ConfigError, before any row
-    is computed.
-
-    Returns
-    -------
-    int
-        The rows written.
-    """
+    """Write ``P`` (dask or NumPy) to the table ``path`` a few blocks at a time, atomically,
+    floats with the digits that read back the same; returns the rows written."""
     from distsketch.graph import compute
 
     width = column_names(P)

@@ -57,13 +57,8 @@ def run(args: argparse.Namespace) -> int:
                              write_options=lambda model: {}, header=feature_names)
     Z, seconds = done.out, done.seconds
     table = done.format != "zarr"
-    result = {"command": "transform", "output": str(done.path), "model": str(args.model),
-              "model_class": type(done.model).__name__, "input": str(args.input),
-              "shape": [int(s) for s in Z.shape], "dtype": str(Z.dtype), "format": done.format,
-              "seconds": round(seconds, 3), "peak_memory_bytes": done.peak_memory_bytes}
-    if done.input_columns is not None:
-        result["input_columns"] = done.input_columns
-    finish(result, [f"wrote {done.path}: {Z.shape[0]} rows x {Z.shape[1]} columns"
-                    f"{' (' + done.format + ')' if table else ''} in {seconds:.1f} s (peak "
-                    f"memory {format_bytes(done.peak_memory_bytes)})", *done.notes(args.input)])
+    finish(done.result("transform", args), [
+        f"wrote {done.path}: {Z.shape[0]} rows x {Z.shape[1]} columns"
+        f"{' (' + done.format + ')' if table else ''} in {seconds:.1f} s (peak "
+        f"memory {format_bytes(done.peak_memory_bytes)})", *done.notes(args.input)])
     return 0

@@ -154,13 +154,6 @@ def _scheduler_file_address(path: str, seconds: float) -> str:
     with a ``TypeError`` on a JSON list: here the file must be a regular file of at
     most 1 MiB holding a JSON object with an ``address``.  A file that is not yet
     whole (the scheduler is still writing it) is read again until ``seconds`` pass.
-
-    Raises
-    ------
-    ConfigError
-        Not a regular file, too large, or JSON without a string ``address``.
-    ClusterError
-        The file did not appear, or was not whole, within ``seconds``.
     """
     import json
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 
-__all__ = ["DIRECTIVE_PREFIX", "LONG_OPTIONS", "SHORT_OPTIONS", "WORD_OPTIONS", "allowed_directives",
+__all__ = ["DIRECTIVE_PREFIX", "LONG_OPTIONS", "SHORT_OPTIONS", "WORD_OPTIONS",
            "directive_problem"]
 
 #: the prefix dask-jobqueue writes before each directive of a batch kind
@@ -92,15 +92,6 @@ _SLURM_HOST_FILES = {"-w", "-x", "--nodelist", "--exclude"}
 # dask-jobqueue would find no job id
 _SGE_VERIFY = {"e", "w", "n"}
 _PBS_ATTRIBUTE = re.compile(r"(depend|group_list)=[^=]*", re.ASCII)
-
-
-def allowed_directives(kind: str) -> str:
-    """The options ``kind`` accepts in ``job_extra_directives`` (for messages and docs)."""
-    if kind in WORD_OPTIONS:
-        return " ".join(sorted(WORD_OPTIONS[kind]))
-    short = " ".join(f"-{c}" for c in sorted(SHORT_OPTIONS[kind]))
-    long = " ".join(f"--{n}" for n in sorted(LONG_OPTIONS.get(kind, {})))
-    return f"{short} {long}".strip()
 
 
 def _value_problem(kind: str, option: str, value: str) -> str | None:

@@ -138,12 +138,6 @@ def _check_ssh_hosts(cfg: dict[str, Any]) -> None:
     naming it, and by then the scheduler may run on the first host.  Here each
     host is tried with the spec's ``connect_options`` (host keys checked), and
     the first that fails is named with what to do.
-
-    Raises
-    ------
-    ClusterError
-        A host is unreachable, its host key is unknown or wrong, or it refused
-        the login.
     """
     import asyncio
     import concurrent.futures
@@ -188,11 +182,6 @@ def _wait_for_first_worker(client: Any, cluster: Any, kind: str, seconds: float)
     that never reaches it) would otherwise leave every computation waiting for
     workers without end.  On time-out the jobs are cancelled when the caller's
     ``with cluster:`` closes it.
-
-    Raises
-    ------
-    ClusterError
-        No worker joined within ``seconds``, naming the submitted job ids.
     """
     try:
         client.wait_for_workers(1, timeout=seconds)

@@ -1,21 +1,15 @@
 """Feature-map sizes from an error target: ``n_components="auto"`` with ``target_error``.
 
-A map asked for ``"auto"`` takes one pass over X for a uniform row sample
-(:func:`distsketch.metrics.sample_rows`: bottom-k of hash(seed, row), so the
-sample does not depend on the chunking).  The sample is split, by a hash of
-the row number, into *evaluation* rows E and, for maps that read the data in
-``fit`` (Nyström landmarks, GaussianSketch's centre), *pilot-fit* rows F.
-Copies of the map at a few small sizes are fitted on F (or on E for
-data-oblivious maps, which read only the shape) and their relative kernel
-error ‖K_EE − Z_E Z_Eᵀ‖_F / ‖K_EE‖_F is measured against the exact kernel of E.
-An error model e(m) = c · m^(−a) fitted to those points gives the smallest
-size meeting the target — a = 1/2 for random features (a Monte Carlo
-average of m terms), a fitted from the points for Nyström (the decay of the
-spectrum tail) and for the Taylor-series sketches (whose small sizes are
-worse than m^(−1/2)).  The size is then checked the same way, grown while
-it misses and narrowed to within 1.25× of a size that missed; the error of the
-map finally fitted on X, measured on E, is the certificate (``kernel_error_``);
-a map that reads its rows and misses there is refitted larger.
+A map asked for ``"auto"`` takes one pass over X for a chunking-independent row
+sample (:func:`distsketch.metrics.sample_rows`), split by a hash of the row number
+into *evaluation* rows E and, for maps that read the data in ``fit`` (Nyström
+landmarks, GaussianSketch's centre), *pilot-fit* rows F.  Copies of the map at a few
+small sizes are fitted on F (or on E) and their relative kernel error
+‖K_EE − Z_E Z_Eᵀ‖_F / ‖K_EE‖_F on E sets the size (:func:`choose_size`), with the
+error model's exponent a = 1/2 for random features (a Monte Carlo average of m
+terms) and fitted for Nyström (the spectrum tail) and the Taylor-series sketches.
+The error of the map finally fitted on X, measured on E, is the certificate
+(``kernel_error_``); a map that reads its rows and misses there is refitted larger.
 
 References
 ----------
@@ -217,8 +211,7 @@ class AutoSized:
         return int(m)
 
     def _size_for_check(self) -> int:
-        """The size the memory checks use: the given one, or for "auto" the one chosen so far
-        (the smallest pilot size before the choice; fit checks again after it)."""
+        """For "auto", the size chosen so far (the smallest pilot size before the choice)."""
         value = getattr(self, self._size_param)
         if not is_auto(value):
             return int(value)
@@ -279,17 +272,12 @@ class AutoSized:
                              param=self._size_param)
         self._auto_choice = (choice, index[mask], eval_rows, gram[0])
         self._auto_size = choice.size
-        # the memory checks again, at the chosen size
         self._check_params_for_shape(n, d)  # type: ignore[attr-defined]
         return choice.size
 
     def _certify(self, X: Any) -> None:
-        """``kernel_error_``: the fitted map's error on the evaluation rows ("auto" only).
-
-        A map that reads its rows (landmarks, a centre) differs from its pilot copies;
-        where it misses the target it is refitted on X at a larger size, at most
-        ``_REFITS`` times, then a warning gives the error reached.
-        """
+        """``kernel_error_`` on the evaluation rows ("auto" only); a map that reads its
+        rows and misses the target is refitted larger (at most ``_REFITS`` times)."""
         auto = getattr(self, "_auto_choice", None)
         if auto is None:
             return

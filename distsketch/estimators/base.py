@@ -1,17 +1,8 @@
-"""Shared machinery of distsketch estimators (scikit-learn conventions).
+"""Shared machinery of distsketch estimators (scikit-learn conventions): the fit
+context, parameter checks, the mergeable protocol, row-map transformers.
 
-* keyword-only ``__init__`` that only stores parameters;
-* ``_parameter_constraints`` checked once before every ``fit``/``partial_fit``
-  by the :func:`fit_context` decorator each of them carries (explicitly: a
-  method without it runs unchecked, and the tests refuse such an estimator);
-* randomness drawn once in ``fit`` into an integer ``seed_`` from which every
-  operator is regenerated, on any worker (a ``Generator``/``RandomState`` given
-  as ``random_state`` is drawn from once; ``save`` stores ``seed_`` in its place);
-* NumPy in, NumPy out; dask in, dask out (lazy);
-* ``save(path)`` / :func:`distsketch.load`;
-* an estimator that learns from rows by merging summaries inherits
-  :class:`MergeableEstimator` (``summarize`` / ``merge_summaries`` / ``fold``),
-  the one protocol ``partial_fit``, the workflow's segment folding and the CLI use.
+Randomness is drawn once in ``fit`` into an integer ``seed_`` from which every
+operator is regenerated, on any worker; NumPy in, NumPy out; dask in, dask out (lazy).
 
 Over 500 lines because it holds the whole estimator protocol (fit context, parameter
 checks, row maps, the mergeable protocol) that every family shares.
@@ -30,13 +21,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.base import TransformerMixin as _SklearnTransformerMixin
 from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
-from sklearn.utils.validation import _check_feature_names_in
-
-try:  # scikit-learn >= 1.6: a function (before, a BaseEstimator method)
-    from sklearn.utils.validation import _check_feature_names
-except ImportError:  # pragma: no cover - older scikit-learn
-    def _check_feature_names(estimator: Any, X: Any, *, reset: bool) -> None:
-        estimator._check_feature_names(X, reset=reset)
+from sklearn.utils.validation import _check_feature_names, _check_feature_names_in
 
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, NotFittedError
@@ -67,9 +52,8 @@ __all__ = ["DistsketchEstimator", "MergeableEstimator", "OperatorSize", "RowMapT
 #: its bytes; the fix), as :func:`distsketch.graph.check_operator_memory` takes them.
 OperatorSize = tuple[str, float, str]
 
-#: ids of the estimators whose parameters the running fit context has checked: a fit that
-#: calls its own ``partial_fit``/``fit`` (or ``super().fit``) checks them once, not per call.
-#: A new thread starts with none, so a call there checks them anew.
+#: ids of the estimators whose parameters the running fit context has checked (a fit calling
+#: its own ``partial_fit`` checks once); a new thread starts with none.
 _VALIDATED_IN: ContextVar[frozenset[int]] = ContextVar("distsketch_validated_in",
                                                       default=frozenset())
 
@@ -176,30 +160,18 @@ class DistsketchEstimator(BaseEstimator):
     partial_fit_equals_fit: ClassVar[bool] = True
 
     def _reset_fitted(self) -> None:
-        """Forget everything a fit learned (every public attribute ending in ``_``).
-
-        The one way a ``fit`` that starts from nothing clears what an earlier
-        fit left, so no stale attribute survives a refit.
-        """
+        """Forget what an earlier fit learned, so no stale attribute survives a refit."""
         for attr in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
             delattr(self, attr)
 
     def _validate_params(self) -> None:
-        """Every check of the parameters that needs no data: the fit context's first step.
-
-        The constraint table (:func:`~distsketch.validation.check_estimator_params`),
-        then :meth:`_check_params`.  ``fit`` and ``partial_fit`` run it before
-        anything else; a workflow spec and the CLI run it before any data is read.
-        """
+        """Every parameter check that needs no data (the constraint table, then
+        :meth:`_check_params`): the fit context's first step."""
         check_estimator_params(self)
         self._check_params()
 
     def _check_params_once(self) -> None:
-        """:meth:`_check_params`, unless the running fit context has just run it on this estimator.
-
-        For a shape check that is also called on its own (it must then refuse
-        what ``_check_params`` refuses) without checking twice inside ``fit``.
-        """
+        """For a shape check also called on its own: no second check inside ``fit``."""
         if id(self) not in _VALIDATED_IN.get():
             self._check_params()
 
@@ -226,7 +198,6 @@ class DistsketchEstimator(BaseEstimator):
         self._validate_params()
         if n_samples is not None and n_features is not None:
             self._check_params_for_shape(int(n_samples), int(n_features))
-        # the next fit takes this check instead of repeating it, if nothing changed since
         self._checked_params = self._params_token()
 
     def _params_token(self) -> tuple:
@@ -234,42 +205,23 @@ class DistsketchEstimator(BaseEstimator):
         return tuple((k, id(v), repr(v)) for k, v in sorted(self.get_params(deep=True).items()))
 
     def _take_checked_params(self) -> bool:
-        """Whether :meth:`check_params` just checked these very parameters (used once).
-
-        The CLI and a workflow check an estimator before any data is read and
-        then fit it; the fit takes that check instead of repeating it, so one
-        command validates its parameters once.  Any parameter set in between
-        (``set_params``, a nested estimator replaced) makes the fit check again.
-        """
+        """Whether :meth:`check_params` just checked these very parameters (used once),
+        so that a command validates its parameters once."""
         token = self.__dict__.pop("_checked_params", None)
         return token is not None and token == self._params_token()
 
     def _check_params(self) -> None:
-        """Override to refuse what the constraint table cannot express: relations between
-        parameters (e.g. ``n_components <= n_landmarks``), raising ConfigError.  Needs no data;
-        checks that need X's shape go in :meth:`_check_params_for_shape`.  The default has none.
-        """
+        """Override to refuse relations between parameters (e.g. ``n_components <=
+        n_landmarks``) with ConfigError; shape checks go in :meth:`_check_params_for_shape`."""
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        """The operators and states a fit on X of this shape holds in one task.
-
-        Computed from the parameters and the shape only (Python integers, so
-        no overflow), never by allocating.  Estimators with an operator or state
-        sized by a parameter override this; the default holds none.
-        """
+        """The operators and states a fit on X of this shape holds in one task, from
+        the parameters alone (Python integers: no overflow, no allocation)."""
         return []
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
-        """Refuse, before any pass over X, what X's shape cannot give.
-
-        Here every size of :meth:`_operator_sizes` is compared with the per-task
-        budget (:class:`~distsketch.errors.MemoryBudgetError` naming the
-        parameters, the bytes and the budget), then the same is asked of each
-        estimator given as a parameter (``features=``, ``meka=``), which is fitted
-        on the same X.  ``fit`` calls it once X's shape is known, and the CLI
-        before it starts a cluster (``check_before_cluster``); subclasses with
-        their own shape checks run them and then call this.
-        """
+        """Refuse, before any pass over X, what X's shape cannot give: every operator
+        size against the per-task budget, here and in each estimator given as a parameter."""
         sizes = self._operator_sizes(int(n_samples), int(n_features))
         if sizes:
             resources = cluster_resources()  # one look-up (a scheduler query) for all of them
@@ -533,8 +485,7 @@ class RowMapTransformer(TransformerMixin, DistsketchEstimator):
         return ()
 
     def _map_footprint(self) -> Footprint:
-        """The map's memory per task, as its op declares it; unknown by default (a
-        multiple of the input row)."""
+        """Unknown by default (a multiple of the input row)."""
         return Footprint()
 
     def _output_dtype(self, X: Any) -> np.dtype:

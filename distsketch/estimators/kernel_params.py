@@ -5,13 +5,10 @@ Every estimator with a kernel scale takes ``gamma`` as
 * a positive float: used as given;
 * ``None`` (the default everywhere): ``1 / n_features``, scikit-learn's default;
 * ``"median"``: the median heuristic, ``1 / median ‖xᵢ − xⱼ‖²`` over a
-  sample of at most 1000 rows (:func:`median_gamma`; a kernel ridge model
-  takes its sample from the standardising pass, or without one from a few
-  strips of rows, :func:`strip_median_gamma`, instead of a pass of its own).
+  sample of at most 1000 rows (:func:`median_gamma`, :func:`strip_median_gamma`).
 
 ``fit`` stores the value it used as ``gamma_``; ``transform``/``predict`` use
-``gamma_``, never ``gamma``.  The command line's ``--gamma median`` calls the
-same :func:`median_gamma`.
+``gamma_``, never ``gamma``.
 """
 
 from __future__ import annotations

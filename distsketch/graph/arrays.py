@@ -1,10 +1,5 @@
 """Turning inputs into row-chunked dask arrays (the block size is planned in
-:mod:`distsketch.graph.plan`).
-
-The layers above graph (estimators, io, validation, the CLI) build no dask
-array themselves: what they need — an in-memory array made lazy, a store
-reader or Zarr array as blocks, columns appended on an array's row blocks, a
-store write, generated rows, chosen rows gathered — is one of these functions.
+:mod:`distsketch.graph.plan`): the layers above graph build no dask array themselves.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from dask.base import tokenize
 
 from distsketch.footprint import Footprint
 from distsketch.graph.blocks import whole_rows
-from distsketch.graph.plan import INPUT_BLOCK_BYTES, plan_rows
+from distsketch.graph.plan import plan_rows
 from distsketch.graph.planner import choose_block_rows
 from distsketch.graph.row_sources import row_source_of
 from distsketch.graph.runtime import compute, rechunk
@@ -26,7 +21,6 @@ from distsketch.ops.namespace import asarray, densify, namespace, to_host
 from distsketch.validation.finite import is_dask  # the one test, re-exported for io
 
 __all__ = [
-    "DEFAULT_BLOCK_BYTES",
     "KERNEL_TILE_ROWS",
     "LAZY_BLOCK_ROWS",
     "UNKNOWN_STAGE_ROWS",
@@ -44,8 +38,6 @@ __all__ = [
     "to_dask",
     "unknown_stage_footprint",
 ]
-
-DEFAULT_BLOCK_BYTES = INPUT_BLOCK_BYTES
 
 #: rows of one kernel tile side (``KernelSolver.block_rows``, the sparsified Gram's
 #: ``tile_rows``): a tile task holds ``rows²`` floats (32 MiB at 2048)
@@ -67,18 +59,10 @@ def unknown_stage_footprint(row_bytes: float) -> Footprint:
     return Footprint(per_row=UNKNOWN_STAGE_ROWS * row_bytes)
 
 
-def default_block_rows(n_rows: int, n_cols: int, itemsize: int,
-                       block_bytes: int | None = None) -> int:
-    """Rows per block so one block of input is about ``block_bytes``.
-
-    The default is :func:`~distsketch.graph.planner.choose_block_rows` for a
-    stage that states no working memory: at most ``distsketch.block-bytes``
-    (64 MiB) of input, and enough blocks for the scheduler's threads.
-    """
-    row_bytes = max(1, n_cols * itemsize)
-    if block_bytes is not None:
-        return int(min(max(n_rows, 1), max(1, int(block_bytes) // row_bytes)))
-    return choose_block_rows(n_rows, row_bytes).block_rows
+def default_block_rows(n_rows: int, n_cols: int, itemsize: int) -> int:
+    """Rows per block of a stage that states no working memory: at most
+    ``distsketch.block-bytes`` (64 MiB) of input, enough blocks for the threads."""
+    return choose_block_rows(n_rows, max(1, n_cols * itemsize)).block_rows
 
 
 def store_block_rows(n_rows: int, n_cols: int, itemsize: int, unit: int, *,
@@ -183,28 +167,12 @@ def _same(block: Any) -> Any:
 
 
 def gather_rows(X: Any, index: np.ndarray, name: str = "sample-rows") -> np.ndarray:
-    """Rows ``X[index]`` as host float64, reading only the chunks that hold them.
+    """Rows ``X[index]`` (sorted indices) as host float64, reading only the chunks that hold them.
 
-    The variant of :func:`distsketch.metrics.sample_rows` for a sample whose row indices were
-    chosen before anything is read (e.g. whole strips of rows,
-    :func:`~distsketch.estimators.kernel_params.strip_sample_index`): no pass
-    over X.  A dask array computes only its blocks that hold a chosen row; a
-    store opened by :func:`distsketch.io.open_array` is read again in its own
-    chunks (its row source) so that a chosen row costs its chunk, not a whole
-    planned block of several chunks.  Every row (``index`` of length n) is
-    one read of X.
-
-    Parameters
-    ----------
-    X : ndarray, sparse matrix, dask array or array of another namespace, shape (n, d)
-    index : ndarray of int
-        Sorted global row indices.
-    name : str
-        The read's name in the graph (the label of its progress line).
-
-    Returns
-    -------
-    ndarray of shape (len(index), d), float64
+    For a sample whose rows were chosen before anything is read (no pass over
+    X): a dask array computes only the blocks holding a chosen row, and a
+    store is read again in its own chunks (its row source), so a chosen row
+    costs its chunk, not a whole planned block.  ``name`` labels the read.
     """
     index = np.asarray(index, dtype=np.int64)
     every = index.size == X.shape[0]

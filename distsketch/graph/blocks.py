@@ -1,18 +1,9 @@
 """Blockwise maps over row blocks and tree reductions of mergeable summaries.
 
-These two functions are the only graph builders that algorithms use:
-
-* :func:`map_rows` — ``func(block, row_offset, *operands) -> (rows, n_out)``
-  applied to every row block; the function learns the global row number of its
-  first row, so oblivious operators can key randomness by global index.
-* :func:`tree_reduce` — a :class:`~distsketch.summaries.base.Summary` computed per
-  block (``chunk``), merged ``fan_in`` at a time up a tree (``merge``,
-  :func:`merge_tree`: consecutive blocks together, as
-  :func:`dask.array.reduction` groups them), then ``finalize``-d.  The chunk
-  task of a block is fused with its read and keeps the chunk's key.
-
-Operands (operators learned in ``fit``: landmarks, projection matrices) enter
-the graph once, as single-chunk arrays, never copied into every task.
+:func:`map_rows` and :func:`tree_reduce` are the only graph builders that
+algorithms use: each block's function learns the global number of its first
+row, summaries are merged ``fan_in`` at a time up :func:`merge_tree`, and
+operands enter the graph once, as single-chunk arrays.
 """
 
 from __future__ import annotations
@@ -40,21 +31,14 @@ __all__ = ["as_operand", "block_starts", "map_rows", "merge_tree", "row_offsets"
 
 
 def row_offsets(chunks: Sequence[int], start: int = 0) -> np.ndarray:
-    """Global index of the first row (or column) of each block.
-
-    The one offset helper: blocks of ``chunks`` rows whose first row is the
-    global row ``start``.
-    """
+    """Global index of the first row (or column) of each block, the first at ``start``."""
     ends = np.cumsum(np.asarray(chunks, dtype=np.int64))
     return (int(start) + np.concatenate(([0], ends[:-1]))).astype(np.int64)
 
 
 def block_starts(chunks: Sequence[int], start: int = 0) -> ArrayValuesDep:
-    """The blocks' global first rows as a blockwise argument (index ``i``).
-
-    Each value is written into its block's task as a plain int, so numbering
-    rows costs no task of its own.
-    """
+    """The blocks' global first rows as a blockwise argument (index ``i``), written into
+    each block's task as a plain int: numbering rows costs no task of its own."""
     offs = row_offsets(chunks, start)
     return ArrayValuesDep((tuple(chunks),), {(i,): int(v) for i, v in enumerate(offs)})
 
@@ -77,11 +61,9 @@ def _boxed(state: Any) -> np.ndarray:
 class BlockTask:
     """Callable run on one block: offset, finite check, BLAS pinning.
 
-    The task of a map (``func`` returns the block's rows) and of a summary's
-    ``chunk`` (``boxed``: its state comes back in a one-element object
-    array).  ``bytes_per_row`` and ``fixed_bytes`` are the task's projected
-    memory (None when the stage states none), kept on the task so that
-    measurements can be compared with the plan.
+    The task of a map and of a summary's ``chunk`` (``boxed``: its state in a
+    one-element object array).  The projected memory is kept on the task so
+    that measurements can be compared with the plan.
     """
 
     def __init__(self, func: Callable, kwargs: dict, check_finite: bool, where: str,

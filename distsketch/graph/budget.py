@@ -1,31 +1,13 @@
 """Per-task memory budget: what one task may really use, checked before anything runs.
 
-The budget is, in order of precedence:
-
-1. an override: dask config ``distsketch.task-memory`` (bytes or a string
-   such as ``"2GiB"``; from the environment as ``DASK_DISTSKETCH__TASK_MEMORY``,
-   which dask reads into its config), else the deprecated alias
-   ``DISTSKETCH_TASK_MEMORY`` (still read, never set by distsketch);
-2. under ``distributed`` (a Client is attached): for the smallest worker,
-   what its process leaves free below 80 % of its ``memory_limit`` (where
-   distributed pauses it), at most ``distsketch.task-memory-fraction``
-   (default 0.5) of the limit, divided by its threads;
-3. locally: the machine's memory (or cgroup limit) per core times the same
-   fraction, at most 2 GiB.  The total, not the momentary free memory, so
-   that a plan is the same on every run on one machine.
-
-With the device ``"cuda"`` (dask config ``distsketch.device``) and no
-override, each GPU's memory takes the place of host memory in 2 and 3
-(:func:`distsketch.graph.devices.device_resources`; dask config
-``distsketch.device-memory`` gives it instead of asking CuPy).
-
-:func:`cluster_resources` also counts the threads that run tasks, which the
-planner uses to make enough blocks.  Inside :func:`resources_scope` (every
-``fit``, ``partial_fit`` and merge of an estimator runs in one) it is looked
-up once and reused: a small fit plans a dozen stages, and each look-up is a
-scheduler query or a walk through the cgroup files.  :func:`check_task_memory` compares the
-largest block's need with the budget and raises
-:class:`~distsketch.errors.MemoryBudgetError` with both numbers and the fix.
+The budget is the dask config ``distsketch.task-memory`` when set (else the
+deprecated ``DISTSKETCH_TASK_MEMORY``); under ``distributed``, the smallest
+worker's share of what its process leaves free below the pause threshold; locally
+the machine's (or cgroup's) memory per core; each at most
+``distsketch.task-memory-fraction`` of the limit, and a GPU's memory in place of
+the host's for the device ``"cuda"``.  :func:`cluster_resources` is looked up once
+per :func:`resources_scope` (every fit runs in one): each look-up is a scheduler
+query or a walk through the cgroup files.
 """
 
 from __future__ import annotations
@@ -150,13 +132,10 @@ _SCOPE: ContextVar[dict[tuple, tuple[Any, Resources]] | None] = ContextVar(
 def resources_scope() -> Iterator[None]:
     """Look :func:`cluster_resources` up once for the block (one fit), not at every stage.
 
-    Inside the block each distinct setting (the scheduler's client, the
-    overrides, the memory fraction, the device and its memory, dask's
-    ``num_workers``) is looked up once; a setting changed inside the block is
-    looked up anew.  A fit therefore plans all its stages with the resources of its start, even
-    if workers join or fill their memory meanwhile.  Re-entrant: an inner
-    block shares the outer one's look-ups.  Per thread and task context
-    (a ``ContextVar``), so concurrent fits do not share them.
+    Each distinct setting (client, overrides, memory fraction, device, dask's
+    ``num_workers``) is looked up once, so a fit plans all its stages with the
+    resources of its start.  Re-entrant; per context (a ``ContextVar``), so
+    concurrent fits do not share look-ups.
     """
     if _SCOPE.get() is not None:
         yield
@@ -171,15 +150,9 @@ def resources_scope() -> Iterator[None]:
 def cluster_resources() -> Resources:
     """The per-task memory and the task threads of the active scheduler.
 
-    Returns
-    -------
-    Resources
-
-    Notes
-    -----
-    Under ``distributed`` this asks the scheduler for its workers (one small
-    message); with no worker yet, the local rule is used.  Inside
-    :func:`resources_scope` the answer for the same settings is reused.
+    Under ``distributed`` one small message to the scheduler (with no worker
+    yet, the local rule); inside :func:`resources_scope` the answer for the
+    same settings is reused.
     """
     override = _override()
     frac = memory_fraction()
@@ -280,27 +253,10 @@ def check_operator_memory(what: str, n_bytes: float, fix: str, budget: int | Non
     """Refuse an operator larger than the per-task budget before it is allocated.
 
     Every task that applies an operator (random weights, landmarks) holds a
-    copy, so one that does not fit a task cannot be used, and allocating it
-    first would end in a MemoryError (or take the machine's memory) instead
-    of this message.
-
-    Parameters
-    ----------
-    what : str
-        The operator and its shape, e.g. "RandomFourierFeatures: weights W (5 x 10**9 float64)".
-    n_bytes : float
-        Its size in bytes (a Python int of any size is fine).
-    fix : str
-        What the user can lower (parameter names).
-    budget : int, optional
-        Override of :func:`task_memory_budget`.
-    resources : Resources, optional
-        The budget already looked up (one scheduler query for several operators).
-
-    Raises
-    ------
-    MemoryBudgetError
-        Naming the size, the budget and its source, and the fix.
+    copy; allocating one that fits no task would end in a MemoryError instead
+    of this message, which names ``what`` (the operator and its shape), its
+    size ``n_bytes`` (any Python int), the budget and ``fix`` (what to lower).
+    ``resources`` is a budget already looked up, ``budget`` an override.
     """
     if resources is not None:
         res = resources

@@ -1,13 +1,8 @@
 """Row maps of column-chunked (wide) inputs: a linear stage summed over column blocks.
 
-Many sketches are ``combine(Σ_j linear(X[:, block_j]))``: the linear part of
-the operator (CountSketch stages, projections, squared norms) can be applied
-to each column block separately because it is linear, and only the sums need
-to meet before a nonlinear step.  :func:`map_row_columns` builds exactly that
-graph, so a d = 10⁶ input never has to be rechunked into whole rows.
-
-The helper knows no algorithm: ``linear(block, row_offset, col_offset,
-*operands)`` and ``combine(summed, row_offset, *operands)`` are the caller's.
+Many sketches are ``combine(Σ_j linear(X[:, block_j]))``: :func:`map_row_columns`
+applies the caller's linear part to each column block and combines the sums, so
+a d = 10⁶ input is never rechunked into whole rows.
 """
 
 from __future__ import annotations
@@ -21,12 +16,7 @@ import numpy as np
 from distsketch.footprint import Footprint
 from distsketch.graph.blocks import map_rows, row_offsets
 
-__all__ = ["column_offsets", "map_row_columns"]
-
-
-def column_offsets(chunks: tuple[int, ...]) -> list[int]:
-    """Global index of the first column of each column block."""
-    return [int(v) for v in row_offsets(chunks)]
+__all__ = ["map_row_columns"]
 
 
 class _ColumnBlockLinear:
@@ -105,7 +95,7 @@ def map_row_columns(
     """
     bytes_per_row, fixed_bytes = _task_bytes(linear_footprint)
     parts = []
-    for off, width in zip(column_offsets(X.chunks[1]), X.chunks[1], strict=True):
+    for off, width in zip(row_offsets(X.chunks[1]).tolist(), X.chunks[1], strict=True):
         Xj = X[:, off:off + width]
         parts.append(map_rows(_ColumnBlockLinear(linear, off), Xj, *operands, n_out=n_linear,
                               dtype=dtype, bytes_per_row=bytes_per_row, fixed_bytes=fixed_bytes,

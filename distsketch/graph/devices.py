@@ -1,17 +1,10 @@
 """The device blocks are computed on, as the graph sees it: the default, moves and memory.
 
-* :func:`current_device` is the dask config ``distsketch.device`` (``"cpu"``
-  unless set): the one switch the Python API, the CLI's ``--device`` and a
-  workflow spec's ``device:`` all set, read where a path is opened and where
-  blocks are planned.
-* :func:`blocks_on_device` and :func:`blocks_on_host` move the blocks of a
-  dask array inside the tasks that produce them (a read, a write).
-* :func:`operands_on_device` copies a pass's host operands to the device of
-  its blocks once per process (the runner calls it; kernels then find the
-  copies through :func:`distsketch.ops.namespace.asarray`).
-* :func:`device_resources` is the per-task budget of a ``"cuda"`` run: each
-  worker's device memory (``cupy.cuda.Device().mem_info`` on the worker, or
-  the dask config ``distsketch.device-memory``) in place of its host memory.
+:func:`current_device` is the dask config ``distsketch.device`` (the one switch
+of the API, the CLI's ``--device`` and a spec's ``device:``); the other functions
+move a dask array's blocks inside the tasks that produce them, copy a pass's
+operands to the device once per process, and give the per-task budget of a
+``"cuda"`` run from each worker's device memory.
 """
 
 from __future__ import annotations
@@ -41,16 +34,8 @@ DEVICE_KEY = "distsketch.device"
 
 
 def current_device() -> str:
-    """The device of the blocks of a path opened now: dask config ``distsketch.device``.
-
-    Set it with ``dask.config.set({"distsketch.device": "cuda"})`` (for a
-    block of code, as a context manager, or for the process).
-
-    Raises
-    ------
-    ConfigError
-        The config holds something other than ``"cpu"`` or ``"cuda"``.
-    """
+    """The device of the blocks of a path opened now: dask config ``distsketch.device``
+    (``"cpu"`` or ``"cuda"``, else :class:`~distsketch.errors.ConfigError`)."""
     return check_device(dask.config.get(DEVICE_KEY, "cpu"), f"dask config {DEVICE_KEY}")
 
 
@@ -76,10 +61,8 @@ def _on_host(block: Any) -> np.ndarray:
 def operands_on_device(operands: tuple, block: Any) -> None:
     """Make sure every host operand of a pass has a cached copy on ``block``'s device.
 
-    Nothing for NumPy (and sparse) blocks.  The operands themselves are not
-    replaced: kernels that keep an operand on the host on purpose still get
-    it there, and those that move it (:func:`distsketch.ops.namespace.asarray`)
-    find the one copy made per process instead of uploading it per block.
+    The operands stay host arrays (kernels may keep one there on purpose); those
+    that move it (:func:`distsketch.ops.namespace.asarray`) find the one copy.
     """
     if isinstance(block, np.ndarray) or hasattr(block, "tocsr"):
         return

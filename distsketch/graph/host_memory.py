@@ -1,13 +1,9 @@
 """The memory this process may really use: host total, cgroup limits, rlimits.
 
-``distributed.system.MEMORY_LIMIT`` reads the cgroup files at the root of
-``/sys/fs/cgroup`` only.  A process placed in a nested cgroup — a SLURM job
-step, ``systemd-run --scope -p MemoryMax=…``, a container runtime that does
-not mount its own cgroup namespace — has its limit further down the tree, at
-the path ``/proc/self/cgroup`` names, or on any ancestor of it.  This module
-walks that path up to the root (cgroup v2 and v1) and takes the smallest
-limit found, besides the host's total and the address-space and RSS
-rlimits.
+``distributed.system.MEMORY_LIMIT`` reads the root cgroup only; a process in a
+nested cgroup (a SLURM step, ``systemd-run --scope``, some containers) has its
+limit further down.  This walks the path ``/proc/self/cgroup`` names up to the
+root (v2 and v1) and takes the smallest limit, with the host total and rlimits.
 """
 
 from __future__ import annotations
@@ -53,26 +49,13 @@ def _walk_up(base: Path, rel: str, files: tuple[str, ...]) -> list[int]:
 
 def cgroup_memory_limit(proc_cgroup: str | None = None,
                         root: str | os.PathLike = "/sys/fs/cgroup") -> int | None:
-    """The smallest memory limit on this process's cgroup path, or None.
+    """The smallest memory limit (bytes) on this process's cgroup path, or None.
 
-    Parameters
-    ----------
-    proc_cgroup : str, optional
-        The text of ``/proc/self/cgroup`` (read when None).
-    root : path-like
-        Where the cgroup file systems are mounted.
-
-    Returns
-    -------
-    int or None
-        Bytes; None where no cgroup sets a limit (or the files cannot be read).
-
-    Notes
-    -----
-    cgroup v2 (``0::/path``) reads ``memory.max`` and ``memory.high`` under
-    ``root/path`` and each of its ancestors; cgroup v1 (``N:memory:/path``)
-    reads ``memory.limit_in_bytes`` and ``memory.soft_limit_in_bytes`` under
-    ``root/memory/path`` and its ancestors.  A few small file reads.
+    ``proc_cgroup`` is the text of ``/proc/self/cgroup`` (read when None), ``root``
+    where the cgroup file systems are mounted.  cgroup v2 (``0::/path``) reads
+    ``memory.max`` and ``memory.high`` under ``root/path`` and each ancestor;
+    cgroup v1 (``N:memory:/path``) the ``limit_in_bytes`` files under
+    ``root/memory/path`` and its ancestors.
     """
     if proc_cgroup is None:
         try:
@@ -104,12 +87,8 @@ _DISTRIBUTED_FILES = (
 
 
 def _distributed_rule() -> list[int]:
-    """The limits ``distributed.system.MEMORY_LIMIT`` takes beside the host total.
-
-    The same files and the RSS rlimit, read here: importing ``distributed``
-    for its constant costs a quarter of a second in a process that uses no
-    cluster (and a worker's limit comes from the scheduler, not from here).
-    """
+    # the limits distributed.system.MEMORY_LIMIT takes beside the host total, read here:
+    # importing distributed for its constant costs a quarter of a second
     found = []
     if sys.platform == "linux":
         for path in _DISTRIBUTED_FILES:
@@ -134,15 +113,9 @@ def _distributed_rule() -> list[int]:
 def host_memory_limit() -> int:
     """Bytes of memory this process may use: the least of every limit that applies.
 
-    The host's total memory, distributed's own reading (root cgroup, RSS
-    rlimit; the same rule as ``distributed.system.MEMORY_LIMIT``, read without
-    importing ``distributed``), the cgroup limits on this process's cgroup path
-    (:func:`cgroup_memory_limit`) and the address-space rlimit
-    (``ulimit -v`` / ``prlimit --as``).
-
-    Returns
-    -------
-    int
+    The host's total memory, distributed's own rule (root cgroup, RSS rlimit),
+    the limits on this process's cgroup path (:func:`cgroup_memory_limit`) and
+    the address-space rlimit (``ulimit -v``).
     """
     import psutil
 

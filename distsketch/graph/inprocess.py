@@ -1,22 +1,17 @@
 """Row blocks of an in-memory array of another namespace, run in this process.
 
-dask cannot hold every array library's arrays as blocks (it calls NumPy
-functions on them: ``array-api-strict`` arrays refuse), and a CuPy array
-already in GPU memory gains nothing from a scheduler on one device.  Such an
-input runs through the same plan as NumPy input, here: the planner's row
-blocks, each task's function called in row order with the global row of its
-first row, summary states merged by the same tree as
-:func:`~distsketch.graph.blocks.merge_tree` (the same fan-in, so the same
-results as dask's synchronous scheduler), map outputs concatenated in the
-input's namespace.  Operands stay host arrays, copied to the blocks' device
-once per process (:func:`distsketch.graph.devices.operands_on_device`).  The
-blocks' finiteness and magnitude checks are read once per pass
-(:func:`distsketch.validation.finite.deferred_checks`).
+dask cannot hold every library's arrays as blocks (``array-api-strict`` refuses
+NumPy calls), and a CuPy array already on the GPU gains nothing from a
+scheduler.  Such input runs the planner's blocks here, in row order, merging
+states by the same tree as :func:`~distsketch.graph.blocks.merge_tree` (so the
+results of dask's synchronous scheduler); the blocks' checks are read once per
+pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from distsketch.graph.blocks import BlockTask
@@ -55,12 +50,8 @@ class InProcessBlocks:
     def map(self, func: Callable[..., Any], *operands: Any, n_out: int, dtype: Any,
             kwargs: dict | None = None, name: str = "map-rows", check_finite: bool = True,
             where: str = "input", progress: bool | None = None) -> Any:
-        """``func(block, row_start_of_block, *operands, **kwargs)`` on every block, concatenated.
-
-        Returns
-        -------
-        array of the input's namespace, shape (n, n_out)
-        """
+        """``func(block, row_start_of_block, *operands, **kwargs)`` on every block, concatenated
+        in the input's namespace."""
         self.plan = log_plan(self.plan, name)
         if self.bytes_per_row is not None:
             check_task_memory(name, self.plan.block_rows, self.bytes_per_row, self.fixed_bytes)
@@ -75,19 +66,13 @@ class InProcessBlocks:
                lazy: bool = False, state_bytes: float | None = None) -> Any:
         """Chunk every block and merge the states ``fan_in`` at a time, level by level.
 
-        The states are computed and merged on the input's device; the merged
-        state is returned as host NumPy (learned attributes are host arrays).
-
-        ``lazy=True`` has no graph to return here: the merged state is computed
-        all the same.
+        States are computed and merged on the input's device; the merged state is
+        returned as host NumPy (also with ``lazy=True``: there is no graph here).
         """
         label = name or type(summary).__name__.lower()
         fan, depth = choose_fan_in(self.plan.n_blocks, split_every, state_bytes,
                                    budget=self.plan.budget, what=label)
-        self.plan = log_plan(BlockPlan(
-            self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
-            budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
-            source=self.plan.source, fan_in=fan, depth=depth), label)
+        self.plan = log_plan(replace(self.plan, fan_in=fan, depth=depth), label)
         task = BlockTask(summary.chunk, {}, check_finite, where, self.bytes_per_row,
                           self.fixed_bytes)
         with deferred_checks():  # every block's check flags read once, after the last block

@@ -1,37 +1,18 @@
 """One entry from data to row blocks: plan the block size, number the rows, run.
 
-Every estimator reaches its data through :func:`plan_rows` (or the two
-shorthands :func:`map_blocks` and :func:`reduce_blocks`):
-
-* **input**: NumPy (dense or SciPy sparse), a dask array, or a dask array
-  already opened on a Zarr store (paths are opened by ``distsketch.io``, never
-  here);
-* **block size**: the planner's rule (:func:`~distsketch.graph.planner.choose_block_rows`)
-  from the stage's per-row working memory, its fixed memory, the per-task
-  budget of the cluster and its threads.  NumPy input is cut to the plan; a
-  dask input whose blocks are larger than the plan is split (re-read at the
-  planned size when its reader attached a
-  :class:`~distsketch.graph.row_sources.RowSource` to it, sliced otherwise),
-  smaller blocks are kept;
-  ``block_rows=`` overrides the plan;
-* **global row numbers**: each block learns the global index of its first
-  row, counted from ``row_start`` (``partial_fit`` passes the rows it has
-  already seen), written into the block's task rather than a separate task;
-* **running**: maps return the kind of their input (NumPy in, NumPy out;
-  dask in, lazy dask out); summaries are tree-reduced on the workers (fan-in
-  from :func:`~distsketch.graph.planner.choose_fan_in`) and only the merged
-  state comes back.
-
-Each applied plan is logged at INFO on the ``"distsketch"`` logger and can be
-collected with :func:`~distsketch.graph.planner.record_plans`.
-
-Over 500 lines because it is the one entry from data to blocks: planning, splitting and
-running share its block plan.
+Every estimator reaches its data through :func:`plan_rows` (or the shorthands
+:func:`map_blocks` and :func:`reduce_blocks`): the planner's block size from
+the stage's declared memory, the cluster's budget and threads; NumPy cut to the
+plan, larger dask blocks split (re-read through their
+:class:`~distsketch.graph.row_sources.RowSource` when they have one); each block
+told its global first row; maps return the kind of their input, summaries are
+tree-reduced on the workers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import dask.array as da
@@ -92,27 +73,9 @@ def register_row_source(X: da.Array, reopen: Callable[[int], da.Array], unit: in
     """Tell the planner how to re-read ``X`` with other row blocks.
 
     Shorthand for ``attach_row_source(X, RowSource(reopen, unit, where,
-    input_bytes_per_row(X)))`` (:mod:`distsketch.graph.row_sources`).  A reader
-    (``distsketch.io.open_array``) gives its arrays a source so that a stage
-    needing smaller blocks re-reads them at the planned size (one read task per
-    block, reading only its rows) instead of slicing large blocks, and so that
-    blocks stay multiples of the store's chunk or shard rows.
-
-    Parameters
-    ----------
-    X : dask.array.Array
-        The array as opened.
-    reopen : callable
-        ``reopen(block_rows)`` returns the same data with blocks of that many rows.
-    unit : int
-        The store's chunk (or shard) rows.
-    where : str, optional
-        The store, named in the planner's messages.
-
-    Returns
-    -------
-    dask.array.Array
-        ``X`` itself, carrying the source.
+    input_bytes_per_row(X)))``: ``reopen(block_rows)`` returns the same data
+    with blocks of that many rows, ``unit`` is the store's chunk (or shard)
+    rows, ``where`` names the store in messages.  Returns ``X`` itself.
     """
     return attach_row_source(X, RowSource(reopen, unit, where, input_bytes_per_row(X)))
 
@@ -208,9 +171,8 @@ def _split(data: da.Array, rows: int, source: RowSource | None, read_once: bool 
 
 
 def _part_rows(unit: int, rows: int) -> int:
-    """At most ``rows`` rows that divide the chunk (``unit``) into equal parts, so that
-    no block reads (decodes) two chunks; up to twice as many parts as needed,
-    else the next size up of equal parts (straddling chunk bounds)."""
+    # at most `rows` rows dividing the chunk evenly, so no block decodes two chunks; up to
+    # twice as many parts as needed, else the next equal size up (straddling chunk bounds)
     k0 = -(-unit // rows)
     return next((unit // k for k in range(k0, 2 * k0 + 1) if unit % k == 0), -(-unit // k0))
 
@@ -218,13 +180,10 @@ def _part_rows(unit: int, rows: int) -> int:
 def _read_once(source: RowSource | None, n_rows: int, rule: BlockPlan) -> bool:
     """Whether blocks smaller than the store's chunk come from one read of each chunk.
 
-    The chunk, held while its blocks run, must fit the task beside one block.
-    And a chunk read once keeps its blocks on the worker that read it (the
-    scheduler runs a task where its data is), so the work is shared out chunk
-    by chunk: where the split is for parallelism and the chunks do not spread
-    evenly over the task threads (40 chunks on 16 threads: 3 on some, 2 on
-    others), each block reads its own rows instead, decoding its chunk again,
-    and the blocks are shared out one by one.
+    The chunk must fit the task beside one block.  A chunk read once keeps its
+    blocks on the worker that read it, so where the split is for parallelism and
+    the chunks do not spread evenly over the task threads (40 on 16), each block
+    reads its own rows instead and the blocks are shared out one by one.
     """
     if source is None or rule.budget is None:
         return False
@@ -239,32 +198,10 @@ def derive_row_source(Y: da.Array, X: da.Array, derive: Callable[[da.Array], da.
     """Let the planner re-read ``Y = derive(X)`` through ``X``'s store.
 
     ``Y`` is made from ``X`` row block by row block (columns appended, a dtype
-    cast); when ``X`` carries a :class:`~distsketch.graph.row_sources.RowSource`
-    (it was opened on a store), ``Y`` is given the derived source, so that a
-    stage that needs blocks of ``Y`` smaller than the store's chunks re-reads
-    ``X`` at that size and derives again, so that each block's read is part of
-    the task that uses it, instead of cutting ``Y``'s blocks after they are made.
-
-    Parameters
-    ----------
-    Y : dask.array.Array of shape (n, k)
-        The derived array, ``derive(X)``.
-    X : dask.array.Array of shape (n, d)
-        The array ``Y`` was made from; ``Y`` gets no source unless ``X`` itself
-        carries one (one derived from yet another array does not count).
-    derive : callable
-        ``derive(A)`` makes ``Y`` from ``A``, the same rows as ``X`` in other row
-        blocks, block by block.
-
-    Returns
-    -------
-    dask.array.Array
-        ``Y`` itself, carrying ``RowSource.derived(derive, ...)`` of ``X``'s source.
-
-    Notes
-    -----
-    Costs nothing until a plan re-reads: the source keeps only ``derive`` and
-    the reader of ``X``, on the client.  Used by ``estimators.ridge.weights.stack_xy``.
+    cast); when ``X`` itself carries a
+    :class:`~distsketch.graph.row_sources.RowSource`, ``Y`` gets the derived
+    source, so that smaller blocks of ``Y`` re-read ``X`` at that size and
+    derive again inside the task that uses them.  Returns ``Y`` itself.
     """
     source = row_source_of(X, derived=False)
     if source is None or not isinstance(Y, da.Array) or Y.shape[0] != X.shape[0]:
@@ -358,10 +295,7 @@ class RowBlocks:
         fan, depth = choose_fan_in(self.plan.n_blocks, split_every, state_bytes,
                                    budget=self.plan.budget, what=label)
         merge = int((fan + 1) * state_bytes) if state_bytes else None
-        self.plan = log_plan(BlockPlan(
-            self.plan.block_rows, self.plan.n_blocks, self.plan.task_bytes,
-            budget=self.plan.budget, threads=self.plan.threads, limit=self.plan.limit,
-            source=self.plan.source, fan_in=fan, depth=depth, merge_bytes=merge), label)
+        self.plan = log_plan(replace(self.plan, fan_in=fan, depth=depth, merge_bytes=merge), label)
         # device blocks: the input checks' flags ride with the states, read once at the root
         flagged = (FlaggedSummary(summary, where) if check_finite and not lazy
                    and is_array_api(getattr(self.data, "_meta", None)) else None)
@@ -452,24 +386,25 @@ def plan_rows(X: Any, *, footprint: Footprint | None = None, block_rows: int | N
         plan = _plan_of(tuple(data.chunks[0]), row_bytes, bytes_per_row, fixed_bytes,
                         like=rule, limit=limit)
     else:
-        rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=align)
-        if block_rows is None:
-            plan = rule
-        else:
-            plan = _plan_of(_cut(n, int(block_rows)), row_bytes, bytes_per_row, fixed_bytes,
-                            like=rule, limit="block_rows")
+        plan = _in_memory_plan(n, row_bytes, bytes_per_row, fixed_bytes, block_rows, align)
         data = _as_blocks(X, plan.block_rows)
     return RowBlocks(data, plan, row_start, lazy, bytes_per_row, fixed_bytes)
+
+
+def _in_memory_plan(n: int, row_bytes: int, bytes_per_row: float | None, fixed_bytes: float,
+                    block_rows: int | None, align: int | None) -> BlockPlan:
+    rule = choose_block_rows(n, row_bytes, bytes_per_row, fixed_bytes, align=align)
+    if block_rows is None:
+        return rule
+    return _plan_of(_cut(n, int(block_rows)), row_bytes, bytes_per_row, fixed_bytes, like=rule,
+                    limit="block_rows")
 
 
 def _in_process(X: Any, bytes_per_row: float | None, fixed_bytes: float,
                 block_rows: int | None, row_start: int, align: int | None) -> InProcessBlocks:
     # an in-memory array of another namespace: NumPy's plan, run in this process
-    row_bytes = input_bytes_per_row(X)
-    rule = choose_block_rows(X.shape[0], row_bytes, bytes_per_row, fixed_bytes, align=align)
-    plan = rule if block_rows is None else _plan_of(
-        _cut(X.shape[0], int(block_rows)), row_bytes, bytes_per_row, fixed_bytes, like=rule,
-        limit="block_rows")
+    plan = _in_memory_plan(X.shape[0], input_bytes_per_row(X), bytes_per_row, fixed_bytes,
+                           block_rows, align)
     return InProcessBlocks(X, plan, row_start, bytes_per_row, fixed_bytes)
 
 

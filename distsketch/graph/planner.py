@@ -1,13 +1,8 @@
 """The block planner: rows per block and the reduction tree, from memory and the cluster.
 
-Pure rules, no data: :func:`choose_block_rows` turns a stage's memory model
-(per-row working memory and a fixed part), the per-task budget and the
-number of task threads (:func:`~distsketch.graph.budget.cluster_resources`)
-into a :class:`BlockPlan`; :func:`choose_fan_in` picks the merge fan-in of a
-tree reduction.  :mod:`distsketch.graph.plan` applies the plan to data.
-
-Every plan applied to data is logged at INFO on the ``"distsketch"`` logger
-and can be collected with :func:`record_plans` (the run report does).
+Pure rules, no data (:mod:`distsketch.graph.plan` applies them): :func:`choose_block_rows`
+and :func:`choose_fan_in` make a :class:`BlockPlan`; every plan applied is logged at INFO
+on the ``"distsketch"`` logger and can be collected with :func:`record_plans`.
 """
 
 from __future__ import annotations

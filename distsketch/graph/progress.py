@@ -1,24 +1,10 @@
 """Progress of a whole fit on stderr: every pass over the data and the work between passes.
 
-A fit is several graph computations (the standardising pass, the ridge pass,
-the label pass, samples for calibration...) with work in this process in
-between (eigendecompositions, the choice of gamma and alpha).  A bar per
-computation that lasts long enough covers only part of it.  While
-:func:`fit_progress` is active (every estimator's ``fit`` and
-``partial_fit`` enter it; only the outermost one reports), with progress on
-(:func:`~distsketch.graph.runtime.progress_enabled`):
-
-* every computation is a numbered pass, named after its tasks, reported with
-  its task count and duration, whether it runs on a local scheduler (dask's
-  callbacks see it, also a bare ``.compute()`` inside the fit) or on a
-  ``distributed`` cluster (:func:`~distsketch.graph.runtime.compute` reports
-  it);
-* the time spent in this process between passes is reported as such;
-* the last line gives the fit's total, its passes and its in-process time.
-
-On a terminal one status line is redrawn every 0.2 s (the running pass's
-bar, or the elapsed in-process time) and each finished step leaves one line;
-elsewhere (a log, CI) only the finished steps are written, one line each.
+While :func:`fit_progress` is active (the outermost ``fit`` or ``partial_fit``
+reports) and progress is on, every graph computation is a numbered pass with its
+task count and duration, local or on ``distributed``; the time in this process
+between passes is reported as such, and the last line gives the fit's totals.  On
+a terminal one status line is redrawn; elsewhere only finished steps are written.
 """
 
 from __future__ import annotations
@@ -117,17 +103,10 @@ def _unwrapped(keys: list, state: dict) -> list:
 
 
 class FitProgress:
-    """The progress report of one fit (see the module docstring).
+    """The progress report of one fit ``name`` (see the module docstring).
 
-    Parameters
-    ----------
-    name : str
-        What is fitted (the estimator's class name).
-    out : file, optional
-        Where to write; default ``sys.stderr`` at the time of each write.
-    live : bool, optional
-        Redraw a status line (a terminal); default: whether ``out`` is a
-        terminal.
+    Written to ``out`` (default ``sys.stderr`` at the time of each write), with a
+    redrawn status line when ``live`` (default: whether ``out`` is a terminal).
     """
 
     def __init__(self, name: str, out: IO[str] | None = None, live: bool | None = None):

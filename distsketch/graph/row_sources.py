@@ -1,18 +1,11 @@
 """How to re-read the rows of a store with other row blocks: :class:`RowSource`.
 
-A reader (``distsketch.io.open_array``) builds one :class:`RowSource` for the
-dask array it returns and attaches it with :func:`attach_row_source`; the
-planner (:func:`distsketch.graph.plan.plan_rows`) finds it with
-:func:`row_source_of` and, when a stage needs blocks smaller than the array
-has, re-reads the store at the planned size (one read task per block) instead
-of slicing large blocks, and keeps blocks multiples of the store's chunk rows.
-
-The source travels with the array's graph: it is attached to the graph layer
-that names the array, so every array derived from it (a dtype cast, columns
-appended) still reaches it through its layers, and it lives exactly as long as
-the graphs that hold it, with no registry to bound or clear.  It is planning
-information of the client: a graph sent to a scheduler carries no source (it
-is left out when pickled, see :meth:`RowSource.__reduce__`).
+A reader (``distsketch.io.open_array``) attaches a source to the array it returns
+(:func:`attach_row_source`); the planner finds it (:func:`row_source_of`) and
+re-reads the store at the planned size instead of slicing large blocks.  The
+source is attached to the graph layer that names the array, so arrays derived
+from it still reach it, and it lives exactly as long as their graphs; a pickled
+graph carries none (:meth:`RowSource.__reduce__`).
 """
 
 from __future__ import annotations
@@ -30,8 +23,7 @@ _LAYER_ATTRIBUTE = "distsketch_row_source"
 
 
 def _left_out() -> None:
-    """What a pickled :class:`RowSource` becomes: nothing (see ``RowSource.__reduce__``)."""
-    return None
+    return None  # what a pickled RowSource becomes
 
 
 @dataclass(frozen=True)
@@ -68,15 +60,8 @@ class RowSource:
         return self.reopen(int(block_rows))
 
     def derived(self, derive: Callable[[da.Array], da.Array], row_bytes: int) -> RowSource:
-        """The source of ``derive(array)``: re-read this store, then derive again.
-
-        Parameters
-        ----------
-        derive : callable
-            Makes the derived array from the rows, block by block.
-        row_bytes : int
-            Bytes of one row of the derived array.
-        """
+        """The source of ``derive(array)`` (rows of ``row_bytes``): re-read this store, then
+        derive again."""
         reopen = self.reopen
         return RowSource(lambda rows: derive(reopen(rows)), self.unit, self.where, row_bytes)
 
@@ -92,21 +77,10 @@ class RowSource:
 
 
 def attach_row_source(X: da.Array, source: RowSource) -> da.Array:
-    """Attach ``source`` to ``X`` (and so to every array derived from ``X``).
+    """Attach ``source`` to ``X`` (and so to every array derived from ``X``); returns ``X``.
 
-    Parameters
-    ----------
-    X : dask.array.Array
-        The array as read; its graph layer named ``X.name`` holds the source.
-    source : RowSource
-        How to read ``X``'s rows again with other blocks.
-
-    Returns
-    -------
-    dask.array.Array
-        ``X`` itself.  An array whose graph has no layer of its own name (or one
-        that takes no attributes) is returned without a source: the planner
-        then slices its blocks, which gives the same rows.
+    The graph layer named ``X.name`` holds it; without such a layer (or one that
+    takes no attributes) ``X`` gets none, and the planner slices its blocks instead.
     """
     layer = X.dask.layers.get(X.name) if hasattr(X.dask, "layers") else None
     if layer is not None:
@@ -118,20 +92,10 @@ def attach_row_source(X: da.Array, source: RowSource) -> da.Array:
 
 
 def row_source_of(X: Any, *, derived: bool = True) -> RowSource | None:
-    """The :class:`RowSource` of ``X``, or None.
+    """The :class:`RowSource` of ``X`` (only dask arrays have one), or None.
 
-    Parameters
-    ----------
-    X : array
-        Any array; only dask arrays have sources.
-    derived : bool, default True
-        Also the source of an array ``X`` was derived from (found in ``X``'s
-        graph layers, first in the graph's order); False: only ``X``'s own,
-        the one that re-reads ``X`` itself.
-
-    Returns
-    -------
-    RowSource or None
+    With ``derived`` also that of an array ``X`` was derived from (the first in
+    ``X``'s graph layers); without it only the one that re-reads ``X`` itself.
     """
     if not isinstance(X, da.Array) or not hasattr(X.dask, "layers"):
         return None

@@ -1,24 +1,15 @@
 """Per-task runtime hygiene and computing with progress.
 
-* BLAS threads are pinned to one per task (nested BLAS threading inside Dask
-  threads is slow and makes results depend on thread counts).  BLAS thread
-  limits are process-global, so a per-task "set then restore" would race
-  between concurrent tasks; instead :func:`compute` pins BLAS for the whole
-  local computation, and tasks running in pool threads (a user's own
-  ``.compute()``, ``distributed`` workers) pin it once for their process.
-  The pinning itself lives in :mod:`distsketch.blas` (re-exported here).
-* :func:`compute` runs collections on the active scheduler with a progress bar
-  that works both locally (``dask.diagnostics.ProgressBar``) and under
-  ``distributed`` (``distributed.progress``); inside a fit, the fit's own
-  report (:mod:`distsketch.graph.progress`) shows every pass instead.
-* Lean graphs: dask's linear fusion renames a fused chain (read + map) and
-  leaves the old output key as an alias task, one more task per block for the
-  scheduler.  :func:`lean_graphs` (active inside :func:`compute`) gives the
-  fused task its output key instead (:func:`drop_aliases`).  Linear fusion
-  also stops at a task with several dependencies, which is every map or
-  summary with operands (a block and W, b): :func:`fold_reads` folds each
-  block's read into the one task that uses it, so a pass is one task per
-  block and the block never travels between workers.
+* BLAS is pinned to one thread per task (:mod:`distsketch.blas`, re-exported);
+  :func:`compute` pins it for the whole local computation, since limits are
+  process-global and a per-task restore would race.
+* :func:`compute` runs collections on the active scheduler with a progress bar,
+  locally or under ``distributed``; inside a fit, the fit's own report
+  (:mod:`distsketch.graph.progress`) shows every pass instead.
+* Lean graphs: :func:`lean_graphs` gives a fused chain its output key instead of
+  leaving an alias task (:func:`drop_aliases`), and :func:`fold_reads` folds each
+  block's read into the one task that uses it: one task per block, which never
+  travels between workers.
 """
 
 from __future__ import annotations
@@ -71,21 +62,11 @@ def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
 def fold_reads(dsk: Any, keys: Any = ()) -> dict:
     """Fold each block's read (and cut of a shared input) into the one task that uses it.
 
-    A root read is a task whose own dependencies are only data (a store
-    handle): reading a block of a Zarr store, say.  When exactly one task
-    uses it and it was not requested, the two become one task under the
-    user's key, so a block with operands (W, b) is read where it is used and
-    never sent to another worker.  Nothing is computed twice: the read had
-    only that one user.
-
-    A cut is likewise used by one task, and depends on data and on tasks
-    that other tasks use too: one block's rows of a shared input (targets
-    read in larger blocks, cut to a store's re-read blocks).  It is folded
-    into its user too, after the cuts below it, so the block's task depends
-    only on shared inputs and the scheduler shares such tasks out one by one.
-    Only one row block of each array (with its column pieces) is folded into
-    a task: a task using several row blocks of one array (a merge of several
-    blocks' states) keeps them, or they would run one after another.
+    A read (only data below it) or a cut (one block's rows of a shared input)
+    with exactly one user, not requested, becomes part of that user under its
+    key: a block with operands is read where it is used and never travels, and
+    nothing is computed twice.  Only one row block of each array is folded into
+    a task; several (a merge of states) stay tasks, or they would run in turn.
     """
     from dask._task_spec import DataNode, Task
 
@@ -118,9 +99,7 @@ def fold_reads(dsk: Any, keys: Any = ()) -> dict:
             if type(node) is not Task or len(node.dependencies) < 2 \
                     or node.block_fusion:
                 continue  # one dependency: dask's linear fusion already joins the chain
-            # one row block of each input (its column pieces too): several row blocks
-            # of one array (a merge of states) stay tasks of their own, or they would
-            # run one after another
+            # one row block of each input (its column pieces too)
             rows: dict = {}
             for d in node.dependencies:
                 name, row = name_row(d)
@@ -145,13 +124,17 @@ def _flat_keys(keys: Any) -> list:
 def _lean_array_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
     from dask.array.optimization import optimize
 
-    return fold_reads(drop_aliases(optimize(dsk, keys, **kwargs), keys), keys)
+    return _lean(optimize(dsk, keys, **kwargs), keys)
 
 
 def _lean_delayed_optimize(dsk: Any, keys: Any, **kwargs: Any) -> dict:
     from dask.delayed import optimize
 
-    return fold_reads(drop_aliases(optimize(dsk, keys, **kwargs), keys), keys)
+    return _lean(optimize(dsk, keys, **kwargs), keys)
+
+
+def _lean(dsk: Any, keys: Any) -> dict:
+    return fold_reads(drop_aliases(dsk, keys), keys)
 
 
 @contextlib.contextmanager
@@ -165,11 +148,8 @@ def lean_graphs() -> Iterator[None]:
         yield
 
 def active_client() -> Any | None:
-    """The current ``distributed.Client`` if Dask is set to use one, else None.
-
-    A process that never imported ``distributed`` has no client, and importing
-    it only to ask costs a quarter of a second: then None without the import.
-    """
+    """The current ``distributed.Client`` if Dask is set to use one, else None (without
+    importing ``distributed``, a quarter of a second, in a process that never did)."""
     if "distributed" not in sys.modules:
         return None
     try:
@@ -189,19 +169,8 @@ def active_client() -> Any | None:
 def compute(*collections: Any, progress: bool | None = None, **kwargs: Any) -> tuple[Any, ...]:
     """``dask.compute`` with a progress bar suited to the active scheduler.
 
-    Parameters
-    ----------
-    *collections
-        Dask collections (arrays, delayed) to compute together.
-    progress : bool or None
-        Show progress on stderr; None follows :func:`progress_enabled`.
-    **kwargs
-        Passed to ``dask.compute`` (``scheduler=...``).
-
-    Returns
-    -------
-    tuple
-        The computed results, in order.
+    ``progress`` shows it on stderr (None follows :func:`progress_enabled`);
+    ``kwargs`` go to ``dask.compute`` (``scheduler=...``).
     """
     with lean_graphs():
         return _compute(collections, progress, kwargs)
@@ -254,16 +223,8 @@ def _reported_on_cluster(fit: Any, client: Any, collections: tuple) -> tuple[Any
 
 
 def _without_distributed(collections: tuple, kwargs: dict) -> dict:
-    """``kwargs`` with the scheduler that dask would choose, where dask would import
-    ``distributed`` only to find no client.
-
-    ``dask.compute`` imports ``distributed`` (a quarter of a second, once per
-    process) to look for a client, or to check one for a scheduler given by
-    name, before it takes the collections' own scheduler or the named one.  A
-    process that never imported ``distributed`` has no client, so the same
-    scheduler is passed as the function dask would pick.  Otherwise (or where
-    the choice is not plain) ``kwargs`` as they are: dask decides.
-    """
+    # dask.compute imports distributed (a quarter of a second) only to find no client in a
+    # process that never imported it: pass the scheduler dask would pick; else dask decides
     if "distributed" in sys.modules or dask.config.get("get", None) is not None:
         return kwargs
     from dask.base import named_schedulers
@@ -282,14 +243,8 @@ def _without_distributed(collections: tuple, kwargs: dict) -> dict:
 
 
 def rechunk(X: Any, chunks: Any) -> Any:
-    """``X.rechunk(chunks)``, by tasks where dask would import ``distributed`` only to choose so.
-
-    With no method configured (dask config ``array.rechunk.method``), dask's
-    ``rechunk`` asks ``distributed`` for a client, importing it (a quarter of
-    a second, once per process), and rechunks by tasks when there is none.
-    A process that never imported ``distributed`` has none: the same choice,
-    without the import.
-    """
+    """``X.rechunk(chunks)``, by tasks where dask would import ``distributed`` only to choose so
+    (a quarter of a second, in a process that has no client)."""
     if "distributed" in sys.modules or dask.config.get("array.rechunk.method", None) is not None:
         return X.rechunk(chunks)
     return X.rechunk(chunks, method="tasks")
@@ -299,19 +254,8 @@ def compute_array(arr: Any, progress: bool | None = None) -> np.ndarray:
     """Compute a dask array into one NumPy array.
 
     On local schedulers every block is written straight into a preallocated
-    result (``dask.array.store``), which saves the concatenation copy and the
-    second set of page faults a plain ``compute`` costs; under ``distributed``
-    blocks must travel back anyway and are gathered by :func:`compute`.
-
-    Parameters
-    ----------
-    arr : dask array
-    progress : bool or None
-        As in :func:`compute`.
-
-    Returns
-    -------
-    ndarray of arr's shape and dtype
+    result, which saves the concatenation copy and its page faults; under
+    ``distributed`` the blocks are gathered by :func:`compute`.
     """
     if active_client() is not None:
         return compute(arr, progress=progress)[0]

@@ -1,11 +1,8 @@
 """Tile products ``Σ_j T(A_i, B_j) V_j`` over row blocks of two matrices, never forming T.
 
-:func:`tile_matvec` builds the graph of an implicit matrix–matrix product in
-which the n_a × n_b matrix is defined tile by tile by a function of one row
-block of A and one row block of B (a kernel block K(A_i, B_j), a distance
-block, ...).  Each tile task holds ``A_i``, ``B_j``, ``V_j`` and one
-``rows_i × rows_j`` tile; the per-tile partial products are summed over j up a
-tree of fan-in ``split_every``.  It knows nothing about what the tile is.
+The n_a × n_b matrix T is defined tile by tile by a function of one row block
+of A and one of B (a kernel block, a distance block); these functions know
+nothing about what the tile is.
 """
 
 from __future__ import annotations
@@ -35,9 +32,7 @@ class _TileTask:
 
     def __call__(self, a, b, v, off_a, off_b):
         pin_blas_for_tasks()
-        ia = int(off_a)
-        ib = int(off_b)
-        T = self.tile_fn(a, b, ia, ib, **self.kwargs)
+        T = self.tile_fn(a, b, int(off_a), int(off_b), **self.kwargs)
         return (np.asarray(T, dtype=np.float64) @ np.asarray(v, dtype=np.float64))[:, None, :]
 
 
@@ -123,14 +118,9 @@ MIN_SPLIT_ROWS = 256
 
 
 def _split_rows(chunks: tuple[int, ...], min_tasks: int, align: int = 1) -> tuple[int, ...]:
-    """Row chunks, each split into about even pieces, totalling at least ``min_tasks``
-    pieces where pieces of :data:`MIN_SPLIT_ROWS` rows allow (a block's remainder
-    may be shorter).
-
-    Every piece but a block's last is a multiple of ``align`` rows, so pieces start
-    at the same offsets (mod ``align``) from their block's start as an unsplit block's
-    sub-tiles of ``align`` rows do.
-    """
+    # each chunk cut into about even pieces, at least `min_tasks` in all where pieces of
+    # MIN_SPLIT_ROWS allow; all but a block's last a multiple of `align` rows, so they start
+    # where an unsplit block's sub-tiles of `align` rows do
     align = max(1, int(align))
     target = max(1, -(-sum(chunks) // max(1, min_tasks)))
     out: list[int] = []

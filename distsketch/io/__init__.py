@@ -1,23 +1,11 @@
 """Zarr and file I/O: the only package that opens paths.
 
-=================== ==========================================================
-sub-package         holds
-=================== ==========================================================
-``io.storage``      where data lives: paths and URLs (``urls.resolve`` ->
-                    ``Location``), the storage kinds, Zarr stores, codecs,
-                    recorded layouts, writer locks and claims, link checks
-``io.commit``       how an output becomes visible: temporary sibling then
-                    rename (local), manifest last (object stores), chunk
-                    digests, JSON of manifests
-``io.arrays``       row-aligned arrays: open as validated dask arrays, write,
-                    append rows, targets and class codes, fingerprints
-``io.model``        model save/load and the checks of a loaded model
-``io.readers``      file formats behind one reader interface and ``ingest``
-=================== ==========================================================
-
-Array checks live in :mod:`distsketch.validation`, which imports nothing from
-here.  The flat module paths of earlier releases (``distsketch.io.urls``, ...)
-still import, as aliases of the modules above.
+Sub-packages by concept (each ``__init__`` says what it holds): ``storage``
+(where data lives), ``commit`` (how an output becomes visible), ``arrays``
+(row-aligned arrays), ``model`` (model stores) and ``readers`` (file formats
+and ``ingest``).  Array checks live in :mod:`distsketch.validation`, which
+imports nothing from here.  The flat module paths of earlier releases
+(``distsketch.io.urls``, ...) still import, as aliases of the modules below.
 """
 
 

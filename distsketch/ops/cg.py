@@ -217,10 +217,6 @@ def cg_iteration_bound(kappa: float, tol: float) -> int:
         Condition number (≥ 1) of the (preconditioned) operator.
     tol : float
         Relative residual target.
-
-    Returns
-    -------
-    int
     """
     kappa = max(float(kappa), 1.0)
     return int(np.ceil(0.5 * np.sqrt(kappa) * np.log(2.0 * np.sqrt(kappa) / tol)))

@@ -136,21 +136,15 @@ def countsketch(X: Any, seed: int, purpose: str, m: int, col_offset: int = 0,
     if xp is not np:
         return _onehot_apply(xp, xp.astype(X, dt), seed, purpose, m, col_offset, transposed=False)
     # (Cᵀ Xᵀ)ᵀ runs as SciPy's sparse-times-dense kernel (several times faster than a
-    # gather + reduceat here); each output entry sums its bucket's columns in a fixed
-    # order, the same for every row blocking
+    # gather + reduceat here)
     Xd = np.asarray(X, dtype=dt)
     return np.ascontiguousarray(countsketch_transposed(Xd.T, seed, purpose, m, col_offset).T)
 
 
 def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: int,
                   transposed: bool) -> Any:
-    """``X C`` (or ``Cᵀ X`` for a transposed block) with the dense one-hot operator C.
-
-    For namespaces without a scatter-add: the (w × m) operator is built on the host
-    from the same hashes, a slice of ``_ONEHOT_COLS`` input columns at a time, and
-    moved to the block's device once per process and device (:func:`_onehot_slice`),
-    so the result equals the sparse product up to the order of the sums.
-    """
+    """``X C`` (or ``Cᵀ X``) with the dense one-hot C, for namespaces without a scatter-add:
+    the sparse product up to the order of the sums."""
     w = X.shape[0] if transposed else X.shape[1]
     n = X.shape[1] if transposed else X.shape[0]
     shape = (m, n) if transposed else (n, m)
@@ -168,11 +162,7 @@ def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: 
 
 def _onehot_slice(X: Any, ht: np.dtype, seed: int, purpose: str, start: int, stop: int,
                   m: int) -> Any:
-    """The one-hot operator of columns ``start:stop`` on X's device, cached per device.
-
-    At most ``_DEVICE_ONEHOT_MAX`` slices are kept (least recently used dropped); the
-    cached arrays are only read.
-    """
+    """The one-hot operator of columns ``start:stop`` on X's device (LRU-cached, read-only)."""
     key = (type(X).__module__.split(".")[0], str(X.device), ht.str, seed, purpose,
            int(start), int(stop), int(m))
     with _DEVICE_ONEHOT_LOCK:

@@ -1,13 +1,7 @@
 """Kernel expansions f(x) = Σᵢ αᵢ k(xᵢ, x) + b evaluated on row blocks, a row tile at a time.
 
-The predictions of a rounded expansion
-(:class:`~distsketch.estimators.sampling.rounding.RoundedExpansion`) and the
-out-of-sample embedding of kernel PCA on a sparsified Gram
-(:class:`~distsketch.estimators.sampling.sparsified_kpca.SparsifiedKernelPCA`,
-which centres the kernel by the training statistics) are both such sums over
-stored support points.  The kernel block of one tile of ``rows`` rows against
-all support points is the largest temporary, so a task never holds the
-n × (support) kernel block of its whole input.
+Used by rounded expansions' predictions and sparsified kernel PCA's embedding;
+a task holds one tile's kernel block, never the n × (support) block.
 """
 
 from __future__ import annotations
@@ -24,6 +18,18 @@ __all__ = ["EXPANSION_ROWS", "centred_expansion_rows", "expansion_footprint", "e
 
 #: Rows per tile: the tile's kernel block (rows × support points) is the task's temporary.
 EXPANSION_ROWS = 256
+
+
+def _operands(block: Any, support: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+              ) -> tuple[Any, Any, Any, Any, Any]:
+    """The block in float64, the expansion's operands on its device and the output buffer."""
+    xp = namespace(block)
+    if xp is np:
+        B = np.asarray(block, dtype=np.float64)
+        return B, support, coef, intercept, np.empty((B.shape[0], coef.shape[1]))
+    B = xp.astype(block, xp.float64)
+    S, C, b = (asarray(a, like=B, dtype=np.float64) for a in (support, coef, intercept))
+    return B, S, C, b, zeros((B.shape[0], coef.shape[1]), B)
 
 
 def expansion_rows(block: Any, row_offset: int, support: np.ndarray, coef: np.ndarray,
@@ -51,15 +57,7 @@ def expansion_rows(block: Any, row_offset: int, support: np.ndarray, coef: np.nd
         points and coefficients move there once per block).
     """
     kfun = kernel_function(kernel, **params)
-    xp = namespace(block)
-    if xp is np:
-        B = np.asarray(block, dtype=np.float64)
-        S, C, b = support, coef, intercept
-        out = np.empty((B.shape[0], coef.shape[1]))
-    else:
-        B = xp.astype(block, xp.float64)
-        S, C, b = (asarray(a, like=B, dtype=np.float64) for a in (support, coef, intercept))
-        out = zeros((B.shape[0], coef.shape[1]), B)
+    B, S, C, b, out = _operands(block, support, coef, intercept)
     n = B.shape[0]
     for i in range(0, n, rows):
         stop = min(i + rows, n)
@@ -79,14 +77,7 @@ def centred_expansion_rows(block: Any, row_offset: int, support: np.ndarray, coe
     """
     kfun = kernel_function(kernel, **params)
     xp = namespace(block)
-    if xp is np:
-        B = np.asarray(block, dtype=np.float64)
-        S, C, b = support, coef, intercept
-        out = np.empty((B.shape[0], coef.shape[1]))
-    else:
-        B = xp.astype(block, xp.float64)
-        S, C, b = (asarray(a, like=B, dtype=np.float64) for a in (support, coef, intercept))
-        out = zeros((B.shape[0], coef.shape[1]), B)
+    B, S, C, b, out = _operands(block, support, coef, intercept)
     colsum = xp.sum(C, axis=0)
     n = B.shape[0]
     for i in range(0, n, rows):
@@ -110,10 +101,6 @@ def expansion_footprint(n_features: int, n_outputs: int, n_support: int,
         d, q and s.
     rows : int
         Rows per tile.
-
-    Returns
-    -------
-    Footprint
     """
     return Footprint(per_row=8.0 * (n_features + n_outputs),
                      fixed=8.0 * (2 * rows * n_support + n_support * n_features

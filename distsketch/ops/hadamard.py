@@ -1,9 +1,5 @@
 """Fast Walsh–Hadamard transform and the subsampled randomized Hadamard transform.
 
-``fwht`` transforms the last axis of a row block in place (unnormalised ±1
-Hadamard matrix of Sylvester order, length a power of two), vectorised over
-rows: log2(D) butterfly passes of O(n·D) each.
-
 The SRHT of Definition 2.7 in Song et al. (2021),
 
     SRHT(x) = sqrt(D/m) · P · H · D_s · x   (H normalised, i.e. H_{kj} = ±1/sqrt(D)),
@@ -12,10 +8,6 @@ uses signs ``D_s`` keyed by global input column and ``m`` sampled coordinates
 (bottom-m hash priorities, i.e. without replacement, so the rows of the
 operator are orthogonal) keyed by the Hadamard coordinate: both pure functions
 of (seed, purpose, index).
-
-:func:`srht_operator` / :func:`srht_apply` are the same transform with the
-operator held as explicit arrays (signs and sorted coordinates), as the
-statistical-dimension sketch stores it in its model.
 
 Signs, coordinates and explicit Hadamard entries are host operands (pure
 functions of the seed and index); blocks of another namespace get them on

@@ -63,15 +63,10 @@ __all__ = [
 KernelFn = Callable[..., np.ndarray]
 
 
-def _row_sqnorms(xp: Any, X: Any) -> Any:
-    """Squared row norms (NumPy's einsum on NumPy blocks, a sum of squares elsewhere)."""
-    return row_dots(xp, X, X)
-
-
 def _sqdist(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     xp = namespace(X, Y)
-    xx = _row_sqnorms(xp, X)[:, None]
-    yy = _row_sqnorms(xp, Y)[None, :]
+    xx = row_dots(xp, X, X)[:, None]
+    yy = row_dots(xp, Y, Y)[None, :]
     d = xx + yy - 2.0 * (X @ Y.T)
     return inplace(xp, "maximum", d, 0.0)
 
@@ -168,7 +163,6 @@ KERNELS: dict[str, tuple[KernelFn, tuple[str, ...]]] = {
     "ntk": (_ntk, ()),
 }
 KERNEL_ALIASES = {"gaussian": "rbf", "poly": "polynomial", "cosine_arc0": "arccos0"}
-_ALIASES = KERNEL_ALIASES
 # The kernel names an estimator's ``kernel`` parameter accepts: every kernel above and
 # the scikit-learn spellings "gaussian" and "poly" ("cosine_arc0" resolves but is not
 # offered).
@@ -193,7 +187,7 @@ def resolve_kernel_params(
     """
     if callable(kernel):
         return kernel, {}
-    name = _ALIASES.get(str(kernel), str(kernel))
+    name = KERNEL_ALIASES.get(str(kernel), str(kernel))
     if name not in KERNELS:
         raise ConfigError(
             f"unknown kernel {kernel!r}; choose one of {sorted(KERNELS)} or pass a callable "
@@ -213,7 +207,7 @@ def kernel_function(kernel: str | Callable, **params: Any) -> KernelFn:
     """A function ``f(X, Y)`` evaluating the named kernel with ``params`` bound."""
     if callable(kernel):
         return kernel
-    name = _ALIASES.get(kernel, kernel)
+    name = KERNEL_ALIASES.get(kernel, kernel)
     if name not in KERNELS:
         raise ConfigError(f"unknown kernel {kernel!r}; choose one of {sorted(KERNELS)}.")
     fn, names = KERNELS[name]
@@ -266,7 +260,7 @@ def kernel_columns_footprint(n_features: int, n_landmarks: int) -> Footprint:
 
 def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any) -> np.ndarray:
     """The diagonal K(x_i, x_i) without forming the block (shape (n,))."""
-    name = kernel if callable(kernel) else _ALIASES.get(kernel, kernel)
+    name = kernel if callable(kernel) else KERNEL_ALIASES.get(kernel, kernel)
     X = as_block(X, dtype=np.float64)
     xp = namespace(X)
     if name in SHIFT_INVARIANT:
@@ -274,7 +268,7 @@ def kernel_diagonal(X: np.ndarray, kernel: str | Callable = "rbf", **params: Any
     if name == "arccos0":
         nonzero = xp.any(X != 0, axis=1)
         return np.where(nonzero, 1.0, 0.5) if xp is np else 0.5 + 0.5 * xp.astype(nonzero, X.dtype)
-    sq = _row_sqnorms(xp, X)
+    sq = row_dots(xp, X, X)
     if name == "linear":
         return sq
     if name in ("arccos1", "ntk"):
@@ -342,7 +336,7 @@ def first_oversized_row(block: Any) -> tuple[int, float] | None:
         scaled = np.asarray(csr.sum(axis=1)).ravel()
     else:
         rows = asarray(block, like=block, dtype=np.float64) / amax
-        scaled = _row_sqnorms(xp, rows)
+        scaled = row_dots(xp, rows, rows)
     with np.errstate(divide="ignore"):
         log_sq = xp.log10(scaled) + 2.0 * math.log10(amax)
     bad = xp.nonzero(log_sq > math.log10(limit))[0]
@@ -380,7 +374,7 @@ def oversized_flag(block: Any) -> Any:
     scale = xp.astype(xp.where(usable, amax, xp.ones_like(amax)), xp.float64)
     with np.errstate(all="ignore"):
         rows = xp.astype(block, xp.float64) / scale
-        log_sq = xp.log10(_row_sqnorms(xp, rows)) + 2.0 * xp.log10(scale)
+        log_sq = xp.log10(row_dots(xp, rows, rows)) + 2.0 * xp.log10(scale)
     return usable & xp.any(log_sq > math.log10(limit))
 
 

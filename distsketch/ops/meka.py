@@ -4,24 +4,6 @@ MEKA approximates a kernel matrix as G̃ = W L Wᵀ with W = W⁽¹⁾ ⊕ … �
 block-diagonal over a k-means partition (rows of W⁽ˢ⁾ are the Nyström basis of
 cluster s, z_s(x) = K(x, L_s) M_s) and L a small (Σ k_s)² link matrix.
 
-This module holds what every block or the driver computes:
-
-* :func:`nearest_centre` — cluster labels, chunking-invariant;
-* :func:`choose_ranks` — the fixed rule k_s = k or the singular-value rule of
-  section 4.2 (top-ck eigenvalues of the block-diagonal landmark matrix);
-* :func:`nearest_centre_column` — the labels of a row block as one column
-  (the row map of a block kernel approximation's ``predict``);
-* :func:`basis_block` — the basis coordinates and labels of a row block;
-* :func:`scatter_basis` — basis rows spread into the Σ k_s columns of W;
-  :func:`scattered_basis_block` — both in one row map (MEKA's ``transform``);
-* :func:`project_block` / :func:`expand_block` — the two halves of a blockwise
-  product W L Wᵀ V (:func:`expand_basis_rows`: the second as a row map);
-* :func:`rows_times` — rows of W times a small matrix (MEKA ridge);
-* :func:`basis_block_footprint` / :func:`scattered_basis_footprint` — the
-  memory of one task of those row maps, which the planner sizes blocks from;
-* :func:`psd_core` — the factored, PSD-clipped form of W L Wᵀ (from WᵀW and L)
-  behind MEKA kernel ridge regression.
-
 Per-block functions compute in the namespace of their block (NumPy, or CuPy
 on a GPU) and move their host operands (centres, landmarks, maps) to its
 device; the driver-side :func:`choose_ranks` and :func:`psd_core` work on the
@@ -172,9 +154,8 @@ def basis_block(block: Any, row_offset: int, centres: np.ndarray, landmarks: np.
     b × (width + 1) output; landmarks and maps (c·m·(d + width) floats) once per
     worker.
     """
-    X = densify(block)
+    X = as_block(densify(block), dtype=np.float64)
     xp = namespace(X)
-    X = asarray(X, like=X, dtype=xp.float64)
     labels, _ = nearest_centre(X, centres, row_offset)
     kfun = kernel_function(kernel, **params)
     # The array API has no scatter into rows, so the rows are sorted by cluster (stable:
@@ -220,10 +201,6 @@ def basis_block_footprint(n_features: int, n_clusters: int, n_landmarks: int,
     ----------
     n_features, n_clusters, n_landmarks, width : int
         d, c, m (landmarks per cluster) and max k_s.
-
-    Returns
-    -------
-    Footprint
     """
     return Footprint(per_row=8.0 * (n_features + n_clusters + 2 * n_landmarks + 2 * width + 4))
 

@@ -47,7 +47,7 @@ def namespace(*arrays: Any) -> Any:
     """
     others = [a for a in arrays
               if a is not None and not isinstance(a, (np.ndarray, *_SCALARS, list, tuple))
-              and not _is_scipy_sparse(a)]
+              and not is_sparse(a)]
     if not others:
         return np
     import array_api_compat
@@ -98,7 +98,7 @@ def asarray(x: Any, like: Any, *, dtype: Any = None) -> Any:
         return dev if dtype is None else xp.astype(dev, xp_dtype(xp, dtype), copy=False)
     host = np.asarray(to_host(x)) if not isinstance(x, (list, tuple)) else np.asarray(x)
     if dtype is not None:
-        host = host.astype(_numpy_dtype(dtype), copy=False)
+        host = host.astype(host_dtype(dtype), copy=False)
     return xp.asarray(host, device=device_of(like))
 
 
@@ -106,7 +106,7 @@ def to_host(x: Any) -> Any:
     """A NumPy copy of array ``x`` (``x`` itself when it is already NumPy or a scalar)."""
     if x is None or isinstance(x, (np.ndarray, *_SCALARS)):
         return x
-    if _is_scipy_sparse(x):
+    if is_sparse(x):
         return x
     get = getattr(x, "get", None)  # CuPy: device to host
     if callable(get) and type(x).__module__.startswith("cupy"):
@@ -127,7 +127,7 @@ def host_tree(state: Any) -> Any:
         return {k: host_tree(v) for k, v in state.items()}
     if isinstance(state, (list, tuple)):
         return type(state)(host_tree(v) for v in state)
-    if state is None or isinstance(state, (np.ndarray, *_SCALARS)) or _is_scipy_sparse(state):
+    if state is None or isinstance(state, (np.ndarray, *_SCALARS)) or is_sparse(state):
         return state
     import array_api_compat
 
@@ -140,7 +140,7 @@ def densify(x: Any) -> Any:
     The one place distsketch turns a sparse block dense; callers that need a
     dtype or a copy convert afterwards.
     """
-    return x.toarray() if _is_scipy_sparse(x) else x
+    return x.toarray() if is_sparse(x) else x
 
 
 def is_sparse(x: Any) -> bool:
@@ -149,23 +149,12 @@ def is_sparse(x: Any) -> bool:
     return hasattr(x, "tocsr") and hasattr(x, "toarray")
 
 
-_is_scipy_sparse = is_sparse
-
-
-def _numpy_dtype(dtype: Any) -> Any:
-    """A NumPy dtype for a NumPy or array-API dtype object (``xp.float32`` of any namespace)."""
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        return np.dtype(str(dtype).rsplit(".", 1)[-1].strip("'>"))
-
-
 def as_block(x: Any, dtype: Any = None) -> Any:
     """A block as an array: arrays of any namespace are kept (cast to ``dtype`` in
     their namespace) and SciPy sparse matrices are returned as they are; anything
     else (lists, NumPy arrays) goes through ``numpy.asarray(x, dtype=dtype)``
     exactly as before."""
-    if _is_scipy_sparse(x):
+    if is_sparse(x):
         return x
     if isinstance(x, np.ndarray):
         return np.asarray(x, dtype=dtype)
@@ -178,7 +167,10 @@ def as_block(x: Any, dtype: Any = None) -> Any:
 
 def host_dtype(dtype: Any) -> np.dtype:
     """The NumPy dtype of ``dtype`` (a NumPy dtype, a scalar type or any namespace's dtype object)."""
-    return _numpy_dtype(dtype)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(str(dtype).rsplit(".", 1)[-1].strip("'>"))
 
 
 def float_dtype(x: Any, dtype: Any = None) -> Any:
@@ -272,7 +264,7 @@ def xp_dtype(xp: Any, dtype: Any) -> Any:
     """The dtype of namespace ``xp`` named like ``dtype`` (a NumPy dtype or ``xp``'s own)."""
     if xp is np:
         return np.dtype(dtype)
-    return getattr(xp, _numpy_dtype(dtype).name)
+    return getattr(xp, host_dtype(dtype).name)
 
 
 def copy_array(x: Any) -> Any:

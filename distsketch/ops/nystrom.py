@@ -4,24 +4,7 @@ With landmarks L (m × d) and W = K(L, L), the Nyström approximation of the
 kernel is G̃ = K(X, L) W_k⁺ K(L, X).  Writing W_k = U_k Λ_k U_kᵀ for the top-k
 eigenpairs with eigenvalues above a relative tolerance, the *map*
 M = U_k Λ_k^{-1/2} (m × k) gives features z(x) = K(x, L) M with
-z(x)·z(y) = G̃(x, y).
-
-Everything here is a per-block or small dense computation:
-
-* :func:`inv_sqrt_map` — eigenvalue-truncated W_k^{+1/2} (standard Nyström);
-* :func:`randomized_inv_sqrt_map` — the same from a randomized SVD of W
-  (Li, Kwok, Lu 2010);
-* :func:`ensemble_map` — block-diagonal map of an ensemble of Nyström experts
-  with uniform weights (Kumar, Mohri, Talwalkar 2009);
-* :func:`row_stable_apply` / :func:`nystrom_map` — K(x, L) M evaluated in
-  canonical tiles of global rows, so every row is bitwise independent of the
-  chunking of X; :func:`centred_nystrom_map` — the same minus a fixed row
-  (kernel PCA's projection);
-* :func:`nystrom_map_footprint`, :func:`centred_nystrom_map_footprint`,
-  :func:`nystrom_gram_footprint` — the memory of one task of these maps (and
-  what the map adds to a Gram pass), which the planner sizes blocks from;
-* :func:`link_matrix` / :func:`link_matrix_closed_form` — MEKA's least-squares
-  link matrix between two clusters.
+z(x)·z(y) = G̃(x, y).  MEKA's least-squares link matrices live here too.
 
 Every function computes in the namespace of its array input (NumPy, or CuPy
 on a GPU): the small m × m factorisations use ``xp.linalg`` off NumPy, and
@@ -325,10 +308,6 @@ def nystrom_map_footprint(n_features: int, n_landmarks: int, n_out: int) -> Foot
     ----------
     n_features, n_landmarks, n_out : int
         d, m and r.
-
-    Returns
-    -------
-    Footprint
     """
     return Footprint(per_row=8.0 * (n_features + n_landmarks + 2 * n_out))
 

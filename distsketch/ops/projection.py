@@ -40,7 +40,6 @@ __all__ = ["PROJECTABLE_KERNELS", "affine_map_footprint", "affine_rows", "jl_min
            "projection_block", "projection_map_footprint", "projection_matrix"]
 
 
-
 def projection_matrix(seed: int, n_features: int, n_components: int, density: str = "dense",
                       col_start: int = 0, col_stop: int | None = None,
                       dtype: Any = np.float64) -> np.ndarray:
@@ -130,9 +129,8 @@ def affine_rows(block: Any, row_offset: int, P: np.ndarray, b: np.ndarray) -> An
     """``block @ P + b`` with rows bitwise independent of the blocking.
 
     The row map of a learned linear embedding (k-Space's projection of its
-    sketched features): :func:`~distsketch.ops.linalg.row_stable_matmul`, so a
-    row's output does not depend on the row blocking.  The block is cast to
-    ``P``'s dtype; host operands move to the block's device once.
+    sketched features).  The block is cast to ``P``'s dtype; host operands
+    move to the block's device once.
 
     Parameters
     ----------
@@ -147,7 +145,7 @@ def affine_rows(block: Any, row_offset: int, P: np.ndarray, b: np.ndarray) -> An
     array of shape (n, k), dtype of ``P``
     """
     block = as_block(block, dtype=P.dtype)
-    if not isinstance(block, np.ndarray):  # the host operands move to the block's device
+    if not isinstance(block, np.ndarray):
         P, b = asarray(P, like=block), asarray(b, like=block)
     out = row_stable_matmul(block, P, row_offset)
     out += b
@@ -170,10 +168,6 @@ def jl_min_dim(n_samples: int, eps: float, beta: float = 1.0) -> int:
         Relative distortion of squared distances.
     beta : float
         Failure probability n^(−β).
-
-    Returns
-    -------
-    int
     """
     if not 0 < eps < 1:
         raise ConfigError(f"eps={eps} must be in (0, 1).")

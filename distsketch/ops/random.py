@@ -9,10 +9,7 @@ Two mechanisms cover all operators in the package:
   priorities, Gram-entry sampling decisions, SRHT signs: anything indexed by
   one integer per draw.
 * :func:`random_rows` — rows of a dense random matrix (Gaussian weights of a
-  random-features map, say), generated in fixed tiles of ``TILE_ROWS`` rows,
-  each tile from its own Philox stream keyed by ``(seed, purpose)`` with the
-  tile number in the counter.  Any row range is therefore the same whichever
-  block of the data asks for it.
+  random-features map, say), one Philox stream per fixed tile of rows.
 
 Notes
 -----
@@ -163,7 +160,7 @@ def random_rows(
     stop: int,
     n_cols: int,
     *,
-    kind: Literal["normal", "uniform", "rademacher", "cauchy", "laplace"] = "normal",
+    kind: Literal["normal", "uniform", "rademacher", "cauchy"] = "normal",
     dtype=np.float64,
 ) -> np.ndarray:
     """Rows ``start:stop`` of a random matrix with ``n_cols`` columns.
@@ -180,7 +177,7 @@ def random_rows(
         Global row range, ``0 <= start <= stop``.
     n_cols : int
         Number of columns.
-    kind : {"normal", "uniform", "rademacher", "cauchy", "laplace"}
+    kind : {"normal", "uniform", "rademacher", "cauchy"}
         Distribution of the entries (standard parameters; "uniform" is [0, 1)).
     dtype : numpy dtype
         Output dtype; draws are made in float64 and cast.
@@ -204,8 +201,6 @@ def random_rows(
             tile = 1.0 - 2.0 * g.integers(0, 2, size=shape)
         elif kind == "cauchy":
             tile = g.standard_cauchy(shape)
-        elif kind == "laplace":
-            tile = g.laplace(size=shape)
         else:
             raise ConfigError(f"unknown random kind {kind!r}")
         lo = max(start, t * TILE_ROWS)

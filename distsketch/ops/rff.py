@@ -266,10 +266,6 @@ def rff_map_footprint(n_features: int, n_components: int) -> Footprint:
     ----------
     n_features, n_components : int
         d and m.
-
-    Returns
-    -------
-    Footprint
     """
     return Footprint(per_row=8.0 * (n_features + 2 * n_components))
 
@@ -345,10 +341,6 @@ def rff_embed_footprint(n_features: int, n_components: int, n_out: int, itemsize
         float64; float64 for other input dtypes).
     map_rows : int
         Rows mapped at once.
-
-    Returns
-    -------
-    Footprint
     """
     return Footprint(per_row=n_features * itemsize + n_out * itemsize,
                      fixed=n_features * n_components * 8 + n_components * n_out * 8

@@ -13,24 +13,13 @@ and since each rounded term (α̂ᵢ − αᵢ) k(xᵢ, x) lies in an interval o
 The coin of coefficient (i, j) is ``hash_uniform(seed, "round.coef", i, j)``:
 the rounding is a pure function of the seed and the coefficient's index.
 
-**Shared rounding** (a total budget across outputs).  Rounding each output
-separately draws a separate coin per (point, output), so with q outputs a point
-is evaluated if any of its q coins keeps it: q outputs at budget b each cost
-up to q·b distinct kernel evaluations per query.  The shared scheme draws one
-coin per support point: point i is kept with probability
-
-    pᵢ = min(1, maxⱼ |αᵢⱼ| / cⱼ)
-
-and, when kept, *every* output's coefficient becomes αᵢⱼ / pᵢ (else all are 0).
-This is the paper's "randomized kernel" view (§6): k(xᵢ, x) is replaced by
-k(xᵢ, x)/pᵢ with probability pᵢ, else 0, one draw per point shared by all
-expansions.  Then E[α̂ᵢⱼ] = pᵢ · αᵢⱼ/pᵢ = αᵢⱼ (unbiased for every output), the
-expected number of distinct kernel evaluations is Σᵢ pᵢ, and a rounded term
-has |α̂ᵢⱼ| <= cⱼ (pᵢ >= |αᵢⱼ|/cⱼ), so the same Hoeffding bound holds per
-output with m the number of points with pᵢ < 1 and αᵢⱼ ≠ 0.  With a total
-budget b the levels are cⱼ = τ·‖α_·ⱼ‖₁ (each output rounded at the same
-level relative to its own ℓ₁ mass) and τ solves Σᵢ min(1, rᵢ/τ) = b for
-rᵢ = maxⱼ |αᵢⱼ| / ‖α_·ⱼ‖₁.  With one output the scheme is the per-output one.
+**Shared rounding** (a total budget across outputs).  Per-output coins make
+q outputs at budget b cost up to q·b distinct kernel evaluations per query.
+The shared scheme (the paper's "randomized kernel" view, §6) draws one coin
+per support point, kept with probability pᵢ = min(1, maxⱼ |αᵢⱼ| / cⱼ), and
+scales all its coefficients by 1/pᵢ: unbiased for every output, Σᵢ pᵢ
+distinct evaluations expected, and |α̂ᵢⱼ| <= cⱼ, so the same Hoeffding bound
+holds per output.  With one output the scheme is the per-output one.
 
 The coins are host operands moved to the coefficients' device; the threshold
 searches (a sort and a scalar scan per column) run on the host.

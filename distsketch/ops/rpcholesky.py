@@ -10,12 +10,6 @@ pivoted Cholesky draws the next pivots with probability ∝ d (Chen, Epperly,
 Tropp, Webber); the draw itself is the weighted bottom-k race of
 :class:`~distsketch.summaries.leverage.WeightedLandmarks`.
 
-* :func:`residual_diagonal` — d for one row block, in canonical tiles of
-  global rows (each d_i independent of the chunking), pivots zeroed;
-* :func:`round_sizes` — how many pivots each round draws;
-* :func:`residual_diagonal_footprint` — the memory :func:`residual_diagonal`
-  adds to the task of the race that draws the pivots.
-
 References
 ----------
 Chen, Epperly, Tropp, Webber. Randomly pivoted Cholesky: practical
@@ -31,7 +25,7 @@ import numpy as np
 
 from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_diagonal, kernel_function
-from distsketch.ops.namespace import asarray, densify, namespace, to_host
+from distsketch.ops.namespace import as_block, asarray, densify, namespace, to_host
 from distsketch.ops.nystrom import row_stable_apply
 
 __all__ = ["residual_diagonal", "residual_diagonal_footprint", "round_sizes"]
@@ -73,9 +67,8 @@ def residual_diagonal(block: Any, row_offset: int, landmarks: np.ndarray | None,
     -----
     Per task: the block plus a 256 × (m + r) tile; O(b·m·(d + r)) flops.
     """
-    X = densify(block)
+    X = as_block(densify(block), dtype=np.float64)
     xp = namespace(X)
-    X = asarray(X, like=X, dtype=xp.float64)
     params = params or {}
     if landmarks is None or M is None or landmarks.shape[0] == 0 or M.shape[1] == 0:
         d = to_host(kernel_diagonal(X, kernel, **params))
@@ -109,10 +102,6 @@ def residual_diagonal_footprint(n_features: int, n_pivots: int, rank: int) -> Fo
     ----------
     n_features, n_pivots, rank : int
         d, t (pivots so far) and r (columns of their map).
-
-    Returns
-    -------
-    Footprint
     """
     t = n_pivots
     return Footprint(per_row=8.0 * 2 * (t + rank),

@@ -45,7 +45,6 @@ from distsketch.ops.namespace import as_block, asarray, namespace, to_host
 from distsketch.ops.random import hash_uniform, random_rows
 
 __all__ = [
-    "BOUNDED_KERNELS",
     "CELL",
     "diagonal_block",
     "entry_variance_bound",
@@ -266,10 +265,6 @@ def entry_variance_bound(p: float, quantize: bool, bound: float) -> float:
     quantize : bool
     bound : float
         b >= max |K_ij|.
-
-    Returns
-    -------
-    float
     """
     _check_p(p)
     return bound**2 / p if quantize else bound**2 * (1.0 - p) / p

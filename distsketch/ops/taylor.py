@@ -49,7 +49,6 @@ LEAF_VARIANCE = 2.0     # ‖Tx‖²/‖x‖² − 1 for an m-row SRHT/CountSket
 LEVEL_VARIANCE = 8.0    # one TensorSRHT/TensorSketch squaring: E[(ab)⁴]/E[(ab)²]² − 1 <= 3·3 − 1
 
 
-
 def gaussian_coefficients(degree: int, gamma: float) -> np.ndarray:
     """c_j = (2γ)^j / j! for j = 0..degree (the series of exp(2γ t))."""
     j = np.arange(degree + 1)

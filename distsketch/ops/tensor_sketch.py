@@ -65,10 +65,6 @@ def sketch_map_footprint(n_features: int, padded_width: int, n_linear: int,
     ----------
     n_features, padded_width, n_linear, n_out : int
         d, the Hadamard width (0: none), the linear stage's width and m.
-
-    Returns
-    -------
-    Footprint
     """
     return (sketch_combine_footprint(n_features, padded_width, n_linear, n_out)
             + Footprint(fixed=48.0 * FFT_ROWS * n_out))

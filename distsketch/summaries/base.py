@@ -36,10 +36,6 @@ def takes_out(fn: Any) -> bool:
         The row map.  Its ``accepts_out`` attribute decides where it has one (a
         wrapper says whether the map it wraps takes ``out=``); otherwise its
         signature must name a parameter ``out``.
-
-    Returns
-    -------
-    bool
     """
     flag = getattr(fn, "accepts_out", None)
     if flag is not None:

@@ -75,10 +75,6 @@ class Covariance(SumMerge, Summary):
         self.n_targets = int(n_targets)
         self.n_columns = None if n_columns is None else int(n_columns)
 
-    def _width(self, n_features: int) -> int | None:
-        """m: the mapped rows' width, or the input's less its target columns."""
-        return self.n_columns if self.transform is not None else int(n_features) - self.n_targets
-
     def footprint(self, n_features: int, itemsize: int) -> Footprint:
         """One state: ``ZᵀZ``, the column sums, and with targets ``Zᵀy``, their sums and ``yᵀy``.
 
@@ -86,7 +82,9 @@ class Covariance(SumMerge, Summary):
         per-row memory is left unknown here.  Unknown altogether for a
         transform whose width ``n_columns`` was not given.
         """
-        m, t = self._width(n_features), self.n_targets
+        # m: the mapped rows' width, or the input's less its target columns
+        t = self.n_targets
+        m = self.n_columns if self.transform is not None else int(n_features) - t
         if m is None:
             return Footprint()
         return Footprint(state=8 * (m * m + m * (t + 1) + t * t + t))

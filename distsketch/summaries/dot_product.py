@@ -1,13 +1,11 @@
 """The fit-time passes of the Gaussian and dot-product kernel sketches.
 
-Three mergeable summaries over the rows, each one tree-reduced pass: the data
-radius (:class:`MaxRowNorm`), the column sums that centre the Gaussian sketch
-(:class:`ColumnSum`), and, after centring, the radius with the per-degree sums
-of the Poisson term weights that split the components over the Taylor terms
-(:class:`GaussianStats`).  Blocks of another array namespace (CuPy,
-array-api-strict) are reduced on their device; only per-row squared norms or
-the d column sums come to the host.  Used by
-:mod:`distsketch.estimators.features.dot_product`.
+Two mergeable summaries over the rows, each one tree-reduced pass: the column
+sums that centre the Gaussian sketch (:class:`ColumnSum`) and, after centring,
+the radius with the per-degree sums of the Poisson term weights that split the
+components over the Taylor terms (:class:`GaussianStats`).  Blocks of another
+array namespace are reduced on their device; only per-row squared norms or the
+d column sums come to the host.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ from distsketch.summaries._namespace import is_array_api
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge, sum_states
 
-__all__ = ["STAT_ROWS", "ColumnSum", "GaussianStats", "MaxRowNorm", "centered_sq_norms", "other_namespace",
-           "row_sq_norms"]
+__all__ = ["STAT_ROWS", "ColumnSum", "GaussianStats", "centered_sq_norms", "row_sq_norms"]
 
 
 def row_sq_norms(block: Any) -> np.ndarray:
@@ -33,31 +30,12 @@ def row_sq_norms(block: Any) -> np.ndarray:
     if sp.issparse(block):
         b = sp.csr_matrix(block)
         return np.asarray(b.multiply(b).sum(axis=1), dtype=np.float64).ravel()
-    if other_namespace(block):  # on the block's device, in its namespace
+    if is_array_api(block):  # on the block's device, in its namespace
         xp = namespace(block)
         b = xp.astype(block, xp.float64)
         return xp.sum(b * b, axis=1)
     b = np.asarray(block, dtype=np.float64)
     return np.einsum("ij,ij->i", b, b)
-
-
-def other_namespace(block: Any) -> bool:
-    """Whether ``block`` is an in-memory array of another library (CuPy, array-api-strict)."""
-    # an in-memory block of another array library (CuPy, array-api-strict)
-    return not isinstance(block, np.ndarray) and is_array_api(block)
-
-
-class MaxRowNorm(Summary):
-    """Largest row norm (the data radius); merge = max."""
-
-    def chunk(self, block: Any, row_offset: int, *operands: Any) -> float:
-        sq = row_sq_norms(block)
-        if other_namespace(sq):
-            return float(namespace(sq).max(sq)) ** 0.5 if sq.shape[0] else 0.0
-        return float(np.sqrt(sq.max())) if sq.size else 0.0
-
-    def merge(self, states: list[float]) -> float:
-        return float(max(states))
 
 
 class ColumnSum(SumMerge, Summary):
@@ -66,7 +44,7 @@ class ColumnSum(SumMerge, Summary):
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
         if sp.issparse(block):
             colsum = np.asarray(block.sum(axis=0), dtype=np.float64).ravel()
-        elif other_namespace(block):
+        elif is_array_api(block):
             xp = namespace(block)  # summed on the block's device; the d sums are the state
             colsum = to_host(xp.sum(xp.astype(block, xp.float64), axis=0))
         else:
@@ -79,7 +57,7 @@ def centered_sq_norms(block: Any, center: np.ndarray) -> np.ndarray:
     if sp.issparse(block):
         b = sp.csr_matrix(block)
         return np.maximum(row_sq_norms(b) - 2.0 * (b @ center) + center @ center, 0.0)
-    if other_namespace(block):
+    if is_array_api(block):
         xp = namespace(block)
         return row_sq_norms(xp.astype(block, xp.float64) - asarray(center, like=block))
     return row_sq_norms(np.asarray(block, dtype=np.float64) - center)

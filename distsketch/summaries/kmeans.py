@@ -7,8 +7,7 @@ sums / counts.  Seeding (k-means++) runs on an in-memory row sample, which is
 also where the MEKA paper runs all of k-means for n > 20000.
 
 The per-block statistics stay in the block's namespace (NumPy, or CuPy on a
-GPU) and merge there; :func:`kmeans_on_sample` runs scikit-learn's KMeans,
-so it moves the small landmark sample to the host on purpose.
+GPU) and merge there.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from distsketch.blas import blas_single_thread
 from distsketch.errors import InputError
 from distsketch.footprint import Footprint
 from distsketch.ops.meka import nearest_centre
-from distsketch.ops.namespace import asarray, densify, device_of, namespace, to_host
+from distsketch.ops.namespace import as_block, asarray, densify, device_of, namespace, to_host
 from distsketch.summaries.base import Summary
 from distsketch.summaries.sums import SumMerge, sum_states
 
@@ -48,9 +47,8 @@ class KMeansStats(SumMerge, Summary):
         self.n_clusters = int(n_clusters)
 
     def chunk(self, block: Any, row_offset: int, centres: np.ndarray) -> dict:
-        X = densify(block)
+        X = as_block(densify(block), dtype=np.float64)
         xp = namespace(X)
-        X = asarray(X, like=X, dtype=xp.float64)
         labels, dist = nearest_centre(X, centres, row_offset)
         if xp is not np:
             # a dense one-hot (c × b) product: one GEMM on the block's device

@@ -91,6 +91,5 @@ class FactorCross(SumMerge, Summary):
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> np.ndarray:
         V = self.embed(block, row_offset)
-        # NumPy as before; a block of another namespace is kept
         K = self.kernel(as_block(densify(block)), self.landmarks)
         return V.T @ K

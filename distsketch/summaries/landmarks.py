@@ -6,10 +6,6 @@ and merging keeps the k smallest of the union, so the final sample is a
 uniform sample without replacement that depends only on (seed, purpose, n) —
 never on the chunking, the merge order or the number of workers.
 
-:class:`UniformLandmarks` samples the whole array; :class:`ClusterLandmarks`
-keeps one reservoir per cluster (rows labelled by their nearest centre), as
-MEKA needs for its per-cluster Nyström landmarks and link-matrix samples.
-
 The sampled rows stay in the block's namespace (NumPy, or CuPy on a GPU) and
 merge there.  Priorities and global row indices are hashes of the row number,
 computed on the host like every random operator, and the bottom-k selection
@@ -76,14 +72,19 @@ def _conform(states: list[dict], key: str = "rows") -> list[np.ndarray]:
             zeros((*st[key].shape[:-1], d), like) for st in states]
 
 
-def keep_bottom(priority: np.ndarray, index: np.ndarray, rows: np.ndarray, k: int) -> dict:
-    """The reservoir of the ``k`` rows of lowest priority (ties broken by index)."""
-    sel = bottom_k(priority, index, k)
-    out = empty_reservoir(k, rows.shape[1], like=rows)
+def reservoir_of(block: Any, priority: np.ndarray, index: np.ndarray, sel: np.ndarray,
+                 k: int) -> dict:
+    """A reservoir of ``k`` slots holding rows ``sel`` of ``block`` with their priorities."""
+    out = empty_reservoir(k, block.shape[1], like=block)
     out["priority"][: len(sel)] = priority[sel]
     out["index"][: len(sel)] = index[sel]
-    out["rows"][: len(sel), :] = _take(rows, sel)
+    out["rows"][: len(sel), :] = reservoir_rows(block, sel)
     return out
+
+
+def keep_bottom(priority: np.ndarray, index: np.ndarray, rows: np.ndarray, k: int) -> dict:
+    """The reservoir of the ``k`` rows of lowest priority (ties broken by index)."""
+    return reservoir_of(rows, priority, index, bottom_k(priority, index, k), k)
 
 
 class UniformLandmarks(Summary):
@@ -119,18 +120,12 @@ class UniformLandmarks(Summary):
         self.order = order
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        b = block.shape[0]
         # row_offset is global: rows appended later are reduced with the graph's
         # row_start, so their priorities are those of a single pass
-        start = row_offset
-        index = np.arange(start, start + b, dtype=np.int64)
+        index = np.arange(row_offset, row_offset + block.shape[0], dtype=np.int64)
         priority = hash_uniform(self.seed, self.purpose, index)
         sel = bottom_k(priority, index, self.n_samples)
-        out = empty_reservoir(self.n_samples, block.shape[1], like=block)
-        out["priority"][: len(sel)] = priority[sel]
-        out["index"][: len(sel)] = index[sel]
-        out["rows"][: len(sel), :] = reservoir_rows(block, sel)
-        return out
+        return reservoir_of(block, priority, index, sel, self.n_samples)
 
     def footprint(self, n_features: int, itemsize: int) -> Footprint:
         """A sampling task and the state, float64 whatever the input's ``itemsize``.
@@ -154,9 +149,12 @@ class UniformLandmarks(Summary):
     def state_of(self, index: np.ndarray, rows: np.ndarray) -> dict:
         """Rebuild the state of a finalized sample (priorities are recomputed)."""
         index = np.asarray(to_host(index), dtype=np.int64)
+        return self._rebuilt(hash_uniform(self.seed, self.purpose, index), index, rows)
+
+    def _rebuilt(self, priority: np.ndarray, index: np.ndarray, rows: Any) -> dict:
         xp = namespace(rows)
         rows = xp.reshape(asarray(rows, like=rows, dtype=xp.float64), (len(index), -1))
-        return keep_bottom(hash_uniform(self.seed, self.purpose, index), index, rows, self.n_samples)
+        return keep_bottom(priority, index, rows, self.n_samples)
 
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(index, rows)``: host global row indices, rows in the state's namespace."""

@@ -33,16 +33,10 @@ import numpy as np
 
 from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_diagonal, kernel_function
-from distsketch.ops.namespace import asarray, densify, namespace, to_host
+from distsketch.ops.namespace import as_block, asarray, densify, namespace, to_host
 from distsketch.ops.nystrom import row_stable_apply
 from distsketch.ops.random import hash_uniform
-from distsketch.summaries.landmarks import (
-    UniformLandmarks,
-    bottom_k,
-    empty_reservoir,
-    keep_bottom,
-    reservoir_rows,
-)
+from distsketch.summaries.landmarks import UniformLandmarks, bottom_k, reservoir_of
 
 __all__ = ["WeightedLandmarks", "race_keys", "ridge_from_spectrum", "ridge_leverage",
            "ridge_leverage_footprint"]
@@ -91,11 +85,7 @@ class WeightedLandmarks(UniformLandmarks):
         key = race_keys(self.seed, self.purpose, index, w.reshape(-1))
         live = np.flatnonzero(np.isfinite(key))
         sel = live[bottom_k(key[live], index[live], self.n_samples)]
-        out = empty_reservoir(self.n_samples, block.shape[1], like=block)
-        out["priority"][: len(sel)] = key[sel]
-        out["index"][: len(sel)] = index[sel]
-        out["rows"][: len(sel), :] = reservoir_rows(block, sel)
-        return out
+        return reservoir_of(block, key, index, sel, self.n_samples)
 
     def footprint(self, n_features: int, itemsize: int) -> Footprint:
         """A race task and the state, without the weight's own memory (float64).
@@ -114,10 +104,7 @@ class WeightedLandmarks(UniformLandmarks):
         if weights is None:
             raise TypeError("WeightedLandmarks.state_of needs the rows' weights (keys depend on them).")
         index = np.asarray(to_host(index), dtype=np.int64)
-        xp = namespace(rows)
-        rows = xp.reshape(asarray(rows, like=rows, dtype=xp.float64), (len(index), -1))
-        return keep_bottom(race_keys(self.seed, self.purpose, index, weights), index, rows,
-                     self.n_samples)
+        return self._rebuilt(race_keys(self.seed, self.purpose, index, weights), index, rows)
 
 
 def ridge_from_spectrum(eigenvalues: np.ndarray, n_landmarks: int) -> float:
@@ -151,9 +138,8 @@ def ridge_leverage(block: Any, row_offset: int, landmarks: np.ndarray, M: np.nda
     scored 0 (Musco & Musco's estimator has the same residual term).
     Evaluated in canonical tiles of global rows (chunking-independent).
     """
-    X = densify(block)
+    X = as_block(densify(block), dtype=np.float64)
     xp = namespace(X)
-    X = asarray(X, like=X, dtype=xp.float64)
     params = params or {}
     kfun = kernel_function(kernel, **params)
     L = asarray(landmarks, like=X, dtype=xp.float64)
@@ -181,10 +167,6 @@ def ridge_leverage_footprint(n_features: int, n_pilot: int, rank: int) -> Footpr
     ----------
     n_features, n_pilot, rank : int
         d, p and r.
-
-    Returns
-    -------
-    Footprint
     """
     p, r = n_pilot, rank
     return Footprint(per_row=8.0 * 2 * (p + r), fixed=8.0 * (p * n_features + p * r + r * r))

@@ -60,8 +60,6 @@ class BlockedCovariance(Covariance):
             # a block of another namespace: Covariance's own chunk, on the block's device
             # (the reused host buffers below are a NumPy-only economy)
             return super().chunk(block, row_offset, *operands)
-        # Float32 features are multiplied in float32 and summed into the float64 state
-        # (covariance_state's scheme); float64 features exactly as before.
         n = block.shape[0]
         state, gram, zbuf = None, None, None
         for a in range(0, max(n, 1), MAP_ROWS):

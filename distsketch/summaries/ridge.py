@@ -1,11 +1,8 @@
 """The one-pass summary of sketched kernel ridge regression: ``ZᵀZ``, ``Zᵀy``, sums, per fold.
 
 :class:`RidgeSummary` and the helpers of its states (folds, packed Grams, the
-feature maps' float64 rows).  Used by
-:class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` (and its classifier,
-its cross-validation, and the workflow's segment merge); the estimator-level
-input preparation (row weights, ``[X | y]`` stacking) stays in
-:mod:`distsketch.estimators.ridge.weights`.
+feature maps' float64 rows), used by
+:class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` and its kin.
 """
 
 from __future__ import annotations
@@ -60,8 +57,6 @@ def ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = F
         Per row, fixed and one state, for the planner; unknown (``Footprint()``)
         if a map's width is unknown.
     """
-    # per row: the float64 block and one map's features with a temporary;
-    # per state: RidgeSummary's size (see its docstring); unknown if a width is unknown
     widths = [int(getattr(f, "n_output_features_", 0) or 0) for f in maps]
     if not all(widths):
         return Footprint()
@@ -77,8 +72,6 @@ def ridge_memory(maps: list[Any], d: int, t: int, n_folds: int, sliced: bool = F
         return Footprint(per_row=8.0 * (d + t) + 4.0 * d + 8.0 * t, fixed=fixed, state=state)
     return Footprint(per_row=8.0 * (d + t + 2 * max(widths)), fixed=state, state=state)
 
-
-# --------------------------------------------------------------------------- the summary
 
 def add_ridge_states(a: dict, b: dict, sign: float = 1.0) -> dict:
     """``a + sign · b`` key by key over :data:`STATE_KEYS` (one map's states, e.g. a fold's)."""
@@ -169,9 +162,7 @@ class RidgeSummary(SumMerge, Summary):
             f32 = self.products == "float32"
             states = [sliced_state(fn, ops, X, y, row_offset, f32)
                       for fn, ops in _map_operands(self.functions, self.n_operands, operands)]
-            if self.sampler is None:
-                return {"maps": states}
-            return {"maps": states, "sample": self.sampler.chunk(block, row_offset)}
+            return self._with_sample(states, block, row_offset)
         if isinstance(block, np.ndarray) or not is_array_api(block):
             X = np.ascontiguousarray(block[:, :d], dtype=self.x_dtype)
             y = np.asarray(block[:, d:d + self.n_targets], dtype=np.float64)
@@ -198,10 +189,13 @@ class RidgeSummary(SumMerge, Summary):
                             for f in range(self.n_folds)])
             else:
                 out.append(_state(Z, y, w))
+        return self._with_sample(out, block, row_offset)
+
+    def _with_sample(self, maps: list[Any], block: Any, row_offset: int) -> dict:
         # a dict, not a list: the tree reducer flattens nested lists of states
         if self.sampler is None:
-            return {"maps": out}
-        return {"maps": out, "sample": self.sampler.chunk(block, row_offset)}
+            return {"maps": maps}
+        return {"maps": maps, "sample": self.sampler.chunk(block, row_offset)}
 
     def merge(self, states: list[Any]) -> Any:
         if self.sampler is None:
@@ -334,10 +328,8 @@ def map_features(functions: list[Any], n_operands: list[int], X: np.ndarray, row
     every map in turn (``n_operands[g]`` for map ``g``); anything after them is
     left to the caller.
     """
-    pos = 0
-    for fn, k in zip(functions, n_operands):
-        Z = fn(X, row_offset, *operands[pos:pos + k])
-        pos += k
+    for fn, ops in _map_operands(functions, n_operands, operands):
+        Z = fn(X, row_offset, *ops)
         yield dense_float64(Z) if float64 else densify(Z)
 
 

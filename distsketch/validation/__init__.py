@@ -1,16 +1,7 @@
-"""Validation: parameter constraints, array checks and spec loading.
-
-* :mod:`~distsketch.validation.params` — the constraint vocabulary
-  (:class:`Interval`, :class:`Options`, :class:`StrOptions`,
-  :class:`InstanceOf`, :class:`Satisfies`) and its one checker, entered from an
-  estimator's fit context, public functions (:func:`validate_params`) and spec
-  sections (:func:`check_section`);
-* :mod:`~distsketch.validation.arrays` — shape, dtype, finiteness, width and
-  target checks of arrays (never paths);
-* :mod:`~distsketch.validation.finite` — finiteness and range: rows too
-  large for kernel computations, checked narrowing casts, and the finite
-  check of every stage's output;
-* :mod:`~distsketch.validation.config` — the one YAML loader.
+"""Validation: parameter constraints (:mod:`~distsketch.validation.params`), array
+checks (:mod:`~distsketch.validation.arrays`), finiteness and range
+(:mod:`~distsketch.validation.finite`) and the one YAML loader
+(:mod:`~distsketch.validation.config`).
 
 This package imports nothing from :mod:`distsketch.io`; ``io`` opens paths
 and then uses these checks.
@@ -31,7 +22,6 @@ from distsketch.validation.finite import (
     check_finite_block,
     check_finite_output,
     check_finite_result,
-    check_magnitude,
 )
 from distsketch.validation.params import (
     MAX_GAMMA,
@@ -63,7 +53,6 @@ __all__ = [
     "check_finite_result",
     "check_input",
     "check_kernel_params",
-    "check_magnitude",
     "check_n_features",
     "check_names",
     "check_params",

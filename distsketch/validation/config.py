@@ -1,17 +1,9 @@
 """The one YAML loader of spec files (cluster specs, workflow specs, CLI values).
 
-Only PyYAML's safe loader is used (a spec never constructs Python objects),
-with three limits applied while the document is composed, before anything
-is expanded or constructed:
-
-* nesting at most :data:`MAX_DEPTH` levels (PyYAML composes recursively);
-* no recursive alias (``&s {self: *s}`` would build a cyclic value);
-* at most :data:`MAX_NODES` nodes once aliases are expanded, so a "billion
-  laughs" document is refused instead of being multiplied by the first
-  code that copies it (``dataclasses.asdict``, ``json.dumps``).
-
-Numbers follow YAML 1.2 as well as 1.1: ``1e-3`` and ``1E+2`` (no dot) are
-floats, not strings.
+PyYAML's safe loader only, limited while the document is composed: at most
+:data:`MAX_DEPTH` levels of nesting, no recursive alias, and at most
+:data:`MAX_NODES` nodes once aliases are expanded ("billion laughs").  Numbers
+follow YAML 1.2 as well as 1.1: ``1e-3`` (no dot) is a float, not a string.
 """
 
 from __future__ import annotations

@@ -1,38 +1,15 @@
 """Finiteness and range: inputs that fit the computation, outputs that are numbers.
 
-Four checks, one per place where a silent NaN or a silently changed value
-could arise:
+One check per place where a silent NaN or a silently changed value could
+arise: input rows (:func:`check_finite_rows`), targets, stored rows, narrowing
+casts (:func:`cast_checked`), integers a floating dtype would round
+(:func:`check_exact_integers`) and stage outputs (:func:`check_finite_block`);
+every message naming a row finds it with :func:`first_nonfinite_row`.
 
-* :func:`check_magnitude` — input rows whose squared norm overflows the
-  working dtype (values near 1e300 in float64) are refused, naming the first
-  such row (the per-block form for dask input runs in the graph's finite
-  check, :func:`distsketch.ops.kernels.check_row_magnitude`);
-* :func:`cast_checked` — a narrowing conversion (float64 → float32, an
-  integer to a smaller integer, a float to an integer) checks the range
-  first and refuses with the first offending row instead of producing inf
-  or wrapped integers;
-* :func:`check_exact_integers` — an integer that a floating dtype would
-  round (above 2**24 for float32, 2**53 for float64) is refused before it is
-  stored, on every path that stores rows (ingest, append, label columns);
-* :func:`check_finite_block` / :func:`check_finite_result` — what a stage
-  produced (a feature block, a prediction, an eigendecomposition) is
-  checked before it is returned or written; a NaN names the stage and the
-  first bad row.
-
-Every NaN/Inf message that names a row (input blocks :func:`check_finite_rows`,
-targets :func:`check_finite_targets`, stored rows :func:`check_finite_stored`,
-stage outputs) finds it with :func:`first_nonfinite_row`.
-
-Blocks of another namespace (CuPy) are not read on the host per block: each check leaves
-a 0-d flag on the device (:func:`~distsketch.ops.kernels.bad_input_flag`,
-:func:`output_flag`) and a pass reads its flags once. Maps run inside
-:func:`deferred_checks`, which folds the flags of every check made in it and reads them
-when it ends (the whole pass in this process; one dask task, whose output must be
-settled before an arbitrary consumer takes it); summaries carry the first flagged
-block's row in their states (:class:`FlaggedSummary`), read at the root of the tree.
-Only when a flag is set are the flagged blocks checked again, by the
-synchronous checks above, so the messages (first bad row, block) are the same.
-NumPy blocks keep the synchronous checks: they are cheap and read nothing back.
+Blocks of another namespace (CuPy) are not read on the host per block: each
+check leaves a 0-d flag on the device, read once per pass
+(:func:`deferred_checks`, or the states of a :class:`FlaggedSummary`); only a
+set flag re-runs the synchronous check, so the messages are the same.
 
 Over 500 lines because the synchronous checks and their deferred device form share
 one set of messages and re-checks.
@@ -68,7 +45,6 @@ __all__ = [
     "check_finite_rows",
     "check_finite_stored",
     "check_finite_targets",
-    "check_magnitude",
     "deferred_checks",
     "first_inexact_integer",
     "first_nonfinite_row",
@@ -82,27 +58,12 @@ __all__ = [
 ]
 
 def is_dask(X: Any) -> bool:
-    """True for dask arrays.
-
-    Validation builds no graph and imports no ``dask.array``: an array of it
-    exists only once something imported it.
-    """
+    """True for dask arrays (without importing ``dask.array``: validation builds no graph)."""
     module = sys.modules.get("dask.array")
     return module is not None and isinstance(X, module.Array)
 
 
 _FIX = "Scale the input (e.g. sklearn.preprocessing.StandardScaler) or lower gamma/degree."
-
-
-def check_magnitude(X: Any, *, where: str = "X", row_start: int = 0) -> None:
-    """Refuse rows too large for kernel computations in their dtype (NumPy or sparse).
-
-    Raises
-    ------
-    InputError
-        Names the first row whose squared norm overflows ``X.dtype``.
-    """
-    check_row_magnitude(X, row_start, where)
 
 
 def first_nonfinite_row(values: Any) -> int | None:
@@ -205,25 +166,11 @@ def check_finite_targets(y: Any, where: str) -> None:
 
 def check_finite_stored(block: Any, row_start: int, where: Any, line_of: Any = None, *,
                         action: str = "ingesting") -> None:
-    """Refuse rows about to be stored (ingested or appended) that hold NaN or Inf.
+    """Refuse rows ``row_start ..`` about to be stored (ingested or appended) that hold NaN or Inf.
 
-    Parameters
-    ----------
-    block : ndarray
-        Rows ``row_start ..`` of the data being stored.
-    row_start : int
-        Global index of the first row.
-    where : str or path
-        The source or destination, for the message.
-    line_of : callable, optional
-        ``line_of(i)``: the text line of the block's row ``i`` (text sources).
-    action : str
-        ``"ingesting"`` or ``"appending"``, for the message.
-
-    Raises
-    ------
-    InputError
-        ``data.csv: NaN or Inf at row 1 (line 2). Clean or impute ...``
+    The message names ``where`` (source or destination), the global row, its
+    text line (``line_of(i)`` for the block's row ``i``, text sources) and the
+    ``action`` (``"ingesting"`` or ``"appending"``).
     """
     row = first_nonfinite_row(block)
     if row is None:
@@ -499,9 +446,8 @@ _CHECKED_LOCK = threading.Lock()
 def mark_checked(X: Any) -> Any:
     """Record that the blocks of dask array ``X`` are checked finite where they are made.
 
-    A writer then skips its own host check of ``X`` (the device output was
-    checked on the device).  Keyed by the graph name, which names the
-    computation; the record is bounded (oldest names dropped).
+    A writer then skips its own host check of ``X``.  Keyed by the graph name;
+    the oldest names are dropped.
     """
     name = getattr(X, "name", None)
     if name is not None:
@@ -639,32 +585,13 @@ def check_exact_integers(values: np.ndarray, dtype: Any, *, where: str, row_star
     value; values parsed from text (already float64) through ``inexact``,
     which knows which values were written as integers.
 
-    Parameters
-    ----------
-    values : ndarray of shape (k,) or (k, d)
-        Rows ``row_start ..`` about to be stored.
-    dtype : dtype
-        The stored dtype; nothing is checked for a non-floating one, except
-        that values read as float64 (``inexact`` given) are checked for float64.
-    where : str
-        The source or destination, for the message.
-    row_start : int
-        Global index of the first row.
-    line_of : callable, optional
-        Row of the block -> line of the file, for text sources.
-    inexact : callable, optional
-        ``inexact(dtype)`` -> ``(row, column, text)`` of the first integer
-        written in the source that ``dtype`` rounds, or None.
-    column : callable, optional
-        Column index -> how the message names it (default ``"column {j + 1}"``).
-    hint : str, optional
-        What to do, replacing the default advice (e.g. for labels).
-
-    Raises
-    ------
-    InputError
-        Names the row (and line, column), the value, what it would become
-        and the dtype to use.
+    ``values`` are rows ``row_start ..`` (shape (k,) or (k, d)) about to be
+    stored in ``dtype``: nothing is checked for a non-floating one, except values
+    read as float64 (``inexact`` given).  ``inexact(dtype)`` gives ``(row, column,
+    text)`` of the first integer written in the source that ``dtype`` rounds;
+    ``line_of``, ``column`` and ``hint`` say the line, the column's name and what to
+    do in the message, which names ``where``, the row, the value, what it would
+    become and the dtype to use.
     """
     dt = np.dtype(dtype)
     if inexact is not None and not np.issubdtype(dt, np.floating):

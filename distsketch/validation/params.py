@@ -1,35 +1,20 @@
 """Parameter constraints: one vocabulary for estimators, functions and specs.
 
 A constraint table maps a name to a list of accepted constraints (as
-scikit-learn's ``_parameter_constraints`` does); a value is valid when any
-constraint accepts it.  A constraint is one of
-
-* an :class:`Interval` (finite values only, unless ``finite=False``),
-  :class:`Options`/:class:`StrOptions`, :class:`InstanceOf` or
-  :class:`Satisfies` object;
-* a type (``isinstance``), or ``None`` (the value ``None``);
-* one of the strings ``"boolean"``, ``"random_state"``, ``"callable"``,
-  ``"array-like"``, ``"str"``, ``"estimator"``.
-
-One checker, :func:`check_params`, judges every value against its table, and
-one, :func:`check_names`, every name against the known ones (with a close
-match suggested for a typo); every failure is a
-:class:`~distsketch.errors.ConfigError` in one style::
+scikit-learn's ``_parameter_constraints`` does): an :class:`Interval`,
+:class:`Options`/:class:`StrOptions`, :class:`InstanceOf` or :class:`Satisfies`,
+a type, ``None``, or one of the strings ``"boolean"``, ``"random_state"``,
+``"callable"``, ``"array-like"``, ``"str"``, ``"estimator"``.  One checker,
+:func:`check_params`, judges values and one, :func:`check_names`, names; every
+failure is a :class:`~distsketch.errors.ConfigError` in one style::
 
     <where>: <noun> <name>=<value> is invalid; it must be <what is allowed>.
     <where>: <noun> '<name>' is not known. Did you mean '<close>'? Known <noun>s: ...
 
-They are entered from three places: an estimator's fit context
-(:func:`check_estimator_params`, run by the wrapper around
-``fit``/``partial_fit`` through ``DistsketchEstimator._validate_params``, which
-then runs the estimator's declared ``_check_params`` hook), the
-:func:`validate_params` decorator for public functions, and
-:func:`check_section` for a mapping read from a spec file (the workflow spec's
-sections, a method's ``params``, each cluster kind's options).
-
-Kernel parameters are also held together (:func:`check_kernel_params`): a
-``gamma``, ``coef0`` and ``degree`` whose kernel argument overflows for data
-of unit scale is refused before any data is read.
+They are entered from an estimator's fit (:func:`check_estimator_params`), the
+:func:`validate_params` decorator and :func:`check_section` for spec files;
+:func:`check_kernel_params` refuses kernel parameters that overflow for data of
+unit scale.
 """
 
 from __future__ import annotations
@@ -299,11 +284,7 @@ def check_names(names: Iterable[Any], known: Iterable[str], where: str, *,
 
 
 def text_hint(value: Any, constraints: Iterable[Any]) -> str:
-    """A note for a string given where a number is expected (YAML read it as text).
-
-    Returns an empty string unless ``value`` is a string and a numeric
-    :class:`Interval` is among ``constraints``.
-    """
+    """A note for a string given where an :class:`Interval` expects a number, else ``""``."""
     if not isinstance(value, str) or not any(isinstance(c, Interval) for c in constraints):
         return ""
     return (f" The value {value!r} is text: YAML read it as text (in a spec or a --param value), "

@@ -28,12 +28,8 @@ _WORKFLOW_KEYS = ("classes", HOLDOUT)
 
 
 def held_out(seed: int, start: int, stop: int, fraction: float | None) -> np.ndarray:
-    """Which global rows ``[start, stop)`` are held out of the fit (a boolean mask).
-
-    Row ``i`` is held out when ``hash_uniform(seed, "workflow.holdout", i) < fraction``:
-    a pure function of the seed and the row, so the held-out rows are the
-    same for any segmenting, chunking, resume or incremental run.
-    """
+    """Which global rows ``[start, stop)`` are held out of the fit (a boolean mask): a pure
+    function of the seed and the row, the same for any segmenting, chunking or resume."""
     if not fraction:
         return np.zeros(stop - start, dtype=bool)
     from distsketch.ops.random import hash_uniform
@@ -43,12 +39,7 @@ def held_out(seed: int, start: int, stop: int, fraction: float | None) -> np.nda
 
 def without_held_out(X: Any, y: Any, seed: int, start: int, stop: int,
                      fraction: float | None) -> tuple[Any, Any]:
-    """Rows ``[start, stop)`` and their targets less the held-out ones (:func:`held_out`).
-
-    The one filter between a segment and the fit: ``X`` or ``y`` may be None
-    (only the other is filtered); both come back unchanged when no row is
-    held out.
-    """
+    """Rows ``[start, stop)`` and their targets (either may be None) less the held-out ones."""
     keep = ~held_out(seed, start, stop, fraction)
     if keep.all():
         return X, y
@@ -56,17 +47,8 @@ def without_held_out(X: Any, y: Any, seed: int, start: int, stop: int,
 
 
 def resolve_method(name: str, where: str) -> type:
-    """The estimator class a spec's method name stands for.
-
-    Names resolve through :mod:`distsketch.registry` (public estimators only;
-    nothing is imported by a dotted path).
-
-    Raises
-    ------
-    ConfigError
-        Unknown name, a public name that is not an estimator, or an estimator
-        whose optional dependencies are missing.
-    """
+    """The estimator class a spec's method name stands for, through :mod:`distsketch.registry`
+    (nothing is imported by a dotted path)."""
     if name.lower() == "rnca":
         raise ConfigError(
             f"{where}: the method 'rnca' is StreamingKernelPCA with method: rnca; write "
@@ -85,28 +67,11 @@ def takes_classes(cls: type) -> bool:
 
 
 def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[str, Any]:
-    """Check a spec's ``method.params`` against the estimator, before any run starts.
+    """Check a spec's ``method.params`` against the estimator before any run starts; returns
+    them with ``classes`` sorted and a ``features`` block as ``{"name", "params"}``.
 
-    Names must be parameters of ``cls`` (a close match is suggested for a
-    typo), values must pass the estimator's constraint table and its own
-    parameter checks.  A classifier with ``partial_fit(..., classes)`` also
-    takes ``classes``: all labels, returned sorted as :func:`numpy.unique`
-    sorts them.  ``gamma: median`` is accepted (chosen on a row sample when
-    the run starts), ``features`` may be a feature-map block
-    ``{name: RandomFourierFeatures, n_components: 2048, gamma: median}``
-    and ``holdout`` a fraction of rows kept out of the fit of a method that
-    predicts (see :func:`with_method_blocks`).
-
-    Returns
-    -------
-    dict
-        The parameters, with ``classes`` (if given) normalised and a
-        ``features`` block as ``{"name": <registered name>, "params": {...}}``.
-
-    Raises
-    ------
-    ConfigError
-        Unknown name (with the valid names), bad value, or bad ``classes``.
+    Besides ``cls``'s parameters: ``classes`` (a classifier with ``partial_fit(...,
+    classes)``), ``holdout`` (a method that predicts) and ``gamma: median``.
     """
     valid = set(inspect.signature(cls).parameters) | ({"classes"} if takes_classes(cls) else set())
     if HOLDOUT in params:
@@ -126,11 +91,7 @@ def check_method_params(cls: type, params: dict[str, Any], where: str) -> dict[s
 
 
 def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
-    """Build ``cls(**params)`` and run its fit context's parameter checks (a MEDIAN stands in as 1.0).
-
-    ``check_params`` is what ``fit`` runs first: the constraint table, then
-    the relations between parameters.
-    """
+    """Run ``cls(**params)``'s ``check_params``, what ``fit`` runs first (a MEDIAN stands in as 1.0)."""
     try:
         cls(**_stand_in(params)).check_params()
     except ConfigError as exc:
@@ -138,19 +99,8 @@ def _check_values(cls: type, params: dict[str, Any], where: str) -> None:
 
 
 def with_method_blocks(params: dict[str, Any], method: dict[str, Any], where: str) -> dict[str, Any]:
-    """``params`` with a method's ``features:`` block and ``holdout:`` fraction put in.
-
-    ``method: {name: SketchedKernelRidgeClassifier, params: {alpha: 1e-3},
-    features: {name: RandomFourierFeatures, n_components: 2048, gamma: median},
-    holdout: 0.1}`` is the same spec as ``params: {alpha: 1e-3, features:
-    {...}, holdout: 0.1}``; both are checked with the method's parameters and
-    key the workflow state (they change the fit).
-
-    Raises
-    ------
-    ConfigError
-        A key is given twice (beside and inside ``params``).
-    """
+    """``params`` with a method's ``features:`` block and ``holdout:`` fraction put in (the same
+    spec as giving them inside ``params``; given in both places is an error)."""
     out = dict(params)
     for key in ("features", HOLDOUT):
         if method.get(key) is None:
@@ -217,13 +167,7 @@ def data_driven(params: dict[str, Any]) -> list[str]:
 
 
 def build_params(params: dict[str, Any], where: str = "workflow spec") -> dict[str, Any]:
-    """Constructor arguments: a ``features`` block becomes its (unfitted) feature map.
-
-    Raises
-    ------
-    WorkflowError
-        A MEDIAN is still unresolved (the run must choose it first).
-    """
+    """Constructor arguments: a ``features`` block becomes its (unfitted) feature map."""
     left = data_driven(params)
     if left:
         raise WorkflowError(f"{where}: {', '.join(left)} = median was not chosen before the fit; "
@@ -253,26 +197,10 @@ def _check_classes(value: Any, where: str) -> list[Any]:
 
 
 class MethodAdapter:
-    """Fold row segments into an estimator, checkpoint it, hand out the model.
+    """Fold row segments into an estimator (the state itself), checkpoint it, hand out the
+    model; an estimator without an exact ``partial_fit`` is fitted on all rows at once.
 
-    The state is the estimator itself: ``partial_fit`` merges each segment's
-    mergeable summary into it.  An estimator without an exact ``partial_fit``
-    has no summary to merge and is fitted on all rows in one segment.
-
-    Parameters
-    ----------
-    name : str
-        The spec's method name.
-    params : dict
-        Its parameters; ``random_state`` defaults to ``seed``.
-    seed : int
-        The workflow seed.
-
-    Notes
-    -----
-    ``partial_fit`` of a distsketch estimator numbers new rows after the rows
-    it has seen, so segment ``[start, stop)`` meets the same global row
-    offsets as in a fit on all rows.
+    ``params``' ``random_state`` defaults to the workflow ``seed``.
     """
 
     def __init__(self, name: str, params: dict[str, Any], seed: int):
@@ -296,16 +224,8 @@ class MethodAdapter:
         self.resolved: dict[str, float] = {}
 
     def resolve_data_driven(self, X: Any, seed: int, say: Any = None) -> dict[str, float]:
-        """Choose every ``gamma: median`` from a row sample of ``X`` (the preprocessed input).
-
-        Called once when a new state is created; the state keeps the fitted
-        value, so incremental runs and resumed runs reuse it.
-
-        Notes
-        -----
-        One pass over X to sample 1000 rows (hashed priorities keyed by
-        ``seed``: independent of the chunking), then a 1000² distance matrix.
-        """
+        """Choose every ``gamma: median`` from 1000 sampled rows of the preprocessed ``X``, once
+        per new state (which keeps the value for later runs)."""
         from distsketch.workflow.preprocess import median_gamma
 
         where = data_driven(self.params)
@@ -329,10 +249,7 @@ class MethodAdapter:
         return self.cls(**build_params(self.params, f"workflow method {self.name}"))
 
     def update(self, X: Any, start: int, y: np.ndarray | None = None) -> None:
-        """Fold the rows ``X`` (global rows ``start, start + len(X)``) into the state.
-
-        With ``holdout``, the held-out rows (:func:`held_out`) are left out.
-        """
+        """Fold the rows ``X`` (global rows from ``start``), less the held-out ones, into the state."""
         if self.holdout:
             stop = start + int(X.shape[0])
             X, y = self.fitted_rows(X, y, start, stop)
@@ -360,8 +277,7 @@ class MethodAdapter:
             self.state.partial_fit(X, y)
 
     def fitted_rows(self, X: Any, y: Any, start: int, stop: int) -> tuple[Any, Any]:
-        """Global rows ``[start, stop)`` and their targets as the fit sees them
-        (less this method's held-out rows; see :func:`without_held_out`)."""
+        """Global rows ``[start, stop)`` and their targets as the fit sees them."""
         return without_held_out(X, y, self.seed, start, stop, self.holdout)
 
     def check_labels(self, y: np.ndarray, start: int) -> None:

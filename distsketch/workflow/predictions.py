@@ -1,13 +1,5 @@
-"""Supervised outputs of a workflow: predictions of every input row and a fit metric.
-
-A method with ``predict`` fitted on ``targets:`` writes ``predictions.zarr``
-(``outputs.predictions``, a Zarr group holding the array ``predictions`` as
-``distsketch predict`` writes it: dimension ``sample`` for labels or one
-target, ``sample, output`` for several; a classifier's classes in its
-``classes`` attribute) and measures its fit on the rows it was trained on:
-accuracy for a classifier, R² for a regressor.  Both are streamed: one block
-of predictions and targets is in memory at a time.
-"""
+"""Supervised outputs of a workflow: predictions of every input row (written as ``distsketch
+predict`` writes them) and a fit metric, both streamed one block at a time."""
 
 from __future__ import annotations
 
@@ -32,13 +24,7 @@ _METRIC_ROWS = 1 << 18
 
 
 def check_predictions_output(value: Any, features: Any, where: str) -> Any:
-    """A spec's ``outputs.predictions``: true, false/null, or a file name inside ``result/``.
-
-    Raises
-    ------
-    ConfigError
-        Not a boolean or a plain file name, or the same name as ``outputs.features``.
-    """
+    """A spec's ``outputs.predictions``: true, false/null, or a file name inside ``result/``."""
     if value is None or isinstance(value, bool):
         return value
     if not isinstance(value, str) or not value or "/" in value or value.startswith("."):
@@ -65,12 +51,8 @@ def predictions_output(spec: Any, model: Any) -> str | None:
 
 
 def feature_output(spec: Any, model: Any) -> str | None:
-    """The file name of the features (a model's ``transform`` of every row), or None.
-
-    A model without ``transform`` writes none.  Older specs named the
-    predictions ``features: predictions.zarr``; that name now holds the
-    predictions, and the features are left out.
-    """
+    """The file name of the features (a model's ``transform`` of every row), or None (also
+    when an older spec named the predictions' file as ``features``)."""
     name = spec.outputs.features
     if not name or not callable(getattr(model, "transform", None)):
         return None
@@ -79,35 +61,12 @@ def feature_output(spec: Any, model: Any) -> str | None:
 
 def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
                       timings: dict[str, float], key: str) -> dict[str, Any] | None:
-    """Write the predictions of rows ``[0, n)`` (if enabled) and measure the fit on the targets.
+    """Write ``model``'s predictions of the preprocessed rows ``Xs[:n]`` (if enabled) into the
+    result ``folder`` (a path, or a writer with ``target(name)``) and measure the fit.
 
-    Parameters
-    ----------
-    folder : pathlib.Path or result writer
-        The uncommitted result folder, or an object whose ``target(name)``
-        gives ``(path or URL, storage_options)`` for an output.
-    spec : WorkflowSpec
-    model : estimator
-        The fitted method (not the saved Pipeline: ``Xs`` is preprocessed).
-    Xs : dask array of shape (n, d)
-        The preprocessed input.
-    n : int
-    timings : dict
-        Gains ``"predictions"`` and ``"fit_metric"`` (seconds).
-    key : str
-        The spec key, recorded in the predictions' manifest.
-
-    Returns
-    -------
-    dict or None
-        None for an unsupervised run, else :func:`fit_metric`'s dict plus
-        ``"predictions"`` (the file name, or None when turned off).
-
-    Notes
-    -----
-    One pass over X for the predictions (blockwise ``predict``), then one
-    driver pass over the written predictions and the targets.  Without a
-    predictions output the metric pass predicts each block again.
+    Returns None for an unsupervised run, else :func:`fit_metric`'s dict plus
+    ``"predictions"`` (the file name or None).  One pass over X, then one driver pass
+    over the written predictions and the targets.
     """
     if not is_supervised(spec, model):
         return None
@@ -162,46 +121,13 @@ def _rows(P: Any, start: int, stop: int) -> np.ndarray:
 def fit_metric(P: Any, targets_path: str, n: int, classifier: bool,
                holdout: tuple[int, float] | None = None, block_rows: int = _METRIC_ROWS,
                storage_options: dict | None = None) -> dict[str, Any]:
-    """Accuracy (classifier) or R² (regressor) of predictions ``P`` on the targets.
+    """Accuracy (classifier) or R² (regressor) of predictions ``P`` (shape (n,) or (n, t)) on
+    the first ``n`` targets, or with ``holdout=(seed, fraction)`` on the held-out rows only.
 
-    On every row (training rows), or with ``holdout`` only on the rows the
-    fit left out (:func:`~distsketch.workflow.methods.held_out`).
-
-    Parameters
-    ----------
-    P : zarr array, dask array or ndarray of shape (n,) or (n, t)
-        Predictions: labels or one target, or one column per target.
-    targets_path : str
-        The spec's ``targets`` (read with :func:`distsketch.io.arrays.targets.open_targets`).
-    n : int
-        Rows fitted (targets may have more rows).
-    classifier : bool
-    holdout : (seed, fraction), optional
-        Measure on the held-out rows only.
-    block_rows : int
-        Rows read at a time.
-    storage_options : dict, optional
-        For targets on an object store.
-
-    Returns
-    -------
-    dict
-        ``{"available": True, "metric": "accuracy" | "r2", "value": float,
-        "baseline": float, "rows": rows measured, "on": "training rows" |
-        "held-out rows", "holdout": fraction or None}`` plus ``"warning"``
-        when the model does no better than the constant predictor (the most
-        frequent label: accuracy ``baseline``; the mean: R² 0), or
-        ``{"available": False,
-        "reason": ...}`` when predictions and targets do not pair up (a
-        regularisation path predicts one column per λ).
-
-    Notes
-    -----
-    R² is ``1 − Σ(y − ŷ)² / Σ(y − ȳ)²`` per target, averaged over targets as
-    scikit-learn's ``r2_score`` does; ``Σ(y − ȳ)²`` is merged across blocks
-    with Chan's update, so no pass holds more than one block.  Measured on the
-    rows the model was fitted on, it overstates the fit on new data; held-out
-    rows were never fitted.
+    Returns ``available``, ``metric``, ``value``, ``baseline`` (the constant predictor's),
+    ``rows``, ``on``, ``holdout`` and a ``warning`` when no better than the baseline; or
+    ``available: False`` with a ``reason``.  R² is averaged over targets as scikit-learn's
+    ``r2_score`` does, its ``Σ(y − ȳ)²`` merged across blocks with Chan's update.
     """
     from distsketch.io.arrays.targets import open_targets
 

@@ -23,22 +23,8 @@ __all__ = ["Standardizer", "apply_scaler", "learn_scaler", "median_gamma", "with
 
 
 def learn_scaler(X: Any) -> dict:
-    """Column means and standard deviations of X in one tree-reduced pass.
-
-    Parameters
-    ----------
-    X : dask array of shape (n, d)
-
-    Returns
-    -------
-    dict
-        ``{"mean": list of d floats, "scale": list of d floats}`` (JSON-able);
-        constant columns get scale 1 (centred only).
-
-    Notes
-    -----
-    Per task: one block and a 3·d state; communication: one state per block.
-    """
+    """``{"mean": [...], "scale": [...]}`` of X's columns (scale 1 for constant ones), JSON-able,
+    in one tree-reduced pass (per task: one block and a 3·d state)."""
     mom = reduce_blocks(ColumnMoments(), X, name="standardize-moments", progress=False)
     mean, scale = column_scale(mom)  # constant columns are centred only
     return {"mean": mean.tolist(), "scale": scale.tolist()}
@@ -109,15 +95,8 @@ class Standardizer(TransformerMixin, DistsketchEstimator):
 
 
 def with_preprocessing(model: Any, scaler: dict | None, n_samples: int) -> Any:
-    """The model a workflow saves: ``model`` alone, or a Pipeline with its scaler first.
-
-    Returns
-    -------
-    estimator or sklearn.pipeline.Pipeline
-        ``Pipeline([("scale", Standardizer), ("model", model)])`` when the
-        workflow standardises; its ``transform``/``predict`` of raw rows equal
-        the workflow's outputs bitwise.
-    """
+    """The model a workflow saves: ``model`` alone, or a Pipeline with its scaler first (whose
+    outputs of raw rows equal the workflow's bitwise)."""
     if scaler is None:
         return model
     from sklearn.pipeline import Pipeline

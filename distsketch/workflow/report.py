@@ -1,10 +1,4 @@
-"""The run report: ``report.md``, ``report.html`` (+ ``report.png``), kernel errors, versions.
-
-The Markdown and HTML writers live in :mod:`~distsketch.workflow.report_md`
-and :mod:`~distsketch.workflow.report_html`, the plot in
-:mod:`~distsketch.workflow.report_plot`; both reports show the same
-content (:mod:`~distsketch.workflow.report_data`).
-"""
+"""The run report: ``report.md``, ``report.html`` (+ ``report.png``), kernel errors, versions."""
 
 from __future__ import annotations
 
@@ -65,12 +59,8 @@ def _kernel_spec(spec: WorkflowSpec) -> tuple[Any, dict]:
 
 
 def kernel_errors(spec: WorkflowSpec, Xs: Any, model: Any) -> dict:
-    """Kernel approximation errors on a row sample, or why there are none.
-
-    Notes
-    -----
-    Reads ``report.n_sample`` rows and forms two n_sample² kernel blocks.
-    """
+    """Kernel approximation errors on ``report.n_sample`` rows (two n_sample² kernel blocks), or
+    why there are none."""
     if not spec.report.kernel_error:
         return {"available": False, "reason": "disabled in the spec (report.kernel_error: false)"}
     if not hasattr(model, "kernel_approx"):
@@ -103,32 +93,11 @@ def performance_report(client: Any, out_dir: Path) -> tuple[Any, Path | None]:
 
 def write_report(folder: Path, spec: WorkflowSpec, info: dict[str, Any], values: np.ndarray | None,
                  errors: dict[str, Any], name: str) -> list[str]:
-    """Write the run report: ``name`` (Markdown), its ``.html`` twin and the spectrum PNG.
+    """Write the run report into ``folder``: ``name`` (Markdown), its ``.html`` twin and the
+    spectrum PNG (needs matplotlib); returns the files written.
 
-    Parameters
-    ----------
-    folder : pathlib.Path
-        The uncommitted result folder.
-    spec : WorkflowSpec
-    info : dict
-        The manifest content so far; gains ``"html_report"`` and, when there is
-        a spectrum but no PNG, ``"plot"`` (why not).
-    values : ndarray or None
-        Eigenvalue estimates of the model, descending.
-    errors : dict
-        The kernel error estimate or why there is none.
-    name : str
-        The Markdown file name (``outputs.report``).
-
-    Returns
-    -------
-    list of str
-        The files written.
-
-    Notes
-    -----
-    The PNG needs matplotlib (optional); without it the Markdown says why and
-    the HTML report, which draws its own SVG, still shows the spectrum.
+    ``info`` (the manifest so far) gains ``"html_report"`` and, for a spectrum without a
+    PNG, ``"plot"`` (why not).
     """
     from distsketch.workflow.report_html import html_report
     from distsketch.workflow.report_md import markdown_report

@@ -41,25 +41,10 @@ def _number(v: Any) -> bool:
 
 
 def plot_values(values: np.ndarray, limit: int = 200) -> tuple[np.ndarray, np.ndarray, int]:
-    """The eigenvalues a log-scale plot can show: positive and above the rounding floor.
-
-    Parameters
-    ----------
-    values : ndarray of shape (k,)
-        Eigenvalue estimates, descending.
-    limit : int
-        Plot at most the first ``limit`` values.
-
-    Returns
-    -------
-    index : ndarray of int
-        1-based positions of the values shown.
-    shown : ndarray of float64
-    dropped : int
-        Values of the first ``limit`` left out: zero, negative (an indefinite
-        approximation), non-finite, or below ``PLOT_FLOOR`` × the largest.
-        Clipping them to a tiny constant instead stretched the axis to 1e-314.
-    """
+    """``(index, shown, dropped)``: the 1-based positions and values among the first ``limit``
+    (descending) eigenvalues that a log-scale plot can show (positive, finite, above
+    ``PLOT_FLOOR`` × the largest), and how many were left out (clipping them instead
+    stretched the axis to 1e-314)."""
     v = np.asarray(values, dtype=np.float64)[:limit]
     ok = np.isfinite(v) & (v > 0)
     if ok.any():
@@ -69,12 +54,8 @@ def plot_values(values: np.ndarray, limit: int = 200) -> tuple[np.ndarray, np.nd
 
 
 def peak_rows(info: dict[str, Any]) -> list[tuple[str, int]]:
-    """``(what, bytes)`` for every peak-memory measurement the run recorded.
-
-    The client's process tree (``peak_memory_bytes``), and whatever the
-    cluster side adds: a ``peak_memory`` mapping or top-level
-    ``*peak*_bytes`` keys (e.g. ``workers_peak_bytes``).
-    """
+    """``(what, bytes)`` for every peak-memory measurement the run recorded (the client's, a
+    ``peak_memory`` mapping and top-level ``*peak*_bytes`` keys)."""
     rows: list[tuple[str, int]] = []
     if _number(info.get("peak_memory_bytes")):
         rows.append(("client process tree", int(info["peak_memory_bytes"])))
@@ -100,12 +81,8 @@ def _plan_cell(key: str, value: Any) -> str:
 
 
 def plan_table(info: dict[str, Any]) -> tuple[list[str], list[list[str]], int]:
-    """The runner's ``info["block_plans"]`` as a table: headers, rows, plans not shown.
-
-    Each plan is a mapping (stage, rows per block, tasks, projected memory
-    per task, ...); its keys become the columns, byte counts are formatted.
-    Returns empty headers when the run recorded no plans.
-    """
+    """The runner's ``info["block_plans"]`` as a table: headers (empty without plans), rows, and
+    the count of plans not shown."""
     plans = [p for p in (info.get("block_plans") or []) if isinstance(p, dict)]
     if not plans:
         return [], [], 0

@@ -50,18 +50,7 @@ def _link(name: str) -> str:
 
 def html_report(spec: Any, info: dict[str, Any], values: np.ndarray | None,
                 errors: dict[str, Any]) -> str:
-    """The report as one HTML document (same content as ``report.md``, plots inline).
-
-    Parameters
-    ----------
-    spec : WorkflowSpec
-    info : dict
-        The run's manifest content (see :func:`~distsketch.workflow.report_md.markdown_report`).
-    values : ndarray or None
-        Eigenvalue estimates, descending.
-    errors : dict
-        Kernel error estimate or the reason there is none.
-    """
+    """The report as one HTML document (same content as ``report.md``, plots inline)."""
     rows = info["rows"]
     title = f"distsketch run report: {spec.name or spec.method.name}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

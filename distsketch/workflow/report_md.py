@@ -27,14 +27,9 @@ _MD_LINK = re.compile(r"\][(\[:]")
 
 
 def _inert(text: str) -> bool:
-    """Whether ``text``, placed inside a line, reads as itself in Markdown.
-
-    Brackets make a link only when a closing one is followed by ``(``, ``[``
-    or ``:`` (a reference needs a definition at the start of a line); a
-    balanced pair such as ``[16000, 16]`` is plain text, also as a link's
-    text.  Braces, parentheses and ``#`` are markup only at the start of a
-    line, where no value is placed.
-    """
+    """Whether ``text``, placed inside a line, reads as itself in Markdown (balanced brackets
+    not followed by ``(``, ``[`` or ``:`` are plain text; ``{}()#`` are markup only at the
+    start of a line, where no value is placed)."""
     if _MD_ACTIVE.search(text) or _MD_LINK.search(text):
         return False
     depth = 0
@@ -48,15 +43,9 @@ def _inert(text: str) -> bool:
 def md_text(value: Any) -> str:
     """``value`` as inert Markdown text inside a line, shown as written (quotes stay quotes).
 
-    Plain text, such as a shape ``[16000, 16]``, a JSON object or a name with
-    parentheses, is kept as it is.  Text that could make markup (see
-    :func:`_inert`) has every Markdown punctuation character backslashed, and
-    only what Markdown would read as HTML becomes an entity: ``<`` (a tag) and
-    an ``&`` that starts a character reference.  A name such as ``<script>``,
-    ``a|b`` or ``[x](javascript:...)`` from a spec is shown, not rendered as
-    HTML, a link or a table cell; newlines become spaces so that a value
-    cannot start a heading or a new table row.  (Backslashing ``<`` would not
-    do: not every Markdown renderer treats ``\\<`` as an escape.)
+    Text that could make markup has its Markdown punctuation backslashed, and ``<`` and a
+    character reference's ``&`` become entities (not every renderer reads ``\\<`` as an
+    escape); newlines become spaces, so a value cannot start a heading or a table row.
     """
     text = " ".join(str(value).splitlines())
     if _inert(text):
@@ -79,23 +68,9 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def markdown_report(spec: Any, info: dict[str, Any], values: np.ndarray | None,
                     errors: dict[str, Any], png: str | None, no_plot: str) -> str:
-    """The report's Markdown text; every string from the spec or an exception is escaped.
-
-    Parameters
-    ----------
-    spec : WorkflowSpec
-    info : dict
-        The run's manifest content (status, rows, timings, peak memory, and
-        when present ``fit``, ``resolved_params``, ``block_plans``).
-    values : ndarray or None
-        Eigenvalue estimates, descending.
-    errors : dict
-        Kernel error estimate or the reason there is none.
-    png : str or None
-        File name of the spectrum plot beside the report.
-    no_plot : str
-        Why there is no plot (when ``png`` is None and there are values).
-    """
+    """The report's Markdown text from the run's manifest content ``info``, the eigenvalues,
+    the kernel errors and the plot file ``png`` (else why not: ``no_plot``); every string
+    from the spec or an exception is escaped."""
     rows = info["rows"]
     lines = [f"# distsketch run report: {md_text(spec.name or spec.method.name)}", "",
              f"- status: {md_text(info['status'])}",

@@ -23,12 +23,7 @@ def _dropped_note(dropped: int) -> str:
 
 
 def spectrum_png(values: np.ndarray) -> tuple[bytes | None, str]:
-    """The spectrum as PNG bytes, or None and the reason there is no plot.
-
-    Only positive values above the rounding floor are drawn
-    (:func:`~distsketch.workflow.report_data.plot_values`); the title says how
-    many were left out.
-    """
+    """The spectrum as PNG bytes (the values :func:`plot_values` keeps), or None and the reason."""
     index, shown, dropped = plot_values(values)
     if shown.size == 0:
         return None, "no positive eigenvalue to draw on a log scale"
@@ -53,11 +48,7 @@ def spectrum_png(values: np.ndarray) -> tuple[bytes | None, str]:
 
 
 def spectrum_svg(values: np.ndarray, width: int = 600, height: int = 320) -> str:
-    """The spectrum as an inline SVG (log-scale y axis), drawn without any plotting library.
-
-    Returns an empty string when there is nothing to draw.  All text in it is
-    produced here from numbers and escaped.
-    """
+    """The spectrum as an inline SVG (log-scale y axis, all text escaped), or "" when empty."""
     index, shown, dropped = plot_values(values)
     if shown.size == 0:
         return ""

@@ -272,8 +272,6 @@ class _Run:
     def _open(self) -> Any:
         from distsketch.io import open_array
 
-        if self.spec.storage_options is None:
-            return open_array(self.spec.input, block_rows=self.spec.block_rows)
         return open_array(self.spec.input, block_rows=self.spec.block_rows,
                           storage_options=self.spec.storage_options)
 
@@ -289,12 +287,8 @@ class _Run:
             return self._locked(t_run, peak)
 
     def _classes(self, method: MethodAdapter, state: dict | None, n: int) -> Any:
-        """A classifier's labels: kept from the state, else from the spec, else a pre-pass.
-
-        The pre-pass reads the targets of rows ``[0, n)`` blockwise on the driver
-        (no pass over X) and sorts the labels as :func:`numpy.unique` does, as
-        scikit-learn's ``classes_``.
-        """
+        """A classifier's labels: kept from the state, else from the spec, else a pre-pass over
+        the targets of rows ``[0, n)`` (sorted as scikit-learn's ``classes_``)."""
         import numpy as np
 
         if state is not None and isinstance(state.get("classes"), dict):

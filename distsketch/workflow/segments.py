@@ -1,13 +1,5 @@
-"""Segment folding: the rows ``[done, n)`` on a fixed global grid, one checkpoint each.
-
-Segment boundaries are multiples of ``segment_rows`` (``[k·S, (k+1)·S)``),
-whatever row the previous run stopped at, so an interrupted and resumed run
-folds exactly the segments an undisturbed run folds, in the same order.
-
-Under a cluster several segments are in flight: their summaries compute
-together (:mod:`~distsketch.workflow.window`) while the driver merges and
-checkpoints them one by one, in order.
-"""
+"""Segment folding: the rows ``[done, n)`` on a fixed global grid (``[k·S, (k+1)·S)``), one
+checkpoint each, so that a resumed run folds exactly the segments an undisturbed one does."""
 
 from __future__ import annotations
 
@@ -42,24 +34,8 @@ def segment_bounds(done: int, n: int, segment_rows: int) -> list[tuple[int, int]
 
 
 def plan_summary(plans: list[Any]) -> list[dict[str, Any]]:
-    """The block plans a run applied, as JSON-able dicts for its manifest and report.
-
-    Plans of one stage with the same blocks (every full segment, typically)
-    are listed once, at their first use, with ``count`` the times applied.
-
-    Parameters
-    ----------
-    plans : list of BlockPlan
-        From :func:`distsketch.graph.record_plans`, in the order applied.
-
-    Returns
-    -------
-    list of dict
-        ``stage``, ``block_rows`` (rows per block), ``tasks`` (row blocks, one
-        task each), ``task_bytes`` (projected memory per task), ``budget``,
-        ``limit`` (what set the block size), ``fan_in``, ``depth`` and
-        ``merge_bytes`` of a reduction (None for a map), ``count``.
-    """
+    """The block plans a run applied (:func:`distsketch.graph.record_plans`), as JSON-able dicts
+    for its manifest and report; equal plans are listed once, with ``count``."""
     out: dict[tuple, dict[str, Any]] = {}
     for p in plans:
         row = {"stage": p.name, "block_rows": int(p.block_rows), "tasks": int(p.n_blocks),
@@ -94,24 +70,8 @@ class _Segments:
 
 @dataclasses.dataclass
 class SegmentFolder:
-    """Folds segments into a method's state and checkpoints after each one.
-
-    Attributes
-    ----------
-    method : MethodAdapter
-        Holds the running state.
-    spec : WorkflowSpec
-    state : StateStore
-        Where checkpoints are committed (``outputs.dir/state``).
-    hooks : WorkflowHooks
-    say : callable
-        Receives one progress line per segment.
-    in_flight : int, default 1
-        Segment summaries computed at once (1: one segment after another).
-    check_lock : callable, optional
-        Raises when the run no longer holds its output's lock (called before
-        each checkpoint).
-    """
+    """Folds segments into ``method``'s state and checkpoints after each one (``check_lock``
+    first), ``in_flight`` summaries computed at once."""
 
     method: MethodAdapter
     spec: WorkflowSpec
@@ -122,28 +82,11 @@ class SegmentFolder:
     check_lock: Callable[[], None] | None = None
 
     def fold(self, X: Any, Xs: Any, done: int, meta: dict) -> int:
-        """Fold rows ``[done, n)`` of ``Xs`` into the state; return the segments folded.
+        """Fold rows ``[done, n)`` of the preprocessed ``Xs`` into the state (``X``, the raw input,
+        is fingerprinted; ``meta`` is saved as ``state.json``); return the segments folded.
 
-        Parameters
-        ----------
-        X : dask array of shape (n, d)
-            The raw input (fingerprinted after each segment).
-        Xs : dask array of shape (n, d)
-            The preprocessed input the method sees.
-        done : int
-            Rows already in the state.
-        meta : dict
-            ``state.json`` content; updated with the progress and saved per segment.
-
-        Notes
-        -----
-        Each segment costs one pass over its rows, one fingerprint (at most
-        1280 rows read) and one atomic checkpoint of the state.  With
-        ``in_flight > 1`` and a method that splits into summary and merge,
-        the summaries of up to ``in_flight`` segments compute at once; the
-        merges and checkpoints stay in segment order, so the state after k
-        segments is bitwise that of a one-at-a-time fold (a run killed
-        mid-window resumes after its last checkpoint).
+        Each segment costs one pass over its rows, one fingerprint (at most 1280 rows read)
+        and one atomic checkpoint; merges and checkpoints stay in segment order.
         """
         segments = self._segments(X, Xs, done)
         count = len(segments.bounds)
@@ -177,8 +120,7 @@ class SegmentFolder:
         return _Segments(X, Xs, segment_bounds(done, n, seg), targets)
 
     def _folds_ahead(self) -> bool:
-        """Whether summaries are computed ahead of the in-order fold (the estimator
-        implements the mergeable protocol and more than one segment is in flight)."""
+        """Whether summaries are computed ahead of the in-order fold."""
         return self.in_flight > 1 and self.method.incremental and folds_ahead(self.method.cls)
 
     def _fold_in_order(self, segments: _Segments, meta: dict, indices: range) -> None:

@@ -15,15 +15,8 @@ outputs, a cluster and a seed::
       dir: runs/skpca
     cluster: local
 
-``device: cuda`` computes the blocks on a GPU (docs/gpu.md; default: the dask
-config ``distsketch.device``, else ``cpu``).  ``method.params`` are checked
-when the spec is loaded (names, with a close match suggested for a typo, and
-values).  A supervised method given no ``targets:`` on a store
-ingested with labels (``distsketch ingest --label-column``) fits the store's
-``y`` (:mod:`~distsketch.workflow.spec_targets`).  A classifier (``partial_fit`` with
-``classes``) reads ``targets:`` and takes its labels from ``params.classes``
-or, without it, from a pre-pass over the targets; either way they are kept in
-the workflow state, so incremental runs use the same classes.
+``method.params`` are checked when the spec is loaded; a supervised method given no
+``targets:`` fits the labels stored with the input (:mod:`~distsketch.workflow.spec_targets`).
 """
 
 from __future__ import annotations
@@ -49,9 +42,8 @@ __all__ = [
     "load_workflow_spec",
 ]
 
-# Every section is a constraint table checked by distsketch.validation.check_section (the
-# checker of estimator parameters and cluster specs): unknown keys, missing keys and bad
-# values fail in one message style.  A new key is one line in its table (and one field).
+# Every section is a constraint table checked by distsketch.validation.check_section: a new
+# key is one line in its table (and one field).
 _ANY: list[Any] = [object]  # a path or a nested section, judged by the function that parses it
 _SEED = [Interval(int, 0, None)]
 _POSITIVE = [Interval(int, 1, None)]

@@ -1,12 +1,5 @@
-"""A workflow's targets as ``distsketch fit`` finds and reads them.
-
-A spec without ``targets:`` whose method needs them (a classifier or
-regressor: its ``fit`` takes ``y``) and whose input is a store ingested with
-labels (``distsketch ingest --label-column``) uses the store's ``y``, as the
-CLI's ``fit`` does.  A classifier's labels that are whole numbers stored as
-floats (a CSV's class numbers 1..7, read as float64) are read as int64, so
-its classes and predictions are the integers of the table, not ``7.0``.
-"""
+"""A workflow's targets as ``distsketch fit`` finds and reads them: the labels stored with the
+input for a supervised method given none, whole-number float class labels as int64."""
 
 from __future__ import annotations
 
@@ -32,12 +25,8 @@ def needs_targets(cls: type) -> bool:
 
 
 def store_targets(input_path: str, cls: type, storage_options: dict | None = None) -> str | None:
-    """``"STORE::y"`` when a supervised ``cls`` is given an input store holding labels, else None.
-
-    The rule of the CLI (:func:`distsketch.io.arrays.targets.store_labels`): only a
-    store whose ingest manifest lists both ``X`` and ``y`` counts; labels are
-    never guessed from an array's name.
-    """
+    """``"STORE::y"`` when a supervised ``cls`` is given an input store holding labels (the CLI's
+    rule, :func:`distsketch.io.arrays.targets.store_labels`), else None."""
     if not needs_targets(cls):
         return None
     from distsketch.io.arrays.targets import store_labels

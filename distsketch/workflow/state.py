@@ -1,15 +1,5 @@
-"""Checkpoint state: ``state/state.json`` plus the method's summary, written atomically.
-
-``state.json`` records what the summary depends on (spec key, input width and
-dtype, scaler) and how far the run got (``rows_done``, ``in_progress``, a
-fingerprint of the consumed rows).
-
-One :class:`StateStore` serves every storage kind: its
-:class:`~distsketch.io.storage.location.Location` commits the checkpoint
-(:mod:`distsketch.io.commit.checkpoint`: one folder swap where folders rename
-atomically, else the summary under a fresh name and the one object
-``state.json`` naming it).
-"""
+"""Checkpoint state: ``state/state.json`` (what the summary depends on and how far the run
+got) plus the method's summary, committed atomically by the storage's checkpoint."""
 
 from __future__ import annotations
 
@@ -39,18 +29,8 @@ def _damaged(where: Any, why: str) -> StoreError:
 
 def check_state(state: dict, input_path: str, key: str, X: Any, seed: int,
                 store: StateStore) -> None:
-    """Refuse a checkpoint that does not belong to this spec and input.
-
-    A checkpoint of an older format or of a method this version no longer
-    has (the former built-in ``rnca``: its spec, method name ``rnca``, is
-    refused when loaded, so no spec keys its state) is one of another spec.
-
-    Raises
-    ------
-    WorkflowError
-        Written in an older format, by another spec, or the consumed rows of
-        the input changed (rows may only be appended).  The fix is ``--full``.
-    """
+    """Refuse a checkpoint of an older format, of another spec, or of consumed rows that
+    changed (rows may only be appended)."""
     state_dir = store.where
     if state.get("version") != STATE_VERSION or state.get("spec_key") != key:
         raise WorkflowError(
@@ -102,23 +82,11 @@ class StateStore:
         self.commit = loc.checkpoint(_damaged)
 
     def read(self) -> dict | None:
-        """The committed ``state.json`` content, or None without a checkpoint.
-
-        Raises
-        ------
-        StoreError
-            The file is unreadable, not JSON, or not a JSON object; the folder
-            holds a symbolic link (the checkpoint would be read from elsewhere).
-        """
+        """The committed ``state.json`` content, or None without a checkpoint."""
         return self.commit.read()
 
     def load(self, method: MethodAdapter) -> None:
-        """Load the committed summary into ``method``, refusing a damaged one with the fix.
-
-        The summary is a model store read by :func:`distsketch.io.model.store.load`:
-        only registered classes, numeric arrays with every chunk present, nothing
-        unpickled; no symbolic link in the checkpoint is followed.
-        """
+        """Load the committed summary (a model store) into ``method``, refusing a damaged one."""
         self.commit.load(method.load)
 
     def save(self, method: MethodAdapter, meta: dict) -> None:

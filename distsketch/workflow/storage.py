@@ -1,22 +1,7 @@
-"""Where a run keeps its lock, checkpoints and result: ``outputs.dir`` on any storage.
-
-Every layout holds ``.lock``, ``state/`` and ``result/`` under ``outputs.dir``.
-:class:`RunStorage` asks its :class:`~distsketch.io.storage.location.Location` for
-each step, so one class serves every storage kind:
-
-* *lock* (:meth:`~distsketch.io.storage.location.Location.run_lock`): an ``fcntl``
-  lock file on the local file system; on an object store (no OS lock) one
-  object ``<dir>/.lock`` (owner, token, heartbeat), written only when absent
-  or stale, read back to detect a lost race, refreshed every
-  :data:`HEARTBEAT_SECONDS` while the run holds it and deleted at the end.
-  That one is best effort: the rule is **one writer per outputs.dir**
-  (docs/workflows.md);
-* *checkpoint*: :class:`~distsketch.workflow.state.StateStore` (a folder
-  swap where the storage can rename, else a summary under a fresh name
-  committed by rewriting the one object ``state/state.json``);
-* *result*: built under a temporary name and committed by
-  :func:`distsketch.io.commit.publish.atomic_output` (a folder swap, or the
-  manifest written last; a result without it reads as uncommitted).
+"""Where a run keeps its lock, checkpoints and result: ``.lock``, ``state/`` and ``result/``
+under ``outputs.dir`` on any storage, each step asked of its
+:class:`~distsketch.io.storage.location.Location` (on an object store the lock is best
+effort: one writer per outputs.dir, docs/workflows.md).
 """
 
 from __future__ import annotations
@@ -55,12 +40,8 @@ class ResultFolder:
         self.hook_arg: Any = tmp.handle()
 
     def target(self, name: str, small: bool = False) -> tuple[Any, dict | None]:
-        """Where output ``name`` is written, and the storage options to write it with.
-
-        A ``small`` output (written by the driver, e.g. the model) goes to the
-        staging folder and is moved in with the report (fewer requests than a
-        publication of its own); features are written by the workers, in place.
-        """
+        """Where output ``name`` is written, and the storage options to write it with (a
+        ``small`` one, written by the driver, is staged and moved in with the report)."""
         if small:
             return self.staging / name, None
         return self.tmp.child(name).user_path(), self.tmp.worker_options

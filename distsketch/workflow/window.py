@@ -1,19 +1,8 @@
 """Segments in flight: later segments' summaries compute while earlier ones commit.
 
-A method's ``partial_fit`` on one segment is two steps: a *summary* of the
-segment's rows (a tree reduction on the cluster, which needs only the fitted
-operators and the segment's first global row) and a *merge* of that summary
-into the running state (small, on the driver).  The summaries of several
-segments are independent, so a run submits up to ``window`` of them at once
-and merges them one by one, in segment order, with the same merge
-``partial_fit`` uses: the state after k merged segments is bitwise the state
-of a run that folds the segments one after another.
-
-The split is the public mergeable-estimator protocol
-(:class:`~distsketch.estimators.base.MergeableEstimator`: ``summarize``,
-``merge_summaries``, ``fold``); an estimator that implements it folds this
-way, every other one folds one segment at a time (:func:`folds_ahead` is
-False).
+The summaries of a mergeable estimator (``summarize`` / ``fold``) need only the fitted
+operators, so a run computes several at once and merges them one by one, in segment
+order: the state after k segments is bitwise that of a one-at-a-time fold.
 """
 
 from __future__ import annotations
@@ -46,25 +35,14 @@ def summary_bytes(summary: Any) -> int:
 
 
 def folds_ahead(cls: type) -> bool:
-    """Whether segments of ``cls`` can be summarised ahead and folded in order.
-
-    True for an estimator that implements the mergeable-estimator protocol
-    (:class:`~distsketch.estimators.base.MergeableEstimator`): its
-    ``partial_fit`` is ``fold(summarize(X, y, row_offset=n_samples_seen_))``,
-    so a segment's summary computes from a copy of the fitted operators
-    (any thread, any order) and ``fold`` merges it into the state in order.
-    """
+    """Whether segments of ``cls`` can be summarised ahead and folded in order (a
+    :class:`~distsketch.estimators.base.MergeableEstimator`)."""
     return is_mergeable(cls)
 
 
 def segments_in_flight(requested: int | None) -> int:
-    """How many segment summaries a run keeps in flight.
-
-    ``requested`` (the spec's ``segments_in_flight``) wins; by default one per
-    task thread of the attached cluster, plus one so the cluster stays busy
-    while the driver commits a checkpoint, at most :data:`MAX_IN_FLIGHT`.
-    Without a cluster (``sync``/``threads``) segments run one at a time.
-    """
+    """``requested``, else one per task thread of the attached cluster plus one (busy while
+    the driver checkpoints), at most :data:`MAX_IN_FLIGHT`; 1 without a cluster."""
     if requested is not None:
         return int(requested)
     from distsketch.graph import active_client, cluster_resources
@@ -75,19 +53,8 @@ def segments_in_flight(requested: int | None) -> int:
 
 
 class SummaryWindow:
-    """Driver threads that compute segment summaries ahead of the in-order merge.
-
-    Parameters
-    ----------
-    size : int
-        Summaries in flight at most.
-
-    Notes
-    -----
-    Each pending summary holds one state on the driver once computed; the
-    cluster runs the blocks of all pending segments (its threads bound the
-    tasks that run at once).
-    """
+    """Driver threads that compute up to ``size`` segment summaries ahead of the in-order
+    merge (each holds one state on the driver once computed)."""
 
     def __init__(self, size: int):
         self.size = max(1, int(size))

@@ -46,7 +46,8 @@ def dask_cluster(tmp_path_factory):
                                 "--scheduler-file", str(sched_file)])
     try:
         deadline = time.monotonic() + 60
-        while not sched_file.exists():
+        # the file exists before it is written whole: wait for its closing brace
+        while not (sched_file.exists() and sched_file.read_text().rstrip().endswith("}")):
             assert time.monotonic() < deadline, "the scheduler did not write its file in 60 s"
             with pytest.raises(subprocess.TimeoutExpired):
                 sched.wait(timeout=0.05)  # also fails fast if the scheduler died

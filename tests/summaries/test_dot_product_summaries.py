@@ -5,22 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distsketch.summaries.dot_product import ColumnSum, GaussianStats, MaxRowNorm
+from distsketch.summaries.dot_product import ColumnSum, GaussianStats
 from distsketch.testing import MergeableSummaryTests
-
-
-class TestMaxRowNorm(MergeableSummaryTests):
-    has_identity = False
-
-    def make_summary(self):
-        return MaxRowNorm()
-
-    def make_data(self, rng):
-        return rng.normal(size=(90, 5))
-
-    def test_is_the_largest_row_norm(self):
-        X = self._data()
-        assert self.make_summary().chunk(X, 0) == np.linalg.norm(X, axis=1).max()
 
 
 class TestColumnSum(MergeableSummaryTests):

@@ -33,7 +33,7 @@ from distsketch.ops.rpcholesky import residual_diagonal
 from distsketch.summaries import Covariance, Summary, SumSummary, UniformLandmarks
 from distsketch.summaries.covariance import covariance_state
 from distsketch.summaries.cross_product import CrossProduct
-from distsketch.summaries.dot_product import ColumnSum, GaussianStats, MaxRowNorm
+from distsketch.summaries.dot_product import ColumnSum, GaussianStats
 from distsketch.summaries.falkon import FalkonPass
 from distsketch.summaries.frequent_directions import FrequentDirectionsSummary
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
@@ -195,14 +195,6 @@ def test_weighted_landmarks():
         assert_array_equal(on_device(got["rows"]), ref["rows"])
 
 
-def test_max_row_norm():
-    # the squared row norms are taken on the block's device; only the largest comes back
-    (_, ref, _), (states, got, _) = run(MaxRowNorm())
-    host_or_scalar(states[1])
-    assert got == pytest.approx(ref, rel=RTOL)
-    assert ref == pytest.approx(float(np.linalg.norm(X, axis=1).max()), rel=RTOL)
-
-
 COVERED = {
     Covariance: test_covariance,
     FrequentDirectionsSummary: test_frequent_directions,
@@ -212,7 +204,6 @@ COVERED = {
     ClusterLandmarks: test_cluster_landmarks,
     ColumnMoments: test_column_moments_and_scale,
     SumSummary: test_sum_summary_and_merge_with_a_host_identity,
-    MaxRowNorm: test_max_row_norm,
 }
 
 # The estimators' own passes: their namespace behaviour is tested through the estimator

@@ -51,7 +51,9 @@ class ProcessCluster:
         self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                      "--scheduler-file", str(self.scheduler_file)], "scheduler")
         deadline = time.monotonic() + 60
-        while not self.scheduler_file.exists():
+        # the file exists before it is written whole: wait for its closing brace
+        while not (self.scheduler_file.exists()
+                   and self.scheduler_file.read_text().rstrip().endswith("}")):
             if time.monotonic() > deadline or self.procs[0].poll() is not None:
                 raise RuntimeError("the dask scheduler did not start: "
                                    + (self.folder / "scheduler.log").read_text()[-2000:])

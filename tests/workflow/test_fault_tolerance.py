@@ -312,7 +312,8 @@ def dask_processes(tmp_path):
     client = None
     try:
         deadline = time.monotonic() + 60
-        while not sched_file.exists():
+        # the file exists before it is written whole: wait for its closing brace
+        while not (sched_file.exists() and sched_file.read_text().rstrip().endswith("}")):
             assert time.monotonic() < deadline, "scheduler did not start"
             with pytest.raises(subprocess.TimeoutExpired):
                 sched.wait(timeout=0.05)

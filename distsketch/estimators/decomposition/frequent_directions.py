@@ -24,6 +24,32 @@ from distsketch.validation.finite import is_array_api
 __all__ = ["FrequentDirections"]
 
 
+def store_fd_state(est: Any, state: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Keep an FD summary state on ``est`` (FrequentDirections, StreamingKernelPCA's "fd")
+    as its fitted attributes; returns the sketch's components and singular values."""
+    if "ztz" in state:
+        # the exact covariance is kept (later rows add to it); its one shrink runs on
+        # the host, so every device finalises the same matrix the same way
+        est.state_ = "covariance"
+        est.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
+        state = est._summary().finalize({"ztz": est.covariance_, "n": int(state["n"])})
+    else:  # a streaming sketch (a covariance merged with one is too)
+        est.__dict__.pop("covariance_", None)
+        est.state_ = "sketch"
+    est.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
+    est.shrinkage_ = float(state["shrinkage"])
+    est.sq_frobenius_ = float(state["sq_frobenius"])
+    return fd_sketch_components(est.sketch_)
+
+
+def fd_state_of(est: Any) -> dict:
+    """The FD summary state ``est`` holds: the inverse of :func:`store_fd_state`."""
+    if hasattr(est, "covariance_"):
+        return {"ztz": est.covariance_, "n": est.n_samples_seen_}
+    return {"sketch": est.sketch_, "n": est.n_samples_seen_,
+            "sq_frobenius": est.sq_frobenius_, "shrinkage": est.shrinkage_}
+
+
 class FrequentDirections(MergeableEstimator, DistsketchEstimator):
     """Frequent Directions sketch B (ℓ × d) of a tall matrix A, out of core.
 
@@ -148,26 +174,12 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
                              row_start=row_start, name="frequent-directions")
 
     def _set_state(self, state: dict) -> None:
-        if "ztz" in state:
-            # the exact covariance is kept (later rows add to it); its one shrink runs on
-            # the host, so every device finalises the same matrix the same way
-            self.state_ = "covariance"
-            self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
-            state = self._summary().finalize({"ztz": self.covariance_, "n": int(state["n"])})
-        else:
-            self.__dict__.pop("covariance_", None)
-            self.state_ = "sketch"
-        self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
-        self.shrinkage_ = float(state["shrinkage"])
-        self.sq_frobenius_ = float(state["sq_frobenius"])
+        components = store_fd_state(self, state)
         self.n_samples_seen_ = int(state["n"])
-        self.components_, self.singular_values_ = fd_sketch_components(self.sketch_)
+        self.components_, self.singular_values_ = components
 
     def _state(self) -> dict:
-        if hasattr(self, "covariance_"):
-            return {"ztz": self.covariance_, "n": self.n_samples_seen_}
-        return {"sketch": self.sketch_, "n": self.n_samples_seen_,
-                "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
+        return fd_state_of(self)
 
     @fit_context
     def fit(self, X: Any, y: Any = None) -> FrequentDirections:

@@ -34,7 +34,13 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from distsketch.blas import single_threaded_blas
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, NotFittedError
-from distsketch.estimators.base import DistsketchEstimator, OperatorSize, TransformerMixin, fit_context
+from distsketch.estimators.base import (
+    DistsketchEstimator,
+    OperatorSize,
+    TransformerMixin,
+    fit_context,
+    to_numpy,
+)
 from distsketch.estimators.features.polynomial import TensorSketch
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_gamma
 from distsketch.graph import hstack_blocks, map_blocks, reduce_blocks
@@ -76,53 +82,62 @@ def _inv_sqrt(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     return Q[:, keep] / np.sqrt(lam[keep])
 
 
-def _check_kspace_params(est: Any, n_samples: int | None = None,
-                         n_features: int | None = None) -> None:
-    """k-Space's parameter checks (KSpaceKernelPCA and KernelPCR), with X's shape when given.
+class _KSpaceChecks:
+    """The parameter checks and sizes KSpaceKernelPCA and KernelPCR share."""
 
-    n_components ≤ sketch_dim (S must have k columns), ≤ the rows it is
-    fitted on, and ≤ the dimension of the polynomial feature space, C(d + q, q)
-    (C(d + q − 1, q) for coef0 = 0).
-    """
-    owner = type(est).__name__
-    k = int(est.n_components)
-    if est.sketch_dim is not None and est.sketch_dim < k:
-        raise ConfigError(f"{owner}: sketch_dim={est.sketch_dim} must be >= n_components={k}.")
-    if n_samples is None or n_features is None:
-        return
-    rows = min(n_samples, est.sample) if est.sample is not None else n_samples
-    if k > rows:
-        raise InputError(f"{owner}: n_components={k} exceeds the {rows} rows it is fitted on "
-                         f"(n_samples={n_samples}); lower n_components.")
-    q = int(est.degree)
-    dim = math.comb(n_features + q, q) if est.coef0 > 0 else math.comb(n_features + q - 1, q)
-    if k > dim:
-        raise InputError(
-            f"{owner}: n_components={k} exceeds the dimension {dim} of the degree-{q} polynomial "
-            f"feature space of {n_features} features (C(d + q, q), or C(d + q - 1, q) for "
-            "coef0=0); lower n_components or raise degree.")
+    n_components: int
+    degree: int
+    coef0: float
+    sketch_dim: int | None
+    embed_size: int | None
+    sample: int | None
+    n_landmarks: int | None
+
+    def _check_params(self, n_samples: int | None = None, n_features: int | None = None) -> None:
+        """n_components ≤ sketch_dim, ≤ the rows it is fitted on and ≤ the dimension of
+        the polynomial feature space, C(d + q, q) (C(d + q − 1, q) for coef0 = 0)."""
+        owner = type(self).__name__
+        k = int(self.n_components)
+        if self.sketch_dim is not None and self.sketch_dim < k:
+            raise ConfigError(f"{owner}: sketch_dim={self.sketch_dim} must be >= n_components={k}.")
+        if n_samples is None or n_features is None:
+            return
+        rows = min(n_samples, self.sample) if self.sample is not None else n_samples
+        if k > rows:
+            raise InputError(f"{owner}: n_components={k} exceeds the {rows} rows it is fitted on "
+                             f"(n_samples={n_samples}); lower n_components.")
+        q = int(self.degree)
+        dim = math.comb(n_features + q, q) if self.coef0 > 0 else math.comb(n_features + q - 1, q)
+        if k > dim:
+            raise InputError(
+                f"{owner}: n_components={k} exceeds the dimension {dim} of the degree-{q} "
+                f"polynomial feature space of {n_features} features (C(d + q, q), or "
+                "C(d + q - 1, q) for coef0=0); lower n_components or raise degree.")
+
+    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
+        self._check_params(n_samples, n_features)
+        super()._check_params_for_shape(n_samples, n_features)  # type: ignore[misc]
+
+    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
+        """The sketch pass's state and one row's sketches; the landmarks and their kernel matrix."""
+        owner, k, q, d = type(self).__name__, int(self.n_components), int(self.degree), int(n_features)
+        m = int(self.sketch_dim or 2 * k)
+        r = int(self.embed_size or 4 * k)
+        sizes: list[OperatorSize] = [(
+            f"{owner}: the sketch pass (sketch_dim m={m}, embed_size r={r}, degree {q}) on {d} "
+            f"input features holds an m x (m + r) state and one row's sketches (float64) that",
+            8 * m * (m + r) + 8 * (d + 4 * q * (m + r)),
+            "lower sketch_dim/embed_size (default 2 and 4 x n_components) or n_components")]
+        if self.n_landmarks is not None:
+            rows = min(int(n_samples), int(self.sample)) if self.sample is not None else int(n_samples)
+            nl = min(int(self.n_landmarks), max(1, rows))
+            sizes.append((f"{owner}: n_landmarks={self.n_landmarks} on {d} input features: the "
+                          f"landmarks ({nl} x {d}) and their kernel matrix ({nl} x {nl}, float64) "
+                          "that", 8 * nl * (nl + d), "lower n_landmarks"))
+        return sizes
 
 
-def _kspace_sizes(est: Any, n_samples: int, n_features: int) -> list[OperatorSize]:
-    """The sketch pass's state and one row's sketches; the landmarks and their kernel matrix."""
-    owner, k, q, d = type(est).__name__, int(est.n_components), int(est.degree), int(n_features)
-    m = int(est.sketch_dim or 2 * k)
-    r = int(est.embed_size or 4 * k)
-    sizes: list[OperatorSize] = [(
-        f"{owner}: the sketch pass (sketch_dim m={m}, embed_size r={r}, degree {q}) on {d} "
-        f"input features holds an m x (m + r) state and one row's sketches (float64) that",
-        8 * m * (m + r) + 8 * (d + 4 * q * (m + r)),
-        "lower sketch_dim/embed_size (default 2 and 4 x n_components) or n_components")]
-    if est.n_landmarks is not None:
-        rows = min(int(n_samples), int(est.sample)) if est.sample is not None else int(n_samples)
-        nl = min(int(est.n_landmarks), max(1, rows))
-        sizes.append((f"{owner}: n_landmarks={est.n_landmarks} on {d} input features: the "
-                      f"landmarks ({nl} x {d}) and their kernel matrix ({nl} x {nl}, float64) that",
-                      8 * nl * (nl + d), "lower n_landmarks"))
-    return sizes
-
-
-class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
+class KSpaceKernelPCA(_KSpaceChecks, TransformerMixin, DistsketchEstimator):
     """Approximate polynomial-kernel PCA by k-Space (Algorithm 1 of Avron et al. 2014).
 
     Kernel k(x, y) = (γ⟨x, y⟩ + c)^q with feature map φ.  Finds V = U·W with
@@ -237,17 +252,6 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         self.split_every = split_every
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        _check_kspace_params(self)
-
-    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
-        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
-        _check_kspace_params(self, n_samples, n_features)
-        super()._check_params_for_shape(n_samples, n_features)
-
-    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        return _kspace_sizes(self, n_samples, n_features)
-
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return pairwise_kernel(A, B, "polynomial", gamma=self.gamma_, coef0=self.coef0,
                                degree=self.degree)
@@ -301,10 +305,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         return self
 
     def _sketch_gram(self, A: Any, m: int, r: int) -> dict:
-        # The rows (X, or the library's own sample of it) are cut into blocks planned
-        # from the per-row sketch memory (SketchGram.footprint), so a large sample runs
-        # as several tasks whose m × m and m × r states are tree-summed; only what no
-        # block size can fix raises.
+        # blocks are planned from the per-row sketch memory: only what no block size fixes raises
         gram = SketchGram(self.sketch_S_._map_block, self.sketch_T_._map_block, n_s=m, n_t=r,
                           degree=self.degree)
         try:
@@ -369,7 +370,7 @@ class KSpaceKernelPCA(TransformerMixin, DistsketchEstimator):
         return fa @ fb.T
 
 
-class KernelPCR(RegressorMixin, DistsketchEstimator):
+class KernelPCR(_KSpaceChecks, RegressorMixin, DistsketchEstimator):
     """Approximate polynomial-kernel principal component regression (Theorem 9).
 
     k-Space gives V, orthonormal columns spanning a rank-k (1 + ε)
@@ -383,18 +384,13 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         k, the number of approximate principal components.
     degree, gamma, coef0 : kernel (γ⟨x, y⟩ + c)^q, defaults 3, None, 1.0
         ``gamma=None`` means 1 / n_features, "median" the median heuristic.
-    sketch_dim, embed_size, sample : as in :class:`KSpaceKernelPCA`
+    sketch_dim, embed_size, sample, split_every : as in :class:`KSpaceKernelPCA`
     alpha : float, default 0.0
         Ridge added to the k × k normal equations.
     fit_intercept : bool, default True
         Fit an unpenalised intercept.
     n_landmarks : int or None, default None
         Passed to the k-Space model (enables ``kernel_approx``).
-    split_every : int, default 8
-        Merge fan-in of the fit's tree reductions: states are merged
-        ``split_every`` at a time, more where a tree would be over three merges
-        deep (more than ``split_every³`` blocks), fewer where a merge task
-        would exceed the memory budget (:func:`~distsketch.graph.choose_fan_in`).
     random_state : int, Generator or None
 
     Attributes
@@ -462,23 +458,10 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         self.split_every = split_every
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        _check_kspace_params(self)
-
-    def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
-        """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
-        _check_kspace_params(self, n_samples, n_features)
-        super()._check_params_for_shape(n_samples, n_features)
-
-    def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        return _kspace_sizes(self, n_samples, n_features)
-
     def _targets(self, y: Any, n: int) -> np.ndarray:
         """The (n, n_targets) float64 matrix the least squares fit."""
         y = check_targets(y, n)
         if is_dask(y):
-            from distsketch.estimators.base import to_numpy
-
             y = to_numpy(y)
         # the targets are read on the host, as the ones of a dask input (they move to the
         # embedding's device for the normal equations)
@@ -535,7 +518,6 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
         return self
 
     def _decision(self, X: Any) -> Any:
-        # V(X)·coef + intercept, shape (n_samples, n_targets)
         self._check_is_fitted("coef_")
         X = self._check_input(X, reset=False, allow_sparse=True)
         return _apply_affine(self.kspace_.transform(X), self.coef_, self.intercept_)
@@ -559,8 +541,6 @@ class KernelPCR(RegressorMixin, DistsketchEstimator):
     def score(self, X: Any, y: Any) -> float:
         """The coefficient of determination R²."""
         from sklearn.metrics import r2_score
-
-        from distsketch.estimators.base import to_numpy
 
         return float(r2_score(to_numpy(y), to_numpy(self.predict(X))))
 

@@ -12,13 +12,11 @@ from distsketch.estimators.base import fit_context
 from distsketch.estimators.decomposition.kspace import KernelPCR
 from distsketch.estimators.labels import (
     accuracy,
-    decode_in_namespace,
-    decode_labels,
     encode_labels,
+    labels_of_scores,
     one_vs_rest,
     softmax_scores,
 )
-from distsketch.validation.finite import is_array_api
 
 __all__ = ["KernelPCRClassifier"]
 
@@ -119,10 +117,7 @@ class KernelPCRClassifier(ClassifierMixin, KernelPCR):
     def predict(self, X: Any) -> Any:
         """Class labels of shape (n_samples,) (dask in -> dask out)."""
         D = self.decision_function(X)
-        if not isinstance(D, np.ndarray) and is_array_api(D):
-            return decode_in_namespace(self.classes_, D)
-        idx = (D > 0).astype(np.int64) if D.ndim == 1 else D.argmax(axis=1)
-        return decode_labels(self.classes_, idx)
+        return labels_of_scores(self.classes_, D[:, None] if D.ndim == 1 else D)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Mean accuracy of ``predict(X)`` against the labels y."""

@@ -17,10 +17,11 @@ from distsketch.estimators.base import (
     fit_context,
     summary_context,
 )
+from distsketch.estimators.decomposition.frequent_directions import fd_state_of, store_fd_state
 from distsketch.estimators.features.rff import RandomFourierFeatures
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.graph import map_blocks, reduce_blocks
-from distsketch.ops.fd import FD_STATES, fd_covariance_state_bytes, fd_sketch_components, fd_state
+from distsketch.ops.fd import FD_STATES, fd_covariance_state_bytes, fd_state
 from distsketch.ops.kernels import SHIFT_INVARIANT_NAMES
 from distsketch.ops.linalg import fix_signs
 from distsketch.ops.namespace import host_dtype, to_host
@@ -200,7 +201,6 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self.rff_form = rff_form
         self.state = state
 
-    # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
         m = self.n_random_features
         limit = min(self.sketch_size, m) if self.method == "fd" else m
@@ -215,7 +215,6 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
                 f"StreamingKernelPCA: rff_form='paired' needs an even n_random_features (a cos "
                 f"and a sin per frequency); got {m}. Use {m + 1} or {m - 1}.")
 
-    # --------------------------------------------------------------- summaries
     def _summary(self) -> Any:
         if self.method == "fd":
             # a model saved before ``state_`` existed holds a streaming sketch
@@ -224,28 +223,21 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
                                              state=getattr(self, "state_", "sketch"))
         return BlockedCovariance(transform=RFFRows(), n_columns=self.n_random_features)
 
-    def _fd_covariance(self) -> bool:
-        """Whether "fd" sums the covariance (resolved in ``fit``; as asked before it)."""
-        return self.method == "fd" and getattr(self, "state_", self.state) == "covariance"
-
-    def _state_bytes(self) -> int:
-        m, l = int(self.n_random_features), int(self.sketch_size)
-        if self.method == "fd" and not self._fd_covariance():
-            return 4 * l * m * 8 + 8 * (2 * l) ** 2
-        return 2 * fd_covariance_state_bytes(m)
-
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # the feature map's weights (said as RandomFourierFeatures says them), then the summary
         weights = RandomFourierFeatures(n_components=self.n_random_features)
+        m, l = int(self.n_random_features), int(self.sketch_size)
+        # "fd" keeps a streaming sketch unless its state is (before fit: asks for) the covariance
+        sketch = self.method == "fd" and getattr(self, "state_", self.state) != "covariance"
         shape = (f"sketch_size={self.sketch_size}, n_random_features={self.n_random_features}: "
-                 "the FD sketch and its merge buffers"
-                 if self.method == "fd" and not self._fd_covariance() else
+                 "the FD sketch and its merge buffers" if sketch else
                  f"n_random_features={self.n_random_features}: the covariance ZᵀZ and its "
                  "merge buffer")
+        state_bytes = 4 * l * m * 8 + 8 * (2 * l) ** 2 if sketch else 2 * fd_covariance_state_bytes(m)
         return [*weights._operator_sizes(n_samples, n_features),
                 (f"StreamingKernelPCA(method={self.method!r}) with {shape} (float64) that",
-                 self._state_bytes(), "lower n_random_features" +
-                 (" or sketch_size" if self.method == "fd" and not self._fd_covariance() else
+                 state_bytes, "lower n_random_features" +
+                 (" or sketch_size" if sketch else
                   " or use state='sketch'" if self.method == "fd" else " or use method='fd'"))]
 
     def _reduce(self, X: Any, row_start: int = 0) -> dict:
@@ -261,19 +253,8 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
     def _set_state(self, state: dict) -> None:
         k = int(self.n_components)
         self.n_samples_seen_ = int(state["n"])
-        if self.method == "fd" and "ztz" in state:
-            # the exact ZᵀZ is kept (partial_fit adds to it); shrunk once, on the host
-            self.state_ = "covariance"
-            self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
-            state = self._summary().finalize({"ztz": self.covariance_, "n": int(state["n"])})
-        elif self.method == "fd":  # a streaming sketch (a covariance merged with one is too)
-            self.state_ = "sketch"
-            self.__dict__.pop("covariance_", None)
         if self.method == "fd":
-            self.sketch_ = np.asarray(to_host(state["sketch"]), dtype=np.float64)
-            self.shrinkage_ = float(state["shrinkage"])
-            self.sq_frobenius_ = float(state["sq_frobenius"])
-            Vt, s = fd_sketch_components(self.sketch_)
+            Vt, s = store_fd_state(self, state)
         else:
             self.covariance_ = np.asarray(to_host(state["ztz"]), dtype=np.float64)
             self.feature_sum_ = np.asarray(to_host(state["sum"]), dtype=np.float64)
@@ -284,14 +265,10 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         self.explained_variance_ = s[:k] ** 2 / max(1, self.n_samples_seen_)
 
     def _state(self) -> dict:
-        if self.method == "fd" and hasattr(self, "covariance_"):
-            return {"ztz": self.covariance_, "n": self.n_samples_seen_}
         if self.method == "fd":
-            return {"sketch": self.sketch_, "n": self.n_samples_seen_,
-                    "sq_frobenius": self.sq_frobenius_, "shrinkage": self.shrinkage_}
+            return fd_state_of(self)
         return {"n": self.n_samples_seen_, "sum": self.feature_sum_, "ztz": self.covariance_}
 
-    # --------------------------------------------------------------------- API
     @fit_context
     def fit(self, X: Any, y: Any = None) -> StreamingKernelPCA:
         """Learn the kernel principal components of X in one pass.

@@ -4,18 +4,8 @@ dot-product kernels (NTK, arc-cosine; exact low-degree terms + sampled tail).
 Both are sums of polynomial kernels, each sketched with the recursive-squaring
 PolySketch (:mod:`distsketch.ops.poly_sketch`) and weighted by the square root
 of its Taylor coefficient; the row factor (e^{−γ‖x‖²}, or ‖x‖^a with the input
-normalised to the unit sphere) multiplies the whole feature vector.  The
-linear stage (one leaf sketch per term plus ‖x‖²) is summable over column
-blocks, so wide inputs work as for the polynomial sketches.
-
-A degree-j recursive-squaring sketch is cheap but noisy: its relative
-variance grows like exp(O(j²/m_j)) (:func:`distsketch.ops.taylor.poly_sketch_log_moment`).
-Components are therefore split over the terms by that variance model, terms
-that would add more noise than weight are left out, and fit refuses (with
-the numbers) when the predicted error is too large to be useful.
-
-Over 500 lines because the Gaussian and dot-product sketches share the Taylor-term split
-and its variance model, which would trade private names if cut.
+normalised to the unit sphere) multiplies the whole feature vector.  Components
+are split over the terms by a variance model (GaussianSketch's Notes).
 """
 
 from __future__ import annotations
@@ -60,6 +50,16 @@ def _split_rest(total: int, weights: np.ndarray, degrees: np.ndarray) -> np.ndar
     return split_components_by_variance(total, weights, degrees)
 
 
+def _size_for_error(m: int, weights: np.ndarray, degrees: np.ndarray, reserved: int) -> int:
+    """The size, doubled from ``m``, whose predicted error reaches 0.1 (for the refusal)."""
+    for _ in range(60):
+        m *= 2
+        comps = split_components_by_variance(m - reserved, weights, degrees)
+        if predicted_sketch_error(weights, degrees, comps) <= 0.1:
+            break
+    return m
+
+
 class _TermSketch(LinearStageSketch):
     """Σ_t w_t ⟨P_{p_t}(x), P_{p_t}(y)⟩ with one PolySketch per term t.
 
@@ -68,7 +68,10 @@ class _TermSketch(LinearStageSketch):
     in fit and implement ``_row_factor(sq_norms)`` and ``_input_scale(sq_norms)``.
     """
 
-    _array_api_support = True
+    # "auto": small recursive-squaring sketches are worse than m^(-1/2), so the exponent is
+    # fitted, and the pilot copies skip the variance check
+    _auto_slope = None
+    _auto_overrides = {"check_variance": False}
 
     def _setup_terms(self, degrees: np.ndarray, weights: np.ndarray, comps: np.ndarray) -> None:
         self.term_degrees_ = np.asarray(degrees, dtype=np.int64)
@@ -89,7 +92,7 @@ class _TermSketch(LinearStageSketch):
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> Any:
         # in the block's namespace and on its device (the centre moves there once); a sparse
         # block stays sparse: the leaf sketch is linear, T(x − c) = T x − T c
-        dt = self._dtype_of(block)
+        dt = self._output_dtype(block)
         D = next_pow2(self.n_features_in_)
         c = self._center_slice(col_offset, block.shape[1])
         sparse = sp.issparse(block)
@@ -259,10 +262,7 @@ class GaussianSketch(_TermSketch):
     _purpose = "gaussian"
     _approximates = "rbf"
     _max_degree = 200
-    # "auto": small recursive-squaring sketches are worse than m^(-1/2), so the exponent is
-    # fitted; the pilot copies are fitted on rows of their own (centre and radius)
-    _auto_slope = None
-    _auto_overrides = {"check_variance": False}
+    # "auto": the pilot copies are fitted on rows of their own (centre and radius)
     _auto_fit_rows = 1000
 
     def __init__(self, *, gamma: float | str | None = None, n_components: int | str = 256,
@@ -312,13 +312,8 @@ class GaussianSketch(_TermSketch):
             raise ConfigError(self._variance_message(rms, q))
 
     def _variance_message(self, rms: np.ndarray, q: int) -> str:
-        target = 0.1
-        need = int(self.n_components_)
-        for _ in range(60):     # doubling search for the size that reaches the target error
-            need *= 2
-            c = split_components_by_variance(need - 1, rms[1:], np.arange(1, q + 1))
-            if predicted_sketch_error(rms[1:], np.arange(1, q + 1), c) <= target:
-                break
+        # the constant term keeps its one component
+        need = _size_for_error(int(self.n_components_), rms[1:], np.arange(1, q + 1), 1)
         lam = 2.0 * self.gamma_ * self.radius_ ** 2
         return (f"GaussianSketch: gamma={self.gamma_:g} is outside the range this Taylor-series sketch can "
                 f"resolve with n_components={self.n_components_}: radius r={self.radius_:.4g} "
@@ -326,7 +321,7 @@ class GaussianSketch(_TermSketch):
                 f"truncation_tol={self.truncation_tol:g}; the "
                 f"predicted RMS error of k(x, x)=1 is {self.predicted_error_:.3g} > "
                 f"max_error={self.max_error:g}, and about n_components={need} would be needed for an "
-                f"error of {target}. Use RandomFourierFeatures or NystromFeatures for this gamma, "
+                "error of 0.1. Use RandomFourierFeatures or NystromFeatures for this gamma, "
                 f"rescale the data, or raise n_components "
                 f"(check_variance=False skips this check).")
 
@@ -430,8 +425,6 @@ class DotProductKernelSketch(_TermSketch):
         "random_state": ["random_state"],
     }
     _purpose = "dotproduct"
-    _auto_slope = None
-    _auto_overrides = {"check_variance": False}
 
     def _exact_kernel(self, fitted: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         if not callable(self.kernel):
@@ -486,22 +479,14 @@ class DotProductKernelSketch(_TermSketch):
         self.dropped_degrees_ = term_deg[~kept]
         self._setup_terms(term_deg[kept], weights[kept], comps[kept])
         if self.check_variance and self.predicted_error_ > self.max_error:
-            need = int(self.n_components_)
-            w1 = weights[term_deg > 0] / scale
-            p1 = term_deg[term_deg > 0]
-            for _ in range(60):
-                need *= 2
-                if predicted_sketch_error(w1, p1, split_components_by_variance(need, w1, p1)) <= 0.1:
-                    break
+            need = _size_for_error(int(self.n_components_), weights[term_deg > 0] / scale,
+                                   term_deg[term_deg > 0], 0)
             raise ConfigError(
                 f"DotProductKernelSketch: n_components={self.n_components_} is too small for the terms of "
                 f"degrees {term_deg.tolist()} (n_exact={self.n_exact}, max_degree={self.max_degree}): the "
                 f"predicted RMS relative error of k(x, x) is {self.predicted_error_:.3g} > max_error="
                 f"{self.max_error:g}; about n_components={need} would give 0.1. Raise n_components, lower "
                 f"max_degree / n_tail_samples, or pass check_variance=False.")
-
-    def _power(self) -> int:
-        return 0 if callable(self.kernel) else DOT_PRODUCT_KERNELS[self.kernel][2]
 
     def _input_scale(self, sq: np.ndarray) -> np.ndarray:
         xp = namespace(sq)
@@ -510,4 +495,5 @@ class DotProductKernelSketch(_TermSketch):
 
     def _row_factor(self, sq: np.ndarray) -> np.ndarray:
         xp = namespace(sq)
-        return xp.sqrt(sq) if self._power() == 1 else xp.ones_like(sq)
+        power = 0 if callable(self.kernel) else DOT_PRODUCT_KERNELS[self.kernel][2]
+        return xp.sqrt(sq) if power == 1 else xp.ones_like(sq)

@@ -21,7 +21,7 @@ from distsketch.estimators.kernel_params import fit_gamma, fitted_kernel_params
 from distsketch.footprint import Footprint
 from distsketch.graph import map_blocks
 from distsketch.graph.columns import map_row_columns
-from distsketch.ops.namespace import asarray, host_dtype, namespace
+from distsketch.ops.namespace import asarray, namespace
 from distsketch.ops.tensor_sketch import (
     FFT_ROWS,
     sketch_combine_footprint,
@@ -104,7 +104,6 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
                  "transformed row (input, linear stage, FFT spectra, output; float64)", row,
                  "lower n_components")]
 
-    # -- stages -------------------------------------------------------------------------------
     def _setup(self, X: Any) -> None:
         self.n_output_features_ = int(self.n_components_)
 
@@ -121,7 +120,6 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         raise NotImplementedError
 
-    # -- plumbing -----------------------------------------------------------------------------
     def _combine_with_bias(self, L: np.ndarray, row_offset: int) -> np.ndarray:
         b = self._bias()
         if b is not None:
@@ -142,7 +140,7 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
         if sp.issparse(block):
             block = sp.csr_matrix(block)
         n = block.shape[0]
-        dt = self._dtype_of(block)
+        dt = self._output_dtype(block)
         b = self._bias()
         # the host bias moves to the block's device once per block
         b = None if b is None else asarray(b.astype(dt), like=block)
@@ -161,10 +159,6 @@ class LinearStageSketch(AutoSized, RowMapTransformer):
                        else namespace(Y).empty((n, Y.shape[1]), dtype=Y.dtype, device=Y.device))
             out[a:stop, ...] = Y
         return out  # type: ignore[return-value]
-
-    def _dtype_of(self, block: Any) -> np.dtype:
-        dt = host_dtype(block.dtype)
-        return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
 
     def _map_footprint(self) -> Footprint:
         return sketch_map_footprint(self.n_features_in_, getattr(self, "_padded_dim", 0),

@@ -1,23 +1,18 @@
 """Oblivious sketches for linear and polynomial kernels: CountSketch, SRHT,
 TensorSketch, TensorSRHT and the recursive-squaring PolySketch.
 
-Every sketch here is ``combine(linear(x))``: a linear stage (CountSketches,
-sampled Hadamard transforms) that can be applied to column blocks of a wide
-input and summed, followed by a row-wise nonlinear stage (FFT product,
-elementwise product, recursive squaring).  All hashes, signs and sampled
-coordinates are pure functions of (seed, purpose, global column/coordinate),
-so the features of a row do not depend on the row or column chunking.
+Each is a :class:`~distsketch.estimators.features.linear_stage.LinearStageSketch`.  All
+hashes, signs and sampled coordinates are pure functions of (seed, purpose, global
+column/coordinate), so the features of a row do not depend on the row or column chunking.
 
 The polynomial kernel is k(x, y) = (γ⟨x, y⟩ + c)^q.  It is the degree-q
 tensor power of x' = (sqrt(γ)·x, sqrt(c)): the input is scaled by sqrt(γ) and
 an extra coordinate sqrt(c) is appended as global column d (``n_features_in_``).
-
-Over 500 lines because the five polynomial sketches share one two-stage construction,
-each class a short composition of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,13 +41,61 @@ from distsketch.validation import Interval, Options
 
 __all__ = ["SRHT", "CountSketch", "PolySketch", "TensorSRHT", "TensorSketch"]
 
+_POLY_CONSTRAINTS: dict[str, list[Any]] = {
+    "degree": [Interval(int, 1, None)],
+    "gamma": GAMMA_CONSTRAINT,
+    "coef0": [Interval(float, 0, None, closed="left")],
+    "n_components": [Interval(int, 1, None), Options({"auto"})],
+    "target_error": [Interval(float, 0, None, closed="neither"), None],
+    "random_state": ["random_state"],
+}
+
+
+class _LinearKernelMixin:
+    """Parameters of the sketches of the plain inner product ⟨x, y⟩ (CountSketch, SRHT)."""
+
+    #: the exact kernel the features approximate (no kernel parameter names it);
+    #: :func:`distsketch.metrics.model_kernel` compares against it
+    _kernel_of_features = "linear"
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "n_components": [Interval(int, 1, None), Options({"auto"})],
+        "target_error": [Interval(float, 0, None, closed="neither"), None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, n_components: int | str = 100, target_error: float | None = None,
+                 random_state: Any = None):
+        self.n_components = n_components
+        self.target_error = target_error
+        self.random_state = random_state
+
+
 class _PolynomialMixin:
-    """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q."""
+    """Scaling and the constant coordinate of (γ⟨x, y⟩ + c)^q.
+
+    A subclass gives ``_sketch(block, col_offset, dtype=None, row_offset=0)``, its
+    unscaled linear stage; the constant coordinate is global column d.
+    """
 
     _approximates: str | None = "polynomial"
+    _parameter_constraints = dict(_POLY_CONSTRAINTS)
     gamma_: float
     coef0: float
     n_features_in_: int
+    _output_dtype: Callable[[Any], np.dtype]
+
+    def _sketch(self, block: Any, col_offset: int, dtype: Any = None,
+                row_offset: int = 0) -> np.ndarray:
+        raise NotImplementedError
+
+    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
+        return self._scaled(self._sketch(block, col_offset, self._output_dtype(block), row_offset))
+
+    def _bias(self) -> np.ndarray | None:
+        if not self._extra():
+            return None
+        return self._sketch(self._constant_row(), self.n_features_in_)[0]
 
     def _extra(self) -> int:
         return 1 if self.coef0 > 0 else 0
@@ -82,17 +125,7 @@ class _PaddedPolynomialMixin(_PolynomialMixin):
         return next_pow2(n_features + self._extra())
 
 
-_POLY_CONSTRAINTS: dict[str, list[Any]] = {
-    "degree": [Interval(int, 1, None)],
-    "gamma": GAMMA_CONSTRAINT,
-    "coef0": [Interval(float, 0, None, closed="left")],
-    "n_components": [Interval(int, 1, None), Options({"auto"})],
-    "target_error": [Interval(float, 0, None, closed="neither"), None],
-    "random_state": ["random_state"],
-}
-
-
-class CountSketch(LinearStageSketch):
+class CountSketch(_LinearKernelMixin, LinearStageSketch):
     """CountSketch (sparse JL) feature map for the linear kernel ⟨x, y⟩.
 
     z(x)_b = Σ_{j: h(j)=b} s(j) x_j with bucket h and sign s hashed from the
@@ -141,28 +174,12 @@ class CountSketch(LinearStageSketch):
     (10, 16)
     """
 
-    #: the exact kernel the features approximate (no kernel parameter names it);
-    #: :func:`distsketch.metrics.model_kernel` compares against it
-    _kernel_of_features = "linear"
-
-    _parameter_constraints = {
-        "n_components": [Interval(int, 1, None), Options({"auto"})],
-        "target_error": [Interval(float, 0, None, closed="neither"), None],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, *, n_components: int | str = 100, target_error: float | None = None,
-                 random_state: Any = None):
-        self.n_components = n_components
-        self.target_error = target_error
-        self.random_state = random_state
-
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         return countsketch(block, self.seed_, "countsketch", self.n_components_, col_offset,
-                           self._dtype_of(block))
+                           self._output_dtype(block))
 
 
-class SRHT(LinearStageSketch):
+class SRHT(_LinearKernelMixin, LinearStageSketch):
     """Subsampled randomized Hadamard transform (Definition 2.7 of Song et al. 2021).
 
     z(x) = sqrt(D/m) · P · H · D_s · x with D = 2^⌈log2 d⌉ (input zero-padded),
@@ -205,22 +222,6 @@ class SRHT(LinearStageSketch):
     degree. ICML 2021 (Definition 2.7).
     """
 
-    #: the exact kernel the features approximate (no kernel parameter names it);
-    #: :func:`distsketch.metrics.model_kernel` compares against it
-    _kernel_of_features = "linear"
-
-    _parameter_constraints = {
-        "n_components": [Interval(int, 1, None), Options({"auto"})],
-        "target_error": [Interval(float, 0, None, closed="neither"), None],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, *, n_components: int | str = 100, target_error: float | None = None,
-                 random_state: Any = None):
-        self.n_components = n_components
-        self.target_error = target_error
-        self.random_state = random_state
-
     def _padded_width(self, n_features: int) -> int:
         return next_pow2(n_features)
 
@@ -249,7 +250,7 @@ class SRHT(LinearStageSketch):
     def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
         D = next_pow2(self.n_features_in_)
         return srht(block, self.seed_, "srht", self.n_components_, D, col_offset,
-                    dtype=self._dtype_of(block), row_offset=row_offset)
+                    dtype=self._output_dtype(block), row_offset=row_offset)
 
 
 class TensorSketch(_PolynomialMixin, LinearStageSketch):
@@ -311,8 +312,6 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
     (10, 64)
     """
 
-    _parameter_constraints = dict(_POLY_CONSTRAINTS)
-
     _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
@@ -325,15 +324,10 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
         self.target_error = target_error
         self.random_state = random_state
 
-    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        return self._scaled(tensor_sketch_linear(block, self.seed_, "tensorsketch", self.degree,
-                                                 self.n_components_, col_offset, self._dtype_of(block)))
-
-    def _bias(self) -> np.ndarray | None:
-        if not self._extra():
-            return None
-        return tensor_sketch_linear(self._constant_row(), self.seed_, "tensorsketch", self.degree,
-                                    self.n_components_, self.n_features_in_)[0]
+    def _sketch(self, block: Any, col_offset: int, dtype: Any = None,
+                row_offset: int = 0) -> np.ndarray:
+        return tensor_sketch_linear(block, self.seed_, "tensorsketch", self.degree,
+                                    self.n_components_, col_offset, dtype)
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
         return tensor_sketch_combine(L, self.degree, self.n_components_)
@@ -344,7 +338,7 @@ class TensorSketch(_PolynomialMixin, LinearStageSketch):
         # dense blocks holding all columns: the fused kernel, bitwise equal to the two stages
         return tensor_sketch_dense(block, self.seed_, "tensorsketch", self.degree, self.n_components_,
                                    scale=float(np.sqrt(self.gamma_)), bias=self._bias(),
-                                   dtype=self._dtype_of(block))
+                                   dtype=self._output_dtype(block))
 
 
 class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
@@ -396,8 +390,6 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
     Song, Woodruff, Yu, Zhang. ICML 2021 (Definition 2.9).
     """
 
-    _parameter_constraints = dict(_POLY_CONSTRAINTS)
-
     _linear_per_degree = True
 
     def __init__(self, *, degree: int = 2, gamma: float | str | None = None, coef0: float = 0.0,
@@ -410,16 +402,10 @@ class TensorSRHT(_PaddedPolynomialMixin, LinearStageSketch):
         self.target_error = target_error
         self.random_state = random_state
 
-    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        return self._scaled(tensor_srht_linear(block, self.seed_, "tensorsrht", self.degree,
-                                               self.n_components_, self._D(), col_offset,
-                                               self._dtype_of(block), row_offset))
-
-    def _bias(self) -> np.ndarray | None:
-        if not self._extra():
-            return None
-        return tensor_srht_linear(self._constant_row(), self.seed_, "tensorsrht", self.degree,
-                                  self.n_components_, self._D(), self.n_features_in_)[0]
+    def _sketch(self, block: Any, col_offset: int, dtype: Any = None,
+                row_offset: int = 0) -> np.ndarray:
+        return tensor_srht_linear(block, self.seed_, "tensorsrht", self.degree, self.n_components_,
+                                  self._D(), col_offset, dtype, row_offset)
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
         return tensor_srht_combine(L, self.degree, self.n_components_)
@@ -495,15 +481,10 @@ class PolySketch(_PaddedPolynomialMixin, LinearStageSketch):
         self.target_error = target_error
         self.random_state = random_state
 
-    def _linear(self, block: Any, row_offset: int, col_offset: int) -> np.ndarray:
-        return self._scaled(leaf_sketch(block, self.seed_, "polysketch", self.n_components_, self._D(),
-                                        self.base, col_offset, self._dtype_of(block), row_offset))
-
-    def _bias(self) -> np.ndarray | None:
-        if not self._extra():
-            return None
-        return leaf_sketch(self._constant_row(), self.seed_, "polysketch", self.n_components_,
-                           self._D(), self.base, self.n_features_in_)[0]
+    def _sketch(self, block: Any, col_offset: int, dtype: Any = None,
+                row_offset: int = 0) -> np.ndarray:
+        return leaf_sketch(block, self.seed_, "polysketch", self.n_components_, self._D(), self.base,
+                           col_offset, dtype, row_offset)
 
     def _combine(self, L: np.ndarray, row_offset: int) -> np.ndarray:
         return poly_sketch_combine(L, self.degree, self.seed_, "polysketch", self.n_components_,

@@ -8,14 +8,14 @@ import numpy as np
 
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_context, to_numpy
-from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
+from distsketch.estimators.kernel_params import fit_kernel_params
 from distsketch.estimators.nystrom.features import fit_kmeans
-from distsketch.estimators.nystrom.meka import DENSE_MAX_ROWS
+from distsketch.estimators.nystrom.meka import DENSE_MAX_ROWS, MEKA
 from distsketch.graph import map_blocks
-from distsketch.ops.kernels import KERNEL_NAMES, kernel_function
+from distsketch.ops.kernels import kernel_function
 from distsketch.ops.meka import nearest_centre, nearest_centre_column
 from distsketch.ops.namespace import densify, namespace, to_host
-from distsketch.validation import Interval, Options, is_dask
+from distsketch.validation import is_dask
 
 __all__ = ["BlockKernelApproximation"]
 
@@ -59,17 +59,10 @@ class BlockKernelApproximation(DistsketchEstimator):
 
     _accepts_sparse = True
 
-    _parameter_constraints = {
-        "n_clusters": [Interval(int, 1, None)],
-        "kernel": [Options(KERNEL_NAMES), "callable"],
-        "gamma": GAMMA_CONSTRAINT,
-        "degree": [Interval(int, 1, None)],
-        "coef0": [Interval(float, None, None)],
-        "kmeans_sample": [Interval(int, 1, None)],
-        "kmeans_iter": [Interval(int, 0, None)],
-        "kmeans_full_iter": [Interval(int, 0, None)],
-        "random_state": ["random_state"],
-    }
+    # every parameter as in MEKA
+    _parameter_constraints = {k: MEKA._parameter_constraints[k] for k in (
+        "n_clusters", "kernel", "gamma", "degree", "coef0", "kmeans_sample", "kmeans_iter",
+        "kmeans_full_iter", "random_state")}
 
     def __init__(self, *, n_clusters: int = 8, kernel: Any = "rbf", gamma: float | str | None = None,
                  degree: int = 3, coef0: float = 1.0, kmeans_sample: int = 20000,

@@ -53,11 +53,11 @@ from distsketch.validation.finite import FiniteRows, check_finite_result
 
 __all__ = ["NystromFeatures", "NystromKernelPCA", "fit_kmeans", "sample_landmarks"]
 
-def _landmark_sizes(owner: str, param: str, m: int, d: int) -> list[OperatorSize]:
+def _landmark_sizes(owner: str, m: int, d: int) -> list[OperatorSize]:
     # the landmarks (m x d) and their m x m kernel matrix, which a fit holds at once
-    return [(f"{owner}: {param}={m} on {d} input features: the landmarks ({m} x {d}) and their "
-             f"kernel matrix ({m} x {m}, float64) that", 8 * m * (d + m),
-             f"lower {param} or reduce the input's width first")]
+    return [(f"{owner}: n_landmarks={m} on {d} input features: the landmarks ({m} x {d}) and "
+             f"their kernel matrix ({m} x {m}, float64) that", 8 * m * (d + m),
+             "lower n_landmarks or reduce the input's width first")]
 
 
 class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
@@ -251,7 +251,9 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
         else:
             name, params = fit_kernel_params(self, X)
             self.kernel_params_ = params
-            self.landmarks_ = self._choose_landmarks(X, seed, name, params)
+            self.landmarks_, self.landmark_indices_ = choose_landmarks(
+                X, self.landmarks, self.n_landmarks_, seed, kernel=name, kernel_params=params,
+                kmeans_sample=self.kmeans_sample)
             W = pairwise_kernel(self.landmarks_, None, name, **params)
         with blas_single_thread():
             self._fit_map(W, seed)
@@ -262,7 +264,7 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
         # with a precomputed kernel, X is the landmarks' kernel matrix itself
         return [] if self._precomputed() else _landmark_sizes(
-            "NystromFeatures", "n_landmarks", self._size_for_check(), int(n_features)) + \
+            "NystromFeatures", self._size_for_check(), int(n_features)) + \
             landmark_choice_sizes("NystromFeatures", self.landmarks, self._size_for_check(),
                                   int(n_features))
 
@@ -287,12 +289,6 @@ class NystromFeatures(AutoSized, LandmarkFolding, RowMapTransformer):
         if not hasattr(self, "normalization_"):
             return self.fit(X)
         return self.fold(self.summarize(X, row_offset=self.n_samples_seen_))
-
-    def _choose_landmarks(self, X: Any, seed: int, kernel: Any, params: dict) -> np.ndarray:
-        rows, self.landmark_indices_ = choose_landmarks(
-            X, self.landmarks, self.n_landmarks_, seed, kernel=kernel, kernel_params=params,
-            kmeans_sample=self.kmeans_sample)
-        return rows
 
     def _fit_map(self, W: np.ndarray, seed: int) -> None:
         m = W.shape[0]
@@ -462,8 +458,7 @@ class NystromKernelPCA(TransformerMixin, GramFolding, DistsketchEstimator):
         super()._check_params_for_shape(n_samples, n_features)
 
     def _operator_sizes(self, n_samples: int, n_features: int) -> list[OperatorSize]:
-        return _landmark_sizes("NystromKernelPCA", "n_landmarks", int(self.n_landmarks),
-                               int(n_features))
+        return _landmark_sizes("NystromKernelPCA", int(self.n_landmarks), int(n_features))
 
     @fit_context
     def partial_fit(self, X: Any, y: Any = None) -> NystromKernelPCA:

@@ -27,25 +27,7 @@ from distsketch.ops.kernels import pairwise_kernel, resolve_kernel_params
 from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.sums import sum_states
 
-__all__ = ["GramFolding", "LandmarkFolding", "landmark_sample"]
-
-
-def landmark_sample(X: Any, n_samples: int, seed: int, purpose: str = "landmarks",
-                    progress: bool | None = None, *, row_start: int = 0) -> tuple[Any, Any]:
-    """The bottom-``n_samples`` sample of X's rows by priority hash(seed, purpose, global row).
-
-    One pass, tree-reduced; ``row_start`` numbers the rows of X from there.
-
-    Returns
-    -------
-    summary : UniformLandmarks
-        Merges states and finalises one into ``(index, rows)``.
-    state
-        The sample of X's rows as a state of ``summary``.
-    """
-    summary = UniformLandmarks(n_samples, seed, purpose)
-    state = reduce_blocks(summary, X, row_start=row_start, progress=progress, name="landmarks")
-    return summary, state
+__all__ = ["GramFolding", "LandmarkFolding"]
 
 
 class GramFolding(MergeableEstimator):
@@ -105,10 +87,9 @@ class LandmarkFolding(MergeableEstimator):
         """The bottom-k landmark sample of rows X (global rows from ``row_offset``) and
         their count; changes nothing.  ``y`` is ignored."""
         self._check_is_fitted("normalization_")
-        self._sampler()
+        sampler = self._sampler()
         X = self._check_input(X, reset=False, allow_sparse=True)
-        _, state = landmark_sample(X, self._sample_size(), self.seed_, "landmarks",  # type: ignore[attr-defined]
-                                   row_start=row_offset)
+        state = reduce_blocks(sampler, X, row_start=row_offset, name="landmarks")
         return {"sample": state, "rows": int(X.shape[0])}
 
     @fit_context(validate=False)

@@ -2,17 +2,8 @@
 
 :func:`choose_landmarks` is the one entry point (``NystromFeatures`` and the
 Nyström ridge estimators call it); every choice reads X in passes of
-tree-reduced, mergeable summaries, so n is unbounded:
-
-==============  =======================================  =========================
-``how``         rows chosen                              passes over X
-==============  =======================================  =========================
-"uniform"       bottom-M of hash(seed, row)              1
-"kmeans"        k-means centres (not rows of X)          1 (+ ``full_iter``)
-"leverage"      weighted race on ridge leverage scores   3 (pilot, ZᵀZ, scores)
-"rpcholesky"    block randomly pivoted Cholesky          ``rounds``
-array / path    the given rows                           0
-==============  =======================================  =========================
+tree-reduced, mergeable summaries (uniform 1, k-means 1 + ``full_iter``, leverage 3,
+RPCholesky ``rounds``, given rows 0), so n is unbounded.
 
 Uniform, leverage and RPCholesky samples are races of keys hashed from
 (seed, global row), so they depend only on (seed, n) and the rows' weights —
@@ -33,7 +24,6 @@ import numpy as np
 from distsketch.blas import blas_single_thread
 from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import OperatorSize, to_numpy
-from distsketch.estimators.nystrom.fold import landmark_sample
 from distsketch.footprint import Footprint
 from distsketch.graph import declared_footprint, reduce_blocks, resources_scope
 from distsketch.ops.kernels import pairwise_kernel
@@ -42,6 +32,7 @@ from distsketch.ops.nystrom import inv_sqrt_map, nystrom_gram_footprint, nystrom
 from distsketch.ops.rpcholesky import residual_diagonal, residual_diagonal_footprint, round_sizes
 from distsketch.summaries.covariance import Covariance
 from distsketch.summaries.kmeans import KMeansStats, kmeans_on_sample, lloyd_update
+from distsketch.summaries.landmarks import UniformLandmarks
 from distsketch.summaries.leverage import (
     WeightedLandmarks,
     ridge_from_spectrum,
@@ -76,7 +67,8 @@ def sample_landmarks(X: Any, n_samples: int, seed: int, purpose: str = "landmark
     -------
     index : ndarray of int64 (global rows, sorted), rows : ndarray (s, d) float64
     """
-    summary, state = landmark_sample(X, n_samples, seed, purpose, progress, row_start=row_start)
+    summary = UniformLandmarks(n_samples, seed, purpose)
+    state = reduce_blocks(summary, X, row_start=row_start, progress=progress, name="landmarks")
     if previous is not None:
         state = summary.merge([summary.state_of(*previous), state])
     return summary.finalize(state)

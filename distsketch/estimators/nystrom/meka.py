@@ -28,7 +28,6 @@ from distsketch.estimators.base import (
 )
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.nystrom.features import fit_kmeans
-from distsketch.footprint import Footprint
 from distsketch.graph import as_lazy, hstack_blocks, map_blocks, reduce_blocks
 from distsketch.ops.kernels import KERNEL_NAMES, kernel_diagonal, kernel_function
 from distsketch.ops.meka import (
@@ -203,7 +202,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self.basis_path = basis_path
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ fit
     @fit_context
     def fit(self, X: Any, y: Any = None) -> MEKA:
         """Cluster, build per-cluster Nyström bases and fit the link matrix.
@@ -244,7 +242,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
 
         # small dense driver work: multi-threaded BLAS is far slower at these sizes
         with blas_single_thread():
-            # per-cluster eigendecompositions of the landmark kernel matrices
             eig = []
             for s in range(c):
                 cnt = int(L_cnt[s])
@@ -275,10 +272,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         if self.basis_path is not None:
             from distsketch.io import write_array
 
-            basis = map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=width + 1,
-                               dtype=np.float32, kwargs=self._basis_kwargs(),
-                               footprint=self._basis_footprint(), name="meka-basis")
-            self.basis_path_ = str(write_array(basis, self.basis_path, overwrite=True,
+            self.basis_path_ = str(write_array(self._basis(X, np.float32), self.basis_path, overwrite=True,
                                                manifest={"what": "MEKA basis", "seed": seed}))
         return self
 
@@ -316,16 +310,19 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _landmarks(self, s: int) -> np.ndarray:
         return self.landmarks_[s, : int(self.landmark_counts_[s])]
 
-    # ------------------------------------------------------------ the basis
     def _basis_operands(self) -> tuple:
         return (self.centres_, self.landmarks_, self.maps_, self.landmark_counts_, self.ranks_)
 
     def _basis_kwargs(self) -> dict:
         return {"kernel": self.kernel, "params": self.kernel_params_, "width": self.maps_.shape[2]}
 
-    def _basis_footprint(self) -> Footprint:
-        return basis_block_footprint(self.n_features_in_, self.n_clusters,
-                                     self.landmarks_.shape[1], self.maps_.shape[2])
+    def _basis(self, X: Any, dtype: Any) -> Any:
+        # the basis coordinates of X's rows, the cluster label last
+        return map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
+                          dtype=dtype, kwargs=self._basis_kwargs(),
+                          footprint=basis_block_footprint(self.n_features_in_, self.n_clusters,
+                                                          self.landmarks_.shape[1], self.maps_.shape[2]),
+                          name="meka-basis")
 
     def _check_params_for_shape(self, n_samples: int, n_features: int) -> None:
         """Refuse parameters that X's shape cannot satisfy (before any pass over X)."""
@@ -407,14 +404,12 @@ class MEKA(TransformerMixin, DistsketchEstimator):
     def _training_basis(self) -> Any:
         """Basis coordinates of the training rows: a NumPy array when cached or
         small and in memory, else a lazy dask array."""
-        if self.basis_path_ is not None:
-            from distsketch.io import open_array
+        from distsketch.io import open_array
 
+        if self.basis_path_ is not None:
             return open_array(self.basis_path_)
         X = getattr(self, "_X_fit", None)
         if X is None and self.train_path_ is not None:
-            from distsketch.io import open_array
-
             X = self._X_fit = open_array(self.train_path_)
         if X is None:
             raise ConfigError(
@@ -422,9 +417,7 @@ class MEKA(TransformerMixin, DistsketchEstimator):
                 "from an in-memory array); refit with basis_path=... or from a Zarr path to use "
                 "matvec/matmat/to_dense."
             )
-        return map_blocks(as_lazy(X), basis_block, *self._basis_operands(), n_out=self.maps_.shape[2] + 1,
-                          dtype=np.float64, kwargs=self._basis_kwargs(),
-                          footprint=self._basis_footprint(), name="meka-basis")
+        return self._basis(X, np.float64)
 
     def _sparse_W(self) -> scipy.sparse.csr_matrix | None:
         cache = getattr(self, "_W_cache", None)
@@ -447,7 +440,6 @@ class MEKA(TransformerMixin, DistsketchEstimator):
         self._W_cache = W
         return W
 
-    # ------------------------------------------------------------ operator
     def matmat(self, V: np.ndarray) -> np.ndarray:
         """G̃ V = W L Wᵀ V for the training rows, blockwise.
 

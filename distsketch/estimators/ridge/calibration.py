@@ -1,25 +1,12 @@
 """Calibrated class probabilities of the kernel ridge classifier (temperature scaling).
 
-``predict_proba`` is ``softmax(a · D)`` with D the one-vs-rest decision
-values (``(−d, d)`` for two classes) and one scalar ``a > 0``, the inverse
-temperature, fitted by minimising the (weighted) log-loss of leave-one-out
-decision values of a bounded row sample:
-
-* the sample: the :data:`CALIBRATION_ROWS` rows of smallest priority
-  ``hash(seed, "ridge.calibration", row)``, drawn inside the pass that
-  reduces ``ZᵀZ`` (a bottom-k reservoir beside the summary, merged with it;
-  no further pass), of which a fit on n rows uses the
-  :func:`calibration_rows` of smallest priority (a bottom-k sample too);
-* leave-one-out values: exact for ridge regression from the summary,
-  ``d₋ᵢ = (dᵢ − hᵢ yᵢ) / (1 − hᵢ)`` with the leverage
-  ``hᵢ = wᵢ (1/Σw + z̃ᵢᵀ(Z̃ᵀWZ̃ + λI)⁻¹z̃ᵢ)`` (z̃ centred; no ``1/Σw`` without
-  an intercept).  In-sample values would be useless: with as many
-  features as rows the fit interpolates its training labels;
-* the fit: a 1-D Newton iteration on a convex function of ``a``.
-
-One scalar keeps ``argmax predict_proba == predict`` (a per-class bias
-would not), is cheap (O(k · m²) for the leverages of k sample rows) and
-cannot overfit a 2000-row sample.
+The design is in the Notes of
+:class:`~distsketch.estimators.ridge.classifier.SketchedKernelRidgeClassifier`.  The
+leave-one-out values are exact for ridge, ``d₋ᵢ = (dᵢ − hᵢ yᵢ) / (1 − hᵢ)`` with the
+leverage ``hᵢ = wᵢ (1/Σw + z̃ᵢᵀ(Z̃ᵀWZ̃ + λI)⁻¹z̃ᵢ)`` (z̃ centred; no ``1/Σw`` without an
+intercept); in-sample values would be useless, as with as many features as rows the fit
+interpolates its training labels.  One scalar keeps ``argmax predict_proba == predict``
+(a per-class bias would not) and cannot overfit a 2000-row sample.
 """
 
 from __future__ import annotations
@@ -65,32 +52,12 @@ def loo_decision_values(Z: np.ndarray, Y: np.ndarray, w: np.ndarray, state: dict
                         alpha: float, fit_intercept: bool, W: np.ndarray,
                         c: np.ndarray, system: RidgeSystem | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Leave-one-out decision values of sample rows of a fitted ridge summary.
+    """Leave-one-out decision values ``D`` (k', t) of the sample rows kept, and ``keep`` (k,).
 
-    Parameters
-    ----------
-    Z : ndarray of shape (k, m)
-        Features of the sample rows (rows that are in ``state``).
-    Y : ndarray of shape (k, t)
-        Their targets.
-    w : ndarray of shape (k,)
-        Their row weights.
-    state : dict
-        The ridge summary of all rows.
-    alpha : float
-    fit_intercept : bool
-    W : ndarray of shape (m, t)
-    c : ndarray of shape (t,)
-    system : RidgeSystem, optional
-        The summary's system as the solve left it: its eigendecomposition
-        or Cholesky factor gives the leverages without a factorisation of
-        their own (made here when not given).
-
-    Returns
-    -------
-    D : ndarray of shape (k', t)
-        Leave-one-out values of the rows kept (leverage below :data:`MAX_LEVERAGE`).
-    keep : ndarray of bool, shape (k,)
+    ``Z`` (k, m), ``Y`` (k, t) and ``w`` (k,) are features, targets and weights of rows in
+    ``state``, whose solution at ``alpha`` is ``W`` (m, t), ``c`` (t,).  Rows are kept where
+    their leverage is below :data:`MAX_LEVERAGE`.  ``system`` (the solve's, when given)
+    gives the leverages without a factorisation of their own.
     """
     if system is None:
         system = RidgeSystem(state, fit_intercept)
@@ -112,24 +79,8 @@ def fit_inverse_temperature(D: np.ndarray, Y: np.ndarray, w: np.ndarray,
                             max_iter: int = 100) -> float:
     """The ``a > 0`` that minimises the weighted log-loss of ``softmax(a · D)``.
 
-    Parameters
-    ----------
-    D : ndarray of shape (k, t)
-        Decision values (one column for two classes).
-    Y : ndarray of shape (k, t)
-        ±1 targets (+1 in the column of the row's class; one column for two classes).
-    w : ndarray of shape (k,)
-        Row weights.
-    max_iter : int
-        Newton steps.
-
-    Returns
-    -------
-    float
-        1.0 (the plain softmax) when the sample holds no row.
-
-    Notes
-    -----
+    ``D`` (k, t) are decision values and ``Y`` (k, t) ±1 targets (one column each for two
+    classes), ``w`` (k,) row weights; 1.0 (the plain softmax) when the sample holds no row.
     ``L(a) = Σ wᵢ (logsumexp(a Dᵢ) − a Dᵢ,yᵢ)`` is convex in a with
     ``L′ = Σ wᵢ (E_p[Dᵢ] − Dᵢ,yᵢ)`` and ``L″ = Σ wᵢ Var_p[Dᵢ]``; each Newton
     step is halved until L decreases and a stays positive.

@@ -14,30 +14,13 @@ __all__ = ["class_row_weights"]
 
 def class_row_weights(class_weight: Any, classes: np.ndarray, codes: np.ndarray,
                       where: str) -> np.ndarray:
-    """Weight of every row: the weight of its class.
+    """Weight of every row (float64, shape (n_rows,)): the weight of its class.
 
-    Parameters
-    ----------
-    class_weight : "balanced" or dict
-        "balanced": class c weighs ``n / (n_classes · n_c)`` with ``n_c`` its
-        rows among ``codes`` (scikit-learn's ``compute_class_weight``); a dict
-        maps labels to non-negative weights, labels not in it weigh 1.
-    classes : ndarray of shape (n_classes,)
-        The sorted labels.
-    codes : ndarray of int of shape (n_rows,)
-        Each row's index into ``classes``.
-    where : str
-        How messages name the caller.
-
-    Returns
-    -------
-    ndarray of float64, shape (n_rows,)
-
-    Raises
-    ------
-    ConfigError
-        A dict key that is not a class, or a weight that is not a finite
-        non-negative number at most :data:`~distsketch.estimators.ridge.weights.MAX_WEIGHT_SUM`.
+    "balanced": class c weighs ``n / (n_classes · n_c)`` with ``n_c`` its rows among
+    ``codes`` (each row's index into the sorted ``classes``; scikit-learn's
+    ``compute_class_weight``); a dict maps labels to non-negative weights, labels not in
+    it weigh 1.  A ConfigError names a key that is not a class, or a weight that is not a
+    finite number in [0, :data:`~distsketch.estimators.ridge.weights.MAX_WEIGHT_SUM`].
     """
     codes = np.asarray(codes, dtype=np.int64)
     if isinstance(class_weight, str):

@@ -120,9 +120,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         return calibration_sampler(self.seed_)
 
     def _sampled_rows(self, sampler: Any, state: dict, weighted: bool, x_dtype: str) -> dict:
-        # canonical rows (inputs, targets, weight), so samples of weighted and unweighted
-        # partial_fit calls merge; the summary read the inputs as x_dtype, and the sample's
-        # features are computed the same way
+        # rows (inputs, targets, weight) whatever the weighting, so partial_fit samples merge
         index, rows = sampler.finalize(state)
         d, t = int(self.n_features_in_), int(self.n_targets_)
         w = rows[:, -1:] if weighted else np.ones((rows.shape[0], 1))
@@ -142,8 +140,7 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
             calibration_sampler(self.seed_).merge([old, sample["rows"]])
 
     def _calibrate(self, system: RidgeSystem) -> None:
-        # proba_scale_ from the sample's leave-one-out values; their leverages reuse the
-        # factorisation of the solve (system)
+        # proba_scale_ from the sample's leave-one-out values (leverages from the solve's system)
         sample = self.__dict__.get("_calibration_sample")
         if sample is None:
             if not hasattr(self, "proba_scale_"):
@@ -166,10 +163,8 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
 
     def _row_weights(self, sample_weight: Any, n_rows: int, where: str,
                      codes: Any = None) -> Any:
-        """``sample_weight`` times the class weights of the rows (None when both are None).
-
-        ``codes`` are the rows' class codes; by default those of the labels just encoded.
-        """
+        """``sample_weight`` times the class weights of the rows with class ``codes`` (default:
+        those of the labels just encoded); None when both are None."""
         if codes is None:
             codes = self.__dict__.pop("_codes", None)
         if self.class_weight is None:
@@ -204,9 +199,13 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         Y = one_vs_rest(codes, classes.size)
         return classes, codes, (Y[:, 1:] if classes.size == 2 else Y)
 
-    def _encode(self, y: Any, n_rows: int | None, classes: Any = None) -> np.ndarray:
+    def _encode(self, y: Any, classes: Any = None) -> np.ndarray:
         self.classes_, self._codes, Y = self._labels(y, classes)
         return Y
+
+    def _forget_calibration(self) -> None:
+        for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
+            self.__dict__.pop(attr, None)
 
     def _device_targets(self, X: Any, Y: Any) -> Any:
         # labels are encoded on the host: the ±1 targets go to the device of X's blocks
@@ -219,10 +218,9 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         if np.ndim(self.alpha) > 0 and self.cv is None:
             raise ConfigError(f"{type(self).__name__}: alpha must be a scalar (or set cv to "
                               "choose among alphas).")
-        Y = self._encode(y, None)
+        Y = self._encode(y)
         w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.fit")
-        for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
-            self.__dict__.pop(attr, None)
+        self._forget_calibration()
         super().fit(X, Y, w)
         return self
 
@@ -235,17 +233,14 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
     def partial_fit(self, X: Any, y: Any, classes: Any = None,
                     sample_weight: Any = None) -> SketchedKernelRidgeClassifier:
         """Merge new labelled rows (weighted by ``sample_weight``); ``classes`` on the first call."""
-        first = not hasattr(self, "coef_")
-        if first:
-            for attr in ("_calibration_sample", "proba_scale_", "calibration_rows_"):
-                self.__dict__.pop(attr, None)
-        if first and classes is None:
-            raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
-                              "on the first call.")
-        if not first:
+        if hasattr(self, "coef_"):
             return self.fold(self.summarize(X, y, row_offset=self.n_samples_seen_,
                                             sample_weight=sample_weight))
-        Y = self._encode(y, None, classes)
+        self._forget_calibration()
+        if classes is None:
+            raise ConfigError(f"{type(self).__name__}.partial_fit: pass classes=... (all labels) "
+                              "on the first call.")
+        Y = self._encode(y, classes)
         self._refuse_balanced()
         w = self._row_weights(sample_weight, Y.shape[0], f"{type(self).__name__}.partial_fit")
         return super().partial_fit(X, Y, sample_weight=w)
@@ -273,7 +268,6 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes else (n_samples, n_classes)."""
-        self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
     def predict_proba(self, X: Any) -> Any:
@@ -328,18 +322,12 @@ class SketchedKernelRidgeClassifier(ClassifierMixin, SketchedKernelRidge):
         return accuracy(y, self.predict(X), sample_weight)
 
 
-# --------------------------------------------------------------------------- Theorem E.2 sketch
-
-
 class _FoldAccuracy:
     """Held-out correct counts per (map, alpha) of the k fold models (a picklable chunk function).
 
-    The block holds the d input columns then the t ±1 target columns; a row
-    of global index i belongs to fold hash(seed, "cv.fold", i) mod k, as in
-    :class:`~distsketch.estimators.ridge.regressor.RidgeSummary`, and is scored by the
-    model trained without that fold.  Operands: every map's own operands,
-    then per map the fold weights (k, n_alphas, m, t) and intercepts
-    (k, n_alphas, t).
+    Blocks are ``[X | ±1 targets]``; a row is scored by the model trained without its fold
+    (as :class:`~distsketch.summaries.ridge.RidgeSummary` assigns them).  Operands: every
+    map's own, then per map the fold weights (k, n_alphas, m, t) and intercepts (k, n_alphas, t).
     """
 
     def __init__(self, functions: list, n_operands: list[int], n_features: int, x_dtype: str,

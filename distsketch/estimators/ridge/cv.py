@@ -14,13 +14,14 @@ carry ``ZᵀZ`` packed (its upper triangle): half the m × m matrices per merge.
 from __future__ import annotations
 
 import logging
+from functools import reduce
 from typing import Any
 
 import numpy as np
 from dask.utils import format_bytes
 
 from distsketch.errors import MemoryBudgetError
-from distsketch.estimators.ridge.defaults import map_gamma, map_kernel
+from distsketch.estimators.ridge.defaults import map_gamma, map_kernel, positive_values
 from distsketch.graph import task_memory_budget
 from distsketch.summaries.ridge import add_ridge_states, ridge_memory, unpack_gram
 
@@ -49,9 +50,7 @@ def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
     """
     if not maps:
         return []
-    sizes = []
-    for f in maps:
-        sizes.append(ridge_memory([f], n_features, n_targets, n_folds).state or 0.0)
+    sizes = [ridge_memory([f], n_features, n_targets, n_folds).state or 0.0 for f in maps]
     if not all(sizes):
         return [list(range(len(maps)))]      # widths unknown: one pass, the planner checks it
     budget = task_memory_budget() if budget is None else int(budget)
@@ -83,12 +82,12 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
     classifier, its accuracy pass).
     """
     if est.alphas is not None:
-        alphas = est._positive(est.alphas, "alphas")
+        alphas = positive_values(est.alphas, "alphas")
     elif np.ndim(est.alpha) > 0:
-        alphas = est._positive(est.alpha, "alpha")
+        alphas = positive_values(est.alpha, "alpha")
     else:
         alphas = np.logspace(-4, 3, 8)
-    gammas = None if est.gammas is None else est._positive(est.gammas, "gammas")
+    gammas = None if est.gammas is None else positive_values(est.gammas, "gammas")
     maps = [est._make_features(Xs, g, X.shape[0])
             for g in (gammas if gammas is not None else [None])]
     k = int(est.cv)
@@ -106,12 +105,7 @@ def fit_cv(est: Any, X: Any, Xs: Any, Y: Any) -> dict:
         for i, states in zip(group, est._reduce(X, Y, [maps[i] for i in group], k,
                                                 sample=group is groups[0])):
             folds[i] = [unpack_gram(f) for f in states]
-    totals = []
-    for fold_states in folds:
-        total = fold_states[0]
-        for s in fold_states[1:]:
-            total = add_ridge_states(total, s)
-        totals.append(total)
+    totals = [reduce(add_ridge_states, fold_states) for fold_states in folds]
     scores = est._cv_scores(X, Y, maps, folds, totals, alphas)
     g_best, a_best = est._cv_best(scores)
     est.features_ = maps[g_best]

@@ -1,23 +1,7 @@
-"""What :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` chooses by itself.
-
-* **Standardisation** (``standardize=True``): needed *before* the pass over
-  ``ZᵀZ``, the column means and scales are estimates from a row sample read
-  first (:mod:`~distsketch.estimators.ridge.scaling`; exact on a small input),
-  folded into a random Fourier operator (:func:`feature_block_function`): one
-  read of each row.
-* **Feature count** of the default random Fourier features:
-  :data:`DEFAULT_MAX_FEATURES` (:func:`default_n_features`).
-* **gamma** of the default map: the best of :data:`GAMMA_FACTORS` / d by exact
-  leave-one-out of Gaussian kernel ridge on (at most 1000) rows of that
-  sample (:func:`search_gamma`, no pass of its own),
-  scoring only the factors the choice needs and widening past an edge of
-  the grid (:func:`gamma_search_note` says so).
-* **alpha** (``alpha="auto"``): the leave-one-out choice at that gamma when the
-  sample holds every row, else the minimiser of generalised cross-validation
-  over a log grid, from the eigendecomposition of the centred ``ZᵀZ``.
-
-Also the per-block feature and prediction functions (:func:`feature_block_function`),
-shared with the classifier and the statistical-dimension sketch.
+"""What :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` chooses by itself
+(standardisation, feature count, the default map's gamma, ``alpha="auto"``; see its
+``features``, ``alpha`` and ``standardize`` parameters), and the per-block feature and
+prediction functions shared with the classifier and the statistical-dimension sketch.
 """
 
 from __future__ import annotations
@@ -32,7 +16,6 @@ from distsketch.estimators.base import RowMapTransformer
 from distsketch.estimators.ridge.gamma_search import (
     GAMMA_FACTORS,
     GCV_GRID,
-    MAX_GAMMA_WIDENING,
     loo_kernel_path,
     search_gamma,
 )
@@ -53,13 +36,11 @@ __all__ = [
     "GAMMA_FACTORS",
     "GCV_FEATURE_GRID",
     "GCV_GRID",
-    "MAX_GAMMA_WIDENING",
     "MIN_DEFAULT_FEATURES",
     "FeatureBlock",
     "PredictBlock",
     "StandardizedMap",
     "auto_alpha",
-    "choose_loo",
     "default_n_features",
     "feature_block_function",
     "feature_block_functions",
@@ -74,7 +55,6 @@ __all__ = [
     "positive_values",
     "rows_at",
     "search_gamma",
-    "solve_path",
     "standardize_rows",
     "standardizes",
 ]
@@ -86,14 +66,12 @@ DEFAULT_MAX_FEATURES = 2048
 MIN_DEFAULT_FEATURES = 1024
 
 #: alpha candidates of GCV on a feature summary, relative to the mean eigenvalue of the
-#: centred ZᵀZ.  The floor is 1e-3: with n ≫ m, GCV keeps falling towards λ → 0 (it sees
-#: only the training rows), while below about 1e-3 the training fit barely improves
-#: and ‖coef‖ grows without bound — and random features do not decay away from the
-#: data, so one off-distribution row then predicts garbage (diamonds, 40 000 rows,
-#: 2048 features: λ = 1e-8 · mean eigenvalue gave test R² 0.43 from a single row;
-#: 1e-3 gives 0.989, train R² 0.9886 against 0.9910).
+#: centred ZᵀZ.  The floor is 1e-3: with n ≫ m, GCV (seeing only the training rows) keeps
+#: falling towards λ → 0 while ‖coef‖ grows without bound, and random features do not
+#: decay away from the data, so one off-distribution row then predicts garbage (diamonds,
+#: 40 000 rows, 2048 features: λ = 1e-8 · mean eigenvalue gave test R² 0.43 from a single
+#: row; 1e-3 gives 0.989, train R² 0.9886 against 0.9910).
 GCV_FEATURE_GRID = np.logspace(-3, 2, 21)
-
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
@@ -182,12 +160,9 @@ def feature_block_function(features: Any, scaler: tuple | None = None) -> tuple[
 
 def feature_block_functions(maps: list[Any], scaler: tuple | None = None
                             ) -> tuple[list[Any], list[Any], list[int]]:
-    """:func:`feature_block_function` of several maps, for one pass computing them all.
-
-    Returns the functions, the operands of every map in turn and each map's
-    number of operands (the ``functions``, operands and ``n_operands`` of
-    :func:`~distsketch.summaries.ridge.map_features`).
-    """
+    """:func:`feature_block_function` of several maps, for one pass computing them all: the
+    functions, every map's operands in turn and their counts (as
+    :func:`~distsketch.summaries.ridge.map_features` takes them)."""
     fns: list[Any] = []
     ops: list[Any] = []
     counts: list[int] = []
@@ -225,11 +200,8 @@ def features_fitted(features: Any) -> bool:
 
 
 class FeatureBlock:
-    """A feature map's block function and how many operands it takes (picklable).
-
-    :meth:`features` gives a block's dense float64 features; subclasses use
-    them (the prediction task, a composed sketch).
-    """
+    """A feature map's block function and its operand count (picklable), giving dense float64
+    features to subclasses (the prediction task, a composed sketch)."""
 
     def __init__(self, fn: Any, n_ops: int):
         self.fn = fn
@@ -277,9 +249,7 @@ def standardize_rows(X: Any, mean: np.ndarray, scale: np.ndarray) -> Any:
 def rows_at(Y: Any, index: np.ndarray) -> np.ndarray:
     """Host float64 rows ``Y[index]`` of targets (sorted global row indices of a sample).
 
-    NumPy targets are indexed in place; dask targets compute those rows
-    alone (the targets are read, never X); array-API targets are gathered on
-    their device, then moved.
+    Dask targets compute those rows alone; array-API ones are gathered on their device.
     """
     index = np.asarray(index, dtype=np.int64)
     if is_dask(Y):
@@ -299,17 +269,6 @@ def wants_median_gamma(features: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- solve and alpha
-
-def solve_path(state: dict, alphas: np.ndarray,
-               fit_intercept: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Ridge weights ``W`` (p, m, t) and intercepts ``c`` (p, t) of a summary for each λ.
-
-    One λ: a Cholesky solve (~10x cheaper than the eigendecomposition, which
-    serves a path, or a λ below the rounding of ``ZᵀZ``: the eigenpath clips
-    it); see :class:`~distsketch.estimators.ridge.system.RidgeSystem`.
-    """
-    return RidgeSystem(state, fit_intercept).solve(alphas)
-
 
 def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GRID,
              n_rows: int | None = None, system: RidgeSystem | None = None
@@ -331,8 +290,8 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GR
         Number of rows n of the GCV formula when the state's ``n`` is a
         total of row weights (default: the state's ``n``).
     system : RidgeSystem, optional
-        The summary's system, whose eigendecomposition is then reused (and
-        kept for the solve at the chosen λ).
+        The summary's system, whose factorisation is then reused (and kept
+        for the solve at the chosen λ).
 
     Returns
     -------
@@ -343,53 +302,31 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GR
 
     Notes
     -----
-    One O(m³) eigendecomposition, then O(p · m · t): with ``q = Vᵀ b``,
-    ``RSS(λ) = ‖y_c‖² − Σᵢ qᵢ² (eᵢ + 2λ) / (eᵢ + λ)²``, from the summary
-    alone (no pass over X).
+    One O(m³) reduction ``A = Q T Qᵀ`` (the eigendecomposition instead where
+    the system already holds one), then O(p · m · t): with ``u = (T + λI)⁻¹Qᵀb``,
+    ``RSS(λ) = ‖y_c‖² − (2 bᵀQu − uᵀTu)``, from the summary alone (no pass
+    over X).
     """
     system = RidgeSystem(state, fit_intercept) if system is None else system
     return system.gcv(grid, n_rows)
-
-
-def choose_loo(path: dict[str, np.ndarray]) -> tuple[int, int]:
-    """``(gamma index, alpha index)`` of the lowest :func:`loo_kernel_path` error.
-
-    Ties go to the smaller gamma, then the smaller alpha.  A classifier is
-    scored by the squared error of its ±1 targets too (as scikit-learn's
-    ``RidgeClassifierCV``): on a sample of a few hundred rows the accuracy
-    moves in steps of one row, and choosing by it was measured to pick
-    worse gammas (``benchmarks/RESULTS.md``).
-    """
-    g, a = np.unravel_index(int(np.argmin(path["mse"])), path["mse"].shape)
-    return int(g), int(a)
 
 
 def loo_default_kernel(S: np.ndarray, Y: np.ndarray, n_rows: int, fit_intercept: bool,
                        owner: str) -> dict[str, Any]:
     """gamma of the default map (and its alpha) by leave-one-out on sample rows (:func:`search_gamma`).
 
-    Parameters
-    ----------
-    S : ndarray of shape (k, d)
-        The standardised sample rows.
-    Y : ndarray of shape (k, t)
-        Their targets.
-    n_rows : int
-        Rows of the whole input (the alpha is the model's when k == n_rows).
-    fit_intercept : bool
-    owner : str
-        The model's name, for the log.
-
-    Returns
-    -------
-    dict
-        ``gamma``, ``alpha``, ``every_row``, ``search`` (what
-        :func:`gamma_search_note` reports) and the ``cv_results_`` entries
-        ``gammas``, ``loo_alphas``, ``loo_mse`` and ``loo_rows``.
+    ``S`` (k, d) are standardised sample rows of an input of ``n_rows`` rows (the alpha
+    is the model's when k == n_rows).  Returns ``gamma``, ``alpha``, ``every_row``,
+    ``search`` (what :func:`gamma_search_note` reports) and the ``cv_results_`` entries
+    ``gammas``, ``loo_alphas``, ``loo_mse`` and ``loo_rows``.
     """
     path = search_gamma(S, Y, fit_intercept, GCV_GRID)
     gammas, factors = path["gammas"], path["factors"]
-    g, a = choose_loo(path)
+    # the lowest error, ties to the smaller gamma then alpha; a classifier too is scored by
+    # the squared error of its ±1 targets (as RidgeClassifierCV): on a few hundred rows the
+    # accuracy moves in steps of one row, and choosing by it picked worse gammas
+    # (benchmarks/RESULTS.md)
+    g, a = map(int, np.unravel_index(int(np.argmin(path["mse"])), path["mse"].shape))
     search = {"factors": [float(f) for f in factors], "chosen": float(factors[g]),
               "widened": [float(f) for f in path["widened"]],
               "at_limit": bool(path["at_limit"])}
@@ -432,12 +369,9 @@ def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
     """``(alpha_, cv_results_)`` of ``alpha="auto"``.
 
     The leave-one-out choice of :func:`loo_default_kernel` when its sample
-    held every row (and the rows are unweighted: ``loo["every_row"]``), else
-    the GCV minimum of :func:`gcv_path` over the summary.  ``cv_results_``
-    holds ``alphas`` (the candidates of that choice), ``gcv`` (with GCV) and
-    the leave-one-out entries of ``loo`` (the default map's gamma choice).
-    GCV decomposes ``system`` (the summary's :class:`RidgeSystem`, made here
-    when not given), whose eigenpairs then serve the solve at the choice.
+    held every unweighted row (``loo["every_row"]``), else the GCV minimum of
+    :func:`gcv_path` over the summary, whose factorisation of ``system`` then
+    serves the solve at the choice.
     """
     m = int(state["ztz"].shape[0])
     results: dict[str, Any] = {"gammas": None}
@@ -459,12 +393,8 @@ def auto_alpha(state: dict, fit_intercept: bool, n_rows: int, loo: dict | None,
 
 
 def standardizes(setting: Any, features: Any) -> bool:
-    """Whether a ridge model with ``standardize=setting`` and ``features`` scales its columns.
-
-    ``"auto"``: yes for the default map (None) and for a map whose ``gamma`` is
-    chosen from the data (None or "median"); no for a map given a number for
-    ``gamma``, or one without a ``gamma``: its scale is the caller's choice.
-    """
+    """Whether a ridge model with ``standardize=setting`` and ``features`` scales its columns
+    (``"auto"``: as the ``standardize`` parameter of ``SketchedKernelRidge`` says)."""
     if not isinstance(setting, str):
         return bool(setting)
     if features is None:

@@ -30,8 +30,7 @@ class RidgeFolding(MergeableEstimator):
     """
 
     def _device_targets(self, X: Any, Y: Any) -> Any:
-        """The targets as the passes take them: the user's as given (a classifier moves its
-        host-encoded ones to the device of X's blocks)."""
+        """The targets as the passes take them (a classifier moves its encoded ones to X's device)."""
         return Y
 
     @summary_context

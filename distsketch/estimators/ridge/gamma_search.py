@@ -1,14 +1,5 @@
-"""gamma of the default feature map by exact leave-one-out on a row sample, widened at its edges.
-
-:func:`loo_kernel_path` scores Gaussian kernel ridge on sample rows for
-given gammas and the whole λ grid (one eigendecomposition per gamma);
-:func:`search_gamma` evaluates only the gammas the choice needs: three
-neighbouring factors first (the middle of :data:`GAMMA_FACTORS`, or on a
-sample of more than :data:`PILOT_ABOVE` rows the best factor of a
-:data:`PILOT_ROWS`-row pilot), then one step outward while the best sits on
-the edge of what was evaluated, past :data:`GAMMA_FACTORS` itself by at most
-:data:`MAX_GAMMA_WIDENING` steps each way.
-"""
+"""gamma of the default feature map by exact leave-one-out on a row sample, widened at its edges
+(:func:`search_gamma`; :func:`loo_kernel_path` scores given gammas)."""
 
 from __future__ import annotations
 
@@ -113,10 +104,8 @@ def loo_kernel_path(S: Any, Y: Any, gammas: Any, fit_intercept: bool,
     Notes
     -----
     Per gamma: one O(n³) eigendecomposition and O(n² · p · t) for the path;
-    memory O(n² + n · p · t).  The rows come from the row sample read before
-    the ridge pass (:mod:`~distsketch.estimators.ridge.scaling`), chosen from
-    n alone, so the choice depends on the data and the seed only, never on
-    the chunking.
+    memory O(n² + n · p · t).  The rows (:mod:`~distsketch.estimators.ridge.scaling`)
+    do not depend on the chunking, so neither does the choice.
 
     References
     ----------
@@ -150,14 +139,7 @@ def search_gamma(S: Any, Y: Any, fit_intercept: bool,
     grid to the choice (1000 rows, 28 tables: 3.6 on average instead of
     5.7, the same choice on each; ``benchmarks/RESULTS.md``).
 
-    Parameters
-    ----------
-    S : ndarray of shape (k, d)
-        Standardised sample rows.
-    Y : ndarray of shape (k, t)
-        Their targets.
-    fit_intercept : bool
-    grid : ndarray, default :data:`GCV_GRID`
+    Parameters: as :func:`loo_kernel_path`, without ``gammas``.
 
     Returns
     -------
@@ -207,19 +189,13 @@ def _walk(score: Callable[[float], tuple[np.ndarray, np.ndarray]], centre: float
 
 def _pilot_factor(D2: np.ndarray, Yc: np.ndarray, d: int, fit_intercept: bool,
                   grid: np.ndarray, lo: float, hi: float) -> float:
-    """Where the search of k sample rows starts: the middle of :data:`GAMMA_FACTORS`, or,
-    above :data:`PILOT_ABOVE` rows, the best factor of ``lo`` … ``hi`` (every one)
-    by the leave-one-out of :data:`PILOT_ROWS` evenly spaced of them, kept one
-    step inside ``lo`` … ``hi``.
+    """Where the search starts: the middle of :data:`GAMMA_FACTORS`, or, above
+    :data:`PILOT_ABOVE` rows, the best of every factor in ``lo`` … ``hi`` on
+    :data:`PILOT_ROWS` evenly spaced rows, kept one step inside ``lo`` … ``hi``.
 
-    A pilot decomposition costs (k / PILOT_ROWS)³ less than a k-row one, so
-    starting at the pilot's choice saves the k-row decompositions of every
-    step the search would walk from the middle of the grid; the k-row search
-    still scores the start's neighbours and walks on while the best is an
-    edge.  The pilot scores every factor, not a walk of its own: its error
-    need not be unimodal in gamma (a target that a narrow kernel fits and a
-    wide one smooths to a constant has a second, shallow minimum among the
-    smallest gammas).
+    The pilot scores every factor rather than walking: its error need not be unimodal in
+    gamma (a target that a narrow kernel fits and a wide one smooths to a constant has a
+    second, shallow minimum among the smallest gammas).
     """
     mid = GAMMA_FACTORS[len(GAMMA_FACTORS) // 2]
     n = Yc.shape[0]

@@ -1,12 +1,5 @@
-"""Kernel ridge regression on sketched features, out of core.
-
-``SketchedKernelRidge`` maps rows through any distsketch feature map z(·)
-(random Fourier features, polynomial sketches, Nyström/MEKA features, ...),
-tree-reduces the m × m normal equations ``ZᵀZ`` and ``Zᵀy`` in one pass, and
-solves them exactly.  The kernel ridge problem ``(K + λI)α = y`` with
-``K ≈ Z Zᵀ`` has the primal solution ``w = (ZᵀZ + λI)⁻¹ Zᵀy`` and predictions
-``z(x)ᵀw``, so with exact features the model equals exact kernel ridge
-regression.  The classifier lives in :mod:`distsketch.estimators.ridge.classifier`.
+"""Kernel ridge regression on sketched features, out of core (the classifier is in
+:mod:`distsketch.estimators.ridge.classifier`).
 
 Over 500 lines because the class docstring is the reference of every parameter,
 attribute and cost the classifier shares.
@@ -38,7 +31,6 @@ from distsketch.estimators.ridge.defaults import (
     map_kernel,
     positive_values,
     rows_at,
-    solve_path,
     standardize_rows,
     standardizes,
     wants_median_gamma,
@@ -248,31 +240,22 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self.random_state = random_state
 
     # ---------------------------------------------------------------- helpers
-    _positive = staticmethod(positive_values)
-
     def _auto_alpha(self) -> bool:
         return isinstance(self.alpha, str) and self.alpha == "auto"
 
     def _alpha_grid(self) -> None:
         if not self._auto_alpha():
-            self._positive(self.alpha, "alpha")
-
-    def _standardizes(self) -> bool:
-        return standardizes(self.standardize, self.features)
+            positive_values(self.alpha, "alpha")
 
     def _fit_scaler(self, X: Any, Y: Any = None) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it.
 
-        A standardising model estimates it on the rows of :func:`default_sample`,
-        read before the ridge pass, which then reads each row once
-        (``x_mean_`` and ``x_scale_`` are the sample's estimates, exact where
-        the sample is every row).  The default map's gamma (given targets Y)
-        and a map's ``gamma="median"`` are chosen on :func:`loo_sample` rows
-        of it.
+        The statistics, the default map's gamma (given Y) and a map's
+        ``gamma="median"`` all come from the row sample read before the only pass.
         """
         self.x_mean_ = self.x_scale_ = None
         self._median_gamma = self._loo = None
-        if not self._standardizes():
+        if not standardizes(self.standardize, self.features):
             if wants_median_gamma(self.features):
                 # gamma is needed before the only pass: a few strips of rows, not a pass
                 self._median_gamma = strip_median_gamma(
@@ -336,24 +319,16 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
              else namespace(y).reshape(y, (-1, 1))) if one_d else y
         return Y, one_d
 
-    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int, row_start: int = 0,
+    def _reduce(self, X: Any, Y: Any, maps: list[Any], n_folds: int,
                 w: np.ndarray | None = None, sample: bool = False) -> list:
         products = self._products(X, maps, n_folds, w)
         self.gram_precision_ = products
-        states, rows = self._pass(X, Y, maps, n_folds, row_start, w, sample, products)
+        states, rows = self._pass(X, Y, maps, n_folds, 0, w, sample, products)
         self._keep_sample(rows)
         return states
 
     def _products(self, X: Any, maps: list[Any], n_folds: int, w: np.ndarray | None) -> str:
-        """The precision of the pass's ZᵀZ products (:func:`~distsketch.summaries.ridge.float32_products`).
-
-        Float32 for float32 rows, without folds or weights, when every λ of
-        the solve is at least 10⁻³ of the mean eigenvalue of the centred
-        ``ZᵀZ``: GCV's candidates (``alpha="auto"`` without the exact
-        leave-one-out choice), or a given alpha that the features of the
-        first rows show to be that large
-        (:func:`~distsketch.estimators.ridge.system.alpha_tolerates_float32`).
-        """
+        """The precision of the pass's ZᵀZ products (the class Notes, "Precision")."""
         if n_folds or w is not None or len(maps) != 1 or host_dtype(X.dtype) != np.float32:
             return "float64"
         if self._auto_alpha():
@@ -404,9 +379,6 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return {"n": getattr(self, "weight_sum_", self.n_samples_seen_), "sum": self.zsum_,
                 "ztz": self.gram_, "zty": self.zty_, "ysum": self.ysum_, "yty": self.yty_}
 
-    def _solve_path(self, state: dict, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return solve_path(state, alphas, self.fit_intercept)
-
     def _choose_alpha(self, state: dict, system: RidgeSystem | None = None) -> None:
         """``alpha_`` of ``alpha="auto"`` (:func:`~distsketch.estimators.ridge.defaults.auto_alpha`)."""
         scaled = "standardised" if self._scaler() is not None else "not standardised"
@@ -416,8 +388,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         self.cv_results_: dict[str, Any] | None = results
 
     def _set_solution(self, state: dict, choose: bool = True) -> None:
-        # one RidgeSystem: GCV's eigendecomposition (or the Cholesky factor of a single λ)
-        # also gives the solution and the classifier's calibration leverages
+        # one RidgeSystem: GCV's factorisation also gives the solution and calibration leverages
         system = RidgeSystem(state, self.fit_intercept)
         if choose and self._auto_alpha():
             self._choose_alpha(state, system)
@@ -489,7 +460,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             self.gamma_, self.kernel_params_ = map_kernel(self.features_)
             self.cv_results_ = None
         else:
-            state = self._fit_cv(X, Xs, Y)
+            state = fit_cv(self, X, Xs, Y)
         self._store_state(state, rows=X.shape[0])
         self._set_solution(state, choose=self.cv is None)
         loo = self.__dict__.pop("_loo", None)
@@ -512,9 +483,6 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         return np.asarray(self.alpha, dtype=np.float64) if np.ndim(self.alpha) else \
             float(self.alpha)
 
-    def _fit_cv(self, X: Any, Xs: Any, Y: Any) -> dict:
-        return fit_cv(self, X, Xs, Y)
-
     def _fold_solutions(self, folds: list, totals: list,
                         alphas: np.ndarray) -> Iterator[tuple[int, int, dict, Any, Any]]:
         """``(g, f, state, W, c)`` for every map g and non-empty fold f, trained without f."""
@@ -522,15 +490,13 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             for f, s in enumerate(fold_states):
                 if s["n"] == 0:
                     continue
-                W, c = self._solve_path(add_ridge_states(totals[g], s, -1.0), alphas)
+                system = RidgeSystem(add_ridge_states(totals[g], s, -1.0), self.fit_intercept)
+                W, c = system.solve(alphas)
                 yield g, f, s, W, c
 
     def _cv_scores(self, X: Any, Y: Any, maps: list, folds: list, totals: list,
                    alphas: np.ndarray) -> dict[str, np.ndarray]:
-        """Validation scores, each of shape (n_gammas, n_alphas): the mean squared error.
-
-        Computed from the per-fold summaries alone (no further pass over X).
-        """
+        """Validation scores of shape (n_gammas, n_alphas) from the fold summaries: the MSE."""
         mse = np.zeros((len(maps), len(alphas)))
         for g, _, s, W, c in self._fold_solutions(folds, totals, alphas):
             mse[g] += summary_sse(s, W, c).sum(axis=1)
@@ -644,7 +610,6 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         (n_samples, n_alphas) or (n_samples, n_alphas, n_targets)
             Same kind as X.
         """
-        self._check_is_fitted("coef_")
         return self._shape_output(self._decision(X))
 
     def score(self, X: Any, y: Any, sample_weight: Any = None, metric: str = "r2") -> Any:

@@ -1,17 +1,11 @@
 """The row sample of a standardising kernel ridge fit, read before its only pass.
 
-A standardising :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge`
-(or classifier; the default) needs the column means and scales, and the rows on
-which leave-one-out chooses the default map's gamma (and alpha) or the median
-heuristic a map's ``gamma="median"``, *before* the pass that reduces ``ZᵀZ``:
-the feature map sees standardised rows.  They come from one sample
-whose rows are chosen from the number of rows alone, before anything is
-read (:func:`default_sample_index`), so the sample is the same whatever the
-chunking, the scheduler or the device; reading it touches only the chunks
-that hold those rows (:func:`~distsketch.graph.gather_rows`).  The
-standardisation then folds into a random Fourier map's operator
-(:func:`~distsketch.ops.rff.rff_fold_scaling`; any other map standardises
-each block) and the ridge pass reads each row once.
+The column means and scales, and the rows on which leave-one-out chooses the default
+map's gamma (or the median heuristic a map's ``gamma="median"``), are needed *before*
+the pass that reduces ``ZᵀZ``.  They come from one sample whose rows are chosen from the
+number of rows alone (:func:`default_sample_index`), so it is the same whatever the
+chunking, the scheduler or the device; reading it touches only the chunks that hold
+those rows (:func:`~distsketch.graph.gather_rows`).
 
 * **Size** (:func:`default_sample_size`): ``min(n, max(MIN_SAMPLE_ROWS,
   ⌈SAMPLE_FRACTION · n⌉))``, at most :data:`SAMPLE_BYTES` of float64 rows
@@ -24,13 +18,6 @@ each block) and the ridge pass reads each row once.
   touch every chunk of most stores; a strip touches one or two.  Strips of
   neighbouring rows are a less spread sample than single rows on a table
   sorted by some column, hence 32 of them, spread by the hash.
-* **Statistics** (:func:`sample_scale`): the sample's column means and
-  population standard deviations (constant columns: scale 1), estimates of
-  the full columns' unless the sample is every row.
-* **Leave-one-out rows** (:func:`loo_sample`): the 1000 sample rows of
-  smallest ``hash(0, "metrics.sample", row)``, the rows
-  :func:`~distsketch.estimators.kernel_params.median_sampler` keeps, so on
-  an input sampled whole they are the same rows as a pass would draw.
 """
 
 from __future__ import annotations
@@ -79,11 +66,7 @@ def default_sample_index(n_rows: int, n_features: int) -> np.ndarray:
 
 
 def default_sample(X: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(index, rows)`` of the default fit's sample of X: host int64 indices, float64 rows.
-
-    Reads only the chunks that hold the sampled rows (every row of an input
-    of at most :data:`MIN_SAMPLE_ROWS` rows).
-    """
+    """``(index, rows)`` of the default fit's sample of X: host int64 indices, float64 rows."""
     index = default_sample_index(int(X.shape[0]), int(X.shape[1]))
     return index, gather_rows(X, index, name="ridge-sample")
 

@@ -1,9 +1,5 @@
-"""A kernel sketch composed with an SRHT sized by the statistical dimension.
-
-Song et al. (2021), Theorem E.2: a kernel sketch followed by an SRHT whose
-size follows the (estimated) statistical dimension s_λ of the kernel, so the
-solve costs depend on s_λ instead of n or the first sketch's size.
-"""
+"""A kernel sketch composed with an SRHT sized by the statistical dimension (Song et al.
+2021, Theorem E.2)."""
 
 from __future__ import annotations
 

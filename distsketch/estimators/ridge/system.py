@@ -1,13 +1,6 @@
-"""The ridge solve of a summary: one factorisation shared by GCV, the solution and the leverages.
-
-:class:`RidgeSystem` holds the centred normal equations ``A = Z_cᵀZ_c``,
-``b = Z_cᵀy_c`` of a ridge summary and the factorisations made of them, so a
-default fit factors ``A`` once: the eigendecomposition that scores GCV's whole
-λ grid also gives the solution at the chosen λ and the calibration sample's
-leverages, and a single given λ takes one Cholesky factor that serves both.
-
-Also the rule deciding when a given α tolerates float32 products in ``ZᵀZ``
-(:func:`alpha_tolerates_float32`).
+"""The ridge solve of a summary: one factorisation shared by GCV, the solution and the
+leverages (:class:`RidgeSystem`), and the rule deciding when a given α tolerates float32
+products in ``ZᵀZ`` (:func:`alpha_tolerates_float32`).
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from distsketch.summaries.ridge import dense_float64
 from distsketch.validation import is_dask
 from distsketch.validation.finite import check_finite_result
 
-__all__ = ["FLOAT32_ALPHA_FLOOR", "FLOAT32_PROBE_ROWS", "RidgeSystem",
+__all__ = ["FLOAT32_ALPHA_FLOOR", "FLOAT32_PROBE_ROWS", "RidgeSystem", "Tridiagonal",
            "alpha_tolerates_float32", "first_features"]
 
 #: smallest α, relative to the mean eigenvalue tr(Z_cᵀZ_c) / m, solved from float32 products
@@ -49,8 +42,12 @@ class RidgeSystem:
     -----
     At most one O(m³) factorisation per λ asked for, and none after
     :meth:`eigh`: its eigenpairs serve every λ (:meth:`solve`,
-    :meth:`quadratic_forms`).  Without them one λ takes a Cholesky factor
-    (about 10x cheaper than the eigendecomposition), kept for that λ.
+    :meth:`quadratic_forms`).  GCV reduces ``A`` to tridiagonal form
+    instead (LAPACK ``sytrd``, 4m³/3 flops, about a third of the
+    eigendecomposition, which also builds the m × m eigenvectors): each λ is
+    then a tridiagonal solve, O(m·t), and the solution at the chosen λ
+    ``Q (T + λI)⁻¹ Qᵀb``.  Otherwise one λ takes a Cholesky factor (about 10x
+    cheaper than the eigendecomposition), kept for that λ.
     """
 
     def __init__(self, state: dict, fit_intercept: bool):
@@ -61,6 +58,7 @@ class RidgeSystem:
         self.fit_intercept = bool(fit_intercept)
         self._eig: tuple[np.ndarray, np.ndarray] | None = None
         self._chol: tuple[float, Any] | None = None
+        self._tri: Tridiagonal | None = None
 
     @single_threaded_blas
     def eigh(self) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +66,13 @@ class RidgeSystem:
         if self._eig is None:
             self._eig = np.linalg.eigh(self.A)
         return self._eig
+
+    @single_threaded_blas
+    def tridiagonal(self) -> Tridiagonal:
+        """``A = Q T Qᵀ`` with ``Qᵀb`` and the eigenvalues of ``T`` (computed once)."""
+        if self._tri is None:
+            self._tri = Tridiagonal(self.A, self.b)
+        return self._tri
 
     def _cholesky(self, alpha: float) -> Any:
         # the upper factor of A + αI for one α (None where A + αI is not numerically PD)
@@ -83,13 +88,16 @@ class RidgeSystem:
     def solve(self, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights ``W`` (p, m, t) and intercepts ``c`` (p, t) for each λ.
 
-        From the eigenpairs when they exist (or for a path), else one
-        Cholesky solve; a λ below the rounding of ``A`` (Cholesky fails) takes
-        the eigenpath, which clips it.
+        From the eigenpairs when they exist (or for a path), else from
+        GCV's tridiagonal form when it exists, else one Cholesky solve; a λ
+        below the rounding of ``A`` (Cholesky fails) takes the eigenpath,
+        which clips it.
         """
         alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
         W = None
-        if self._eig is None and alphas.size == 1:
+        if self._eig is None and alphas.size == 1 and self._tri is not None:
+            W = self._tri.solve(float(alphas[0]))[None]
+        elif self._eig is None and alphas.size == 1:
             factor = self._cholesky(float(alphas[0]))
             if factor is not None:
                 W = sla.cho_solve(factor, self.b)[None]
@@ -122,17 +130,24 @@ class RidgeSystem:
 
         See :func:`~distsketch.estimators.ridge.defaults.gcv_path`.
         """
-        evals, evecs = self.eigh()
-        evals = np.clip(evals, 0.0, None)
         n = float(self.state["n"])
-        q2 = ((evecs.T @ self.b) ** 2).sum(axis=1)                      # (m,)
         yty = np.diag(np.atleast_2d(np.asarray(to_host(self.state["yty"]), dtype=np.float64)))
         yy = float(np.sum(yty - n * self.ym ** 2)) if self.fit_intercept else float(np.sum(yty))
+        if self._eig is not None:
+            evals, evecs = self._eig
+            evals = np.clip(evals, 0.0, None)
+            q2 = ((evecs.T @ self.b) ** 2).sum(axis=1)                  # (m,)
+        else:
+            tri = self.tridiagonal()
+            evals = tri.evals
         scale = max(float(evals.sum()) / max(evals.size, 1), np.finfo(np.float64).tiny)
         alphas = scale * np.asarray(grid, dtype=np.float64)
         den = evals[None, :] + alphas[:, None]
-        rss = np.maximum(yy - (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2)
-                         .sum(axis=1), 0.0)
+        if self._eig is not None:
+            fit = (q2[None, :] * (evals[None, :] + 2 * alphas[:, None]) / den ** 2).sum(axis=1)
+        else:
+            fit = np.array([tri.explained(float(a)) for a in alphas])
+        rss = np.maximum(yy - fit, 0.0)
         df = (evals[None, :] / den).sum(axis=1) + (1.0 if self.fit_intercept else 0.0)
         if n_rows is not None:
             n = float(n_rows)
@@ -142,6 +157,69 @@ class RidgeSystem:
         with np.errstate(divide="ignore", invalid="ignore"):
             gcv = np.where(resid_df >= 1.0, n * rss / resid_df ** 2, np.inf)
         return alphas, gcv
+
+
+class Tridiagonal:
+    """``A = Q T Qᵀ`` (LAPACK ``dsytrd``, lower) with ``Qᵀb`` and the eigenvalues of ``T``.
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, m)
+        Symmetric.
+    b : ndarray of shape (m, t)
+
+    Notes
+    -----
+    ``Q`` stays as its m − 1 Householder reflectors; applying it to an
+    m × t block costs O(m²·t).  ``T + λI`` is solved by ``dgtsv`` (partial
+    pivoting, O(m·t)).  Memory: one m × m float64 copy of ``A``.
+    """
+
+    def __init__(self, A: np.ndarray, b: np.ndarray):
+        m = A.shape[0]
+        lwork = int(sla.lapack.dsytrd_lwork(m, lower=1)[0]) if m > 1 else 1
+        self.reflectors, self.d, self.e, self.tau, info = sla.lapack.dsytrd(
+            A, lower=1, lwork=max(lwork, 1))
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dsytrd returned info={info}")
+        self.qtb = self._apply(np.array(b, dtype=np.float64, order="C"), transpose=True)
+        # sterf: eigenvalues only, O(m²)
+        evals = (sla.eigvalsh_tridiagonal(self.d, self.e, check_finite=False,
+                                          lapack_driver="sterf") if m > 1 else self.d.copy())
+        self.evals = np.clip(evals, 0.0, None)                      # ZᵀZ is PSD
+
+    def _apply(self, x: np.ndarray, transpose: bool) -> np.ndarray:
+        # Q = H(0) ... H(m-2), H(i) = I − τᵢ vᵢvᵢᵀ, vᵢ = (0…0, 1, reflectors[i+2:, i])
+        order = range(len(self.tau)) if transpose else reversed(range(len(self.tau)))
+        V = self.reflectors
+        for i in order:
+            v = V[i + 2:, i]                            # vᵢ below its leading 1
+            w = self.tau[i] * (x[i + 1] + v @ x[i + 2:])
+            x[i + 1] -= w
+            x[i + 2:] -= v[:, None] * w[None, :]
+        return x
+
+    def _solve_t(self, alpha: float) -> np.ndarray:
+        # (T + αI)⁻¹ Qᵀb
+        if self.e.size == 0:
+            return self.qtb / (self.d + alpha)[:, None]
+        du = self.e.copy()
+        *_, u, info = sla.lapack.dgtsv(du, self.d + alpha, du.copy(), self.qtb)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dgtsv returned info={info} at alpha={alpha}")
+        return u
+
+    def explained(self, alpha: float) -> float:
+        """``2 bᵀw − wᵀAw`` at ``w = (A + αI)⁻¹b``: ``‖y_c‖²`` minus the residual sum of squares."""
+        u = self._solve_t(alpha)
+        tu = self.d[:, None] * u
+        tu[:-1] += self.e[:, None] * u[1:]
+        tu[1:] += self.e[:, None] * u[:-1]
+        return float(2.0 * np.sum(self.qtb * u) - np.sum(u * tu))
+
+    def solve(self, alpha: float) -> np.ndarray:
+        """``(A + αI)⁻¹ b`` of shape (m, t)."""
+        return self._apply(self._solve_t(alpha), transpose=False)
 
 
 def alpha_tolerates_float32(Z: np.ndarray, n_rows: int, alpha: Any, fit_intercept: bool) -> bool:
@@ -165,14 +243,9 @@ def alpha_tolerates_float32(Z: np.ndarray, n_rows: int, alpha: Any, fit_intercep
     Notes
     -----
     The mean eigenvalue of the centred ``ZᵀZ`` over n rows is estimated as
-    ``n · mean ‖zᵢ − z̄‖² / m`` over the probe rows.  Float32 products
-    perturb ``ZᵀZ`` by ``ΔA`` (about 4·u·|Z|ᵀ|Z| entry by entry, u = 2⁻²⁴),
-    and the solution by ``‖Δw‖ ≤ ‖ΔA‖₂‖w‖ / (λ_min(A) + α)``; at
-    α ≥ 10⁻³ × the mean eigenvalue (GCV's smallest candidate) that moves
-    the predictions by under 5 % of the spread between two draws of the
-    random features (measured ≤ 7e-4 of it; docs/architecture.md,
-    "Precision"), so such an α takes float32 products and a smaller one
-    float64.
+    ``n · mean ‖zᵢ − z̄‖² / m`` over the probe rows.  Why the floor suffices: the
+    Notes of :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge`
+    ("Precision"; measured ≤ 7e-4 of the spread between two random-feature draws).
     """
     Z = np.asarray(Z, dtype=np.float64)
     k, m = Z.shape

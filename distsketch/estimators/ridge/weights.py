@@ -1,10 +1,5 @@
-"""The input side of sketched kernel ridge regression: row weights and ``[X | y]`` stacking.
-
-The one-pass summary itself, :class:`~distsketch.summaries.ridge.RidgeSummary`,
-and the helpers of its states live in :mod:`distsketch.summaries.ridge`.  Used
-by :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge` (and its
-classifier, and the workflow's segment merge).
-"""
+"""The input side of sketched kernel ridge regression: row weights and ``[X | y]`` stacking
+(the summary itself is :class:`~distsketch.summaries.ridge.RidgeSummary`)."""
 
 from __future__ import annotations
 
@@ -13,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from distsketch.graph import as_dask, derive_row_source, hstack_blocks, plan_rows
+from distsketch.errors import InputError
+from distsketch.graph import as_dask, derive_row_source, hstack_blocks, plan_rows, to_numpy
 from distsketch.ops.kernels import max_row_sqnorm
 from distsketch.ops.namespace import asarray, host_dtype, namespace, to_host, xp_dtype
 from distsketch.validation import is_dask
@@ -34,17 +30,9 @@ MAX_WEIGHT_SUM = max_row_sqnorm(np.float64) ** 0.25
 
 def check_sample_weight(sample_weight: Any, n_rows: int, where: str) -> np.ndarray:
     """Row weights as float64 of shape (n_rows,): finite, non-negative, not all zero, and
-    small enough that the weighted sums cannot overflow (:func:`check_weight_scale`).
-
-    Raises
-    ------
-    InputError
-        A wrong shape, a NaN/Inf or negative weight (naming the first such
-        row), all weights zero, or weights too large (naming the largest).
+    small enough that the weighted sums cannot overflow (:func:`check_weight_scale`); an
+    InputError names the first bad row (or the largest weight).
     """
-    from distsketch.errors import InputError
-    from distsketch.graph import to_numpy
-
     # row weights are checked on the host (one number per row) and move with the targets
     w = np.asarray(to_numpy(sample_weight) if is_dask(sample_weight) else to_host(sample_weight),
                    dtype=np.float64)
@@ -69,27 +57,10 @@ def check_weight_scale(w: np.ndarray, where: str, name: str,
 
     Without this check such weights reach the fit's per-row magnitude check
     as one more column of the rows, whose message blames the data ("row 0
-    is too large ... scale the data") although X is fine.
-
-    Parameters
-    ----------
-    w : ndarray of float64, shape (n_rows,)
-        Finite non-negative row weights (their product may be inf).
-    where : str
-        How messages name the caller (``"SketchedKernelRidge.fit"``).
-    name : str
-        What the weights are: ``"sample_weight"``, ``"class_weight"``, ...
-    label_of : callable, optional
-        ``label_of(row)``: the row's class label, named beside its row.
-
-    Raises
-    ------
-    InputError
-        Names the weights, their total, the row holding the largest one
-        (and its class) and what to do: divide every weight by one constant.
+    is too large ... scale the data") although X is fine.  ``name`` says what the
+    weights are (``"sample_weight"``, ``"class_weight"``, ...); ``label_of(row)``, when
+    given, names the class of the row holding the largest weight.
     """
-    from distsketch.errors import InputError
-
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(np.sum(w))
     if total <= MAX_WEIGHT_SUM:

@@ -50,10 +50,6 @@ from distsketch.validation import Interval, Options
 __all__ = ["SparseTiles", "SparsifiedGram"]
 
 
-def _index_dtype(n: int) -> np.dtype:
-    return np.dtype(np.int32) if n < 2**31 - 1 else np.dtype(np.int64)
-
-
 def strip_sizes(owner: str, tile_rows: int, p: float, n_samples: int,
                 n_features: int) -> list[OperatorSize]:
     """What one strip task of the sparsified Gram holds: a row of its tile, and its kept entries.
@@ -328,10 +324,9 @@ class SparsifiedGram(DistsketchEstimator):
 
         bounds = np.array([(r0, min(r0 + T, n)) for r0 in range(0, n, T)], dtype=np.int64)
         diagonal = np.zeros(n)
-        idx_dtype = _index_dtype(n)
+        idx_dtype = np.dtype(np.int32) if n < 2**31 - 1 else np.dtype(np.int64)
 
-        def build(write_strip: Any) -> list[sp.csr_array] | None:
-            kept: list[sp.csr_array] = []
+        def build(write_strip: Any) -> None:
             for s, (r0, r1) in enumerate(bounds):
                 XS = to_numpy(Xd[r0:r1]).astype(np.float64, copy=False)
                 summ = StripSummary(name, params, seed, float(self.p), bool(self.quantize), bound,
@@ -346,14 +341,11 @@ class SparsifiedGram(DistsketchEstimator):
                 m.indices = m.indices.astype(idx_dtype, copy=False)
                 m.indptr = m.indptr.astype(np.int64, copy=False)
                 diagonal[r0:r1] = np.asarray(m.diagonal(k=int(r0)), dtype=np.float64) * scale
-                if write_strip is None:
-                    kept.append(m)
-                else:
-                    write_strip(s, m)
-            return kept if write_strip is None else None
+                write_strip(s, m)
 
         if self.store is None:
-            strips = build(None)
+            strips: list[sp.csr_array] = []
+            build(lambda s, m: strips.append(m))
             self.tiles_ = SparseTiles(n, bounds, diagonal, scale, strips=strips)
         else:
             path = str(Path(self.store).expanduser().absolute())

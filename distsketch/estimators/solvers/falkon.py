@@ -1,14 +1,9 @@
 """Nyström kernel ridge regression by preconditioned CG over passes of the data (Falkon).
 
-:class:`NystromKernelRidge` minimises ``‖K_nM α − y‖² + λ n αᵀ K_MM α`` over
-the coefficients α of M centres.  Nothing of size n × M exists anywhere:
-every CG iteration is one tree-reduced pass over the row blocks computing
-``K_nMᵀ (K_nM p)`` from ``rows × M`` kernel sub-tiles
-(:func:`distsketch.ops.falkon.gram_times`), and the first pass computes
-``K_nMᵀ y``.  The driver holds Falkon's two M × M preconditioner factors
-(:mod:`distsketch.ops.falkon`, which also says where float32 factors are
-enough) and O(M t) vectors; a task holds its block, the centres and one
-sub-tile.  The CG state can be checkpointed after every pass.
+Nothing of size n × M exists anywhere: every CG iteration is one tree-reduced pass
+over the row blocks (:func:`distsketch.ops.falkon.gram_times` on ``rows × M`` kernel
+sub-tiles); the driver holds Falkon's two M × M preconditioner factors
+(:mod:`distsketch.ops.falkon`), and the CG state can be checkpointed after every pass.
 
 Over 500 lines because the CG loop, its checkpoint and the preconditioner are one fit
 that shares its state.
@@ -34,7 +29,7 @@ from distsketch.estimators.base import DistsketchEstimator, OperatorSize, fit_co
 from distsketch.estimators.kernel_params import GAMMA_CONSTRAINT, fit_kernel_params
 from distsketch.estimators.nystrom.landmark_choice import choose_landmarks, fit_kmeans, sample_landmarks
 from distsketch.estimators.ridge.weights import stack_xy
-from distsketch.estimators.solvers.solver import r_squared, record_cg
+from distsketch.estimators.solvers.solver import r_squared, record_cg, solver_targets
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.host_memory import host_memory_limit
 from distsketch.ops.cg import CGResult
@@ -49,8 +44,8 @@ from distsketch.ops.kernel_product import kernel_times, kernel_times_rows, kerne
 from distsketch.ops.kernels import KERNEL_NAMES
 from distsketch.ops.namespace import asarray
 from distsketch.summaries.falkon import FalkonPass
-from distsketch.validation import Interval, Options, check_targets
-from distsketch.validation.finite import check_finite_output, check_finite_targets
+from distsketch.validation import Interval, Options
+from distsketch.validation.finite import check_finite_output
 
 __all__ = ["FalkonCheckpoint", "NystromKernelRidge", "driver_memory_budget", "select_centers"]
 
@@ -81,8 +76,6 @@ def driver_memory_budget() -> tuple[int, str]:
                               "e.g. '20GiB'.") from exc
     return int(DRIVER_FRACTION * host_memory_limit()), f"{DRIVER_FRACTION:g} x this machine's memory"
 
-
-# ----------------------------------------------------------------------------- landmarks
 
 def _uniform(X: Any, m: int, seed: int, est: Any) -> np.ndarray:
     return sample_landmarks(X, m, seed, "falkon.centers")[1]
@@ -146,8 +139,6 @@ def select_centers(X: Any, landmarks: Any, n_centers: int, seed: int, est: Any =
     return C
 
 
-# ----------------------------------------------------------------------------- checkpoint
-
 class FalkonCheckpoint(BaseEstimator):
     """The CG state of a :class:`NystromKernelRidge` fit between two passes (a model store).
 
@@ -181,8 +172,6 @@ class FalkonCheckpoint(BaseEstimator):
                         active=np.asarray(self.active_).astype(bool), n_iter=int(self.n_iter_),
                         residuals=[float(v) for v in np.asarray(self.residuals_)])
 
-
-# ----------------------------------------------------------------------------- estimator
 
 class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
     """Nyström kernel ridge regression with M centres by Falkon's preconditioned CG, out of core.
@@ -332,7 +321,6 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ sizes
     def _n_centers(self, n_samples: int) -> int:
         if not isinstance(self.landmarks, str):
             return int(np.shape(self.landmarks)[0])
@@ -374,17 +362,6 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
                 "the machine has that memory.")
         return plan
 
-    # ------------------------------------------------------------------ targets
-    def _targets(self, y: Any, n: int) -> tuple[np.ndarray, bool]:
-        name = type(self).__name__
-        y = np.asarray(to_numpy(check_targets(y, n, where=f"{name}: y")))
-        if not np.issubdtype(y.dtype, np.number):
-            raise InputError(f"{name}: y must be numeric, got dtype {y.dtype}.")
-        y = y.astype(np.float64)
-        check_finite_targets(y, f"{name}: y")
-        return (y.reshape(-1, 1) if y.ndim == 1 else y), y.ndim == 1
-
-    # ------------------------------------------------------------------ fit
     def _key(self, X: Any, Y: np.ndarray, M: int) -> str:
         from distsketch.io import fingerprint
 
@@ -505,14 +482,13 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         Returns the fitted estimator.
         """
         X = self._start(X)
-        Y, one_d = self._targets(y, X.shape[0])
+        Y, one_d = solver_targets(self, y, X.shape[0])
         self._init_seed()
         self._fit_targets(X, Y)
         self.coef_ = self._coef[:, 0] if one_d else self._coef
         self.n_samples_seen_ = int(X.shape[0])
         return self
 
-    # ------------------------------------------------------------------ predict
     def _decision(self, X: Any, coef: np.ndarray) -> Any:
         X = self._check_input(X, reset=False)
         C = np.asarray(self.centers_, dtype=np.float64)

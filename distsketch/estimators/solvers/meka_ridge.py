@@ -1,9 +1,4 @@
-"""Kernel ridge regression on MEKA's approximation ``G̃ = W L Wᵀ`` (Si, Hsieh, Dhillon 2014).
-
-The default solver works in MEKA's factored form with the approximation's
-negative eigenvalues clipped (exact, two passes over the basis); CG through
-MEKA's blockwise operator remains as ``solver="cg"``.
-"""
+"""Kernel ridge regression on MEKA's approximation ``G̃ = W L Wᵀ`` (Si, Hsieh, Dhillon 2014)."""
 
 from __future__ import annotations
 

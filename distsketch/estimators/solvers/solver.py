@@ -14,9 +14,7 @@ choices of preconditioner:
   ``Z = K_nM T⁻¹`` (so ``Z Zᵀ`` is the Nyström approximation) and
   ``A = chol(ZᵀZ + λI)``; the same Woodbury application.
 
-``MEKAKernelRidge`` (in :mod:`distsketch.estimators.solvers.meka_ridge`) shares the
-target checks defined here; its tree-reduced cross products are
-:class:`~distsketch.summaries.cross_product.CrossProduct`.
+The target checks and CG records here serve Falkon and MEKA kernel ridge too.
 
 Over 500 lines because the solver's CG over kernel tiles, its preconditioners and its
 target checks form one estimator.
@@ -133,11 +131,8 @@ def solver_targets(est: Any, y: Any, n: int) -> tuple[np.ndarray, bool]:
 
 
 def record_cg(est: Any, res: Any, advice: str, stacklevel: int) -> None:
-    """Store a CG solve's ``n_iter_``, ``residuals_`` and ``converged_``; warn if it stopped early.
-
-    ``advice`` ends the warning (what to change); ``stacklevel`` is the
-    caller's, plus one.
-    """
+    """Store a CG solve's ``n_iter_``, ``residuals_`` and ``converged_``; warn with
+    ``advice`` (what to change) if it stopped early."""
     est.n_iter_ = int(res.n_iter)
     est.residuals_ = res.residuals
     est.converged_ = bool(res.converged)
@@ -339,10 +334,6 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ pieces
-    def _tile(self) -> _KernelTile:
-        return _KernelTile(self.kernel_name_, self.kernel_params_)
-
     def _blocks(self, X: Any) -> Any:
         Xd = as_dask(X)
         return rechunk_rows(Xd, min(int(self.block_rows), max(1, Xd.shape[0])))
@@ -393,7 +384,8 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
                               work_bytes=fixed, work_bytes_per_row=per_row,
                               min_tasks=min_tasks, split_align=TILE_ROWS, name=name)
         except MemoryBudgetError:
-            return tile_matvec(A, B, V, self._tile(), split_every=self.split_every, name=name)
+            return tile_matvec(A, B, V, _KernelTile(self.kernel_name_, self.kernel_params_),
+                               split_every=self.split_every, name=name)
 
     def _sketch_map(self) -> Any:
         p = self.preconditioner
@@ -486,7 +478,6 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
             fmap.fit(Xb)
         return np.asarray(to_numpy(fmap.transform(Xb)), dtype=np.float64)
 
-    # ------------------------------------------------------------------ fit
     @fit_context
     def fit(self, X: Any, y: Any) -> KernelSolver:
         """Solve ``(K + λI) α = y`` by CG.

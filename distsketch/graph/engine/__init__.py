@@ -1,38 +1,18 @@
 """A device pass engine: one task per device reads, moves and reduces its row blocks.
 
 A reduction run on the engine (:func:`reduce_with_engine`, chosen by the dask
-config ``distsketch.engine``) is **one task per device** instead of one dask
-task per block and a tree of merge tasks:
+config ``distsketch.engine``) is one task per device instead of one dask task
+per block and a tree of merge tasks: reader threads compute the planned blocks
+(:class:`BlockSource`), at most ``ring`` blocks are in flight, and the engine's
+thread moves each block to the device, runs the summary's ``chunk`` and folds
+the states into the same merge tree as the dask path (:class:`TreeFold`), so the
+merged state is bitwise the dask path's.  On ``distributed`` each worker runs
+one engine task over block ranges aligned to the tree (:func:`range_level`).
 
-* reader threads compute the planned blocks, each through the array's own
-  optimised graph culled to it (:class:`BlockSource`: a store chunk is read
-  and decoded through :class:`~distsketch.io.arrays.stores.ZarrRowReader` as
-  in the dask path; a task several blocks share is computed once);
-* at most ``ring`` blocks are in flight (being read, or read and not yet
-  reduced): block ``i + ring`` is read after block ``i`` was reduced;
-* the engine's thread moves each block to the device, calls the summary's
-  own ``chunk`` with the block's global first row through
-  :class:`~distsketch.graph.blocks.BlockTask` (the dask path's finite check
-  and BLAS pinning) and folds the states into the tree
-  :func:`~distsketch.graph.blocks.merge_tree` builds, with the same fan-in
-  (:class:`TreeFold`), so the merged state is bitwise the dask path's;
-* the merged state is copied to the host once, at the end.
-
-On a ``distributed`` cluster each worker runs one engine task over ranges of
-blocks aligned to the merge tree (:func:`range_level`) and returns the tree's
-nodes at that level; the client merges the top levels: still the same tree.
-
-CUDA parts, used only when the blocks are CuPy arrays (:class:`CudaStage`):
-readers copy blocks into page-locked host buffers of the ring; host→device
-copies go on a non-blocking copy stream into device buffers of the ring;
-``chunk`` and ``merge`` run on a compute stream that waits on each copy's
-event, so the copy of block ``i + 1`` overlaps the compute of block ``i``; a
-slot is reused after the events of its previous copy and compute.  Blocks the
-graph already gives on the device (a store opened with ``device="cuda"``
-moves them in its read task) are used as they come.  **The CUDA functions
-have not run on a GPU yet**: scheduling, reader pool, ring bound, tree order,
-errors and the per-worker split are tested on the CPU with NumPy as the
-device (:class:`HostStage`), bitwise against the dask path.
+CUDA parts (:class:`CudaStage`) overlap the copy of block ``i + 1`` with the
+compute of block ``i`` through pinned buffers and streams.  **The CUDA functions
+have not run on a GPU yet**: everything else is tested on the CPU with NumPy as
+the device (:class:`HostStage`), bitwise against the dask path.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import dask
@@ -17,7 +18,7 @@ from distsketch.graph.engine.choice import on_gpu
 from distsketch.graph.engine.source import BlockSource
 from distsketch.graph.engine.stages import HostStage, stage_for
 from distsketch.graph.engine.tree import TreeFold, merge_levels, range_level
-from distsketch.graph.planner import BlockPlan, choose_fan_in, log_plan
+from distsketch.graph.planner import choose_fan_in, log_plan
 from distsketch.graph.runtime import active_client
 from distsketch.ops.namespace import to_host
 from distsketch.validation.finite import deferred_checks
@@ -139,33 +140,19 @@ def reduce_with_engine(blocks: Any, summary: Any, *operands: Any, split_every: i
                        ring: int | None = None) -> Any:
     """``blocks.reduce(summary, *operands, ...)`` run on the pass engine (module docstring).
 
-    Parameters
-    ----------
-    blocks : RowBlocks
-        The planned row blocks (:func:`~distsketch.graph.plan.plan_rows`): kept,
-        so the states are those of the dask path.
-    summary, *operands, split_every, name, check_finite, where, state_bytes
-        As for :meth:`~distsketch.graph.plan.RowBlocks.reduce` (a dask operand is
-        computed once).
-    readers : int, optional
-        Reader threads per engine (default: the cores, at most 16).
-    ring : int, optional
-        Blocks in flight per engine (default ``readers + 2``).
-
-    Returns
-    -------
-    object
-        The merged state, on the host.
+    The planned blocks are kept, so the states are those of the dask path; the
+    merged state comes back on the host.  ``readers`` reader threads per engine
+    (default: the cores, at most 16) keep ``ring`` blocks in flight (default
+    ``readers + 2``).
     """
     data = whole_rows(blocks.data)
     label = name or type(summary).__name__.lower()
     plan = blocks.plan
     fan, depth = choose_fan_in(plan.n_blocks, split_every, state_bytes, budget=plan.budget,
                                what=label)
-    blocks.plan = log_plan(BlockPlan(
-        plan.block_rows, plan.n_blocks, plan.task_bytes, budget=plan.budget,
-        threads=plan.threads, limit=plan.limit, source=plan.source, fan_in=fan, depth=depth,
-        merge_bytes=int((fan + 1) * state_bytes) if state_bytes else None), label + "-engine")
+    merge = int((fan + 1) * state_bytes) if state_bytes else None
+    blocks.plan = log_plan(replace(plan, fan_in=fan, depth=depth, merge_bytes=merge),
+                           label + "-engine")
     # the fan-in of tree_reduce (without the budget): the same merges as the dask tree
     fan, _ = choose_fan_in(data.numblocks[0], split_every, state_bytes, what=label)
     if blocks.bytes_per_row is not None:

@@ -1,15 +1,10 @@
-"""Zarr arrays in: validated reads of local paths and URLs.
+"""Zarr arrays in: validated reads of local paths and URLs, the one place that opens a
+path as an array.
 
-Reads go through :class:`ZarrRowReader`, which turns low-level failures
-(a corrupt chunk, a vanished file) into :class:`~distsketch.errors.StoreError`
-naming the store and the row range.  Paths are resolved on the client
-(:func:`distsketch.io.storage.urls.resolve`): a relative path becomes absolute before
-the graph is built, a URL is read through Zarr's fsspec store with its
-``storage_options``.  Writes (:func:`create_array`, :func:`write_array`) live
-in :mod:`distsketch.io.arrays.writes` and are re-exported here.
-
-This is the one place that opens a path as an array; the shape and dtype
-checks it applies come from :mod:`distsketch.validation`.
+Reads go through :class:`ZarrRowReader`, which names the store and the row range
+of a low-level failure.  Paths are resolved on the client, so a relative path is
+absolute before the graph is built.  Writes (:func:`create_array`,
+:func:`write_array`) live in :mod:`distsketch.io.arrays.writes`, re-exported here.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ from distsketch.graph.plan import input_bytes_per_row
 from distsketch.graph.row_sources import RowSource, attach_row_source
 from distsketch.io.arrays.small_chunks import warn_small_chunks
 from distsketch.io.arrays.stores import ZarrRowReader, consolidate, open_zarr, zarr_store
+from distsketch.io.arrays.writes import create_array, write_array
 from distsketch.io.storage.safety import split_array_path
 from distsketch.io.storage.urls import Location, resolve
 from distsketch.ops.device import check_device, device_meta, require_cupy
@@ -307,9 +303,3 @@ def _reopen(source: Any, component: str | None, storage_options: dict | None,
                          f"now has shape {tuple(X.shape)} and dtype {X.dtype}. Rows may only be "
                          "appended while a computation reads a store; rerun it.")
     return X if X.shape[0] == shape[0] else X[: shape[0]]
-
-
-# writes live in their own module; re-exported so ``io.arrays.access`` stays the one entry
-from distsketch.io.arrays.writes import create_array, write_array  # noqa: E402
-
-

@@ -1,53 +1,31 @@
 """Rows appended to an ingested store: :func:`append`, all arrays together, atomically.
 
-A store written by :func:`distsketch.io.ingest` holds ``X`` and, when
-labelled, ``y``, and a manifest recording their rows and layout
-(:mod:`distsketch.io.commit.layout`).  Readers refuse arrays whose shape differs
-from that record, so rows added by hand (``resize`` and a write, possibly
-through a stale consolidated view that leaves fill values) are never read as
-data; this module is the way to add rows.  The protocol::
+Readers refuse arrays whose shape differs from the manifest's record
+(:mod:`distsketch.io.commit.layout`), so rows added by hand are never read as
+data; this module is the way to add rows.  The protocol (docs/storage.md,
+"Growing a store")::
 
     1. lock the store (an OS lock on its folder, which `ingest --overwrite` also
-       takes before it moves a store aside; on an object store a writer's
-       claim), check that the folder locked is still the one at the path (not
-       replaced meanwhile), roll back an append that was interrupted before
-       (its journal is still there, and is checked in full first: see below);
-       check X and y against the manifest
-    2. write the journal .distsketch-append.json: its format tag, the digest of
-       the manifest, the old shapes and number of class names, and the names
-       of the backups it is about to write; then the backups: a copy of the
-       group's zarr.json and of each array's last, partly filled chunk (the
-       only existing objects an append rewrites besides metadata)
+       takes; on an object store a writer's claim), check that the folder locked
+       is still the one at the path, roll back an interrupted append (its
+       journal checked in full first), check X and y against the manifest
+    2. write the journal .distsketch-append.json (format tag, manifest digest,
+       old shapes, number of class names, names of the backups), then the
+       backups: the group's zarr.json and each array's last, partly filled chunk
     3. grow X and y and write the new rows (old rows keep their values)
     4. check every row and chunk, update the group attributes, re-consolidate
        the metadata, then write the manifest (rows, layout) LAST
     5. delete the backups, then the journal
 
-The journal is written before its backups so that a process killed while it
-writes them leaves nothing that no journal names; no chunk is changed until
-every backup is written (each one atomically: written beside, then renamed),
-so a backup the journal names but that is missing means there is nothing to
-restore.  A failure in 2–4 rolls back at once: the arrays are cut back to
-their old shapes (the chunk files past them, as listed, deleted), the saved
-chunks and group metadata restored, class names first seen in the append
-dropped; the manifest was not touched.  A process killed in 2–4 leaves the
-journal: readers refuse the store (its arrays disagree with the manifest)
-until the next append rolls it back.
-
-The journal is input like any other file in the store, and is acted on only
-once all of it was checked (:func:`rollback`): its format tag is distsketch's;
-the manifest digest it records is the store's current manifest's (so it was
-written by an append to this store, before that append committed); its arrays
-are exactly the store's, their old shapes what the manifest records (and no
-larger than now); each saved chunk is the one the appender itself saves, the
-last, partly filled chunk at the old shape (and ``zarr.json``); each backup is
-named ``.distsketch-append-{token}-{array}.bak`` with the journal's own token
-and is a regular file, never a link.  Every name is thus inside the store, and
-the rollback deletes only chunk files that exist (listed, never enumerated from
-a shape that may have been edited to 10**15 rows).  A
-journal that fails any check is a :class:`~distsketch.errors.StoreError` and
-nothing is changed.  A journal left behind by an append killed after its
-manifest was written (the append committed) is recognised and removed.
+The journal comes before its backups, and no chunk is changed until every
+backup is written (each atomically), so a process killed meanwhile leaves
+nothing that no journal names, and a named backup that is missing had nothing
+to restore.  A failure in 2-4 rolls back at once (arrays cut back to their old
+shapes, saved chunks and group metadata restored, new class names dropped); a
+process killed in 2-4 leaves the journal, and readers refuse the store until
+the next append rolls it back.  The journal is acted on only once all of it
+was checked (:func:`rollback`; docs/security.md lists the checks); one that
+fails a check is a :class:`~distsketch.errors.StoreError` and nothing is changed.
 
 Over 500 lines because the append, its journal and the journal's validation before any
 rollback are one atomic operation.
@@ -100,14 +78,8 @@ def append(store: str | os.PathLike, X: Any, y: Any = None, *, allow_nan: bool =
            source: str | None = None, storage_options: dict | None = None) -> Path | str:
     """Append in-memory rows ``X`` (and labels ``y``) to an ingested store, atomically.
 
-    The array case of :func:`distsketch.io.append` (:mod:`distsketch.io.readers.growing`),
-    which also reads files and documents the parameters, the errors and what
-    readers see; the protocol is this module's.
-
-    Returns
-    -------
-    pathlib.Path or str
-        The store (a URL for a URL ``store``).
+    The array case of :func:`distsketch.io.append`, which documents the
+    parameters, the errors and what readers see; the protocol is this module's.
     """
     with StoreAppender.open(store, storage_options=storage_options) as app:
         app.write(X, y, allow_nan=allow_nan)
@@ -256,8 +228,7 @@ class StoreAppender:
                                  "characters.")
             label = label.strip()  # ingest stores every label stripped of blanks
             code = codes.get(label)
-            # the rule of ingest (empty, NaN, control characters, longer than the limit the
-            # store's readers check), and no second spelling of a stored name
+            # the rule of ingest, and no second spelling of a stored name
             problem = None if code is not None else \
                 class_name_problem(label) or class_name_clash(label, self._nfc)
             if problem is not None:
@@ -273,11 +244,7 @@ class StoreAppender:
         return out
 
     def _column_order(self, X: Any) -> list[int] | None:
-        """The columns of a table ``X`` (a pandas DataFrame) in the store's feature order.
-
-        Named columns are matched to the store's feature names as a file's
-        header is (:func:`match_columns`); an array has no names (None).
-        """
+        """The columns of a DataFrame ``X`` in the store's feature order (:func:`match_columns`)."""
         columns = getattr(X, "columns", None)
         if columns is None or isinstance(X, np.ndarray):
             return None
@@ -356,10 +323,7 @@ class StoreAppender:
                 "manifest_sha256": digest, "appends": _n_appends(self.manifest),
                 "shapes": {k: list(v) for k, v in self.old.items()}, "chunks": saved,
                 "classes": None if self.classes is None else self.n_classes0}
-        # the journal first, naming the backups: a process killed while it writes them
-        # leaves backups a rollback removes; one killed before any backup is complete
-        # changed nothing (no chunk is written before this method returns), so a backup
-        # that is missing is skipped by the rollback
+        # the journal first, naming the backups (see the module docstring)
         try:
             self.loc.write_bytes(JOURNAL_NAME, json.dumps(body).encode())
             for item in saved.values():
@@ -613,16 +577,11 @@ def _committed(loc: Location, journal: _Journal) -> bool:
 def rollback(loc: Location) -> bool:
     """Undo an append to ``loc`` that did not commit (its journal is there); True if one was.
 
-    The journal is checked in full first (see the module docstring); then the
-    arrays are cut back to its shapes (chunks past them are deleted), and the
-    saved chunks and group metadata written back.  A journal whose append did
-    commit (killed before it removed the journal) is removed; False.
-
-    Raises
-    ------
-    StoreError
-        The journal is not one an append to this store wrote (nothing is
-        changed), or the rollback failed.
+    The journal is checked in full first (a StoreError, nothing changed, when
+    an append to this store did not write it); then the arrays are cut back to
+    its shapes and the saved chunks and group metadata written back.  A journal
+    whose append did commit (killed before it removed the journal) is removed;
+    False.
     """
     _remove_stale_part(loc)
     if not _journal_present(loc):
@@ -676,11 +635,8 @@ def rollback(loc: Location) -> bool:
 
 
 def _remove_journal(loc: Location, journal: _Journal | None = None) -> None:
-    """Delete the backups ``journal`` names (exactly those), then the journal itself.
-
-    Backups first: a process killed in between leaves a journal whose missing
-    backups were already restored (or committed), never backups no journal names.
-    """
+    """Delete the backups ``journal`` names (exactly those), then the journal itself: a
+    process killed in between leaves no backup that no journal names."""
     if journal is None:
         with contextlib.suppress(StoreError, OSError):
             journal = _read_journal(loc)  # this append's own, just committed
@@ -694,12 +650,8 @@ def _remove_journal(loc: Location, journal: _Journal | None = None) -> None:
 
 
 def _remove_stale_part(loc: Location) -> None:
-    """Remove the journal's temporary left by an append killed while writing its journal.
-
-    Nothing else was written then (the journal comes first); under the
-    writer's lock no append is writing it now.  A link there is left for the
-    store's link check to refuse.
-    """
+    """Remove the journal's temporary left by an append killed while writing its journal
+    (nothing else was written then); a link there is left for the link check to refuse."""
     if not loc.supports_links:
         return  # an object is written in one put: no temporary
     path = loc.child(JOURNAL_NAME + _PART).path
@@ -709,14 +661,11 @@ def _remove_stale_part(loc: Location) -> None:
 
 
 def _cut(loc: Location, name: str, arr: zarr.Array, shape: tuple[int, ...]) -> None:
-    """Resize ``arr`` (the array ``name`` of ``loc``) down to ``shape``, deleting the chunk
-    files past it that exist.
+    """Resize ``arr`` down to ``shape``, deleting the chunk files past it that exist.
 
-    Zarr's own resize enumerates every chunk position of the current shape to
-    delete those past the new one: a shape edited to 10**15 rows would take
-    hours and all memory.  The files are listed instead; only a name that is
-    exactly this array's key of a chunk (or shard) past the new rows is
-    deleted, then the metadata is rewritten.
+    Zarr's own resize enumerates every chunk position of the current shape: a
+    shape edited to 10**15 rows would take hours and all memory.  The files are
+    listed instead, and only this array's chunk keys past the new rows deleted.
     """
     from zarr.core.sync import sync
 
@@ -785,30 +734,11 @@ def match_columns(given: list[str], label_given: str | None, manifest: dict, xa:
                   what: str, url: str) -> list[int] | None:
     """Columns named ``given`` in the store's feature order, or None to keep them as they are.
 
-    A store records its feature names (the header of the CSV, the columns of
-    the Parquet table it was ingested from).  Rows appended with names of
-    their own (a file's header, a DataFrame's columns) are matched to them by
-    name: the same distinct names in another order are reordered, other
-    names are refused (matching by position would put values under the wrong
-    feature).  A store without names is matched by position.
-
-    Parameters
-    ----------
-    given : list of str
-        The names of the appended columns (the label column excluded).
-    label_given : str or None
-        The name of the appended label column, if it has one.
-    manifest : dict
-        The store's manifest.
-    xa : zarr.Array
-        The store's ``X``.
-    what, url : str
-        The appended rows and the store, for the message.
-
-    Raises
-    ------
-    InputError
-        The columns (or label column) are not the store's, naming both.
+    Rows appended with names of their own (a file's header, a DataFrame's
+    columns) are matched to the store's feature names by name: the same
+    distinct names in another order are reordered, other names are refused
+    (matching by position would put values under the wrong feature).  A store
+    without names is matched by position.
     """
     width = int(xa.shape[1])
     attrs = getattr(xa, "attrs", {})

@@ -37,21 +37,10 @@ _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\
 
 
 def class_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be stored as a class name; None when it can.
+    """Why ``name`` (a label as stored, stripped of blanks) cannot be a class name; None when it can.
 
     The one rule for class names written by ``ingest`` (a label column, a
-    ``.npy`` of strings) and by ``append``: non-empty, at most
-    :data:`MAX_CLASS_NAME` characters (the limit :func:`class_names` checks
-    when a store is read), and not a spelling of NaN (``NaN``, ``nan``,
-    ``-nan``, ...), which marks a missing label: NaN labels are refused as
-    numeric ones are, and a class code cannot be NaN even with ``allow_nan``;
-    and free of control characters (line breaks, tabs, terminal escapes) and
-    of bidirectional overrides, which would make the name print as another.
-
-    Parameters
-    ----------
-    name : str
-        The label as it will be stored (stripped of surrounding blanks).
+    ``.npy`` of strings) and by ``append``; each message says what is wrong and why.
     """
     if not name:
         return "the label is empty; every row needs a label (remove or fill that row)."
@@ -85,14 +74,7 @@ def class_name_clash(name: str, known: Mapping[str, str]) -> str | None:
     Two names that differ only in their Unicode normalisation (``café``
     composed, and ``cafe`` + a combining accent) print the same but would be
     two classes; a reader never merges them silently, so the second one is
-    refused, naming both.
-
-    Parameters
-    ----------
-    name : str
-        A class name not among the stored ones.
-    known : mapping
-        The stored names by their :func:`nfc` form.
+    refused, naming both.  ``known`` holds the stored names by their :func:`nfc` form.
     """
     other = known.get(nfc(name))
     if other is None or other == name:
@@ -105,24 +87,10 @@ def class_name_clash(name: str, known: Mapping[str, str]) -> str | None:
 def class_names(array: Any, where: str) -> np.ndarray | None:
     """The class names of a targets array that stores their codes, else None.
 
-    ``distsketch ingest`` stores string labels as int32 codes with the names
-    in the array's ``classes`` attribute (code ``i`` is ``classes[i]``).
     Predictions of a classifier hold the labels themselves and carry the
     model's classes in the same attribute (names beside strings, numbers
-    beside numbers): nothing to decode there.
-
-    Returns
-    -------
-    ndarray of str, or None
-        The names (NumPy unicode), when the array holds integer codes of
-        the names in its ``classes`` attribute.
-
-    Raises
-    ------
-    StoreError
-        The attribute is not a list of distinct non-empty strings (or of
-        distinct numbers beside numeric labels), or names stand beside
-        anything but 1-D integer codes or the labels as strings.
+    beside numbers): nothing to decode there.  Any other ``classes``
+    attribute is a StoreError (the store was changed or damaged).
     """
     attrs = getattr(array, "attrs", None)
     names = None if attrs is None else attrs.get("classes")
@@ -163,13 +131,7 @@ def predictions_attrs(model: Any) -> dict[str, Any]:
 
 def decode_classes(codes: np.ndarray, classes: np.ndarray, where: str,
                    first_row: int = 0) -> np.ndarray:
-    """``classes[codes]``, refusing a code outside the classes (no wrap-around).
-
-    Raises
-    ------
-    StoreError
-        Names the first row whose code is not an index into ``classes``.
-    """
+    """``classes[codes]``, refusing a code outside the classes (no wrap-around)."""
     codes = np.asarray(codes)
     bad = (codes < 0) | (codes >= classes.shape[0])
     if bad.any():

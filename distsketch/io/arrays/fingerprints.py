@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from distsketch.graph import is_dask
+from distsketch.graph import compute, is_dask
 from distsketch.io.arrays.access import open_array
 from distsketch.ops.namespace import densify, to_host
 
@@ -76,7 +76,7 @@ def fingerprint(X: Any, *, n_rows: int | None = None, seed: int = 0,
         parts = _prefix_parts(X, n, seed)
         h.update(f"{n}:{X.shape[1]}:{X.dtype}".encode())
     if any(is_dask(p) for p in parts):
-        parts = list(_compute(*parts))
+        parts = list(compute(*parts, progress=False))
     for part in parts:
         part = np.asarray(to_host(densify(part)))  # a GPU block (device="cuda") hashes on the host
         h.update(np.ascontiguousarray(part).tobytes())
@@ -105,9 +105,3 @@ def _prefix_parts(X: Any, n: int, seed: int) -> list[Any]:
                              max(1, n - _PROBES))
         parts += [_rows(X, int(s), int(s) + _PROBES) for s in np.sort(starts)]
     return parts
-
-
-def _compute(*parts: Any) -> tuple[Any, ...]:
-    from distsketch.graph import compute
-
-    return compute(*parts, progress=False)

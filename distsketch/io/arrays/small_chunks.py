@@ -1,9 +1,5 @@
-"""Input stores laid out in more tiny chunks than ``ingest`` would write.
-
-``ingest`` refuses such chunkings (:data:`MAX_SMALL_CHUNKS`
-chunks under :data:`MIN_CHUNK_BYTES`); a store another tool
-wrote may have them and is valid, so :func:`distsketch.io.open_array` reads it and warns
-(:func:`warn_small_chunks`), naming the rechunk to run.
+"""Chunk sizes of ingested stores, and the warning for inputs in more tiny chunks
+(:data:`MAX_SMALL_CHUNKS` under :data:`MIN_CHUNK_BYTES`) than ``ingest`` accepts.
 """
 
 from __future__ import annotations
@@ -37,31 +33,14 @@ def chunk_rows_for(chunk_rows: int | None, n_cols: int, itemsize: int,
 
 
 def warn_small_chunks(arr: zarr.Array, where: str) -> None:
-    """Warn when an input is stored in more tiny chunks than ``ingest`` would write.
+    """Warn (:class:`~distsketch.errors.PerformanceWarning`, naming the rechunk to run) when
+    an input is stored in more tiny chunks than ``ingest`` would write.
 
-    ``ingest`` refuses chunkings of more than ``MAX_SMALL_CHUNKS`` chunks under
-    ``MIN_CHUNK_BYTES``; these are the same two constants
-    (:mod:`distsketch.io.readers.ingest`).  A store written by another tool may have them (1-row chunks
-    of ``zarr.create_array(chunks=(1, d))``): it is valid, so it is read, but
-    every chunk is a file or object fetched and decoded on its own, and each
-    pass over it takes minutes where it could take seconds.
-
-    Parameters
-    ----------
-    arr : zarr.Array
-        The input as opened (its storage unit is the shard when it is sharded).
-    where : str
-        The array's path or URL (``store.zarr::X``), named in the message and
-        in the command that rechunks it.
-
-    Warns
-    -----
-    PerformanceWarning
-        Names the chunk shape, the number of chunks and the rechunk to run,
-        with the rows per chunk ``ingest`` would choose (about 8 MiB).
+    A store written by another tool may have them (1-row chunks of
+    ``zarr.create_array(chunks=(1, d))``): it is valid, so it is read, but every
+    chunk is a file or object fetched and decoded on its own, and each pass over
+    it takes minutes where it could take seconds.
     """
-    # at call time: opening an array need not load every reader (csv, parquet, ...)
-
     unit = tuple(int(c) for c in (arr.shards or arr.chunks))
     unit_bytes = math.prod(unit) * arr.dtype.itemsize
     if unit_bytes >= MIN_CHUNK_BYTES or not arr.shape:

@@ -68,20 +68,8 @@ def write_csr_strips(path: str | os.PathLike, *, attrs: dict[str, Any], manifest
                      overwrite: bool = False,
                      storage_options: dict | None = None) -> Iterator[CSRStripWriter]:
     """Write a strip store atomically: strips and diagonal inside the block, then
-    the attributes and the manifest, then the rename into place.
-
-    Parameters
-    ----------
-    path : path-like or URL
-        The store to create (a URL is committed by its manifest, written last).
-    attrs : dict
-        JSON-serialisable group attributes (sizes, bounds, parameters).
-    manifest : dict
-        Fields of the manifest written last.
-    overwrite : bool, default False
-        Replace an existing store.
-    storage_options : dict, optional
-        fsspec options for a URL.
+    the attributes (JSON: sizes, bounds, parameters) and the manifest, then the
+    rename into place (a URL is committed by its manifest, written last).
     """
     with atomic_output(path, overwrite=overwrite, storage_options=storage_options) as tmp:
         root = zarr.open_group(store=zarr_store(tmp), mode="w-")

@@ -1,15 +1,9 @@
 """Zarr stores of local paths and URLs: the store object, opening, the row reader.
 
-:func:`zarr_store` is the one place a resolved location
-(:func:`distsketch.io.storage.urls.resolve`) becomes a Zarr store: a
-``LocalStore`` for a local path, Zarr's ``FsspecStore`` (with the
-``storage_options``) for a URL.  :func:`open_zarr` opens an array with clear
-errors; :class:`ZarrRowReader` is what dask graphs hold to read it.
-
-A local store is read only from inside itself: :func:`refuse_links`, run by
-:func:`open_zarr` and by :func:`distsketch.io.model.store.load` (models and
-workflow checkpoints), refuses a store holding a symbolic link or a special
-file anywhere under its root.
+:func:`zarr_store` is the one place a resolved location becomes a Zarr store;
+:func:`open_zarr` opens an array with clear errors; :class:`ZarrRowReader` is what
+dask graphs hold to read it.  A local store is read only from inside itself
+(:func:`refuse_links`, re-exported here).
 """
 
 from __future__ import annotations
@@ -103,12 +97,8 @@ def open_zarr(path: str | os.PathLike | Location, component: str | None = None, 
 
 
 def _checked(loc: Location, arr: zarr.Array, where: str, check: bool) -> zarr.Array:
-    """``arr`` once its metadata agree with the store's manifest and consolidated view.
-
-    Where the manifest records the array's digest (:mod:`distsketch.io.commit.digests`),
-    the array is returned opened through a store that checks its metadata now
-    and each chunk's position as it is read.
-    """
+    """``arr`` once its metadata agree with the store's manifest and consolidated view; where
+    the manifest records its digest, opened through a store that checks each chunk read."""
     if check:
         from distsketch.io.commit.digests import checked_array, input_digest
         from distsketch.io.commit.layout import check_array
@@ -132,11 +122,8 @@ def _member_array(group: zarr.Group, name: str) -> zarr.Array | None:
 
 
 def _open_node(store: Any) -> zarr.Array | zarr.Group:
-    """The array or group at the root of ``store``, from its own metadata.
-
-    Consolidated metadata (written for xarray) is not used: what is checked
-    and read is what the arrays' own metadata say, even in an edited store.
-    """
+    """The array or group at the root of ``store``, from its own metadata (never the
+    consolidated view: what is read is what the arrays' metadata say, even if edited)."""
     try:
         return zarr.open_array(store=store, mode="r")
     except Exception as exc:
@@ -227,7 +214,6 @@ class ZarrRowReader:
                 "The chunk is corrupt or unreadable; restore it or re-ingest the data.")
 
 
-
 def consolidate(path: str | os.PathLike | Location, storage_options: Any = None) -> None:
     """Consolidate the metadata of the Zarr group at ``path`` (one read opens it all).
 
@@ -238,4 +224,3 @@ def consolidate(path: str | os.PathLike | Location, storage_options: Any = None)
         # consolidated metadata is not yet in the Zarr v3 specification
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(zarr_store(path, storage_options=storage_options))
-

@@ -27,14 +27,8 @@ __all__ = [
 
 
 class Targets:
-    """A read-only targets array, checked against the input's row count.
-
-    Parameters
-    ----------
-    array : zarr.Array
-        The opened targets, of shape (n,) or (n, t).
-    where : str
-        How messages name it (the path, or the option it came from).
+    """A read-only targets array of shape (n,) or (n, t), checked against the input's row count;
+    ``where`` names it in messages (the path, or the option it came from).
 
     Notes
     -----
@@ -53,13 +47,8 @@ class Targets:
         return tuple(self.array.shape)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """Targets of rows ``[start, stop)`` as a NumPy array.
-
-        Raises
-        ------
-        StoreError
-            A chunk is missing or unreadable; the message names the rows.
-        """
+        """Targets of rows ``[start, stop)`` as a NumPy array (a chunk that cannot be read is a
+        StoreError naming the rows)."""
         try:
             values = np.asarray(self.array[start:stop])
         except StoreError as exc:
@@ -78,13 +67,6 @@ class Targets:
 
         Read blockwise on the driver: one block of labels and the distinct
         labels seen so far are in memory at a time.
-
-        Raises
-        ------
-        StoreError
-            A chunk is missing or unreadable (see :meth:`rows`).
-        InputError
-            2-D targets with more than one column (labels are one column).
         """
         if len(self.shape) == 2 and self.shape[1] != 1:
             raise InputError(f"targets {self.where} have shape {self.shape}: class labels are one "
@@ -104,32 +86,11 @@ class Targets:
 
 def open_targets(path: str | os.PathLike, n_rows: int, *, where: str | None = None,
                  allow_extra_rows: bool = False, storage_options: dict | None = None) -> Targets:
-    """Open the targets at ``path`` (``store.zarr::name`` for an array in a group).
+    """Open the targets at ``path`` (``store.zarr::name`` for an array in a group) of an
+    input of ``n_rows`` rows.
 
-    Parameters
-    ----------
-    path : str or path-like
-        Zarr array of shape (n,) or (n, t).
-    n_rows : int
-        Rows of the input the targets belong to.
-    where : str, optional
-        How messages name the targets (default: the path).
-    allow_extra_rows : bool, default False
-        Accept more target rows than input rows (a workflow reads only the
-        rows it consumes; targets may be appended before the rows).
-    storage_options : dict, optional
-        fsspec options for a URL ``path``.
-
-    Returns
-    -------
-    Targets
-
-    Raises
-    ------
-    StoreError
-        No readable Zarr array at ``path``.
-    InputError
-        Not 1-D or 2-D, or its row count does not match the input.
+    ``allow_extra_rows`` accepts more target rows than input rows: a workflow
+    reads only the rows it consumes, and targets may be appended before the rows.
     """
     from distsketch.io.arrays.access import open_zarr
     from distsketch.io.storage.safety import split_array_path
@@ -180,13 +141,6 @@ def store_labels(spec: str, storage_options: dict | None = None) -> str | None:
     only those are read (an ``X`` named explicitly, ``STORE::X``, counts too).
     Any other input, or a store without a readable manifest, gives None:
     labels are never guessed from an array's name alone.
-
-    Parameters
-    ----------
-    spec : str
-        The command's input (``store.zarr`` or ``store.zarr::X``).
-    storage_options : dict, optional
-        fsspec options for a URL store.
     """
     from distsketch.io.commit.manifest import read_manifest
     from distsketch.io.storage.safety import split_array_path

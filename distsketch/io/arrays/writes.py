@@ -104,9 +104,6 @@ class _GuardedTarget:
     def __init__(self, arr: zarr.Array):
         self.arr = arr
         self.shape, self.dtype, self.ndim = arr.shape, arr.dtype, arr.ndim
-        self._init_sync()
-
-    def _init_sync(self) -> None:
         self._cond = threading.Condition()
         self._active = 0
         self._closed = False
@@ -308,13 +305,10 @@ def write_array(
 def layout_of(root: Location, names: Sequence[str | None]) -> dict[str, dict[str, Any]]:
     """The records of the arrays ``names`` of the store at ``root`` (``None``: the root array).
 
-    Read from each array's own metadata (never the consolidated view).  Each
-    record carries the array's digest (:mod:`distsketch.io.commit.digests`: its
-    metadata digest and every chunk's CRC-32C at its position), which
-    readers check.  Where ``root`` already has a manifest (an append, whose
-    new manifest this builds), the CRCs it records for the full chunks below
-    the old rows are kept: only the rewritten last chunk and the new ones are
-    read, and a chunk moved before the append stays detected.
+    Read from each array's own metadata, with its digest
+    (:mod:`distsketch.io.commit.digests`).  After an append the CRCs recorded
+    for the full chunks below the old rows are kept: only the rewritten last
+    chunk and the new ones are read, and a chunk moved before stays detected.
     """
     from distsketch.io.commit.digests import DIGEST_KEY, array_digests
     from distsketch.io.commit.manifest import read_manifest

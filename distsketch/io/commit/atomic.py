@@ -15,15 +15,9 @@ Commit protocol (``<token>`` is 12 hex digits, the same for both siblings)::
     4. .<name>.tmp-<token> -> <name>
     5. .<name>.old-<token> removed
 
-The writer holds an ``flock`` on its temporary directory from creation to the
-end (it is created as ``.<name>.init-<token>`` and renamed to its ``.tmp-`` name
-once locked), so a leftover whose directory is not locked belongs to a dead
-process.
-:func:`recover` runs before every write to ``<name>`` (and when a missing store
-is opened): a swap killed between 3 and 4 is finished (the new directory is
-complete: it has its marker) or undone (the old one is renamed back), so the
-old or the new output is always there; then dead ``.tmp-`` / ``.old-``
-siblings with exactly these names are removed.
+The writer holds an ``flock`` on its temporary directory to the end, so an
+unlocked leftover belongs to a dead process; :func:`recover` (before every
+write to ``<name>``, and when a missing store is opened) repairs what it left.
 """
 
 from __future__ import annotations
@@ -152,16 +146,9 @@ def atomic_dir(path: str | os.PathLike, *, overwrite: bool = False,
 
 
 def _locked_tmp(final: Path, attempts: int = 5) -> tuple[Path, str, int]:
-    """Create ``.<name>.tmp-<token>`` already locked; return it, the token and the fd.
-
-    The directory gets its ``.tmp-`` name only once it is locked, so under that
-    name an unlocked directory always belongs to a dead writer (created under it
-    directly, another writer's :func:`recover` could find it between mkdir and
-    flock and remove it).  It is made as ``.<name>.init-<token>``; recover()
-    removes an *empty* unlocked ``.init-`` directory (one a writer killed in that
-    instant left), and a writer that loses its ``.init-`` directory that way
-    starts again with a new token.
-    """
+    """Create ``.<name>.tmp-<token>`` already locked, so that an unlocked ``.tmp-`` directory
+    always belongs to a dead writer: it is made as ``.<name>.init-<token>`` and renamed once
+    locked (recover() removes an empty unlocked ``.init-``; its writer retries)."""
     for attempt in range(attempts):
         token = uuid.uuid4().hex[:12]
         init = final.parent / f".{final.name}.init-{token}"
@@ -221,12 +208,8 @@ def _commit(final: Path, tmp: Path, token: str, overwrite: bool, inputs: list) -
 
 @contextlib.contextmanager
 def _no_appender(final: Path) -> Iterator[None]:
-    """Hold the writer lock of the store ``final`` while it is moved aside.
-
-    An append (:mod:`distsketch.io.arrays.appending`) holds an ``flock`` on the store's
-    folder for its whole run and writes by path: moved aside under it, it would
-    go on writing into the new store renamed into its place.
-    """
+    """Hold the writer lock of the store ``final`` while it is moved aside: an append, which
+    writes by path, would go on writing into the new store renamed into its place."""
     try:
         fd = os.open(final, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
                      | getattr(os, "O_NOFOLLOW", 0))

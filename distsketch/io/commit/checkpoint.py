@@ -1,18 +1,10 @@
 """Checkpoints: one small JSON object and the one store it describes, replaced together.
 
-A checkpoint is ``state.json`` plus a store (a Zarr group a caller writes);
-a reader must see both of one save or both of the previous one.  The
-location's kind chooses how (:meth:`~distsketch.io.storage.location.Location.checkpoint`):
-
-* :class:`FolderSwap`, where a folder renames atomically: ``state.json`` and
-  ``summary/model.zarr`` are built in a temporary sibling and swapped in whole
-  (:meth:`~distsketch.io.storage.location.Location.atomic_output`);
-* :class:`PointerObject`, elsewhere (object stores): the store is uploaded
-  under a fresh name ``summary-<rows>-<random>.zarr`` nothing refers to yet,
-  then the one object ``state.json``, which names it, is rewritten (a
-  single-object PUT is atomic); the store it replaced is deleted afterwards.
-
-Both answer the same methods, so a caller never asks which kind it has.
+A checkpoint is ``state.json`` plus a store (a Zarr group a caller writes); a
+reader sees both of one save or both of the previous one.  The location's kind
+chooses how (:meth:`~distsketch.io.storage.location.Location.checkpoint`): a
+folder swap (:class:`FolderSwap`) or a store under a fresh name, then the one
+object naming it (:class:`PointerObject`); a caller never asks which.
 """
 
 from __future__ import annotations

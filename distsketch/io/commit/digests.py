@@ -1,43 +1,14 @@
 """Digests of what distsketch wrote: each chunk's checksum at its position, each array's metadata.
 
-The CRC-32C codec that ends every chunk distsketch writes
-(:mod:`distsketch.io.storage.codecs`) proves that a chunk's bytes are the bytes some
-chunk had; it does not say which chunk.  Two same-size chunks swapped, one
-chunk copied over another, an array replaced by the same-shape array of
-another model all decode cleanly, and so do metadata edits that keep the
-shape and dtype (the ``classes`` of stored labels reversed, the byte order
-of a model array flipped).  The digests recorded here bind both:
-
-* **chunks**: the 4 trailing bytes of every chunk (its CRC-32C, already
-  stored) in chunk-grid order, as one hex string of 8 characters per chunk,
-  so a chunk read at a position must be the chunk written there;
-* **metadata**: a SHA-256 of the array's ``zarr.json`` in canonical JSON
-  (shape, data type, byte order, codecs, fill value, chunk key encoding,
-  dimension names, attributes such as ``classes`` and ``feature_names``;
-  only the ``provenance`` attribute, a copy of the manifest, is left out),
-  and for a model every group's attributes (class names, parameters,
-  learned JSON state, format; the informational ``versions``, ``info`` and
-  ``provenance`` are left out).
-
-Inputs and outputs (``ingest``, ``write_array``, appends) record them in the
-manifest's layout record of each array (``layout[name]["digest"]``), models
-in the manifest's ``digests`` entry.  Reads check them where the bytes
-arrive: :class:`DigestStore` wraps the Zarr store of an opened input, so
-the ``zarr.json`` Zarr parses and each chunk it fetches (on the client or on
-a worker) are compared with the record, one 4-byte comparison per chunk and
-no extra request; a model is checked on load, after its arrays are read and
-before any computation uses them.
-
-A store whose manifest records no digest (written before them) is read as
-before.  One that records them must record them for every array (and, for a
-model, every group and array it holds) in full, each fitting its array (a
-CRC for every chunk, none left out as ``null``): removing or cutting one
-entry is refused, and so is a chunk the record names but the store no
-longer holds (Zarr would read the fill value).  Consolidated metadata is
-not digested and never read: every group and array is read from its own
-``zarr.json``.  There is no secret key: whoever can edit a store can recompute the
-digests, or remove every one of them (the store then reads as one written
-before them).  The digests are against accidents and naive edits, not forgery.
+A chunk's CRC-32C (:mod:`distsketch.io.storage.codecs`) proves its bytes are
+some chunk's, not which one's.  The digests bind both: the 4 trailing bytes
+of every chunk in chunk-grid order (8 hex characters per chunk) and a SHA-256
+of each ``zarr.json`` in canonical JSON (informational attributes left out).
+Inputs and outputs record them in their manifest's layout record of each array
+(``layout[name]["digest"]``), models under ``digests``.  :class:`DigestStore`
+checks an opened input as its bytes arrive; a model is checked on load.  A
+store whose manifest records none (written before them) is read as before.
+What is covered, and what is not (forgery), is in docs/security.md.
 
 Over 500 lines because writing, recording and checking chunk digests is one contract,
 kept in one module.
@@ -79,9 +50,6 @@ _INFO_ATTRS = ("provenance",)
 _MODEL_INFO_ATTRS = ("provenance", "versions", "info")
 # requests in flight when the trailing bytes of many chunks are read (object stores)
 _CONCURRENCY = 64
-
-
-# ------------------------------------------------------------------------------ recording
 
 
 def metadata_digest(raw: bytes | str, *, model: bool = False) -> str:
@@ -253,12 +221,8 @@ def _nodes(group: zarr.Group) -> dict[str, str]:
 def own_group(group: zarr.Group) -> zarr.Group:
     """``group`` opened again from its own ``zarr.json``, its consolidated metadata dropped.
 
-    Zarr lists and opens the members of a group that carries consolidated
-    metadata from that copy, not from the members' own ``zarr.json``.  The
-    copy is left out of :func:`metadata_digest` (it repeats the members'
-    metadata), so a copy edited into a group below a model's root (where
-    distsketch never writes one) would feed a reader metadata no digest
-    covers: every group is read from its own document instead.
+    Zarr would open the members from that copy, which no digest covers (it
+    repeats the members' metadata): every group is read from its own document.
     """
     return zarr.open_group(store=group.store, path=group.path, mode="r", use_consolidated=False)
 
@@ -284,9 +248,6 @@ def model_digests(root: Location) -> dict[str, Any]:
 
 def _meta_bytes(root: Location, path: str) -> bytes:
     return (root.child(path) if path else root).read_bytes("zarr.json")
-
-
-# ------------------------------------------------------------------------------ models
 
 
 def _model_changed(where: Any, what: str) -> StoreError:
@@ -391,9 +352,6 @@ def _verify_model_array(loc: Location, arr: zarr.Array, path: str, entry: dict,
                        "corrupt")
 
 
-# ------------------------------------------------------------------------------ inputs
-
-
 @dataclasses.dataclass(frozen=True)
 class ArrayDigest:
     """What a reader checks an input array against, from its store's manifest.
@@ -432,16 +390,17 @@ class ArrayDigest:
             manifest = read_manifest(resolve(self.owner, self.storage_options))
         except StoreError:
             return None
-        entry = _layout_entry(manifest or {}, self.name)
+        entry: Any = _layout_record(manifest or {}, self.name).get(DIGEST_KEY)
         if not _valid_entry(entry):
             return None
         return dataclasses.replace(self, meta=entry["meta"], crcs=entry["crc32c"])
 
 
-def _layout_entry(manifest: dict, name: str) -> Any:
+def _layout_record(manifest: dict, name: str) -> dict:
+    """The layout record of the array ``name`` in ``manifest`` ({} where there is none)."""
     layout = manifest.get("layout")
     rec = layout.get(name) if isinstance(layout, dict) else None
-    return rec.get(DIGEST_KEY) if isinstance(rec, dict) else None
+    return rec if isinstance(rec, dict) else {}
 
 
 def _store_changed(where: str, what: str) -> StoreError:
@@ -476,7 +435,7 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
             outer = read_manifest(loc.parent)
         except StoreError:
             outer = None
-        if manifest is None or _declares(outer or {}, loc.name):
+        if manifest is None or DIGEST_KEY in _layout_record(outer or {}, loc.name):
             owner, manifest, name = loc.parent, outer, loc.name
     layout = (manifest or {}).get("layout")
     if not isinstance(layout, dict):
@@ -485,7 +444,7 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
         return None  # written before digests
     # every array of a store that declares digests has one: an array without an entry was
     # added, or its entry (with its name in "arrays") removed, after distsketch wrote it
-    entry = _layout_entry(manifest or {}, name)
+    entry: Any = _layout_record(manifest or {}, name).get(DIGEST_KEY)
     label = name or "the root array"
     if not _valid_entry(entry):
         raise _store_changed(where, f"the manifest of {owner.url} records digests for the arrays "
@@ -503,13 +462,6 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
                                     f"chunk digests for {label}, which has {count} chunks (the "
                                     "entry or the array's shape was edited)")
     return ArrayDigest(where, entry["meta"], crcs, owner.url, name, owner.worker_options)
-
-
-def _declares(manifest: dict, name: str) -> bool:
-    """Whether ``manifest``'s layout records a digest for the array ``name``."""
-    layout = manifest.get("layout")
-    rec = layout.get(name) if isinstance(layout, dict) else None
-    return isinstance(rec, dict) and DIGEST_KEY in rec
 
 
 class DigestStore(WrapperStore):

@@ -1,17 +1,7 @@
 """Python values as JSON: the one encoder of manifests, model state, reports and CLI output.
 
-Two forms:
-
-* :func:`json_default`, the ``default=`` hook of :func:`json.dumps` for what
-  is only read (run manifests, Zarr ``provenance``, ``--json`` output,
-  reports, spec fingerprints): NumPy scalars become numbers and booleans,
-  arrays lists, anything else its ``str``;
-* :func:`to_tagged_json` / :func:`from_tagged_json`, the reversible form of a
-  model's JSON state: tuples and non-finite floats (which JSON lacks and
-  some Zarr versions refuse in attributes) are tagged so they load back as
-  they were saved.
-
-Both turn NumPy scalars into Python ones with :func:`plain_scalar`.
+:func:`json_default` for what is only read; :func:`to_tagged_json` /
+:func:`from_tagged_json`, the reversible form of a model's JSON state.
 """
 
 from __future__ import annotations

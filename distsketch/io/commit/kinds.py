@@ -16,10 +16,8 @@ capability / operation   :class:`LocalLocation`         :class:`FsspecLocation`
 ``writer_lock``          ``flock`` on the folder        claim object beside it
 =======================  =============================  ===============================
 
-Checkpoints are in :mod:`distsketch.io.commit.checkpoint`.  Both kinds are registered
-with :func:`distsketch.io.storage.urls.register_kind` when :mod:`distsketch.io` is
-imported.  The operations shared by every fsspec
-filesystem are in the base class, :class:`~distsketch.io.storage.location.Location`.
+Both are registered with :func:`distsketch.io.storage.urls.register_kind` when
+:mod:`distsketch.io` is imported.
 """
 
 from __future__ import annotations
@@ -133,8 +131,7 @@ class LocalLocation(Location):
         return not self.exists()  # no request: always asked
 
     def refuse_links(self, what: str) -> None:
-        """Refuse a store holding a symbolic link or a special file (read only from inside
-        itself; :func:`distsketch.io.arrays.stores.refuse_links`)."""
+        """Refuse a store holding a symbolic link or a special file (read only from inside)."""
         refuse_links(self.path, what)
 
     def check_committed(self) -> None:
@@ -169,8 +166,7 @@ class LocalLocation(Location):
             self.clean_leftovers()
 
     def clean_leftovers(self) -> None:
-        """Finish or undo a swap killed between its renames; remove dead temporaries
-        (:func:`distsketch.io.commit.atomic.recover`)."""
+        """Finish or undo a swap killed between its renames; remove dead temporaries."""
         recover(self.path)
 
 
@@ -181,34 +177,25 @@ class FsspecLocation(Location):
         """Refuse a store holding a symbolic link (nothing to do: this storage has none)."""
 
     def check_committed(self) -> None:
-        """Refuse a store whose write began but was not committed (marker, no manifest)."""
         check_committed(self)
 
     def written_by_distsketch(self) -> bool:
-        """Whether this store or folder carries a distsketch manifest or marker."""
         return url_written_by_distsketch(self)
 
     def check_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()) -> Any:
-        """:func:`distsketch.io.storage.safety.check_output` for this location."""
         return check_url_output(self, overwrite=overwrite, inputs=list(inputs))
 
     def atomic_output(self, *, overwrite: bool, inputs: Iterable[Any] = ()
                       ) -> contextlib.AbstractContextManager[Location]:
-        """A temporary location that becomes this one when the block succeeds
-        (:func:`distsketch.io.commit.publish.atomic_output`)."""
         return publish_prefix(self, overwrite=overwrite, inputs=list(inputs))
 
     def checkpoint(self, damaged: Any) -> PointerObject:
-        """A checkpoint committed by rewriting the one object that names its store."""
         return PointerObject(self, damaged)
 
     def run_lock(self, wait: bool | float, force: bool = False) -> Any:
-        """One run at a time in this folder: a context manager whose value has ``check()``
-        (raises once the lock was taken over)."""
         return lease_lock(self, wait, force)
 
     def writer_lock(self, what: str) -> contextlib.AbstractContextManager[Any]:
-        """One writer of this store at a time (``what``: the writer, for the message)."""
         return claimed(self)
 
 

@@ -1,18 +1,13 @@
 """What a store's arrays must look like: recorded when distsketch writes, checked on open.
 
-Every store distsketch writes records, in its manifest under ``"layout"``,
-the shape, dtype, chunk shape and codecs of each array
-(:func:`distsketch.io.arrays.writes.layout_of`).  :func:`check_array` compares an opened array with that
-record and with the group's consolidated metadata, so that metadata edited
-after the write (a dtype changed from float32 to int32 reinterprets every
-value; a shape cut from 1000 to 500 rows drops rows) or rows added outside
-distsketch (possibly through a stale consolidated view, leaving fill values)
-are refused instead of being read as data.
+Every store distsketch writes records each array's :func:`array_record` in its
+manifest under ``"layout"``; :func:`check_array` refuses an opened array whose
+metadata were edited after the write, or that rows added outside distsketch
+changed, instead of reading them as data.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -57,8 +52,15 @@ def array_record(arr: zarr.Array) -> dict[str, Any]:
     return rec
 
 
-def _expected(manifest: dict, name: str) -> dict[str, Any] | None:
-    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything."""
+def recorded_layout(manifest: dict, name: str) -> dict[str, Any] | None:
+    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything.
+
+    Returns
+    -------
+    dict or None
+        Some of ``shape`` (or only ``rows``, for early manifests), ``dtype``,
+        ``chunks``, ``shards`` and ``codecs``, as :func:`array_record` gives them.
+    """
     layout = manifest.get(LAYOUT_KEY)
     if isinstance(layout, dict):
         rec = layout.get(name)
@@ -77,25 +79,9 @@ def _expected(manifest: dict, name: str) -> dict[str, Any] | None:
     return None
 
 
-def recorded_layout(manifest: dict, name: str) -> dict[str, Any] | None:
-    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything.
-
-    Returns
-    -------
-    dict or None
-        Some of ``shape`` (or only ``rows``, for early manifests), ``dtype``,
-        ``chunks``, ``shards`` and ``codecs``, as :func:`array_record` gives them.
-    """
-    return _expected(manifest, name)
-
-
 def layout_differences(expected: dict, found: dict) -> list[str]:
     """The entries of ``found`` (an :func:`array_record`) that differ from ``expected``
     (a :func:`recorded_layout`), each as ``"key: recorded A, found B"``."""
-    return _differences(expected, found)
-
-
-def _differences(expected: dict, found: dict) -> list[str]:
     out = []
     if "rows" in expected and expected["rows"] != found["shape"][0]:
         out.append(f"rows: recorded {expected['rows']}, found {found['shape'][0]}")
@@ -146,14 +132,14 @@ def check_array(root: Location, arr: zarr.Array, where: str) -> None:
     manifest, owner = read_manifest(root), root
     if manifest is None and not name and "/" in root.path.rstrip("/"):
         # a store's array opened by its own folder (store.zarr/X): the group's manifest
-        owner = _parent(root)
+        owner = root.parent
         try:
             manifest, name = read_manifest(owner), root.name
         except StoreError:
             manifest = None  # not this array's record
-    expected = _expected(manifest, name) if manifest else None
+    expected = recorded_layout(manifest, name) if manifest else None
     if expected is not None:
-        diff = _differences(expected, found)
+        diff = layout_differences(expected, found)
         if diff:
             raise StoreError(
                 f"Zarr array {where} does not match what distsketch recorded when it wrote "
@@ -164,12 +150,6 @@ def check_array(root: Location, arr: zarr.Array, where: str) -> None:
                 + _journal_note(owner))
     if name and "/" not in name:
         _check_consolidated(root, name, found, where)
-
-
-def _parent(loc: Location) -> Location:
-    head = loc.path.rstrip("/").rsplit("/", 1)[0]
-    url_head = loc.url.rstrip("/").rsplit("/", 1)[0]
-    return dataclasses.replace(loc, url=url_head, path=head)
 
 
 def _check_consolidated(root: Location, name: str, found: dict, where: str) -> None:

@@ -1,10 +1,5 @@
-"""Run manifests: ``distsketch-manifest.json``, written last into an output.
-
-A directory output without a manifest is uncommitted (object stores have no
-atomic rename, so the manifest is what marks completion).  Each function takes
-a local directory, a URL (with ``storage_options``) or a resolved
-:class:`~distsketch.io.storage.urls.Location`; on an object store the manifest is one
-object written with a single PUT.
+"""Run manifests: ``distsketch-manifest.json``, written last into an output (an output
+without one is uncommitted), and the one reader of small JSON objects.
 """
 
 from __future__ import annotations

@@ -2,32 +2,9 @@
 
 A local output is built by :func:`distsketch.io.commit.atomic.atomic_dir` (temporary
 sibling, marker, rename).  Object stores have no atomic rename, so an output
-at a URL is committed by its manifest instead (docs/storage.md)::
-
-    1. the destination is checked (absent, or a distsketch output and
-       overwrite=True; never an input); a probe object is written and deleted
-       under .<name>.tmp-<token>/ to prove, before any work is done, that the
-       location is writable
-    2. everything is written under .<name>.tmp-<token>/, then the marker
-       .distsketch
-    3. the destination is checked again; when it is replaced, its manifest is
-       deleted first (from then on it reads as uncommitted), then its objects
-    4. every object is copied from the temporary prefix to the destination
-       (server-side where the store can), the marker first and the manifest
-       LAST: the destination is committed when its manifest appears
-    5. the temporary prefix is deleted
-
-A failure in 1–2 deletes the temporary prefix and leaves an existing output
-untouched; a failure in 3–4 leaves the destination uncommitted (it has the
-marker but no manifest), which every reader refuses with a StoreError saying
-to rerun the write.  A killed writer may leave a ``.<name>.tmp-<token>``
-prefix behind; it is never read and may be deleted.
-
-One writer per destination: in step 1 a writer claims the destination with
-the object ``.<name>.writer`` beside it (a conditional put where the store
-has one, read back in any case), and before step 3 it checks the claim is
-still its own; a second writer gets a StoreError, never a silent replacement
-(:mod:`distsketch.io.storage.claims`).
+at a URL is committed by its manifest, written last (:func:`publish_prefix`;
+the five steps, what a failure leaves and the writer claim
+(:mod:`distsketch.io.storage.claims`) are in docs/storage.md).
 """
 
 from __future__ import annotations
@@ -42,7 +19,7 @@ from typing import Any
 from distsketch.errors import DistsketchError, StoreError
 from distsketch.io.commit.manifest import MANIFEST_NAME, write_manifest
 from distsketch.io.storage.claims import WriterClaim
-from distsketch.io.storage.safety import MARKER_NAME, check_output
+from distsketch.io.storage.safety import MARKER_NAME
 from distsketch.io.storage.urls import Location, resolve
 
 __all__ = ["atomic_output", "check_committed", "publish_prefix"]
@@ -101,11 +78,10 @@ def atomic_output(path: str | os.PathLike | Location, *, overwrite: bool = False
 @contextlib.contextmanager
 def publish_prefix(loc: Location, *, overwrite: bool = False, inputs: Iterable[Any] = (),
                    ) -> Iterator[Location]:
-    """:func:`atomic_output` where nothing can be renamed: the protocol of the module
-    docstring (claim, temporary prefix, copy, manifest last)."""
+    """:func:`atomic_output` where nothing can be renamed (claim, temporary prefix, copy,
+    manifest last)."""
     inputs = list(inputs)
-    storage_options = loc.storage_options
-    check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+    loc.check_output(overwrite=overwrite, inputs=inputs)
     token = uuid.uuid4().hex[:12]
     tmp = loc.sibling(f".{loc.name}.tmp-{token}")
     marker = json.dumps({"written_by": "distsketch", "token": token}).encode()
@@ -121,7 +97,7 @@ def publish_prefix(loc: Location, *, overwrite: bool = False, inputs: Iterable[A
         raise _unwritable(loc, exc) from exc
     try:
         yield tmp
-        _publish(loc, tmp, marker, overwrite, inputs, storage_options, claim)
+        _publish(loc, tmp, marker, overwrite, inputs, claim)
     except BaseException:
         with contextlib.suppress(Exception):
             tmp.fs.rm(tmp.path, recursive=True)
@@ -131,11 +107,11 @@ def publish_prefix(loc: Location, *, overwrite: bool = False, inputs: Iterable[A
 
 
 def _publish(loc: Location, tmp: Location, marker: bytes, overwrite: bool, inputs: list,
-             storage_options: Any, claim: WriterClaim) -> None:
-    """Steps 3–5 of the protocol (module docstring)."""
+             claim: WriterClaim) -> None:
+    """Steps 3–5 of the protocol (docs/storage.md)."""
     fs = tmp.fs
     try:
-        check_output(loc, overwrite=overwrite, inputs=inputs, storage_options=storage_options)
+        loc.check_output(overwrite=overwrite, inputs=inputs)
     except DistsketchError as exc:
         raise type(exc)(f"{exc} (checked again when committing; nothing was written)") from None
     claim.confirm()  # no other writer took the destination meanwhile
@@ -180,8 +156,7 @@ def check_committed(loc: Location) -> None:
     without rename; use :meth:`~distsketch.io.storage.location.Location.check_committed`).
 
     A prefix with the distsketch marker but no manifest is an interrupted
-    write (see the module docstring); a store without either was not written
-    by distsketch and is read as it is.
+    write; a store without either was not written by distsketch and is read as it is.
 
     Raises
     ------

@@ -1,10 +1,6 @@
-"""Checks a loaded model store must pass: versions, arrays, consistency.
-
-A model store is untrusted: its arrays may have lost chunks, have been
-replaced by arrays of another shape, or come from another installation.
-:func:`distsketch.io.model.store.load` runs these checks so that a damaged model is
-a :class:`~distsketch.errors.StoreError` naming the array, never all-zero
-features or an error deep inside a matrix product.
+"""Checks a loaded model store must pass (versions, arrays, consistency), so that a
+damaged model is a :class:`~distsketch.errors.StoreError` naming the array, never
+all-zero features or an error deep inside a matrix product.
 """
 
 from __future__ import annotations
@@ -20,9 +16,10 @@ import zarr
 from distsketch._version import __version__
 from distsketch.errors import MemoryBudgetError, StoreError, StoreVersionWarning
 from distsketch.io.arrays.stores import chunk_error_detail
+from distsketch.io.storage.codecs import has_checksum
 
-__all__ = ["check_array", "check_consistency", "check_probe", "check_structure",
-           "check_versions", "dtype_from_name", "library_versions"]
+__all__ = ["check_array", "check_probe", "check_structure", "check_versions", "dtype_from_name",
+           "library_versions"]
 
 #: the libraries whose versions a model records; a mismatch on load warns
 VERSIONED = ("distsketch", "numpy", "sklearn", "zarr")
@@ -83,8 +80,6 @@ def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
         checksum codec, a missing chunk, or a chunk that cannot be decoded or
         whose checksum does not match (naming the chunk).
     """
-    from distsketch.io.storage.codecs import has_checksum
-
     dt = dtype_from_name(arr.dtype, where)
     shape = desc.get("shape")
     if not isinstance(shape, list) or tuple(shape) != tuple(arr.shape):
@@ -165,26 +160,6 @@ def _check_components(est: Any, prefix: str, path: Path | str) -> None:
             "or the store edited. Re-save the model.")
 
 
-def check_consistency(est: Any, path: Path | str) -> None:
-    """Refuse a loaded model whose arrays do not fit its class and each other.
-
-    Checks ``components_`` against ``n_components`` and maps two all-zero rows
-    of width ``n_features_in_`` through ``transform`` (or ``predict``): a
-    replaced array of the wrong shape fails there, and is reported with the
-    shapes of the model's arrays.  :func:`check_structure` then
-    :func:`check_probe` (:func:`distsketch.io.model.store.load` checks the store's
-    digests between the two).
-
-    Notes
-    -----
-    The probe costs one tiny transform (2 rows) per load; it is skipped for a
-    model that refers to training data on disk (a ``*_path_`` attribute), whose
-    predictions would read that data.
-    """
-    check_structure(est, path)
-    check_probe(est, path)
-
-
 def check_structure(est: Any, path: Path | str) -> None:
     """Refuse a loaded model whose ``components_`` or ``n_features_in_`` do not fit its class.
 
@@ -204,7 +179,11 @@ def check_structure(est: Any, path: Path | str) -> None:
 
 
 def check_probe(est: Any, path: Path | str) -> None:
-    """Map two all-zero rows through the loaded model: its arrays must fit together."""
+    """Map two all-zero rows through the loaded model: its arrays must fit together.
+
+    One tiny transform (or predict) per load, skipped for a model that refers
+    to training data on disk (a ``*_path_`` attribute).
+    """
     d = getattr(est, "n_features_in_", None)
     method = getattr(est, "transform", None) or getattr(est, "predict", None)
     if d is None or method is None:

@@ -16,23 +16,11 @@ are neither arrays, JSON values nor estimators may implement
 ``__distsketch_state__() -> dict`` and a classmethod
 ``__distsketch_restore__(dict)``.
 
-A model store is untrusted input.  Every class it names is looked up in
-:mod:`distsketch.registry` (registered distsketch classes and an explicit
-list of scikit-learn types) before anything is imported; values are plain
-JSON, numeric arrays, numeric NumPy dtypes or nested stored classes; nothing
-is ever unpickled.  A local store holding a symbolic link is refused before
-anything in it is read (:func:`distsketch.io.arrays.stores.refuse_links`).  Arrays
-are checked against the shape and dtype recorded beside them, for missing
-chunks and for their checksum codec (every chunk is read through a CRC-32C
-check); the store is checked against the digests its manifest records
-(:mod:`distsketch.io.commit.digests`: every group's attributes, every array's
-metadata, every chunk's CRC-32C at its position), and the loaded estimator is
-checked for consistency (:mod:`distsketch.io.model.checks`) before it is
-returned.
-
-Only the current format is read: every check above applies to every store,
-whatever its recorded ``format`` says, and an older or newer number is
-refused (an edit that lowers it cannot turn a check off).
+A model store is untrusted input: every class it names is looked up in
+:mod:`distsketch.registry` before anything is imported, nothing is ever
+unpickled, and :func:`load` returns an estimator only after the store passed
+every check (links, format, arrays, digests, a probe: docs/security.md),
+whatever format number it records.
 """
 
 from __future__ import annotations
@@ -77,11 +65,6 @@ FORMAT_VERSION = 3
 
 _DESCRIPTORS = ("__array__", "__estimator__", "__object__", "__json__", "__list__", "__dtype__",
                 "__object_strings__", "__strings__")
-
-
-def _class_path(obj: Any) -> str:
-    # only classes the registry can load back are written
-    return registry.qualified_name(obj)
 
 
 def _import(path: Any, where: str) -> Any:
@@ -138,7 +121,7 @@ def _write_value(group: zarr.Group, name: str, value: Any, where: str) -> Any:
         return {"__dtype__": dt.str, "type": not isinstance(value, np.dtype)}
     if hasattr(value, "__distsketch_state__"):
         sub = group.create_group(name)
-        sub.attrs["class"] = _class_path(value)
+        sub.attrs["class"] = registry.qualified_name(value)
         state = value.__distsketch_state__()
         sub.attrs["state"] = _write_mapping(sub, state, f"{where}.{name}")
         return {"__object__": name}
@@ -244,7 +227,8 @@ def _params(est: Any) -> dict[str, Any]:
 def _write_estimator(group: zarr.Group, est: Any) -> None:
     pgroup = group.create_group("params")
     sgroup = group.create_group("state")
-    group.attrs["class"] = _class_path(est)
+    # only classes the registry can load back are written
+    group.attrs["class"] = registry.qualified_name(est)
     group.attrs["params"] = _write_mapping(pgroup, _params(est), type(est).__name__)
     group.attrs["state"] = _write_mapping(sgroup, _learned(est), type(est).__name__)
 
@@ -271,12 +255,8 @@ def _read_estimator(group: zarr.Group, where: str) -> Any:
 
 
 def _check_format(fmt: Any, path: Path | str) -> None:
-    """Refuse every recorded format but :data:`FORMAT_VERSION`.
-
-    An older number would mean stores without checksums (or without recorded
-    shapes); reading them under relaxed checks would let an edited number
-    switch the checks off, so they are refused with the fix instead.
-    """
+    """Refuse every recorded format but :data:`FORMAT_VERSION`: reading older stores under
+    relaxed checks would let an edited number switch the checks off."""
     if not isinstance(fmt, int) or isinstance(fmt, bool):
         raise StoreError(f"model {path} records format {fmt!r}, not an integer; the store is "
                          "damaged or was not written by distsketch. Re-fit and re-save the "
@@ -327,6 +307,7 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
     with atomic_output(dest, overwrite=overwrite, storage_options=storage_options) as tmp:
         root = zarr.open_group(store=tmp.zarr_store(), mode="w-")
         _write_estimator(root, est)
+        cls = registry.qualified_name(est)
         info = {
             "distsketch_version": versions["distsketch"],
             "seed": getattr(est, "seed_", None),
@@ -337,12 +318,11 @@ def save_model(est: Any, path: str | os.PathLike, *, overwrite: bool = False,
         root.attrs["info"] = info_json if ok else info
         root.attrs["format"] = FORMAT_VERSION
         root.attrs["versions"] = versions
-        root.attrs["provenance"] = provenance({"kind": "model", "class": _class_path(est)} | info)
+        root.attrs["provenance"] = provenance({"kind": "model", "class": cls} | info)
         consolidate(tmp)  # xarray and other readers open the hierarchy in one read
         # every group's attributes and array's metadata and chunk CRCs, checked on load
         digests = {MODEL_DIGESTS_KEY: model_digests(tmp)}
-        write_manifest(tmp, {"kind": "model", "class": _class_path(est), "versions": versions}
-                       | info | digests)
+        write_manifest(tmp, {"kind": "model", "class": cls, "versions": versions} | info | digests)
     return dest.user_path()
 
 

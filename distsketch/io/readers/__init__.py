@@ -13,12 +13,8 @@ idx        ``*-ubyte``, ``*.idx``,           MNIST idx: header, then record bloc
 ========== ================================= ==========================================
 
 ``.gz`` works for every one of them.  Each format is a
-:class:`~distsketch.io.readers.base.Reader` (which names and first bytes it
-recognises, a header, an iterator of ``(X, y)`` blocks); the registry
-(:mod:`~distsketch.io.readers.registry`) finds it; :func:`ingest` casts,
-checks and reports progress once for all of them and writes through the one
-Zarr sink (:mod:`~distsketch.io.readers.sink`).  A new format is one module
-with a ``Reader`` subclass and one :func:`register_reader` line.
+:class:`~distsketch.io.readers.base.Reader` found by the registry; :func:`ingest`
+casts, checks and writes for all of them (docs/architecture.md, "Adding a reader").
 
 ``distsketch.open_array("dest.zarr")`` picks ``X``; ``"dest.zarr::y"`` names
 the labels.

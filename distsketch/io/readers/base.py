@@ -1,11 +1,6 @@
-"""The reader interface and the helpers every format shares.
-
-A reader says which files it recognises — by name (:meth:`Reader.guess_can_open`)
-and by their first bytes (:meth:`Reader.guess_from_content`) — and opens one
-as a :class:`Stream`: a :class:`Header` (width, rows if known, source dtype)
-and an iterator of :class:`Block` ``(X, y)`` row blocks.  Casting, NaN/Inf
-checks, progress and writing are done once, by :func:`distsketch.io.ingest`
-and the Zarr sink, for every format.
+"""The reader interface (:class:`Reader` opens a file as a :class:`Stream` of
+:class:`Block` row blocks) and the helpers every format shares; casting, checks,
+progress and writing are done once, by :func:`distsketch.io.ingest`, for every format.
 """
 
 from __future__ import annotations
@@ -21,8 +16,6 @@ from typing import IO, Any, ClassVar
 import numpy as np
 
 from distsketch.errors import ConfigError, InputError, MemoryBudgetError, StoreError
-from distsketch.validation.finite import cast_checked
-from distsketch.validation.finite import check_exact_integers as check_exact_integers_rule
 
 # widest row a file may imply without its width being declared (n_features=): an index
 # of 2**31 in a 25-byte svmlight file must not become a 16 GiB row
@@ -35,11 +28,10 @@ __all__ = [
     "ReadOptions",
     "Reader",
     "Stream",
-    "cast_block",
-    "check_exact_integers",
     "check_width",
     "open_binary",
     "plain_name",
+    "record_blocks",
     "target_dtype",
     "written_integer_rounds",
 ]
@@ -191,6 +183,19 @@ def open_binary(path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
         raw.close()
 
 
+def record_blocks(f: IO[bytes], raw: IO[bytes], n: int, d: int, dtype: np.dtype, rows: int,
+                  truncated: Callable[[int], str]) -> Iterator[Block]:
+    """``n`` records of ``d`` values after a binary header, ``rows`` a block;
+    ``truncated(record)`` is the message when the data ends early."""
+    size = d * dtype.itemsize
+    for a in range(0, n, rows):
+        k = min(rows, n - a)
+        buf = f.read(k * size)
+        if len(buf) != k * size:
+            raise StoreError(truncated(a + len(buf) // size))
+        yield Block(np.frombuffer(buf, dtype=dtype).reshape(k, d), None, raw.tell())
+
+
 def target_dtype(dtype: Any, source_dtype: np.dtype | None) -> np.dtype:
     """The stored dtype: ``dtype``, or the source's in native byte order when None."""
     if dtype is None:
@@ -205,18 +210,6 @@ def target_dtype(dtype: Any, source_dtype: np.dtype | None) -> np.dtype:
     if not (np.issubdtype(dt, np.number) or dt == np.bool_):
         raise ConfigError(f"dtype={dtype!r} is not numeric; use 'float32' or 'float64'.")
     return dt
-
-
-def cast_block(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
-               line_of: Callable[[int], int] | None = None) -> np.ndarray:
-    """``block`` in ``dtype``; a narrowing cast that would change a value is refused.
-
-    Raises
-    ------
-    InputError
-        Names the first row (and line) holding a value ``dtype`` cannot hold.
-    """
-    return cast_checked(block, dtype, where=str(source), row_start=first_row, line_of=line_of)
 
 
 _INTEGER = re.compile(r"[+-]?\d+\Z", re.ASCII)
@@ -237,51 +230,14 @@ def written_integer_rounds(text: str, dtype: np.dtype) -> bool:
     return not np.isfinite(near) or int(near) != value
 
 
-def check_exact_integers(block: np.ndarray, dtype: np.dtype, first_row: int, source: Path,
-                         line_of: Callable[[int], int] | None = None,
-                         inexact: Callable[[np.dtype], tuple[int, int, str] | None] | None = None
-                         ) -> None:
-    """Refuse an integer that the floating ``dtype`` would round (no silent rounding).
-
-    The rule of :func:`distsketch.validation.finite.check_exact_integers`
-    (the same for ingest, append and label columns), for a block of
-    ``source``: integer sources (an int64 ``.npy``) are checked value by
-    value; text sources through their ``inexact`` function, which knows
-    which values were written as integers.
-
-    Raises
-    ------
-    InputError
-        Names the row (and line, column) and the value, and the dtype to use.
-    """
-    check_exact_integers_rule(block, dtype, where=str(source), row_start=first_row,
-                              line_of=line_of, inexact=inexact)
-
-
 def check_width(width: int, source: Path, *, declared: bool, itemsize: int = 8,
                 what: str = "the file") -> None:
     """Refuse a row width that would allocate absurd memory, before anything is allocated.
 
-    Parameters
-    ----------
-    width : int
-        Columns a row of the stored array would have.
-    source : Path
-        The file, for messages.
-    declared : bool
-        The user gave the width (``n_features=``); then only the memory budget
-        limits it, otherwise also :data:`MAX_UNDECLARED_WIDTH`.
-    itemsize : int
-        Bytes per value of a block row (float64 blocks: 8).
-    what : str
-        What implies the width, for messages (e.g. "feature index 2147483647").
-
-    Raises
-    ------
-    InputError
-        An undeclared width above :data:`MAX_UNDECLARED_WIDTH`.
-    MemoryBudgetError
-        One row would need more than the per-task memory budget.
+    A width the user ``declared`` (``n_features=``) is limited by the memory
+    budget only, any other also by :data:`MAX_UNDECLARED_WIDTH`; ``itemsize``
+    is the bytes per value of a block row, ``what`` names what implies the
+    width in messages (e.g. "feature index 2147483647").
     """
     from distsketch.graph import task_memory_budget
 

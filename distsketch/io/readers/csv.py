@@ -108,14 +108,7 @@ class _Head:
 
 def _read_head(readline: Callable[[int], str], options: ReadOptions, delimiter: str | None,
                source: Path) -> _Head:
-    """Read the skipped lines, the header line (declared or detected) and the first data line.
-
-    Raises
-    ------
-    InputError
-        The text is not UTF-8, there is no data line, or the header's names
-        do not match the first data line's fields.
-    """
+    """Read the skipped lines, the header line (declared or detected) and the first data line."""
     lineno = 0
     skip = options.skip_header
     # skipped lines are not names; otherwise a header is declared or detected
@@ -172,18 +165,19 @@ class _Plan:
     keep: list[int]
     dropped: list[int]
     yes_no: list[int]
-    columns: _Columns
+    #: the header's names (None without a header line), for messages
+    names: list[str] | None
+    #: boolean_columns= was given
+    yes_no_option: bool
+
+    def name(self, j: int) -> str:
+        """``column 3 ('age')``: the 1-based position and the header name, if any."""
+        named = f" ({self.names[j]!r})" if self.names is not None else ""
+        return f"column {j + 1}{named}"
 
 
 def _plan_columns(head: _Head, options: ReadOptions, source: Path) -> _Plan:
-    """Plan the columns by the options, the header's names and the first data line.
-
-    Raises
-    ------
-    InputError
-        A label, dropped or selected column the file lacks, or no feature
-        column left.
-    """
+    """Plan the columns by the options, the header's names and the first data line."""
     names, first_tokens = head.names, head.first_tokens
     n_cols = len(first_tokens)
     label = label_column_index(options, names, n_cols, source)
@@ -200,8 +194,7 @@ def _plan_columns(head: _Head, options: ReadOptions, source: Path) -> _Plan:
     # yes/no columns are told by their first value, as a label column's kind is
     yes_no = [] if options.boolean_columns is None else \
         [j for j in keep if first_tokens[j].strip().lower() in BOOLEAN_WORDS]
-    columns = _Columns(keep, dropped, yes_no, names, options.boolean_columns is not None)
-    return _Plan(n_cols, labels, keep, dropped, yes_no, columns)
+    return _Plan(n_cols, labels, keep, dropped, yes_no, names, options.boolean_columns is not None)
 
 
 def _header_info(head: _Head, plan: _Plan) -> dict[str, Any]:
@@ -244,11 +237,11 @@ class _Blocks:
                 break
             block = self._parse(pending, block_first_line)
             line_of = _line_numbers(pending, block_first_line, delimiter)
-            y = self._labels(block, pending, block_first_line, done, line_of)
+            y = self._labels(block, pending, done, line_of)
             if len(keep) != self.plan.n_cols:
                 block = block[:, keep]
             yield Block(block, y, self.raw.tell(), line_of,
-                        _inexact(block, pending, block_first_line, delimiter, keep))
+                        _inexact(block, pending, delimiter, keep))
             block_first_line += len(pending)
             done += block.shape[0]
             last = len(pending) < rows
@@ -291,15 +284,15 @@ class _Blocks:
                                    converters=conv or None)
         except ValueError:
             raise _diagnose(pending, block_first_line, delimiter, n_cols,
-                            self.source, plan.labels, plan.columns) from None
+                            self.source, plan.labels, plan) from None
         if block.size and block.shape[1] != n_cols:
             raise _diagnose(pending, block_first_line, delimiter, n_cols, self.source,
-                            plan.labels, plan.columns)
+                            plan.labels, plan)
         if not block.shape[0]:
             block = np.empty((0, n_cols))
         return block
 
-    def _labels(self, block: np.ndarray, pending: list[str], block_first_line: int, done: int,
+    def _labels(self, block: np.ndarray, pending: list[str], done: int,
                 line_of: Callable[[int], int]) -> np.ndarray | None:
         """The block's labels: class codes as int32, numbers as float64 (checked exact)."""
         labels = self.plan.labels
@@ -313,8 +306,7 @@ class _Blocks:
         check_exact_integers(
             y, np.float64, where=str(self.source), row_start=done,
             line_of=line_of, column=lambda _: f"label column {self.label_name}",
-            inexact=_inexact(y[:, None], pending, block_first_line,
-                             self.head.delimiter, [labels.column]),
+            inexact=_inexact(y[:, None], pending, self.head.delimiter, [labels.column]),
             hint=NUMERIC_LABELS_HINT)
         return y
 
@@ -357,16 +349,7 @@ def _ignored(token: str) -> float:
 def dropped_column_indices(options: ReadOptions, names: list[str] | None, n_cols: int,
                            source: Path, label: int | None = None) -> list[int]:
     """The sorted indices of ``options.drop_columns`` (header names or indices), plus an
-    empty-named first column (:func:`is_row_names_header`).
-
-    Shared by the readers of tables (CSV, Parquet).
-
-    Raises
-    ------
-    InputError
-        A name the header lacks or holds twice, an index out of range, or the
-        label column.
-    """
+    empty-named first column (:func:`is_row_names_header`); shared by CSV and Parquet."""
     out: set[int] = set()
     for col in options.drop_columns:
         if isinstance(col, str) and not (names is None and _is_index(col)):
@@ -397,13 +380,7 @@ def dropped_column_indices(options: ReadOptions, names: list[str] | None, n_cols
 def selected_column_indices(selected: tuple[str, ...], names: list[str] | None, source: Path,
                             label: int | None = None) -> list[int]:
     """The indices of the header names ``selected``, in that order (a table's columns read
-    by name, e.g. the columns a model was fitted on).
-
-    Raises
-    ------
-    InputError
-        The file has no header, or lacks a name, or holds one twice.
-    """
+    by name, e.g. the columns a model was fitted on)."""
     if names is None:
         raise InputError(f"{source}: the columns are chosen by name ({', '.join(selected[:5])}"
                          f"{' ...' if len(selected) > 5 else ''}), but the file has no header "
@@ -435,29 +412,10 @@ def _is_index(text: str) -> bool:
     return True
 
 
-class _Columns:
-    """How a CSV's columns are read, for messages: kept, dropped, yes/no, and their names."""
-
-    def __init__(self, keep: list[int], dropped: list[int], yes_no: list[int],
-                 names: list[str] | None, yes_no_option: bool):
-        self.keep = keep
-        self.yes_no_option = yes_no_option
-        self.dropped = set(dropped)
-        self.yes_no = set(yes_no)
-        self.names = names
-
-    def name(self, j: int) -> str:
-        """``column 3 ('age')``: the 1-based position and the header name, if any."""
-        named = f" ({self.names[j]!r})" if self.names is not None else ""
-        return f"column {j + 1}{named}"
-
-
 def label_column_index(options: ReadOptions, names: list[str] | None, n_cols: int,
                        source: Path) -> int | None:
-    """The index of ``options.label_column`` (a header name, or an index; negative from the end).
-
-    Shared by the readers of tables with a label column (CSV, Parquet).
-    """
+    """The index of ``options.label_column`` (a header name, or an index; negative from the end);
+    shared by CSV and Parquet."""
     col = options.label_column
     if col is None:
         return None
@@ -514,8 +472,7 @@ class LabelColumn:
         name = text.strip()
         code = self._codes.get(name)
         if code is None:
-            if class_name_problem(name) is not None or len(self.classes) >= MAX_CLASSES or \
-                    class_name_clash(name, self._nfc) is not None:
+            if self.problem(name) is not None:
                 raise ValueError(name)
             code = self._codes[name] = len(self.classes)
             self.classes.append(name)
@@ -549,13 +506,9 @@ NUMERIC_LABELS_HINT = ("Numeric labels are stored as float64, which holds intege
                        "class names.")
 
 
-def _inexact(X: np.ndarray, lines: list[str], first_line: int, delimiter: str | None,
-             columns: list[int]):
-    """The block's check for integers written in the file that a float dtype would round.
-
-    ``X`` holds the file's columns ``columns`` (its column ``c`` is the
-    file's ``columns[c]``).
-    """
+def _inexact(X: np.ndarray, lines: list[str], delimiter: str | None, columns: list[int]):
+    """The block's check for integers written in the file that a float dtype would round
+    (``X``'s column ``c`` is the file's ``columns[c]``)."""
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
         with np.errstate(invalid="ignore"):
@@ -629,8 +582,10 @@ def _split_tokens(line: str, delimiter: str | None) -> list[str]:
 
 def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
               source: Path, labels: LabelColumn | None = None,
-              columns: _Columns | None = None) -> InputError:
+              plan: _Plan | None = None) -> InputError:
     """Find the first bad line of a block that NumPy refused and describe it."""
+    dropped = set() if plan is None else set(plan.dropped)
+    yes_no = set() if plan is None else set(plan.yes_no)
     for i, line in enumerate(lines):
         tokens = _split_tokens(line, delimiter)
         if not tokens:
@@ -648,10 +603,10 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 if problem is not None:
                     return InputError(f"{source}, line {lineno}, column {j + 1}: {problem}")
                 continue
-            if columns is not None and j in columns.dropped:
+            if j in dropped:
                 continue
-            where = f"{source}, line {lineno}, {columns.name(j) if columns else f'column {j + 1}'}"
-            if columns is not None and j in columns.yes_no:
+            where = f"{source}, line {lineno}, {plan.name(j) if plan else f'column {j + 1}'}"
+            if j in yes_no:
                 if t.strip().lower() in BOOLEAN_WORDS:
                     continue
                 return InputError(
@@ -662,7 +617,7 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 quoted = f" (a quoted field holding the delimiter {delimiter!r} is one field)" \
                     if delimiter and delimiter in t else ""
                 if t.strip().lower() in BOOLEAN_WORDS:
-                    if columns is not None and columns.yes_no_option:
+                    if plan is not None and plan.yes_no_option:
                         return InputError(
                             f"{where}: {t!r} is a yes/no value, but the column's first value is "
                             "a number, so the column holds numbers. Fix the value, or leave the "

@@ -1,10 +1,6 @@
-"""Rows added to an ingested store from arrays or files: the public :func:`append`.
-
-In-memory rows go through :class:`~distsketch.io.arrays.appending.StoreAppender`
-(:func:`distsketch.io.arrays.appending.append`); a file is streamed by the ingest
-readers (``ingest(path, store, append=True)``, the CLI's ``ingest --append``),
-which drive the same appender.  This module sits above both, so the readers
-and the appender need not know each other's entry points.
+"""The public :func:`append`: in-memory rows go to :mod:`distsketch.io.arrays.appending`,
+a file is streamed by ``ingest(path, store, append=True)`` into the same appender.  It
+sits above both, so the readers and the appender need not know each other's entry points.
 """
 
 from __future__ import annotations

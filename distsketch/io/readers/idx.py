@@ -20,6 +20,7 @@ from distsketch.io.readers.base import (
     file_suffix,
     open_binary,
     plain_name,
+    record_blocks,
 )
 
 __all__ = ["IdxReader"]
@@ -65,16 +66,9 @@ class IdxReader(Reader):
                 )
 
             def blocks(rows: int) -> Iterator[Block]:
-                rec = d * sdtype.itemsize
-                for a in range(0, n, rows):
-                    k = min(rows, n - a)
-                    buf = f.read(k * rec)
-                    if len(buf) != k * rec:
-                        raise StoreError(
-                            f"{source} is truncated: the header announces {n} records but the "
-                            f"data ends at record {a + len(buf) // rec}. Re-download the file."
-                        )
-                    yield Block(np.frombuffer(buf, dtype=sdtype).reshape(k, d), None, raw.tell())
+                yield from record_blocks(f, raw, n, d, sdtype, rows, lambda got: (
+                    f"{source} is truncated: the header announces {n} records but the "
+                    f"data ends at record {got}. Re-download the file."))
                 if f.read(1):
                     raise StoreError(
                         f"{source} has data after the {n} records its idx header announces; the "

@@ -26,8 +26,6 @@ from distsketch.io.readers.base import (
     Header,
     ReadOptions,
     Stream,
-    cast_block,
-    check_exact_integers,
     open_binary,
     plain_name,
     target_dtype,
@@ -39,7 +37,7 @@ from distsketch.io.readers.registry import find_reader
 from distsketch.io.readers.sink import RowWriter, ZarrSink
 from distsketch.io.storage.codecs import COMPRESSORS
 from distsketch.io.storage.urls import resolve
-from distsketch.validation.finite import check_finite_stored
+from distsketch.validation.finite import cast_checked, check_exact_integers, check_finite_stored
 from distsketch.validation.params import Interval, StrOptions, validate_params
 
 __all__ = ["ingest"]
@@ -318,7 +316,6 @@ def _append_stream(src: Path, app: Any, stream: Stream, labels: str | os.PathLik
     if labels is not None and hdr.labelled:
         raise ConfigError(f"{src} has labels of its own; do not pass labels=.")
     y_all = None if labels is None else _labels_in_memory(Path(labels).expanduser().absolute())
-    # columns matched to the store's features by name when both have names
     order = _column_order(src, hdr, app.manifest, app.arrays["X"], url)
     xdt = np.dtype(app.arrays["X"].dtype)
     rows = int(app.arrays["X"].chunks[0])
@@ -326,9 +323,9 @@ def _append_stream(src: Path, app: Any, stream: Stream, labels: str | os.PathLik
     done = 0
     for block in stream.blocks(rows):
         k = int(block.X.shape[0])
-        # the rule ingest applies: an integer the store's dtype would round is refused,
-        # checked against the file's own text (its rows, lines and columns)
-        check_exact_integers(block.X, xdt, done, src, block.line_of, block.inexact)
+        # ingest's rule, checked against the file's own text (its rows, lines and columns)
+        check_exact_integers(block.X, xdt, where=str(src), row_start=done, line_of=block.line_of,
+                             inexact=block.inexact)
         X = block.X if order is None else block.X[:, order]
         y = block.y if hdr.labelled else None
         if y is not None and hdr.classes is not None:
@@ -351,17 +348,7 @@ def _append_stream(src: Path, app: Any, stream: Stream, labels: str | os.PathLik
 
 
 def _column_order(src: Path, hdr: Header, manifest: dict, xa: Any, url: str) -> list[int] | None:
-    """Columns of ``src`` in the store's feature order, or None to keep them as they are.
-
-    The file's names (a CSV header, Parquet columns) are matched to the
-    store's feature names (:func:`distsketch.io.arrays.appending.match_columns`); a
-    file or store without names is matched by position.
-
-    Raises
-    ------
-    InputError
-        The file's columns (or label column) are not the store's, naming both.
-    """
+    """Columns of ``src`` in the store's feature order (matched by name), or None to keep them."""
     from distsketch.io.arrays.appending import match_columns
 
     given = hdr.info.get("feature_names")
@@ -405,8 +392,9 @@ def _copy(stream: Stream, sink: ZarrSink, source: Path, dtype: Any, chunk_rows: 
     prog = Progress(f"ingest {source.name}", hdr.progress_total, hdr.progress_unit, show)
     done = 0
     for block in stream.blocks(rows):
-        check_exact_integers(block.X, dt, done, source, block.line_of, block.inexact)
-        X = cast_block(block.X, dt, done, source, block.line_of)
+        check_exact_integers(block.X, dt, where=str(source), row_start=done,
+                             line_of=block.line_of, inexact=block.inexact)
+        X = cast_checked(block.X, dt, where=str(source), row_start=done, line_of=block.line_of)
         if not allow_nan:
             check_finite_stored(X, done, source, block.line_of)
         xw.write(X)
@@ -489,7 +477,6 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_na
         if names:
             sink.attrs["y"] = {"classes": list(classes)}
         return path
-    make_writer = sink.array
     reader = find_reader(path)
     if reader.name != "idx":
         raise ConfigError(f"labels {path}: use a 1-D idx (*-ubyte) or .npy file.")
@@ -500,7 +487,7 @@ def _ingest_labels(path: Path, n: int, chunk_rows: int, sink: ZarrSink, allow_na
                          f"{n} rows of the data. Pair images and labels of the same split.")
     with reader.open(path, ReadOptions()) as stream:
         dt = target_dtype(None, stream.header.source_dtype)
-        w = make_writer("y", dt, chunk_rows, n)
+        w = sink.array("y", dt, chunk_rows, n)
         prog = Progress(f"ingest {path.name}", stream.header.progress_total, "file", show)
         done = 0
         for block in stream.blocks(chunk_rows):

@@ -30,23 +30,8 @@ def max_line_chars() -> int:
 def line_reader(f: IO[str], source: Path | str) -> Callable[[int], str]:
     """``readline(line_number)`` for ``f``, refusing a line longer than :func:`max_line_chars`.
 
-    Parameters
-    ----------
-    f : text stream
-    source : path
-        The file, for messages.
-
-    Returns
-    -------
-    callable
-        Takes the 1-based number of the line about to be read (for the
-        message) and returns it as ``f.readline()`` does.
-
-    Raises
-    ------
-    MemoryBudgetError
-        From the returned function, naming the line, the limit and the fix,
-        after reading at most the limit.
+    The 1-based number of the line about to be read is for the message; at
+    most the limit is read before a line is refused.
     """
     limit = max_line_chars()
 

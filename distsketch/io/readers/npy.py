@@ -18,6 +18,7 @@ from distsketch.io.readers.base import (
     Stream,
     check_width,
     open_binary,
+    record_blocks,
 )
 
 __all__ = ["NpyReader"]
@@ -55,17 +56,9 @@ class NpyReader(Reader):
                 )
 
             def blocks(rows: int) -> Iterator[Block]:
-                row_bytes = d * sdtype.itemsize
-                for a in range(0, n, rows):
-                    k = min(rows, n - a)
-                    buf = f.read(k * row_bytes)
-                    if len(buf) != k * row_bytes:
-                        got = a + len(buf) // row_bytes
-                        raise StoreError(
-                            f"{source} is truncated: the header announces {n} rows but the data "
-                            f"ends at row {got}. Re-create or re-download the file."
-                        )
-                    yield Block(np.frombuffer(buf, dtype=sdtype).reshape(k, d), None, raw.tell())
+                return record_blocks(f, raw, n, d, sdtype, rows, lambda got: (
+                    f"{source} is truncated: the header announces {n} rows but the data "
+                    f"ends at row {got}. Re-create or re-download the file."))
 
             yield Stream(Header(d, n, sdtype, source.stat().st_size,
                                 info={"source_dtype": str(sdtype)}), blocks)

@@ -1,17 +1,12 @@
 """Apache Parquet tables (``*.parquet``, ``*.pq``), read in record batches through pyarrow.
 
 pyarrow is an optional dependency (``pip install "distsketch[parquet]"``).
-Rows are read ``chunk_rows`` at a time (:meth:`pyarrow.parquet.ParquetFile.iter_batches`),
-so memory stays one block whatever the file's row groups.  Every column but
-the label column (``label_column=``) goes to ``X`` and must be numeric:
-integer or floating point, boolean (read as 0 and 1) or decimal (read as the
-nearest float64); the column names become ``X``'s ``feature_names``.  Dates,
-times and timestamps are refused, naming the column: which number a date
-should be (days since an epoch, a year, a weekday, a season) depends on the
-model, so it is converted by the caller before ingesting.  The label column
-holds numbers, or class names (text, or ``class_labels=True``) coded as
-CSV's are (:class:`~distsketch.io.readers.csv.LabelColumn`).
-A null anywhere is refused, naming its row and column.
+Rows are read ``chunk_rows`` at a time, so memory stays one block whatever the
+file's row groups.  Every column but the label column goes to ``X`` and must be
+numeric (booleans read as 0 and 1, decimals as the nearest float64).  Dates and
+times are refused: which number a date should be depends on the model.  Class
+names in the label column are coded as CSV's are
+(:class:`~distsketch.io.readers.csv.LabelColumn`).  A null anywhere is refused.
 """
 
 from __future__ import annotations
@@ -110,14 +105,7 @@ class _Plan:
 
 
 def _plan_columns(schema: Any, options: ReadOptions, source: Path, pa: Any) -> _Plan:
-    """Plan the columns by the options and the table's schema, refusing columns not numbers.
-
-    Raises
-    ------
-    InputError
-        No columns, a label, dropped or selected column the table lacks, no
-        feature column left, or a feature or label column of the wrong type.
-    """
+    """Plan the columns by the options and the table's schema, refusing columns not numbers."""
     names = [str(n) for n in schema.names]
     if not names:
         raise InputError(f"{source}: the table has no columns; nothing to ingest.")
@@ -271,12 +259,9 @@ def _label(t: Any, name: str, class_labels: bool | None, source: Path, pa: Any) 
 
 
 def _inexact(ints: dict[int, np.ndarray]):
-    """The block's check for integers of integer columns a float dtype would round.
-
-    A table mixing integer and float columns is read as one float64 block:
-    the integer columns' own values say whether that (or the stored dtype)
-    rounded one.
-    """
+    """The block's check for integers of integer columns a float dtype would round: a table
+    mixing integer and float columns is read as one float64 block, so the integer columns'
+    own values say whether that (or the stored dtype) rounded one."""
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         found: tuple[int, int, str] | None = None
         for j, values in ints.items():

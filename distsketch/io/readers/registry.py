@@ -1,10 +1,4 @@
-"""The registry of file formats: one line per reader.
-
-A format is found by its name or alias (``format=``), else by the file name
-(:meth:`~distsketch.io.readers.base.Reader.guess_can_open`, in registration
-order), else by the first bytes of the file
-(:meth:`~distsketch.io.readers.base.Reader.guess_from_content`).
-"""
+"""The registry of file formats (one line per reader), and how a file's format is found."""
 
 from __future__ import annotations
 

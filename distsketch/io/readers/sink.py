@@ -1,17 +1,8 @@
 """The one sink of file ingestion: row blocks into a Zarr group, committed atomically.
 
-Layout of the output (a Zarr group, a local directory or a URL prefix)::
-
-    dest.zarr/
-      zarr.json                    group (attribute ``ingest``: source, format, size;
-                                   ``provenance``: the manifest's entries)
-      X/                           (n, d) data, row chunks of ``chunk_rows``,
-                                   dimensions ("sample", "feature"); attribute
-                                   ``feature_names`` when a CSV header named them
-      y/                           (n,) labels, when there are any, dimension ("sample",);
-                                   class names: int32 codes and the attribute
-                                   ``classes`` (code i is ``classes[i]``)
-      distsketch-manifest.json     written last
+The group holds ``X`` (n, d) and, when labelled, ``y`` (n,), in row chunks of
+``chunk_rows`` (their dimensions and attributes: docs/storage.md), with the
+attributes ``ingest`` and ``provenance``; ``distsketch-manifest.json`` is written last.
 """
 
 from __future__ import annotations
@@ -58,15 +49,11 @@ class RowWriter:
 
     def _create(self, n_cols: int | None) -> None:
         n0 = self.n_known if self.n_known is not None else 0
-        if n_cols is None:  # 1-D labels
-            self.arr = create_array(self.path, (n0,), self.dtype, chunk_rows=self.chunk_rows,
-                                    compressor=self.compressor, dimension_names=("sample",))
-            self._buf = np.empty((self.chunk_rows,), dtype=self.dtype)
-        else:
-            self.arr = create_array(self.path, (n0, n_cols), self.dtype,
-                                    chunk_rows=self.chunk_rows, compressor=self.compressor,
-                                    dimension_names=("sample", "feature"))
-            self._buf = np.empty((self.chunk_rows, n_cols), dtype=self.dtype)
+        shape = (n0,) if n_cols is None else (n0, n_cols)  # n_cols None: 1-D labels
+        self.arr = create_array(self.path, shape, self.dtype, chunk_rows=self.chunk_rows,
+                                compressor=self.compressor,
+                                dimension_names=("sample", "feature")[:len(shape)])
+        self._buf = np.empty((self.chunk_rows, *shape[1:]), dtype=self.dtype)
 
     def write(self, block: np.ndarray) -> None:
         if self.arr is None:
@@ -149,7 +136,7 @@ class ZarrSink:
         write_manifest(self.tmp, manifest)
 
 
-def _verify(path: Location, expected_rows: int, source: Path, what: str) -> zarr.Array:
+def _verify(path: Location, expected_rows: int, source: Path, what: str) -> None:
     """Re-open a written array and check that every row and chunk arrived."""
     arr = zarr.open_array(zarr_store(path, read_only=True), mode="r")
     if arr.shape[0] != expected_rows or arr.nchunks_initialized != arr.nchunks:
@@ -158,4 +145,3 @@ def _verify(path: Location, expected_rows: int, source: Path, what: str) -> zarr
             f"of {arr.nchunks} chunks, expected {expected_rows} rows; nothing was committed. "
             "Retry; if it persists the output disk may be full."
         )
-    return arr

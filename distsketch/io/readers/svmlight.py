@@ -1,12 +1,9 @@
 """svmlight/libsvm text (``*.svm``, ``*.svmlight``, ``*.libsvm``): ``label index:value ...``.
 
-Read in two streaming passes: the first learns the number of rows, the
-index range (hence the width and the index base) and checks the syntax; the
-second yields dense row blocks and their labels.  The width is checked
-between the two (an index beyond ``n_features``, or beyond a sane width
-when none is declared, is refused before any dense row is allocated).
-Indices are 1-based unless one is 0 (``zero_based="auto"``); a negative
-index is refused.  A UTF-8 byte-order mark at the start is not data.
+Read in two streaming passes: the first learns the number of rows, the index
+range (hence the width and the index base) and checks the syntax; the second
+yields dense row blocks and their labels.  The width is checked between the two,
+so an absurd index is refused before any dense row is allocated.
 """
 
 from __future__ import annotations
@@ -130,11 +127,8 @@ def _lines(f: IO[bytes], rows: int) -> Iterator[tuple[list[int], list[bytes]]]:
 
 
 def _inexact(values: np.ndarray, lines: list[bytes], base: int | None):
-    """The block's check for integers written in the file that a float dtype would round.
-
-    ``values`` holds the block's features (``base``: the index base), or its
-    labels as one column (``base`` None).
-    """
+    """The block's check for integers written in the file that a float dtype would round, of
+    its features (``base``: the index base) or its labels as one column (``base`` None)."""
     def first_inexact(dtype: np.dtype) -> tuple[int, int, str] | None:
         limit = 2.0 ** (np.finfo(dtype).nmant + 1)  # every integer up to here is exact
         with np.errstate(invalid="ignore"):

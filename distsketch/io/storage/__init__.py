@@ -1,4 +1,4 @@
-"""Where data lives: paths and URLs, the storage kinds behind ``Location``,
-Zarr stores, codecs, recorded layouts, writer locks and claims, and the link
-checks of untrusted stores.
+"""Where data lives: paths and URLs (``urls.resolve`` -> ``Location``), the
+base of the storage kinds, what may be replaced and the link checks
+(``safety``), writer locks and claims, codecs.
 """

@@ -1,20 +1,10 @@
 """One writer per object-store destination: a claim object beside it.
 
-Object stores have no rename and no lock, so two processes writing the same
-URL at once would both publish, and the second would silently replace the
-first.  :class:`WriterClaim` detects that: a writer puts a claim object
-``.<name>.writer`` beside the destination (its token, host, pid and start
-time) before it writes anything, and checks that the claim is still its own
-right before it publishes.  The claim is created with a conditional put
-(``If-None-Match: *`` on S3: only one of two racing writers can create it)
-where the filesystem supports one, and is read back in any case, so of two
-writers one gets a :class:`~distsketch.errors.StoreError` and the other's
-output is never replaced behind its back.
-
-A claim left by a killed writer is taken over when that writer ran on this
-host and its process is gone; otherwise the message names the claim, its
-owner and how old it is, and says to delete it once that writer is known to
-be gone.
+Object stores have no rename and no lock: without a claim, two writers of one
+URL would both publish and the second would silently replace the first.  A
+:class:`WriterClaim` is the object ``.<name>.writer`` (token, host, pid, start
+time), put before anything is written (conditionally where the store can),
+read back, and confirmed right before publishing (docs/storage.md).
 """
 
 from __future__ import annotations
@@ -30,10 +20,10 @@ from collections.abc import Iterator
 from distsketch.errors import StoreError
 from distsketch.io.storage.urls import Location
 
-__all__ = ["WriterClaim", "claimed", "read_lease_object"]
+__all__ = ["WriterClaim", "claimed", "owner_gone", "read_lease_object"]
 
 
-def _pid_gone(owner: str) -> bool:
+def owner_gone(owner: str) -> bool:
     """Whether ``owner`` (``host:pid``) is a process of this host that no longer runs."""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
@@ -157,7 +147,7 @@ class WriterClaim:
             held = self._read()
             if held is None:
                 continue  # released in between: try once more
-            if _pid_gone(str(held.get("owner", ""))):
+            if owner_gone(str(held.get("owner", ""))):
                 with contextlib.suppress(FileNotFoundError):
                     self.loc.fs.rm_file(self.loc.path)  # its writer was killed: taken over
                 continue

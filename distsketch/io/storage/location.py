@@ -1,20 +1,11 @@
 """One storage protocol: a :class:`Location` with capabilities, one subclass per storage kind.
 
 :func:`distsketch.io.storage.urls.resolve` turns a path or URL into a
-:class:`~distsketch.io.commit.kinds.LocalLocation` (the local file system)
-or an :class:`~distsketch.io.commit.kinds.FsspecLocation` (any other fsspec
-filesystem: ``s3://``, ``gs://``, ``memory://`` ...).  Every writer, lock,
-claim and workflow state asks the location what it needs (open a Zarr store,
-commit an output, take a lock, list a prefix ...) instead of asking which kind
-it is.  This base class does what fsspec calls do alike everywhere and
-declares the rest; what differs between kinds (how an output is committed, how
-a folder is locked, whether links are checked) lives in
-:mod:`distsketch.io.commit.kinds`, once.
-
-A new storage kind is one more subclass, registered with
-:func:`distsketch.io.storage.urls.register_kind` (see docs/architecture.md).  The
-subclasses live above the modules they call (commits, safety rules, locks),
-which themselves only name this base class: ``io`` has no import circle.
+location; every writer, lock, claim and workflow state asks it what it needs
+instead of asking which kind it is.  This base class does what fsspec calls do
+alike everywhere and declares the rest; the subclasses, and what differs
+between them, are in :mod:`distsketch.io.commit.kinds` (above the modules
+they call, which only name this base class: ``io`` has no import circle).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Output-folder locks, writer locks, and recovery of interrupted atomic swaps.
+"""Output-folder locks and writer locks.
 
 One run at a time per folder (:meth:`distsketch.io.storage.location.Location.run_lock`):
 :func:`folder_lock` (an ``fcntl`` lock file) on the local file system,
 :func:`lease_lock` (a lease object with a heartbeat, :class:`ObjectLock`)
 elsewhere.  One writer at a time per local store: :func:`store_flock`.
-
-:func:`distsketch.io.commit.atomic.atomic_dir` builds an output under
-``.<name>.tmp-<id>`` and swaps it in with two renames (old output aside as
-``.<name>.old-<id>``, new one in).  A process killed between the renames, or
-while writing, leaves these siblings behind; :func:`recover_swap` and
-:func:`remove_tmp` put the folder back into a committed state.  Both must run
-under :func:`folder_lock`, so that no other process is mid-swap.
 """
 
 from __future__ import annotations
@@ -20,7 +13,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 import socket
 import stat
 import threading
@@ -31,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
+from distsketch.io.storage.claims import owner_gone, read_lease_object
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_NAME", "LOCK_STALE_SECONDS", "ObjectLock", "folder_lock",
-           "lease_lock", "recover_swap", "remove_tmp", "store_flock"]
+           "lease_lock", "store_flock"]
 
 #: name of the lock file inside a locked folder; it holds the holder's pid
 LOCK_NAME = ".lock"
@@ -135,12 +128,8 @@ def folder_lock(folder: str | os.PathLike, wait: bool | float = False) -> Iterat
 
 
 def _open_lock(path: Path) -> int:
-    """Open the lock file without following a link and without truncating anything.
-
-    It is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``; an existing one (left by
-    an earlier run) is opened with ``O_NOFOLLOW`` and must be a regular file, so a
-    symlink or a FIFO planted at ``.lock`` never makes a run write elsewhere.
-    """
+    """Open the lock file without following a link or truncating anything: a symlink or a
+    FIFO planted at ``.lock`` never makes a run write elsewhere."""
     flags = os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
@@ -168,32 +157,6 @@ def _lock_error(path: Path, exc: OSError | None) -> WorkflowError:
             "into whatever it points to). Remove it if you did not create it, then rerun.")
     return WorkflowError(f"cannot open the lock file {path}: {exc}. Check the folder's "
                          "permissions.")
-
-
-def recover_swap(path: str | os.PathLike) -> None:
-    """Undo an interrupted two-rename swap of ``atomic_dir`` at ``path``.
-
-    If ``path`` exists, leftover ``.old-*`` copies are removed.  If it does not
-    (killed between the two renames), the newest ``.old-*`` copy is renamed
-    back, so the previous committed output is visible again.
-    """
-    path = Path(path)
-    if path.exists():
-        for old in path.parent.glob(f".{path.name}.old-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        return
-    olds = sorted(path.parent.glob(f".{path.name}.old-*"), key=lambda p: p.stat().st_mtime)
-    if olds:
-        os.replace(olds[-1], path)
-        for old in olds[:-1]:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def remove_tmp(path: str | os.PathLike) -> None:
-    """Remove uncommitted ``.<name>.tmp-*`` siblings of ``path`` left by a killed writer."""
-    path = Path(path)
-    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class ObjectLock:
@@ -227,8 +190,6 @@ class ObjectLock:
         self._thread: threading.Thread | None = None
 
     def _read(self) -> dict | None:
-        from distsketch.io.storage.claims import read_lease_object
-
         # a body that is not a JSON object: treated as stale; an object that cannot be read
         # at all (access denied): a StoreError naming it
         return read_lease_object(self.loc, {"owner": "?", "heartbeat": 0.0}, "lock object")
@@ -241,17 +202,8 @@ class ObjectLock:
     def _alive(self, held: dict) -> bool:
         """Whether ``held`` is a live lock of another run."""
         age = time.time() - float(held.get("heartbeat", 0) or 0)
-        if age >= self.stale_after:
-            return False
-        host, _, pid = str(held.get("owner", "")).rpartition(":")
-        if host == socket.gethostname() and pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                return False  # its process is gone (killed): nothing will refresh it
-            except PermissionError:
-                return True
-        return True
+        # a process of this host that is gone (killed) will not refresh it
+        return age < self.stale_after and not owner_gone(str(held.get("owner", "")))
 
     def acquire(self, wait: bool | float = False, force: bool = False) -> None:
         """Take the lock (see the class notes).

@@ -1,27 +1,13 @@
 """The one rule for what distsketch may replace: only what it wrote itself.
 
-Every writer (``write_array``, ``ingest``, ``save_model``, the CLI, the
-workflow runner, quickstart) reaches :func:`check_output` through
-:func:`distsketch.io.commit.atomic.atomic_dir`, before writing and again at commit
-time.  An existing output is replaced only if it is a directory that carries a
-distsketch manifest (``distsketch-manifest.json``), the marker that
-``atomic_dir`` puts into every directory it builds (``.distsketch``), or is a
-workflow checkpoint (``state.json`` inside a folder holding a workflow
-``.lock``).  Never replaced, whatever it holds:
-
-* a regular file or a symbolic link;
-* the user's home directory, the working directory or any parent of it;
-* an input of the same command, a folder containing one, or a path inside
-  one (``g.zarr/X`` when ``g.zarr`` is the input) — compared after resolving
-  symbolic links, ``..``, ``./`` and trailing slashes.
-
-Writing *into* an input (a new path inside it) is refused even without
-``overwrite``: it would change the user's data.
-
-The same rules hold for URL outputs (``s3://...``; :mod:`distsketch.io.storage.urls`):
-an existing prefix is replaced only when it holds a distsketch manifest or
-marker, never a single object (a "file"), and never an input, a prefix
-holding one or a prefix inside one (compared as canonical URLs).
+Every writer reaches :func:`check_output` through
+:func:`distsketch.io.commit.atomic.atomic_dir` (or its object-store
+counterpart), before writing and again at commit time.  An existing output is
+replaced only with ``overwrite`` and only if it carries a distsketch manifest,
+the marker ``.distsketch`` or is a workflow checkpoint; never a file, a link,
+the home or working directory (or a parent of it), nor an input, a folder
+holding one or a path inside one (:func:`check_replaceable`; docs/storage.md).
+Writing *into* an input is refused even without ``overwrite``.
 """
 
 from __future__ import annotations
@@ -86,22 +72,12 @@ def _input_locations(inputs: Iterable[Any], storage_options: Any) -> list[Locati
         if item is None or not isinstance(item, (str, os.PathLike, Location)):
             continue
         text = item if isinstance(item, Location) else split_array_path(os.fspath(item))[0]
-        src = _quiet_resolve(text, storage_options)
-        if src is not None:
-            out.append(src.canonical())
+        try:
+            src = resolve(text, storage_options)
+        except Exception:
+            continue
+        out.append(src.canonical())
     return out
-
-
-def _quiet_resolve(path: Any, storage_options: Any = None) -> Location | None:
-    """``resolve(path)``, or None for a URL that cannot be resolved (it cannot overlap)."""
-    try:
-        return resolve(path, storage_options)
-    except Exception:
-        return None
-
-
-def _is_within(child: Path, parent: Path) -> bool:
-    return child == parent or parent in child.parents
 
 
 def written_by_distsketch(path: str | os.PathLike) -> bool:
@@ -168,14 +144,12 @@ def check_replaceable(path: str | os.PathLike | Location, *, inputs: Iterable[An
 def _check_local_replaceable(final: Path) -> Path:
     """The rules of :func:`check_replaceable` for an existing local ``final``."""
     resolved = _resolve(final)
-    if not os.path.lexists(final):
-        return final
     if final.is_symlink():
         raise StoreError(
             f"output {final} is a symbolic link; distsketch does not replace links or what they "
             "point to. Remove the link yourself or choose another output path.")
     cwd = _resolve(os.getcwd())
-    if _is_within(cwd, resolved):
+    if cwd == resolved or resolved in cwd.parents:
         raise StoreError(
             f"output {final} is the working directory or one of its parents; distsketch never "
             "replaces it. Choose a new output path such as ./out.zarr.")
@@ -187,11 +161,23 @@ def _check_local_replaceable(final: Path) -> Path:
             f"output {final} is an existing file that distsketch did not write; it is never "
             "replaced. Remove it yourself or choose another output path.")
     if not written_by_distsketch(final):
-        raise StoreError(
-            f"output {final} exists and has no distsketch manifest, so distsketch did not write "
-            "it and will not replace it (even with overwrite). Remove it yourself or choose "
-            "another output path.")
+        raise _not_ours(final, "path")
     return final
+
+
+def _exists(where: Any, ours: bool, noun: str) -> StoreError:
+    """An existing output without ``overwrite``: how to replace it, or why it never is."""
+    hint = ("pass overwrite=True (CLI: --overwrite) to replace it" if ours else
+            "it was not written by distsketch (it has no distsketch manifest), so it will not "
+            f"be replaced, even with overwrite (CLI: --overwrite); choose another output {noun}")
+    return StoreError(f"output {where} already exists; {hint}.")
+
+
+def _not_ours(where: Any, noun: str) -> StoreError:
+    return StoreError(
+        f"output {where} exists and has no distsketch manifest, so distsketch did not write "
+        "it and will not replace it (even with overwrite). Remove it yourself or choose "
+        f"another output {noun}.")
 
 
 def check_output(path: str | os.PathLike | Location, *, overwrite: bool,
@@ -225,13 +211,7 @@ def check_local_output(path: str, *, overwrite: bool, inputs: list) -> Path:
     _check_not_input(resolve(path), inputs)
     if os.path.lexists(final):
         if not overwrite:
-            if final.is_dir() and written_by_distsketch(final):
-                hint = "pass overwrite=True (CLI: --overwrite) to replace it"
-            else:
-                hint = ("it was not written by distsketch (it has no distsketch manifest), so "
-                        "it will not be replaced, even with overwrite (CLI: --overwrite); "
-                        "choose another output path")
-            raise StoreError(f"output {final} already exists; {hint}.")
+            raise _exists(final, final.is_dir() and written_by_distsketch(final), "path")
         _check_local_replaceable(final)
     return final
 
@@ -256,15 +236,9 @@ def check_url_output(loc: Location, *, overwrite: bool, inputs: list) -> Locatio
         raise StoreError(f"output {loc.url} is an existing object that distsketch did not write; "
                          "it is never replaced. Remove it yourself or choose another output URL.")
     if not overwrite:
-        hint = ("pass overwrite=True (CLI: --overwrite) to replace it" if ours else
-                "it was not written by distsketch (it has no distsketch manifest), so it will not "
-                "be replaced, even with overwrite (CLI: --overwrite); choose another output URL")
-        raise StoreError(f"output {loc.url} already exists; {hint}.")
+        raise _exists(loc.url, ours, "URL")
     if not ours:
-        raise StoreError(
-            f"output {loc.url} exists and has no distsketch manifest, so distsketch did not write "
-            "it and will not replace it (even with overwrite). Remove it yourself or choose "
-            "another output URL.")
+        raise _not_ours(loc.url, "URL")
     return loc
 
 

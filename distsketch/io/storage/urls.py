@@ -1,25 +1,13 @@
 """Storage locations: local paths and fsspec URLs, understood in one place.
 
 Every path distsketch reads or writes goes through :func:`resolve`, which
-turns it into a :class:`~distsketch.io.storage.location.Location` (what each kind of
-storage can do lives there):
-
-* a local path is made absolute *here, on the client* (``~`` expanded), so a
-  graph shipped to workers started in another working directory names the
-  same files;
-* ``file:///abs/path`` is the local path ``/abs/path``;
-* any other URL (``s3://``, ``gs://``, ``abfs://``, ``memory://`` ...) is kept
-  as a URL, in its canonical form, with its fsspec filesystem.
-
-``storage_options`` are merged over the defaults in the dask config key
-``distsketch.storage-options`` (a mapping, e.g. set from a cluster spec),
-nested mappings key by key, so a command may add one option
-(``client_kwargs.endpoint_url``) to the configured credentials.  They are
-ignored for local paths.
-
-A URL whose protocol is unknown, or whose filesystem package is not installed,
-is a :class:`~distsketch.errors.StoreError` naming the URL and the fix; a URL
-is never treated as a local path (no directory named ``s3:`` is ever made).
+turns it into a :class:`~distsketch.io.storage.location.Location`.  A local
+path is made absolute *here, on the client* (``~`` expanded), so a graph
+shipped to workers started elsewhere names the same files; ``file:///abs/path``
+is the local path ``/abs/path``; any other URL keeps its canonical form and
+its fsspec filesystem, and is never treated as a local path.  How
+``storage_options`` merge over the dask config ``distsketch.storage-options``
+is in docs/storage.md.
 """
 
 from __future__ import annotations

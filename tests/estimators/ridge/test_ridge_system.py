@@ -27,14 +27,16 @@ def _direct(Z, Y, alpha):
     return Zc, Yc, G, np.linalg.solve(G, Zc.T @ Yc)
 
 
-@pytest.mark.parametrize("eig_first", [False, True])
-def test_solution_and_quadratic_forms_from_one_factorisation(eig_first):
+@pytest.mark.parametrize("first", ["nothing", "eigh", "gcv"])
+def test_solution_and_quadratic_forms_from_one_factorisation(first):
     Z, Y, state = _problem()
     alpha = 0.5
     Zc, _, G, W_ref = _direct(Z, Y, alpha)
     system = RidgeSystem(state, True)
-    if eig_first:  # as after GCV: the eigenpairs serve the solve and the leverages
+    if first == "eigh":  # the eigenpairs serve the solve and the leverages
         system.eigh()
+    elif first == "gcv":  # GCV's tridiagonal form serves the solve
+        system.gcv(np.array([1.0]))
     W, c = system.solve(np.array([alpha]))
     np.testing.assert_allclose(W[0], W_ref, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(c[0], Y.mean(axis=0) - Z.mean(axis=0) @ W_ref, rtol=1e-9)
@@ -57,3 +59,19 @@ def test_gcv_matches_its_definition():
         df = np.trace(H) + 1.0                      # + the intercept
         rss = ((Yc - Zc @ W) ** 2).sum()
         assert g == pytest.approx(n * rss / (n - df) ** 2, rel=1e-8)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_tridiagonal_route_on_the_smallest_systems(m):
+    # no off-diagonal (m = 1) or a single one: GCV and the solve against dense references
+    rng = np.random.default_rng(m)
+    Z = rng.normal(size=(40, m))
+    Y = Z @ rng.normal(size=(m, 2)) + 0.1 * rng.normal(size=(40, 2))
+    state = covariance_state(Z, Y)
+    tri, eig = RidgeSystem(state, True), RidgeSystem(state, True)
+    eig.eigh()
+    grid = np.array([1e-3, 1.0, 100.0])
+    np.testing.assert_allclose(tri.gcv(grid)[1], eig.gcv(grid)[1], rtol=1e-10)
+    alpha = float(tri.gcv(grid)[0][1])
+    np.testing.assert_allclose(tri.solve(np.array([alpha]))[0][0], _direct(Z, Y, alpha)[3],
+                               rtol=1e-10, atol=1e-13)

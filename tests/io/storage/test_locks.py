@@ -1,4 +1,4 @@
-"""Folder locks and recovery of interrupted atomic swaps."""
+"""Folder locks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from distsketch.errors import WorkflowError
-from distsketch.io.storage.locks import folder_lock, recover_swap, remove_tmp
+from distsketch.io.storage.locks import folder_lock
 
 
 def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
@@ -62,25 +62,3 @@ def test_refused_lock_keeps_the_holders_pid(tmp_path):
         assert (tmp_path / "out" / ".lock").read_text() == "4242"
     finally:
         os.close(fd)
-
-
-def test_recover_swap_restores_the_old_output_killed_between_renames(tmp_path):
-    old = tmp_path / ".result.old-abc"
-    old.mkdir()
-    (old / "f").write_text("previous")
-    recover_swap(tmp_path / "result")
-    assert (tmp_path / "result" / "f").read_text() == "previous" and not old.exists()
-
-
-def test_recover_swap_drops_leftover_copies_when_the_output_exists(tmp_path):
-    (tmp_path / "result").mkdir()
-    (tmp_path / ".result.old-1").mkdir()
-    recover_swap(tmp_path / "result")
-    assert (tmp_path / "result").exists() and not (tmp_path / ".result.old-1").exists()
-
-
-def test_remove_tmp_removes_only_uncommitted_siblings(tmp_path):
-    (tmp_path / ".result.tmp-1").mkdir()
-    (tmp_path / ".other.tmp-1").mkdir()
-    remove_tmp(tmp_path / "result")
-    assert not (tmp_path / ".result.tmp-1").exists() and (tmp_path / ".other.tmp-1").exists()
