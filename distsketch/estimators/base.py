@@ -79,7 +79,10 @@ def fit_context(method: Callable[..., Any] | None = None, *,
     * with ``validate``: after :meth:`DistsketchEstimator._validate_params`
       (once per outermost call on this estimator: a ``fit`` that calls its own
       ``partial_fit`` or ``super().fit`` does not check again), and with ``y``
-      given as ``"store.zarr::y"`` opened.
+      given as ``"store.zarr::y"`` opened;
+    * for ``fit`` (the outermost call), after
+      :meth:`DistsketchEstimator._reset_fitted`: a refit starts from nothing an
+      earlier fit learned, the one place fitted attributes are forgotten.
 
     Parameters
     ----------
@@ -94,6 +97,8 @@ def fit_context(method: Callable[..., Any] | None = None, *,
         The wrapped method, marked ``__fit_context__`` ("fit" or "merge").
     """
     def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        resets = validate and method.__name__ == "fit"
+
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             # a fit reports every pass of its own while progress is on (not a merge: no pass)
@@ -106,6 +111,8 @@ def fit_context(method: Callable[..., Any] | None = None, *,
                 if id(self) not in checked:
                     if not self._take_checked_params():
                         self._validate_params()
+                    if resets:
+                        self._reset_fitted()
                     token = _VALIDATED_IN.set(checked | {id(self)})
                 try:
                     if (len(args) > 1 and is_path_like(args[1])) or is_path_like(kwargs.get("y")):

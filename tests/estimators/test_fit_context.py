@@ -20,6 +20,8 @@ from distsketch.estimators.decomposition.frequent_directions import FrequentDire
 from distsketch.estimators.decomposition.streaming_kpca import StreamingKernelPCA
 from distsketch.estimators.nystrom.features import NystromKernelPCA
 from distsketch.estimators.ridge.classifier import SketchedKernelRidgeClassifier
+from distsketch.estimators.solvers.falkon import NystromKernelRidge
+from distsketch.estimators.solvers.solver import KernelSolver
 
 #: the context each method that changes (or summarises for) the fitted state must carry
 EXPECTED = {"fit": "fit", "partial_fit": "fit", "merge": "merge", "merge_summaries": "merge",
@@ -174,3 +176,31 @@ def test_cli_fit_checks_the_parameters_once(monkeypatch: pytest.MonkeyPatch, tmp
                      "StreamingKernelPCA", "--n-components", "2", "--cluster", "sync"])
     assert code == 0, capsys.readouterr().err
     assert calls.count("StreamingKernelPCA") == 1, calls
+
+
+def _public(est: Any) -> set[str]:
+    return {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+
+
+RESET_CASES = [
+    lambda: FrequentDirections(sketch_size=4),
+    lambda: StreamingKernelPCA(n_components=3, random_state=0),
+    lambda: NystromKernelPCA(n_components=3, n_landmarks=10, random_state=0),
+    lambda: SketchedKernelRidgeClassifier(random_state=0),
+    lambda: KernelSolver(random_state=0),
+    lambda: NystromKernelRidge(n_centers=10, random_state=0),
+]
+
+
+@pytest.mark.parametrize("make", RESET_CASES, ids=lambda m: type(m()).__name__)
+def test_fit_forgets_what_an_earlier_fit_learned(make: Any) -> None:
+    # the fit context resets every fitted attribute before fit: a refit on other data holds
+    # exactly what a fresh fit on that data holds
+    X, y = _data()
+    est = make().fit(X, y)
+    est.stale_ = "learned by an earlier fit"
+    est.fit(X[:40, :3], y[:40])
+    fresh = make().fit(X[:40, :3], y[:40])
+    assert not hasattr(est, "stale_")
+    assert _public(est) == _public(fresh)
+    assert est.n_features_in_ == 3

@@ -194,8 +194,6 @@ class FrequentDirections(MergeableEstimator, DistsketchEstimator):
         -------
         self
         """
-        for attr in ("sketch_", "fingerprint_", "covariance_", "state_"):
-            self.__dict__.pop(attr, None)
         X = self._check_input(X, reset=True, allow_sparse=True)
         self.state_ = fd_state(self.state, X.shape[1],
                                on_device=is_array_api(getattr(X, "_meta", X)))

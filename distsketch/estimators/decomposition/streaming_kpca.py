@@ -282,7 +282,6 @@ class StreamingKernelPCA(TransformerMixin, MergeableEstimator, DistsketchEstimat
         -------
         self
         """
-        self._reset_fitted()
         X = self._check_input(X, reset=True, allow_sparse=True)
         if self.method == "fd":
             self.state_ = fd_state(self.state, int(self.n_random_features),

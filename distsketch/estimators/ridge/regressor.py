@@ -436,8 +436,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         """
         if y is None:
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        for attr in ("coef_", "seed_", "_W"):
-            self.__dict__.pop(attr, None)
+        self.__dict__.pop("_W", None)
         self._alpha_grid()
         X = self._check_input(X, reset=True)
         Y, self.single_output_ = self._prepare_targets(y, X.shape[0])

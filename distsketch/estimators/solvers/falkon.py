@@ -468,7 +468,6 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
 
     def _start(self, X: Any) -> Any:
         """The checks every fit starts with; returns X as the passes read it."""
-        self.__dict__.pop("seed_", None)
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)
         return X

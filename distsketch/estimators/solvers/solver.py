@@ -491,7 +491,6 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         -------
         self
         """
-        self.__dict__.pop("seed_", None)
         source = X
         X = self._check_input(X, reset=True)
         self._check_params_for_shape(*X.shape)

@@ -88,10 +88,12 @@ def dask_cluster(folder: Path, where: dict[str, str]) -> Iterator[Path]:
                                                "--port", "0", "--no-dashboard",
                                                "--scheduler-file", str(sched)])
         deadline = time.monotonic() + 60
-        while not sched.exists():
+        # the file exists before it is written whole: wait for its closing brace
+        while not (sched.exists() and sched.read_text().rstrip().endswith("}")):
             assert time.monotonic() < deadline and procs[0].poll() is None, \
                 (folder / "scheduler.log").read_text()[-2000:]
-            time.sleep(0.1)  # polling for the scheduler file, bounded by the deadline
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                procs[0].wait(timeout=0.1)  # returns at once if the scheduler dies
         for w in ("w1", "w2"):
             start(w, where.get(f"ns-{w}"),
                   [DASK, "worker", "--scheduler-file", str(sched), "--host", where[w],
