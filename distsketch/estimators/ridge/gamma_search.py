@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import dask
 import numpy as np
 
-from distsketch.blas import single_threaded_blas
+from distsketch.blas import pin_blas_for_tasks, single_threaded_blas
 
 logger = logging.getLogger("distsketch")
 
@@ -169,11 +172,26 @@ def _best(scored: dict[float, tuple[np.ndarray, np.ndarray]]) -> float:
     return min(sorted(scored), key=lambda f: float(np.min(scored[f][1])))
 
 
+def _score_all(score: Callable[[float], tuple[np.ndarray, np.ndarray]],
+               factors: Sequence[float]) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """``{factor: score(factor)}``, the factors scored side by side on the local cores.
+
+    Each score is single-threaded BLAS (pinned in every pool thread), so the results are
+    bitwise the serial ones; the cores are dask's ``num_workers`` where set.
+    """
+    cores = int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    workers = min(len(factors), cores)
+    if workers <= 1:
+        return {f: score(f) for f in factors}
+    with ThreadPoolExecutor(workers, initializer=pin_blas_for_tasks) as pool:
+        return dict(zip(factors, pool.map(score, factors)))
+
+
 def _walk(score: Callable[[float], tuple[np.ndarray, np.ndarray]], centre: float,
           lo: float, hi: float) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Score ``centre`` and its two factor-2 neighbours, then step outward while the best
     is the smallest or largest factor scored, never past ``lo`` or ``hi``."""
-    scored = {f: score(f) for f in (centre / 2.0, centre, centre * 2.0)}
+    scored = _score_all(score, (centre / 2.0, centre, centre * 2.0))
     while True:
         factors = sorted(scored)
         best = _best(scored)
@@ -205,5 +223,5 @@ def _pilot_factor(D2: np.ndarray, Yc: np.ndarray, d: int, fit_intercept: bool,
     D2p, Yp = D2[np.ix_(idx, idx)], Yc[idx]
     if fit_intercept:
         Yp = Yp - Yp.mean(axis=0)
-    scored = {f: _loo_at(D2p, Yp, f / d, fit_intercept, grid) for f in GAMMA_LADDER}
+    scored = _score_all(lambda f: _loo_at(D2p, Yp, f / d, fit_intercept, grid), GAMMA_LADDER)
     return float(min(max(_best(scored), 2.0 * lo), hi / 2.0))

@@ -82,3 +82,18 @@ def test_search_picks_the_ladder_best_with_at_most_four_full_decompositions(tabl
     assert len(full_size) == len(path["factors"]) <= 4
     # the pilot's decompositions are of its rows only
     assert all(s < S.shape[0] // 2 for s in sizes if s != S.shape[0])
+
+
+def test_factors_scored_side_by_side_give_the_serial_result_bitwise():
+    # the pilot's factors and the first three are scored on several threads, each with
+    # single-threaded BLAS: the search equals the one-thread search bit for bit
+    import dask
+
+    S, Y = _friedman2()
+    with dask.config.set(num_workers=1):
+        serial = search_gamma(S, Y, True)
+    with dask.config.set(num_workers=3):
+        threaded = search_gamma(S, Y, True)
+    assert serial["factors"] == threaded["factors"]
+    for key in ("gammas", "alphas", "mse"):
+        np.testing.assert_array_equal(serial[key], threaded[key])
