@@ -2,7 +2,7 @@
 
 One command::
 
-    python benchmarks/bench_one_pass.py [--rows 100000] [--fd-rows 200000]
+    python benchmarks/bench_one_pass.py [--rows 100000] [--fd-rows 200000] [--falkon-rows 200000]
 
 * **Default fit from a store** — ``SketchedKernelRidge(random_state=0)`` fitted
   from a ``rows × 100`` float32 Zarr store (chunks of 6 250 and 1 000 rows) on
@@ -15,6 +15,12 @@ One command::
   merge) and ``state="covariance"`` (ZᵀZ summed exactly, shrunk once): fit
   seconds and the spectral error ``‖ZᵀZ − BᵀB‖₂ / ‖Z‖_F²`` of each, beside
   ``λ_ℓ(ZᵀZ) / ‖Z‖_F²``, the covariance state's error by construction.
+* **Falkon's rows held** — ``NystromKernelRidge(n_centers=500, gamma=0.05,
+  alpha=1e-6)`` fitted from a ``falkon_rows × 20`` float32 store (10 000-row
+  chunks) with the dask config ``distsketch.cache-rows`` ``"off"`` (every CG
+  pass reads the store) and ``"auto"`` (read once, held in memory): fit
+  seconds, CG passes and the chunk reads, and whether the two fits' ``coef_``
+  are bitwise equal.
 
 Prints one line per measurement; numbers belong in ``benchmarks/RESULTS.md``
 with the machine they ran on.
@@ -106,13 +112,37 @@ def fd_states(rows: int) -> None:
     print(f"lambda_l(ZtZ) / ||Z||_F^2 = {lam[ell - 1] / total:.3e}")
 
 
+def falkon_cache(rows: int, root: Path) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(rows, 20)).astype(np.float32)
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=rows)
+    path = root / "falkon.zarr"
+    write_array(X, str(path), chunk_rows=10_000)
+    coefs = {}
+    for setting in ("off", "auto"):
+        with dask.config.set({"distsketch.cache-rows": setting}), _CountedReads() as reads:
+            t = time.perf_counter()
+            model = ds.NystromKernelRidge(n_centers=500, gamma=0.05, alpha=1e-6, tol=1e-6,
+                                          random_state=0).fit(open_array(str(path)), y)
+            sec = time.perf_counter() - t
+        coefs[setting] = model.coef_
+        times = dict(sorted(reads.chunks().items()))
+        print(f"Falkon M=500, {rows} x 20 float32 store, cache-rows={setting}: {sec:.2f} s, "
+              f"{model.n_iter_} CG passes; chunks read once/twice/...: {times}", flush=True)
+    print(f"Falkon coef_ bitwise equal with and without held rows: "
+          f"{np.array_equal(coefs['off'], coefs['auto'])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000, help="rows of the ridge store")
     parser.add_argument("--fd-rows", type=int, default=200_000, help="rows of the FD fits")
+    parser.add_argument("--falkon-rows", type=int, default=200_000,
+                        help="rows of the Falkon store")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         default_fit_from_store(args.rows, Path(tmp))
+        falkon_cache(args.falkon_rows, Path(tmp))
     fd_states(args.fd_rows)
 
 

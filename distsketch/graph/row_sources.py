@@ -16,7 +16,7 @@ from typing import Any
 
 import dask.array as da
 
-__all__ = ["RowSource", "attach_row_source", "row_source_of"]
+__all__ = ["RowSource", "attach_row_source", "detach_row_source", "row_source_of"]
 
 # the attribute of the graph layer named after an array that holds its source
 _LAYER_ATTRIBUTE = "distsketch_row_source"
@@ -89,6 +89,14 @@ def attach_row_source(X: da.Array, source: RowSource) -> da.Array:
         except AttributeError:  # a layer class with __slots__: no source, blocks are sliced
             pass
     return X
+
+
+def detach_row_source(X: da.Array) -> None:
+    """Drop the source :func:`attach_row_source` gave ``X`` (one that refers back to ``X``
+    would otherwise keep it alive until the garbage collector runs)."""
+    layer = X.dask.layers.get(X.name) if hasattr(X.dask, "layers") else None
+    if layer is not None and getattr(layer, _LAYER_ATTRIBUTE, None) is not None:
+        setattr(layer, _LAYER_ATTRIBUTE, None)
 
 
 def row_source_of(X: Any, *, derived: bool = True) -> RowSource | None:

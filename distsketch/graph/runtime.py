@@ -30,8 +30,8 @@ from distsketch.graph.progress import (
 )
 
 __all__ = ["PROGRESS_KEY", "active_client", "blas_single_thread", "compute", "compute_array",
-           "drop_aliases", "fold_reads", "lean_graphs", "pin_blas_for_tasks", "progress_enabled",
-           "rechunk", "single_threaded_blas", "task_blas"]
+           "drop_aliases", "fold_reads", "lean_graphs", "persist", "pin_blas_for_tasks",
+           "progress_enabled", "rechunk", "single_threaded_blas", "task_blas"]
 
 
 def drop_aliases(dsk: Any, keys: Any = ()) -> dict:
@@ -203,6 +203,43 @@ def _compute(collections: tuple, progress: bool | None, kwargs: dict) -> tuple[A
             with ProgressBar(out=sys.stderr, minimum=1.0):
                 return dask.compute(*collections, **kwargs)
         return dask.compute(*collections, **kwargs)
+
+
+def persist(collection: Any) -> Any:
+    """``dask.persist`` of one collection on the active scheduler; returns it with its blocks held.
+
+    Locally the blocks stay in this process; under ``distributed`` on the
+    workers that computed them (recomputed from their tasks if a worker is
+    lost), and this returns once all are there, raising a task's error.
+    Inside a fit that reports its progress, this is one of its passes.
+    """
+    with lean_graphs():
+        client = active_client()
+        if client is None:
+            kwargs = _without_distributed((collection,), {})
+            with blas_single_thread():
+                return dask.persist(collection, **kwargs)[0]
+        from distributed import futures_of, wait
+
+        from distsketch.graph.progress import active_fit_progress, pass_label
+
+        fit = active_fit_progress()
+        token = object()
+        if fit is not None:
+            fit.pass_started(id(token), pass_label(dask.core.flatten(collection.__dask_keys__())))
+        failed = True
+        try:
+            held = client.persist(collection)
+            futures = futures_of(held)
+            wait(futures)
+            for future in futures:
+                if future.status == "error":
+                    future.result()  # raises the task's exception
+            failed = False
+            return held
+        finally:
+            if fit is not None:
+                fit.pass_finished(id(token), failed=failed)
 
 
 def _reported_on_cluster(fit: Any, client: Any, collections: tuple) -> tuple[Any, ...]:

@@ -32,6 +32,7 @@ from distsketch.estimators.ridge.weights import stack_xy
 from distsketch.estimators.solvers.solver import r_squared, record_cg, solver_targets
 from distsketch.graph import map_blocks, reduce_blocks
 from distsketch.graph.host_memory import host_memory_limit
+from distsketch.graph.row_cache import cached_rows
 from distsketch.ops.cg import CGResult
 from distsketch.ops.falkon import (
     FalkonCG,
@@ -424,13 +425,19 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         return np.asarray(state["hv"], dtype=np.float64) + float(self.alpha) * X.shape[0] * reg
 
     def _fit_targets(self, X: Any, Y: np.ndarray) -> None:
-        """Fit ``coef_`` (M × t) for float64 targets Y (n × t)."""
+        """Fit ``coef_`` (M × t) for float64 targets Y (n × t), reading X once where it can be
+        held in memory (:func:`~distsketch.graph.row_cache.cached_rows`)."""
+        with cached_rows(X, "falkon-rows") as rows:
+            self._solve(rows, Y)
+
+    def _solve(self, X: Any, Y: np.ndarray) -> None:
         n, d = X.shape
         self.kernel_name_, self.kernel_params_ = fit_kernel_params(self, X)
         M = self._n_centers(n)
         self.factor_dtype_ = self._factor_dtype(M).name
         self.memory_plan_ = self._check_driver_memory(n, d, Y.shape[1])
-        key = self._key(X, Y, M)
+        # the key of a checkpoint hashes a few rows: not read without one
+        key = self._key(X, Y, M) if self.checkpoint is not None else ""
         saved = self._resume(key)
         label = type(self).__name__
         level = logging.INFO if int(self.verbose) > 0 else logging.DEBUG
@@ -477,7 +484,10 @@ class NystromKernelRidge(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         """Pick the centres, then solve for ``coef_`` by CG with one pass over X per iteration.
 
         X (array, dask array or Zarr store/path, n_samples × n_features) is
-        read again by every pass; y holds one or several targets per row.
+        read once and held in memory for the later passes when it fits the
+        row cache (dask config ``distsketch.cache-rows``,
+        :mod:`distsketch.graph.row_cache`), else read again by every pass; y
+        holds one or several targets per row.
         Returns the fitted estimator.
         """
         X = self._start(X)

@@ -243,3 +243,114 @@ def test_leverage_and_rpcholesky_centres_are_rows_and_fit_the_exact_minimiser_on
     H = K_nM.T @ K_nM + 1e-3 * 300 * K_MM
     a = np.linalg.solve(H, K_nM.T @ y)
     np.testing.assert_allclose(K_nM @ model.coef_.ravel(), K_nM @ a, rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- rows held across the passes
+
+def _counted_store(tmp_path, monkeypatch, rows=8000, chunk=2000):
+    """A Zarr store of [X | noise] rows and a counter of its chunk reads."""
+    from collections import Counter
+
+    from zarr.storage import LocalStore
+
+    from distsketch.io import ingest, open_array
+
+    rng = np.random.default_rng(3)
+    Xs = rng.normal(size=(rows, 4)).astype(np.float32)
+    ys = np.sin(Xs[:, 0]) + 0.1 * rng.normal(size=rows)
+    np.save(tmp_path / "x.npy", Xs)
+    store = ingest(tmp_path / "x.npy", tmp_path / "x.zarr", chunk_rows=chunk)
+    reads: Counter = Counter()
+    real = LocalStore.get
+
+    async def counted(self, key, *args, **kwargs):
+        if "/c/" in key:
+            reads[key] += 1
+        return await real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStore, "get", counted)
+    return (lambda: open_array(store)), ys, reads, rows // chunk
+
+
+# a budget under which the planner cuts the store's 2000-row chunks into smaller blocks
+SPLIT = {"distsketch.task-memory": "1500KiB", "num_workers": 2}
+
+
+def test_a_store_that_fits_the_row_cache_is_read_once_with_the_same_result(tmp_path, monkeypatch):
+    opened, ys, reads, n_chunks = _counted_store(tmp_path, monkeypatch)
+    with dask.config.set({**SPLIT, "distsketch.cache-rows": "off"}):
+        lazy = _model(tol=1e-8).fit(opened(), ys)
+    # without the cache: the centres' pass, K_nMᵀy's pass, then one per CG iteration
+    assert len(reads) == n_chunks and set(reads.values()) == {lazy.n_iter_ + 2}
+    reads.clear()
+    with dask.config.set({**SPLIT, "distsketch.cache-rows": "auto"}):
+        # 128 KB of rows; held rows are cut into the blocks the store would have been read in
+        held = _model(tol=1e-8).fit(opened(), ys)
+    assert len(reads) == n_chunks and set(reads.values()) == {1}
+    assert held.n_iter_ == lazy.n_iter_ > 3
+    np.testing.assert_array_equal(held.centers_, lazy.centers_)
+    np.testing.assert_array_equal(held.coef_, lazy.coef_)  # the same blocks: bit for bit
+
+
+def test_rows_over_the_cache_budget_are_read_by_every_pass(tmp_path, monkeypatch):
+    opened, ys, reads, _ = _counted_store(tmp_path, monkeypatch)
+    with dask.config.set({"distsketch.cache-rows": "124KiB"}):  # the rows take 125 KiB
+        m = _model(tol=1e-6).fit(opened(), ys)
+    assert set(reads.values()) == {m.n_iter_ + 2}
+
+
+def test_held_rows_resume_a_checkpoint_of_lazy_rows(tmp_path, monkeypatch):
+    # the checkpoint's key hashes the rows, not how they were read
+    opened, ys, _, _ = _counted_store(tmp_path, monkeypatch)
+    path = tmp_path / "cg.zarr"
+    full = _model(alpha=0.1, tol=1e-10).fit(opened(), ys)
+    with dask.config.set({"distsketch.cache-rows": "off"}):
+        first = _model(alpha=0.1, tol=1e-10, max_iter=2, checkpoint=path).fit(opened(), ys)
+    assert first.n_iter_ == 2 and not first.converged_
+    resumed = _model(alpha=0.1, tol=1e-10, checkpoint=path).fit(opened(), ys)
+    assert resumed.n_iter_ == full.n_iter_
+    np.testing.assert_allclose(resumed.coef_, full.coef_, rtol=1e-13, atol=0)
+
+
+def test_a_nan_row_in_held_rows_gives_the_lazy_rows_error(tmp_path):
+    from distsketch.io import ingest, open_array
+
+    bad = X.copy()
+    bad[321, 2] = np.nan
+    np.save(tmp_path / "x.npy", bad)
+    store = ingest(tmp_path / "x.npy", tmp_path / "x.zarr", chunk_rows=100, allow_nan=True)
+    messages = []
+    for setting in ("off", "auto"):
+        with dask.config.set({"distsketch.cache-rows": setting}), \
+                pytest.raises(InputError) as err:
+            _model().fit(open_array(store), Y)
+        messages.append(str(err.value))
+    assert "321" in messages[0] and messages[0] == messages[1]
+
+
+def test_rows_held_on_the_workers_of_a_cluster_give_the_local_result(tmp_path, monkeypatch):
+    import weakref
+
+    import distsketch.graph.row_cache as row_cache
+
+    distributed = pytest.importorskip("distributed")
+    opened, ys, reads, n_chunks = _counted_store(tmp_path, monkeypatch)
+    local = _model(tol=1e-8).fit(opened(), ys)
+    reads.clear()
+    futures = []
+    real = row_cache.persist
+
+    def spy(collection):
+        held = real(collection)
+        futures.extend(weakref.ref(f) for f in distributed.futures_of(held))
+        return held
+
+    monkeypatch.setattr(row_cache, "persist", spy)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster):
+        remote = _model(tol=1e-8).fit(opened(), ys)
+        # the blocks were held on the workers, and the fit let them go when it ended
+        assert futures and all(f() is None for f in futures)
+    assert set(reads.values()) == {1} and len(reads) == n_chunks
+    np.testing.assert_array_equal(remote.coef_, local.coef_)
