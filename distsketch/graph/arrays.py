@@ -33,6 +33,7 @@ __all__ = [
     "hstack_blocks",
     "is_dask",
     "rechunk_rows",
+    "renamed",
     "store_block_rows",
     "store_graph",
     "to_dask",
@@ -162,6 +163,12 @@ def generate_rows(func: Callable[..., np.ndarray], n_rows: int, n_cols: int,
                          meta=np.empty((0, 0), dtype=dtype), name=name)
 
 
+def renamed(X: da.Array, name: str) -> da.Array:
+    """``X`` under the task name ``name`` (its blocks unchanged, not copied): what a
+    progress line calls the computation that makes them."""
+    return da.map_blocks(_same, X, dtype=X.dtype, meta=X._meta, name=name)
+
+
 def _same(block: Any) -> Any:
     return block
 
@@ -182,7 +189,7 @@ def gather_rows(X: Any, index: np.ndarray, name: str = "sample-rows") -> np.ndar
             X = source.read(source.unit)
         part = X if every else X[index]
         # named, so that its progress line says what is read
-        part = part.map_blocks(_same, dtype=part.dtype, name=f"{name}-{tokenize(part.name)}")
+        part = renamed(part, f"{name}-{tokenize(part.name)}")
         rows = compute(part, progress=False)[0]
     elif every:
         rows = X

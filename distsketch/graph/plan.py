@@ -443,7 +443,8 @@ def reduce_blocks(summary: Any, X: Any, *operands: Any, split_every: int = 8,
     blocks = plan_rows(X, footprint=footprint, block_rows=block_rows, row_start=row_start)
     if isinstance(blocks, RowBlocks) and wants_engine(blocks.data):  # config distsketch.engine
         return reduce_with_engine(blocks, summary, *operands, split_every=split_every,
-                                  name=name, state_bytes=footprint.state, where=where)
+                                  name=name, state_bytes=footprint.state, where=where,
+                                  progress=progress)
     return blocks.reduce(summary, *operands, split_every=split_every, name=name,
                          progress=progress, state_bytes=footprint.state, where=where)
 

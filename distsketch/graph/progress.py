@@ -118,7 +118,7 @@ class FitProgress:
         self._lock = threading.Lock()
         self._t0 = time.perf_counter()
         self._idle_since = self._t0
-        self._running: dict[int, list[Any]] = {}  # id -> [label, t0, done, total]
+        self._running: dict[int, list[Any]] = {}  # id -> [label, t0, done, total, unit]
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._callback: Any = None
@@ -145,12 +145,12 @@ class FitProgress:
         if not running:
             return (f"{self.name}: {elapsed:6.1f} s | working in this process after "
                     f"{self.passes} pass(es)")
-        label, t0, done, total = running[-1]
+        label, t0, done, total, unit = running[-1]
         head = f"{self.name}: {elapsed:6.1f} s | pass {self.passes + 1} {label}"
         if not total:  # on a cluster: the pass's own time
             return f"{head} running for {time.perf_counter() - t0:.1f} s"
         bar = "#" * int(_WIDTH * done / total)
-        return f"{head} [{bar:<{_WIDTH}}] {done}/{total} tasks"
+        return f"{head} [{bar:<{_WIDTH}}] {done}/{total} {unit}s"
 
     def _redraw(self) -> None:
         while not self._stop.wait(_REDRAW_SECONDS):
@@ -163,13 +163,16 @@ class FitProgress:
         if gap >= _SHORT_SECONDS:
             self._line(f"work in this process: {gap:.2f} s")
 
-    def pass_started(self, token: int, label: str, total: int = 0) -> None:
-        """A computation starts (``token`` identifies it until :meth:`pass_finished`)."""
+    def pass_started(self, token: int, label: str, total: int = 0, unit: str = "task") -> None:
+        """A computation starts (``token`` identifies it until :meth:`pass_finished`).
+
+        ``total`` counts its ``unit``: dask's tasks, or an engine pass's blocks.
+        """
         now = time.perf_counter()
         with self._lock:
             if not self._running:
                 self._in_process(now)
-            self._running[token] = [label, now, 0, int(total)]
+            self._running[token] = [label, now, 0, int(total), unit]
 
     def task_done(self, token: int, done: int, total: int) -> None:
         with self._lock:
@@ -183,14 +186,14 @@ class FitProgress:
             entry = self._running.pop(token, None)
             if entry is None:
                 return
-            label, t0, _, total = entry
+            label, t0, _, total, unit = entry
             self.passes += 1
             self.pass_seconds += now - t0
             number = self.passes
             if not self._running:
                 self._idle_since = now
         state = "failed after" if failed else "in"
-        tasks = f"{total} task(s) " if total else ""
+        tasks = f"{total} {unit}(s) " if total else ""
         self._line(f"pass {number} ({label}): {tasks}{state} {now - t0:.2f} s")
 
     # ------------------------------------------------------------------ scope

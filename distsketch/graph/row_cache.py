@@ -28,6 +28,7 @@ from dask.base import tokenize
 from dask.utils import parse_bytes
 
 from distsketch.errors import ConfigError
+from distsketch.graph.arrays import renamed
 from distsketch.graph.budget import cluster_resources
 from distsketch.graph.row_sources import (
     RowSource,
@@ -94,10 +95,6 @@ def _in_memory(X: Any) -> bool:
     return not any(is_task(node) for node in dict(X.__dask_graph__()).values())
 
 
-def _same(block: Any) -> Any:
-    return block
-
-
 @contextlib.contextmanager
 def cached_rows(X: Any, what: str = "rows") -> Iterator[Any]:
     """``X`` with its blocks held in memory for the block of code, when the cache allows.
@@ -125,9 +122,7 @@ def cached_rows(X: Any, what: str = "rows") -> Iterator[Any]:
     if not 0 < X.nbytes <= budget:
         yield X
         return
-    named = X.map_blocks(_same, dtype=X.dtype, meta=X._meta,
-                         name=f"{what}-cache-{tokenize(X.name)}")
-    held = persist(named)
+    held = persist(renamed(X, f"{what}-cache-{tokenize(X.name)}"))
     source = row_source_of(X, derived=False)
     if source is not None:
         # the planner cuts held rows where it would have re-read the store: the same blocks

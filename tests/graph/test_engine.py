@@ -6,6 +6,7 @@ the merge tree, the per-worker split and the error paths are what run.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import dask
@@ -362,3 +363,70 @@ def test_the_cuda_stage_wiring_with_a_stand_in_cupy(monkeypatch):
     assert counts["copy-waits-compute"] == n - ring  # a device slot is refilled after its compute
     assert counts["sync-copy"] == n - ring  # a pinned slot is refilled after its copy
     assert counts["sync-stream-compute"] == 1  # one wait for the state, at the end
+
+
+class _DeviceBlock:
+    """A device block stand-in (not a NumPy array): ``get`` copies it into a host buffer."""
+
+    def __init__(self, values, counts):
+        self.values, self.counts = values, counts
+        self.shape, self.dtype, self.size, self.nbytes = (values.shape, values.dtype,
+                                                          values.size, values.nbytes)
+
+    def get(self, stream=None, out=None, blocking=True):
+        assert stream is not None and stream.non_blocking and stream.name == "copy"
+        assert not blocking and not out.flags.owndata  # asynchronous, into a pinned buffer
+        self.counts["copies"] += 1
+        np.copyto(out, self.values)
+
+
+def test_the_cuda_stage_writes_back_through_pinned_buffers_with_a_stand_in_cupy(monkeypatch):
+    # the writer's data path with a synchronous stand-in of CuPy: device blocks are copied on
+    # the copy stream into the ring's pinned buffers, each write waits for its copy's event
+    import sys
+    import types
+    from collections import Counter
+
+    from distsketch.graph.engine import write_with_engine
+
+    counts: Counter = Counter()
+    streams = iter(["copy", "compute"])
+
+    def stream(non_blocking=False):
+        s = _Stream(counts, non_blocking)
+        s.name = next(streams)
+        return s
+
+    def pinned(n):
+        counts["pinned"] += 1
+        return bytearray(n)
+
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(Stream=stream, alloc_pinned_memory=pinned,
+                                   get_current_stream=lambda: _Stream(counts)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    data = da.from_array(X, chunks=(100, 6)).map_blocks(
+        lambda b: _DeviceBlock(b, counts), dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
+    out = np.zeros_like(X)
+    with dask.config.set({"distsketch.device": "cuda"}):
+        write_with_engine(data, out, readers=2, writers=2, ring=3)
+    np.testing.assert_array_equal(out, X)
+    n = 30
+    assert counts["copies"] == n
+    assert counts["sync-copy"] == n  # each write waits for its block's copy
+    assert counts["sync-stream-None"] == n  # each reader finishes its block's device work
+    assert counts["pinned"] == 3  # one pinned buffer per ring slot, reused
+
+
+def test_an_engine_pass_without_a_fit_is_shown_as_dasks_bar(capsys):
+    data = da.from_array(X, chunks=(300, 6))
+    capsys.readouterr()
+    with dask.config.set({ENGINE_KEY: "device"}), record_plans() as plans:
+        reduce_blocks(Covariance(), data, progress=True)
+        quiet = reduce_blocks(Covariance(), data, progress=False)
+    (plan, _) = plans
+    err = capsys.readouterr().err
+    assert plan.n_blocks == 10
+    assert re.fullmatch(r"\[#{40}\] \| 100% Completed \| .+ \| covariance-engine: 10 block\(s\)\n",
+                        err), err
+    assert _equal(quiet, reduce_blocks(Covariance(), data))

@@ -72,3 +72,31 @@ def test_a_terminal_gets_a_status_line_and_one_line_per_pass() -> None:
     assert finished and re.fullmatch(r"fit: pass 1 \(.+\): \d+ task\(s\) in [\d.]+ s",
                                      finished[-1])
     assert text.rstrip("\n").split("\x1b[K")[-1].startswith("fit: fitted in ")
+
+
+def test_a_fit_on_the_engine_reports_its_engine_passes_with_their_blocks(tmp_path) -> None:
+    import contextlib
+
+    from distsketch import StreamingKernelPCA
+    from distsketch.graph.engine import ENGINE_KEY
+    from distsketch.graph.planner import record_plans
+    from distsketch.io import open_array, write_array
+
+    X, _ = data()
+    path = str(write_array(X, tmp_path / "x.zarr", chunk_rows=100))
+    err = io.StringIO()
+    with dask.config.set({ENGINE_KEY: "device", PROGRESS_KEY: True}), \
+            contextlib.redirect_stderr(err), record_plans() as plans:
+        StreamingKernelPCA(n_components=2, n_random_features=32, sketch_size=8,
+                           random_state=0).fit(open_array(path, block_rows=100))
+    engine = [p for p in plans if p.name.endswith("-engine")]
+    assert engine and engine[0].n_blocks == 12
+    lines = err.getvalue().splitlines()
+    name = "StreamingKernelPCA"
+    passes = [m for line in lines
+              if (m := re.match(rf"^{name}: pass (\d+) \((.+)\): (.*)in [\d.]+ s$", line))]
+    assert [int(m.group(1)) for m in passes] == list(range(1, len(passes) + 1)), lines
+    shown = [(m.group(2), m.group(3)) for m in passes if m.group(2).endswith("-engine")]
+    assert shown == [(p.name, f"{p.n_blocks} block(s) ") for p in engine], lines
+    summary = [line for line in lines if "pass(es) over the data" in line]
+    assert len(summary) == 1 and f": {len(passes)} pass(es) over the data" in summary[0]

@@ -15,6 +15,7 @@ import numpy as np
 from distsketch.graph.blocks import BlockTask, row_offsets, whole_rows
 from distsketch.graph.budget import check_task_memory
 from distsketch.graph.engine.choice import on_gpu
+from distsketch.graph.engine.report import engine_pass
 from distsketch.graph.engine.source import BlockSource
 from distsketch.graph.engine.stages import HostStage, stage_for
 from distsketch.graph.engine.tree import TreeFold, merge_levels, range_level
@@ -23,7 +24,7 @@ from distsketch.graph.runtime import active_client
 from distsketch.ops.namespace import to_host
 from distsketch.validation.finite import deferred_checks
 
-__all__ = ["default_readers", "reduce_with_engine", "run_blocks"]
+__all__ = ["default_readers", "pump", "reduce_with_engine", "run_blocks", "worker_shares"]
 
 
 def default_readers() -> int:
@@ -31,23 +32,19 @@ def default_readers() -> int:
     return max(1, min(16, os.cpu_count() or 1))
 
 
-def run_blocks(source: BlockSource, indices: Sequence[int], starts: Sequence[int],
-               chunk: Callable[..., Any], fold: TreeFold, stage: HostStage, *,
-               readers: int, ring: int) -> None:
-    """Read blocks ``indices`` with ``readers`` threads, reduce them in order into ``fold``.
+def pump(indices: Sequence[int], read: Callable[[int, int], Any],
+         consume: Callable[[Any, int, int], None], *, readers: int, ring: int) -> None:
+    """``read(i, slot)`` in ``readers`` threads, ``consume(value, i, slot)`` here, in order.
 
-    At most ``ring`` blocks are in flight; ``chunk(block, start)`` runs in
-    the calling thread inside ``stage.stream()``.  A reader's exception is
-    raised here, unchanged, after every reader thread has ended.
+    The ``k``-th index goes to ring slot ``k % ring``; at most ``ring`` reads
+    are submitted and not yet consumed.  A reader's exception is raised here,
+    unchanged, after every reader thread has ended.
     """
     ring = max(1, int(ring))
     todo = iter(enumerate(indices))
     window: deque[tuple[int, int, Future]] = deque()
     pool = ThreadPoolExecutor(max(1, min(int(readers), ring)),
                               thread_name_prefix="distsketch-engine-reader")
-
-    def read(i: int, slot: int) -> Any:
-        return stage.host(source.read(i), slot)
 
     def submit() -> None:
         nxt = next(todo, None)
@@ -58,22 +55,50 @@ def run_blocks(source: BlockSource, indices: Sequence[int], starts: Sequence[int
     try:
         for _ in range(ring):
             submit()
-        # device blocks: their checks' flags are read once, at the end of the pass (NumPy
-        # blocks are checked as they come)
-        with deferred_checks():
-            while window:
-                slot, i, fut = window.popleft()
-                block = stage.to_device(fut.result(), slot)
-                with stage.stream():
-                    state = chunk(block, starts[i])
-                stage.done(slot)
-                del block
-                fold.push(state)
-                submit()
+        while window:
+            slot, i, fut = window.popleft()
+            consume(fut.result(), i, slot)
+            submit()
     finally:
         for _, _, fut in window:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_blocks(source: BlockSource, indices: Sequence[int], starts: Sequence[int],
+               chunk: Callable[..., Any], fold: TreeFold, stage: HostStage, *,
+               readers: int, ring: int, tick: Callable[[], None] | None = None) -> None:
+    """Read blocks ``indices`` with ``readers`` threads, reduce them in order into ``fold``.
+
+    At most ``ring`` blocks are in flight (:func:`pump`); ``chunk(block, start)``
+    runs in the calling thread inside ``stage.stream()``, then ``tick()``.  A
+    reader's exception is raised here, unchanged, after every reader thread has ended.
+    """
+
+    def read(i: int, slot: int) -> Any:
+        return stage.host(source.read(i), slot)
+
+    def consume(staged: Any, i: int, slot: int) -> None:
+        block = stage.to_device(staged, slot)
+        with stage.stream():
+            state = chunk(block, starts[i])
+        stage.done(slot)
+        del block
+        fold.push(state)
+        if tick is not None:
+            tick()
+
+    # device blocks: their checks' flags are read once, at the end of the pass (NumPy
+    # blocks are checked as they come)
+    with deferred_checks():
+        pump(indices, read, consume, readers=readers, ring=ring)
+
+
+def worker_shares(client: Any, n: int) -> list[tuple[str, list[int]]]:
+    """Contiguous shares of ``range(n)``, one per worker of ``client`` (empty ones left out)."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return [(w, [int(j) for j in idx])
+            for w, idx in zip(workers, np.array_split(np.arange(n), len(workers))) if len(idx)]
 
 
 def _operand_values(operands: Sequence[Any]) -> list[Any]:
@@ -110,16 +135,12 @@ def _on_cluster(client: Any, source: BlockSource, starts: list[int], summary: An
                 operands: list[Any], chunk_task: BlockTask, fan: int, gpu: bool,
                 readers: int | None, ring: int | None) -> Any:
     """One engine task per worker over contiguous, tree-aligned ranges; the top merged here."""
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     n = len(source.keys)
-    level = range_level(n, fan, len(workers))
+    level = range_level(n, fan, len(client.scheduler_info(n_workers=-1)["workers"]))
     size = fan ** level
     ranges = [(a, min(n, a + size)) for a in range(0, n, size)]
-    share = np.array_split(np.arange(len(ranges)), len(workers))
     futures = []
-    for worker, idx in zip(workers, share):
-        if not len(idx):
-            continue
+    for worker, idx in worker_shares(client, len(ranges)):
         mine = [ranges[j] for j in idx]
         blocks = list(range(mine[0][0], mine[-1][1]))
         r = readers or default_readers()
@@ -137,13 +158,14 @@ def _on_cluster(client: Any, source: BlockSource, starts: list[int], summary: An
 def reduce_with_engine(blocks: Any, summary: Any, *operands: Any, split_every: int = 8,
                        name: str | None = None, check_finite: bool = True, where: str = "input",
                        state_bytes: float | None = None, readers: int | None = None,
-                       ring: int | None = None) -> Any:
+                       ring: int | None = None, progress: bool | None = None) -> Any:
     """``blocks.reduce(summary, *operands, ...)`` run on the pass engine (module docstring).
 
     The planned blocks are kept, so the states are those of the dask path; the
     merged state comes back on the host.  ``readers`` reader threads per engine
     (default: the cores, at most 16) keep ``ring`` blocks in flight (default
-    ``readers + 2``).
+    ``readers + 2``).  The pass is reported as :func:`engine_pass` says
+    (``progress``: None follows the dask config ``distsketch.progress``).
     """
     data = whole_rows(blocks.data)
     label = name or type(summary).__name__.lower()
@@ -164,15 +186,17 @@ def reduce_with_engine(blocks: Any, summary: Any, *operands: Any, split_every: i
     source = BlockSource.of_array(data)
     client = active_client() if blocks.lazy else None
     if client is not None:
-        return _on_cluster(client, source, starts, summary, values, chunk_task, fan,
-                           on_gpu(data._meta), readers, ring)
+        with engine_pass(label + "-engine", 0, progress):
+            return _on_cluster(client, source, starts, summary, values, chunk_task, fan,
+                               on_gpu(data._meta), readers, ring)
     readers = readers or default_readers()
     ring = ring or readers + 2
     stage = stage_for(on_gpu(data._meta), ring)
     fold = TreeFold(summary.merge, fan, merge_levels(len(starts), fan))
-    run_blocks(source, range(len(starts)), starts,
-               lambda block, s: chunk_task(block, s, *values), fold, stage,
-               readers=readers, ring=ring)
-    with stage.stream():
-        root = fold.root()
-    return stage.finish(root)
+    with engine_pass(label + "-engine", len(starts), progress) as tick:
+        run_blocks(source, range(len(starts)), starts,
+                   lambda block, s: chunk_task(block, s, *values), fold, stage,
+                   readers=readers, ring=ring, tick=tick)
+        with stage.stream():
+            root = fold.root()
+        return stage.finish(root)

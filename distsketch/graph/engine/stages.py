@@ -1,5 +1,9 @@
 """Where the engine's blocks go: nowhere (NumPy, :class:`HostStage`) or the GPU (:class:`CudaStage`).
 
+A reduction moves blocks to the device (:meth:`HostStage.host`, :meth:`HostStage.to_device`);
+a writer moves them back (:meth:`HostStage.settle`, :meth:`HostStage.to_host`,
+:meth:`HostStage.landed`).
+
 :class:`CudaStage` is the only CUDA code of the engine and has not run on a GPU yet.
 """
 
@@ -37,6 +41,17 @@ class HostStage:
         """The merged state on the host."""
         return state
 
+    def settle(self, block: Any) -> Any:
+        """A block a writer's reader computed, its device work finished (reader thread)."""
+        return block
+
+    def to_host(self, block: Any, slot: int) -> Any:
+        """Start moving a block to the host buffer of ``slot`` (engine thread)."""
+        return block
+
+    def landed(self, slot: int) -> None:
+        """Wait until the block of ``slot`` is on the host (writer thread)."""
+
 
 class CudaStage(HostStage):
     """CuPy as the device: pinned host ring, a copy stream and a compute stream.
@@ -44,7 +59,9 @@ class CudaStage(HostStage):
     Not yet run on a GPU (see the module docstring).  Slot ``s`` holds one
     pinned host buffer and one device buffer; the reader of a block waits
     for the previous copy out of its pinned buffer, the copy into a device
-    buffer waits for the previous compute on it.
+    buffer waits for the previous compute on it.  A writer copies each device
+    block into a pinned buffer of its slot on the copy stream (asynchronously,
+    an event recorded), and its writer thread waits for that event.
     """
 
     def __init__(self, ring: int):
@@ -57,13 +74,12 @@ class CudaStage(HostStage):
         self.device: list[Any] = [None] * ring
         self.copied: list[Any] = [None] * ring  # event: copy out of the pinned buffer done
         self.used: list[Any] = [None] * ring  # event: compute on the device buffer done
+        self.out: list[Any] = [None] * ring  # writers: (pinned memory, its bytes)
+        self.back: list[Any] = [None] * ring  # writers: (copy-to-host event, device block)
 
     def host(self, block: Any, slot: int) -> Any:
         if not isinstance(block, np.ndarray):
-            # already on the device, moved by the graph's read task on this thread's stream,
-            # which the non-blocking compute stream does not wait for: finish it here
-            self.cp.cuda.get_current_stream().synchronize()
-            return block
+            return self.settle(block)
         block = np.ascontiguousarray(block)
         if self.copied[slot] is not None:
             self.copied[slot].synchronize()
@@ -99,6 +115,30 @@ class CudaStage(HostStage):
     def finish(self, state: Any) -> Any:
         self.compute_stream.synchronize()
         return host_tree(state)  # the one copy of the state to the host
+
+    def settle(self, block: Any) -> Any:
+        if not isinstance(block, np.ndarray):
+            # made by the graph's task on this thread's stream, which the non-blocking
+            # streams do not wait for: finish it here
+            self.cp.cuda.get_current_stream().synchronize()
+        return block
+
+    def to_host(self, block: Any, slot: int) -> Any:
+        if isinstance(block, np.ndarray):
+            return block
+        # a slot's buffer is refilled only after the write of its last block finished
+        if self.out[slot] is None or self.out[slot][1] < block.nbytes:
+            self.out[slot] = (self.cp.cuda.alloc_pinned_memory(max(1, block.nbytes)),
+                              block.nbytes)
+        host = np.frombuffer(self.out[slot][0], block.dtype, block.size).reshape(block.shape)
+        block.get(stream=self.copy_stream, out=host, blocking=False)
+        self.back[slot] = (self.copy_stream.record(), block)  # the block lives until copied
+        return host
+
+    def landed(self, slot: int) -> None:
+        entry, self.back[slot] = self.back[slot], None
+        if entry is not None:
+            entry[0].synchronize()
 
 
 def stage_for(gpu: bool, ring: int) -> HostStage:

@@ -22,6 +22,7 @@ from dask.base import tokenize
 from distsketch.errors import InputError, StoreError
 from distsketch.graph.arrays import as_dask, is_dask, store_graph
 from distsketch.graph.devices import blocks_on_host
+from distsketch.graph.engine import wants_engine, write_with_engine
 from distsketch.graph.runtime import compute
 from distsketch.io.arrays.stores import ZarrRowReader, consolidate, zarr_store
 from distsketch.io.commit.layout import LAYOUT_KEY, array_record
@@ -139,16 +140,19 @@ class _FiniteCheck:
         self.stage = stage
 
     def __call__(self, block: np.ndarray, block_info: dict | None = None) -> np.ndarray:
+        self.at(block, block_info[0]["array-location"][0][0] if block_info else 0)
+        return block
+
+    def at(self, block: np.ndarray, start: int) -> None:
+        """Raise the ``InputError`` naming the first bad row of ``block`` (its first row ``start``)."""
         row = first_nonfinite_row(block)
         if row is not None:
-            start = block_info[0]["array-location"][0][0] if block_info else 0
             bad = start + row
             raise InputError(
                 f"{self.stage}: the values to write have NaN or Inf in rows "
                 f"{start}..{start + block.shape[0]} (first bad row {bad}); nothing was "
                 "written. Check the input and parameters of this stage (e.g. a kernel "
                 "scale that overflows).")
-        return block
 
 
 def write_array(
@@ -238,13 +242,20 @@ def write_array(
     stored as the Zarr attribute ``provenance`` of the array (and group).  On an object store the output is
     written under a temporary prefix and copied into place with its manifest
     last (:mod:`distsketch.io.commit.publish`): one more copy of every chunk, made
-    by the store itself where it can (S3 copies server-side).
+    by the store itself where it can (S3 copies server-side).  With the dask
+    config ``distsketch.engine`` (``"device"``, or ``"auto"`` for CuPy blocks)
+    the blocks are written by the pass engine's writer pool
+    (:func:`distsketch.graph.engine.write_with_engine`) instead of one task per
+    block: the same store, the same checks and errors.
     """
     t0 = time.perf_counter()
     # device blocks that FiniteRows checked on the device are not checked again on the host
     checked = is_dask(X) and is_checked(X)
-    # GPU blocks (device="cuda") move to the host in the task that writes them
-    Xd = blocks_on_host(X) if is_dask(X) else as_dask(np.asarray(to_host(X)))
+    # the dask config distsketch.engine: one engine writer instead of a task per block
+    engine = wants_engine(X)
+    # GPU blocks (device="cuda") move to the host in the task that writes them, or the
+    # engine's thread moves them
+    Xd = (X if engine else blocks_on_host(X)) if is_dask(X) else as_dask(np.asarray(to_host(X)))
     if Xd.ndim not in (1, 2):  # 1-D: predictions, labels
         raise InputError(f"write_array expects a 1-D or 2-D array, got shape {Xd.shape}.")
     if chunk_rows is None:
@@ -254,9 +265,11 @@ def write_array(
                          f"{chunk_rows!r} for {path}.")
     chunk_rows = int(chunk_rows)
     Xd = Xd.rechunk({0: chunk_rows, **({1: Xd.shape[1]} if Xd.ndim == 2 else {})})
+    check = None
     if not allow_nonfinite and not checked and np.issubdtype(Xd.dtype, np.inexact):
-        Xd = Xd.map_blocks(_FiniteCheck(stage or f"writing {path}"), dtype=Xd.dtype,
-                           name="finite-" + tokenize(Xd.name))
+        check = _FiniteCheck(stage or f"writing {path}")
+        if not engine:  # the engine's writer threads check each block on the host
+            Xd = Xd.map_blocks(check, dtype=Xd.dtype, name="finite-" + tokenize(Xd.name))
     inputs = [*inputs, *_graph_inputs(Xd)]
     dest = resolve(path, storage_options)
     with atomic_output(dest, overwrite=overwrite, inputs=inputs,
@@ -272,7 +285,11 @@ def write_array(
         if Xd.shape[0]:
             guarded = _GuardedTarget(target)
             try:
-                compute(store_graph(Xd, guarded), progress=progress)
+                if engine:
+                    write_with_engine(Xd, guarded, check=check.at if check else None,
+                                      progress=progress)
+                else:
+                    compute(store_graph(Xd, guarded), progress=progress)
             except BaseException:
                 guarded.close()
                 raise
