@@ -26,6 +26,7 @@ from distsketch.errors import ConfigError, InputError
 from distsketch.estimators.base import OperatorSize, to_numpy
 from distsketch.footprint import Footprint
 from distsketch.graph import declared_footprint, reduce_blocks, resources_scope
+from distsketch.graph.row_cache import cached_rows
 from distsketch.ops.kernels import pairwise_kernel
 from distsketch.ops.namespace import densify, to_host
 from distsketch.ops.nystrom import inv_sqrt_map, nystrom_gram_footprint, nystrom_map
@@ -244,7 +245,9 @@ def choose_landmarks(X: Any, how: Any, n_landmarks: int, seed: int, *, kernel: A
         "leverage": approximate ridge leverage scores on ``pilot_width``
         uniform-Nyström features, ridge λ from the pilot spectrum unless
         ``ridge`` is given; "rpcholesky": block randomly pivoted Cholesky in
-        ``rounds`` passes; else the landmarks themselves.
+        ``rounds`` passes; else the landmarks themselves.  The passes of
+        "leverage" and "rpcholesky" read a lazy X once where its rows fit
+        the row cache (:func:`~distsketch.graph.row_cache.cached_rows`).
     n_landmarks : int
         M (ignored for given landmarks).
     seed : int
@@ -275,14 +278,17 @@ def choose_landmarks(X: Any, how: Any, n_landmarks: int, seed: int, *, kernel: A
                                 progress=progress)
         return centres, none
     if isinstance(how, str) and how == "leverage":
-        idx, rows, _ = leverage_landmarks(X, n_landmarks, seed, kernel=kernel,
-                                          kernel_params=kernel_params, pilot_width=pilot_width,
-                                          ridge=ridge, progress=progress)
+        with cached_rows(X, "leverage-rows") as held:  # three passes: X read once if it fits
+            idx, rows, _ = leverage_landmarks(held, n_landmarks, seed, kernel=kernel,
+                                              kernel_params=kernel_params,
+                                              pilot_width=pilot_width, ridge=ridge,
+                                              progress=progress)
         return rows, idx
     if isinstance(how, str) and how == "rpcholesky":
-        idx, rows = rpcholesky_landmarks(X, n_landmarks, seed, kernel=kernel,
-                                         kernel_params=kernel_params, rounds=rounds,
-                                         progress=progress)
+        with cached_rows(X, "rpcholesky-rows") as held:  # a pass a round: X read once if it fits
+            idx, rows = rpcholesky_landmarks(held, n_landmarks, seed, kernel=kernel,
+                                             kernel_params=kernel_params, rounds=rounds,
+                                             progress=progress)
         return rows, idx
     return read_landmarks(how, X.shape[1]), none
 
