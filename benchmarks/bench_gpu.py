@@ -38,8 +38,13 @@ One script, one run, within ``--budget-seconds`` (default 300, warm-up included)
      its rate against ``skpca_rnca``'s (one task per block on dask's threads);
    * ``rff_zarr``, ``nystrom_zarr``: ``transform(X)`` written to Zarr by
      ``write_array`` (rows/s and GB/s of that pass; the fit is timed apart);
+   * ``rff_engine``: ``rff_zarr`` written by the pass engine's writers
+     (``distsketch.engine = "device"``: reader threads, device-to-host copies
+     into pinned buffers, a writer pool); the report prints its rate against
+     ``rff_zarr``'s;
    * ``falkon``: ``NystromKernelRidge(n_centers=M, max_iter=k)``, rows/s
-     counting each row once; each CG pass's time (from the ``distsketch``
+     counting each row once (the store is read once when its rows fit the
+     row cache, ``distsketch.cache-rows``); each CG pass's time (from the ``distsketch``
      logger's per-pass record) against ``2 M (d + 2) + 4 M`` flops a row, the
      GEMM and kernel-vector products its docstring counts.
 
@@ -96,7 +101,7 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
     ("krr_big", "gemm_share", 0.5),
     ("falkon", "cg_pass_gemm_share_min", 0.3),
 )
-PIPELINES = ("krr", "krr_big", "skpca_rnca", "rnca_engine", "skpca_fd", "rff_zarr",
+PIPELINES = ("krr", "krr_big", "skpca_rnca", "rnca_engine", "skpca_fd", "rff_zarr", "rff_engine",
              "nystrom_zarr", "falkon")
 
 #: defaults of a GPU run and of ``--quick`` (a CPU run of a few seconds)
@@ -464,13 +469,17 @@ def build_pipelines(args: argparse.Namespace) -> list[Pipeline]:
             return {"seconds": time.perf_counter() - t0}
         return run
 
-    def to_zarr(make: Callable[[], Any], name: str) -> Callable[[str, str, Path], dict]:
+    def to_zarr(make: Callable[[], Any], name: str,
+                engine: str = "dask") -> Callable[[str, str, Path], dict]:
         def run(X: str, y: str, out: Path) -> dict[str, Any]:
+            import dask
+
             est = make()
             t0 = time.perf_counter()
             est.fit(X)
             t1 = time.perf_counter()
-            write_array(est.transform(X), out / name, overwrite=True)
+            with dask.config.set({"distsketch.engine": engine}):
+                write_array(est.transform(X), out / name, overwrite=True)
             t2 = time.perf_counter()
             arr = open_zarr(str(out / name))
             return {"seconds": t2 - t1, "fit_seconds": t1 - t0, "output": str(out / name),
@@ -525,6 +534,8 @@ def build_pipelines(args: argparse.Namespace) -> list[Pipeline]:
                              fit_only(skpca("fd"), False)),
         "rff_zarr": Pipeline("rff_zarr", f"RFF -> Zarr (m={m})", to_zarr(rff(m), "rff.zarr"),
                              writer=True),
+        "rff_engine": Pipeline("rff_engine", f"RFF -> Zarr (m={m}), engine writers",
+                               to_zarr(rff(m), "rff_engine.zarr", "device"), writer=True),
         "nystrom_zarr": Pipeline("nystrom_zarr", f"Nystrom -> Zarr (m={m})", to_zarr(
             lambda: NystromFeatures(n_landmarks=m, random_state=0), "nystrom.zarr"),
             writer=True),
@@ -678,10 +689,13 @@ def report(out: dict[str, Any]) -> str:
             lines.append(f"{r['label']}: fit {min(r['fit_seconds']):.3f} s before the timed "
                          f"transform + write; {r['stored_bytes'] / r['bytes_written']:.2f} of "
                          "the bytes stored")
-    eng, ref = out["pipelines"].get("rnca_engine", {}), out["pipelines"].get("skpca_rnca", {})
-    if "rows_s" in eng and "rows_s" in ref:
-        lines.append(f"\npass engine / dask tasks (SKPCA rnca): {eng['rows_s'] / ref['rows_s']:.2f}x "
-                     f"({eng['rows_s']:,.0f} vs {ref['rows_s']:,.0f} rows/s)")
+    for engine, dask_path, what in (("rnca_engine", "skpca_rnca", "SKPCA rnca"),
+                                    ("rff_engine", "rff_zarr", "RFF -> Zarr")):
+        eng, ref = out["pipelines"].get(engine, {}), out["pipelines"].get(dask_path, {})
+        if "rows_s" in eng and "rows_s" in ref:
+            lines.append(f"\npass engine / dask tasks ({what}): "
+                         f"{eng['rows_s'] / ref['rows_s']:.2f}x "
+                         f"({eng['rows_s']:,.0f} vs {ref['rows_s']:,.0f} rows/s)")
     cpu = out.get("cpu_column")
     if cpu:
         lines += ["", f"| pipeline | CPU ({cpu['cluster']}) rows/s | device / CPU |",

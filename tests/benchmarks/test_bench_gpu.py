@@ -89,12 +89,16 @@ def test_quick_run_prints_and_stores_every_number_with_ratios_of_its_own_rates(b
         assert _close(r["ratio_to_read"], r["rows_s"] / read["rows_s"])
         assert _close(r["projected_seconds"], 1e9 / r["rows_s"])
         assert f"| {r['label']} | {r['rows_s']:,.0f} | {r['ratio_to_read']:.2f} |" in stdout
-    for key in ("rff_zarr", "nystrom_zarr"):
+    for key in ("rff_zarr", "rff_engine", "nystrom_zarr"):
         r = res[key]
         assert r["bytes_written"] == n * m * 4 and r["output_shape"] == [n, m]
         assert 0 < r["stored_bytes"]
         assert _close(r["gb_s_written"], r["bytes_written"] / r["best_seconds"] / 1e9)
         assert _close(r["ratio_to_encode_write"], r["gb_s_written"] / enc["gb_s"])
+    # the engine's writers write what the dask path writes, and the report compares the two
+    eng, ref = res["rff_engine"], res["rff_zarr"]
+    assert (f"pass engine / dask tasks (RFF -> Zarr): {eng['rows_s'] / ref['rows_s']:.2f}x"
+            in stdout)
     big = cfg["m_big"]
     assert _close(res["krr_big"]["gemm_share"],
                   res["krr_big"]["rows_s"] * (2 * d * big + 2 * big**2) / gemm["flop_s"])
