@@ -75,3 +75,18 @@ def test_auto_takes_a_share_of_the_tasks_memory():
 def test_a_setting_that_is_no_size_is_a_config_error(value):
     with dask.config.set({CACHE_KEY: value}), pytest.raises(ConfigError, match=CACHE_KEY):
         cache_budget()
+
+
+def test_the_read_that_fills_the_cache_is_a_pass_of_the_fit_report(capsys):
+    from distsketch.graph import PROGRESS_KEY
+    from distsketch.graph.progress import fit_progress
+
+    source, Xd = _lazy()
+    capsys.readouterr()
+    with dask.config.set({PROGRESS_KEY: True, "scheduler": "threads"}), fit_progress("Fit"), \
+            cached_rows(Xd, "test-rows") as held:
+        float(held.sum().compute())
+    err = capsys.readouterr().err.splitlines()
+    passes = [line for line in err if ": pass " in line]
+    assert passes[0].startswith("Fit: pass 1 (test-rows-cache): 4 task(s)"), err
+    assert len(passes) == 2 and source.reads == 4
