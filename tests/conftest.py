@@ -2,7 +2,8 @@
 
 ``s3``: an S3 server (moto) on 127.0.0.1 for the duration of the session, for
 tests of object-store inputs and outputs.  Needs ``moto[server]`` and ``s3fs``
-(the ``test`` extra).
+(the ``test`` extra).  ``chunk_reads``: the chunk keys local Zarr stores are
+asked for during a test, counted.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import logging
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,3 +93,21 @@ def s3() -> Iterator[S3Server]:
         yield s
     finally:
         server.stop()
+
+
+@pytest.fixture
+def chunk_reads(monkeypatch) -> Counter:
+    """Chunk reads of local Zarr stores (key -> count), counted where zarr fetches a key;
+    ``clear()`` it between the runs a test compares."""
+    from zarr.storage import LocalStore
+
+    reads: Counter = Counter()
+    real = LocalStore.get
+
+    async def counted(self, key, *args, **kwargs):
+        if "/c/" in key:
+            reads[key] += 1
+        return await real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStore, "get", counted)
+    return reads

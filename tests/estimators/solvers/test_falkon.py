@@ -247,12 +247,8 @@ def test_leverage_and_rpcholesky_centres_are_rows_and_fit_the_exact_minimiser_on
 
 # ---------------------------------------------------------------- rows held across the passes
 
-def _counted_store(tmp_path, monkeypatch, rows=8000, chunk=2000):
-    """A Zarr store of [X | noise] rows and a counter of its chunk reads."""
-    from collections import Counter
-
-    from zarr.storage import LocalStore
-
+def _store(tmp_path, rows=8000, chunk=2000):
+    """A Zarr store of 4 float32 columns in ``chunk``-row chunks, its opener and targets."""
     from distsketch.io import ingest, open_array
 
     rng = np.random.default_rng(3)
@@ -260,24 +256,16 @@ def _counted_store(tmp_path, monkeypatch, rows=8000, chunk=2000):
     ys = np.sin(Xs[:, 0]) + 0.1 * rng.normal(size=rows)
     np.save(tmp_path / "x.npy", Xs)
     store = ingest(tmp_path / "x.npy", tmp_path / "x.zarr", chunk_rows=chunk)
-    reads: Counter = Counter()
-    real = LocalStore.get
-
-    async def counted(self, key, *args, **kwargs):
-        if "/c/" in key:
-            reads[key] += 1
-        return await real(self, key, *args, **kwargs)
-
-    monkeypatch.setattr(LocalStore, "get", counted)
-    return (lambda: open_array(store)), ys, reads, rows // chunk
+    return (lambda: open_array(store)), ys, rows // chunk
 
 
 # a budget under which the planner cuts the store's 2000-row chunks into smaller blocks
 SPLIT = {"distsketch.task-memory": "1500KiB", "num_workers": 2}
 
 
-def test_a_store_that_fits_the_row_cache_is_read_once_with_the_same_result(tmp_path, monkeypatch):
-    opened, ys, reads, n_chunks = _counted_store(tmp_path, monkeypatch)
+def test_a_store_that_fits_the_row_cache_is_read_once_with_the_same_result(tmp_path, chunk_reads):
+    opened, ys, n_chunks = _store(tmp_path)
+    reads = chunk_reads
     with dask.config.set({**SPLIT, "distsketch.cache-rows": "off"}):
         lazy = _model(tol=1e-8).fit(opened(), ys)
     # without the cache: the centres' pass, K_nMᵀy's pass, then one per CG iteration
@@ -292,16 +280,17 @@ def test_a_store_that_fits_the_row_cache_is_read_once_with_the_same_result(tmp_p
     np.testing.assert_array_equal(held.coef_, lazy.coef_)  # the same blocks: bit for bit
 
 
-def test_rows_over_the_cache_budget_are_read_by_every_pass(tmp_path, monkeypatch):
-    opened, ys, reads, _ = _counted_store(tmp_path, monkeypatch)
+def test_rows_over_the_cache_budget_are_read_by_every_pass(tmp_path, chunk_reads):
+    opened, ys, _ = _store(tmp_path)
+    reads = chunk_reads
     with dask.config.set({"distsketch.cache-rows": "124KiB"}):  # the rows take 125 KiB
         m = _model(tol=1e-6).fit(opened(), ys)
     assert set(reads.values()) == {m.n_iter_ + 2}
 
 
-def test_held_rows_resume_a_checkpoint_of_lazy_rows(tmp_path, monkeypatch):
+def test_held_rows_resume_a_checkpoint_of_lazy_rows(tmp_path):
     # the checkpoint's key hashes the rows, not how they were read
-    opened, ys, _, _ = _counted_store(tmp_path, monkeypatch)
+    opened, ys, _ = _store(tmp_path)
     path = tmp_path / "cg.zarr"
     full = _model(alpha=0.1, tol=1e-10).fit(opened(), ys)
     with dask.config.set({"distsketch.cache-rows": "off"}):
@@ -328,13 +317,15 @@ def test_a_nan_row_in_held_rows_gives_the_lazy_rows_error(tmp_path):
     assert "321" in messages[0] and messages[0] == messages[1]
 
 
-def test_rows_held_on_the_workers_of_a_cluster_give_the_local_result(tmp_path, monkeypatch):
+def test_rows_held_on_the_workers_of_a_cluster_give_the_local_result(tmp_path, monkeypatch,
+                                                                       chunk_reads):
     import weakref
 
     import distsketch.graph.row_cache as row_cache
 
     distributed = pytest.importorskip("distributed")
-    opened, ys, reads, n_chunks = _counted_store(tmp_path, monkeypatch)
+    opened, ys, n_chunks = _store(tmp_path)
+    reads = chunk_reads
     local = _model(tol=1e-8).fit(opened(), ys)
     reads.clear()
     futures = []
