@@ -3,13 +3,9 @@ becomes model state.
 
 Multi-threaded BLAS inside Dask's threads is slow and oversubscribes the cores,
 and LAPACK results change in the last bits with the number of BLAS threads, so
-determinism requires one thread everywhere.  Limits are process-global:
-:func:`blas_single_thread` holds the limit for a block of the main thread,
-:func:`pin_blas_for_tasks` sets it for pool threads without restoring it (a
-restore would race), :func:`task_blas` chooses for one Dask task.  One
-``ThreadpoolController`` serves every check and set, and rescans the libraries
-only after an import.  This is the only place that sets BLAS limits; it needs
-threadpoolctl only, so ``distsketch.ops`` can use it without Dask.
+determinism requires one thread everywhere.  Limits are process-global.  This
+is the only place that sets BLAS limits; it needs threadpoolctl only, so
+``distsketch.ops`` can use it without Dask.
 """
 
 from __future__ import annotations

@@ -299,10 +299,9 @@ def _resolve_kernel(approx: Any, d: int, kernel: Any, gamma: float | None, degre
     own = model_kernel(approx)
     given = {"gamma": gamma, "degree": degree, "coef0": coef0}
     if own is None:
-        name, params = resolve_kernel_params("rbf" if kernel is None else kernel, d, gamma,
-                                             3 if degree is None else degree,
-                                             1.0 if coef0 is None else coef0)
-        return name, params
+        return resolve_kernel_params("rbf" if kernel is None else kernel, d, gamma,
+                                     3 if degree is None else degree,
+                                     1.0 if coef0 is None else coef0)
     own_kernel = own.pop("kernel")
     model_name = type(approx).__name__
     if kernel is not None:

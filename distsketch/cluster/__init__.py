@@ -1,19 +1,8 @@
-"""Clusters: connecting to Dask, cluster specs, job scripts and launchers.
-
-One module per responsibility:
-
-* :mod:`~distsketch.cluster.connection` — :func:`connect`, the one entry point
-  (the embedded LocalCluster, an address, a scheduler file or a spec) and the
-  dashboard;
-* :mod:`~distsketch.cluster.spec` — the schema of each kind (constraint
-  tables, :data:`KINDS`) and reading a spec (:func:`load_spec`,
-  :func:`validate_spec`);
-* :mod:`~distsketch.cluster.safety` — what a spec may hold: every value that
-  reaches a job script, a command line, an environment or Dask's configuration;
-* :mod:`~distsketch.cluster.job_scripts` — the dask-jobqueue cluster object of a
-  batch spec and the job script it would submit (:func:`render_job_script`);
-* :mod:`~distsketch.cluster.launchers` — starting batch, ssh and kubernetes
-  clusters (:func:`start_cluster`).
+"""Clusters: connecting to Dask (:mod:`~distsketch.cluster.connection`), cluster specs
+(:mod:`~distsketch.cluster.spec`) and what they may hold
+(:mod:`~distsketch.cluster.safety`, :mod:`~distsketch.cluster.directives`), batch job
+scripts (:mod:`~distsketch.cluster.job_scripts`) and launchers
+(:mod:`~distsketch.cluster.launchers`).
 
 The package sits above ``graph`` and ``validation`` and below ``workflow`` and
 ``cli`` (an import-linter contract in ``pyproject.toml``).

@@ -2,18 +2,9 @@
 or a cluster spec.
 
 :func:`connect` is the one entry point; every CLI command's ``--cluster``
-option and every workflow's ``cluster:`` go through it.  Which cluster, in
-order of precedence:
-
-1. an explicit spec (``"local"``, ``"sync"``, an address, a file, a mapping);
-2. the scheduler address of Dask's own configuration: the
-   ``DASK_SCHEDULER_ADDRESS`` environment variable or the ``scheduler-address``
-   config value (``dask.config``, e.g. ``~/.config/dask/*.yaml``);
-3. the embedded default, a ``LocalCluster`` (:data:`DEFAULT_LOCAL`).
-
-A client connecting to a scheduler takes its security and timeouts from
-Dask's ``distributed.comm.*`` configuration.  Only a cluster that
-:func:`connect` started is shut down when the context ends.
+option and every workflow's ``cluster:`` go through it (which cluster a spec
+names: :func:`resolve_spec`).  A client connecting to a scheduler takes its
+security and timeouts from Dask's ``distributed.comm.*`` configuration.
 """
 
 from __future__ import annotations
@@ -200,12 +191,8 @@ def _scheduler_file_address(path: str, seconds: float) -> str:
 
 
 def _dashboard_link(client: Any, on: bool = True) -> str:
-    """The dashboard URL of a scheduler this process started; empty when it serves none.
-
-    The scheduler's HTTP server (and so its ``dashboard_link``) exists even with
-    the dashboard off, so ``on`` says whether it was asked for; without bokeh
-    distributed serves no dashboard at all.
-    """
+    """The dashboard URL of a scheduler; empty when it serves none: without bokeh, or when
+    not ``on`` (its HTTP server and ``dashboard_link`` exist even with the dashboard off)."""
     import importlib.util
 
     if not on or importlib.util.find_spec("bokeh") is None:
@@ -233,11 +220,8 @@ def require_dashboard(what: str = "--dashboard") -> None:
 
 
 def _with_dashboard(cfg: dict[str, Any], address: str) -> dict[str, Any]:
-    """``cfg`` with the dashboard of an embedded LocalCluster at ``address``.
-
-    Only a cluster this process starts can be given a dashboard; a scheduler
-    it connects to, or a batch cluster, keeps its own (its link is shown).
-    """
+    """``cfg`` with the dashboard of an embedded LocalCluster at ``address`` (a cluster
+    started elsewhere keeps its own)."""
     require_dashboard()
     if cfg["kind"] in ("sync", "threads"):
         raise ConfigError(f"--dashboard needs a Dask cluster, but the cluster is "

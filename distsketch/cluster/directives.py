@@ -112,18 +112,22 @@ def _value_problem(kind: str, option: str, value: str) -> str | None:
     return None
 
 
-def _take_value(words: list[str], i: int, option: str,
-                lone: bool = False) -> tuple[str, str | None]:
-    """The word after ``words[i]`` as the value of ``option``: (value, problem).
+def _read_value(kind: str, words: list[str], i: int, option: str, value: str | None,
+                lone: bool) -> tuple[int, str | None]:
+    """Check the value of ``option`` at ``words[i]``: ``value`` when attached to it, else (None)
+    the next word.  Returns the index of the last word read and the problem, if any.
 
-    ``lone``: ``words`` is one word read on its own, so a missing value is no problem.
+    ``lone``: ``words`` is one word read on its own, so a missing value is no problem and
+    values are not judged.
     """
-    if i + 1 >= len(words):
-        return "", (None if lone else f"{option} needs a value")
-    value = words[i + 1]
-    if value.startswith("-") and not _NEGATIVE.fullmatch(value):
-        return "", f"the value of {option} may not start with '-' ({value!r})"
-    return value, None
+    if value is None:
+        if i + 1 >= len(words):
+            return i + 1, (None if lone else f"{option} needs a value")
+        value = words[i + 1]
+        if value.startswith("-") and not _NEGATIVE.fullmatch(value):
+            return i + 1, f"the value of {option} may not start with '-' ({value!r})"
+        i += 1
+    return i, (None if lone else _value_problem(kind, option, value))
 
 
 def _getopt_problem(kind: str, words: list[str], lone: bool = False) -> str | None:
@@ -145,12 +149,8 @@ def _getopt_problem(kind: str, words: list[str], lone: bool = False) -> str | No
             how = long[name]
             if how == SWITCH and eq:
                 return f"--{name} takes no value"
-            if how == VALUE and not eq:
-                value, problem = _take_value(words, i, f"--{name}", lone)
-                if problem:
-                    return problem
-                i += 1
-            problem = None if lone else _value_problem(kind, f"--{name}", value)
+            taken = None if how == VALUE and not eq else value
+            i, problem = _read_value(kind, words, i, f"--{name}", taken, lone)
             if problem:
                 return problem
             i += 1
@@ -161,13 +161,7 @@ def _getopt_problem(kind: str, words: list[str], lone: bool = False) -> str | No
                 group = f" ({program} reads {word!r} letter by letter)" if len(letters) > 1 else ""
                 return f"-{c}{group} is not among the {kind} directives a spec may add"
             if short[c] == VALUE:
-                value = letters[j + 1:]
-                if not value:
-                    value, problem = _take_value(words, i, f"-{c}", lone)
-                    if problem:
-                        return problem
-                    i += 1
-                problem = None if lone else _value_problem(kind, f"-{c}", value)
+                i, problem = _read_value(kind, words, i, f"-{c}", letters[j + 1:] or None, lone)
                 if problem:
                     return problem
                 break
@@ -190,12 +184,9 @@ def _word_problem(kind: str, words: list[str], lone: bool = False) -> str | None
         if n == "binding":  # -binding [set|env|pe] strategy
             n = 2 if i + 1 < len(words) and words[i + 1] in ("set", "env", "pe") else 1
         for _ in range(int(n)):
-            value, problem = _take_value(words, i, word, lone)
-            if not problem and not lone:
-                problem = _value_problem(kind, word, value)
+            i, problem = _read_value(kind, words, i, word, None, lone)
             if problem:
                 return problem
-            i += 1
         i += 1
     return None
 

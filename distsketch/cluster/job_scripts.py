@@ -43,13 +43,8 @@ _COMMAND_VALUES = ("python", "name", "local_directory", "interface", "protocol",
 
 
 def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of the dask-jobqueue cluster class for a validated batch spec.
-
-    Options the spec leaves out are not passed, so dask-jobqueue takes them
-    from the site's configuration (``jobqueue.<kind>.*``).  Whole numbers
-    written as floats (``cores: 4.0``, also in the site configuration) become
-    ints, and a size given in bytes becomes ``"<n>B"``.
-    """
+    """Keyword arguments of the dask-jobqueue cluster class for a validated batch spec; what
+    the spec leaves out is not passed, so the site's ``jobqueue.<kind>.*`` applies."""
     kind = cfg["kind"]
     skip = {"kind", "n_workers", "adapt", "extra", "timeout", "env", "storage_options"}
     kwargs = {k: v for k, v in cfg.items() if k not in skip}
@@ -67,7 +62,6 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
         # dask-jobqueue joins them with spaces: quote what bash would not read as itself
         # (an address such as tcp://[::1]:0 would be a glob, "1 h" two words)
         kwargs["worker_extra_args"] = [shlex.quote(str(a)) for a in kwargs["worker_extra_args"]]
-    # what runs is distsketch's choice, whatever the site's configuration says
     kwargs["worker_command"] = WORKER_COMMAND
     kwargs["shebang"] = SHEBANG
     if "processes" not in kwargs and site_config(kind, "processes") is None:
@@ -84,8 +78,6 @@ def _jobqueue_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _env_prologue(env: dict[str, Any]) -> list[str]:
     """``export NAME=value`` lines, each value shell-quoted."""
-    import shlex
-
     return [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
 
 
@@ -121,16 +113,8 @@ def jobqueue_cluster(cfg: dict[str, Any], **options: Any) -> Any:
 
 
 def _check_passed_values(kwargs: dict[str, Any], kind: str) -> None:
-    """The last check of what dask-jobqueue receives: no value but the prologue (shell
-    code on purpose) holds a line break or other control character, and every value it
-    writes unquoted into the worker command is one plain word.
-
-    Raises
-    ------
-    ConfigError
-        Naming the option; this means a check of :mod:`distsketch.cluster.safety`
-        let the value through.
-    """
+    """The last line of defence (see the module's docstring): a ConfigError here means a
+    check of :mod:`distsketch.cluster.safety` let the value through."""
     def strings(value: Any) -> Iterator[str]:
         if isinstance(value, str):
             yield value
@@ -288,4 +272,3 @@ def render_job_script(spec: Any, scheduler_address: str | None = "tcp://SCHEDULE
         if scheduler_address is not None:
             script = script.replace(cluster.scheduler_address, scheduler_address)
     return script
-

@@ -112,13 +112,9 @@ def start_cluster(cfg: dict[str, Any]) -> Iterator[Any]:
 def _batch_cluster(cfg: dict[str, Any]) -> Any:
     """The dask-jobqueue cluster of a validated batch spec, its scheduler in this process.
 
-    dask-jobqueue does not resubmit a worker job that ended (cancelled, past its
-    walltime, its node lost): with every job gone the scheduler would keep the
-    run's tasks waiting for a worker without end.  Unless the site's Dask
-    configuration sets ``distributed.scheduler.no-workers-timeout``, tasks fail
-    after the spec's ``timeout`` (default :data:`FIRST_WORKER_TIMEOUT`) without
-    any worker, so the run stops with an error and its next run resumes from
-    the last checkpoint.
+    dask-jobqueue does not resubmit a worker job that ended, so with every job gone the
+    tasks would wait without end: unless the site sets
+    ``distributed.scheduler.no-workers-timeout``, they fail after the spec's ``timeout``.
     """
     import dask
 
@@ -132,13 +128,8 @@ def _batch_cluster(cfg: dict[str, Any]) -> Any:
 
 
 def _check_ssh_hosts(cfg: dict[str, Any]) -> None:
-    """Log in to every host of an ssh spec once, before anything is started on any of them.
-
-    ``SSHCluster`` reports a host it cannot reach as ``ConnectionLost`` without
-    naming it, and by then the scheduler may run on the first host.  Here each
-    host is tried with the spec's ``connect_options`` (host keys checked), and
-    the first that fails is named with what to do.
-    """
+    """Log in to every host of an ssh spec once, before anything is started on any of them:
+    ``SSHCluster`` reports an unreachable host as ``ConnectionLost`` without naming it."""
     import asyncio
     import concurrent.futures
 
@@ -176,13 +167,8 @@ def _check_ssh_hosts(cfg: dict[str, Any]) -> None:
 
 
 def _wait_for_first_worker(client: Any, cluster: Any, kind: str, seconds: float) -> None:
-    """Wait until one worker job has joined the scheduler.
-
-    A job that never starts (a partition that is down or has no nodes, a queue
-    that never reaches it) would otherwise leave every computation waiting for
-    workers without end.  On time-out the jobs are cancelled when the caller's
-    ``with cluster:`` closes it.
-    """
+    """Wait until one worker job has joined: a job that never starts would leave every
+    computation waiting without end (the caller's ``with cluster:`` cancels the jobs)."""
     try:
         client.wait_for_workers(1, timeout=seconds)
     except TimeoutError as exc:

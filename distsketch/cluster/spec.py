@@ -17,14 +17,9 @@ operator) and ``cuda`` (dask-cuda's ``LocalCUDACluster``: one worker per GPU
 of this machine).  Every kind may carry ``storage_options:`` (plain data), applied
 while connected as the Dask config value ``distsketch.storage-options``.
 
-:func:`load_spec` validates a file into a dict, :func:`validate_spec` a
-mapping: each kind's options are a constraint table (:data:`KINDS`) checked
-by :func:`distsketch.validation.check_section`, and every value that reaches a
-job script, a command line, an environment or Dask's configuration is then
-checked by :mod:`distsketch.cluster.safety` (docs/security.md lists every
-field).  Optional packages are imported lazily (:func:`require_package`): a
-missing one gives a :class:`~distsketch.errors.ConfigError` naming the extra
-to install.
+Each kind's options are a constraint table (:data:`KINDS`); every value that reaches a
+job script, a command line, an environment or Dask's configuration is then checked by
+:mod:`distsketch.cluster.safety` (docs/security.md lists every field).
 """
 
 from __future__ import annotations
@@ -269,4 +264,3 @@ def require_package(kind: str) -> Any:
     except ImportError as exc:
         raise ConfigError(f"cluster kind {kind!r} needs the package {module!r}, which is not "
                           f"installed: {hint}.") from exc
-

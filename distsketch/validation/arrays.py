@@ -123,11 +123,8 @@ def check_input(
 
 
 def _check_array_api(X: Any, where: str, dtype: Any, min_rows: int) -> Any:
-    """:func:`check_input` for an in-memory array of another namespace (CuPy, array-api-strict).
-
-    The same checks as for NumPy, computed in the array's namespace and on its
-    device (only per-row flags come to the host); the array stays where it is.
-    """
+    """:func:`check_input` for an in-memory array of another namespace (CuPy, array-api-strict),
+    checked on its device: only per-row flags come to the host."""
     xp = namespace(X)
     current = host_dtype(X.dtype)
     check_shape_dtype(X.shape, current, where, min_rows)

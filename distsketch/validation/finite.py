@@ -276,7 +276,6 @@ class FiniteRows:
 NO_ROW = 2**62
 
 
-
 def output_flag(out: Any) -> Any | None:
     """NaN/Inf in a device output, as a 0-d bool on its device (None for host outputs)."""
     if not is_array_api(out):
