@@ -54,14 +54,8 @@ def check_grid(arr: zarr.Array, where: str) -> None:
 
     An edited ``zarr.json`` (a zero chunk extent, a shape of 2**62 rows or
     2**40 columns) would otherwise end in ZeroDivisionError or MemoryError
-    while the chunks are listed.
-
-    Raises
-    ------
-    StoreError
-        A chunk (or shard) extent below 1.
-    InputError
-        More than :data:`MAX_CHUNKS` chunks, with the shape and chunk shape.
+    while the chunks are listed: a chunk (or shard) extent below 1 is a
+    StoreError, more than :data:`MAX_CHUNKS` chunks an InputError.
     """
     units = tuple(int(c) for c in (arr.shards or arr.chunks))
     unit = "shard" if arr.shards else "chunk"

@@ -2,30 +2,12 @@
 
 Readers refuse arrays whose shape differs from the manifest's record
 (:mod:`distsketch.io.commit.layout`), so rows added by hand are never read as
-data; this module is the way to add rows.  The protocol (docs/storage.md,
-"Growing a store")::
-
-    1. lock the store (an OS lock on its folder, which `ingest --overwrite` also
-       takes; on an object store a writer's claim), check that the folder locked
-       is still the one at the path, roll back an interrupted append (its
-       journal checked in full first), check X and y against the manifest
-    2. write the journal .distsketch-append.json (format tag, manifest digest,
-       old shapes, number of class names, names of the backups), then the
-       backups: the group's zarr.json and each array's last, partly filled chunk
-    3. grow X and y and write the new rows (old rows keep their values)
-    4. check every row and chunk, update the group attributes, re-consolidate
-       the metadata, then write the manifest (rows, layout) LAST
-    5. delete the backups, then the journal
-
-The journal comes before its backups, and no chunk is changed until every
-backup is written (each atomically), so a process killed meanwhile leaves
-nothing that no journal names, and a named backup that is missing had nothing
-to restore.  A failure in 2-4 rolls back at once (arrays cut back to their old
-shapes, saved chunks and group metadata restored, new class names dropped); a
-process killed in 2-4 leaves the journal, and readers refuse the store until
-the next append rolls it back.  The journal is acted on only once all of it
-was checked (:func:`rollback`; docs/security.md lists the checks); one that
-fails a check is a :class:`~distsketch.errors.StoreError` and nothing is changed.
+data; this module is the way to add rows.  The protocol (lock, journal and
+backups, grow, check, manifest last, remove the journal) and what a failure or
+a kill leaves are in docs/storage.md, "Growing a store"; the checks of a journal
+before :func:`rollback` acts on it, in docs/security.md.  The journal comes
+before its backups, and no chunk is changed until every backup is written (each
+atomically), so a process killed meanwhile leaves nothing that no journal names.
 
 Over 500 lines because the append, its journal and the journal's validation before any
 rollback are one atomic operation.

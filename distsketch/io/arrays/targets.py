@@ -23,6 +23,7 @@ __all__ = [
     "open_targets",
     "store_labels",
     "targets_argument",
+    "whole_numbers",
 ]
 
 
@@ -157,3 +158,14 @@ def store_labels(spec: str, storage_options: dict | None = None) -> str | None:
     if info is None or info.get("kind") != "ingest" or "X" not in arrays or "y" not in arrays:
         return None
     return f"{path}::y"
+
+
+#: float64 holds every integer up to 2**53 exactly: beyond it a value is no class number
+_EXACT_INTEGERS = 2.0**53
+
+
+def whole_numbers(values: Any) -> Any:
+    """Which ``values`` (NumPy, or dask and lazy) are finite whole numbers below 2**53: class
+    numbers stored as floats (a CSV's 1..7), as the CLI and workflows read them."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < _EXACT_INTEGERS)

@@ -1,12 +1,7 @@
 """Atomic outputs: write to a temporary sibling, then rename into place.
 
-A directory output (a Zarr store, a model group) is built under
-``<parent>/.<name>.tmp-<token>`` and renamed to ``<name>`` only after
-everything, including its manifest, is written.  If anything fails the
-temporary directory is removed and an existing output at ``<name>`` is left
-untouched.
-
-Commit protocol (``<token>`` is 12 hex digits, the same for both siblings)::
+If anything fails the temporary directory is removed and an existing output
+is left untouched.  Commit protocol (``<token>``: 12 hex digits, both siblings')::
 
     1. everything written into .<name>.tmp-<token>/, then its marker .distsketch
     2. the output may still be written: re-checked now (another command may

@@ -29,7 +29,8 @@ from zarr.codecs import Crc32cCodec
 from zarr.storage import WrapperStore
 
 from distsketch.errors import StoreError
-from distsketch.io.storage.urls import Location
+from distsketch.io.commit.manifest import read_manifest
+from distsketch.io.storage.urls import Location, resolve
 
 __all__ = ["DIGEST_KEY", "MODEL_DIGESTS_KEY", "ArrayDigest", "DigestStore", "array_digest",
            "array_digests", "checked_array", "digest_of", "input_digest", "metadata_digest",
@@ -53,20 +54,10 @@ _CONCURRENCY = 64
 
 
 def metadata_digest(raw: bytes | str, *, model: bool = False) -> str:
-    """SHA-256 (hex) of a ``zarr.json`` in canonical JSON.
+    """SHA-256 (hex) of a ``zarr.json`` in canonical JSON; StoreError if not a JSON object.
 
-    Parameters
-    ----------
-    raw : bytes or str
-        The document as stored.
-    model : bool, default False
-        Leave out the informational attributes of a model group too
-        (``versions``, ``info``), which a load warns about but does not use.
-
-    Raises
-    ------
-    StoreError
-        Not a JSON object (the caller's message names the file).
+    ``model=True`` leaves out the informational attributes of a model group
+    too (``versions``, ``info``), which a load warns about but does not use.
     """
     try:
         body = json.loads(raw)
@@ -137,28 +128,14 @@ def _read_crcs(arr: zarr.Array, first: int = 0) -> str:
 
 def array_digest(arr: zarr.Array, raw_meta: bytes, previous: Any = None, *,
                  model: bool = False) -> dict[str, Any]:
-    """The digest of one array: its metadata digest and its chunks' CRCs.
+    """``{"v": 1, "meta": sha256 hex, "crc32c": hex or None}`` of ``arr`` as written.
 
-    Parameters
-    ----------
-    arr : zarr.Array
-        The array as written (every chunk present).
-    raw_meta : bytes
-        Its ``zarr.json`` as stored.
-    previous : dict, optional
-        The layout record of the same array before an append (its ``shape``
-        or ``rows`` and ``digest``): the CRCs of the full chunks below its
-        old last row are kept, so only the rewritten last chunk and the new
-        ones are read, and a chunk moved before the append stays detected.
-    model : bool, default False
-        As for :func:`metadata_digest`.
-
-    Returns
-    -------
-    dict
-        ``{"v": 1, "meta": sha256 hex, "crc32c": hex or None}``; ``crc32c``
-        is None for an array whose chunks do not end with a CRC-32C (none
-        that distsketch writes) and ``""`` for an array without elements.
+    ``crc32c`` is None for an array whose chunks do not end with a CRC-32C
+    (none that distsketch writes) and ``""`` for an array without elements.
+    ``previous`` is the layout record of the array before an append: the CRCs
+    of the full chunks below its old last row are kept, so only the rewritten
+    last chunk and the new ones are read, and a chunk moved before the append
+    stays detected.
     """
     crcs: str | None = None
     if _binds_chunks(arr):
@@ -273,21 +250,7 @@ def verify_model_digests(loc: Location, manifest: dict, where: Any) -> None:
     digests) is accepted as before.  Otherwise every group and array of the
     store must have its entry, and each must match: the attributes of each
     group, the metadata of each array, the CRC-32C of each chunk at its
-    position.
-
-    Parameters
-    ----------
-    loc : Location
-        The model store.
-    manifest : dict
-        Its manifest, as read.
-    where : path or str
-        How messages name the model.
-
-    Raises
-    ------
-    StoreError
-        Naming the group, array or chunk (grid index) that changed, and the fix.
+    position.  The StoreError names what changed (``where``: the model) and the fix.
     """
     decl = manifest.get(MODEL_DIGESTS_KEY)
     if decl is None:
@@ -383,9 +346,6 @@ class ArrayDigest:
 
     def current(self) -> ArrayDigest | None:
         """The digest the store's manifest records now (it changes when rows are appended)."""
-        from distsketch.io.commit.manifest import read_manifest
-        from distsketch.io.storage.urls import resolve
-
         try:
             manifest = read_manifest(resolve(self.owner, self.storage_options))
         except StoreError:
@@ -416,16 +376,9 @@ def input_digest(loc: Location, arr: zarr.Array, where: str) -> ArrayDigest | No
 
     The manifest is the store's own, or for an array opened by its own folder
     (``store.zarr/X``) its group's.  A store written before digests records
-    none (None: read as before).
-
-    Raises
-    ------
-    StoreError
-        The manifest records digests for the store's arrays but not a complete
-        one for this array (an entry was removed or edited).
+    none (None: read as before); one that records digests for its arrays but
+    not a complete one for this array is a StoreError.
     """
-    from distsketch.io.commit.manifest import read_manifest
-
     name = str(getattr(arr, "path", "") or "")
     owner, manifest = loc, read_manifest(loc)
     if not name and "/" in loc.path.rstrip("/"):
@@ -473,26 +426,9 @@ class DigestStore(WrapperStore):
     the store's manifest records now (an append since the digest was taken
     rewrites the metadata and the last chunk); if that differs too it is a
     :class:`~distsketch.errors.StoreError` naming the array, the chunk (grid
-    index and rows) and the fix.
-
-    Parameters
-    ----------
-    store : zarr store
-        The store the array is read from.
-    path : str
-        The array's path inside ``store`` ("" for a root array).
-    digest : ArrayDigest
-        What it must match.
-    grid : tuple of int
-        Its chunk grid (chunks per axis), for the flat index of a chunk key.
-    chunk_rows : int
-        Rows per chunk, for messages.
-    rows : int
-        Rows of the array, for messages.
-    encoding : tuple of str
-        The chunk key encoding, ``("default" | "v2", separator)``.
-    metadata : bool, default True
-        Check the ``zarr.json`` too (chunks are always checked).
+    index and rows) and the fix.  Made by :func:`checked_array`: ``grid`` gives
+    the flat index of a chunk key, ``chunk_rows`` and ``rows`` the rows in
+    messages, ``encoding`` is ``("default" | "v2", separator)``.
     """
 
     def __init__(self, store: Any, path: str, digest: ArrayDigest, grid: tuple[int, ...],
@@ -603,13 +539,9 @@ class DigestStore(WrapperStore):
 def checked_array(arr: zarr.Array, digest: ArrayDigest, *, metadata: bool = True) -> zarr.Array:
     """``arr`` opened again through a :class:`DigestStore` that checks it against ``digest``.
 
-    Its ``zarr.json`` is read again through the check, so the metadata Zarr
-    uses are the ones compared (unless ``metadata=False``: chunks only).
-
-    Raises
-    ------
-    StoreError
-        The metadata differ from the digest.
+    Its ``zarr.json`` is read again through the check (a StoreError if it
+    differs), so the metadata Zarr uses are the ones compared (unless
+    ``metadata=False``: chunks only).
     """
     store = arr.store
     while isinstance(store, DigestStore):

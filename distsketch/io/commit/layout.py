@@ -53,14 +53,9 @@ def array_record(arr: zarr.Array) -> dict[str, Any]:
 
 
 def recorded_layout(manifest: dict, name: str) -> dict[str, Any] | None:
-    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything.
-
-    Returns
-    -------
-    dict or None
-        Some of ``shape`` (or only ``rows``, for early manifests), ``dtype``,
-        ``chunks``, ``shards`` and ``codecs``, as :func:`array_record` gives them.
-    """
+    """What ``manifest`` recorded for the array ``name`` ("" for a root array), if anything:
+    some of ``shape`` (or only ``rows``, for early manifests), ``dtype``, ``chunks``,
+    ``shards`` and ``codecs``, as :func:`array_record` gives them."""
     layout = manifest.get(LAYOUT_KEY)
     if isinstance(layout, dict):
         rec = layout.get(name)
@@ -108,24 +103,9 @@ def _journal_note(root: Location) -> str:
 
 
 def check_array(root: Location, arr: zarr.Array, where: str) -> None:
-    """Refuse ``arr`` (opened from the store at ``root``) when its metadata disagree with
-    the store's manifest or with the group's consolidated metadata.
-
-    Parameters
-    ----------
-    root : Location
-        The store that was opened (a group holding ``arr``, or the array itself).
-    arr : zarr.Array
-        The array as its own metadata describe it.
-    where : str
-        How messages name the array.
-
-    Raises
-    ------
-    StoreError
-        The shape, dtype, chunks or codecs differ from what distsketch recorded
-        when it wrote the store, or the consolidated metadata give another
-        shape or dtype than the array's own metadata.
+    """Refuse ``arr`` (opened from the store at ``root``, a group holding it or the array
+    itself) when its metadata disagree with the store's manifest or with the group's
+    consolidated metadata (a StoreError naming the array as ``where``).
     """
     name = str(getattr(arr, "path", "") or "")
     found = array_record(arr)

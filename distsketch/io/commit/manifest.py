@@ -61,16 +61,9 @@ def read_manifest(directory: str | os.PathLike | Location, *,
 
 
 def read_json_object(p: Path | Location, damaged: Any) -> dict | None:
-    """The JSON object in file ``p`` (None when it does not exist).
-
-    Parameters
-    ----------
-    p : Path or Location
-        A local file, or an object on a file system given by URL.
-    damaged : callable ``(path, why) -> DistsketchError``
-        Builds the error raised when the file cannot be read, is not JSON or
-        holds something other than an object.
-    """
+    """The JSON object in the local file or URL object ``p`` (None when it does not exist);
+    ``damaged(path, why)`` builds the error for one that cannot be read, is not JSON or holds
+    something other than an object."""
     if isinstance(p, Location):
         try:
             raw = p.fs.cat_file(p.path)

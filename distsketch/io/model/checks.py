@@ -63,22 +63,9 @@ def dtype_from_name(name: Any, where: str, *, error: type[Exception] = StoreErro
 def check_array(arr: zarr.Array, desc: dict, where: str) -> np.ndarray:
     """Read one stored model array after checking its dtype, shape, codecs and chunks.
 
-    Every check applies to every array, whatever format the store records.
-
-    Parameters
-    ----------
-    arr : zarr.Array
-    desc : dict
-        The descriptor saved beside it (``shape``, ``dtype``).
-    where : str
-        The attribute path, for messages.
-
-    Raises
-    ------
-    StoreError
-        Non-numeric dtype, shape or dtype unlike the recorded ones, no
-        checksum codec, a missing chunk, or a chunk that cannot be decoded or
-        whose checksum does not match (naming the chunk).
+    ``desc`` is the descriptor saved beside it (``shape``, ``dtype``), ``where``
+    the attribute path.  Every check applies to every array, whatever format the
+    store records; a failed one is a StoreError (naming the chunk, for a chunk).
     """
     dt = dtype_from_name(arr.dtype, where)
     shape = desc.get("shape")

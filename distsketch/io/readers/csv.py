@@ -283,11 +283,9 @@ class _Blocks:
                                    comments="#", ndmin=2, quotechar='"',
                                    converters=conv or None)
         except ValueError:
-            raise _diagnose(pending, block_first_line, delimiter, n_cols,
-                            self.source, plan.labels, plan) from None
+            raise _diagnose(pending, block_first_line, delimiter, self.source, plan) from None
         if block.size and block.shape[1] != n_cols:
-            raise _diagnose(pending, block_first_line, delimiter, n_cols, self.source,
-                            plan.labels, plan)
+            raise _diagnose(pending, block_first_line, delimiter, self.source, plan)
         if not block.shape[0]:
             block = np.empty((0, n_cols))
         return block
@@ -580,18 +578,17 @@ def _split_tokens(line: str, delimiter: str | None) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: int | None,
-              source: Path, labels: LabelColumn | None = None,
-              plan: _Plan | None = None) -> InputError:
+def _diagnose(lines: list[str], first_line: int, delimiter: str | None, source: Path,
+              plan: _Plan) -> InputError:
     """Find the first bad line of a block that NumPy refused and describe it."""
-    dropped = set() if plan is None else set(plan.dropped)
-    yes_no = set() if plan is None else set(plan.yes_no)
+    n_cols, labels = plan.n_cols, plan.labels
+    dropped, yes_no = set(plan.dropped), set(plan.yes_no)
     for i, line in enumerate(lines):
         tokens = _split_tokens(line, delimiter)
         if not tokens:
             continue
         lineno = first_line + i
-        if n_cols is not None and len(tokens) != n_cols:
+        if len(tokens) != n_cols:
             return InputError(
                 f"{source}, line {lineno}: has {len(tokens)} fields but earlier rows have "
                 f"{n_cols} (ragged rows). Fix or drop that line"
@@ -605,7 +602,7 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 continue
             if j in dropped:
                 continue
-            where = f"{source}, line {lineno}, {plan.name(j) if plan else f'column {j + 1}'}"
+            where = f"{source}, line {lineno}, {plan.name(j)}"
             if j in yes_no:
                 if t.strip().lower() in BOOLEAN_WORDS:
                     continue
@@ -617,7 +614,7 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                 quoted = f" (a quoted field holding the delimiter {delimiter!r} is one field)" \
                     if delimiter and delimiter in t else ""
                 if t.strip().lower() in BOOLEAN_WORDS:
-                    if plan is not None and plan.yes_no_option:
+                    if plan.yes_no_option:
                         return InputError(
                             f"{where}: {t!r} is a yes/no value, but the column's first value is "
                             "a number, so the column holds numbers. Fix the value, or leave the "
@@ -634,7 +631,5 @@ def _diagnose(lines: list[str], first_line: int, delimiter: str | None, n_cols: 
                     "of names only (else pass header=True, CLI: --header). "
                     + COLUMN_OPTIONS_HINT
                 )
-        if n_cols is None:
-            n_cols = len(tokens)
     return InputError(f"{source}: cannot parse lines {first_line}..{first_line + len(lines) - 1} "
                       "as numbers; check the delimiter and the file's encoding.")

@@ -247,9 +247,7 @@ def _feature_dtype(t: Any, pa: Any) -> np.dtype:
 
 def _label(t: Any, name: str, class_labels: bool | None, source: Path, pa: Any) -> LabelColumn:
     """The label column of type ``t``: class names for text (or ``class_labels=True``)."""
-    text = pa.types.is_string(t) or pa.types.is_large_string(t) or (
-        pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type)
-                                       or pa.types.is_large_string(t.value_type)))
+    text = _is_text(t) or (pa.types.is_dictionary(t) and _is_text(t.value_type))
     number = pa.types.is_integer(t) or pa.types.is_floating(t)
     if not (text or number) or (text and class_labels is False):
         raise InputError(f"{source}: the label column {name!r} is {t}; it must hold numbers, or "

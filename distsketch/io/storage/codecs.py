@@ -20,20 +20,12 @@ COMPRESSORS = ("lz4", "zstd", None)
 
 
 def codecs(compressor: str | None) -> tuple[Any, ...]:
-    """The ``compressors=`` argument of :func:`zarr.create_array` for a codec name.
+    """The ``compressors=`` argument of :func:`zarr.create_array` for ``"lz4"``, ``"zstd"``,
+    ``"none"`` or None (an InputError for another name).
 
     The compressor (if any), then the CRC-32C checksum: every writer of
     distsketch takes its codecs from here, so every chunk it writes carries
     a checksum.
-
-    Parameters
-    ----------
-    compressor : {"lz4", "zstd", "none", None}
-
-    Raises
-    ------
-    InputError
-        An unknown name.
     """
     if compressor in (None, "none"):
         chain: tuple[Any, ...] = ()
