@@ -62,7 +62,6 @@ def _as_matrix(b: Any, like: Any) -> tuple[Any, bool]:
 
 
 def _col_dot(xp: Any, A: Any, B: Any) -> Any:
-    """Column-wise dot products ``Σᵢ Aᵢⱼ Bᵢⱼ``."""
     return np.einsum("ij,ij->j", A, B) if xp is np else xp.sum(A * B, axis=0)
 
 
@@ -150,7 +149,6 @@ def pcg(
         R = B - matvec(X)
     rel = _col_norm(xp, R) / scale
     history = [_max(xp, rel)]
-    # the residual history is small (t numbers per iteration): kept on the host
     col_hist = [to_host(copy_array(rel))]
     active = rel > tol
     level = logging.INFO if int(verbose) > 0 else logging.DEBUG

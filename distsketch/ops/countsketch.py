@@ -143,8 +143,7 @@ def countsketch(X: Any, seed: int, purpose: str, m: int, col_offset: int = 0,
 
 def _onehot_apply(xp: Any, X: Any, seed: int, purpose: str, m: int, col_offset: int,
                   transposed: bool) -> Any:
-    """``X C`` (or ``Cᵀ X``) with the dense one-hot C, for namespaces without a scatter-add:
-    the sparse product up to the order of the sums."""
+    """``X C`` (or ``Cᵀ X``) by dense one-hot slices of C, for namespaces without a scatter-add."""
     w = X.shape[0] if transposed else X.shape[1]
     n = X.shape[1] if transposed else X.shape[0]
     shape = (m, n) if transposed else (n, m)

@@ -17,16 +17,12 @@ eigenvalues λ, the new sketch is ``diag(√max(0, 1 − δ/λ)) Uᵀ M``, so
 δ up to rounding.  This is about 8× faster than ``numpy.linalg.svd`` on a
 128 × 1024 buffer here, and exactly the same update in exact arithmetic.
 
-Precision: float32 rows (NumPy) are shrunk in float32 — the buffer, its Gram,
-the eigendecomposition and the rebuild — with the shrinkage Δ summed in
-float64 and the returned sketch float64 (its values float32, so chaining
-calls is exact).  That is about 1.6x faster per row at ℓ = 64, m = 1024 and
-holds the guarantee up to float32 rounding: ‖AᵀA − BᵀB‖₂ ≤ Δ + c·u·Σₜ‖Mₜ‖₂²
-(u = 2⁻²⁴, Mₜ the buffer of the t-th shrink, c a small constant), the
-rounding the float32 rows themselves carry.  Any other rows are shrunk in
-float64.  Sketches stay in the namespace of their rows (NumPy, or CuPy on a
-GPU); off NumPy the shrink is the SVD of the stacked buffer
-(``xp.linalg.svd``), the same update up to the signs of the sketch's rows.
+Precision: float32 rows (NumPy) are shrunk in float32, Δ summed in float64 and
+the sketch returned as float64 (values float32, so chaining calls is exact):
+about 1.6x faster per row at ℓ = 64, m = 1024, the guarantee then holding up to
+float32 rounding (docs/architecture.md, "Precision").  Any other rows are shrunk
+in float64.  Off NumPy (CuPy on a GPU) the shrink is the SVD of the stacked
+buffer, the same update up to the signs of the sketch's rows.
 """
 
 from __future__ import annotations

@@ -51,15 +51,13 @@ __all__ = [
 ]
 
 _COL_TILE = 4096
+_GEMM_MAX = 256
+_GEMM_TILE = 256
 
 
 def next_pow2(n: int) -> int:
     """Smallest power of two >= n (1 for n <= 1)."""
     return 1 << max(0, int(n - 1).bit_length())
-
-
-_GEMM_MAX = 256
-_GEMM_TILE = 256
 
 
 @lru_cache(maxsize=32)
@@ -73,17 +71,14 @@ def _sylvester(D: int, dtype: str) -> np.ndarray:
 
 
 def _gemm(X: Any, H: Any, row_offset: int) -> Any:
-    """``X @ H`` for one FWHT factor: in row-stable tiles on NumPy (a row's bits do not
-    depend on the blocking); one product in other namespaces (a device runs one kernel
-    per factor, not one per 256-row tile)."""
+    """``X @ H`` in row-stable tiles on NumPy (bits independent of the blocking), else one product."""
     if is_numpy(namespace(X)):
         return row_stable_matmul(X, H, row_offset, tile=_GEMM_TILE)
     return X @ H
 
 
 def _fwht_rows(X: Any, row_offset: int) -> Any:
-    """X @ H_D for a C-contiguous (N, D) array of any namespace; rows are global rows
-    ``row_offset``…"""
+    """``X @ H_D`` for a C-contiguous (N, D) array whose first row is global row ``row_offset``."""
     xp = namespace(X)
     N, D = X.shape
     if D <= _GEMM_MAX:
@@ -262,7 +257,6 @@ def srht(X: Any, seed: int, purpose: str, m: int, D: int, col_offset: int = 0,
     # Per-row sums in a fixed column-tile order keep rows independent of the blocking.
     for t in range(0, w, _COL_TILE):
         c = np.arange(t, min(w, t + _COL_TILE))
-        # the explicit entries are a host operand (moved to X's device on other namespaces)
         Hc = (hadamard_entries(c + col_offset, P) * signs[c][:, None]).astype(host_dtype(dt))
         out += _gemm(asarray(contiguous(xp, X[:, t:t + c.size]), like=X, dtype=dt),
                      asarray(Hc, like=X), row_offset)

@@ -17,13 +17,8 @@ Kernels (``gamma`` is a scale, ``coef0``/``degree`` as in scikit-learn):
 =============  ==============================================================
 
 A user callable ``f(X, Y) -> ndarray (len(X), len(Y))`` is accepted wherever a
-kernel name is.
-
-Overflow: every kernel above goes through squared norms, inner products or
-distances of rows, so a row whose squared norm does not fit the working dtype
-(with :data:`MAGNITUDE_HEADROOM` to spare for sums and differences of two such
-terms) is refused by :func:`check_row_magnitude` before it is evaluated,
-instead of yielding inf - inf = NaN kernel values.
+kernel name is.  A row whose squared norm overflows the working dtype is refused by
+:func:`check_row_magnitude` instead of yielding inf - inf = NaN kernel values.
 """
 
 from __future__ import annotations

@@ -5,9 +5,7 @@ block-diagonal over a k-means partition (rows of W⁽ˢ⁾ are the Nyström basi
 cluster s, z_s(x) = K(x, L_s) M_s) and L a small (Σ k_s)² link matrix.
 
 Per-block functions compute in the namespace of their block (NumPy, or CuPy
-on a GPU) and move their host operands (centres, landmarks, maps) to its
-device; the driver-side :func:`choose_ranks` and :func:`psd_core` work on the
-host.
+on a GPU) and move their host operands (centres, landmarks, maps) to its device.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import scipy.linalg as sla
 from distsketch.footprint import Footprint
 from distsketch.ops.kernels import kernel_function
 from distsketch.ops.linalg import row_stable_matmul
-from distsketch.ops.namespace import as_block, asarray, densify, namespace, to_host, zeros
+from distsketch.ops.namespace import as_block, asarray, densify, namespace, row_dots, to_host, zeros
 
 __all__ = [
     "basis_block",
@@ -63,15 +61,12 @@ def nearest_centre(X: Any, centres: np.ndarray, row_offset: int = 0) -> tuple[np
     xp = namespace(X)
     X = asarray(X, like=X, dtype=xp.float64)
     C = asarray(centres, like=X, dtype=xp.float64)
+    cross = row_stable_matmul(X, np.ascontiguousarray(C.T) if xp is np else C.T, row_offset)
+    d = row_dots(xp, X, X)[:, None] - 2.0 * cross + row_dots(xp, C, C)[None, :]
     if xp is not np:
-        cross = row_stable_matmul(X, C.T, row_offset)
-        d = (xp.sum(X * X, axis=1)[:, None] - 2.0 * cross
-             + xp.sum(C * C, axis=1)[None, :])
         labels = xp.astype(xp.argmin(d, axis=1), xp.int64)
         nearest = xp.take_along_axis(d, labels[:, None], axis=1)[:, 0]
         return labels, xp.clip(nearest, 0.0, None)
-    cross = row_stable_matmul(X, np.ascontiguousarray(C.T), row_offset)
-    d = np.einsum("ij,ij->i", X, X)[:, None] - 2.0 * cross + np.einsum("ij,ij->i", C, C)[None, :]
     labels = np.argmin(d, axis=1).astype(np.int64)
     return labels, np.maximum(d[np.arange(X.shape[0]), labels], 0.0)
 
@@ -83,9 +78,7 @@ def nearest_centre_column(block: Any, row_offset: int, centres: np.ndarray) -> A
     the column stays in the block's namespace.
     """
     labels = nearest_centre(block, centres, row_offset)[0]
-    if isinstance(labels, np.ndarray):
-        return labels.reshape(-1, 1)
-    return namespace(labels).reshape(labels, (-1, 1))  # on the block's device
+    return namespace(labels).reshape(labels, (-1, 1))
 
 
 def choose_ranks(eigenvalues: list[np.ndarray], rank: int, rule: str | None) -> np.ndarray:

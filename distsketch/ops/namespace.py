@@ -145,7 +145,6 @@ def densify(x: Any) -> Any:
 
 def is_sparse(x: Any) -> bool:
     """Whether ``x`` is a SciPy sparse matrix or array (without importing scipy.sparse)."""
-    # its classes all carry tocsr and toarray
     return hasattr(x, "tocsr") and hasattr(x, "toarray")
 
 

@@ -74,7 +74,6 @@ def _truncate(vals: np.ndarray, vecs: np.ndarray, rank: int | None,
     r = int(xp.count_nonzero(keep))
     if rank is not None:
         r = min(r, int(rank))
-    # fix the sign of every eigenvector so the map is a deterministic function of W
     return vals[:r], fix_signs(vecs[:, :r], axis=0)
 
 
@@ -191,7 +190,6 @@ def ensemble_map(W: np.ndarray, n_experts: int, rank: int | None = None,
         raise ConfigError(f"n_ensemble={p} must be between 1 and the number of landmarks ({m}).")
     blocks = []
     for e in range(p):
-        # expert e's landmarks e, e + p, e + 2p, ... are a strided slice
         Me, _ = inv_sqrt_map(W[e::p, e::p], rank, rcond)
         full = zeros((m, Me.shape[1]), W)
         full[e::p, :] = Me / math.sqrt(p)
@@ -239,7 +237,6 @@ def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_
         lo, hi = max(start, t), min(stop, t + tile)
         if lo == t and hi == t + tile:
             res = func(X[lo - start: hi - start, :])
-            out[lo - start: hi - start, :] = res if xp is np else xp.astype(res, out.dtype)
         else:
             if pad is None:
                 pad = zeros((tile, X.shape[1]), X, dtype=X.dtype)
@@ -247,7 +244,7 @@ def row_stable_apply(func: Callable[[np.ndarray], np.ndarray], X: np.ndarray, n_
                 pad[...] = 0
             pad[lo - t: hi - t, :] = X[lo - start: hi - start, :]
             res = func(pad)[lo - t: hi - t, :]
-            out[lo - start: hi - start, :] = res if xp is np else xp.astype(res, out.dtype)
+        out[lo - start: hi - start, :] = res if xp is np else xp.astype(res, out.dtype)
         t += tile
     return out
 

@@ -34,7 +34,7 @@ import scipy.fft
 from distsketch.errors import ConfigError
 from distsketch.ops.countsketch import countsketch, countsketch_transposed
 from distsketch.ops.hadamard import next_pow2, srht
-from distsketch.ops.namespace import namespace, typed_scalar
+from distsketch.ops.namespace import contiguous, copy_array, namespace, typed_scalar
 
 __all__ = [
     "BASES",
@@ -62,14 +62,12 @@ def tensor_srht_linear(X: Any, seed: int, purpose: str, degree: int, m: int, D: 
                   dtype=dtype, row_offset=row_offset) for l in range(degree)]
     if degree == 1:
         return parts[0]
-    xp = namespace(parts[0])
-    return np.concatenate(parts, axis=1) if xp is np else xp.concat(parts, axis=1)
+    return namespace(parts[0]).concat(parts, axis=1)
 
 
 def tensor_srht_combine(L: np.ndarray, degree: int, m: int) -> np.ndarray:
     """Elementwise product of the ``degree`` transforms, scaled by 1/sqrt(m): shape (n, m)."""
-    xp = namespace(L)
-    out = L[:, :m].copy() if xp is np else xp.asarray(L[:, :m], copy=True)
+    out = copy_array(L[:, :m])
     for l in range(1, degree):
         out *= L[:, l * m:(l + 1) * m]
     out *= typed_scalar(1.0 / np.sqrt(m), out.dtype)
@@ -102,21 +100,15 @@ def degree2_sketch(U: np.ndarray, V: np.ndarray, seed: int, purpose: str, m: int
         a *= typed_scalar(1.0 / np.sqrt(m), a.dtype)
         return a
     if base == "tensorsketch":
-        xp = namespace(U, V)
-        if xp is not np:
-            # the namespace's own FFT on the same bucket-major layout
-            UT = xp.matrix_transpose(U)
-            VT = UT if V is U else xp.matrix_transpose(V)
-            P = xp.fft.rfft(countsketch_transposed(UT, seed, purpose + ".cs0", m), axis=0)
-            P *= xp.fft.rfft(countsketch_transposed(VT, seed, purpose + ".cs1", m), axis=0)
-            return xp.matrix_transpose(xp.fft.irfft(P, n=m, axis=0))
         # bucket-major (m × n) layout straight from the sparse products, FFTs along axis 0:
         # the same numbers as CountSketches side by side + tensor_sketch_combine, one transpose
-        UT = np.ascontiguousarray(U.T)
-        VT = UT if V is U else np.ascontiguousarray(V.T)
-        P = scipy.fft.rfft(countsketch_transposed(UT, seed, purpose + ".cs0", m), axis=0)
-        P *= scipy.fft.rfft(countsketch_transposed(VT, seed, purpose + ".cs1", m), axis=0)
-        return np.ascontiguousarray(scipy.fft.irfft(P, n=m, axis=0).T)
+        xp = namespace(U, V)
+        fft = scipy.fft if xp is np else xp.fft
+        UT = contiguous(xp, xp.matrix_transpose(U))
+        VT = UT if V is U else contiguous(xp, xp.matrix_transpose(V))
+        P = fft.rfft(countsketch_transposed(UT, seed, purpose + ".cs0", m), axis=0)
+        P *= fft.rfft(countsketch_transposed(VT, seed, purpose + ".cs1", m), axis=0)
+        return contiguous(xp, xp.matrix_transpose(fft.irfft(P, n=m, axis=0)))
     raise ConfigError(f"unknown base sketch {base!r}; choose one of {BASES}.")
 
 

@@ -1,17 +1,11 @@
 """Database-friendly random projections (host operator, blocks on their own namespace).
 
-Achlioptas' projections x ↦ Rᵀx / √k with a d × k matrix R whose entries are
-independent and either
-
-* ``"dense"``  — ±1 with probability 1/2 each, or
-* ``"sparse"`` — √3 · {+1, 0, −1} with probabilities 1/6, 2/3, 1/6
-  (two thirds of the products vanish).
-
-Both preserve every pairwise distance of n points within (1 ± ε) with
-probability >= 1 − n^(−β) when k >= (4 + 2β) ln n / (ε²/2 − ε³/3).  Row ``c`` of R
-(input column ``c``) is drawn from :func:`~distsketch.ops.random.random_rows`
-keyed by ``(seed, c)``, so any column range of R — and hence any column
-chunking of the input — gives the same operator.
+Achlioptas' projections x ↦ Rᵀx / √k, the d × k matrix R of independent entries
+±1 (``"dense"``) or √3·{+1, 0, −1} with probabilities 1/6, 2/3, 1/6 (``"sparse"``),
+preserve every pairwise distance of n points within (1 ± ε) with probability
+>= 1 − n^(−β) when k >= :func:`jl_min_dim`.  Row ``c`` of R (input column ``c``) is
+drawn from :func:`~distsketch.ops.random.random_rows` keyed by ``(seed, c)``, so any
+column chunking of the input gives the same operator.
 
 Kernels of projected points approximate kernels of the originals: Gaussian
 (and Cauchy) kernels through projected distances, polynomial, linear and
@@ -103,7 +97,6 @@ def project(block: Any, R: np.ndarray, row_offset: int = 0) -> np.ndarray:
     X = as_block(block)
     xp = namespace(X)
     if xp is not np:
-        # R is a host operand: moved to the block's device once per call
         dt = X.dtype if X.dtype == xp.float32 else xp.float64
         return xp.astype(X, dt) @ asarray(R, like=X, dtype=dt)
     W = R.astype(X.dtype if X.dtype == np.float32 else np.float64, copy=False)
@@ -145,8 +138,7 @@ def affine_rows(block: Any, row_offset: int, P: np.ndarray, b: np.ndarray) -> An
     array of shape (n, k), dtype of ``P``
     """
     block = as_block(block, dtype=P.dtype)
-    if not isinstance(block, np.ndarray):
-        P, b = asarray(P, like=block), asarray(b, like=block)
+    P, b = asarray(P, like=block), asarray(b, like=block)
     out = row_stable_matmul(block, P, row_offset)
     out += b
     return out

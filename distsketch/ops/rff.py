@@ -110,16 +110,14 @@ def rff_operator(seed: int, kernel: str, gamma: float, n_features: int, n_compon
                 f"form='paired' outputs a (cos, sin) pair per frequency, so n_components must "
                 f"be even; got n_components={m}. Use {m + 1} or {m - 1}.")
         m //= 2
-    if kernel == "rbf":
+    if kernel in ("rbf", "cauchy"):
         base = _orthogonal_gaussian(seed, m, d) if orthogonal else random_rows(
             seed, "rff.W", 0, m, d)
-        W = base * np.sqrt(2.0 * gamma)
-    elif kernel == "cauchy":
-        # 1/(1 + γr²) = ∫ e^{-t} e^{-tγr²} dt: a Gaussian scale mixture, t ~ Exp(1).
-        base = _orthogonal_gaussian(seed, m, d) if orthogonal else random_rows(
-            seed, "rff.W", 0, m, d)
-        t = -np.log1p(-random_rows(seed, "rff.scale", 0, m, 1, kind="uniform")[:, 0])
-        W = base * np.sqrt(2.0 * gamma * t)[:, None]
+        if kernel == "rbf":
+            W = base * np.sqrt(2.0 * gamma)
+        else:  # 1/(1 + γr²) = ∫ e^{-t} e^{-tγr²} dt: a Gaussian scale mixture, t ~ Exp(1)
+            t = -np.log1p(-random_rows(seed, "rff.scale", 0, m, 1, kind="uniform")[:, 0])
+            W = base * np.sqrt(2.0 * gamma * t)[:, None]
     elif kernel == "laplacian":
         if orthogonal:
             raise ConfigError("orthogonal random features need a Gaussian-mixture kernel "
@@ -197,7 +195,6 @@ def rff_map(X: np.ndarray, W: np.ndarray, b: np.ndarray, row_offset: int = 0,
     """
     xp = namespace(X)
     dt = float_dtype(X, dtype)
-    # W and b are host operands: on another namespace they move to X's device once per call
     Wc = W.astype(dt, copy=False) if xp is np else asarray(W, like=X, dtype=dt)
     if b.shape[0] == 0:
         return _paired_map(xp, X, Wc, row_offset, out, dt)

@@ -13,13 +13,10 @@ and since each rounded term (α̂ᵢ − αᵢ) k(xᵢ, x) lies in an interval o
 The coin of coefficient (i, j) is ``hash_uniform(seed, "round.coef", i, j)``:
 the rounding is a pure function of the seed and the coefficient's index.
 
-**Shared rounding** (a total budget across outputs).  Per-output coins make
-q outputs at budget b cost up to q·b distinct kernel evaluations per query.
-The shared scheme (the paper's "randomized kernel" view, §6) draws one coin
-per support point, kept with probability pᵢ = min(1, maxⱼ |αᵢⱼ| / cⱼ), and
-scales all its coefficients by 1/pᵢ: unbiased for every output, Σᵢ pᵢ
-distinct evaluations expected, and |α̂ᵢⱼ| <= cⱼ, so the same Hoeffding bound
-holds per output.  With one output the scheme is the per-output one.
+**Shared rounding** (:func:`round_shared`; the paper's "randomized kernel" view,
+§6).  Per-output coins make q outputs at budget b cost up to q·b distinct kernel
+evaluations per query; one coin per support point costs Σᵢ pᵢ, and |α̂ᵢⱼ| <= cⱼ
+keeps the same Hoeffding bound per output.
 
 The coins are host operands moved to the coefficients' device; the threshold
 searches (a sort and a scalar scan per column) run on the host.
@@ -58,12 +55,11 @@ def _as_2d(coef: np.ndarray) -> np.ndarray:
     return coef[:, None] if coef.ndim == 1 else coef
 
 
-def _thresholds(threshold: float | np.ndarray, n_cols: int, like: Any = None) -> np.ndarray:
-    # the per-output levels are a host operand (checked here), moved next to the coefficients
+def _thresholds(threshold: float | np.ndarray, n_cols: int, like: Any) -> np.ndarray:
     c = np.broadcast_to(np.asarray(to_host(threshold), dtype=np.float64), (n_cols,)).copy()
     if np.any(~(c > 0)):
         raise ConfigError(f"rounding threshold must be > 0 per output; got {c.tolist()}.")
-    return c if like is None else asarray(c, like=like)
+    return asarray(c, like=like)
 
 
 def round_coefficients(coef: np.ndarray, threshold: float | np.ndarray, seed: int,
@@ -149,7 +145,6 @@ def threshold_for_budget(coef: np.ndarray, budget: float) -> np.ndarray:
     """
     if not budget > 0:
         raise ConfigError(f"budget={budget} must be > 0 (expected kernel evaluations).")
-    # a sort and a scalar scan per column: a small finalisation, on the host on purpose
     A = np.abs(to_host(_as_2d(coef)))
     out = np.empty(A.shape[1])
     for col in range(A.shape[1]):

@@ -12,9 +12,6 @@ with SciPy's LAPACK calls, or ``xp.linalg`` of CuPy on a GPU):
   of ``[Z; √λ I]``) and the Falkon-style Nyström factor;
 * the statistical dimension ``s_λ(K) = Σ σᵢ / (σᵢ + λ)`` and its estimate
   from a row sample's spectrum.
-
-The SRHT along the feature axis lives with the Walsh–Hadamard transform in
-:mod:`distsketch.ops.hadamard` (``srht_operator``, ``srht_apply``).
 """
 
 from __future__ import annotations
@@ -99,13 +96,8 @@ def solve_path_from_eigh(evals: np.ndarray, evecs: np.ndarray, b: np.ndarray,
     xp = namespace(evecs)
     evals = xp.clip(evals, 0.0, None)  # ZᵀZ is PSD; clip rounding noise
     vb = evecs.T @ b
-    # the λ values are host parameters: a Python loop over them
     lams = np.asarray(to_host(alphas), dtype=np.float64).reshape(-1)
-    if xp is np:
-        out = np.empty((len(lams), evecs.shape[0], b.shape[1]))
-    else:
-        out = xp.empty((len(lams), evecs.shape[0], b.shape[1]), dtype=xp.float64,
-                       device=device_of(evecs))
+    out = xp.empty((len(lams), evecs.shape[0], b.shape[1]), dtype=xp.float64, device=device_of(evecs))
     for k, lam in enumerate(lams):
         out[k, ...] = evecs @ (vb / (evals + (lam if xp is np else float(lam)))[:, None])
     return out
@@ -228,12 +220,8 @@ def woodbury_apply(Z: np.ndarray, R: np.ndarray, lam: float, V: np.ndarray) -> n
 
 @single_threaded_blas
 def nystrom_factor(kmm: np.ndarray, jitter: float = 1e-10) -> np.ndarray:
-    """Upper Cholesky factor T of ``K_MM + εI`` (Falkon's T).
-
-    ``Z = K_nM T⁻¹`` then satisfies ``Z Zᵀ = K_nM K_MM⁻¹ K_Mn`` (the Nyström
-    approximation); ε = ``jitter`` · trace/M keeps the factor defined when
-    landmarks (nearly) coincide.
-    """
+    """Falkon's T, the upper Cholesky factor of ``K_MM + εI``: ``Z = K_nM T⁻¹`` has ``Z Zᵀ``
+    the Nyström approximation; ε = ``jitter`` · trace/M keeps T defined for coinciding landmarks."""
     M = kmm.shape[0]
     xp = namespace(kmm)
     if xp is not np:

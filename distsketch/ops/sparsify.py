@@ -15,10 +15,6 @@ the same whichever tiles compute it.  Kernel values themselves are evaluated on
 canonical ``CELL x CELL`` cells aligned to global indices (:func:`kernel_tile`),
 so every entry is bitwise the same for any tiling of the matrix.
 
-The error matrix E = K̂ - K has independent zero-mean entries of variance at
-most σ² (:func:`entry_variance_bound`), so by Füredi–Komlós ‖E‖₂ = O(σ √n)
-with high probability (:func:`furedi_komlos_bound`).
-
 Kernel tiles and their simplification run on the tile's array namespace; the
 hash coins are host operands (pure functions of the global indices) moved to
 the tile's device.  :func:`orthogonal_iteration` is a host driver.
@@ -179,19 +175,13 @@ def simplify_entries(K: np.ndarray, i: np.ndarray, j: np.ndarray, seed: int, p: 
         If ``quantize`` and some ``|K_ij| > bound``.
     """
     _check_p(p)
-    # the global indices and the hash coins are host operands
     i, j = np.asarray(to_host(i)), np.asarray(to_host(j))
     lo, hi = np.minimum(i, j), np.maximum(i, j)
     K = as_block(K, dtype=np.float64)
     xp = namespace(K)
-    if xp is not np:
-        keep = (xp.broadcast_to(asarray(hash_uniform(seed, "gram.keep", lo, hi) < p, like=K), K.shape)
-                if p < 1.0 else xp.ones(K.shape, dtype=xp.bool, device=K.device))
-        zero = xp.zeros_like(K)
-    else:
-        keep = np.broadcast_to(hash_uniform(seed, "gram.keep", lo, hi) < p, K.shape) if p < 1.0 \
-            else np.ones(K.shape, dtype=bool)
-        zero = 0.0
+    keep = (xp.broadcast_to(asarray(hash_uniform(seed, "gram.keep", lo, hi) < p, like=K), K.shape)
+            if p < 1.0 else xp.ones(K.shape, dtype=xp.bool, device=K.device))
+    zero = 0.0 if xp is np else xp.zeros_like(K)
     if not quantize:
         return keep, xp.where(keep, K / p, zero)
     if bound is None or bound <= 0:

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsketch.footprint import Footprint
-from distsketch.ops.namespace import asarray, namespace, to_host
+from distsketch.ops.namespace import asarray, namespace, row_dots, to_host
 from distsketch.ops.taylor import gaussian_term_weights
 from distsketch.summaries._namespace import is_array_api
 from distsketch.summaries.base import Summary
@@ -30,12 +30,9 @@ def row_sq_norms(block: Any) -> np.ndarray:
     if sp.issparse(block):
         b = sp.csr_matrix(block)
         return np.asarray(b.multiply(b).sum(axis=1), dtype=np.float64).ravel()
-    if is_array_api(block):  # on the block's device, in its namespace
-        xp = namespace(block)
-        b = xp.astype(block, xp.float64)
-        return xp.sum(b * b, axis=1)
-    b = np.asarray(block, dtype=np.float64)
-    return np.einsum("ij,ij->i", b, b)
+    xp = namespace(block) if is_array_api(block) else np  # on the block's device, in its namespace
+    b = np.asarray(block, dtype=np.float64) if xp is np else xp.astype(block, xp.float64)
+    return row_dots(xp, b, b)
 
 
 class ColumnSum(SumMerge, Summary):
@@ -80,8 +77,6 @@ class GaussianStats(Summary):
                          fixed=3 * 8.0 * STAT_ROWS * (self.max_degree + 1))
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        # the per-degree weights of the rows are a host computation (special functions): only
-        # the rows' squared norms, one number per row, come to the host for it
         sq = np.asarray(to_host(centered_sq_norms(block, operands[0])))
         J = self.max_degree + 1
         s1, s2 = np.zeros(J), np.zeros(J)

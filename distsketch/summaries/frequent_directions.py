@@ -17,7 +17,7 @@ from distsketch.ops.fd import (
     fd_merge,
     fd_sketch,
 )
-from distsketch.ops.namespace import asarray, densify, is_numpy, namespace
+from distsketch.ops.namespace import asarray, densify, namespace
 from distsketch.summaries.base import Summary, takes_out
 from distsketch.summaries.covariance import feature_rows
 from distsketch.summaries.sums import sum_states
@@ -26,8 +26,7 @@ __all__ = ["FrequentDirectionsSummary", "sketch_of"]
 
 
 def _add_gram(xp: Any, Z: Any, cov: Any, gram: Any) -> tuple[Any, Any]:
-    """``cov += ZᵀZ`` in float64, the product in Z's precision (float32 rows: one float32
-    GEMM, as :func:`~distsketch.summaries.covariance.covariance_state` forms it)."""
+    """``cov += ZᵀZ`` in float64, the product in Z's precision (as ``covariance_state``)."""
     if xp is not np:
         ztz = xp.astype(Z.T @ Z, xp.float64)
         return (ztz if cov is None else cov + ztz), None
@@ -40,12 +39,6 @@ def _add_gram(xp: Any, Z: Any, cov: Any, gram: Any) -> tuple[Any, Any]:
     return cov, gram
 
 
-def _trace(C: Any) -> float:
-    """``trace(C)`` as a float, in C's namespace (one read of a device scalar)."""
-    xp = namespace(C)
-    return float(np.trace(C)) if is_numpy(xp) else float(xp.linalg.trace(C))
-
-
 def sketch_of(state: dict, ell: int) -> dict:
     """A sketch state ``{sketch, n, sq_frobenius, shrinkage}`` of either kind of state.
 
@@ -56,8 +49,8 @@ def sketch_of(state: dict, ell: int) -> dict:
     if "ztz" not in state:
         return state
     sketch, delta = fd_covariance_shrink(state["ztz"], ell)
-    return {"sketch": sketch, "n": int(state["n"]), "sq_frobenius": _trace(state["ztz"]),
-            "shrinkage": delta}
+    sq = float(namespace(state["ztz"]).linalg.trace(state["ztz"]))  # one read of a device scalar
+    return {"sketch": sketch, "n": int(state["n"]), "sq_frobenius": sq, "shrinkage": delta}
 
 
 class FrequentDirectionsSummary(Summary):
@@ -159,8 +152,6 @@ class FrequentDirectionsSummary(Summary):
         shrinkage = 0.0
         sq = 0.0
         sq_device: Any = None
-        # one m x m covariance and one shrink per block, or a shrink per ℓ rows:
-        # fd_block_formulation decides from the shapes alone (same on every device)
         cov: Any = None
         gram: Any = None
         formulation = ""
@@ -171,7 +162,6 @@ class FrequentDirectionsSummary(Summary):
         for Z in self._feature_slices(block, row_offset, operands, covariance_formulation):
             xp = namespace(Z)
             Z = asarray(Z, like=Z)
-            # squared norm accumulated in float64 (features may be float32)
             if xp is np and Z.dtype == np.float32:
                 # row norms in float32 (vectorised: a float64 einsum costs 5 % of the fold;
                 # each norm within m·u32 relative, typically √m·u32), summed in float64
@@ -196,8 +186,7 @@ class FrequentDirectionsSummary(Summary):
         return {"sketch": sketch, "n": int(n), "sq_frobenius": sq, "shrinkage": shrinkage}
 
     def _chunk_covariance(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        """``{"ztz": ZᵀZ, "n"}`` of the mapped block: one product per ``map_rows`` slice,
-        summed in float64 on the block's device; no eigendecomposition, no host read."""
+        """``{"ztz", "n"}`` of the mapped block, summed on its device: no shrink, no host read."""
         cov: Any = None
         gram: Any = None
         for Z in self._feature_slices(block, row_offset, operands, lambda Z: True):
@@ -206,13 +195,9 @@ class FrequentDirectionsSummary(Summary):
 
     def _feature_slices(self, block: Any, row_offset: int, operands: tuple,
                         reuse: Callable[[Any], bool]) -> Iterator[Any]:
-        """The mapped features of each ``map_rows`` slice of ``block``, dense.
-
-        Where the map writes into a given buffer and ``reuse`` accepts the
-        first slice's features, later slices are mapped into that buffer:
-        fresh pages per slice cost page faults, which do not scale with busy
-        cores; the caller consumes each slice before asking for the next.
-        """
+        """Each ``map_rows`` slice's dense features; later slices reuse the first's buffer where
+        the map takes ``out=`` and ``reuse`` accepts it (fresh pages cost page faults), so the
+        caller consumes each slice before asking for the next."""
         n = block.shape[0]
         zbuf: np.ndarray | None = None
         into = self.transform is not None and takes_out(self.transform)
@@ -234,7 +219,6 @@ class FrequentDirectionsSummary(Summary):
     def merge(self, states: list[dict]) -> dict:
         if all("ztz" in s for s in states):
             return sum_states(states)
-        # a covariance state meets a sketch state: shrink it, then merge sketches
         states = [sketch_of(s, self.sketch_size) for s in states]
         sketch, shrinkage = fd_merge([s["sketch"] for s in states], self.sketch_size,
                                      [s["shrinkage"] for s in states])

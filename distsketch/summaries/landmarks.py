@@ -37,8 +37,7 @@ def reservoir_rows(block: Any, idx: np.ndarray) -> np.ndarray:
     if xp is not np:
         sub = xp.take(block, asarray(idx, like=block), axis=0)
         return xp.astype(sub, xp.float64)
-    sub = block[idx]
-    sub = np.asarray(densify(sub))
+    sub = densify(block[idx])
     return np.asarray(sub, dtype=np.float64).reshape(len(idx), block.shape[1])
 
 
@@ -56,7 +55,6 @@ def bottom_k(priority: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:
 
 def empty_reservoir(k: int, d: int, shape: tuple[int, ...] = (), like: Any = None) -> dict:
     """A reservoir of ``k`` empty slots for rows of width ``d`` (infinite priorities)."""
-    # priorities and indices on the host; rows in ``like``'s namespace (NumPy by default)
     return {"priority": np.full((*shape, k), np.inf),
             "index": np.full((*shape, k), _NO_INDEX, dtype=np.int64),
             "rows": zeros((*shape, k, d), like)}
@@ -158,19 +156,14 @@ class UniformLandmarks(Summary):
 
     def finalize(self, state: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(index, rows)``: host global row indices, rows in the state's namespace."""
+        # the reservoir is kept in (priority, index) order, unused slots last
         valid = state["index"] != _NO_INDEX
         idx = state["index"][valid]
-        if namespace(state["rows"]) is not np:
-            pos = np.flatnonzero(valid)
-            if self.order == "index":
-                order = np.argsort(idx, kind="stable")
-                idx, pos = idx[order], pos[order]
-            return idx, _take(state["rows"], pos)
-        if self.order == "priority":
-            # the reservoir is kept in (priority, index) order, unused slots last
-            return idx, state["rows"][valid]
-        order = np.argsort(idx, kind="stable")
-        return idx[order], state["rows"][valid][order]
+        pos = np.flatnonzero(valid)
+        if self.order == "index":
+            order = np.argsort(idx, kind="stable")
+            idx, pos = idx[order], pos[order]
+        return idx, _take(state["rows"], pos)
 
 
 class ClusterLandmarks(Summary):
@@ -204,7 +197,6 @@ class ClusterLandmarks(Summary):
     def chunk(self, block: Any, row_offset: int, centres: np.ndarray) -> dict:
         c = self.n_clusters
         b, d = block.shape
-        # the labels (b integers) drive the host-side reservoir bookkeeping
         labels = to_host(nearest_centre(block, centres, row_offset)[0])
         index = np.arange(row_offset, row_offset + b, dtype=np.int64)
         counts = np.bincount(labels, minlength=c).astype(np.int64)

@@ -51,11 +51,9 @@ class BlockedCovariance(Covariance):
     """
 
     def chunk(self, block: Any, row_offset: int, *operands: Any) -> dict:
-        # A running sum in place, slice after slice: the left fold of `merge` bit for
-        # bit, holding two m x m arrays instead of one per slice (16 x 8 MiB for a
-        # 62 500-row block at m = 1024).  Dense slices are mapped into reused buffers:
-        # fresh features, their float64 copy and the slice's Gram cost ~50 MiB of new
-        # pages per slice, and page faults do not scale with the cores busy.
+        # A running sum in place, slice after slice: the left fold of `merge` bit for bit,
+        # with two m x m arrays instead of one per slice.  Dense slices are mapped into
+        # reused buffers: fresh pages per slice cost page faults, which do not scale with the cores busy.
         if not isinstance(block, np.ndarray) and is_array_api(block):
             # a block of another namespace: Covariance's own chunk, on the block's device
             # (the reused host buffers below are a NumPy-only economy)
@@ -70,7 +68,10 @@ class BlockedCovariance(Covariance):
                 Z = np.asarray(densify(Z), dtype=np.float64)
             else:
                 if zbuf is None:
-                    zbuf = np.empty((min(n, MAP_ROWS), self._operand_width(operands)),
+                    W, b = operands[0], operands[1]
+                    # the paired form (empty b) has two features per frequency
+                    width = W.shape[1] if b.shape[0] else 2 * W.shape[1]
+                    zbuf = np.empty((min(n, MAP_ROWS), width),
                                     dtype=part.dtype if part.dtype == np.float32 else np.float64)
                 Z = self.transform(part, row_offset + a, *operands,  # type: ignore[misc]
                                    out=zbuf[:rows])
@@ -101,9 +102,3 @@ class BlockedCovariance(Covariance):
         return Footprint(per_row=n_features * itemsize,
                          fixed=MAP_ROWS * m * (feature_bytes + 8) + 2 * m * m * 8,
                          state=super().footprint(n_features, itemsize).state)
-
-    @staticmethod
-    def _operand_width(operands: tuple) -> int:
-        W, b = operands[0], operands[1]
-        # the paired form (empty b) has two features per frequency
-        return W.shape[1] if b.shape[0] else 2 * W.shape[1]

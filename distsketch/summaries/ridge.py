@@ -174,8 +174,6 @@ class RidgeSummary(SumMerge, Summary):
             w = xp.astype(block[:, -1], xp.float64) if self.weighted else None
         if self.n_folds:
             fold = asarray(cv_folds(self.seed, row_offset, X.shape[0], self.n_folds), like=X)
-        # a device block at alphas >= 1e-3 of the mean eigenvalue: ZᵀZ of its float32 features in float32 (one
-        # product per block, summed in float64), as the sliced host path multiplies them
         f32 = (self.products == "float32" and not self.n_folds and w is None
                and not isinstance(X, np.ndarray))
         out: list[Any] = []
@@ -252,8 +250,6 @@ def sliced_state(fn: Any, ops: tuple, X: np.ndarray, y: np.ndarray, row_offset: 
         else:
             Z = densify(fn(xs, row_offset + a, *ops))
             if into and isinstance(Z, np.ndarray) and Z.flags.c_contiguous:
-                # the first slice's features become the next slices' buffer: fresh
-                # 16 MiB of pages per slice cost page faults (not in the hand loop)
                 zbuf = Z
         ys = y[a: a + SLICE_ROWS]
         f32 = float32_products and Z.dtype == np.float32
@@ -346,21 +342,16 @@ def _state(Z: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> dict:
     if w is None:
         return covariance_state(Z, y)
     Zw, yw = Z * w[:, None], y * w[:, None]
-    if not isinstance(Z, np.ndarray):
-        xp = namespace(Z, y, w)
-        return {"n": float(xp.sum(w)), "sum": xp.sum(Zw, axis=0), "ztz": Zw.T @ Z,
-                "zty": Zw.T @ y, "ysum": xp.sum(yw, axis=0), "yty": yw.T @ y}
-    return {"n": float(w.sum()), "sum": Zw.sum(axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
-            "ysum": yw.sum(axis=0), "yty": yw.T @ y}
+    xp = namespace(Z, y, w)
+    return {"n": float(xp.sum(w)), "sum": xp.sum(Zw, axis=0), "ztz": Zw.T @ Z, "zty": Zw.T @ y,
+            "ysum": xp.sum(yw, axis=0), "yty": yw.T @ y}
 
 
 def pack_gram(state: dict) -> dict:
     """The state with ``ztz`` as its upper triangle, row by row (a symmetric matrix's half)."""
     ztz = state["ztz"]
     m = ztz.shape[0]
-    if isinstance(ztz, np.ndarray):
-        return {**state, "ztz": ztz[np.triu_indices(m)]}
-    # another namespace: the same entries by flat index, gathered on the state's device
+    # the entries by flat index, gathered in the state's namespace (on its device)
     i, j = np.triu_indices(m)
     xp = namespace(ztz)
     return {**state, "ztz": xp.take(xp.reshape(ztz, (-1,)), asarray(i * m + j, like=ztz))}

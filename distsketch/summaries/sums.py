@@ -34,7 +34,6 @@ def add_states(a: Any, b: Any) -> Any:
     if isinstance(a, (list, tuple)):
         return type(a)(add_states(u, v) for u, v in zip(a, b, strict=True))
     if isinstance(a, np.ndarray) != isinstance(b, np.ndarray) and _is_array(a) and _is_array(b):
-        # a host identity state (``empty()``) meets a device state on its device
         a, b = (asarray(a, like=b), b) if isinstance(a, np.ndarray) else (a, asarray(b, like=a))
     return a + b
 
