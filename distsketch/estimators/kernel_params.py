@@ -105,13 +105,8 @@ def median_sampler() -> UniformLandmarks:
 
 
 def sample_median_gamma(S: Any, where: str) -> float:
-    """``1 / median ‖sᵢ − sⱼ‖²`` over the pairs of rows of a sample S.
-
-    Raises
-    ------
-    InputError
-        Every sampled row is the same (median squared distance 0).
-    """
+    """``1 / median ‖sᵢ − sⱼ‖²`` over the pairs of rows of a sample S (an InputError
+    when every sampled row is the same: median squared distance 0)."""
     S = np.asarray(S, dtype=np.float64)
     sq = np.einsum("ij,ij->i", S, S)
     D = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T)
@@ -134,12 +129,8 @@ def strip_sample_index(n_rows: int, n_sample: int = MEDIAN_SAMPLE_ROWS, seed: in
     ``hash(seed, "metrics.strips", strip number)`` are taken whole (every row
     when ``n_rows <= n_sample``).  The sample depends on (n_rows, seed) only,
     never on the chunking, and reading it touches at most two chunks per
-    strip instead of every chunk.
-
-    Returns
-    -------
-    ndarray of int64, shape (k,)
-        k ≤ ``ceil(n_sample / strip) · strip`` (the last strip may be short).
+    strip instead of every chunk.  At most ``ceil(n_sample / strip) · strip`` indices
+    (the last strip may be short).
     """
     n_rows = int(n_rows)
     if n_rows <= n_sample:
@@ -195,34 +186,19 @@ def fit_kernel_params(estimator: Any, X: Any) -> tuple[str | Callable, dict[str,
     Resolves ``estimator.gamma`` for X first (:func:`fit_gamma`, which stores
     ``gamma_``), then ``kernel``, ``degree`` and ``coef0`` (3 and 1.0 for an
     estimator without them) with
-    :func:`~distsketch.ops.kernels.resolve_kernel_params`.
-
-    Returns
-    -------
-    name : str or callable
-    params : dict
-        Only the parameters the kernel takes (``{"gamma": ...}`` for ``rbf``).
+    :func:`~distsketch.ops.kernels.resolve_kernel_params`.  The parameters are only
+    those the kernel takes (``{"gamma": ...}`` for ``rbf``).
     """
     return resolve_kernel_params(estimator.kernel, X.shape[1], fit_gamma(estimator, X),
                                  getattr(estimator, "degree", 3), getattr(estimator, "coef0", 1.0))
 
 
 def fitted_kernel_params(estimator: Any, kernel: Any) -> dict[str, Any]:
-    """The ``kernel_params_`` of an estimator that approximates ``kernel``.
+    """The ``kernel_params_`` of an estimator that approximates ``kernel``, by name, as
+    ``pairwise_kernel`` takes them (a callable kernel has no named parameters).
 
-    Parameters
-    ----------
-    estimator : estimator
-        Fitted so far as ``gamma_`` (when the kernel has a scale) and
-        ``n_features_in_``; its ``degree`` and ``coef0`` parameters are read
-        where it has them.
-    kernel : str or callable
-        The kernel it approximates (a callable has no named parameters).
-
-    Returns
-    -------
-    dict
-        The parameters of ``kernel`` by name, as ``pairwise_kernel`` takes them.
+    The estimator is fitted so far as ``gamma_`` (when the kernel has a scale) and
+    ``n_features_in_``; its ``degree`` and ``coef0`` are read where it has them.
     """
     _, params = resolve_kernel_params(kernel, int(estimator.n_features_in_),
                                       getattr(estimator, "gamma_", None),

@@ -69,39 +69,14 @@ def _sorted_classes(values: np.ndarray, owner: str, what: str) -> np.ndarray:
 
 def encode_labels(y: Any, n_rows: int | None, *, owner: str, classes: Any = None,
                   regressor: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Check class labels and encode them as indices into the sorted classes.
+    """Check class labels ``y`` and encode them as indices into the sorted classes.
 
-    Parameters
-    ----------
-    y : array_like of shape (n_rows,) or (n_rows, 1)
-        Labels: NumPy (any dtype), pandas (categorical too), Zarr or dask.  A
-        column vector is raveled with a ``DataConversionWarning``.
-    n_rows : int or None
-        Rows of X the labels belong to (None: checked by the caller).
-    owner : str
-        How messages name the estimator.
-    classes : array_like, optional
-        All labels (``partial_fit``'s first call, or the fitted ``classes_``);
-        labels of y outside them are an error.  Default: the labels of y.
-    regressor : str, optional
-        The regressor to name when y is continuous.
-
-    Returns
-    -------
-    classes : ndarray of shape (n_classes,)
-        Sorted, in the labels' own dtype.
-    codes : ndarray of int64, shape (n_rows,)
-        ``classes[codes] == y``.
-
-    Raises
-    ------
-    InputError
-        y is missing, not 1-D, misaligned with X, continuous (a regression
-        target), mixes label kinds, has fewer than two classes, or holds a
-        label outside ``classes``.
-
-    Notes
-    -----
+    ``y`` is NumPy (any dtype), pandas (categorical too), Zarr or dask; a column vector
+    is raveled with a ``DataConversionWarning``.  ``n_rows`` are the rows of X (None:
+    checked by the caller), ``owner`` names the estimator in messages, ``classes`` are
+    all labels (``partial_fit``'s first call, or the fitted ``classes_``; default: the
+    labels of y) and ``regressor`` is named when y is continuous.  Returns the sorted
+    ``classes`` in the labels' own dtype and int64 ``codes`` with ``classes[codes] == y``.
     Dask labels are computed once on the driver: O(n_rows) memory, no pass over X.
     """
     y = _as_label_array(y, owner)
@@ -132,18 +107,8 @@ def encode_labels(y: Any, n_rows: int | None, *, owner: str, classes: Any = None
 
 
 def softmax_scores(D: Any) -> Any:
-    """Softmax over classes of one-vs-rest scores (NumPy or dask, lazily).
-
-    Parameters
-    ----------
-    D : array of shape (n_rows,) for two classes (the score of the second)
-        or (n_rows, n_classes).
-
-    Returns
-    -------
-    array of shape (n_rows, n_classes)
-        Rows sum to 1; a 1-D D stands for the scores (−d, d).
-    """
+    """Softmax over classes of one-vs-rest scores ``D`` (n_rows, n_classes), NumPy or dask
+    (lazily); a 1-D D (two classes: the score of the second) stands for the scores (−d, d)."""
     if not isinstance(D, np.ndarray) and not is_dask(D) and is_array_api(D):
         xp = namespace(D)  # scores of another namespace: the same softmax on their device
         if D.ndim == 1:
@@ -158,12 +123,7 @@ def softmax_scores(D: Any) -> Any:
 
 
 def one_vs_rest(codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """±1 target columns, one per class: +1 in the column of each row's class.
-
-    Returns
-    -------
-    ndarray of shape (n_rows, n_classes), float64
-    """
+    """±1 float64 target columns (n_rows, n_classes): +1 in the column of each row's class."""
     Y = -np.ones((codes.shape[0], n_classes))
     Y[np.arange(codes.shape[0]), codes] = 1.0
     return Y

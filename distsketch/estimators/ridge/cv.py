@@ -41,12 +41,8 @@ def map_groups(maps: list[Any], n_features: int, n_targets: int, n_folds: int,
     Consecutive maps share a pass while ``MERGE_STATES`` times their summed
     states fit ``budget`` (default: the per-task memory budget);
     ``first_extra`` bytes ride on the first pass's state (the classifier's
-    calibration sample).
-
-    Raises
-    ------
-    MemoryBudgetError
-        When the k fold states of one map alone do not fit a merge.
+    calibration sample).  A MemoryBudgetError when the k fold states of one map alone
+    do not fit a merge.
     """
     if not maps:
         return []

@@ -277,28 +277,11 @@ def gcv_path(state: dict, fit_intercept: bool, grid: np.ndarray = GCV_FEATURE_GR
 
     ``GCV(λ) = n · RSS(λ) / (n − df(λ))²`` with ``df(λ) = Σ eᵢ / (eᵢ + λ)``
     (+1 for the intercept) over the eigenvalues e of the centred ``ZᵀZ``,
-    ``RSS`` summed over targets (Golub, Heath, Wahba 1979).
-
-    Parameters
-    ----------
-    state : dict
-        Ridge summary (``n``, ``sum``, ``ztz``, ``zty``, ``ysum``, ``yty``).
-    fit_intercept : bool
-    grid : ndarray, default :data:`GCV_FEATURE_GRID`
-        Candidates relative to the mean eigenvalue ``trace / m``.
-    n_rows : int, optional
-        Number of rows n of the GCV formula when the state's ``n`` is a
-        total of row weights (default: the state's ``n``).
-    system : RidgeSystem, optional
-        The summary's system, whose factorisation is then reused (and kept
-        for the solve at the chosen λ).
-
-    Returns
-    -------
-    alphas : ndarray of shape (p,)
-    gcv : ndarray of shape (p,)
-        ``inf`` where ``df > n − 1`` (less than one residual degree of
-        freedom: the fit interpolates).
+    ``RSS`` summed over targets (Golub, Heath, Wahba 1979), at ``grid`` × the mean
+    eigenvalue ``trace / m``.  ``n_rows`` is the n of the formula when the state's ``n``
+    is a total of row weights; a given ``system`` lends its factorisation (kept for
+    the solve at the chosen λ).  Returns ``(alphas, gcv)``, each (p,), ``gcv`` inf
+    where ``df > n − 1`` (less than one residual degree of freedom: the fit interpolates).
 
     Notes
     -----

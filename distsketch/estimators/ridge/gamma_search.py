@@ -85,24 +85,11 @@ def loo_kernel_path(S: Any, Y: Any, gammas: Any, fit_intercept: bool,
     the leave-one-out residuals are ``(yᵢ − ŷᵢ(λ)) / (1 − Hᵢᵢ(λ))`` for the whole
     λ path from that one decomposition (no refit).
 
-    Parameters
-    ----------
-    S : ndarray of shape (n, d)
-        Rows (standardised).
-    Y : ndarray of shape (n, t)
-        Their targets (±1 columns for a classifier).
-    gammas : sequence of float
-        Kernel scales ``exp(−γ‖x − x'‖²)``.
-    fit_intercept : bool
-    grid : ndarray, default :data:`GCV_GRID`
-        λ candidates relative to the mean eigenvalue ``trace(K_c) / n``.
-
-    Returns
-    -------
-    dict
-        ``alphas`` (g, p) and ``mse`` (g, p): the mean over rows of the
-        squared leave-one-out residuals summed over targets (inf where a
-        leverage reaches 1).
+    ``S`` (n, d) are standardised rows, ``Y`` (n, t) their targets (±1 columns for a
+    classifier); ``grid`` holds λ candidates relative to the mean eigenvalue
+    ``trace(K_c) / n``.  Returns ``alphas`` (g, p) and ``mse`` (g, p): the mean over
+    rows of the squared leave-one-out residuals summed over targets (inf where a
+    leverage reaches 1).
 
     Notes
     -----
@@ -142,15 +129,10 @@ def search_gamma(S: Any, Y: Any, fit_intercept: bool,
     grid to the choice (1000 rows, 28 tables: 3.6 on average instead of
     5.7, the same choice on each; ``benchmarks/RESULTS.md``).
 
-    Parameters: as :func:`loo_kernel_path`, without ``gammas``.
-
-    Returns
-    -------
-    dict
-        ``factors`` (ascending), ``gammas``, ``alphas`` and ``mse`` (as
-        :func:`loo_kernel_path`, one row per factor), ``widened`` (the
-        factors scored outside :data:`GAMMA_FACTORS`) and ``at_limit``
-        (whether the choice is the last factor the widening allows).
+    Parameters as :func:`loo_kernel_path`, without ``gammas``.  Returns ``factors``
+    (ascending), ``gammas``, ``alphas`` and ``mse`` (as :func:`loo_kernel_path`, one
+    row per factor), ``widened`` (the factors scored outside :data:`GAMMA_FACTORS`)
+    and ``at_limit`` (whether the choice is the last factor the widening allows).
     """
     D2, Yc = _prepare(S, Y, fit_intercept)
     d = max(1, int(np.shape(S)[1]))

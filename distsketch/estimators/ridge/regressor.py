@@ -243,9 +243,16 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
     def _auto_alpha(self) -> bool:
         return isinstance(self.alpha, str) and self.alpha == "auto"
 
-    def _alpha_grid(self) -> None:
+    def _start_fit(self, X: Any, y: Any) -> tuple[Any, Any]:
+        # what fit and a first partial_fit check and set before anything is read
         if not self._auto_alpha():
             positive_values(self.alpha, "alpha")
+        X = self._check_input(X, reset=True)
+        Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
+        Y = self._device_targets(X, Y)
+        self.n_targets_ = int(Y.shape[1])
+        self._init_seed()
+        return X, Y
 
     def _fit_scaler(self, X: Any, Y: Any = None) -> Any:
         """Learn the standardisation (or none) and return X as the feature map sees it.
@@ -437,12 +444,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
         if y is None:
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         self.__dict__.pop("_W", None)
-        self._alpha_grid()
-        X = self._check_input(X, reset=True)
-        Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
-        Y = self._device_targets(X, Y)
-        self.n_targets_ = int(Y.shape[1])
-        self._init_seed()
+        X, Y = self._start_fit(X, y)
         if self.cv is None and self.gammas is not None:
             raise ConfigError(f"{type(self).__name__}: gammas needs cv (k folds) to choose one; "
                               "set cv=5 or drop gammas.")
@@ -531,12 +533,7 @@ class SketchedKernelRidge(RegressorMixin, RidgeFolding, DistsketchEstimator):
             # new rows are numbered after those already seen, as in fit on all rows
             return self.fold(self.summarize(X, y, row_offset=self.n_samples_seen_,
                                             sample_weight=sample_weight))
-        self._alpha_grid()
-        X = self._check_input(X, reset=True)
-        Y, self.single_output_ = self._prepare_targets(y, X.shape[0])
-        Y = self._device_targets(X, Y)
-        self.n_targets_ = int(Y.shape[1])
-        self._init_seed()
+        X, Y = self._start_fit(X, y)
         self._check_params_for_shape(*X.shape)
         self.features_ = self._make_features(self._fit_scaler(X, Y))
         self.gamma_search_ = None if self._loo is None else self._loo["search"]

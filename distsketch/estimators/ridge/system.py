@@ -30,13 +30,8 @@ FLOAT32_PROBE_ROWS = 512
 
 
 class RidgeSystem:
-    """Centred normal equations of a ridge summary and the factorisations solved from them.
-
-    Parameters
-    ----------
-    state : dict
-        Ridge summary (``n``, ``sum``, ``ztz``, ``zty``, ``ysum``, ``yty``).
-    fit_intercept : bool
+    """Centred normal equations of a ridge summary ``state`` (``n``, ``sum``, ``ztz``,
+    ``zty``, ``ysum``, ``yty``) and the factorisations solved from them.
 
     Notes
     -----
@@ -160,13 +155,8 @@ class RidgeSystem:
 
 
 class Tridiagonal:
-    """``A = Q T Qᵀ`` (LAPACK ``dsytrd``, lower) with ``Qᵀb`` and the eigenvalues of ``T``.
-
-    Parameters
-    ----------
-    A : ndarray of shape (m, m)
-        Symmetric.
-    b : ndarray of shape (m, t)
+    """``A = Q T Qᵀ`` (LAPACK ``dsytrd``, lower) of a symmetric ``A`` (m, m), with ``Qᵀb``
+    for ``b`` (m, t) and the eigenvalues of ``T``.
 
     Notes
     -----
@@ -225,25 +215,9 @@ class Tridiagonal:
 def alpha_tolerates_float32(Z: np.ndarray, n_rows: int, alpha: Any, fit_intercept: bool) -> bool:
     """Whether every λ in ``alpha`` is at least :data:`FLOAT32_ALPHA_FLOOR` × the mean eigenvalue.
 
-    Parameters
-    ----------
-    Z : ndarray of shape (k, m)
-        Features of the first rows of the input (the probe of the first block).
-    n_rows : int
-        Rows of the whole input.
-    alpha : float or array-like
-        The given λ (a path: its smallest).
-    fit_intercept : bool
-        Whether the solve centres the features (the mean eigenvalue is then the centred one's).
-
-    Returns
-    -------
-    bool
-
-    Notes
-    -----
-    The mean eigenvalue of the centred ``ZᵀZ`` over n rows is estimated as
-    ``n · mean ‖zᵢ − z̄‖² / m`` over the probe rows.  Why the floor suffices: the
+    The mean eigenvalue of ``ZᵀZ`` (centred with ``fit_intercept``) over the
+    ``n_rows`` rows of the input is estimated as ``n · mean ‖zᵢ − z̄‖² / m`` from
+    ``Z`` (k, m), the features of its first rows.  Why the floor suffices: the
     Notes of :class:`~distsketch.estimators.ridge.regressor.SketchedKernelRidge`
     ("Precision"; measured ≤ 7e-4 of the spread between two random-feature draws).
     """

@@ -30,7 +30,6 @@ from distsketch.validation.finite import FiniteRows
 __all__ = ["RoundedExpansion", "expansion_from_model"]
 
 
-
 def expansion_from_model(model: Any) -> dict[str, Any]:
     """Support points, coefficients, intercept and kernel of a fitted kernel expansion.
 
@@ -43,20 +42,8 @@ def expansion_from_model(model: Any) -> dict[str, Any]:
       and the centring constant as intercept (the row-mean term of the
       centring is dropped: it multiplies 1ᵀ·coef ≈ 0).
 
-    Parameters
-    ----------
-    model : fitted estimator
-
-    Returns
-    -------
-    dict
-        ``support`` (n, d), ``coef`` (n,) or (n, n_outputs), ``intercept``,
-        and ``kernel``, ``gamma``, ``degree``, ``coef0`` when the model has them.
-
-    Raises
-    ------
-    InputError
-        If the model exposes no kernel expansion.
+    Returns ``support`` (n, d), ``coef`` (n,) or (n, n_outputs), ``intercept``, and
+    ``kernel``, ``gamma``, ``degree``, ``coef0`` where the model has them.
     """
     info: dict[str, Any] = {k: getattr(model, k) for k in ("kernel", "gamma", "degree", "coef0")
                             if hasattr(model, k)}
@@ -369,7 +356,6 @@ class RoundedExpansion(TransformerMixin, DistsketchEstimator):
             return out[:, 0]
         return out
 
-    evaluate = predict
     transform = predict
 
     def __sklearn_tags__(self):

@@ -82,32 +82,29 @@ SKETCH_MIN_PER_DIM = 2.0
 MIN_RANK, MAX_RANK, FACTOR_BYTES = 64, 4096, 2**30
 
 
-class _KernelTile:
-    """Picklable ``(A_i, B_j) -> K(A_i, B_j)`` for :func:`tile_matvec`."""
+class _KernelCall:
+    """A kernel and its parameters, picklable and tokenized by them."""
 
     def __init__(self, kernel: Any, params: dict):
         self.kernel = kernel
         self.params = dict(params)
+
+    def __dask_tokenize__(self) -> Any:
+        return (type(self).__name__[1:], repr(self.kernel), sorted(self.params.items()))
+
+
+class _KernelTile(_KernelCall):
+    """``(A_i, B_j) -> K(A_i, B_j)`` for :func:`tile_matvec`."""
 
     def __call__(self, a: np.ndarray, b: np.ndarray, ia: int, ib: int) -> np.ndarray:
         return pairwise_kernel(a, b, self.kernel, **self.params)
 
-    def __dask_tokenize__(self) -> Any:
-        return ("KernelTile", repr(self.kernel), sorted(self.params.items()))
 
-
-class _KernelRows:
-    """Picklable ``(A_i, [B_j], [V_j]) -> Σ_j K(A_i, B_j) V_j`` for :func:`row_matvec`."""
-
-    def __init__(self, kernel: Any, params: dict):
-        self.kernel = kernel
-        self.params = dict(params)
+class _KernelRows(_KernelCall):
+    """``(A_i, [B_j], [V_j]) -> Σ_j K(A_i, B_j) V_j`` for :func:`row_matvec`."""
 
     def __call__(self, a: np.ndarray, b: list, v: list) -> np.ndarray:
         return kernel_times(a, b, v, self.kernel, self.params)
-
-    def __dask_tokenize__(self) -> Any:
-        return ("KernelRows", repr(self.kernel), sorted(self.params.items()))
 
 
 def r_squared(pred: np.ndarray, y: Any) -> float:
@@ -146,25 +143,12 @@ def record_cg(est: Any, res: Any, advice: str, stacklevel: int) -> None:
 def default_preconditioner_rank(d_lam: float, n: int, kind: str, n_sample: int) -> int:
     """The rank ``KernelSolver(preconditioner_size=None)`` gives its preconditioner.
 
-    Parameters
-    ----------
-    d_lam : float
-        Estimated statistical dimension of K at λ.
-    n : int
-        Rows of K.
-    kind : {"nystrom", "sketch"}
-    n_sample : int
-        Rows the estimate came from (an estimate above 90 % of it, with fewer
-        rows than n, is a lower bound).
-
-    Returns
-    -------
-    int
-        ``2·d_λ`` landmarks or ``8·d_λ`` features within [64, 4096], at most n
-        and at most ``2³⁰ / (8 n)`` (the n × m factor under 1 GiB); the
-        largest of those landmark counts when the estimate is saturated; 0
-        for a sketch that cannot reach ``2·d_λ`` features (it would slow CG
-        down).
+    ``d_lam`` is the statistical dimension of K (n rows) at λ estimated on ``n_sample``
+    rows (an estimate above 90 % of them, with fewer rows than n, is a lower bound);
+    ``kind`` is "nystrom" or "sketch".  The rank is ``2·d_λ`` landmarks or ``8·d_λ``
+    features within [64, 4096], at most n and at most ``2³⁰ / (8 n)`` (the n × m factor
+    under 1 GiB); the largest of those landmark counts when the estimate is saturated;
+    0 for a sketch that cannot reach ``2·d_λ`` features (it would slow CG down).
     """
     saturated = d_lam > 0.9 * n_sample and n_sample < n
     cap = min(n, max(MIN_RANK, min(MAX_RANK, FACTOR_BYTES // (8 * max(n, 1)))))
@@ -421,7 +405,7 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
         d_lam = kernel_statistical_dimension(
             pairwise_kernel(S, S, self.kernel_name_, **self.kernel_params_), n, lam)
         self.statistical_dimension_ = float(d_lam)
-        saturated = d_lam > 0.9 * s and s < n
+        bound = "≥ " if d_lam > 0.9 * s and s < n else "≈ "
         if self.preconditioner_size is None and isinstance(self.preconditioner, str):
             m = default_preconditioner_rank(d_lam, n, str(self.preconditioner), s)
             if m == 0:
@@ -432,15 +416,13 @@ class KernelSolver(MultiOutputMixin, RegressorMixin, DistsketchEstimator):
                     "KernelSolver: a sketch preconditioner would need about %.0f features "
                     "(%.0f x d_λ, d_λ %s%.0f at alpha=%.3g) but at most %d fit; a smaller "
                     "sketch can slow CG down, so none is used. Use preconditioner='nystrom' "
-                    "or a larger alpha.", SKETCH_PER_DIM * d_lam, SKETCH_PER_DIM,
-                    "≥ " if saturated else "≈ ", d_lam, lam,
+                    "or a larger alpha.", SKETCH_PER_DIM * d_lam, SKETCH_PER_DIM, bound, d_lam, lam,
                     min(n, MAX_RANK, FACTOR_BYTES // (8 * max(n, 1))))
         elif self.preconditioner_size is None:
             m = None  # a feature-map instance brings its own width
         else:
             m = int(self.preconditioner_size)
         self.preconditioner_size_ = m
-        bound = "≥ " if saturated else "≈ "
         level = logging.INFO if int(self.verbose) > 0 else logging.DEBUG
         logger.log(level, "KernelSolver: statistical dimension d_λ %s%.0f (n=%d, alpha=%.3g, "
                    "%d sampled rows); preconditioner %r of rank %s", bound, d_lam, n, lam, s,
