@@ -147,12 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(args, args._broken, 2)
     # results go to the real stdout; progress bars of libraries that print to
     # stdout (distributed's text bar) are sent to stderr so output stays parseable
-    from distsketch.cli.common import command_config, result_stream
+    from distsketch.cli.common import command_config
 
     try:
-        with result_stream(sys.stdout), command_output(args, sys.stdout) as mode, \
-                contextlib.redirect_stdout(sys.stderr), \
-                (result_stream(mode.capture) if mode.json else contextlib.nullcontext()), \
+        with command_output(args, sys.stdout), contextlib.redirect_stdout(sys.stderr), \
                 command_config(args):
             return int(args.func(args) or 0)
     except DistsketchError as exc:

@@ -10,11 +10,10 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from distsketch.cli.output import add_output_options  # shared with run.py
 from distsketch.errors import ConfigError
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "add_dashboard_option",
     "add_device_option",
     "add_input_options",
-    "add_output_options",
     "add_overwrite_option",
     "add_progress_option",
     "add_storage_option",
@@ -33,37 +31,16 @@ __all__ = [
     "cluster",
     "cluster_log",
     "command_config",
-    "device_config",
-    "emit",
+    "loadable_estimators",
     "median_gamma",
     "open_command_input",
     "open_input",
     "parse_params",
     "parse_storage_options",
     "positive_int",
-    "result_stream",
     "stage",
     "storage_options_arg",
 ]
-
-_RESULT: list[IO[str]] = []
-
-
-@contextlib.contextmanager
-def result_stream(stream: IO[str]) -> Iterator[None]:
-    """Make ``stream`` the target of :func:`emit` (the command's real stdout)."""
-    _RESULT.append(stream)
-    try:
-        yield
-    finally:
-        _RESULT.pop()
-
-
-def emit(text: str = "") -> None:
-    """Print a result line to the command's stdout (progress goes to stderr)."""
-    stream = _RESULT[-1] if _RESULT else sys.stdout
-    print(text, file=stream, flush=True)
-
 
 def stage(message: str) -> None:
     """A progress message on stderr (INFO on the ``distsketch.cli`` logger: ``-q`` hides it)."""
@@ -218,6 +195,17 @@ def cluster_log(args: argparse.Namespace) -> Callable[[str], None]:
     return log
 
 
+def loadable_estimators() -> Iterator[tuple[str, Any]]:
+    """``(registry name, class)`` of every estimator whose module this installation imports."""
+    from distsketch import registry
+
+    for name in registry.ESTIMATORS:
+        try:
+            yield name, registry.resolve(name)
+        except ConfigError:  # a module this installation lacks
+            continue
+
+
 def _parse_value(text: str) -> Any:
     from distsketch.validation import loads_yaml
 
@@ -316,35 +304,22 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def command_config(args: argparse.Namespace) -> Iterator[None]:
-    """``--device`` and ``--progress`` as dask config while the command runs, and only then."""
-    progress = getattr(args, "progress", None)
-    if progress is None:
-        with device_config(args):
-            yield
-        return
+    """``--device`` and ``--progress`` as dask config while the command runs, and only then
+    (``--device`` checked before an input or a cluster opens)."""
     import dask
 
-    from distsketch.graph import PROGRESS_KEY
-
-    with dask.config.set({PROGRESS_KEY: bool(progress)}), device_config(args):
-        yield
-
-
-@contextlib.contextmanager
-def device_config(args: argparse.Namespace) -> Iterator[None]:
-    """``--device`` as ``distsketch.device``, checked before an input or a cluster opens."""
-    device = getattr(args, "device", None)
-    if device is None:
-        yield
-        return
-    import dask
-
-    from distsketch.graph import DEVICE_KEY
+    from distsketch.graph import DEVICE_KEY, PROGRESS_KEY
     from distsketch.ops.device import require_cupy
 
-    if device != "cpu":
-        require_cupy(f"--device {device}")
-    with dask.config.set({DEVICE_KEY: device}):
+    settings: dict[str, Any] = {}
+    if getattr(args, "progress", None) is not None:
+        settings[PROGRESS_KEY] = bool(args.progress)
+    device = getattr(args, "device", None)
+    if device is not None:
+        if device != "cpu":
+            require_cupy(f"--device {device}")
+        settings[DEVICE_KEY] = device
+    with dask.config.set(settings):
         yield
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from distsketch.cli.apply import load_model_and_input
 from distsketch.cli.common import add_input_options, apply_progress, cluster, positive_int, stage
 from distsketch.cli.output import finish
-from distsketch.errors import ConfigError
+from distsketch.errors import ConfigError, InputError
 
 __all__ = ["add_parser", "run"]
 
@@ -66,8 +66,6 @@ def run(args: argparse.Namespace) -> int:
     model, X, _ = load_model_and_input(
         args, lambda model: _check_approximation(model, args.model, args.kernel))
     if X.shape[1] != getattr(model, "n_features_in_", X.shape[1]):
-        from distsketch.errors import InputError
-
         raise InputError(f"{args.input} has {X.shape[1]} features but model {args.model} was "
                          f"fitted with {model.n_features_in_}; evaluate on data with the same "
                          "columns.")

@@ -7,11 +7,13 @@ import inspect
 import time
 from typing import Any
 
+from distsketch import registry
 from distsketch.cli.common import (
     add_input_options,
     apply_progress,
     check_before_cluster,
     cluster,
+    loadable_estimators,
     open_command_input,
     parse_params,
     positive_int,
@@ -48,8 +50,6 @@ _FEATURE_OPTIONS = ("n_components", "kernel", "gamma")
 
 def resolve_estimator(method: str) -> tuple[type, dict[str, Any]]:
     """The estimator class and preset parameters named by ``--method``."""
-    from distsketch import registry
-
     key = method.strip().lower()
     if key in _SHORTCUTS:
         name, preset = _SHORTCUTS[key]
@@ -73,24 +73,12 @@ def _is_feature_map(cls: type) -> bool:
 
 def feature_map_names() -> list[str]:
     """Registry names of the feature maps ``--features`` accepts (blockwise row maps)."""
-    from distsketch import registry
-
-    names = []
-    for name in registry.ESTIMATORS:
-        try:
-            cls = registry.resolve(name)
-        except ConfigError:  # a module this installation lacks
-            continue
-        if _is_feature_map(cls):
-            names.append(name)
-    return sorted(names)
+    return sorted(name for name, cls in loadable_estimators() if _is_feature_map(cls))
 
 
 def resolve_feature_map(name: Any, where: str) -> type:
     """The feature-map class named ``name``: rff, nystrom or a registry name (any case), looked
     up in :mod:`distsketch.registry` (nothing named by the user is imported)."""
-    from distsketch import registry
-
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{where}: expected a feature map name such as rff, nystrom or "
                           f"TensorSketch, got {name!r}.")
@@ -182,7 +170,7 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace,
     if holds_map and (feature_cls is not None or fparams):
         # a feature option builds the map with that class's own defaults otherwise, as
         # features=RandomFourierFeatures(gamma=...) does in Python
-        feature_cls = feature_cls or _default_features()
+        feature_cls = feature_cls or registry.resolve(_DEFAULT_FEATURES)
         for name in fparams:
             if name not in _params_of(feature_cls):
                 raise _no_param(f"feature map parameter {name!r}", feature_cls, name)
@@ -200,12 +188,6 @@ def build_params(cls: type, preset: dict[str, Any], args: argparse.Namespace,
     # without feature options the model's own default map (features=None) stands, so a
     # CLI fit is the Python one with the same arguments
     return params, feature_cls, fparams
-
-
-def _default_features() -> type:
-    from distsketch import registry
-
-    return registry.resolve(_DEFAULT_FEATURES)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -270,11 +252,6 @@ def _non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
-
-
-def _needs_targets(cls: type) -> bool:
-    y = inspect.signature(cls.fit).parameters.get("y")  # type: ignore[attr-defined]
-    return y is not None and y.default is inspect.Parameter.empty
 
 
 def _read_targets(spec: str, n: int, storage_options: dict | None = None,
@@ -347,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
     from distsketch.io import fingerprint
     from distsketch.io.model.store import save_model
     from distsketch.io.storage.safety import check_output
+    from distsketch.workflow.spec_targets import needs_targets
 
     apply_progress(args)
     so = storage_options_arg(args)
@@ -366,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
     if targets is None:
         # the labels ingest stored beside the rows (STORE::y), when the input has them
         labels = store_labels(args.input, so)
-        if _needs_targets(cls):
+        if needs_targets(cls):
             if labels is None:
                 raise _no_targets(cls, args.input)
             targets, from_input = labels, True
@@ -429,7 +407,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gamma_search_note(est: Any) -> str | None:
-    """The model's sentence on a gamma found beyond the usual grid (said with the gamma, not
-    only in the log), or None."""
+    """The model's note on a gamma found beyond the usual grid (shown with it, not only logged)."""
     search = getattr(est, "gamma_search_", None)
     return search.get("note") if isinstance(search, dict) else None

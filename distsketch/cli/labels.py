@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.cli.common import loadable_estimators
 from distsketch.errors import DistsketchError
-from distsketch.io.arrays.targets import store_labels
+from distsketch.io.arrays.targets import store_labels, whole_numbers
 
 __all__ = ["CLASSIFIER", "REGRESSOR", "integer_class_targets", "method_hint", "store_labels",
            "suggested_methods", "supervised_methods", "target_kind"]
@@ -22,8 +23,6 @@ REGRESSOR = "SketchedKernelRidge"
 _KIND_ROWS = 65536
 # whole numbers with at most this many distinct values may be class numbers (1..7)
 _MAX_NUMBERED_CLASSES = 100
-# float64 holds every integer up to 2**53 exactly: beyond it a value is no class number
-_EXACT_INTEGERS = 2.0**53
 
 
 def target_kind(spec: str, storage_options: dict | None = None) -> str | None:
@@ -76,23 +75,13 @@ def method_hint(kind: str | None) -> str:
 
 def supervised_methods() -> tuple[list[str], list[str]]:
     """Registry names of the estimators whose ``fit`` needs targets: (classifiers, regressors)."""
-    from sklearn.base import ClassifierMixin
-
-    from distsketch import registry
-    from distsketch.errors import ConfigError
+    from distsketch.workflow.spec_targets import is_classifier_class, needs_targets
 
     classifiers: list[str] = []
     regressors: list[str] = []
-    for name in registry.ESTIMATORS:
-        try:
-            cls = registry.resolve(name)
-        except ConfigError:  # a module this installation lacks
-            continue
-        fit = getattr(cls, "fit", None) if inspect.isclass(cls) else None
-        y = inspect.signature(fit).parameters.get("y") if callable(fit) else None
-        if y is None or y.default is not inspect.Parameter.empty:
-            continue
-        (classifiers if issubclass(cls, ClassifierMixin) else regressors).append(name)
+    for name, cls in loadable_estimators():
+        if inspect.isclass(cls) and needs_targets(cls):
+            (classifiers if is_classifier_class(cls) else regressors).append(name)
     return sorted(classifiers), sorted(regressors)
 
 
@@ -103,8 +92,7 @@ def integer_class_targets(y: Any) -> Any:
 
     if np.dtype(y.dtype).kind != "f":
         return y
-    # NumPy's ufuncs and the array's own methods stay lazy on a dask array
-    whole = (np.isfinite(y) & (y == y.round()) & (abs(y) < _EXACT_INTEGERS)).all()
+    whole = whole_numbers(y).all()
     if not bool(compute(whole, progress=False)[0]):
         return y
     return y.astype(np.int64)

@@ -4,16 +4,12 @@ Progress and details go through the ``logging`` module (the ``distsketch``
 logger and its children) to stderr; results go to stdout, either as text
 lines or, with ``--json``, as one JSON object holding the command's results
 (paths written, shapes, timings, scores) and every warning logged while it ran.
-
-The options are accepted both before and after the command name
-(``distsketch -v fit ...`` and ``distsketch fit ... -v``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import logging
 import sys
@@ -28,7 +24,6 @@ __all__ = [
     "finish",
     "output_mode",
     "print_error",
-    "wants_json",
     "warn",
 ]
 
@@ -78,7 +73,6 @@ class OutputMode:
         self.command: str | None = None
         self.stdout: Any = None  # where the JSON object goes (the command's real stdout)
         self.finished = False  # the command printed its own results through finish()
-        self.capture = io.StringIO()  # text results under --json (see command_output)
 
 
 _MODES: list[OutputMode] = []
@@ -91,11 +85,6 @@ def output_mode() -> OutputMode:
 
 def _flag(args: argparse.Namespace, name: str) -> bool:
     return bool(getattr(args, _GLOBAL[name], False) or getattr(args, name, False))
-
-
-def wants_json(args: argparse.Namespace) -> bool:
-    """Whether ``--json`` was given, before or after the command name."""
-    return _flag(args, "json")
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -137,8 +126,8 @@ class _WarningCollector(logging.Handler):
 @contextlib.contextmanager
 def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[OutputMode]:
     """Logging for one command from its ``-v``/``-q``/``--json`` flags, restored afterwards;
-    warnings are collected for ``--json``, which also gets the text results of a command
-    that does not call :func:`finish` (sent to ``mode.capture``) as ``output``."""
+    warnings are collected for ``--json`` (one object also for a command that does not call
+    :func:`finish`)."""
     mode = OutputMode(_flag(args, "verbose"), _flag(args, "quiet"), _flag(args, "json"))
     mode.command = getattr(args, "command", None)
     mode.stdout = stdout if stdout is not None else sys.stdout
@@ -160,16 +149,13 @@ def command_output(args: argparse.Namespace, stdout: Any = None) -> Iterator[Out
     logger.addHandler(handler)
     logger.addHandler(collector)
     _MODES.append(mode)
-    # with --json, text results of a command that does not call finish() are collected
-    # into the one JSON object instead of being printed
     try:
         with warnings.catch_warnings():
             # Python warnings of the libraries (after their filters) join the command's own
             warnings.showwarning = _show_warning
             yield mode
         if mode.json and not mode.finished:
-            _write_json(mode, {"command": mode.command,
-                               "output": mode.capture.getvalue().splitlines()})
+            _write_json(mode, {"command": mode.command, "output": []})
     finally:
         _MODES.pop()
         logger.removeHandler(handler)
@@ -210,6 +196,6 @@ def finish(result: dict[str, Any], lines: Sequence[str] | str) -> None:
 
 def print_error(args: argparse.Namespace, message: str, code: int) -> None:
     """With ``--json``, a failed command's one JSON object (the message is on stderr too)."""
-    if wants_json(args):
+    if _flag(args, "json"):  # given before or after the command name
         print(json.dumps({"command": getattr(args, "command", None), "error": message,
                           "exit_code": code}, indent=2, sort_keys=True), flush=True)

@@ -110,11 +110,6 @@ _MARK = "quickstart"
 _REPORT_KEY = "distsketch_quickstart"
 
 
-def _out_folder(text: str) -> Path:
-    """``--out`` as an absolute, normalised path (``Q/sub/..`` is ``Q``)."""
-    return Path(os.path.normpath(os.path.abspath(os.path.expanduser(text))))
-
-
 def _check_out(out: Path, overwrite: bool = False) -> None:
     """Refuse, before anything is written, an --out whose outputs quickstart did not write
     (with ``overwrite``: that distsketch did not write)."""
@@ -244,7 +239,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Path, Any]:
     # the model's own checks too, before data or a cluster exist (gamma is chosen later)
     check_before_cluster(_model(args, gamma=None), args.rows, args.features)
     show = apply_progress(args)
-    out = _out_folder(args.out)
+    out = Path(os.path.normpath(os.path.abspath(os.path.expanduser(args.out))))  # Q/sub/.. is Q
     _check_out(out, args.overwrite)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -27,10 +27,12 @@ from distsketch.cli.common import (
 
 __all__ = ["add_parser", "main", "run", "run_summary"]
 
-HELP = "run a workflow spec (incremental, resumable, atomic outputs)"
 
-
-def _add_options(parser: argparse.ArgumentParser) -> None:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``run`` subcommand on an ``argparse`` subparsers object."""
+    parser = subparsers.add_parser(
+        "run", help="run a workflow spec (incremental, resumable, atomic outputs)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("spec", help="workflow spec YAML (see workflows/)")
     # not common.add_cluster_option: without --cluster the spec's cluster applies, not the
     # commands' small-input rule
@@ -54,13 +56,6 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     add_storage_option(parser)
     add_progress_option(parser)
     add_device_option(parser)  # overrides the spec's device
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the ``run`` subcommand on an ``argparse`` subparsers object."""
-    parser = subparsers.add_parser("run", help=HELP, description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_options(parser)
     parser.set_defaults(func=run)
     return parser
 

@@ -181,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace, model: Any, X: Any, targets: str, shown: str | None,
            so: dict[str, Any] | None) -> int:
-    """Score ``model`` on ``X`` against ``targets`` and print the result."""
     from distsketch.graph import to_numpy
     from distsketch.io.arrays.targets import open_targets
     from distsketch.validation import check_n_features

@@ -1,9 +1,5 @@
 """Tables where a user has tables: CSV or Parquet inputs of ``predict``, ``transform`` and
-``score``, and outputs of ``predict`` and ``transform``.
-
-A table input is read as ``distsketch ingest`` would, with the columns the model was
-fitted on (by name), into a temporary store; a table output is written atomically.
-"""
+``score`` (read as ``distsketch ingest`` would), and outputs of ``predict`` and ``transform``."""
 
 from __future__ import annotations
 

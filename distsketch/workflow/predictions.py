@@ -70,6 +70,8 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
     """
     if not is_supervised(spec, model):
         return None
+    from sklearn.base import is_classifier
+
     from distsketch.io import write_array
     from distsketch.io.arrays.class_codes import predictions_attrs
 
@@ -95,18 +97,12 @@ def write_predictions(folder: Any, spec: Any, model: Any, Xs: Any, n: int,
         source = open_zarr(path if so_out is not None else str(path), "predictions", **opts)
     t0 = time.perf_counter()
     fraction = spec.method.params.get(HOLDOUT)
-    fit = fit_metric(source, spec.targets, n, _is_classifier(model),
+    fit = fit_metric(source, spec.targets, n, bool(is_classifier(model)),
                      holdout=(spec.seed, fraction) if fraction else None, storage_options=so)
     timings["fit_metric"] = time.perf_counter() - t0
     if fit.get("warning"):
         logging.getLogger("distsketch").warning("%s: %s", spec.method.name, fit["warning"])
     return {**fit, "predictions": name}
-
-
-def _is_classifier(model: Any) -> bool:
-    from sklearn.base import is_classifier
-
-    return bool(is_classifier(model))
 
 
 def _rows(P: Any, start: int, stop: int) -> np.ndarray:

@@ -1,10 +1,5 @@
-"""Preprocessing learned by a mergeable summary, then frozen in the state and the model.
-
-The workflow's standardisation is a :class:`Standardizer`: a scikit-learn
-transformer that is lazy on dask input, so a saved
-``Pipeline([("scale", Standardizer), ("model", estimator)])`` maps raw rows
-out of core exactly as the workflow mapped them.
-"""
+"""Preprocessing learned by a mergeable summary, then frozen in the state and the model (a
+saved ``Pipeline([("scale", Standardizer), ("model", estimator)])``)."""
 
 from __future__ import annotations
 

@@ -12,11 +12,9 @@ from typing import Any
 import numpy as np
 
 from distsketch.errors import DistsketchError
-from distsketch.workflow.report_md import md_text
 from distsketch.workflow.spec import WorkflowSpec
 
-__all__ = ["kernel_errors", "md_text", "performance_report", "spectrum", "versions",
-           "write_report"]
+__all__ = ["kernel_errors", "performance_report", "spectrum", "versions", "write_report"]
 
 
 def versions() -> dict[str, str]:

@@ -474,8 +474,7 @@ class _Run:
 
     def _write_outputs(self, tmp: Any, Xs: Any, model: Any, scaler: dict | None,
                        n: int) -> _Written:
-        """Model, features, predictions and kernel error estimate into the uncommitted result
-        folder."""
+        """Model, features, predictions and the kernel error estimate into the uncommitted result."""
         from distsketch.io import write_array
         from distsketch.io.model.store import save_model
         from distsketch.workflow.predictions import feature_output, write_predictions

@@ -177,8 +177,7 @@ class SegmentFolder:
         self.hooks.after_segment(segment)
 
     def _merge(self, window: SummaryWindow, segment: Segment, targets: Any) -> str:
-        """Fold ``segment``'s summary into the state as ``partial_fit`` would; return the
-        segment's prefix fingerprint."""
+        """Fold ``segment``'s summary as ``partial_fit`` would; returns its prefix fingerprint."""
         from distsketch.graph import blas_single_thread
 
         if self.method.needs_classes and targets is not None:

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from distsketch.io.arrays.targets import store_labels, whole_numbers
+
 __all__ = ["IntegerLabels", "is_classifier_class", "needs_targets", "store_targets",
            "whole_number_labels"]
-
-# float64 holds every integer up to 2**53 exactly: beyond it a value is no class number
-_EXACT_INTEGERS = 2.0**53
 
 
 def needs_targets(cls: type) -> bool:
@@ -29,8 +28,6 @@ def store_targets(input_path: str, cls: type, storage_options: dict | None = Non
     rule, :func:`distsketch.io.arrays.targets.store_labels`), else None."""
     if not needs_targets(cls):
         return None
-    from distsketch.io.arrays.targets import store_labels
-
     return store_labels(input_path, storage_options)
 
 
@@ -39,10 +36,7 @@ def whole_number_labels(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     if values.dtype.kind != "f" or values.size == 0:
         return values
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(values) & (values == np.round(values)) & \
-            (np.abs(values) < _EXACT_INTEGERS)
-    return values.astype(np.int64) if bool(whole.all()) else values
+    return values.astype(np.int64) if bool(whole_numbers(values).all()) else values
 
 
 def is_classifier_class(cls: type) -> bool:

@@ -13,11 +13,10 @@ from typing import Any
 
 from distsketch.errors import StoreError, WorkflowError
 from distsketch.io.storage.location import Location
-from distsketch.io.storage.locks import HEARTBEAT_SECONDS, LOCK_STALE_SECONDS, ObjectLock
+from distsketch.io.storage.locks import ObjectLock
 from distsketch.workflow.state import StateStore, store_error
 
-__all__ = ["HEARTBEAT_SECONDS", "LOCK_STALE_SECONDS", "ObjectLock", "ResultFolder", "RunStorage",
-           "open_storage"]
+__all__ = ["ObjectLock", "ResultFolder", "RunStorage", "open_storage"]
 
 #: files a run writes into outputs.dir before moving them into the result
 _PERF_PREFIX = ".dask-performance-"
