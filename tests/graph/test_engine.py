@@ -332,9 +332,10 @@ class _DeviceArray(np.ndarray):
         np.copyto(self, arr)
 
 
-def test_the_cuda_stage_wiring_with_a_stand_in_cupy(monkeypatch):
-    # a synchronous stand-in of CuPy's pinned memory, streams and events: it checks the
-    # stage's data path and which waits it issues, not CUDA's own semantics
+def _stand_in_cupy(monkeypatch, pinned=bytearray):
+    """A synchronous stand-in of CuPy's pinned memory, streams and events, installed as
+    ``cupy``; returns the counter of the waits it saw.  It checks the stage's data path
+    and which waits it issues, not CUDA's own semantics."""
     import sys
     import types
     from collections import Counter
@@ -348,10 +349,15 @@ def test_the_cuda_stage_wiring_with_a_stand_in_cupy(monkeypatch):
         return s
 
     fake = types.SimpleNamespace(
-        cuda=types.SimpleNamespace(Stream=stream, alloc_pinned_memory=bytearray,
+        cuda=types.SimpleNamespace(Stream=stream, alloc_pinned_memory=lambda n: pinned(n),
                                    get_current_stream=lambda: _Stream(counts)),
         empty=lambda n, dtype: np.empty(n, dtype).view(_DeviceArray))
     monkeypatch.setitem(sys.modules, "cupy", fake)
+    return counts
+
+
+def test_the_cuda_stage_wiring_with_a_stand_in_cupy(monkeypatch):
+    counts = _stand_in_cupy(monkeypatch)
     data = da.from_array(X, chunks=(100, 6))
     ref = reduce_blocks(Covariance(), data)
     blocks = plan_rows(data)
@@ -383,28 +389,13 @@ class _DeviceBlock:
 def test_the_cuda_stage_writes_back_through_pinned_buffers_with_a_stand_in_cupy(monkeypatch):
     # the writer's data path with a synchronous stand-in of CuPy: device blocks are copied on
     # the copy stream into the ring's pinned buffers, each write waits for its copy's event
-    import sys
-    import types
-    from collections import Counter
-
     from distsketch.graph.engine import write_with_engine
-
-    counts: Counter = Counter()
-    streams = iter(["copy", "compute"])
-
-    def stream(non_blocking=False):
-        s = _Stream(counts, non_blocking)
-        s.name = next(streams)
-        return s
 
     def pinned(n):
         counts["pinned"] += 1
         return bytearray(n)
 
-    fake = types.SimpleNamespace(
-        cuda=types.SimpleNamespace(Stream=stream, alloc_pinned_memory=pinned,
-                                   get_current_stream=lambda: _Stream(counts)))
-    monkeypatch.setitem(sys.modules, "cupy", fake)
+    counts = _stand_in_cupy(monkeypatch, pinned)
     data = da.from_array(X, chunks=(100, 6)).map_blocks(
         lambda b: _DeviceBlock(b, counts), dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
     out = np.zeros_like(X)
